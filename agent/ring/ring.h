@@ -1,0 +1,36 @@
+/* Per-thread capture rings: the only thing capture code touches on the hot path.
+ *
+ * mrd_ring_write() copies one record into the calling thread's single-producer /
+ * single-consumer ring and returns. No lock, no allocation, no system call after the
+ * thread's first write (which claims a pre-allocated ring with one atomic operation).
+ * Policy at the cap: a full ring, or no free ring for a new thread, drops the record and
+ * counts it (MRD_DROP_RING_FULL / MRD_DROP_NO_THREAD_SLOT). The flusher thread is the only
+ * consumer (mrd_ring_drain).
+ */
+#ifndef MRD_AGENT_RING_H
+#define MRD_AGENT_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "record.h"
+
+/* Allocates `max_threads` rings of `records_per_ring` records each (power of two).
+ * Call once, before any writer, from the agent's init. Returns 0, -EINVAL, -ENOMEM. */
+int mrd_ring_init(unsigned max_threads, unsigned records_per_ring);
+
+/* Hot path, any thread: copy *r into this thread's ring. Returns 0, or -EAGAIN when the
+ * record was dropped (counted). Safe to call before mrd_ring_init (drops, counted). */
+int mrd_ring_write(const struct mrd_record *r);
+
+/* Flusher thread only: hands every pending record of every ring to fn (in per-ring
+ * order), up to max records in all. Returns the number handed over. */
+size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *arg, size_t max);
+
+/* Adds the ring drop counters into dropped[MRD_DROP__COUNT] (any thread). */
+void mrd_ring_dropped(uint64_t dropped[MRD_DROP__COUNT]);
+
+/* Frees every ring (at exit, after writers have stopped). */
+void mrd_ring_shutdown(void);
+
+#endif
