@@ -1,0 +1,72 @@
+/* The agent's one shared state: configuration, identity, clock, counters, lifecycle.
+ *
+ * Every entry point (CUDA injection, NCCL profiler plugin, NVTX injection, MPI
+ * wrappers) calls mrd_agent_start() first; the first call reads the environment (once),
+ * decides whether this process is a rank (inert otherwise), allocates the rings and
+ * starts the single background flusher thread (signals blocked). Later calls return
+ * the same answer. Nothing heavy runs in constructors.
+ *
+ * Environment contract (documented in agent/ENVIRONMENT.md):
+ *   MERIDIAN_AGGREGATOR   host:port of meridiand (required to be active)
+ *   MERIDIAN_RUN_ID       run id (required)
+ *   MERIDIAN_SECRET / MERIDIAN_SECRET_FILE   per-run secret
+ *   MERIDIAN_QUEUE_BYTES  cap of the unacknowledged-batch queue (default 64 MiB)
+ *   MERIDIAN_FLUSH_DEADLINE_MS  exit flush deadline (default 5000)
+ *   MERIDIAN_RING_RECORDS records per thread ring (default 16384), MERIDIAN_RING_THREADS
+ *   MERIDIAN_GRAPH_NODES=1  per-node kernels inside CUDA graphs
+ *   MERIDIAN_DISABLE=1      stay inert
+ *   MERIDIAN_TEST_CLOCK_PPM test-only rate knob applied inside mrd_clock_now()
+ * Rank: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK (first set wins).
+ */
+#ifndef MRD_AGENT_H
+#define MRD_AGENT_H
+
+#include <stdint.h>
+
+#include "events.h"
+
+struct mrd_agent_config {
+    char aggregator[256];      /* "host:port" */
+    char run_id[128];
+    char secret[256];
+    uint64_t queue_bytes;
+    uint32_t flush_deadline_ms;
+    uint32_t ring_records, ring_threads;
+    int graph_nodes;
+    int rank, local_rank, world_size; /* -1 when unknown */
+    double test_clock_ppm;
+};
+
+/* Idempotent, thread-safe. Returns 1 if the agent is active in this process, 0 if inert
+ * (not a rank, disabled, or misconfigured: then one line on stderr says why). */
+int mrd_agent_start(void);
+
+/* 1 when active. Cheap (one atomic load); usable on hot paths. */
+int mrd_agent_active(void);
+
+/* The configuration read at start (valid once mrd_agent_start returned 1). */
+const struct mrd_agent_config *mrd_agent_config(void);
+
+/* The agent's local clock: CLOCK_MONOTONIC_RAW ns (with the test rate knob applied).
+ * One clock for every source in the process (CUPTI is handed this via its timestamp
+ * callback). Hot-path safe (vDSO). */
+int64_t mrd_clock_now(void);
+
+/* Count n events captured of a kind / dropped for a reason. Lock-free atomics. */
+void mrd_agent_count_captured(int kind, uint64_t n);
+void mrd_agent_count_drop(int reason, uint64_t n);
+void mrd_agent_counters(uint64_t captured[MRD_EV__COUNT], uint64_t dropped[MRD_DROP__COUNT]);
+
+/* Registers a GPU seen by capture (uuid, PCI id) so the hello carries it. Any thread. */
+void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id,
+                       const char *name);
+
+/* Capture modules register a flush hook run by the exit path before the final send
+ * (e.g. cuptiActivityFlushAll). Up to 8 hooks. */
+void mrd_agent_on_flush(void (*fn)(void));
+
+/* Exit path (atexit, MPI_Finalize wrapper): run flush hooks, send what is left within the
+ * flush deadline, say goodbye, report losses in one stderr line. Idempotent. */
+void mrd_agent_shutdown(void);
+
+#endif
