@@ -15,6 +15,9 @@
  *   MERIDIAN_RING_RECORDS records per thread ring (default 16384), MERIDIAN_RING_THREADS
  *   MERIDIAN_GRAPH_NODES=1  per-node kernels inside CUDA graphs
  *   MERIDIAN_DISABLE=1      stay inert
+ *   MERIDIAN_FORCE=1        be active even without a rank variable (rank 0)
+ *   MERIDIAN_RECORD_FILE    also append every frame produced to this capture file
+ *   MERIDIAN_BATCH_EVENTS, MERIDIAN_BATCH_MS, MERIDIAN_PROBE_INTERVAL_MS, MERIDIAN_SHARD_ID
  *   MERIDIAN_TEST_CLOCK_PPM test-only rate knob applied inside mrd_clock_now()
  * Rank: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK (first set wins).
  */
@@ -35,6 +38,13 @@ struct mrd_agent_config {
     int graph_nodes;
     int rank, local_rank, world_size; /* -1 when unknown */
     double test_clock_ppm;
+    /* added after v1 of this contract (additive) */
+    int force;                 /* MERIDIAN_FORCE=1 */
+    char record_file[512];     /* "" = none; %r and %p already substituted */
+    uint32_t batch_events;     /* finish a batch at this many events (default 16384) */
+    uint32_t batch_ms;         /* ... or this long after its first event (default 150) */
+    uint32_t probe_interval_ms; /* periodic clock probe rounds (default 500) */
+    uint32_t shard_id;
 };
 
 /* Idempotent, thread-safe. Returns 1 if the agent is active in this process, 0 if inert
@@ -52,7 +62,12 @@ const struct mrd_agent_config *mrd_agent_config(void);
  * callback). Hot-path safe (vDSO). */
 int64_t mrd_clock_now(void);
 
-/* Count n events captured of a kind / dropped for a reason. Lock-free atomics. */
+/* Count n events captured of a kind / dropped for a reason. Lock-free atomics.
+ * "Captured" is counted by the flusher for every record it drains from the rings (and
+ * every clock sample): capture code does NOT call mrd_agent_count_captured for records it
+ * writes with mrd_ring_write (that would count them twice); it reports its own losses
+ * (CUPTI host/device drops, NCCL pool) with mrd_agent_count_drop.
+ * mrd_agent_counters returns the agent's counters plus the rings' drop counters. */
 void mrd_agent_count_captured(int kind, uint64_t n);
 void mrd_agent_count_drop(int reason, uint64_t n);
 void mrd_agent_counters(uint64_t captured[MRD_EV__COUNT], uint64_t dropped[MRD_DROP__COUNT]);

@@ -30,6 +30,11 @@ size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *a
 /* Adds the ring drop counters into dropped[MRD_DROP__COUNT] (any thread). */
 void mrd_ring_dropped(uint64_t dropped[MRD_DROP__COUNT]);
 
+/* Makes every later mrd_ring_write refuse its record with -EAGAIN, uncounted (a fork
+ * child is inert and reports nothing). Async-signal-safe (one atomic store).
+ * Added after v1 of this contract (additive). */
+void mrd_ring_disable(void);
+
 /* Frees every ring (at exit, after writers have stopped). */
 void mrd_ring_shutdown(void);
 
