@@ -1,0 +1,373 @@
+/* bare_consumer: the floor for any CUPTI-based tool, as a CUDA injection library.
+ *
+ * Where it sits: not part of meridian's data flow. The overhead benchmark
+ * (tests/bench/overhead) runs each workload unprofiled, under this library, and under
+ * meridian; what this library costs is what CUPTI itself costs when it is configured as well
+ * as CUPTI allows, so "meridian's added time / this library's added time" measures
+ * meridian's own work. Loaded with CUDA_INJECTION64_PATH=/abs/libbare_consumer.so: the CUDA
+ * driver dlopens it while initialising and calls InitializeInjection() once, on the
+ * initialising thread, before any context exists.
+ *
+ * What it does: enables the same activity kinds as meridian's agent (CONCURRENT_KERNEL,
+ * MEMCPY, MEMSET, SYNCHRONIZATION, GRAPH_TRACE, EXTERNAL_CORRELATION, DRIVER records for
+ * a short whitelist of callback ids, OVERHEAD, DEVICE), with the same set-up: a
+ * CLOCK_MONOTONIC_RAW timestamp callback registered first, 8 MiB host buffers handed out
+ * from a pool zeroed and pre-faulted at start, CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER
+ * set so CUPTI never clears a buffer on the application's thread. Completed buffers are
+ * walked only to count records (on CUPTI's worker thread), re-zeroed over their valid bytes
+ * and returned to the pool: the records themselves are discarded.
+ *
+ * Workload: up to a few hundred thousand records a second per process (a storm of empty
+ * kernels gives ~250k/s), a handful of application threads asking for buffers.
+ *
+ * Cap and policy: the pool holds BARE_CONSUMER_POOL buffers (default 16 x 8 MiB, all
+ * allocated at start, never grown). When it is empty the request callback returns no
+ * buffer, CUPTI drops the records it could not store and counts them; both that count
+ * (cuptiActivityGetNumDroppedRecords) and the pool misses are printed at exit.
+ *
+ * Environment (read once, in InitializeInjection):
+ *   BARE_CONSUMER_KINDS        comma list of kind names (default: the list above; names as
+ *                              printed: CONCURRENT_KERNEL, MEMCPY, MEMCPY2, MEMSET,
+ *                              SYNCHRONIZATION, GRAPH_TRACE, EXTERNAL_CORRELATION, DRIVER,
+ *                              OVERHEAD, DEVICE, CONTEXT, STREAM, MARKER, RUNTIME_ALL,
+ *                              DRIVER_ALL), or "none" (the library loads and does nothing)
+ *   BARE_CONSUMER_DRIVER_CBIDS comma list of driver callback ids for DRIVER (default below)
+ *   BARE_CONSUMER_BUFFER_BYTES host buffer size (default 8 MiB)
+ *   BARE_CONSUMER_POOL         number of pooled buffers (default 16, 1..256)
+ *   BARE_CONSUMER_DEVICE_BUFFER_BYTES  CUPTI device buffer size (default: CUPTI's own)
+ * Output (stderr, prefixed "bare_consumer:"): one `kinds=...` line and one `config ...` line
+ * at start, one `exit ...` line with the record counts at exit.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cupti.h>
+
+#define BC_EXPORT __attribute__((visibility("default")))
+#define BC_MAX_POOL 256
+#define BC_MAX_CBIDS 64
+#define BC_ALIGN 8
+
+BC_EXPORT int InitializeInjection(void);
+
+/* Launches, synchronisations and allocations: the short list meridian keeps. */
+static const uint32_t default_cbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,       CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
+    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,  CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
+};
+
+struct kind_name {
+    const char *name;
+    CUpti_ActivityKind kind; /* CUPTI_ACTIVITY_KIND_INVALID for the pseudo-kinds */
+};
+
+static const struct kind_name kind_names[] = {
+    {"CONCURRENT_KERNEL", CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
+    {"MEMCPY", CUPTI_ACTIVITY_KIND_MEMCPY},
+    {"MEMCPY2", CUPTI_ACTIVITY_KIND_MEMCPY2},
+    {"MEMSET", CUPTI_ACTIVITY_KIND_MEMSET},
+    {"SYNCHRONIZATION", CUPTI_ACTIVITY_KIND_SYNCHRONIZATION},
+    {"GRAPH_TRACE", CUPTI_ACTIVITY_KIND_GRAPH_TRACE},
+    {"EXTERNAL_CORRELATION", CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
+    {"DRIVER", CUPTI_ACTIVITY_KIND_INVALID}, /* whitelist of cbids, not the whole kind */
+    {"OVERHEAD", CUPTI_ACTIVITY_KIND_OVERHEAD},
+    {"DEVICE", CUPTI_ACTIVITY_KIND_DEVICE},
+    {"CONTEXT", CUPTI_ACTIVITY_KIND_CONTEXT},
+    {"STREAM", CUPTI_ACTIVITY_KIND_STREAM},
+    {"MARKER", CUPTI_ACTIVITY_KIND_MARKER},
+    {"RUNTIME_ALL", CUPTI_ACTIVITY_KIND_RUNTIME},
+    {"DRIVER_ALL", CUPTI_ACTIVITY_KIND_DRIVER},
+};
+#define BC_NKINDS (sizeof(kind_names) / sizeof(kind_names[0]))
+
+static const char default_kinds[] = "CONCURRENT_KERNEL,MEMCPY,MEMSET,SYNCHRONIZATION,GRAPH_TRACE,"
+                                    "EXTERNAL_CORRELATION,DRIVER,OVERHEAD,DEVICE";
+
+static struct {
+    int initialized;
+    size_t buffer_bytes;
+    unsigned pool_size;
+    uint8_t *pool_mem;
+    uint8_t *free_list[BC_MAX_POOL];
+    unsigned free_count;
+    pthread_mutex_t lock; /* guards free_list/free_count only; no CUPTI call under it */
+    uint32_t cbids[BC_MAX_CBIDS];
+    unsigned ncbids;
+    /* Counters, updated on CUPTI's worker thread and the request path. */
+    uint64_t records_by_kind[CUPTI_ACTIVITY_KIND_COUNT];
+    uint64_t records, zero_ts_kernels, buffers_completed, pool_misses;
+} bc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t CUPTIAPI timestamp_cb(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Runs on the thread that needs a buffer (often the application's): pop, never allocate. */
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    uint8_t *b = NULL;
+
+    pthread_mutex_lock(&bc.lock);
+    if (bc.free_count > 0)
+        b = bc.free_list[--bc.free_count];
+    pthread_mutex_unlock(&bc.lock);
+    if (!b)
+        __atomic_add_fetch(&bc.pool_misses, 1, __ATOMIC_RELAXED);
+    *buffer = b;
+    *size = b ? bc.buffer_bytes : 0;
+    *max_records = 0;
+}
+
+/* Runs on CUPTI's worker thread: count, re-zero what CUPTI wrote, return to the pool. */
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                      size_t size, size_t valid)
+{
+    uint64_t by_kind[CUPTI_ACTIVITY_KIND_COUNT] = {0};
+    CUpti_Activity *rec = NULL;
+    uint64_t n = 0, zero_ts = 0;
+
+    /* Usually CUPTI's worker thread, but cuptiActivityFlushAll at exit delivers on the
+     * caller's thread: count locally, publish with atomics. */
+    while (buffer && valid > 0 &&
+           cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        n++;
+        if ((unsigned)rec->kind < CUPTI_ACTIVITY_KIND_COUNT)
+            by_kind[rec->kind]++;
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+            if (k->start == 0 && k->end == 0)
+                zero_ts++; /* device buffer exhausted: a lost timing */
+        }
+    }
+    for (unsigned i = 0; i < CUPTI_ACTIVITY_KIND_COUNT; i++)
+        if (by_kind[i])
+            __atomic_add_fetch(&bc.records_by_kind[i], by_kind[i], __ATOMIC_RELAXED);
+    __atomic_add_fetch(&bc.records, n, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&bc.zero_ts_kernels, zero_ts, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&bc.buffers_completed, 1, __ATOMIC_RELAXED);
+    if (!buffer)
+        return;
+    memset(buffer, 0, valid < size ? valid : size);
+    pthread_mutex_lock(&bc.lock);
+    if (bc.free_count < BC_MAX_POOL)
+        bc.free_list[bc.free_count++] = buffer;
+    pthread_mutex_unlock(&bc.lock);
+}
+
+static const char *cupti_err(CUptiResult r)
+{
+    const char *s = NULL;
+    if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+        return "unknown CUPTI error";
+    return s;
+}
+
+static unsigned long env_ulong(const char *name, unsigned long dflt, unsigned long lo,
+                               unsigned long hi)
+{
+    const char *s = getenv(name);
+    char *end = NULL;
+    unsigned long v;
+
+    if (!s || !*s)
+        return dflt;
+    errno = 0;
+    v = strtoul(s, &end, 0);
+    if (errno || *end || v < lo || v > hi) {
+        fprintf(stderr, "bare_consumer: ignoring %s=%s (want %lu..%lu)\n", name, s, lo, hi);
+        return dflt;
+    }
+    return v;
+}
+
+static void parse_cbids(void)
+{
+    const char *s = getenv("BARE_CONSUMER_DRIVER_CBIDS");
+    char *end;
+
+    bc.ncbids = 0;
+    if (!s || !*s) {
+        for (size_t i = 0; i < sizeof(default_cbids) / sizeof(default_cbids[0]); i++)
+            bc.cbids[bc.ncbids++] = default_cbids[i];
+        return;
+    }
+    while (*s && bc.ncbids < BC_MAX_CBIDS) {
+        unsigned long v = strtoul(s, &end, 0);
+        if (end == s)
+            break;
+        bc.cbids[bc.ncbids++] = (uint32_t)v;
+        s = *end == ',' ? end + 1 : end;
+    }
+}
+
+static int pool_create(void)
+{
+    size_t total = bc.buffer_bytes * bc.pool_size;
+    void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+    if (mem == MAP_FAILED)
+        return -errno;
+    memset(mem, 0, total); /* pre-fault here, not on the application's thread later */
+    bc.pool_mem = mem;
+    for (unsigned i = 0; i < bc.pool_size; i++)
+        bc.free_list[i] = bc.pool_mem + (size_t)i * bc.buffer_bytes;
+    bc.free_count = bc.pool_size;
+    return 0;
+}
+
+/* Enables one named kind; appends its name to ok or bad. Returns 0 or -1. */
+static int enable_kind(const struct kind_name *kn, char *ok, size_t okn, char *bad, size_t badn)
+{
+    CUptiResult r = CUPTI_SUCCESS;
+    char *dst = ok;
+    size_t dn = okn;
+
+    if (strcmp(kn->name, "DRIVER") == 0) {
+        for (unsigned i = 0; i < bc.ncbids && r == CUPTI_SUCCESS; i++)
+            r = cuptiActivityEnableDriverApi(bc.cbids[i], 1);
+    } else {
+        r = cuptiActivityEnable(kn->kind);
+    }
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "bare_consumer: enabling %s failed: %s\n", kn->name, cupti_err(r));
+        dst = bad;
+        dn = badn;
+    }
+    if (dst[0])
+        strncat(dst, ",", dn - strlen(dst) - 1);
+    strncat(dst, kn->name, dn - strlen(dst) - 1);
+    return r == CUPTI_SUCCESS ? 0 : -1;
+}
+
+static void at_exit(void)
+{
+    size_t dropped = 0;
+    CUptiResult r;
+
+    r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (r != CUPTI_SUCCESS)
+        fprintf(stderr, "bare_consumer: flush failed: %s\n", cupti_err(r));
+    if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) != CUPTI_SUCCESS)
+        dropped = 0;
+    fprintf(stderr,
+            "bare_consumer: exit pid=%d records=%llu kernels=%llu memcpy=%llu memset=%llu "
+            "sync=%llu graph=%llu extcorr=%llu driver_api=%llu overhead=%llu device=%llu "
+            "zero_ts_kernels=%llu dropped=%zu buffers=%llu pool_misses=%llu\n",
+            (int)getpid(), (unsigned long long)bc.records,
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_MEMCPY],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_MEMSET],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_GRAPH_TRACE],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_DRIVER],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_OVERHEAD],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_DEVICE],
+            (unsigned long long)bc.zero_ts_kernels, dropped,
+            (unsigned long long)bc.buffers_completed, (unsigned long long)bc.pool_misses);
+}
+
+/* Sets up CUPTI as described at the top of the file. Called once by the CUDA driver on the
+ * thread initialising CUDA; a second call is ignored. Always returns 1 (CUDA treats 0 as a
+ * failed injection, and this library must never break the host process): on any set-up
+ * error it prints one line and leaves CUPTI as it found it where it can. */
+BC_EXPORT int InitializeInjection(void)
+{
+    char ok[512] = "", bad[256] = "", tok[64];
+    const char *kinds = getenv("BARE_CONSUMER_KINDS");
+    uint32_t version = 0;
+    uint8_t zeroed = 1;
+    size_t dev_bytes;
+    CUptiResult r;
+
+    if (__atomic_exchange_n(&bc.initialized, 1, __ATOMIC_ACQ_REL))
+        return 1;
+    if (!kinds || !*kinds)
+        kinds = default_kinds;
+    if (strcmp(kinds, "none") == 0) {
+        fprintf(stderr, "bare_consumer: kinds=none\n");
+        return 1;
+    }
+    bc.buffer_bytes = env_ulong("BARE_CONSUMER_BUFFER_BYTES", 8ul << 20, 64ul << 10, 256ul << 20);
+    bc.buffer_bytes &= ~(size_t)(BC_ALIGN - 1);
+    bc.pool_size = (unsigned)env_ulong("BARE_CONSUMER_POOL", 16, 1, BC_MAX_POOL);
+    dev_bytes = env_ulong("BARE_CONSUMER_DEVICE_BUFFER_BYTES", 0, 0, 1ul << 30);
+    parse_cbids();
+
+    if (cuptiGetVersion(&version) != CUPTI_SUCCESS || version < CUPTI_API_VERSION)
+        fprintf(stderr, "bare_consumer: CUPTI version %u older than built against (%u)\n",
+                version, (unsigned)CUPTI_API_VERSION);
+    if (pool_create() != 0) {
+        fprintf(stderr, "bare_consumer: cannot allocate %u x %zu bytes: inactive\n",
+                bc.pool_size, bc.buffer_bytes);
+        return 1;
+    }
+    r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
+    if (r != CUPTI_SUCCESS)
+        fprintf(stderr, "bare_consumer: timestamp callback: %s\n", cupti_err(r));
+    r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER,
+                                  &(size_t){sizeof(zeroed)}, &zeroed);
+    if (r != CUPTI_SUCCESS)
+        fprintf(stderr, "bare_consumer: ZEROED_OUT attribute: %s\n", cupti_err(r));
+    if (dev_bytes) {
+        r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE,
+                                      &(size_t){sizeof(dev_bytes)}, &dev_bytes);
+        if (r != CUPTI_SUCCESS)
+            fprintf(stderr, "bare_consumer: DEVICE_BUFFER_SIZE: %s\n", cupti_err(r));
+    }
+    r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "bare_consumer: buffer callbacks: %s: inactive\n", cupti_err(r));
+        return 1;
+    }
+    for (const char *p = kinds; *p;) {
+        size_t n = strcspn(p, ",");
+        size_t i;
+
+        snprintf(tok, sizeof(tok), "%.*s", (int)(n < sizeof(tok) ? n : sizeof(tok) - 1), p);
+        for (i = 0; i < BC_NKINDS && strcmp(kind_names[i].name, tok) != 0; i++)
+            ;
+        if (i < BC_NKINDS)
+            enable_kind(&kind_names[i], ok, sizeof(ok), bad, sizeof(bad));
+        else if (tok[0])
+            fprintf(stderr, "bare_consumer: unknown kind %s\n", tok);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (ok[0])
+        atexit(at_exit); /* nothing to flush or count when no kind could be enabled */
+    fprintf(stderr, "bare_consumer: kinds=%s%s%s\n", ok, bad[0] ? " failed=" : "", bad);
+    {
+        char cb[BC_MAX_CBIDS * 6] = "", dev_txt[32] = "cupti_default";
+        if (dev_bytes)
+            snprintf(dev_txt, sizeof(dev_txt), "%zu", dev_bytes);
+        for (unsigned i = 0; i < bc.ncbids; i++)
+            snprintf(cb + strlen(cb), sizeof(cb) - strlen(cb), "%s%u", i ? "," : "",
+                     bc.cbids[i]);
+        fprintf(stderr,
+                "bare_consumer: config cupti_version=%u timestamp=CLOCK_MONOTONIC_RAW "
+                "zeroed_out_buffers=1 buffer_bytes=%zu pool=%u prefaulted=1 "
+                "per_thread_buffers=cupti_default flush_period=cupti_default "
+                "device_buffer_bytes=%s driver_cbids=%s\n",
+                version, bc.buffer_bytes, bc.pool_size, dev_txt, cb);
+    }
+    return 1;
+}
