@@ -1,0 +1,102 @@
+/* kernel_storm: the worst case for a kernel tracer, a storm of tiny kernel launches.
+ *
+ * Where it sits: workload (a) of the overhead benchmark (tests/bench/overhead). It launches
+ * --launches empty kernels (1 block x 1 thread) back to back on one stream, after --warmup
+ * untimed ones, and reports the wall time of the launch loop plus the final
+ * synchronisation. Per-launch cost is what a tracer adds to every kernel of a real job:
+ * CUPTI's CONCURRENT_KERNEL tracing alone adds ~1 us to a ~3.5 us launch (CAPTURE-FACTS).
+ *
+ * Workload: 200,000 launches by default (~1 s untraced on an H200), one host thread, one
+ * GPU (--device, default 0). --sync-every K synchronises every K launches (0: only at the
+ * end). Output, one line: `kernel_storm: launches=N wall_s=S us_per_launch=U`. Exit 0, or 1
+ * on a CUDA error or a bad option.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+
+#define CUDA_CHECK(x)                                                                           \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "kernel_storm: %s: %s\n", #x, cudaGetErrorString(e_));              \
+            return 1;                                                                           \
+        }                                                                                       \
+    } while (0)
+
+__global__ void empty_kernel(int *p)
+{
+    if (p && threadIdx.x == 0xffff) /* never true: keeps the kernel from being trivial */
+        *p = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int arg_long(int argc, char **argv, const char *name, long dflt, long lo, long hi,
+                    long *out)
+{
+    *out = dflt;
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], name) == 0) {
+            char *end;
+            long v = strtol(argv[i + 1], &end, 0);
+            if (*end || v < lo || v > hi) {
+                fprintf(stderr, "kernel_storm: bad %s %s\n", name, argv[i + 1]);
+                return -1;
+            }
+            *out = v;
+        }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    long launches, warmup, sync_every, device;
+    cudaStream_t st;
+    double t0, wall;
+
+    for (int i = 1; i < argc; i += 2)
+        if (strcmp(argv[i], "--launches") && strcmp(argv[i], "--warmup") &&
+            strcmp(argv[i], "--sync-every") && strcmp(argv[i], "--device")) {
+            fprintf(stderr, "usage: kernel_storm [--launches N] [--warmup N] [--sync-every K] "
+                            "[--device D]\n");
+            return 1;
+        }
+    if (arg_long(argc, argv, "--launches", 200000, 1, 100000000, &launches) ||
+        arg_long(argc, argv, "--warmup", 2000, 0, 1000000, &warmup) ||
+        arg_long(argc, argv, "--sync-every", 0, 0, 100000000, &sync_every) ||
+        arg_long(argc, argv, "--device", 0, 0, 64, &device))
+        return 1;
+
+    CUDA_CHECK(cudaSetDevice((int)device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    for (long i = 0; i < warmup; i++)
+        empty_kernel<<<1, 1, 0, st>>>(NULL);
+    CUDA_CHECK(cudaStreamSynchronize(st));
+
+    nvtxRangePushA("kernel_storm");
+    t0 = now_s();
+    for (long i = 0; i < launches; i++) {
+        empty_kernel<<<1, 1, 0, st>>>(NULL);
+        if (sync_every && (i + 1) % sync_every == 0)
+            CUDA_CHECK(cudaStreamSynchronize(st));
+    }
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaStreamSynchronize(st));
+    wall = now_s() - t0;
+    nvtxRangePop();
+
+    printf("kernel_storm: launches=%ld wall_s=%.6f us_per_launch=%.3f\n", launches, wall,
+           wall * 1e6 / (double)launches);
+    CUDA_CHECK(cudaStreamDestroy(st));
+    return 0;
+}
