@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""ddp_train.py: a small PyTorch DDP training job for meridian's GPU tests.
+
+Where it sits: a workload meridian profiles on the GPU host (tests/gpu/run_on_gpu_host.sh)
+and workloads (c) and (d) of the overhead benchmark (tests/bench/overhead). Not part of
+meridian. Run one process per GPU under Open MPI's mpirun with the NCCL backend:
+
+    mpirun --allow-run-as-root -np 2 -x NCCL_NVLS_ENABLE=0 -x MASTER_ADDR=127.0.0.1 \
+        -x MASTER_PORT=29531 python3 tests/workloads/ddp_train.py --mode kernel-dense
+
+Rank, world size and local rank come from OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK (then
+RANK/WORLD_SIZE/LOCAL_RANK, then a single process). Every step is an NVTX range
+("step N", torch.cuda.nvtx.range_push/pop); warm-up steps are ranges named "warmup N".
+
+Modes:
+  compute-heavy  a few large kernels a step: two 8192x8192 bf16 layers, batch 4096
+  kernel-dense   hundreds of small kernels a step: 48 blocks of Linear(256)+LayerNorm+GELU
+                 with residuals, batch 64, fp32
+Options: --steps (measured, default 50), --warmup (default 10), --profiler torch (measured
+steps under torch.profiler with CPU+CUDA activities; the trace is discarded),
+--count-kernels (after measuring, profile one more step and print the GPU operations it
+ran; use only when no other CUPTI client is loaded), --print-steps.
+
+Output (stdout, prefixed "ddp_train:"): per rank the step statistics in milliseconds
+(median, mean, p10, p90, min, max) and the number of measured steps; on rank 0 the
+measured wall time. Exit 0, non-zero on any error (a non-finite loss included).
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+
+
+def env_int(names, default):
+    for n in names:
+        v = os.environ.get(n)
+        if v not in (None, ""):
+            return int(v)
+    return default
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--mode", choices=["compute-heavy", "kernel-dense"], default="kernel-dense")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--profiler", choices=["none", "torch"], default="none")
+    ap.add_argument("--count-kernels", action="store_true")
+    ap.add_argument("--print-steps", action="store_true")
+    ap.add_argument("--width", type=int, default=0, help="override the layer width")
+    ap.add_argument("--depth", type=int, default=0, help="override the number of layers")
+    ap.add_argument("--batch", type=int, default=0, help="override the batch size")
+    a = ap.parse_args(argv)
+    if a.steps < 1 or a.warmup < 0:
+        ap.error("--steps must be >= 1 and --warmup >= 0")
+    return a
+
+
+def build_model(torch, mode, width, depth, dev):
+    nn = torch.nn
+    if mode == "compute-heavy":
+        width = width or 8192
+        depth = depth or 2
+        layers = []
+        for i in range(depth):
+            layers.append(nn.Linear(width, width, bias=False))
+            if i + 1 < depth:
+                layers.append(nn.ReLU())
+        return nn.Sequential(*layers).to(device=dev, dtype=torch.bfloat16), width, torch.bfloat16
+
+    width = width or 256
+    depth = depth or 48
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(width, width)
+            self.norm = nn.LayerNorm(width)
+            self.act = nn.GELU()
+
+        def forward(self, x):
+            return x + self.act(self.norm(self.fc(x)))
+
+    return nn.Sequential(*[Block() for _ in range(depth)]).to(dev), width, torch.float32
+
+
+def stats_ms(times):
+    s = sorted(times)
+    n = len(s)
+    return {
+        "median": statistics.median(s),
+        "mean": statistics.fmean(s),
+        "p10": s[n // 10],
+        "p90": s[min(n - 1, (n * 9) // 10)],
+        "min": s[0],
+        "max": s[-1],
+    }
+
+
+def main(argv):
+    a = parse_args(argv)
+    rank = env_int(["OMPI_COMM_WORLD_RANK", "RANK"], 0)
+    world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"], 1)
+    local = env_int(["OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"], 0)
+    # NVLink multicast stays off on shared hosts, whatever the launcher passed.
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29531")
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dev = torch.device("cuda", local % max(1, torch.cuda.device_count()))
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
+
+    torch.manual_seed(1234 + rank)
+    model, width, dtype = build_model(torch, a.mode, a.width, a.depth, dev)
+    batch = a.batch or (4096 if a.mode == "compute-heavy" else 64)
+    nparams = sum(p.numel() for p in model.parameters())
+    ddp = DDP(model, device_ids=[dev.index])
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-4, momentum=0.9)
+    x = torch.randn(batch, width, device=dev, dtype=dtype)
+    y = torch.randn(batch, width, device=dev, dtype=dtype)
+    loss_box = [None]
+
+    def step(i, label):
+        torch.cuda.nvtx.range_push(f"{label} {i}")
+        opt.zero_grad(set_to_none=True)
+        loss = F.mse_loss(ddp(x), y)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+        loss_box[0] = loss
+
+    for i in range(a.warmup):
+        step(i, "warmup")
+    dist.barrier(device_ids=[dev.index])
+    torch.cuda.synchronize()
+
+    times = []
+    prof = None
+    if a.profiler == "torch":
+        from torch.profiler import ProfilerActivity, profile
+
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        prof.__enter__()
+    t0 = time.perf_counter()
+    for i in range(a.steps):
+        ts = time.perf_counter()
+        step(i, "step")
+        times.append((time.perf_counter() - ts) * 1e3)
+    dist.barrier(device_ids=[dev.index])
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    if prof is not None:
+        prof.__exit__(None, None, None)  # trace processed by the profiler, then discarded
+        prof = None
+
+    loss = float(loss_box[0].float().item())
+    if a.print_steps:
+        for i, t in enumerate(times):
+            print(f"ddp_train: rank {rank} step {i} ms={t:.3f}")
+    s = stats_ms(times)
+    print(
+        f"ddp_train: rank {rank} mode={a.mode} profiler={a.profiler} steps={a.steps} "
+        f"warmup={a.warmup} world={world} params={nparams} batch={batch} "
+        f"step_ms median={s['median']:.3f} mean={s['mean']:.3f} p10={s['p10']:.3f} "
+        f"p90={s['p90']:.3f} min={s['min']:.3f} max={s['max']:.3f} loss={loss:.6g}",
+        flush=True,
+    )
+    if rank == 0:
+        print(f"ddp_train: world={world} mode={a.mode} measured_wall_s={wall:.6f}", flush=True)
+
+    if a.count_kernels:
+        from torch.autograd import DeviceType
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CUDA]) as p:
+            step(a.steps, "counted")
+        evs = [e for e in p.events() if e.device_type == DeviceType.CUDA]
+        nccl = sum(1 for e in evs if "nccl" in e.name.lower())
+        print(f"ddp_train: rank {rank} mode={a.mode} gpu_ops_per_step={len(evs)} "
+              f"nccl_kernels_per_step={nccl}", flush=True)
+
+    dist.destroy_process_group()
+    if not math.isfinite(loss):
+        print(f"ddp_train: rank {rank} non-finite loss {loss}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
