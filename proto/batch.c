@@ -1,0 +1,815 @@
+/* meridian batch builder: event records -> one compact, compressed BATCH frame.
+ *
+ * Runs on the agent's single flusher thread (and in the load generator): records drained
+ * from the per-thread rings are appended here, one call per event, and finish() packs
+ * the pending columns with protobuf-c and frames them with mrd_frame_encode(). Workload:
+ * 50,000 events/s per rank sustained, 200,000 in bursts, typically 16,384 events per
+ * batch; appending is a bounds check and a store per column, no allocation once the
+ * column arrays have grown to their working size.
+ *
+ * Columns. Each kind's values are stored straight into arrays of the wire type (via the
+ * layout table in batch_read.c), delta columns as the wrapping difference to the previous
+ * event of the same kind in this batch, durations as end - start (modulo 2^64).
+ *
+ * Size. The builder keeps an upper bound of the encoded (uncompressed) Batch: every
+ * varint at its longest, every column and string definition with its tag and length. An
+ * append that would push the bound over max_frame returns -EAGAIN (finish first), so a
+ * finished frame always fits the peer's limit and finish() cannot fail for size; an
+ * event that cannot fit even an empty batch returns -MRD_ERR_TOO_LARGE (the caller drops
+ * and counts it as DROP_TOO_LARGE).
+ *
+ * Strings. intern() maps each distinct string to an id 1..N for the builder's life (a
+ * hash table; at most MAX_STRINGS strings / MAX_STRING_BYTES bytes, after which it
+ * returns 0 = "none"). A batch carries a StringDef for every id it uses unless a batch
+ * that defined it has been acknowledged: acknowledged means committed, so the aggregator
+ * can resolve the id on any later batch, also one resent on a new connection. The
+ * builder remembers which ids each unacknowledged batch defined (the definition log)
+ * and, on mrd_batch_builder_acked(seq), marks exactly the ids that batch `seq` defined;
+ * acks may come in any order, for batches that are still current or long gone. The log
+ * holds at most DEF_LOG_CAP entries; at the cap the oldest are forgotten, which only
+ * means those strings are defined again later (bytes, never correctness).
+ *
+ * Not thread-safe: one builder per sender thread.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "batch_internal.h"
+#include "error.h"
+#include "frame.h"
+
+#define MAX_STRINGS (1u << 18)        /* distinct strings per builder */
+#define MAX_STRING_BYTES (32u << 20)  /* their total size */
+#define DEF_LOG_CAP (2u * MRD__BATCH_MAX_DEFS)
+#define DEFAULT_TARGET 16384u
+#define FIXED_OVERHEAD 1024u /* run_id (<= 256), rank, seq, instance, counters, tags */
+
+struct string {
+    char *s;
+    uint32_t len;
+    uint32_t mark;  /* == builder gen: already defined in the pending batch */
+    uint64_t hash;
+    uint8_t acked;  /* a batch that defined it was acknowledged */
+};
+
+struct def_log_entry {
+    uint64_t seq;
+    uint32_t id; /* 0 = consumed */
+};
+
+struct group {
+    void *col[MRD__BATCH_MAX_COLS];
+    size_t n, cap;
+    uint64_t prev[2];      /* running values of the delta columns */
+    ProtobufCMessage *msg; /* wire struct, filled at finish */
+    size_t bound;          /* max bytes of one event of this kind */
+};
+
+struct mrd_batch_builder {
+    char *run_id;
+    uint32_t rank;
+    uint64_t agent_instance;
+    uint32_t max_frame, target;
+    int level;
+
+    struct group g[MRD_EV__COUNT];
+    size_t pending;
+    size_t bytes; /* upper bound of the encoded Batch so far */
+
+    struct string *str; /* index = id; str[0] unused */
+    uint32_t nstr, str_cap;
+    size_t str_bytes;
+    uint32_t *slots; /* open addressing: string id, 0 = empty */
+    uint32_t slot_mask;
+    uint32_t gen;
+
+    uint32_t *defs; /* ids the pending batch defines */
+    uint32_t ndefs, defs_cap;
+
+    struct def_log_entry *log;
+    size_t log_start, log_len, log_cap;
+
+    uint64_t dropped[MRD_DROP__COUNT];
+};
+
+/* Longest encoding of one varint-or-fixed element of a column (uint32/sint32 <= 5 bytes,
+ * 64-bit <= 10) and of one column's tag (<= 2 bytes, field numbers < 2048) + length. */
+static size_t elem_bound(uint8_t width)
+{
+    return width == 8 ? 10 : 5;
+}
+#define COL_HEADER_BOUND 7u
+#define DEF_BOUND(len) (7u + 6u + 1u + 5u + (size_t)(len))
+
+/* Creates a builder for cfg (run_id copied). max_frame 0 means MRD_FRAME_DEFAULT_MAX and
+ * target_events 0 means 16384. Returns 0 and *out; -EINVAL for a max_frame below
+ * MRD_FRAME_MIN_MAX, target_events above 1,000,000 or a run_id over 256 bytes; -ENOMEM.
+ * Any thread; the builder then belongs to one thread. */
+int mrd_batch_builder_new(const struct mrd_batch_builder_config *cfg,
+                          struct mrd_batch_builder **out)
+{
+    struct mrd_batch_builder *b;
+    const char *run = cfg && cfg->run_id ? cfg->run_id : "";
+
+    if (!cfg || !out)
+        return -EINVAL;
+    if ((cfg->max_frame && cfg->max_frame < MRD_FRAME_MIN_MAX) ||
+        cfg->target_events > MRD__BATCH_MAX_EVENTS || strlen(run) > MRD__BATCH_MAX_RUN_ID)
+        return -EINVAL;
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return -ENOMEM;
+    b->run_id = strdup(run);
+    if (!b->run_id)
+        goto fail;
+    b->rank = cfg->rank;
+    b->agent_instance = cfg->agent_instance;
+    b->max_frame = cfg->max_frame ? cfg->max_frame : MRD_FRAME_DEFAULT_MAX;
+    b->target = cfg->target_events ? cfg->target_events : DEFAULT_TARGET;
+    b->level = cfg->compress_level;
+    b->gen = 1;
+    b->bytes = FIXED_OVERHEAD;
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        const struct mrd__groupspec *s = &mrd__batch_groups[k];
+
+        b->g[k].msg = malloc(s->desc->sizeof_message);
+        if (!b->g[k].msg)
+            goto fail;
+        for (int c = 0; c < s->ncols; c++)
+            b->g[k].bound += elem_bound(s->col[c].width);
+    }
+    *out = b;
+    return 0;
+
+fail:
+    mrd_batch_builder_free(b);
+    return -ENOMEM;
+}
+
+/* Frees the builder, its strings and columns. Accepts NULL. */
+void mrd_batch_builder_free(struct mrd_batch_builder *b)
+{
+    if (!b)
+        return;
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        for (int c = 0; c < MRD__BATCH_MAX_COLS; c++)
+            free(b->g[k].col[c]);
+        free(b->g[k].msg);
+    }
+    for (uint32_t i = 1; i <= b->nstr; i++)
+        free(b->str[i].s);
+    free(b->str);
+    free(b->slots);
+    free(b->defs);
+    free(b->log);
+    free(b->run_id);
+    free(b);
+}
+
+/* ---- strings ---- */
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Length of the valid UTF-8 sequence starting at p (at most n bytes), 0 if invalid. */
+static size_t utf8_seq(const uint8_t *p, size_t n)
+{
+    size_t len;
+    uint32_t cp;
+
+    if (p[0] < 0x80)
+        return 1;
+    if (p[0] >= 0xc2 && p[0] <= 0xdf)
+        len = 2, cp = p[0] & 0x1f;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef)
+        len = 3, cp = p[0] & 0x0f;
+    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
+        len = 4, cp = p[0] & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+/* Copies at most MRD__BATCH_MAX_STRLEN bytes of s as valid UTF-8 (protobuf strings must
+ * be): invalid bytes become '?', a sequence cut by the length limit is dropped. */
+static char *sanitize(const char *s, size_t *out_len)
+{
+    size_t n = strnlen(s, MRD__BATCH_MAX_STRLEN), o = 0;
+    char *d = malloc(n + 1);
+
+    if (!d)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        size_t k = utf8_seq((const uint8_t *)s + i, n - i);
+
+        if (k == 0) {
+            /* A valid sequence cut by the length limit ends the string. */
+            if (n == MRD__BATCH_MAX_STRLEN && s[n] != '\0' &&
+                utf8_seq((const uint8_t *)s + i, strnlen(s + i, 4)) > n - i)
+                break;
+            d[o++] = '?';
+            i++;
+            continue;
+        }
+        memcpy(d + o, s + i, k);
+        o += k;
+        i += k;
+    }
+    d[o] = '\0';
+    *out_len = o;
+    return d;
+}
+
+static int slots_grow(struct mrd_batch_builder *b)
+{
+    uint32_t ncap = b->slots ? (b->slot_mask + 1) * 2 : 256;
+    uint32_t *ns = calloc(ncap, sizeof(*ns));
+
+    if (!ns)
+        return -ENOMEM;
+    for (uint32_t id = 1; id <= b->nstr; id++) {
+        uint32_t j = (uint32_t)b->str[id].hash & (ncap - 1);
+
+        while (ns[j])
+            j = (j + 1) & (ncap - 1);
+        ns[j] = id;
+    }
+    free(b->slots);
+    b->slots = ns;
+    b->slot_mask = ncap - 1;
+    return 0;
+}
+
+/* Returns the id of s, interning a sanitized copy (see batch.h). 0 for NULL, on
+ * allocation failure, or once the builder holds MAX_STRINGS strings or MAX_STRING_BYTES
+ * bytes (policy at the cap: the event carries "no string"). Builder thread only. */
+uint32_t mrd_batch_builder_intern(struct mrd_batch_builder *b, const char *s)
+{
+    size_t len;
+    char *copy;
+    uint64_t h;
+    uint32_t j;
+
+    if (!b || !s)
+        return 0;
+    copy = sanitize(s, &len);
+    if (!copy)
+        return 0;
+    h = hash_bytes(copy, len);
+    if (b->slots) {
+        for (j = (uint32_t)h & b->slot_mask; b->slots[j]; j = (j + 1) & b->slot_mask) {
+            const struct string *e = &b->str[b->slots[j]];
+
+            if (e->hash == h && e->len == len && memcmp(e->s, copy, len) == 0) {
+                free(copy);
+                return b->slots[j];
+            }
+        }
+    }
+    if (b->nstr >= MAX_STRINGS || b->str_bytes + len > MAX_STRING_BYTES)
+        goto fail;
+    if (b->nstr + 1 >= b->str_cap) {
+        uint32_t ncap = b->str_cap ? b->str_cap * 2 : 64;
+        struct string *ns = realloc(b->str, ncap * sizeof(*ns));
+
+        if (!ns)
+            goto fail;
+        b->str = ns;
+        b->str_cap = ncap;
+    }
+    if ((!b->slots || (b->nstr + 1) * 2 > b->slot_mask + 1) && slots_grow(b) < 0)
+        goto fail;
+    b->nstr++;
+    b->str[b->nstr] = (struct string){.s = copy, .len = (uint32_t)len, .hash = h};
+    b->str_bytes += len;
+    for (j = (uint32_t)h & b->slot_mask; b->slots[j]; j = (j + 1) & b->slot_mask)
+        ;
+    b->slots[j] = b->nstr;
+    return b->nstr;
+
+fail:
+    free(copy);
+    return 0;
+}
+
+/* ---- appending ---- */
+
+static int grow_group(struct mrd_batch_builder *b, int kind)
+{
+    const struct mrd__groupspec *s = &mrd__batch_groups[kind];
+    struct group *g = &b->g[kind];
+    size_t ncap = g->cap ? g->cap * 2 : 64;
+
+    if (ncap > b->target)
+        ncap = b->target;
+    for (int c = 0; c < s->ncols; c++) {
+        void *p = realloc(g->col[c], ncap * s->col[c].width);
+
+        if (!p)
+            return -ENOMEM; /* columns already grown stay valid; cap stays the old one */
+        g->col[c] = p;
+    }
+    g->cap = ncap;
+    return 0;
+}
+
+/* Checks that one event of `kind` using string ids ids[0..n) can be appended and makes
+ * room for it; changes nothing visible on failure. *need gets its size bound. */
+static int reserve(struct mrd_batch_builder *b, int kind, const uint32_t *ids, int n,
+                   size_t *need)
+{
+    const struct mrd__groupspec *s = &mrd__batch_groups[kind];
+    struct group *g = &b->g[kind];
+    size_t bytes = g->bound;
+    uint32_t newdefs = 0;
+
+    if (b->pending >= b->target)
+        return -EAGAIN;
+    if (g->n == 0)
+        bytes += COL_HEADER_BOUND * (s->ncols + 1u);
+    for (int i = 0; i < n; i++) {
+        const struct string *e;
+        int dup = 0;
+
+        if (ids[i] == 0)
+            continue;
+        if (ids[i] > b->nstr)
+            return -EINVAL;
+        for (int j = 0; j < i; j++)
+            dup |= ids[j] == ids[i];
+        e = &b->str[ids[i]];
+        if (dup || e->acked || e->mark == b->gen)
+            continue;
+        newdefs++;
+        bytes += DEF_BOUND(e->len);
+    }
+    if (b->bytes + bytes > b->max_frame || b->ndefs + newdefs > MRD__BATCH_MAX_DEFS)
+        return b->pending == 0 && b->ndefs == 0 ? -MRD_ERR_TOO_LARGE : -EAGAIN;
+    if (g->n == g->cap && grow_group(b, kind) < 0)
+        return -ENOMEM;
+    if (b->ndefs + newdefs > b->defs_cap) {
+        uint32_t ncap = b->defs_cap ? b->defs_cap : 64;
+        uint32_t *nd;
+
+        while (ncap < b->ndefs + newdefs)
+            ncap *= 2;
+        nd = realloc(b->defs, ncap * sizeof(*nd));
+        if (!nd)
+            return -ENOMEM;
+        b->defs = nd;
+        b->defs_cap = ncap;
+    }
+    *need = bytes;
+    return 0;
+}
+
+/* Appends the values v[0..ncols) (already delta-encoded) after a successful reserve. */
+static void commit(struct mrd_batch_builder *b, int kind, const uint64_t *v, const uint32_t *ids,
+                   int n, size_t need)
+{
+    const struct mrd__groupspec *s = &mrd__batch_groups[kind];
+    struct group *g = &b->g[kind];
+
+    for (int c = 0; c < s->ncols; c++) {
+        if (s->col[c].width == 8)
+            ((uint64_t *)g->col[c])[g->n] = v[c];
+        else
+            ((uint32_t *)g->col[c])[g->n] = (uint32_t)v[c];
+    }
+    g->n++;
+    b->pending++;
+    b->bytes += need;
+    for (int i = 0; i < n; i++) {
+        struct string *e = &b->str[ids[i]];
+
+        if (ids[i] == 0 || e->acked || e->mark == b->gen)
+            continue;
+        e->mark = b->gen;
+        b->defs[b->ndefs++] = ids[i];
+    }
+}
+
+/* Wrapping difference to the running value, which then becomes x. */
+static uint64_t delta(uint64_t *prev, uint64_t x)
+{
+    uint64_t d = x - *prev;
+
+    *prev = x;
+    return d;
+}
+
+static uint64_t dur(int64_t start, int64_t end)
+{
+    return (uint64_t)end - (uint64_t)start;
+}
+
+/* Every mrd_batch_add_<kind> (string ids listed in ADD_BEGIN, 0 for none): reserve, encode into v[] in field-number order, commit.
+ * Returns 0, -EAGAIN (batch full: finish, then append again), -EINVAL (a string id this
+ * builder never handed out), -MRD_ERR_TOO_LARGE (cannot fit even an empty batch) or
+ * -ENOMEM. Builder thread only. */
+#define ADD_BEGIN(kind, ...)                                                                   \
+    const uint32_t ids[] = {__VA_ARGS__};                                                      \
+    const int nids = (int)(sizeof(ids) / sizeof(ids[0]));                                      \
+    uint64_t v[MRD__BATCH_MAX_COLS];                                                           \
+    size_t need;                                                                               \
+    struct group *g = &b->g[kind];                                                             \
+    int rc = reserve(b, kind, ids, nids, &need);                                               \
+    (void)g;                                                                                   \
+    if (rc)                                                                                    \
+        return rc
+#define ADD_END(kind)                                                                          \
+    commit(b, kind, v, ids, nids, need);                                                       \
+    return 0
+
+int mrd_batch_add_kernel(struct mrd_batch_builder *b, const struct mrd_kernel *e)
+{
+    ADD_BEGIN(MRD_EV_KERNEL, e->name);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->device;
+    v[3] = e->stream;
+    v[4] = delta(&g->prev[1], e->correlation);
+    v[5] = e->name;
+    v[6] = e->grid[0];
+    v[7] = e->grid[1];
+    v[8] = e->grid[2];
+    v[9] = e->block[0];
+    v[10] = e->block[1];
+    v[11] = e->block[2];
+    v[12] = e->shared_bytes;
+    v[13] = e->registers;
+    v[14] = e->graph_id;
+    v[15] = e->context;
+    ADD_END(MRD_EV_KERNEL);
+}
+
+int mrd_batch_add_memcpy(struct mrd_batch_builder *b, const struct mrd_memcpy *e)
+{
+    ADD_BEGIN(MRD_EV_MEMCPY, 0);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->device;
+    v[3] = e->stream;
+    v[4] = delta(&g->prev[1], e->correlation);
+    v[5] = e->bytes;
+    v[6] = e->copy_kind;
+    v[7] = e->src_kind;
+    v[8] = e->dst_kind;
+    v[9] = e->peer_device;
+    ADD_END(MRD_EV_MEMCPY);
+}
+
+int mrd_batch_add_memset(struct mrd_batch_builder *b, const struct mrd_memset *e)
+{
+    ADD_BEGIN(MRD_EV_MEMSET, 0);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->device;
+    v[3] = e->stream;
+    v[4] = delta(&g->prev[1], e->correlation);
+    v[5] = e->bytes;
+    v[6] = e->value;
+    v[7] = e->memory_kind;
+    ADD_END(MRD_EV_MEMSET);
+}
+
+int mrd_batch_add_sync(struct mrd_batch_builder *b, const struct mrd_sync *e)
+{
+    ADD_BEGIN(MRD_EV_SYNC, 0);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->type;
+    v[3] = e->context;
+    v[4] = e->stream;
+    v[5] = delta(&g->prev[1], e->correlation);
+    ADD_END(MRD_EV_SYNC);
+}
+
+int mrd_batch_add_api(struct mrd_batch_builder *b, const struct mrd_api *e)
+{
+    ADD_BEGIN(MRD_EV_API, e->name);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->domain;
+    v[3] = e->cbid;
+    v[4] = delta(&g->prev[1], e->correlation);
+    v[5] = e->thread;
+    v[6] = e->name;
+    ADD_END(MRD_EV_API);
+}
+
+int mrd_batch_add_graph(struct mrd_batch_builder *b, const struct mrd_graph *e)
+{
+    ADD_BEGIN(MRD_EV_GRAPH, 0);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->device;
+    v[3] = e->stream;
+    v[4] = delta(&g->prev[1], e->correlation);
+    v[5] = e->graph_id;
+    ADD_END(MRD_EV_GRAPH);
+}
+
+int mrd_batch_add_extcorr(struct mrd_batch_builder *b, const struct mrd_extcorr *e)
+{
+    ADD_BEGIN(MRD_EV_EXTCORR, 0);
+    v[0] = delta(&g->prev[0], e->correlation);
+    v[1] = e->external_id;
+    v[2] = e->kind;
+    ADD_END(MRD_EV_EXTCORR);
+}
+
+int mrd_batch_add_nvtx(struct mrd_batch_builder *b, const struct mrd_nvtx *e)
+{
+    ADD_BEGIN(MRD_EV_NVTX, e->domain, e->name);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->kind;
+    v[3] = e->domain;
+    v[4] = e->name;
+    v[5] = e->thread;
+    v[6] = e->depth;
+    v[7] = e->color;
+    ADD_END(MRD_EV_NVTX);
+}
+
+int mrd_batch_add_nccl_op(struct mrd_batch_builder *b, const struct mrd_nccl_op *e)
+{
+    ADD_BEGIN(MRD_EV_NCCL_OP, e->func, e->datatype, e->algo, e->proto);
+    v[0] = e->op_id;
+    v[1] = delta(&g->prev[0], (uint64_t)e->start);
+    v[2] = dur(e->start, e->end);
+    v[3] = e->comm_hash;
+    v[4] = e->comm_rank;
+    v[5] = e->comm_nranks;
+    v[6] = e->seq;
+    v[7] = e->func;
+    v[8] = e->count;
+    v[9] = e->datatype;
+    v[10] = e->bytes;
+    v[11] = (uint32_t)e->root;
+    v[12] = (uint32_t)e->peer;
+    v[13] = e->algo;
+    v[14] = e->proto;
+    v[15] = e->channels;
+    v[16] = e->warps;
+    v[17] = e->launch_id;
+    v[18] = e->is_p2p;
+    v[19] = e->device;
+    ADD_END(MRD_EV_NCCL_OP);
+}
+
+int mrd_batch_add_nccl_channel(struct mrd_batch_builder *b, const struct mrd_nccl_channel *e)
+{
+    ADD_BEGIN(MRD_EV_NCCL_CHANNEL, 0);
+    v[0] = e->op_id;
+    v[1] = e->channel;
+    v[2] = delta(&g->prev[0], (uint64_t)e->gpu_start);
+    v[3] = dur(e->gpu_start, e->gpu_end);
+    v[4] = delta(&g->prev[1], (uint64_t)e->host_start);
+    ADD_END(MRD_EV_NCCL_CHANNEL);
+}
+
+int mrd_batch_add_mpi(struct mrd_batch_builder *b, const struct mrd_mpi *e)
+{
+    ADD_BEGIN(MRD_EV_MPI, e->call);
+    v[0] = delta(&g->prev[0], (uint64_t)e->start);
+    v[1] = dur(e->start, e->end);
+    v[2] = e->call;
+    v[3] = e->bytes;
+    v[4] = (uint32_t)e->peer;
+    v[5] = (uint32_t)e->tag;
+    v[6] = e->comm_size;
+    v[7] = e->thread;
+    ADD_END(MRD_EV_MPI);
+}
+
+int mrd_batch_add_clock_sample(struct mrd_batch_builder *b, const struct mrd_clock_sample *e)
+{
+    ADD_BEGIN(MRD_EV_CLOCK, 0);
+    v[0] = (uint64_t)e->t0;
+    v[1] = (uint64_t)e->t1;
+    v[2] = (uint64_t)e->t2;
+    v[3] = (uint64_t)e->t3;
+    ADD_END(MRD_EV_CLOCK);
+}
+
+int mrd_batch_add_gpu_clock_sample(struct mrd_batch_builder *b,
+                                   const struct mrd_gpu_clock_sample *e)
+{
+    ADD_BEGIN(MRD_EV_GPU_CLOCK, 0);
+    v[0] = e->device;
+    v[1] = (uint64_t)e->host_ns;
+    v[2] = (uint64_t)e->gpu_ns;
+    v[3] = e->uncertainty_ns;
+    ADD_END(MRD_EV_GPU_CLOCK);
+}
+
+/* Copies the cumulative drop counters; every later batch carries the non-zero ones (a
+ * cumulative total is idempotent, so a lost batch loses nothing). Builder thread only. */
+void mrd_batch_builder_set_dropped(struct mrd_batch_builder *b,
+                                   const uint64_t dropped[MRD_DROP__COUNT])
+{
+    memcpy(b->dropped, dropped, sizeof(b->dropped));
+}
+
+/* Events appended since the last finish. Builder thread only. */
+size_t mrd_batch_builder_pending(const struct mrd_batch_builder *b)
+{
+    return b->pending;
+}
+
+/* ---- finishing and acknowledgements ---- */
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Appends (seq, id) for every id the batch just finished defined. At the cap the oldest
+ * entries are forgotten (their strings are simply defined again later). */
+static void log_defs(struct mrd_batch_builder *b, uint64_t seq)
+{
+    size_t need = b->ndefs;
+
+    if (need == 0)
+        return;
+    if (b->log_len + need > b->log_cap) {
+        /* Compact: drop consumed entries and those whose string is acknowledged anyway. */
+        size_t o = 0;
+
+        for (size_t i = b->log_start; i < b->log_len; i++)
+            if (b->log[i].id && !b->str[b->log[i].id].acked)
+                b->log[o++] = b->log[i];
+        b->log_start = 0;
+        b->log_len = o;
+    }
+    if (b->log_len + need > b->log_cap && b->log_cap < DEF_LOG_CAP) {
+        size_t ncap = b->log_cap ? b->log_cap : 256;
+        struct def_log_entry *nl;
+
+        while (ncap < b->log_len + need && ncap < DEF_LOG_CAP)
+            ncap *= 2;
+        if (ncap > DEF_LOG_CAP)
+            ncap = DEF_LOG_CAP;
+        nl = realloc(b->log, ncap * sizeof(*nl));
+        if (nl) {
+            b->log = nl;
+            b->log_cap = ncap;
+        }
+    }
+    if (b->log_len + need > b->log_cap) {
+        /* Still full (at the cap, or no memory): forget the oldest entries. */
+        size_t drop = b->log_len + need - b->log_cap;
+
+        if (drop > b->log_len)
+            drop = b->log_len;
+        memmove(b->log, b->log + drop, (b->log_len - drop) * sizeof(*b->log));
+        b->log_len -= drop;
+        if (need > b->log_cap)
+            need = b->log_cap;
+    }
+    for (size_t i = 0; i < need; i++)
+        b->log[b->log_len++] = (struct def_log_entry){seq, b->defs[i]};
+}
+
+static void reset_pending(struct mrd_batch_builder *b)
+{
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        b->g[k].n = 0;
+        b->g[k].prev[0] = b->g[k].prev[1] = 0;
+    }
+    b->pending = 0;
+    b->ndefs = 0;
+    b->bytes = FIXED_OVERHEAD;
+    if (++b->gen == 0) { /* wrapped after 2^32 batches: clear stale marks */
+        for (uint32_t i = 1; i <= b->nstr; i++)
+            b->str[i].mark = 0;
+        b->gen = 1;
+    }
+}
+
+/* Encodes the pending events as batch seq (>= 1) into a BATCH frame (see batch.h): string
+ * definitions sorted by id, the non-empty column groups, the non-zero drop counters.
+ * Returns 0 with *frame (malloc'd, caller frees) and *frame_len, then starts an empty
+ * batch; -EINVAL for seq 0; -ENOMEM or -MRD_ERR_TOO_LARGE with the events kept. Builder
+ * thread only. */
+int mrd_batch_builder_finish(struct mrd_batch_builder *b, uint64_t seq, uint8_t **frame,
+                             size_t *frame_len)
+{
+    Meridian__V1__Batch m = MERIDIAN__V1__BATCH__INIT;
+    Meridian__V1__StringDef *defs = NULL, **defp = NULL;
+    Meridian__V1__Counter cnt[MRD_DROP__COUNT], *cntp[MRD_DROP__COUNT];
+    int rc;
+
+    if (!b || seq == 0 || !frame || !frame_len)
+        return -EINVAL;
+    m.run_id = b->run_id;
+    m.rank = b->rank;
+    m.seq = seq;
+    m.agent_instance = b->agent_instance;
+    if (b->ndefs) {
+        defs = malloc(b->ndefs * sizeof(*defs));
+        defp = malloc(b->ndefs * sizeof(*defp));
+        if (!defs || !defp) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        qsort(b->defs, b->ndefs, sizeof(*b->defs), cmp_u32);
+        for (uint32_t i = 0; i < b->ndefs; i++) {
+            meridian__v1__string_def__init(&defs[i]);
+            defs[i].id = b->defs[i];
+            defs[i].value = b->str[b->defs[i]].s;
+            defp[i] = &defs[i];
+        }
+        m.strings = defp;
+        m.n_strings = b->ndefs;
+    }
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        const struct mrd__groupspec *s = &mrd__batch_groups[k];
+        struct group *g = &b->g[k];
+
+        if (g->n == 0)
+            continue;
+        s->desc->message_init(g->msg);
+        for (int c = 0; c < s->ncols; c++) {
+            *(size_t *)((char *)g->msg + s->col[c].n_off) = g->n;
+            *(void **)((char *)g->msg + s->col[c].p_off) = g->col[c];
+        }
+        *(ProtobufCMessage **)((char *)&m + s->batch_off) = g->msg;
+    }
+    for (int r = 1; r < MRD_DROP__COUNT; r++) {
+        if (!b->dropped[r])
+            continue;
+        meridian__v1__counter__init(&cnt[m.n_dropped]);
+        cnt[m.n_dropped].key = (uint32_t)r;
+        cnt[m.n_dropped].value = b->dropped[r];
+        cntp[m.n_dropped] = &cnt[m.n_dropped];
+        m.n_dropped++;
+    }
+    m.dropped = m.n_dropped ? cntp : NULL;
+    rc = mrd_frame_encode(MRD_FRAME_BATCH, &m.base, b->level, b->max_frame, frame, frame_len);
+    if (rc)
+        goto fail;
+    log_defs(b, seq);
+    reset_pending(b);
+    free(defs);
+    free(defp);
+    return 0;
+
+fail:
+    free(defs);
+    free(defp);
+    return rc;
+}
+
+/* Marks every string that batch seq defined as acknowledged (committed by the
+ * aggregator): no later batch defines it again. Exactly the ids batch seq carried, in
+ * whatever order acks arrive; unknown or repeated seqs change nothing. Builder thread. */
+void mrd_batch_builder_acked(struct mrd_batch_builder *b, uint64_t seq)
+{
+    if (!b)
+        return;
+    for (size_t i = b->log_start; i < b->log_len; i++) {
+        if (b->log[i].seq != seq || b->log[i].id == 0)
+            continue;
+        b->str[b->log[i].id].acked = 1;
+        b->log[i].id = 0;
+    }
+    while (b->log_start < b->log_len && b->log[b->log_start].id == 0)
+        b->log_start++;
+    if (b->log_start == b->log_len)
+        b->log_start = b->log_len = 0;
+}
+
+/* Records a reconnect. Nothing to undo: a batch never relies on a definition that is not
+ * acknowledged (committed), so every finished frame, resent as is, and every later batch
+ * already carries the definitions it needs; acks that arrive later for batches sent
+ * before the reconnect still count. Kept so that callers state the event and the policy
+ * can change here alone. Builder thread only. */
+void mrd_batch_builder_reset_unacked(struct mrd_batch_builder *b)
+{
+    (void)b;
+}

@@ -1,0 +1,145 @@
+/* meridian error strings and stable names for event kinds and drop reasons.
+ *
+ * Every component reports errors as 0 / negative errno / -MRD_ERR_*; this file turns
+ * them into text for logs (mrd_strerror) and gives the lower-case names that the
+ * database and reports use for event kinds and drop reasons. Called wherever an error
+ * is logged (cold paths only); all tables are static and read-only, so every function
+ * here is thread-safe and allocation-free.
+ */
+#include <errno.h>
+#include <stddef.h>
+
+#include "error.h"
+#include "events.h"
+
+/* Our own static table instead of strerror(): strerror is not guaranteed thread-safe,
+ * and these messages are the ones meridian actually produces or sees from sockets,
+ * files and allocation. Anything else prints as "unknown error". */
+static const char *const errno_text[] = {
+    [EPERM] = "operation not permitted",
+    [ENOENT] = "no such file or directory",
+    [ESRCH] = "no such process",
+    [EINTR] = "interrupted system call",
+    [EIO] = "input/output error",
+    [ENXIO] = "no such device or address",
+    [E2BIG] = "argument list too long",
+    [EBADF] = "bad file descriptor",
+    [ECHILD] = "no child processes",
+    [EAGAIN] = "resource temporarily unavailable (try again)",
+    [ENOMEM] = "out of memory",
+    [EACCES] = "permission denied",
+    [EFAULT] = "bad address",
+    [EBUSY] = "device or resource busy",
+    [EEXIST] = "file exists",
+    [ENODEV] = "no such device",
+    [ENOTDIR] = "not a directory",
+    [EISDIR] = "is a directory",
+    [EINVAL] = "invalid argument",
+    [ENFILE] = "too many open files in system",
+    [EMFILE] = "too many open files",
+    [EFBIG] = "file too large",
+    [ENOSPC] = "no space left on device",
+    [ESPIPE] = "illegal seek",
+    [EROFS] = "read-only file system",
+    [EPIPE] = "broken pipe",
+    [ERANGE] = "result out of range",
+    [EDEADLK] = "resource deadlock avoided",
+    [ENAMETOOLONG] = "file name too long",
+    [ENOSYS] = "function not implemented",
+    [ENOTSUP] = "operation not supported",
+    [EOVERFLOW] = "value too large for defined data type",
+    [EPROTO] = "protocol error",
+    [EMSGSIZE] = "message too long",
+    [EADDRINUSE] = "address already in use",
+    [EADDRNOTAVAIL] = "cannot assign requested address",
+    [ENETDOWN] = "network is down",
+    [ENETUNREACH] = "network is unreachable",
+    [ECONNABORTED] = "software caused connection abort",
+    [ECONNRESET] = "connection reset by peer",
+    [ENOBUFS] = "no buffer space available",
+    [EISCONN] = "transport endpoint is already connected",
+    [ENOTCONN] = "transport endpoint is not connected",
+    [ETIMEDOUT] = "connection timed out",
+    [ECONNREFUSED] = "connection refused",
+    [EHOSTUNREACH] = "no route to host",
+    [EALREADY] = "operation already in progress",
+    [EINPROGRESS] = "operation now in progress",
+    [ECANCELED] = "operation canceled",
+};
+
+static const char *const mrd_err_text[] = {
+    [MRD_ERR_VERSION - MRD__ERR_BASE] = "peer speaks another protocol version",
+    [MRD_ERR_AUTH - MRD__ERR_BASE] = "missing or wrong run secret",
+    [MRD_ERR_MALFORMED - MRD__ERR_BASE] = "malformed frame or message",
+    [MRD_ERR_TOO_LARGE - MRD__ERR_BASE] = "frame or payload over its size limit",
+    [MRD_ERR_SQLITE - MRD__ERR_BASE] = "SQLite error",
+    [MRD_ERR_CUPTI - MRD__ERR_BASE] = "CUPTI error",
+    [MRD_ERR_BUSY_PROFILER - MRD__ERR_BASE] = "another profiler already owns CUPTI",
+    [MRD_ERR_CONFIG - MRD__ERR_BASE] = "invalid configuration value",
+};
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Returns static text for 0, -errno or -MRD_ERR_* (a positive value is read as its
+ * negation, so callers that forgot the sign still get a message). Never NULL;
+ * thread-safe. */
+const char *mrd_strerror(int err)
+{
+    unsigned int e;
+
+    if (err == 0)
+        return "success";
+    /* -(INT_MIN) overflows: go through unsigned arithmetic. */
+    e = err < 0 ? 0u - (unsigned int)err : (unsigned int)err;
+    if (e > MRD__ERR_BASE && e - MRD__ERR_BASE < COUNT_OF(mrd_err_text) &&
+        mrd_err_text[e - MRD__ERR_BASE])
+        return mrd_err_text[e - MRD__ERR_BASE];
+    if (e < COUNT_OF(errno_text) && errno_text[e])
+        return errno_text[e];
+    return "unknown error";
+}
+
+static const char *const kind_names[MRD_EV__COUNT] = {
+    [MRD_EV_KERNEL] = "kernel",
+    [MRD_EV_MEMCPY] = "memcpy",
+    [MRD_EV_MEMSET] = "memset",
+    [MRD_EV_SYNC] = "sync",
+    [MRD_EV_API] = "api",
+    [MRD_EV_GRAPH] = "graph",
+    [MRD_EV_EXTCORR] = "extcorr",
+    [MRD_EV_NVTX] = "nvtx",
+    [MRD_EV_NCCL_OP] = "nccl_op",
+    [MRD_EV_NCCL_CHANNEL] = "nccl_channel",
+    [MRD_EV_MPI] = "mpi",
+    [MRD_EV_CLOCK] = "clock",
+    [MRD_EV_GPU_CLOCK] = "gpu_clock",
+};
+
+static const char *const drop_names[MRD_DROP__COUNT] = {
+    [MRD_DROP_RING_FULL] = "ring_full",
+    [MRD_DROP_CUPTI_HOST] = "cupti_host",
+    [MRD_DROP_CUPTI_DEVICE] = "cupti_device",
+    [MRD_DROP_QUEUE_FULL] = "queue_full",
+    [MRD_DROP_NCCL_POOL] = "nccl_pool",
+    [MRD_DROP_UNSENT_AT_EXIT] = "unsent_at_exit",
+    [MRD_DROP_TOO_LARGE] = "too_large",
+    [MRD_DROP_NO_THREAD_SLOT] = "no_thread_slot",
+};
+
+/* Stable lower-case name of an event kind (enum mrd_event_kind); "unknown" when out of
+ * range. These names are stored in the database: never rename one. Thread-safe. */
+const char *mrd_event_kind_name(int kind)
+{
+    if (kind <= 0 || kind >= MRD_EV__COUNT || !kind_names[kind])
+        return "unknown";
+    return kind_names[kind];
+}
+
+/* Stable lower-case name of a drop reason (enum mrd_drop_reason); "unknown" when out of
+ * range. Stored in the database: never rename one. Thread-safe. */
+const char *mrd_drop_reason_name(int reason)
+{
+    if (reason <= 0 || reason >= MRD_DROP__COUNT || !drop_names[reason])
+        return "unknown";
+    return drop_names[reason];
+}
