@@ -40,19 +40,9 @@
 #include "error.h"
 #include "frame.h"
 
-#define MAX_STRINGS (1u << 18)        /* distinct strings per builder */
-#define MAX_STRING_BYTES (32u << 20)  /* their total size */
 #define DEF_LOG_CAP (2u * MRD__BATCH_MAX_DEFS)
 #define DEFAULT_TARGET 16384u
 #define FIXED_OVERHEAD 1024u /* run_id (<= 256), rank, seq, instance, counters, tags */
-
-struct string {
-    char *s;
-    uint32_t len;
-    uint32_t mark;  /* == builder gen: already defined in the pending batch */
-    uint64_t hash;
-    uint8_t acked;  /* a batch that defined it was acknowledged */
-};
 
 struct def_log_entry {
     uint64_t seq;
@@ -78,12 +68,8 @@ struct mrd_batch_builder {
     size_t pending;
     size_t bytes; /* upper bound of the encoded Batch so far */
 
-    struct string *str; /* index = id; str[0] unused */
-    uint32_t nstr, str_cap;
-    size_t str_bytes;
-    uint32_t *slots; /* open addressing: string id, 0 = empty */
-    uint32_t slot_mask;
-    uint32_t gen;
+    struct mrd__strtab st;
+    uint32_t gen; /* number of the pending batch, for mrd__string.mark */
 
     uint32_t *defs; /* ids the pending batch defines */
     uint32_t ndefs, defs_cap;
@@ -158,158 +144,17 @@ void mrd_batch_builder_free(struct mrd_batch_builder *b)
             free(b->g[k].col[c]);
         free(b->g[k].msg);
     }
-    for (uint32_t i = 1; i <= b->nstr; i++)
-        free(b->str[i].s);
-    free(b->str);
-    free(b->slots);
+    mrd__strtab_clear(&b->st);
     free(b->defs);
     free(b->log);
     free(b->run_id);
     free(b);
 }
 
-/* ---- strings ---- */
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-    for (size_t i = 0; i < n; i++) {
-        h ^= (uint8_t)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
-/* Length of the valid UTF-8 sequence starting at p (at most n bytes), 0 if invalid. */
-static size_t utf8_seq(const uint8_t *p, size_t n)
-{
-    size_t len;
-    uint32_t cp;
-
-    if (p[0] < 0x80)
-        return 1;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf)
-        len = 2, cp = p[0] & 0x1f;
-    else if (p[0] >= 0xe0 && p[0] <= 0xef)
-        len = 3, cp = p[0] & 0x0f;
-    else if (p[0] >= 0xf0 && p[0] <= 0xf4)
-        len = 4, cp = p[0] & 0x07;
-    else
-        return 0;
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = cp << 6 | (p[i] & 0x3f);
-    }
-    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
-        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return len;
-}
-
-/* Copies at most MRD__BATCH_MAX_STRLEN bytes of s as valid UTF-8 (protobuf strings must
- * be): invalid bytes become '?', a sequence cut by the length limit is dropped. */
-static char *sanitize(const char *s, size_t *out_len)
-{
-    size_t n = strnlen(s, MRD__BATCH_MAX_STRLEN), o = 0;
-    char *d = malloc(n + 1);
-
-    if (!d)
-        return NULL;
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_seq((const uint8_t *)s + i, n - i);
-
-        if (k == 0) {
-            /* A valid sequence cut by the length limit ends the string. */
-            if (n == MRD__BATCH_MAX_STRLEN && s[n] != '\0' &&
-                utf8_seq((const uint8_t *)s + i, strnlen(s + i, 4)) > n - i)
-                break;
-            d[o++] = '?';
-            i++;
-            continue;
-        }
-        memcpy(d + o, s + i, k);
-        o += k;
-        i += k;
-    }
-    d[o] = '\0';
-    *out_len = o;
-    return d;
-}
-
-static int slots_grow(struct mrd_batch_builder *b)
-{
-    uint32_t ncap = b->slots ? (b->slot_mask + 1) * 2 : 256;
-    uint32_t *ns = calloc(ncap, sizeof(*ns));
-
-    if (!ns)
-        return -ENOMEM;
-    for (uint32_t id = 1; id <= b->nstr; id++) {
-        uint32_t j = (uint32_t)b->str[id].hash & (ncap - 1);
-
-        while (ns[j])
-            j = (j + 1) & (ncap - 1);
-        ns[j] = id;
-    }
-    free(b->slots);
-    b->slots = ns;
-    b->slot_mask = ncap - 1;
-    return 0;
-}
-
-/* Returns the id of s, interning a sanitized copy (see batch.h). 0 for NULL, on
- * allocation failure, or once the builder holds MAX_STRINGS strings or MAX_STRING_BYTES
- * bytes (policy at the cap: the event carries "no string"). Builder thread only. */
+/* Returns the id of s (see batch.h and batch_strings.c). Builder thread only. */
 uint32_t mrd_batch_builder_intern(struct mrd_batch_builder *b, const char *s)
 {
-    size_t len;
-    char *copy;
-    uint64_t h;
-    uint32_t j;
-
-    if (!b || !s)
-        return 0;
-    copy = sanitize(s, &len);
-    if (!copy)
-        return 0;
-    h = hash_bytes(copy, len);
-    if (b->slots) {
-        for (j = (uint32_t)h & b->slot_mask; b->slots[j]; j = (j + 1) & b->slot_mask) {
-            const struct string *e = &b->str[b->slots[j]];
-
-            if (e->hash == h && e->len == len && memcmp(e->s, copy, len) == 0) {
-                free(copy);
-                return b->slots[j];
-            }
-        }
-    }
-    if (b->nstr >= MAX_STRINGS || b->str_bytes + len > MAX_STRING_BYTES)
-        goto fail;
-    if (b->nstr + 1 >= b->str_cap) {
-        uint32_t ncap = b->str_cap ? b->str_cap * 2 : 64;
-        struct string *ns = realloc(b->str, ncap * sizeof(*ns));
-
-        if (!ns)
-            goto fail;
-        b->str = ns;
-        b->str_cap = ncap;
-    }
-    if ((!b->slots || (b->nstr + 1) * 2 > b->slot_mask + 1) && slots_grow(b) < 0)
-        goto fail;
-    b->nstr++;
-    b->str[b->nstr] = (struct string){.s = copy, .len = (uint32_t)len, .hash = h};
-    b->str_bytes += len;
-    for (j = (uint32_t)h & b->slot_mask; b->slots[j]; j = (j + 1) & b->slot_mask)
-        ;
-    b->slots[j] = b->nstr;
-    return b->nstr;
-
-fail:
-    free(copy);
-    return 0;
+    return b ? mrd__strtab_intern(&b->st, s) : 0;
 }
 
 /* ---- appending ---- */
@@ -348,16 +193,16 @@ static int reserve(struct mrd_batch_builder *b, int kind, const uint32_t *ids, i
     if (g->n == 0)
         bytes += COL_HEADER_BOUND * (s->ncols + 1u);
     for (int i = 0; i < n; i++) {
-        const struct string *e;
+        const struct mrd__string *e;
         int dup = 0;
 
         if (ids[i] == 0)
             continue;
-        if (ids[i] > b->nstr)
+        if (ids[i] > b->st.n)
             return -EINVAL;
         for (int j = 0; j < i; j++)
             dup |= ids[j] == ids[i];
-        e = &b->str[ids[i]];
+        e = &b->st.str[ids[i]];
         if (dup || e->acked || e->mark == b->gen)
             continue;
         newdefs++;
@@ -400,7 +245,7 @@ static void commit(struct mrd_batch_builder *b, int kind, const uint64_t *v, con
     b->pending++;
     b->bytes += need;
     for (int i = 0; i < n; i++) {
-        struct string *e = &b->str[ids[i]];
+        struct mrd__string *e = &b->st.str[ids[i]];
 
         if (ids[i] == 0 || e->acked || e->mark == b->gen)
             continue;
@@ -661,7 +506,7 @@ static void log_defs(struct mrd_batch_builder *b, uint64_t seq)
         size_t o = 0;
 
         for (size_t i = b->log_start; i < b->log_len; i++)
-            if (b->log[i].id && !b->str[b->log[i].id].acked)
+            if (b->log[i].id && !b->st.str[b->log[i].id].acked)
                 b->log[o++] = b->log[i];
         b->log_start = 0;
         b->log_len = o;
@@ -705,8 +550,8 @@ static void reset_pending(struct mrd_batch_builder *b)
     b->ndefs = 0;
     b->bytes = FIXED_OVERHEAD;
     if (++b->gen == 0) { /* wrapped after 2^32 batches: clear stale marks */
-        for (uint32_t i = 1; i <= b->nstr; i++)
-            b->str[i].mark = 0;
+        for (uint32_t i = 1; i <= b->st.n; i++)
+            b->st.str[i].mark = 0;
         b->gen = 1;
     }
 }
@@ -741,7 +586,7 @@ int mrd_batch_builder_finish(struct mrd_batch_builder *b, uint64_t seq, uint8_t 
         for (uint32_t i = 0; i < b->ndefs; i++) {
             meridian__v1__string_def__init(&defs[i]);
             defs[i].id = b->defs[i];
-            defs[i].value = b->str[b->defs[i]].s;
+            defs[i].value = b->st.str[b->defs[i]].s;
             defp[i] = &defs[i];
         }
         m.strings = defp;
@@ -795,7 +640,7 @@ void mrd_batch_builder_acked(struct mrd_batch_builder *b, uint64_t seq)
     for (size_t i = b->log_start; i < b->log_len; i++) {
         if (b->log[i].seq != seq || b->log[i].id == 0)
             continue;
-        b->str[b->log[i].id].acked = 1;
+        b->st.str[b->log[i].id].acked = 1;
         b->log[i].id = 0;
     }
     while (b->log_start < b->log_len && b->log[b->log_start].id == 0)

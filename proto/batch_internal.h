@@ -42,6 +42,29 @@ struct mrd__groupspec {
 /* Indexed by enum mrd_event_kind; entry 0 is unused (desc == NULL). */
 extern const struct mrd__groupspec mrd__batch_groups[MRD_EV__COUNT];
 
+/* The builder's string table (batch_strings.c): ids 1..n index str[]. */
+#define MRD__STRTAB_MAX (1u << 18)       /* distinct strings */
+#define MRD__STRTAB_MAX_BYTES (32u << 20) /* their total size */
+
+struct mrd__string {
+    char *s;
+    uint32_t len;
+    uint32_t mark; /* builder's batch number when defined in the pending batch */
+    uint64_t hash;
+    uint8_t acked; /* a batch that defined it was acknowledged */
+};
+
+struct mrd__strtab {
+    struct mrd__string *str; /* index = id; str[0] unused */
+    uint32_t n, cap;
+    size_t bytes;
+    uint32_t *slots; /* open addressing: string id, 0 = empty */
+    uint32_t slot_mask;
+};
+
+uint32_t mrd__strtab_intern(struct mrd__strtab *t, const char *s);
+void mrd__strtab_clear(struct mrd__strtab *t);
+
 /* The group struct of `kind` inside m, or NULL when absent. */
 static inline const ProtobufCMessage *mrd__batch_group(const Meridian__V1__Batch *m, int kind)
 {
