@@ -1,0 +1,58 @@
+/* One simulated rank of the load generator: produce batches (synthetic, or decoded from a
+ * capture and rewritten), send them through the real protocol, account for what was sent.
+ *
+ * Where it sits: replay.c starts one of these per rank process; rank.c drives gen.c (or
+ * capfile.c), the real batch builder / frame encoder (proto/), and client.c (the socket).
+ *
+ * Accounting, independent of the aggregator: every event handed to the builder (or found in
+ * a replayed batch) is hashed with canon.h; the result holds the count per kind and the
+ * checksum of everything sent, and of everything acknowledged.
+ *
+ * Workload: up to a few hundred thousand events/s per rank (rate 0 = as fast as acks allow),
+ * bounded by the client's window of unacked batches. Single-threaded.
+ */
+#ifndef MRD_RANK_H
+#define MRD_RANK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client.h"
+#include "events.h"
+
+struct mrd_rank_opts {
+    const char *host, *port, *run_id;
+    const uint8_t *secret;
+    size_t secret_len;
+    uint32_t rank, world_size, local_rank;
+    double rate, burst_rate;      /* events/s per rank; 0 = unlimited */
+    uint32_t burst_ms, burst_period_ms;
+    double seconds;               /* stop generating after this long (0 = no limit) */
+    uint64_t events;              /* stop after this many events (0 = no limit) */
+    uint32_t batch_events, flush_ms, window, max_frame, retry_ms;
+    int mix, compress, quiet;
+    uint64_t seed;
+    const char *record_path;      /* write a .mrdcap of every frame sent */
+    const char *capture_path;     /* replay this capture instead of generating */
+    uint32_t rank_offset, copy, copies;
+    uint32_t resend_acked;        /* test hook: at the end, resend the first N batches */
+};
+
+struct mrd_rank_result {
+    uint32_t rank;
+    uint64_t events, checksum, batches;
+    uint64_t by_kind[MRD_EV__COUNT];
+    uint64_t skipped_frames;      /* capture frames not replayed (resends, clock, unknown) */
+    struct mrd_client_stats net;
+    double seconds;
+    int rc;                       /* 0 = everything acknowledged */
+    char why[160];                /* set when rc != 0 */
+};
+
+/* Runs one rank to the end: connect, send, drain, goodbye. Returns res->rc. */
+int mrd_rank_run(const struct mrd_rank_opts *o, struct mrd_rank_result *res);
+
+/* Formats one report line (no newline): "rank=R events=N checksum=HEX ... status=ok". */
+void mrd_rank_format(const struct mrd_rank_result *r, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,431 @@
+/* `meridian replay`: options, one process per simulated rank, the report (see replay.h).
+ *
+ * The parent parses options, forks one child per rank (or per capture copy), and collects
+ * each child's one-line result through a pipe (lines are shorter than PIPE_BUF, so writes
+ * from many children never interleave). It writes the lines to --report and prints one
+ * summary line: the end-to-end event rate and wire bytes per event over all ranks.
+ * Exit status: 0 all ranks acknowledged, 1 some rank failed, 2 usage.
+ */
+#include "replay.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "frame.h"
+#include "gen.h"
+#include "rank.h"
+
+#define MAX_PROCS 4096
+#define LINE_MAX_ 1024 /* one report line; < PIPE_BUF */
+#define SECRET_MAX 4096
+
+static const char usage[] =
+    "usage: meridian replay --aggregator HOST:PORT --run-id ID [options] [CAPTURE.mrdcap...]\n"
+    "\n"
+    "Load generator speaking meridian's real protocol: simulated ranks (one process each)\n"
+    "send batches to meridiand with at-least-once delivery and report, per rank, the events\n"
+    "sent and a checksum computed by the sender (compare with the database using\n"
+    "mrd-verify). Without CAPTURE files the events are synthetic; with them, each capture\n"
+    "(frames as an agent sent them) is decoded and re-sent with run id and rank rewritten.\n"
+    "\n"
+    "connection:\n"
+    "  --aggregator HOST:PORT  meridiand's address (required)\n"
+    "  --run-id ID             run id the aggregator expects (required)\n"
+    "  --secret-file FILE      the run secret (whole file, one trailing newline removed);\n"
+    "                          default: the MERIDIAN_SECRET environment variable\n"
+    "  --window N              unacknowledged batches in flight per rank (default 16)\n"
+    "  --retry-ms MS           give up after MS without a successful reconnect (default 60000)\n"
+    "  --max-frame BYTES       frame limit (default 4194304)\n"
+    "synthetic load:\n"
+    "  --ranks N               simulated ranks, one process each (default 1)\n"
+    "  --rank-base R           first rank number (default 0)\n"
+    "  --world-size W          world size announced (default rank-base + ranks)\n"
+    "  --rate EV_PER_S         events/s per rank; 0 = as fast as acks allow (default 0)\n"
+    "  --burst-rate EV_PER_S   rate during bursts (default: no bursts)\n"
+    "  --burst-ms MS           burst length (default 100)\n"
+    "  --burst-period-ms MS    one burst every MS (default 1000)\n"
+    "  --seconds S             stop generating after S seconds\n"
+    "  --events N              stop after N events per rank (default 100000 when neither\n"
+    "                          --seconds nor --events is given)\n"
+    "  --batch-events N        events per batch (default 4096)\n"
+    "  --flush-ms MS           send a partial batch once its first event is MS old (default 50)\n"
+    "  --mix training|kernels  event mix (default training: every kind; kernels: kernels only)\n"
+    "  --seed N                seed of the synthetic stream (default 1)\n"
+    "  --compress LEVEL        zstd level of batch frames, 0 = off (default 1)\n"
+    "captures:\n"
+    "  --rank-offset K         add K to each capture's rank\n"
+    "  --copies C              play each capture C times as ranks r + K + c * world (default 1)\n"
+    "output:\n"
+    "  --report FILE           per-rank result lines (key=value) ('-' = stdout)\n"
+    "  --record FILE           also write what is sent as a .mrdcap (one rank only)\n"
+    "  --resend-acked N        test hook: after all is acknowledged, reconnect and resend the\n"
+    "                          first N batches; each must be acknowledged as a duplicate\n"
+    "  --quiet                 log only failures\n"
+    "  --help                  this text\n"
+    "\n"
+    "Exit status: 0 when every rank had every batch acknowledged, 1 otherwise, 2 usage.\n";
+
+struct options {
+    struct mrd_rank_opts r;
+    uint32_t ranks, rank_base;
+    char host[256], port[32];
+    uint8_t secret[SECRET_MAX];
+    const char *report;
+    char **captures;
+    int ncaptures;
+};
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || v > max || s[0] == '-')
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_u32(const char *s, uint32_t *out)
+{
+    uint64_t v;
+    int rc = parse_u64(s, UINT32_MAX, &v);
+    if (rc == 0)
+        *out = (uint32_t)v;
+    return rc;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v < 0)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+static int parse_addr(const char *s, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s || !colon[1] || strlen(colon + 1) >= pcap)
+        return -EINVAL;
+    size_t hl = (size_t)(colon - s);
+    if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') { /* [::1]:port */
+        s++;
+        hl -= 2;
+    }
+    if (hl >= hcap)
+        return -EINVAL;
+    memcpy(host, s, hl);
+    host[hl] = '\0';
+    strcpy(port, colon + 1);
+    return 0;
+}
+
+static int read_secret(const char *path, uint8_t *buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    size_t n = fread(buf, 1, SECRET_MAX, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    if (more)
+        return -E2BIG;
+    if (n > 0 && buf[n - 1] == '\n')
+        n--;
+    if (n > 0 && buf[n - 1] == '\r')
+        n--;
+    *len = n;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    enum {
+        O_AGG = 256, O_RUN, O_SECRET, O_WINDOW, O_RETRY, O_MAXFRAME, O_RANKS, O_RANKBASE,
+        O_WORLD, O_RATE, O_BRATE, O_BMS, O_BPERIOD, O_SECONDS, O_EVENTS, O_BATCH, O_FLUSH,
+        O_MIX, O_SEED, O_COMPRESS, O_OFFSET, O_COPIES, O_REPORT, O_RECORD, O_RESEND, O_QUIET,
+        O_HELP
+    };
+    static const struct option longopts[] = {
+        {"aggregator", 1, 0, O_AGG}, {"run-id", 1, 0, O_RUN}, {"secret-file", 1, 0, O_SECRET},
+        {"window", 1, 0, O_WINDOW}, {"retry-ms", 1, 0, O_RETRY},
+        {"max-frame", 1, 0, O_MAXFRAME}, {"ranks", 1, 0, O_RANKS},
+        {"rank-base", 1, 0, O_RANKBASE}, {"world-size", 1, 0, O_WORLD},
+        {"rate", 1, 0, O_RATE}, {"burst-rate", 1, 0, O_BRATE}, {"burst-ms", 1, 0, O_BMS},
+        {"burst-period-ms", 1, 0, O_BPERIOD}, {"seconds", 1, 0, O_SECONDS},
+        {"events", 1, 0, O_EVENTS}, {"batch-events", 1, 0, O_BATCH},
+        {"flush-ms", 1, 0, O_FLUSH}, {"mix", 1, 0, O_MIX}, {"seed", 1, 0, O_SEED},
+        {"compress", 1, 0, O_COMPRESS}, {"rank-offset", 1, 0, O_OFFSET},
+        {"copies", 1, 0, O_COPIES}, {"report", 1, 0, O_REPORT}, {"record", 1, 0, O_RECORD},
+        {"resend-acked", 1, 0, O_RESEND}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
+        {0, 0, 0, 0},
+    };
+    struct mrd_rank_opts *r = &o->r;
+    const char *agg = NULL, *secret_file = NULL;
+    uint32_t world = 0, compress = 1;
+    int c, bad = 0;
+    uint64_t v;
+
+    r->window = 16;
+    r->retry_ms = 60000;
+    r->max_frame = MRD_FRAME_DEFAULT_MAX;
+    r->burst_ms = 100;
+    r->burst_period_ms = 1000;
+    r->batch_events = 4096;
+    r->flush_ms = 50;
+    r->seed = 1;
+    r->copies = 1;
+    o->ranks = 1;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case O_AGG: agg = optarg; break;
+        case O_RUN: r->run_id = optarg; break;
+        case O_SECRET: secret_file = optarg; break;
+        case O_WINDOW: bad |= parse_u32(optarg, &r->window) || !r->window || r->window > 65536; break;
+        case O_RETRY: bad |= parse_u32(optarg, &r->retry_ms); break;
+        case O_MAXFRAME:
+            bad |= parse_u32(optarg, &r->max_frame) || r->max_frame < MRD_FRAME_MIN_MAX;
+            break;
+        case O_RANKS: bad |= parse_u32(optarg, &o->ranks) || !o->ranks || o->ranks > MAX_PROCS; break;
+        case O_RANKBASE: bad |= parse_u32(optarg, &o->rank_base); break;
+        case O_WORLD: bad |= parse_u32(optarg, &world); break;
+        case O_RATE: bad |= parse_double(optarg, &r->rate); break;
+        case O_BRATE: bad |= parse_double(optarg, &r->burst_rate); break;
+        case O_BMS: bad |= parse_u32(optarg, &r->burst_ms); break;
+        case O_BPERIOD: bad |= parse_u32(optarg, &r->burst_period_ms); break;
+        case O_SECONDS: bad |= parse_double(optarg, &r->seconds); break;
+        case O_EVENTS: bad |= parse_u64(optarg, UINT64_MAX, &r->events); break;
+        case O_BATCH:
+            bad |= parse_u32(optarg, &r->batch_events) || !r->batch_events ||
+                   r->batch_events > 1000000;
+            break;
+        case O_FLUSH: bad |= parse_u32(optarg, &r->flush_ms); break;
+        case O_MIX:
+            if (strcmp(optarg, "training") == 0)
+                r->mix = MRD_GEN_MIX_TRAINING;
+            else if (strcmp(optarg, "kernels") == 0)
+                r->mix = MRD_GEN_MIX_KERNELS;
+            else
+                bad = 1;
+            break;
+        case O_SEED: bad |= parse_u64(optarg, UINT64_MAX, &r->seed); break;
+        case O_COMPRESS: bad |= parse_u32(optarg, &compress) || compress > 19; break;
+        case O_OFFSET: bad |= parse_u32(optarg, &r->rank_offset); break;
+        case O_COPIES: bad |= parse_u32(optarg, &r->copies) || !r->copies; break;
+        case O_REPORT: o->report = optarg; break;
+        case O_RECORD: r->record_path = optarg; break;
+        case O_RESEND: bad |= parse_u64(optarg, 1024, &v); r->resend_acked = (uint32_t)v; break;
+        case O_QUIET: r->quiet = 1; break;
+        case O_HELP: fputs(usage, stdout); return 1;
+        default: bad = 1; break;
+        }
+        if (bad) {
+            fprintf(stderr, "meridian replay: bad value for --%s\n",
+                    c >= O_AGG && c <= O_HELP ? longopts[c - O_AGG].name : "?");
+            return -EINVAL;
+        }
+    }
+    r->compress = (int)compress;
+    o->captures = argv + optind;
+    o->ncaptures = argc - optind;
+    if (!agg || parse_addr(agg, o->host, sizeof o->host, o->port, sizeof o->port) < 0) {
+        fprintf(stderr, "meridian replay: --aggregator HOST:PORT is required\n");
+        return -EINVAL;
+    }
+    if (!r->run_id || !*r->run_id) {
+        fprintf(stderr, "meridian replay: --run-id is required\n");
+        return -EINVAL;
+    }
+    if (secret_file) {
+        int rc = read_secret(secret_file, o->secret, &r->secret_len);
+        if (rc < 0) {
+            fprintf(stderr, "meridian replay: cannot read secret file %s: %s\n", secret_file,
+                    strerror(-rc));
+            return rc;
+        }
+    } else if (getenv("MERIDIAN_SECRET")) {
+        const char *s = getenv("MERIDIAN_SECRET");
+        r->secret_len = strlen(s) < SECRET_MAX ? strlen(s) : SECRET_MAX;
+        memcpy(o->secret, s, r->secret_len);
+    } else {
+        fprintf(stderr, "meridian replay: no secret: --secret-file or MERIDIAN_SECRET\n");
+        return -EINVAL;
+    }
+    r->secret = o->secret;
+    r->host = o->host;
+    r->port = o->port;
+    if (!r->events && r->seconds <= 0)
+        r->events = 100000;
+    r->world_size = world ? world : o->rank_base + o->ranks;
+    if (!o->ncaptures && (uint64_t)o->rank_base + o->ranks > r->world_size) {
+        fprintf(stderr, "meridian replay: ranks %u..%u do not fit --world-size %u\n",
+                o->rank_base, o->rank_base + o->ranks - 1, r->world_size);
+        return -EINVAL;
+    }
+    if (o->ncaptures && (uint64_t)o->ncaptures * r->copies > MAX_PROCS) {
+        fprintf(stderr, "meridian replay: more than %d processes\n", MAX_PROCS);
+        return -EINVAL;
+    }
+    uint64_t nprocs = o->ncaptures ? (uint64_t)o->ncaptures * r->copies : o->ranks;
+    if (r->record_path && nprocs != 1) {
+        fprintf(stderr, "meridian replay: --record needs exactly one rank\n");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Runs process i's rank and formats its line. */
+static int run_one(const struct options *o, uint32_t i, char *line)
+{
+    struct mrd_rank_opts r = o->r;
+    struct mrd_rank_result res;
+    if (o->ncaptures) {
+        r.capture_path = o->captures[i / r.copies];
+        r.copy = i % r.copies;
+    } else {
+        r.rank = o->rank_base + i;
+        r.local_rank = r.rank % 8;
+    }
+    int rc = mrd_rank_run(&r, &res);
+    mrd_rank_format(&res, line, LINE_MAX_);
+    if (rc != 0 && !r.quiet)
+        fprintf(stderr, "meridian-replay: rank %u failed: %s\n", res.rank, res.why);
+    return rc;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t field(const char *line, const char *key)
+{
+    const char *p = strstr(line, key);
+    return p ? strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+int mrd_replay_main(int argc, char **argv)
+{
+    static struct options o; /* the secret buffer is large: keep it off the stack */
+    char line[LINE_MAX_];
+    FILE *rep = NULL;
+    int pfd[2] = {-1, -1}, failed = 0;
+    uint32_t nfail = 0;
+    uint32_t nprocs, started = 0, lines = 0;
+    uint64_t events = 0, bytes = 0;
+
+    memset(&o, 0, sizeof o);
+    int rc = parse_options(argc, argv, &o);
+    if (rc != 0)
+        return rc > 0 ? 0 : 2;
+    nprocs = o.ncaptures ? (uint32_t)o.ncaptures * o.r.copies : o.ranks;
+    if (o.report) {
+        rep = strcmp(o.report, "-") == 0 ? stdout : fopen(o.report, "w");
+        if (!rep) {
+            fprintf(stderr, "meridian replay: cannot write %s: %s\n", o.report, strerror(errno));
+            return 2;
+        }
+    }
+    double t0 = now_s();
+    if (nprocs == 1) {
+        failed = run_one(&o, 0, line) != 0;
+        nfail = (uint32_t)failed;
+        events = field(line, " events=");
+        bytes = field(line, "bytes_sent=");
+        if (rep)
+            fprintf(rep, "%s\n", line);
+        lines = 1;
+        goto done;
+    }
+    if (pipe(pfd) < 0) {
+        perror("meridian replay: pipe");
+        failed = 1;
+        goto done;
+    }
+    fflush(NULL);
+    for (; started < nprocs; started++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("meridian replay: fork");
+            failed = 1;
+            break;
+        }
+        if (pid == 0) {
+            close(pfd[0]);
+            int crc = run_one(&o, started, line);
+            size_t n = strlen(line);
+            line[n++] = '\n';
+            ssize_t w = write(pfd[1], line, n);
+            _exit(crc != 0 || w != (ssize_t)n);
+        }
+    }
+    close(pfd[1]);
+    {
+        /* collect lines until every child closed its end of the pipe */
+        char buf[8192];
+        size_t have = 0;
+        for (;;) {
+            ssize_t n = read(pfd[0], buf + have, sizeof buf - have);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                break;
+            have += (size_t)n;
+            char *nl;
+            while ((nl = memchr(buf, '\n', have))) {
+                *nl = '\0';
+                events += field(buf, " events=");
+                bytes += field(buf, "bytes_sent=");
+                if (!strstr(buf, "status=ok")) {
+                    failed = 1;
+                    nfail++;
+                }
+                if (rep)
+                    fprintf(rep, "%s\n", buf);
+                lines++;
+                size_t used = (size_t)(nl - buf) + 1;
+                memmove(buf, nl + 1, have - used);
+                have -= used;
+            }
+            if (have == sizeof buf)
+                have = 0; /* cannot happen: lines are < LINE_MAX_ */
+        }
+        close(pfd[0]);
+    }
+    for (uint32_t i = 0; i < started; i++) {
+        int st;
+        if (wait(&st) < 0)
+            break;
+        failed |= !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+    }
+done:;
+    double secs = now_s() - t0;
+    if (lines != nprocs) {
+        failed = 1;
+        nfail += nprocs - lines; /* a rank that died without a line */
+    }
+    if (rep && rep != stdout && fclose(rep) != 0)
+        failed = 1;
+    printf("replay: ranks=%u events=%" PRIu64 " seconds=%.3f events_per_s=%.0f bytes_sent=%" PRIu64
+           " bytes_per_event=%.2f failed=%u\n",
+           nprocs, events, secs, secs > 0 ? (double)events / secs : 0.0, bytes,
+           events ? (double)bytes / (double)events : 0.0, nfail);
+    fflush(stdout);
+    return failed ? 1 : 0;
+}
