@@ -1,0 +1,409 @@
+/* mrd-verify: checks a meridian database against the load generator's per-rank report.
+ *
+ * Where it sits: the last step of every integration test and of the ingest benchmark.
+ * `meridian replay --report FILE` wrote, per rank, the number of events it sent by kind and
+ * a checksum computed by the sender (launcher/replay/canon.h); this program reads every
+ * event table of the database, hashes each row the same way (string ids resolved through
+ * the strings table), and compares count per kind and checksum per rank. It also checks the
+ * batches table (one row per batch, seqs 1..N, nothing twice) and the goodbye flag.
+ *
+ * Workload: databases of a few million rows, read with one full scan per table; memory is
+ * the strings table plus a few counters per rank (ranks < 1,048,576).
+ *
+ * Exit status: 0 when everything matches, 1 on a mismatch, 2 on usage or I/O errors.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "canon.h"
+
+#define MAX_RANKS (1u << 20)
+#define MAX_STRING_ID (1u << 26)
+
+enum col_type { C_I64, C_U64, C_U32, C_I32 };
+struct col {
+    const char *name;
+    size_t off; /* in struct mrd_canon_event */
+    enum col_type type;
+};
+struct table {
+    const char *name;
+    int kind;
+    struct col cols[24];
+};
+
+#define F(kind_field, member, t) {#member, offsetof(struct mrd_canon_event, u.kind_field.member), t}
+#define FN(name, kind_field, member, t) {name, offsetof(struct mrd_canon_event, u.kind_field.member), t}
+
+static const struct table tables[] = {
+    {"kernels", MRD_EV_KERNEL,
+     {F(kernel, device, C_U32), F(kernel, stream, C_U32), F(kernel, context, C_U32),
+      FN("start_ns", kernel, start, C_I64), FN("end_ns", kernel, end, C_I64),
+      FN("correlation_id", kernel, correlation, C_U64), FN("name_id", kernel, name, C_U32),
+      FN("grid_x", kernel, grid[0], C_U32), FN("grid_y", kernel, grid[1], C_U32),
+      FN("grid_z", kernel, grid[2], C_U32), FN("block_x", kernel, block[0], C_U32),
+      FN("block_y", kernel, block[1], C_U32), FN("block_z", kernel, block[2], C_U32),
+      F(kernel, shared_bytes, C_U32), F(kernel, registers, C_U32), F(kernel, graph_id, C_U32)}},
+    {"memcpys", MRD_EV_MEMCPY,
+     {F(memcpy, device, C_U32), F(memcpy, stream, C_U32), FN("start_ns", memcpy, start, C_I64),
+      FN("end_ns", memcpy, end, C_I64), FN("correlation_id", memcpy, correlation, C_U64),
+      F(memcpy, bytes, C_U64), F(memcpy, copy_kind, C_U32), F(memcpy, src_kind, C_U32),
+      F(memcpy, dst_kind, C_U32), F(memcpy, peer_device, C_U32)}},
+    {"memsets", MRD_EV_MEMSET,
+     {F(memset, device, C_U32), F(memset, stream, C_U32), FN("start_ns", memset, start, C_I64),
+      FN("end_ns", memset, end, C_I64), FN("correlation_id", memset, correlation, C_U64),
+      F(memset, bytes, C_U64), F(memset, value, C_U32), F(memset, memory_kind, C_U32)}},
+    {"syncs", MRD_EV_SYNC,
+     {F(sync, context, C_U32), F(sync, stream, C_U32), FN("start_ns", sync, start, C_I64),
+      FN("end_ns", sync, end, C_I64), FN("correlation_id", sync, correlation, C_U64),
+      F(sync, type, C_U32)}},
+    {"api_calls", MRD_EV_API,
+     {F(api, thread, C_U32), FN("start_ns", api, start, C_I64), FN("end_ns", api, end, C_I64),
+      FN("correlation_id", api, correlation, C_U64), F(api, domain, C_U32),
+      F(api, cbid, C_U32), FN("name_id", api, name, C_U32)}},
+    {"graph_launches", MRD_EV_GRAPH,
+     {F(graph, device, C_U32), F(graph, stream, C_U32), FN("start_ns", graph, start, C_I64),
+      FN("end_ns", graph, end, C_I64), FN("correlation_id", graph, correlation, C_U64),
+      F(graph, graph_id, C_U32)}},
+    {"external_correlations", MRD_EV_EXTCORR,
+     {FN("correlation_id", extcorr, correlation, C_U64), F(extcorr, external_id, C_U64),
+      F(extcorr, kind, C_U32)}},
+    {"nvtx", MRD_EV_NVTX,
+     {F(nvtx, thread, C_U32), FN("start_ns", nvtx, start, C_I64), FN("end_ns", nvtx, end, C_I64),
+      F(nvtx, kind, C_U32), FN("domain_id", nvtx, domain, C_U32), FN("name_id", nvtx, name, C_U32),
+      F(nvtx, depth, C_U32), F(nvtx, color, C_U32)}},
+    {"nccl_ops", MRD_EV_NCCL_OP,
+     {F(nccl_op, op_id, C_U64), FN("start_ns", nccl_op, start, C_I64),
+      FN("end_ns", nccl_op, end, C_I64), F(nccl_op, comm_hash, C_U64),
+      F(nccl_op, comm_rank, C_U32), F(nccl_op, comm_nranks, C_U32), F(nccl_op, seq, C_U64),
+      FN("func_id", nccl_op, func, C_U32), F(nccl_op, count, C_U64),
+      FN("datatype_id", nccl_op, datatype, C_U32), F(nccl_op, bytes, C_U64),
+      F(nccl_op, root, C_I32), F(nccl_op, peer, C_I32), FN("algo_id", nccl_op, algo, C_U32),
+      FN("proto_id", nccl_op, proto, C_U32), F(nccl_op, channels, C_U32),
+      F(nccl_op, warps, C_U32), F(nccl_op, launch_id, C_U64), F(nccl_op, is_p2p, C_U32),
+      F(nccl_op, device, C_U32)}},
+    {"nccl_channels", MRD_EV_NCCL_CHANNEL,
+     {F(nccl_channel, op_id, C_U64), F(nccl_channel, channel, C_U32),
+      F(nccl_channel, gpu_start, C_I64), F(nccl_channel, gpu_end, C_I64),
+      FN("host_start_ns", nccl_channel, host_start, C_I64)}},
+    {"mpi_calls", MRD_EV_MPI,
+     {F(mpi, thread, C_U32), FN("start_ns", mpi, start, C_I64), FN("end_ns", mpi, end, C_I64),
+      FN("call_id", mpi, call, C_U32), F(mpi, bytes, C_U64), F(mpi, peer, C_I32),
+      F(mpi, tag, C_I32), F(mpi, comm_size, C_U32)}},
+    {"clock_samples", MRD_EV_CLOCK,
+     {F(clock, t0, C_I64), F(clock, t1, C_I64), F(clock, t2, C_I64), F(clock, t3, C_I64)}},
+    {"gpu_clock_samples", MRD_EV_GPU_CLOCK,
+     {F(gpu_clock, device, C_U32), F(gpu_clock, host_ns, C_I64), F(gpu_clock, gpu_ns, C_I64),
+      F(gpu_clock, uncertainty_ns, C_U64)}},
+};
+#define N_TABLES (sizeof tables / sizeof tables[0])
+
+static const char *const kind_names[MRD_EV__COUNT] = {
+    "", "kernel", "memcpy", "memset", "sync", "api", "graph", "extcorr", "nvtx",
+    "nccl_op", "nccl_channel", "mpi", "clock", "gpu_clock",
+};
+
+struct tally {
+    int in_report;
+    uint64_t events, checksum, batches, acked_events, acked_checksum, dup_acks;
+    uint64_t by_kind[MRD_EV__COUNT];
+    int ok_status;
+    /* from the database */
+    uint64_t db_events, db_checksum, db_batches, db_max_seq, db_batch_events;
+    uint64_t db_by_kind[MRD_EV__COUNT];
+    int db_goodbye;
+};
+
+struct strings {
+    char **v;
+    uint64_t n;
+};
+
+static const char *resolve(void *ctx, uint32_t id)
+{
+    struct strings *s = ctx;
+    return id < s->n ? s->v[id] : NULL;
+}
+
+static uint64_t kv(const char *line, const char *key, int hex, int *found)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, " %s=", key);
+    const char *p = strstr(line, pat), *val = NULL;
+    if (p)
+        val = p + strlen(pat);
+    else if (strncmp(line, pat + 1, strlen(pat + 1)) == 0) /* first key of the line */
+        val = line + strlen(pat + 1);
+    if (found)
+        *found = val != NULL;
+    return val ? strtoull(val, NULL, hex ? 16 : 10) : 0;
+}
+
+static int read_report(const char *path, struct tally *t, uint32_t *nranks)
+{
+    FILE *f = fopen(path, "r");
+    char line[4096];
+    if (!f) {
+        fprintf(stderr, "mrd-verify: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    while (fgets(line, sizeof line, f)) {
+        int found;
+        uint64_t r = kv(line, "rank", 0, &found);
+        if (!found)
+            continue;
+        if (r >= MAX_RANKS || t[r].in_report) {
+            fprintf(stderr, "mrd-verify: bad or repeated rank %" PRIu64 " in report\n", r);
+            fclose(f);
+            return -1;
+        }
+        struct tally *x = &t[r];
+        x->in_report = 1;
+        x->events = kv(line, "events", 0, NULL);
+        x->checksum = kv(line, "checksum", 1, NULL);
+        x->batches = kv(line, "batches", 0, NULL);
+        x->acked_events = kv(line, "acked_events", 0, NULL);
+        x->acked_checksum = kv(line, "acked_checksum", 1, NULL);
+        x->dup_acks = kv(line, "dup_acks", 0, NULL);
+        x->ok_status = strstr(line, "status=ok") != NULL;
+        for (int k = 1; k < MRD_EV__COUNT; k++) {
+            char key[32];
+            snprintf(key, sizeof key, "n_%s", kind_names[k]);
+            x->by_kind[k] = kv(line, key, 0, NULL);
+        }
+        if (r + 1 > *nranks)
+            *nranks = (uint32_t)r + 1;
+    }
+    fclose(f);
+    return 0;
+}
+
+static int load_strings(sqlite3 *db, struct strings *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "SELECT id, value FROM strings", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return -1;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_int64 id = sqlite3_column_int64(st, 0);
+        const char *v = (const char *)sqlite3_column_text(st, 1);
+        if (id <= 0 || id >= MAX_STRING_ID)
+            continue; /* cannot be referenced by a uint32 column we hash anyway */
+        if ((uint64_t)id >= s->n) {
+            uint64_t n = (uint64_t)id * 2 + 16;
+            char **p = realloc(s->v, n * sizeof *p);
+            if (!p)
+                break;
+            memset(p + s->n, 0, (n - s->n) * sizeof *p);
+            s->v = p;
+            s->n = n;
+        }
+        s->v[id] = strdup(v ? v : "");
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int scan_table(sqlite3 *db, const struct table *tb, struct tally *t, uint32_t nranks,
+                      struct strings *strs, uint64_t *stray)
+{
+    char sql[1024];
+    int n = snprintf(sql, sizeof sql, "SELECT rank");
+    int ncols = 0;
+    for (; ncols < 24 && tb->cols[ncols].name; ncols++)
+        n += snprintf(sql + n, sizeof sql - (size_t)n, ", %s", tb->cols[ncols].name);
+    snprintf(sql + n, sizeof sql - (size_t)n, " FROM %s", tb->name);
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+        fprintf(stderr, "mrd-verify: %s: %s\n", sql, sqlite3_errmsg(db));
+        return -1;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct mrd_canon_event e;
+        memset(&e, 0, sizeof e);
+        e.kind = tb->kind;
+        sqlite3_int64 rank = sqlite3_column_int64(st, 0);
+        for (int i = 0; i < ncols; i++) {
+            /* NULL reads as 0: "none" is 0 on the wire */
+            sqlite3_int64 v = sqlite3_column_int64(st, i + 1);
+            char *p = (char *)&e + tb->cols[i].off;
+            switch (tb->cols[i].type) {
+            case C_I64: *(int64_t *)p = v; break;
+            case C_U64: *(uint64_t *)p = (uint64_t)v; break;
+            case C_U32: *(uint32_t *)p = (uint32_t)v; break;
+            case C_I32: *(int32_t *)p = (int32_t)v; break;
+            }
+        }
+        if (rank < 0 || (uint64_t)rank >= nranks || !t[rank].in_report) {
+            (*stray)++;
+            continue;
+        }
+        struct tally *x = &t[rank];
+        x->db_events++;
+        x->db_by_kind[tb->kind]++;
+        x->db_checksum += mrd_canon_hash(&e, resolve, strs);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        fprintf(stderr, "mrd-verify: reading %s: %s\n", tb->name, sqlite3_errmsg(db));
+        return -1;
+    }
+    return 0;
+}
+
+static int scan_meta(sqlite3 *db, struct tally *t, uint32_t nranks)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(
+        db, "SELECT rank, count(*), max(seq), sum(events) FROM batches GROUP BY rank", -1, &st,
+        NULL);
+    if (rc != SQLITE_OK)
+        goto fail;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_int64 r = sqlite3_column_int64(st, 0);
+        if (r >= 0 && (uint64_t)r < nranks) {
+            t[r].db_batches = (uint64_t)sqlite3_column_int64(st, 1);
+            t[r].db_max_seq = (uint64_t)sqlite3_column_int64(st, 2);
+            t[r].db_batch_events = (uint64_t)sqlite3_column_int64(st, 3);
+        }
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    rc = sqlite3_prepare_v2(db, "SELECT rank, goodbye FROM ranks", -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        goto fail;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        sqlite3_int64 r = sqlite3_column_int64(st, 0);
+        if (r >= 0 && (uint64_t)r < nranks)
+            t[r].db_goodbye = sqlite3_column_int(st, 1);
+    }
+    sqlite3_finalize(st);
+    return 0;
+fail:
+    fprintf(stderr, "mrd-verify: %s\n", sqlite3_errmsg(db));
+    sqlite3_finalize(st);
+    return -1;
+}
+
+static void print_counters(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters ORDER BY name", -1,
+                           &st, NULL) != SQLITE_OK)
+        return;
+    while (sqlite3_step(st) == SQLITE_ROW)
+        printf("aggregator_counter %s=%lld\n", (const char *)sqlite3_column_text(st, 0),
+               (long long)sqlite3_column_int64(st, 1));
+    sqlite3_finalize(st);
+}
+
+static const char usage[] =
+    "usage: mrd-verify --db FILE --report FILE [--no-goodbye] [--allow-failed]\n"
+    "Compares each rank's events in a meridian database (count per kind, canonical checksum,\n"
+    "batches 1..N each once, goodbye flag) with `meridian replay --report FILE`.\n"
+    "  --no-goodbye    do not require ranks.goodbye = 1\n"
+    "  --allow-failed  ranks whose report says status=error are compared on what they had\n"
+    "                  acknowledged: the database must hold at least that many events\n"
+    "Prints aggregator_counters. Exit 0 when all match, 1 on a mismatch, 2 on errors.\n";
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"db", 1, 0, 'd'}, {"report", 1, 0, 'r'}, {"no-goodbye", 0, 0, 'g'},
+        {"allow-failed", 0, 0, 'a'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *dbpath = NULL, *report = NULL;
+    int want_goodbye = 1, allow_failed = 0, c, status = 2;
+    uint32_t nranks = 0, checked = 0, bad = 0;
+    uint64_t stray = 0, total = 0;
+    struct strings strs = {0};
+    sqlite3 *db = NULL;
+    struct tally *t = NULL;
+
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': dbpath = optarg; break;
+        case 'r': report = optarg; break;
+        case 'g': want_goodbye = 0; break;
+        case 'a': allow_failed = 1; break;
+        case 'h': fputs(usage, stdout); return 0;
+        default: fputs(usage, stderr); return 2;
+        }
+    }
+    if (!dbpath || !report) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    t = calloc(MAX_RANKS, sizeof *t);
+    if (!t || read_report(report, t, &nranks) < 0)
+        goto done;
+    if (sqlite3_open_v2(dbpath, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        fprintf(stderr, "mrd-verify: %s: %s\n", dbpath, db ? sqlite3_errmsg(db) : "no memory");
+        goto done;
+    }
+    sqlite3_busy_timeout(db, 10000);
+    if (load_strings(db, &strs) < 0 || scan_meta(db, t, nranks) < 0)
+        goto done;
+    for (size_t i = 0; i < N_TABLES; i++)
+        if (scan_table(db, &tables[i], t, nranks, &strs, &stray) < 0)
+            goto done;
+
+    for (uint32_t r = 0; r < nranks; r++) {
+        struct tally *x = &t[r];
+        if (!x->in_report)
+            continue;
+        checked++;
+        total += x->db_events;
+        char why[512] = "";
+        size_t n = 0;
+#define WHY(...) n += (size_t)snprintf(why + n, n < sizeof why ? sizeof why - n : 0, __VA_ARGS__)
+        if (!x->ok_status) {
+            if (!allow_failed)
+                WHY(" report-status-not-ok");
+            else if (x->db_events < x->acked_events)
+                WHY(" acked-events-lost(db=%" PRIu64 ",acked=%" PRIu64 ")", x->db_events,
+                    x->acked_events);
+        } else {
+            if (x->db_events != x->events || x->db_checksum != x->checksum)
+                WHY(" events(db=%" PRIu64 ",sent=%" PRIu64 ") checksum(db=%016" PRIx64
+                    ",sent=%016" PRIx64 ")",
+                    x->db_events, x->events, x->db_checksum, x->checksum);
+            for (int k = 1; k < MRD_EV__COUNT; k++)
+                if (x->db_by_kind[k] != x->by_kind[k])
+                    WHY(" %s(db=%" PRIu64 ",sent=%" PRIu64 ")", kind_names[k], x->db_by_kind[k],
+                        x->by_kind[k]);
+            if (x->db_batches != x->batches || x->db_max_seq != x->batches)
+                WHY(" batches(db=%" PRIu64 ",max_seq=%" PRIu64 ",sent=%" PRIu64 ")",
+                    x->db_batches, x->db_max_seq, x->batches);
+            if (want_goodbye && !x->db_goodbye)
+                WHY(" no-goodbye");
+        }
+        if (n) {
+            bad++;
+            printf("rank %u MISMATCH:%s\n", r, why);
+        }
+    }
+    if (stray) {
+        printf("MISMATCH: %" PRIu64 " rows of ranks that are not in the report\n", stray);
+        bad++;
+    }
+    print_counters(db);
+    printf("verify: ranks=%u mismatched=%u db_events=%" PRIu64 "\n", checked, bad, total);
+    status = bad || checked == 0 ? 1 : 0;
+done:
+    if (db)
+        sqlite3_close(db);
+    for (uint64_t i = 0; i < strs.n; i++)
+        free(strs.v[i]);
+    free(strs.v);
+    free(t);
+    return status;
+}
