@@ -29,9 +29,13 @@
  *   BARE_CONSUMER_KINDS        comma list of kind names (default: the list above; names as
  *                              printed: CONCURRENT_KERNEL, MEMCPY, MEMCPY2, MEMSET,
  *                              SYNCHRONIZATION, GRAPH_TRACE, EXTERNAL_CORRELATION, DRIVER,
+ *                              RUNTIME,
  *                              OVERHEAD, DEVICE, CONTEXT, STREAM, MARKER, RUNTIME_ALL,
  *                              DRIVER_ALL), or "none" (the library loads and does nothing)
  *   BARE_CONSUMER_DRIVER_CBIDS comma list of driver callback ids for DRIVER (default below)
+ *   BARE_CONSUMER_RUNTIME_CBIDS comma list of runtime callback ids for RUNTIME (default
+ *                              below; RUNTIME is not in the default kinds: add it to
+ *                              BARE_CONSUMER_KINDS when the agent enables runtime records)
  *   BARE_CONSUMER_BUFFER_BYTES host buffer size (default 8 MiB)
  *   BARE_CONSUMER_POOL         number of pooled buffers (default 16, 1..256)
  *   BARE_CONSUMER_DEVICE_BUFFER_BYTES  CUPTI device buffer size (default: CUPTI's own)
@@ -70,6 +74,24 @@ static const uint32_t default_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
 };
 
+/* The runtime calls that matter, for the RUNTIME whitelist. */
+static const uint32_t default_rt_cbids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020,
+};
+
 struct kind_name {
     const char *name;
     CUpti_ActivityKind kind; /* CUPTI_ACTIVITY_KIND_INVALID for the pseudo-kinds */
@@ -84,6 +106,7 @@ static const struct kind_name kind_names[] = {
     {"GRAPH_TRACE", CUPTI_ACTIVITY_KIND_GRAPH_TRACE},
     {"EXTERNAL_CORRELATION", CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
     {"DRIVER", CUPTI_ACTIVITY_KIND_INVALID}, /* whitelist of cbids, not the whole kind */
+    {"RUNTIME", CUPTI_ACTIVITY_KIND_INVALID}, /* likewise */
     {"OVERHEAD", CUPTI_ACTIVITY_KIND_OVERHEAD},
     {"DEVICE", CUPTI_ACTIVITY_KIND_DEVICE},
     {"CONTEXT", CUPTI_ACTIVITY_KIND_CONTEXT},
@@ -105,8 +128,8 @@ static struct {
     uint8_t *free_list[BC_MAX_POOL];
     unsigned free_count;
     pthread_mutex_t lock; /* guards free_list/free_count only; no CUPTI call under it */
-    uint32_t cbids[BC_MAX_CBIDS];
-    unsigned ncbids;
+    uint32_t cbids[BC_MAX_CBIDS], rt_cbids[BC_MAX_CBIDS];
+    unsigned ncbids, nrt_cbids;
     /* Counters, updated on CUPTI's worker thread and the request path. */
     uint64_t records_by_kind[CUPTI_ACTIVITY_KIND_COUNT];
     uint64_t records, zero_ts_kernels, buffers_completed, pool_misses;
@@ -197,24 +220,34 @@ static unsigned long env_ulong(const char *name, unsigned long dflt, unsigned lo
     return v;
 }
 
-static void parse_cbids(void)
+/* Fills out[] from the comma list in env var name, or from dflt when it is unset. */
+static unsigned parse_cbids(const char *name, const uint32_t *dflt, size_t ndflt,
+                            uint32_t *out)
 {
-    const char *s = getenv("BARE_CONSUMER_DRIVER_CBIDS");
+    const char *s = getenv(name);
+    unsigned n = 0;
     char *end;
 
-    bc.ncbids = 0;
     if (!s || !*s) {
-        for (size_t i = 0; i < sizeof(default_cbids) / sizeof(default_cbids[0]); i++)
-            bc.cbids[bc.ncbids++] = default_cbids[i];
-        return;
+        for (size_t i = 0; i < ndflt && n < BC_MAX_CBIDS; i++)
+            out[n++] = dflt[i];
+        return n;
     }
-    while (*s && bc.ncbids < BC_MAX_CBIDS) {
+    while (*s && n < BC_MAX_CBIDS) {
         unsigned long v = strtoul(s, &end, 0);
         if (end == s)
             break;
-        bc.cbids[bc.ncbids++] = (uint32_t)v;
+        out[n++] = (uint32_t)v;
         s = *end == ',' ? end + 1 : end;
     }
+    return n;
+}
+
+static void cbid_list(char *dst, size_t n, const uint32_t *ids, unsigned count)
+{
+    dst[0] = 0;
+    for (unsigned i = 0; i < count; i++)
+        snprintf(dst + strlen(dst), n - strlen(dst), "%s%u", i ? "," : "", ids[i]);
 }
 
 static int pool_create(void)
@@ -242,6 +275,9 @@ static int enable_kind(const struct kind_name *kn, char *ok, size_t okn, char *b
     if (strcmp(kn->name, "DRIVER") == 0) {
         for (unsigned i = 0; i < bc.ncbids && r == CUPTI_SUCCESS; i++)
             r = cuptiActivityEnableDriverApi(bc.cbids[i], 1);
+    } else if (strcmp(kn->name, "RUNTIME") == 0) {
+        for (unsigned i = 0; i < bc.nrt_cbids && r == CUPTI_SUCCESS; i++)
+            r = cuptiActivityEnableRuntimeApi(bc.rt_cbids[i], 1);
     } else {
         r = cuptiActivityEnable(kn->kind);
     }
@@ -268,7 +304,8 @@ static void at_exit(void)
         dropped = 0;
     fprintf(stderr,
             "bare_consumer: exit pid=%d records=%llu kernels=%llu memcpy=%llu memset=%llu "
-            "sync=%llu graph=%llu extcorr=%llu driver_api=%llu overhead=%llu device=%llu "
+            "sync=%llu graph=%llu extcorr=%llu driver_api=%llu runtime_api=%llu "
+            "overhead=%llu device=%llu "
             "zero_ts_kernels=%llu dropped=%zu buffers=%llu pool_misses=%llu\n",
             (int)getpid(), (unsigned long long)bc.records,
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
@@ -278,6 +315,7 @@ static void at_exit(void)
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_GRAPH_TRACE],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_DRIVER],
+            (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_RUNTIME],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_OVERHEAD],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_DEVICE],
             (unsigned long long)bc.zero_ts_kernels, dropped,
@@ -309,7 +347,11 @@ BC_EXPORT int InitializeInjection(void)
     bc.buffer_bytes &= ~(size_t)(BC_ALIGN - 1);
     bc.pool_size = (unsigned)env_ulong("BARE_CONSUMER_POOL", 16, 1, BC_MAX_POOL);
     dev_bytes = env_ulong("BARE_CONSUMER_DEVICE_BUFFER_BYTES", 0, 0, 1ul << 30);
-    parse_cbids();
+    bc.ncbids = parse_cbids("BARE_CONSUMER_DRIVER_CBIDS", default_cbids,
+                            sizeof(default_cbids) / sizeof(default_cbids[0]), bc.cbids);
+    bc.nrt_cbids = parse_cbids("BARE_CONSUMER_RUNTIME_CBIDS", default_rt_cbids,
+                               sizeof(default_rt_cbids) / sizeof(default_rt_cbids[0]),
+                               bc.rt_cbids);
 
     if (cuptiGetVersion(&version) != CUPTI_SUCCESS || version < CUPTI_API_VERSION)
         fprintf(stderr, "bare_consumer: CUPTI version %u older than built against (%u)\n",
@@ -356,18 +398,18 @@ BC_EXPORT int InitializeInjection(void)
         atexit(at_exit); /* nothing to flush or count when no kind could be enabled */
     fprintf(stderr, "bare_consumer: kinds=%s%s%s\n", ok, bad[0] ? " failed=" : "", bad);
     {
-        char cb[BC_MAX_CBIDS * 6] = "", dev_txt[32] = "cupti_default";
+        char cb[BC_MAX_CBIDS * 6], rt[BC_MAX_CBIDS * 6], dev_txt[32] = "cupti_default";
         if (dev_bytes)
             snprintf(dev_txt, sizeof(dev_txt), "%zu", dev_bytes);
-        for (unsigned i = 0; i < bc.ncbids; i++)
-            snprintf(cb + strlen(cb), sizeof(cb) - strlen(cb), "%s%u", i ? "," : "",
-                     bc.cbids[i]);
+        cbid_list(cb, sizeof(cb), bc.cbids, bc.ncbids);
+        cbid_list(rt, sizeof(rt), bc.rt_cbids, bc.nrt_cbids);
         fprintf(stderr,
                 "bare_consumer: config cupti_version=%u timestamp=CLOCK_MONOTONIC_RAW "
                 "zeroed_out_buffers=1 buffer_bytes=%zu pool=%u prefaulted=1 "
                 "per_thread_buffers=cupti_default flush_period=cupti_default "
-                "device_buffer_bytes=%s driver_cbids=%s\n",
-                version, bc.buffer_bytes, bc.pool_size, dev_txt, cb);
+                "device_buffer_bytes=%s driver_cbids=%s runtime_cbids=%s%s\n",
+                version, bc.buffer_bytes, bc.pool_size, dev_txt, cb, rt,
+                strstr(ok, "RUNTIME") ? "" : "(unused)");
     }
     return 1;
 }

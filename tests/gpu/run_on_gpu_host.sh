@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# run_on_gpu_host.sh: build meridian on the GPU host and run the GPU stages, in one go.
+#
+# Where it sits: the only script run on the 2 x H200 host (shared/GPU-HOST.md), through one
+# device call from the repository root, after tests/gpu/prepare_deps.sh filled .deps/ here:
+#
+#   run(command="bash tests/gpu/run_on_gpu_host.sh workloads", carry=[".deps", ...])
+#
+# Steps: `setup` always runs first: record the host (OS, GPUs, links, CUDA, NCCL, MPI,
+# torch), unpack .deps/debs with `dpkg -x` into .deps/root, configure with
+# -DMRD_DEPS_PREFIX=.deps/root -DMRD_PREGENERATED_PROTO=.deps/pb, build everything with
+# ninja (-k 0: one broken folder does not hide the rest), check which copy of each carried
+# library the binaries load, and run the non-GPU unit tests briefly. Then the stages named
+# on the command line, in order:
+#   workloads   ref_workload under mpirun -np 2 (plain and with a straggler), kernel_storm,
+#               ddp_train.py both modes (unprofiled, counting GPU ops a step), and the bare
+#               CUPTI consumer on ref_workload, kernel_storm and kernel-dense DDP
+#   capture     `meridian profile` on ref_workload and DDP, then tests/gpu/check_capture.py
+#               on each database; the reference capture is copied to $OUT for tests/data/
+#   overhead    tests/bench/overhead/run_overhead.sh (the alternating benchmark)
+#   clockshift  placeholder for issue 4 (time namespaces shift CLOCK_MONOTONIC per rank)
+# To add a stage: write a function stage_<name> below; it may use $BUILD, $WORK, $OUT,
+# the MPIRUN array, $PY, and the helper `run_logged NAME TIMEOUT_S CMD...`.
+#
+# Options (before the stages): --src DIR builds the sources in DIR instead of the repository
+# root (e.g. a clean `git archive` snapshot carried beside the half-written working tree),
+# --no-unit-tests skips the CTest run.
+# Environment: OUT, WORK (logs, default /tmp/meridian-gpu), BUILD (default $SRC/build-gpu),
+# NINJA_JOBS and CTEST_JOBS (to run it by hand on a small machine).
+# Output: $OUT/summary.txt (host facts, every command with exit status and time, and the
+# key lines of each log), $OUT/logs.tar.gz (full logs), plus what stages add (at most 8
+# files in $OUT: the device tool's limit). Without $OUT (by hand), ./out/ is used.
+# Time: setup ~1-2 min, workloads ~2 min; each command is bounded with `timeout`.
+# NVLink multicast stays off everywhere (NCCL_NVLS_ENABLE=0, passed through mpirun -x).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SRC=$ROOT
+UNIT_TESTS=1
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --src) SRC=$(cd "$2" && pwd); shift 2 ;;
+    --no-unit-tests) UNIT_TESTS=0; shift ;;
+    *) break ;;
+    esac
+done
+STAGES=("$@")
+OUT=${OUT:-$ROOT/out}
+WORK=${WORK:-/tmp/meridian-gpu}
+BUILD=${BUILD:-$SRC/build-gpu}
+DEPS=$ROOT/.deps
+mkdir -p "$OUT" "$WORK/logs"
+SUMMARY=$OUT/summary.txt
+: >"$SUMMARY"
+
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PATH=/usr/local/cuda/bin:$PATH
+PY=$(command -v python3 || echo python3)
+MPIRUN=(mpirun --allow-run-as-root -np 2 --bind-to none
+        --mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none
+        -x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1 -x NVSHMEM_DISABLE_NVLS=1
+        -x PATH)
+[ -n "${LD_LIBRARY_PATH:-}" ] && MPIRUN+=(-x LD_LIBRARY_PATH)
+FAILED=()
+
+say() { echo "[$(date +%T)] $*" | tee -a "$SUMMARY"; }
+
+# run_logged NAME TIMEOUT_S CMD...: run CMD bounded by TIMEOUT_S into $WORK/logs/NAME.log;
+# record status and time, and copy the log's key lines (our tools' prefixed lines, errors)
+# to the summary. Returns CMD's status.
+run_logged() {
+    local name=$1 limit=$2 t0 rc
+    shift 2
+    t0=$(date +%s%N)
+    timeout --kill-after=10 "$limit" "$@" >"$WORK/logs/$name.log" 2>&1
+    rc=$?
+    say "$name: rc=$rc wall_ms=$((($(date +%s%N) - t0) / 1000000)) cmd: $*"
+    grep -E '(ref_workload|kernel_storm|ddp_train|bare_consumer|meridian|check_capture|overhead)[a-z_]*: ' \
+        "$WORK/logs/$name.log" | grep -v ' step [0-9]* ms=' | sed 's/^/    /' | head -60 >>"$SUMMARY"
+    if [ $rc -ne 0 ]; then
+        FAILED+=("$name")
+        grep -iE 'error|fatal|fail|abort|what\(\)|Traceback' "$WORK/logs/$name.log" | head -15 |
+            sed 's/^/    ! /' >>"$SUMMARY"
+    fi
+    return $rc
+}
+
+host_facts() {
+    {
+        echo "== host"
+        uname -a
+        grep PRETTY_NAME /etc/os-release
+        ldd --version | head -1
+        nproc
+        nvidia-smi -L
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+        nvidia-smi topo -m
+        nvcc --version | tail -2
+        cmake --version | head -1
+        ninja --version
+        mpirun --version | head -1
+        ldconfig -p | grep -E 'libnccl|libcupti|libsqlite3|libprotobuf-c|libzstd' || true
+        ls /usr/include/nccl.h /usr/local/cuda/include/nccl.h 2>&1
+        command -v protoc-c sqlite3 || true
+        "$PY" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count(), "nccl", torch.cuda.nccl.version())'
+    } >"$WORK/logs/host.log" 2>&1
+    sed 's/^/    /' "$WORK/logs/host.log" >>"$SUMMARY"
+}
+
+stage_setup() {
+    say "setup: src=$SRC build=$BUILD"
+    host_facts
+    rm -rf "$DEPS/root"
+    mkdir -p "$DEPS/root"
+    for deb in "$DEPS"/debs/*.deb; do
+        dpkg -x "$deb" "$DEPS/root" || say "setup: dpkg -x $deb failed"
+    done
+    if [ ! -f /usr/local/cuda/include/nccl.h ] && [ ! -f /usr/include/nccl.h ] &&
+        [ -f "$DEPS/extra/include/nccl.h" ]; then
+        cp "$DEPS/extra/include/nccl.h" "$DEPS/root/usr/include/"
+        say "setup: host has no nccl.h: using the carried one"
+    fi
+    if [ ! -d /usr/local/cuda/include/nvtx3 ] && [ -d "$DEPS/extra/include/nvtx3" ]; then
+        cp -r "$DEPS/extra/include/nvtx3" "$DEPS/root/usr/include/"
+        say "setup: host has no nvtx3 headers: using the carried ones"
+    fi
+    local extra=()
+    if ! ldconfig -p | grep -q 'libnccl.so.2 '; then # no system NCCL: take PyTorch's
+        local nccl_dir
+        nccl_dir=$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
+        [ -f "$nccl_dir/libnccl.so.2" ] && extra+=(-DMRD_NCCL_LIB="$nccl_dir/libnccl.so.2")
+        say "setup: no system libnccl.so.2; using ${nccl_dir:-none}"
+    fi
+    run_logged configure 180 cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DMRD_DEPS_PREFIX="$DEPS/root" -DMRD_PREGENERATED_PROTO="$DEPS/pb" \
+        -DMRD_CUDA_ROOT=/usr/local/cuda -DCMAKE_CUDA_ARCHITECTURES=90 "${extra[@]}" || return 1
+    run_logged build 300 ninja -C "$BUILD" -k 0 ${NINJA_JOBS:+-j "$NINJA_JOBS"}
+    # What did not build, by target (others' folders may be half-written).
+    grep -E '^FAILED: ' "$WORK/logs/build.log" | head -20 | sed 's/^/    /' >>"$SUMMARY"
+    {
+        echo "== built executables and shared libraries"
+        find "$BUILD" -type f \( -perm -u+x -o -name '*.so' \) ! -path '*/CMakeFiles/*' | sort
+        echo "== carried libraries actually loaded (want .deps/root for protobuf-c/sqlite3/zstd)"
+        for b in $(find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' | head -40); do
+            ldd "$b" 2>/dev/null | grep -E 'protobuf-c|sqlite3|zstd|not found' | sed "s|^|$(basename "$b"): |"
+        done | sort -u
+        echo "== carried sqlite3 shell"
+        LD_LIBRARY_PATH="$DEPS/root/usr/lib/x86_64-linux-gnu:$DEPS/root/lib/x86_64-linux-gnu" \
+            "$DEPS/root/usr/bin/sqlite3" --version
+    } >"$WORK/logs/libs.log" 2>&1
+    sed 's/^/    /' "$WORK/logs/libs.log" >>"$SUMMARY"
+    if [ $UNIT_TESTS = 1 ]; then
+        run_logged unit_tests 90 ctest --test-dir "$BUILD" -j "${CTEST_JOBS:-16}" --timeout 40 -LE gpu
+        grep -E 'tests passed|Failed|Not Run|Timeout' "$WORK/logs/unit_tests.log" | head -30 |
+            sed 's/^/    /' >>"$SUMMARY"
+    fi
+    return 0
+}
+
+stage_workloads() {
+    local ref=$BUILD/tests/workloads/ref_workload storm=$BUILD/tests/workloads/kernel_storm
+    local bare=$BUILD/tests/gpu/libbare_consumer.so ddp=$ROOT/tests/workloads/ddp_train.py
+    local torchenv=(-x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29531 -x PYTHONUNBUFFERED=1)
+    say "workloads: ref=$ref bare=$bare"
+    if [ -x "$ref" ]; then
+        run_logged ref_plain 120 "${MPIRUN[@]}" "$ref" --steps 100 --warmup 10
+        run_logged ref_straggler 120 "${MPIRUN[@]}" "$ref" --steps 50 --warmup 5 \
+            --slow-rank 1 --slow-us 1000 --slow-steps every:10
+        [ -f "$bare" ] && run_logged ref_bare 120 "${MPIRUN[@]}" \
+            -x CUDA_INJECTION64_PATH="$bare" "$ref" --steps 100 --warmup 10
+    else
+        say "workloads: ref_workload not built"; FAILED+=(ref_workload_missing)
+    fi
+    if [ -x "$storm" ]; then
+        run_logged storm_plain 60 "$storm" --launches 200000
+        [ -f "$bare" ] && run_logged storm_bare 60 env CUDA_INJECTION64_PATH="$bare" \
+            "$storm" --launches 200000
+    else
+        say "workloads: kernel_storm not built"; FAILED+=(kernel_storm_missing)
+    fi
+    run_logged ddp_compute_heavy 150 "${MPIRUN[@]}" "${torchenv[@]}" "$PY" "$ddp" \
+        --mode compute-heavy --steps 30 --warmup 5 --count-kernels
+    run_logged ddp_kernel_dense 150 "${MPIRUN[@]}" "${torchenv[@]}" "$PY" "$ddp" \
+        --mode kernel-dense --steps 50 --warmup 10 --count-kernels
+    [ -f "$bare" ] && run_logged ddp_kernel_dense_bare 150 "${MPIRUN[@]}" "${torchenv[@]}" \
+        -x CUDA_INJECTION64_PATH="$bare" "$PY" "$ddp" --mode kernel-dense --steps 50 --warmup 10
+    return 0
+}
+
+# Finds the built meridian CLI and agent library (their folders are others' to choose).
+find_meridian() {
+    MERIDIAN=$(find "$BUILD" -type f -name meridian -perm -u+x ! -path '*/CMakeFiles/*' | head -1)
+    AGENT_LIB=$(find "$BUILD" -type f -name 'libmeridian.so' ! -path '*/CMakeFiles/*' | head -1)
+    [ -n "$MERIDIAN" ] && [ -n "$AGENT_LIB" ]
+}
+
+# Expected NCCL collectives per rank, from the workload's own lines: "0:110,1:110".
+expected_colls() {
+    grep -oE 'ref_workload: rank [0-9]+ nccl_collectives=[0-9]+' "$1" |
+        awk '{split($4,a,"="); printf "%s%s:%s", (n++?",":""), $3, a[2]}'
+}
+
+stage_capture() {
+    local ref=$BUILD/tests/workloads/ref_workload ddp=$ROOT/tests/workloads/ddp_train.py db
+    if ! find_meridian; then
+        say "capture: SKIPPED: meridian CLI or libmeridian.so not built"
+        return 0
+    fi
+    say "capture: meridian=$MERIDIAN agent=$AGENT_LIB"
+    db=$WORK/ref.db
+    rm -f "$db"*
+    run_logged capture_ref 180 "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
+        "${MPIRUN[@]}" "$ref" --steps 50 --warmup 5 --slow-rank 1 --slow-us 500 \
+        --slow-steps every:10
+    run_logged check_ref 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
+        --expect-colls "$(expected_colls "$WORK/logs/capture_ref.log")" --nvtx-prefix "step "
+    [ -f "$db" ] && cp "$db" "$OUT/ref_capture.db"
+    db=$WORK/ddp.db
+    rm -f "$db"*
+    run_logged capture_ddp 240 "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
+        "${MPIRUN[@]}" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29532 "$PY" "$ddp" \
+        --mode kernel-dense --steps 20 --warmup 5
+    run_logged check_ddp 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
+        --nvtx-prefix "step "
+    return 0
+}
+
+stage_overhead() {
+    local h=$ROOT/tests/bench/overhead/run_overhead.sh
+    if [ ! -f "$h" ]; then
+        say "overhead: SKIPPED: $h missing"
+        return 0
+    fi
+    find_meridian || say "overhead: meridian not built: its variants are skipped"
+    run_logged overhead 540 env BUILD="$BUILD" WORK="$WORK" OUT="$OUT" \
+        MERIDIAN="${MERIDIAN:-}" AGENT_LIB="${AGENT_LIB:-}" bash "$h"
+    return 0
+}
+
+stage_clockshift() {
+    say "clockshift: not written yet (issue 4: unshare --time --monotonic N per rank)"
+    return 0
+}
+
+say "run_on_gpu_host: stages: setup ${STAGES[*]}"
+if stage_setup; then
+    for s in "${STAGES[@]}"; do
+        if declare -F "stage_$s" >/dev/null; then
+            "stage_$s"
+        else
+            say "unknown stage $s"; FAILED+=("stage_$s")
+        fi
+    done
+else
+    say "setup failed: no stage run"
+fi
+say "run_on_gpu_host: done; failed: ${FAILED[*]:-none}"
+tar -czf "$OUT/logs.tar.gz" -C "$WORK" logs 2>/dev/null
+[ ${#FAILED[@]} -eq 0 ]
