@@ -1,0 +1,323 @@
+/* ingest_ceiling: the storage-path ceiling for the ingest benchmark (tests/bench/ingest).
+ *
+ * What it measures: how fast one thread can insert the rows the aggregator would store for
+ * the same synthetic stream, with nothing else in the way: no sockets, no protobuf, no
+ * queues. Same database layout, indexes and pragmas as meridiand, taken from the store
+ * library (mrd_store_schema_sql / mrd_store_pragmas), prepared INSERT statements, one big
+ * transaction per `--txn-rows` event rows (default 200,000, the store's commit_rows). The
+ * rows: per rank, the events of launcher/replay's generator (same seed, mix and count as
+ * the load generator), one `batches` row per batch of `--batch-events`, and the rank's
+ * strings (strings + rank_strings) once; ranks interleaved batch by batch, as the daemon
+ * receives them. Generating events costs a few percent of the loop and is included.
+ *
+ * Output: one line `ceiling: rows=N seconds=S rows_per_s=R` (event rows only).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sqlite3.h>
+
+#include "batch.h"
+#include "frame.h"
+#include "gen.h"
+#include "store.h"
+
+enum {
+    T_KERNEL, T_MEMCPY, T_MEMSET, T_SYNC, T_API, T_GRAPH, T_EXTCORR, T_NVTX, T_NCCL_OP,
+    T_NCCL_CH, T_MPI, T_CLOCK, T_GPU_CLOCK, T_BATCH, T_STRING, T_RSTRING, T__COUNT
+};
+static const char *const sql[T__COUNT] = {
+    [T_KERNEL] = "INSERT INTO kernels(rank, device, stream, context, start_ns, end_ns,"
+                 " correlation_id, name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
+                 " shared_bytes, registers, graph_id)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [T_MEMCPY] = "INSERT INTO memcpys(rank, device, stream, start_ns, end_ns, correlation_id,"
+                 " bytes, copy_kind, src_kind, dst_kind, peer_device)"
+                 " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+    [T_MEMSET] = "INSERT INTO memsets(rank, device, stream, start_ns, end_ns, correlation_id,"
+                 " bytes, value, memory_kind) VALUES(?,?,?,?,?,?,?,?,?)",
+    [T_SYNC] = "INSERT INTO syncs(rank, context, stream, start_ns, end_ns, correlation_id, type)"
+               " VALUES(?,?,?,?,?,?,?)",
+    [T_API] = "INSERT INTO api_calls(rank, thread, start_ns, end_ns, correlation_id, domain,"
+              " cbid, name_id) VALUES(?,?,?,?,?,?,?,?)",
+    [T_GRAPH] = "INSERT INTO graph_launches(rank, device, stream, start_ns, end_ns,"
+                " correlation_id, graph_id) VALUES(?,?,?,?,?,?,?)",
+    [T_EXTCORR] = "INSERT INTO external_correlations(rank, correlation_id, external_id, kind)"
+                  " VALUES(?,?,?,?)",
+    [T_NVTX] = "INSERT INTO nvtx(rank, thread, start_ns, end_ns, kind, domain_id, name_id, depth,"
+               " color) VALUES(?,?,?,?,?,?,?,?,?)",
+    [T_NCCL_OP] = "INSERT INTO nccl_ops(rank, op_id, start_ns, end_ns, comm_hash, comm_rank,"
+                  " comm_nranks, seq, func_id, count, datatype_id, bytes, root, peer, algo_id,"
+                  " proto_id, channels, warps, launch_id, is_p2p, device)"
+                  " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+    [T_NCCL_CH] = "INSERT INTO nccl_channels(rank, op_id, channel, gpu_start, gpu_end,"
+                  " host_start_ns) VALUES(?,?,?,?,?,?)",
+    [T_MPI] = "INSERT INTO mpi_calls(rank, thread, start_ns, end_ns, call_id, bytes, peer, tag,"
+              " comm_size) VALUES(?,?,?,?,?,?,?,?,?)",
+    [T_CLOCK] = "INSERT INTO clock_samples(rank, t0, t1, t2, t3) VALUES(?,?,?,?,?)",
+    [T_GPU_CLOCK] = "INSERT INTO gpu_clock_samples(rank, device, host_ns, gpu_ns,"
+                    " uncertainty_ns) VALUES(?,?,?,?,?)",
+    [T_BATCH] = "INSERT INTO batches(rank, seq, events, wire_bytes, received_ns)"
+                " VALUES(?,?,?,?,?)",
+    [T_STRING] = "INSERT OR IGNORE INTO strings(value) VALUES(?)",
+    [T_RSTRING] = "INSERT OR REPLACE INTO rank_strings(rank, local_id, string_id)"
+                  " SELECT ?, ?, id FROM strings WHERE value = ?",
+};
+
+struct rank_state {
+    struct mrd_batch_builder *b; /* used only to intern the generator's strings */
+    struct mrd_gen *g;
+    uint64_t seq, done;
+};
+
+static sqlite3_stmt *st[T__COUNT];
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int run(sqlite3_stmt *s, const int64_t *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        sqlite3_bind_int64(s, i + 1, v[i]);
+    int rc = sqlite3_step(s);
+    sqlite3_reset(s);
+    return rc == SQLITE_DONE ? 0 : -1;
+}
+
+#define ROW(t, ...)                                                                            \
+    do {                                                                                       \
+        const int64_t v_[] = {__VA_ARGS__};                                                    \
+        rc = run(st[t], v_, (int)(sizeof v_ / sizeof v_[0]));                                  \
+    } while (0)
+
+static int insert_event(int64_t r, const struct mrd_canon_event *e)
+{
+    int rc = -1;
+    switch (e->kind) {
+    case MRD_EV_KERNEL: {
+        const struct mrd_kernel *k = &e->u.kernel;
+        ROW(T_KERNEL, r, k->device, k->stream, k->context, k->start, k->end,
+            (int64_t)k->correlation, k->name, k->grid[0], k->grid[1], k->grid[2], k->block[0],
+            k->block[1], k->block[2], k->shared_bytes, k->registers, k->graph_id);
+        break;
+    }
+    case MRD_EV_MEMCPY: {
+        const struct mrd_memcpy *m = &e->u.memcpy;
+        ROW(T_MEMCPY, r, m->device, m->stream, m->start, m->end, (int64_t)m->correlation,
+            (int64_t)m->bytes, m->copy_kind, m->src_kind, m->dst_kind, m->peer_device);
+        break;
+    }
+    case MRD_EV_MEMSET: {
+        const struct mrd_memset *m = &e->u.memset;
+        ROW(T_MEMSET, r, m->device, m->stream, m->start, m->end, (int64_t)m->correlation,
+            (int64_t)m->bytes, m->value, m->memory_kind);
+        break;
+    }
+    case MRD_EV_SYNC: {
+        const struct mrd_sync *s = &e->u.sync;
+        ROW(T_SYNC, r, s->context, s->stream, s->start, s->end, (int64_t)s->correlation,
+            s->type);
+        break;
+    }
+    case MRD_EV_API: {
+        const struct mrd_api *a = &e->u.api;
+        ROW(T_API, r, a->thread, a->start, a->end, (int64_t)a->correlation, a->domain, a->cbid,
+            a->name);
+        break;
+    }
+    case MRD_EV_GRAPH: {
+        const struct mrd_graph *g = &e->u.graph;
+        ROW(T_GRAPH, r, g->device, g->stream, g->start, g->end, (int64_t)g->correlation,
+            g->graph_id);
+        break;
+    }
+    case MRD_EV_EXTCORR: {
+        const struct mrd_extcorr *x = &e->u.extcorr;
+        ROW(T_EXTCORR, r, (int64_t)x->correlation, (int64_t)x->external_id, x->kind);
+        break;
+    }
+    case MRD_EV_NVTX: {
+        const struct mrd_nvtx *n = &e->u.nvtx;
+        ROW(T_NVTX, r, n->thread, n->start, n->end, n->kind, n->domain, n->name, n->depth,
+            n->color);
+        break;
+    }
+    case MRD_EV_NCCL_OP: {
+        const struct mrd_nccl_op *o = &e->u.nccl_op;
+        ROW(T_NCCL_OP, r, (int64_t)o->op_id, o->start, o->end, (int64_t)o->comm_hash,
+            o->comm_rank, o->comm_nranks, (int64_t)o->seq, o->func, (int64_t)o->count,
+            o->datatype, (int64_t)o->bytes, o->root, o->peer, o->algo, o->proto, o->channels,
+            o->warps, (int64_t)o->launch_id, o->is_p2p, o->device);
+        break;
+    }
+    case MRD_EV_NCCL_CHANNEL: {
+        const struct mrd_nccl_channel *c = &e->u.nccl_channel;
+        ROW(T_NCCL_CH, r, (int64_t)c->op_id, c->channel, c->gpu_start, c->gpu_end,
+            c->host_start);
+        break;
+    }
+    case MRD_EV_MPI: {
+        const struct mrd_mpi *m = &e->u.mpi;
+        ROW(T_MPI, r, m->thread, m->start, m->end, m->call, (int64_t)m->bytes, m->peer, m->tag,
+            m->comm_size);
+        break;
+    }
+    case MRD_EV_CLOCK: {
+        const struct mrd_clock_sample *c = &e->u.clock;
+        ROW(T_CLOCK, r, c->t0, c->t1, c->t2, c->t3);
+        break;
+    }
+    case MRD_EV_GPU_CLOCK: {
+        const struct mrd_gpu_clock_sample *g = &e->u.gpu_clock;
+        ROW(T_GPU_CLOCK, r, g->device, g->host_ns, g->gpu_ns, (int64_t)g->uncertainty_ns);
+        break;
+    }
+    }
+    return rc;
+}
+
+static int insert_strings(sqlite3 *db, int64_t r, struct mrd_gen *g)
+{
+    for (uint32_t id = 1;; id++) {
+        const char *s = mrd_gen_string(g, id);
+        if (!s)
+            return 0;
+        sqlite3_bind_text(st[T_STRING], 1, s, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st[T_STRING]);
+        sqlite3_reset(st[T_STRING]);
+        sqlite3_bind_int64(st[T_RSTRING], 1, r);
+        sqlite3_bind_int64(st[T_RSTRING], 2, id);
+        sqlite3_bind_text(st[T_RSTRING], 3, s, -1, SQLITE_STATIC);
+        if (rc == SQLITE_DONE)
+            rc = sqlite3_step(st[T_RSTRING]);
+        sqlite3_reset(st[T_RSTRING]);
+        if (rc != SQLITE_DONE) {
+            fprintf(stderr, "ingest_ceiling: strings: %s\n", sqlite3_errmsg(db));
+            return -1;
+        }
+    }
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"db", 1, 0, 'd'}, {"ranks", 1, 0, 'r'}, {"events", 1, 0, 'e'}, {"mix", 1, 0, 'm'},
+        {"seed", 1, 0, 's'}, {"batch-events", 1, 0, 'b'}, {"txn-rows", 1, 0, 't'},
+        {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+    };
+    const char *path = NULL;
+    uint64_t ranks = 8, events = 100000, seed = 1, batch = 4096, txn = 200000;
+    int mix = MRD_GEN_MIX_TRAINING, c, status = 1;
+    sqlite3 *db = NULL;
+    struct rank_state *rs = NULL;
+
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': path = optarg; break;
+        case 'r': ranks = strtoull(optarg, NULL, 10); break;
+        case 'e': events = strtoull(optarg, NULL, 10); break;
+        case 'm': mix = strcmp(optarg, "kernels") == 0 ? MRD_GEN_MIX_KERNELS : MRD_GEN_MIX_TRAINING; break;
+        case 's': seed = strtoull(optarg, NULL, 10); break;
+        case 'b': batch = strtoull(optarg, NULL, 10); break;
+        case 't': txn = strtoull(optarg, NULL, 10); break;
+        default:
+            fprintf(c == 'h' ? stdout : stderr,
+                    "usage: ingest_ceiling --db FILE [--ranks N] [--events N per rank]\n"
+                    "       [--mix training|kernels] [--seed N] [--batch-events N] [--txn-rows N]\n");
+            return c == 'h' ? 0 : 2;
+        }
+    }
+    if (!path || !ranks || ranks > 65536 || !batch || !txn) {
+        fprintf(stderr, "ingest_ceiling: --db is required; ranks, batch-events, txn-rows > 0\n");
+        return 2;
+    }
+    if (sqlite3_open(path, &db) != SQLITE_OK ||
+        sqlite3_exec(db, mrd_store_pragmas(), NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_exec(db, mrd_store_schema_sql(), NULL, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "ingest_ceiling: %s: %s\n", path, db ? sqlite3_errmsg(db) : "no memory");
+        goto done;
+    }
+    for (int t = 0; t < T__COUNT; t++)
+        if (sqlite3_prepare_v3(db, sql[t], -1, SQLITE_PREPARE_PERSISTENT, &st[t], NULL) !=
+            SQLITE_OK) {
+            fprintf(stderr, "ingest_ceiling: %s: %s\n", sql[t], sqlite3_errmsg(db));
+            goto done;
+        }
+    rs = calloc(ranks, sizeof *rs);
+    if (!rs)
+        goto done;
+    for (uint64_t r = 0; r < ranks; r++) {
+        struct mrd_batch_builder_config bc = {.run_id = "ceiling", .rank = (uint32_t)r,
+                                              .max_frame = MRD_FRAME_DEFAULT_MAX,
+                                              .target_events = 16};
+        struct mrd_gen_config gc = {.rank = (uint32_t)r, .world_size = (uint32_t)ranks,
+                                    .seed = seed, .mix = mix};
+        if (mrd_batch_builder_new(&bc, &rs[r].b) < 0 || mrd_gen_new(&gc, rs[r].b, &rs[r].g) < 0)
+            goto done;
+    }
+
+    double t0 = now_s();
+    uint64_t rows = 0, in_txn = 0, left = ranks;
+    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL);
+    for (uint64_t r = 0; r < ranks; r++)
+        if (insert_strings(db, (int64_t)r, rs[r].g) < 0)
+            goto done;
+    while (left > 0) {
+        left = 0;
+        for (uint64_t r = 0; r < ranks; r++) {
+            struct rank_state *x = &rs[r];
+            uint64_t n = events - x->done < batch ? events - x->done : batch;
+            if (n == 0)
+                continue;
+            for (uint64_t i = 0; i < n; i++) {
+                struct mrd_canon_event e;
+                mrd_gen_next(x->g, &e);
+                if (insert_event((int64_t)r, &e) < 0) {
+                    fprintf(stderr, "ingest_ceiling: insert: %s\n", sqlite3_errmsg(db));
+                    goto done;
+                }
+            }
+            x->done += n;
+            rows += n;
+            in_txn += n;
+            int rc;
+            ROW(T_BATCH, (int64_t)r, (int64_t)++x->seq, (int64_t)n, 0, 0);
+            if (rc < 0)
+                goto done;
+            if (in_txn >= txn) {
+                sqlite3_exec(db, "COMMIT; BEGIN", NULL, NULL, NULL);
+                in_txn = 0;
+            }
+            if (x->done < events)
+                left++;
+        }
+    }
+    if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        fprintf(stderr, "ingest_ceiling: commit: %s\n", sqlite3_errmsg(db));
+        goto done;
+    }
+    double secs = now_s() - t0;
+    printf("ceiling: rows=%" PRIu64 " seconds=%.3f rows_per_s=%.0f\n", rows, secs,
+           secs > 0 ? (double)rows / secs : 0.0);
+    status = 0;
+done:
+    for (int t = 0; t < T__COUNT; t++)
+        sqlite3_finalize(st[t]);
+    if (db)
+        sqlite3_close(db);
+    for (uint64_t r = 0; rs && r < ranks; r++) {
+        mrd_gen_free(rs[r].g);
+        mrd_batch_builder_free(rs[r].b);
+    }
+    free(rs);
+    return status;
+}
