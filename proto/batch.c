@@ -11,9 +11,10 @@
  * layout table in batch_read.c), delta columns as the wrapping difference to the previous
  * event of the same kind in this batch, durations as end - start (modulo 2^64).
  *
- * Size. The builder keeps an upper bound of the encoded (uncompressed) Batch: every
- * varint at its longest, every column and string definition with its tag and length. An
- * append that would push the bound over max_frame returns -EAGAIN (finish first), so a
+ * Size. The builder keeps the encoded (uncompressed) size of the Batch as it grows: the
+ * exact varint size of every value and string definition, plus a bound for each column's
+ * tag and length (7 bytes) and the fixed fields (1 KiB). An append that would push it
+ * over max_frame returns -EAGAIN (finish first), so a
  * finished frame always fits the peer's limit and finish() cannot fail for size; an
  * event that cannot fit even an empty batch returns -MRD_ERR_TOO_LARGE (the caller drops
  * and counts it as DROP_TOO_LARGE).
@@ -54,7 +55,7 @@ struct group {
     size_t n, cap;
     uint64_t prev[2];      /* running values of the delta columns */
     ProtobufCMessage *msg; /* wire struct, filled at finish */
-    size_t bound;          /* max bytes of one event of this kind */
+    uint8_t wire[MRD__BATCH_MAX_COLS]; /* WIRE_* of each column, from the descriptor */
 };
 
 struct mrd_batch_builder {
@@ -80,14 +81,67 @@ struct mrd_batch_builder {
     uint64_t dropped[MRD_DROP__COUNT];
 };
 
-/* Longest encoding of one varint-or-fixed element of a column (uint32/sint32 <= 5 bytes,
- * 64-bit <= 10) and of one column's tag (<= 2 bytes, field numbers < 2048) + length. */
-static size_t elem_bound(uint8_t width)
-{
-    return width == 8 ? 10 : 5;
-}
+/* How a column's elements are encoded (packed): varint, zigzag varint (sint32/sint64),
+ * 8 fixed bytes (fixed64), or varint of the 64-bit two's complement (int64/int32). */
+enum { WIRE_VARINT, WIRE_ZIGZAG32, WIRE_ZIGZAG64, WIRE_FIXED64, WIRE_INT32 };
+
+/* Bound of a column's (or group's) tag (<= 2 bytes, field numbers < 2048) + length. */
 #define COL_HEADER_BOUND 7u
-#define DEF_BOUND(len) (7u + 6u + 1u + 5u + (size_t)(len))
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static size_t value_len(uint8_t wire, uint64_t v)
+{
+    switch (wire) {
+    case WIRE_ZIGZAG32: {
+        uint32_t x = (uint32_t)v;
+
+        return varint_len((x << 1) ^ (0u - (x >> 31)));
+    }
+    case WIRE_ZIGZAG64:
+        return varint_len((v << 1) ^ (0u - (v >> 63)));
+    case WIRE_FIXED64:
+        return 8;
+    case WIRE_INT32: /* a negative int32 travels sign-extended to 64 bits */
+        return varint_len((uint64_t)(int64_t)mrd__u2s32((uint32_t)v));
+    default:
+        return varint_len(v);
+    }
+}
+
+/* Encoded size of StringDef{id, value of len bytes} inside Batch.strings. */
+static size_t def_len(uint32_t id, size_t len)
+{
+    size_t inner = 1 + varint_len(id) + 1 + varint_len(len) + len;
+
+    return 1 + varint_len(inner) + inner;
+}
+
+static uint8_t wire_of(const ProtobufCFieldDescriptor *f)
+{
+    switch (f->type) {
+    case PROTOBUF_C_TYPE_SINT32:
+        return WIRE_ZIGZAG32;
+    case PROTOBUF_C_TYPE_SINT64:
+        return WIRE_ZIGZAG64;
+    case PROTOBUF_C_TYPE_FIXED64:
+    case PROTOBUF_C_TYPE_SFIXED64:
+        return WIRE_FIXED64;
+    case PROTOBUF_C_TYPE_INT32:
+        return WIRE_INT32;
+    default:
+        return WIRE_VARINT;
+    }
+}
 
 /* Creates a builder for cfg (run_id copied). max_frame 0 means MRD_FRAME_DEFAULT_MAX and
  * target_events 0 means 16384. Returns 0 and *out; -EINVAL for a max_frame below
@@ -124,7 +178,7 @@ int mrd_batch_builder_new(const struct mrd_batch_builder_config *cfg,
         if (!b->g[k].msg)
             goto fail;
         for (int c = 0; c < s->ncols; c++)
-            b->g[k].bound += elem_bound(s->col[c].width);
+            b->g[k].wire[c] = wire_of(protobuf_c_message_descriptor_get_field(s->desc, c + 1));
     }
     *out = b;
     return 0;
@@ -178,18 +232,21 @@ static int grow_group(struct mrd_batch_builder *b, int kind)
     return 0;
 }
 
-/* Checks that one event of `kind` using string ids ids[0..n) can be appended and makes
- * room for it; changes nothing visible on failure. *need gets its size bound. */
-static int reserve(struct mrd_batch_builder *b, int kind, const uint32_t *ids, int n,
-                   size_t *need)
+/* Checks that one event of `kind` with values v[] and string ids ids[0..n) can be
+ * appended and makes room for it; changes nothing visible on failure. *need gets the
+ * bytes it adds to the encoded batch. */
+static int reserve(struct mrd_batch_builder *b, int kind, const uint64_t *v, const uint32_t *ids,
+                   int n, size_t *need)
 {
     const struct mrd__groupspec *s = &mrd__batch_groups[kind];
     struct group *g = &b->g[kind];
-    size_t bytes = g->bound;
+    size_t bytes = 0;
     uint32_t newdefs = 0;
 
     if (b->pending >= b->target)
         return -EAGAIN;
+    for (int c = 0; c < s->ncols; c++)
+        bytes += value_len(g->wire[c], v[c]);
     if (g->n == 0)
         bytes += COL_HEADER_BOUND * (s->ncols + 1u);
     for (int i = 0; i < n; i++) {
@@ -206,7 +263,7 @@ static int reserve(struct mrd_batch_builder *b, int kind, const uint32_t *ids, i
         if (dup || e->acked || e->mark == b->gen)
             continue;
         newdefs++;
-        bytes += DEF_BOUND(e->len);
+        bytes += def_len(ids[i], e->len);
     }
     if (b->bytes + bytes > b->max_frame || b->ndefs + newdefs > MRD__BATCH_MAX_DEFS)
         return b->pending == 0 && b->ndefs == 0 ? -MRD_ERR_TOO_LARGE : -EAGAIN;
@@ -268,21 +325,26 @@ static uint64_t dur(int64_t start, int64_t end)
     return (uint64_t)end - (uint64_t)start;
 }
 
-/* Every mrd_batch_add_<kind> (string ids listed in ADD_BEGIN, 0 for none): reserve, encode into v[] in field-number order, commit.
- * Returns 0, -EAGAIN (batch full: finish, then append again), -EINVAL (a string id this
- * builder never handed out), -MRD_ERR_TOO_LARGE (cannot fit even an empty batch) or
- * -ENOMEM. Builder thread only. */
+/* Every mrd_batch_add_<kind> (string ids listed in ADD_BEGIN, 0 for none) encodes the
+ * event into v[] in field-number order, then reserves and commits; on failure the delta
+ * state is restored. Returns 0, -EAGAIN (batch full: finish, then append again), -EINVAL
+ * (a string id this builder never handed out), -MRD_ERR_TOO_LARGE (cannot fit even an
+ * empty batch) or -ENOMEM. Builder thread only. */
 #define ADD_BEGIN(kind, ...)                                                                   \
     const uint32_t ids[] = {__VA_ARGS__};                                                      \
     const int nids = (int)(sizeof(ids) / sizeof(ids[0]));                                      \
     uint64_t v[MRD__BATCH_MAX_COLS];                                                           \
     size_t need;                                                                               \
     struct group *g = &b->g[kind];                                                             \
-    int rc = reserve(b, kind, ids, nids, &need);                                               \
-    (void)g;                                                                                   \
-    if (rc)                                                                                    \
-        return rc
+    const uint64_t saved[2] = {g->prev[0], g->prev[1]};                                        \
+    int rc
 #define ADD_END(kind)                                                                          \
+    rc = reserve(b, kind, v, ids, nids, &need);                                                \
+    if (rc) {                                                                                  \
+        g->prev[0] = saved[0];                                                                 \
+        g->prev[1] = saved[1];                                                                 \
+        return rc;                                                                             \
+    }                                                                                          \
     commit(b, kind, v, ids, nids, need);                                                       \
     return 0
 

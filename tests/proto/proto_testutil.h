@@ -1,0 +1,360 @@
+/* Helpers shared by the proto tests and the fuzz seed generator (header-only):
+ * a seeded PRNG, random events of every kind (including extreme values), one fully
+ * populated sample of every message type, and "decode this BATCH frame". */
+#ifndef MRD_PROTO_TESTUTIL_H
+#define MRD_PROTO_TESTUTIL_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "check.h"
+#include "error.h"
+#include "frame.h"
+
+/* splitmix64: deterministic for a given seed, so a failure reproduces. */
+static inline uint64_t tu_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t tu_below(uint64_t *s, uint64_t n)
+{
+    return n ? tu_rand(s) % n : 0;
+}
+
+/* A 64-bit value that is often small, sometimes at a boundary, sometimes anything. */
+static inline uint64_t tu_u64(uint64_t *s)
+{
+    static const uint64_t edge[] = {0, 1, 0x7f, 0x80, 0xffffffffull, 0x7fffffffffffffffull,
+                                    0x8000000000000000ull, 0xffffffffffffffffull};
+
+    switch (tu_below(s, 4)) {
+    case 0:
+        return edge[tu_below(s, sizeof(edge) / sizeof(edge[0]))];
+    case 1:
+        return tu_rand(s);
+    default:
+        return tu_below(s, 100000);
+    }
+}
+
+static inline uint32_t tu_u32(uint64_t *s)
+{
+    return (uint32_t)tu_u64(s);
+}
+
+static inline int64_t tu_i64(uint64_t *s)
+{
+    uint64_t v = tu_u64(s);
+    int64_t r;
+
+    memcpy(&r, &v, sizeof(r));
+    return r;
+}
+
+/* A timestamp pair: mostly realistic (increasing, a few us apart), sometimes anything,
+ * including end < start and wrap-around. */
+static inline void tu_times(uint64_t *s, int64_t *t, int64_t *start, int64_t *end)
+{
+    if (tu_below(s, 8) == 0) {
+        *start = tu_i64(s);
+        *end = tu_i64(s);
+        return;
+    }
+    *t += (int64_t)tu_below(s, 10000);
+    *start = *t;
+    *end = *t + (int64_t)tu_below(s, 20000);
+}
+
+/* Fills one random event of `kind` into the union-sized buffer ev; string fields take
+ * ids from ids[0..nids) or 0. */
+union tu_event {
+    struct mrd_kernel k;
+    struct mrd_memcpy mc;
+    struct mrd_memset ms;
+    struct mrd_sync sy;
+    struct mrd_api api;
+    struct mrd_graph gr;
+    struct mrd_extcorr xc;
+    struct mrd_nvtx nv;
+    struct mrd_nccl_op op;
+    struct mrd_nccl_channel ch;
+    struct mrd_mpi mpi;
+    struct mrd_clock_sample cs;
+    struct mrd_gpu_clock_sample gc;
+};
+
+static inline uint32_t tu_id(uint64_t *s, const uint32_t *ids, uint32_t nids)
+{
+    return nids == 0 || tu_below(s, 10) == 0 ? 0 : ids[tu_below(s, nids)];
+}
+
+static inline void tu_event(uint64_t *s, int kind, int64_t *t, const uint32_t *ids,
+                            uint32_t nids, union tu_event *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    switch (kind) {
+    case MRD_EV_KERNEL:
+        tu_times(s, t, &ev->k.start, &ev->k.end);
+        ev->k.correlation = tu_u64(s);
+        ev->k.device = tu_u32(s), ev->k.stream = tu_u32(s), ev->k.context = tu_u32(s);
+        ev->k.name = tu_id(s, ids, nids);
+        for (int i = 0; i < 3; i++)
+            ev->k.grid[i] = tu_u32(s), ev->k.block[i] = tu_u32(s);
+        ev->k.shared_bytes = tu_u32(s), ev->k.registers = tu_u32(s);
+        ev->k.graph_id = tu_u32(s);
+        break;
+    case MRD_EV_MEMCPY:
+        tu_times(s, t, &ev->mc.start, &ev->mc.end);
+        ev->mc.correlation = tu_u64(s), ev->mc.bytes = tu_u64(s);
+        ev->mc.device = tu_u32(s), ev->mc.stream = tu_u32(s), ev->mc.copy_kind = tu_u32(s);
+        ev->mc.src_kind = tu_u32(s), ev->mc.dst_kind = tu_u32(s);
+        ev->mc.peer_device = tu_u32(s);
+        break;
+    case MRD_EV_MEMSET:
+        tu_times(s, t, &ev->ms.start, &ev->ms.end);
+        ev->ms.correlation = tu_u64(s), ev->ms.bytes = tu_u64(s);
+        ev->ms.device = tu_u32(s), ev->ms.stream = tu_u32(s), ev->ms.value = tu_u32(s);
+        ev->ms.memory_kind = tu_u32(s);
+        break;
+    case MRD_EV_SYNC:
+        tu_times(s, t, &ev->sy.start, &ev->sy.end);
+        ev->sy.correlation = tu_u64(s);
+        ev->sy.type = tu_u32(s), ev->sy.context = tu_u32(s), ev->sy.stream = tu_u32(s);
+        break;
+    case MRD_EV_API:
+        tu_times(s, t, &ev->api.start, &ev->api.end);
+        ev->api.correlation = tu_u64(s);
+        ev->api.domain = tu_u32(s), ev->api.cbid = tu_u32(s), ev->api.thread = tu_u32(s);
+        ev->api.name = tu_id(s, ids, nids);
+        break;
+    case MRD_EV_GRAPH:
+        tu_times(s, t, &ev->gr.start, &ev->gr.end);
+        ev->gr.correlation = tu_u64(s);
+        ev->gr.device = tu_u32(s), ev->gr.stream = tu_u32(s), ev->gr.graph_id = tu_u32(s);
+        break;
+    case MRD_EV_EXTCORR:
+        ev->xc.correlation = tu_u64(s), ev->xc.external_id = tu_u64(s);
+        ev->xc.kind = tu_u32(s);
+        break;
+    case MRD_EV_NVTX:
+        tu_times(s, t, &ev->nv.start, &ev->nv.end);
+        ev->nv.kind = tu_u32(s), ev->nv.domain = tu_id(s, ids, nids);
+        ev->nv.name = tu_id(s, ids, nids), ev->nv.thread = tu_u32(s);
+        ev->nv.depth = tu_u32(s), ev->nv.color = tu_u32(s);
+        break;
+    case MRD_EV_NCCL_OP:
+        ev->op.op_id = tu_u64(s);
+        tu_times(s, t, &ev->op.start, &ev->op.end);
+        ev->op.comm_hash = tu_rand(s), ev->op.seq = tu_u64(s), ev->op.count = tu_u64(s);
+        ev->op.bytes = tu_u64(s), ev->op.launch_id = tu_u64(s);
+        ev->op.comm_rank = tu_u32(s), ev->op.comm_nranks = tu_u32(s);
+        ev->op.func = tu_id(s, ids, nids), ev->op.datatype = tu_id(s, ids, nids);
+        ev->op.algo = tu_id(s, ids, nids), ev->op.proto = tu_id(s, ids, nids);
+        ev->op.channels = tu_u32(s), ev->op.warps = tu_u32(s), ev->op.is_p2p = tu_u32(s);
+        ev->op.device = tu_u32(s);
+        ev->op.root = (int32_t)tu_u32(s), ev->op.peer = (int32_t)tu_u32(s);
+        break;
+    case MRD_EV_NCCL_CHANNEL:
+        ev->ch.op_id = tu_u64(s);
+        tu_times(s, t, &ev->ch.gpu_start, &ev->ch.gpu_end);
+        ev->ch.host_start = tu_i64(s);
+        ev->ch.channel = tu_u32(s);
+        break;
+    case MRD_EV_MPI:
+        tu_times(s, t, &ev->mpi.start, &ev->mpi.end);
+        ev->mpi.bytes = tu_u64(s), ev->mpi.call = tu_id(s, ids, nids);
+        ev->mpi.comm_size = tu_u32(s), ev->mpi.thread = tu_u32(s);
+        ev->mpi.peer = (int32_t)tu_u32(s), ev->mpi.tag = (int32_t)tu_u32(s);
+        break;
+    case MRD_EV_CLOCK:
+        ev->cs.t0 = tu_i64(s), ev->cs.t1 = tu_i64(s), ev->cs.t2 = tu_i64(s);
+        ev->cs.t3 = tu_i64(s);
+        break;
+    case MRD_EV_GPU_CLOCK:
+        ev->gc.host_ns = tu_i64(s), ev->gc.gpu_ns = tu_i64(s);
+        ev->gc.uncertainty_ns = tu_u64(s), ev->gc.device = tu_u32(s);
+        break;
+    }
+}
+
+/* Appends ev as `kind` to b. */
+static inline int tu_add(struct mrd_batch_builder *b, int kind, const union tu_event *ev)
+{
+    switch (kind) {
+    case MRD_EV_KERNEL: return mrd_batch_add_kernel(b, &ev->k);
+    case MRD_EV_MEMCPY: return mrd_batch_add_memcpy(b, &ev->mc);
+    case MRD_EV_MEMSET: return mrd_batch_add_memset(b, &ev->ms);
+    case MRD_EV_SYNC: return mrd_batch_add_sync(b, &ev->sy);
+    case MRD_EV_API: return mrd_batch_add_api(b, &ev->api);
+    case MRD_EV_GRAPH: return mrd_batch_add_graph(b, &ev->gr);
+    case MRD_EV_EXTCORR: return mrd_batch_add_extcorr(b, &ev->xc);
+    case MRD_EV_NVTX: return mrd_batch_add_nvtx(b, &ev->nv);
+    case MRD_EV_NCCL_OP: return mrd_batch_add_nccl_op(b, &ev->op);
+    case MRD_EV_NCCL_CHANNEL: return mrd_batch_add_nccl_channel(b, &ev->ch);
+    case MRD_EV_MPI: return mrd_batch_add_mpi(b, &ev->mpi);
+    case MRD_EV_CLOCK: return mrd_batch_add_clock_sample(b, &ev->cs);
+    case MRD_EV_GPU_CLOCK: return mrd_batch_add_gpu_clock_sample(b, &ev->gc);
+    }
+    return -EINVAL;
+}
+
+/* Reads the next event of `kind` from cursor c into ev (zeroed first). */
+static inline int tu_next(struct mrd_batch_cursor *c, int kind, union tu_event *ev)
+{
+    memset(ev, 0, sizeof(*ev));
+    switch (kind) {
+    case MRD_EV_KERNEL: return mrd_batch_next_kernel(c, &ev->k);
+    case MRD_EV_MEMCPY: return mrd_batch_next_memcpy(c, &ev->mc);
+    case MRD_EV_MEMSET: return mrd_batch_next_memset(c, &ev->ms);
+    case MRD_EV_SYNC: return mrd_batch_next_sync(c, &ev->sy);
+    case MRD_EV_API: return mrd_batch_next_api(c, &ev->api);
+    case MRD_EV_GRAPH: return mrd_batch_next_graph(c, &ev->gr);
+    case MRD_EV_EXTCORR: return mrd_batch_next_extcorr(c, &ev->xc);
+    case MRD_EV_NVTX: return mrd_batch_next_nvtx(c, &ev->nv);
+    case MRD_EV_NCCL_OP: return mrd_batch_next_nccl_op(c, &ev->op);
+    case MRD_EV_NCCL_CHANNEL: return mrd_batch_next_nccl_channel(c, &ev->ch);
+    case MRD_EV_MPI: return mrd_batch_next_mpi(c, &ev->mpi);
+    case MRD_EV_CLOCK: return mrd_batch_next_clock_sample(c, &ev->cs);
+    case MRD_EV_GPU_CLOCK: return mrd_batch_next_gpu_clock_sample(c, &ev->gc);
+    }
+    return 0;
+}
+
+/* Size of the struct of `kind` (for memcmp of decoded against sent). */
+static inline size_t tu_event_size(int kind)
+{
+    static const size_t sz[MRD_EV__COUNT] = {
+        0, sizeof(struct mrd_kernel), sizeof(struct mrd_memcpy), sizeof(struct mrd_memset),
+        sizeof(struct mrd_sync), sizeof(struct mrd_api), sizeof(struct mrd_graph),
+        sizeof(struct mrd_extcorr), sizeof(struct mrd_nvtx), sizeof(struct mrd_nccl_op),
+        sizeof(struct mrd_nccl_channel), sizeof(struct mrd_mpi),
+        sizeof(struct mrd_clock_sample), sizeof(struct mrd_gpu_clock_sample)};
+
+    return sz[kind];
+}
+
+/* Parses, decodes and checks a BATCH frame; fails the test on any error. Free the result
+ * with protobuf_c_message_free_unpacked(&m->base, NULL). */
+static inline Meridian__V1__Batch *tu_decode_batch(const uint8_t *frame, size_t len,
+                                                   uint32_t max_frame)
+{
+    struct mrd_frame_header h;
+    ProtobufCMessage *m = NULL;
+    const char *why = NULL;
+
+    CHECK_OK(mrd_frame_header_parse(frame, len, max_frame, &h));
+    CHECK_EQ(h.type, MRD_FRAME_BATCH);
+    CHECK_UEQ(len, MRD_FRAME_HEADER_BYTES + (size_t)h.length);
+    CHECK_OK(mrd_frame_decode(&h, frame + MRD_FRAME_HEADER_BYTES, max_frame, &m));
+    if (mrd_batch_check((Meridian__V1__Batch *)m, &why) != 0)
+        CHECK_FAIL_("mrd_batch_check: %s", why ? why : "?");
+    return (Meridian__V1__Batch *)m;
+}
+
+/* One populated message of every non-Batch frame type (Batch frames come from the
+ * builder). `big` makes the message large and repetitive so that compression pays.
+ * The returned message lives in static storage until the next call. */
+static inline const ProtobufCMessage *tu_sample(enum mrd_frame_type type, int big)
+{
+    static char text[65536];
+    static uint8_t secret[32];
+    static Meridian__V1__GpuInfo gpu[64], *gpup[64];
+    static Meridian__V1__Counter cnt[16], *cntp[16];
+    static Meridian__V1__Hello hello;
+    static Meridian__V1__HelloReply reply;
+    static Meridian__V1__ClockProbe probe;
+    static Meridian__V1__ClockReply creply;
+    static Meridian__V1__Ack ack;
+    static Meridian__V1__Goodbye bye;
+    static Meridian__V1__Error err;
+    size_t tl = big ? sizeof(text) - 1 : 40;
+
+    for (size_t i = 0; i < tl; i++)
+        text[i] = "meridian profiler "[i % 18];
+    text[tl] = '\0';
+    for (size_t i = 0; i < sizeof(secret); i++)
+        secret[i] = (uint8_t)(i * 37 + 11);
+    switch (type) {
+    case MRD_FRAME_HELLO:
+        meridian__v1__hello__init(&hello);
+        hello.protocol_version = MRD_PROTOCOL_VERSION;
+        hello.run_id = "run-2026-11-03T10:00:00Z";
+        hello.secret.data = secret;
+        hello.secret.len = sizeof(secret);
+        hello.rank = 511, hello.local_rank = 7, hello.world_size = 512;
+        hello.host = big ? text : "gpu-node-063";
+        hello.pid = 4194303;
+        hello.n_gpus = big ? 64 : 2;
+        for (size_t i = 0; i < hello.n_gpus; i++) {
+            meridian__v1__gpu_info__init(&gpu[i]);
+            gpu[i].device = (uint32_t)i;
+            gpu[i].uuid = "GPU-6c3b8d3e-7e4f-2a1b-9c0d-1234567890ab";
+            gpu[i].pci_bus_id = "0000:19:00.0";
+            gpu[i].name = "NVIDIA H200";
+            gpup[i] = &gpu[i];
+        }
+        hello.gpus = gpup;
+        hello.agent_version = "0.1.0";
+        hello.role = MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK;
+        hello.shard_id = 3;
+        hello.agent_instance = 0xfedcba9876543210ull;
+        return &hello.base;
+    case MRD_FRAME_HELLO_REPLY:
+        meridian__v1__hello_reply__init(&reply);
+        reply.accepted = 0;
+        reply.reason = big ? text : "wrong secret";
+        reply.max_frame_bytes = MRD_FRAME_DEFAULT_MAX;
+        reply.committed_seq = 18446744073709551615ull;
+        return &reply.base;
+    case MRD_FRAME_CLOCK_PROBE:
+        meridian__v1__clock_probe__init(&probe);
+        probe.probe_id = 77;
+        probe.t0 = -5;
+        return &probe.base;
+    case MRD_FRAME_CLOCK_REPLY:
+        meridian__v1__clock_reply__init(&creply);
+        creply.probe_id = 77;
+        creply.t0 = -5;
+        creply.t1 = 1793692800000000000ll;
+        creply.t2 = 1793692800000012345ll;
+        return &creply.base;
+    case MRD_FRAME_ACK:
+        meridian__v1__ack__init(&ack);
+        ack.seq = 123456789;
+        ack.duplicate = 1;
+        return &ack.base;
+    case MRD_FRAME_GOODBYE:
+        meridian__v1__goodbye__init(&bye);
+        for (int i = 0; i < 16; i++) {
+            meridian__v1__counter__init(&cnt[i]);
+            cnt[i].key = (uint32_t)(i % 8 + 1);
+            cnt[i].value = (uint64_t)i * 1000003u;
+            cntp[i] = &cnt[i];
+        }
+        bye.captured = cntp;
+        bye.n_captured = 8;
+        bye.dropped = cntp + 8;
+        bye.n_dropped = 8;
+        bye.bytes_sent = 1ull << 40;
+        bye.batches_sent = 100000;
+        bye.batches_resent = 3;
+        bye.last_seq = 100000;
+        return &bye.base;
+    case MRD_FRAME_ERROR:
+        meridian__v1__error__init(&err);
+        err.code = MRD_ERR_AUTH;
+        err.message = big ? text : "missing or wrong run secret";
+        return &err.base;
+    default:
+        return NULL;
+    }
+}
+
+#endif /* MRD_PROTO_TESTUTIL_H */
