@@ -1,0 +1,435 @@
+/* Analysis driver: the run and rank inventory, then the overlap sweep and the collective
+ * matching (overlap.c, match.c), into one struct mrd_analysis.
+ *
+ * Where it sits: reads the tables the store wrote and the clock fit completed; its result
+ * feeds the report, HTML, JSON and Perfetto exports and the `meridian` CLI.
+ *
+ * Workload: per-table counts are one GROUP BY scan each (never a scan per rank); the
+ * helper TEMP tables hold one row per NCCL op or linked kernel (spilled to disk by
+ * SQLite like any table); per-rank results are an array of at most MRD_AN_MAX_RANKS.
+ */
+#include "analyze_int.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+#define MRD_AN_MAX_RANKS 65536 /* distinct ranks tracked; rows of other ranks are ignored */
+
+static const char *const kind_tables[MRD_AN_NKINDS] = {
+    "kernels", "memcpys",     "memsets",  "syncs",         "api_calls",
+    "graph_launches", "external_correlations", "nvtx", "nccl_ops", "nccl_channels",
+    "mpi_calls", "clock_samples", "gpu_clock_samples",
+};
+
+static char sql_msg[512];
+
+const char *mrd_analyze_kind_name(int i)
+{
+    return i >= 0 && i < MRD_AN_NKINDS ? kind_tables[i] : "unknown";
+}
+
+const char *mrd_analyze_method_name(int method)
+{
+    switch (method) {
+    case MRD_AN_METHOD_CORRELATION:
+        return "correlation";
+    case MRD_AN_METHOD_NAME:
+        return "kernel-name";
+    default:
+        return "none";
+    }
+}
+
+int mrd__analyze_sqlerr(sqlite3 *db)
+{
+    snprintf(sql_msg, sizeof(sql_msg), "%s", sqlite3_errmsg(db));
+    return -MRD_ERR_SQLITE;
+}
+
+void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
+{
+    va_list ap;
+    if (a->nwarnings >= MRD_AN_MAX_WARNINGS)
+        return;
+    if (a->nwarnings == MRD_AN_MAX_WARNINGS - 1) {
+        snprintf(a->warnings[a->nwarnings++], sizeof(a->warnings[0]),
+                 "more warnings were left out");
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(a->warnings[a->nwarnings++], sizeof(a->warnings[0]), fmt, ap);
+    va_end(ap);
+}
+
+int mrd__analyze_has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank)
+{
+    int lo = 0, hi = a->nranks;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (a->ranks[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->nranks && a->ranks[lo].rank == rank ? &a->ranks[lo] : NULL;
+}
+
+/* Finds or inserts `rank` (kept sorted). Returns NULL on -ENOMEM or past the cap. */
+static struct mrd_an_rank *add_rank(struct mrd_analysis *a, int rank, int *cap)
+{
+    struct mrd_an_rank *r = mrd__analyze_rank(a, rank);
+    if (r)
+        return r;
+    if (a->nranks >= MRD_AN_MAX_RANKS || rank < 0)
+        return NULL;
+    if (a->nranks == *cap) {
+        int ncap = *cap ? *cap * 2 : 16;
+        void *p = realloc(a->ranks, (size_t)ncap * sizeof(*a->ranks));
+        if (!p)
+            return NULL;
+        a->ranks = p;
+        *cap = ncap;
+    }
+    int pos = 0;
+    while (pos < a->nranks && a->ranks[pos].rank < rank)
+        pos++;
+    memmove(&a->ranks[pos + 1], &a->ranks[pos], (size_t)(a->nranks - pos) * sizeof(*a->ranks));
+    r = &a->ranks[pos];
+    memset(r, 0, sizeof(*r));
+    r->rank = rank;
+    r->local_rank = -1;
+    r->pid = -1;
+    r->world_size = -1;
+    a->nranks++;
+    return r;
+}
+
+static void copy_text(char *dst, size_t n, sqlite3_stmt *st, int col)
+{
+    const unsigned char *t = sqlite3_column_text(st, col);
+    snprintf(dst, n, "%s", t ? (const char *)t : "");
+}
+
+static int load_run(sqlite3 *db, struct mrd_analysis *a)
+{
+    sqlite3_stmt *st = NULL;
+    if (!mrd__analyze_has_table(db, "runs"))
+        return 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT run_id, world_size, anchor_realtime_ns, created_ns, command "
+                           "FROM runs ORDER BY created_ns LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        copy_text(a->run_id, sizeof(a->run_id), st, 0);
+        a->world_size = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1
+                                                                  : sqlite3_column_int64(st, 1);
+        a->anchor_realtime_ns = sqlite3_column_int64(st, 2);
+        a->created_ns = sqlite3_column_int64(st, 3);
+        copy_text(a->command, sizeof(a->command), st, 4);
+    }
+    sqlite3_finalize(st);
+    return 0;
+}
+
+static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (mrd__analyze_has_table(db, "ranks")) {
+        if (sqlite3_prepare_v2(db,
+                               "SELECT rank, local_rank, world_size, host, pid, goodbye "
+                               "FROM ranks ORDER BY rank",
+                               -1, &st, NULL) != SQLITE_OK)
+            return mrd__analyze_sqlerr(db);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
+            if (!r)
+                continue;
+            if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+                r->local_rank = sqlite3_column_int(st, 1);
+            if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+                r->world_size = sqlite3_column_int(st, 2);
+            copy_text(r->host, sizeof(r->host), st, 3);
+            if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+                r->pid = sqlite3_column_int(st, 4);
+            r->goodbye = sqlite3_column_int(st, 5);
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+            return mrd__analyze_sqlerr(db);
+    }
+    if (!mrd__analyze_has_table(db, "gpus"))
+        return 0;
+    if (sqlite3_prepare_v2(db, "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
+                               "ORDER BY rank, device",
+                           -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
+        if (!r)
+            continue;
+        r->ngpus_total++;
+        if (r->ngpus >= MRD_AN_MAX_GPUS)
+            continue;
+        struct mrd_an_gpu *g = &r->gpus[r->ngpus++];
+        g->device = sqlite3_column_int(st, 1);
+        copy_text(g->name, sizeof(g->name), st, 2);
+        copy_text(g->uuid, sizeof(g->uuid), st, 3);
+        copy_text(g->pci, sizeof(g->pci), st, 4);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
+static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
+{
+    for (int k = 0; k < MRD_AN_NKINDS; k++) {
+        char sql[160];
+        sqlite3_stmt *st = NULL;
+        int rc;
+        if (!mrd__analyze_has_table(db, kind_tables[k]))
+            continue;
+        snprintf(sql, sizeof(sql), "SELECT rank, COUNT(*) FROM %s GROUP BY rank",
+                 kind_tables[k]);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+            return mrd__analyze_sqlerr(db);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
+            if (r)
+                r->events[k] = (uint64_t)sqlite3_column_int64(st, 1);
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+            return mrd__analyze_sqlerr(db);
+    }
+    return 0;
+}
+
+static void add_drop(struct mrd_an_rank *r, const char *reason, uint64_t n)
+{
+    r->dropped_total += n;
+    for (int i = 0; i < r->ndrops; i++) {
+        if (strcmp(r->drops[i].reason, reason) == 0) {
+            r->drops[i].n += n;
+            return;
+        }
+    }
+    if (r->ndrops == MRD_AN_MAX_DROPS - 1 && strcmp(reason, "other") != 0) {
+        add_drop(r, "other", n);
+        r->dropped_total -= n;
+        return;
+    }
+    if (r->ndrops >= MRD_AN_MAX_DROPS)
+        return;
+    snprintf(r->drops[r->ndrops].reason, sizeof(r->drops[0].reason), "%s", reason);
+    r->drops[r->ndrops++].n = n;
+}
+
+static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (mrd__analyze_has_table(db, "agent_counters")) {
+        if (sqlite3_prepare_v2(db,
+                               "SELECT rank, category, name, value FROM agent_counters "
+                               "WHERE category IN ('captured','dropped') ORDER BY rank, name",
+                               -1, &st, NULL) != SQLITE_OK)
+            return mrd__analyze_sqlerr(db);
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
+            const char *cat = (const char *)sqlite3_column_text(st, 1);
+            const char *name = (const char *)sqlite3_column_text(st, 2);
+            uint64_t v = (uint64_t)sqlite3_column_int64(st, 3);
+            if (!r || !cat)
+                continue;
+            if (strcmp(cat, "captured") == 0)
+                r->captured_total += v;
+            else if (v > 0)
+                add_drop(r, name ? name : "unknown", v);
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+            return mrd__analyze_sqlerr(db);
+    }
+    if (!mrd__analyze_has_table(db, "aggregator_counters"))
+        return 0;
+    if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters", -1, &st, NULL) !=
+        SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        uint64_t v = (uint64_t)sqlite3_column_int64(st, 1);
+        if (name && strstr(name, "dup"))
+            a->duplicates += v;
+        else if (name && strstr(name, "reject"))
+            a->rejected += v;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
+static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (!mrd__analyze_has_table(db, "clock_models"))
+        return 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rank, segment, offset_ns, drift_ppm, error_bound_ns, "
+                           "samples, method FROM clock_models ORDER BY rank, local_begin_ns",
+                           -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
+        if (!r)
+            continue;
+        int64_t bound = sqlite3_column_int64(st, 4);
+        if (!r->clock_fitted) { /* the first segment gives offset, drift and method */
+            r->clock_fitted = 1;
+            r->clock_offset_ns = sqlite3_column_int64(st, 2);
+            r->clock_drift_ppm = sqlite3_column_double(st, 3);
+            copy_text(r->clock_method, sizeof(r->clock_method), st, 6);
+        }
+        r->clock_segments++;
+        if (bound > r->clock_error_bound_ns)
+            r->clock_error_bound_ns = bound;
+        r->clock_samples += sqlite3_column_int64(st, 5);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    return 0;
+}
+
+int mrd_analyze_prepare(sqlite3 *db)
+{
+    int rc;
+    int have_ops = mrd__analyze_has_table(db, "nccl_ops");
+    int have_ec = mrd__analyze_has_table(db, "external_correlations");
+    int have_k = mrd__analyze_has_table(db, "kernels");
+    int have_ch = mrd__analyze_has_table(db, "nccl_channels");
+    sqlite3_stmt *st = NULL;
+
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='mrd_op_time'", -1,
+                           &st, NULL) == SQLITE_OK) {
+        int done = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+        if (done)
+            return 0;
+    }
+    if ((rc = exec(db, "CREATE TEMP TABLE mrd_link (rank INTEGER NOT NULL, correlation_id "
+                       "INTEGER NOT NULL, op_id INTEGER NOT NULL, PRIMARY KEY (rank, "
+                       "correlation_id, op_id)) WITHOUT ROWID;"
+                       "CREATE TEMP TABLE mrd_op_time (rank INTEGER NOT NULL, op_id INTEGER "
+                       "NOT NULL, start_ns INTEGER, end_ns INTEGER, source INTEGER NOT NULL, "
+                       "PRIMARY KEY (rank, op_id)) WITHOUT ROWID;")) < 0)
+        return rc;
+    if (have_ops && have_ec &&
+        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_link SELECT n.rank, ec.correlation_id, "
+                       "n.op_id FROM main.nccl_ops n JOIN main.external_correlations ec ON "
+                       "ec.rank = n.rank AND ec.external_id = n.launch_id "
+                       "WHERE n.launch_id IS NOT NULL")) < 0)
+        return rc;
+    /* source 1: the linked kernels' interval (local clock); records lost by CUPTI's device
+     * buffer carry start == end == 0 and are skipped. */
+    if (have_ops && have_ec && have_k &&
+        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
+                       "MIN(k.start_ns), MAX(k.end_ns), 1 FROM main.kernels k JOIN "
+                       "temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = "
+                       "k.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
+                       "GROUP BY l.rank, l.op_id")) < 0)
+        return rc;
+    /* source 2: raw GPU timer values of the op's channels, for ops without a kernel */
+    if (have_ch &&
+        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_op_time SELECT rank, op_id, "
+                       "MIN(gpu_start), MAX(gpu_end), 2 FROM main.nccl_channels "
+                       "WHERE gpu_start > 0 AND gpu_end >= gpu_start GROUP BY rank, op_id")) < 0)
+        return rc;
+    return 0;
+}
+
+int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts,
+                struct mrd_analysis **out, const char **err_msg)
+{
+    static const struct mrd_analyze_options defaults;
+    const struct mrd_analyze_options *o = opts ? opts : &defaults;
+    struct mrd_analysis *a = calloc(1, sizeof(*a));
+    struct mrd_timebase *tb = NULL;
+    int cap = 0, rc = -ENOMEM;
+
+    sql_msg[0] = '\0';
+    if (!a)
+        goto fail;
+    a->world_size = -1;
+    a->worst_last_rank = -1;
+    sqlite3_exec(db, "PRAGMA cache_size=-65536", NULL, NULL, NULL); /* 64 MiB page cache */
+    if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
+        (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
+        (rc = load_clock_summary(db, a)) < 0)
+        goto fail;
+    if ((rc = mrd_timebase_load(db, o->ignore_clock_models, &tb)) < 0) {
+        if (rc == -MRD_ERR_SQLITE)
+            mrd__analyze_sqlerr(db);
+        goto fail;
+    }
+    a->global_timebase = mrd_timebase_is_global(tb);
+    if (!a->global_timebase)
+        mrd__analyze_warn(a, "%s: cross-rank times use each rank's local clock (valid only "
+                             "for ranks on one host)",
+                          o->ignore_clock_models ? "clock models ignored on request"
+                                                 : "no clock model fitted");
+    else {
+        int unfitted = 0;
+        for (int i = 0; i < a->nranks; i++)
+            unfitted += !mrd_timebase_rank_fitted(tb, a->ranks[i].rank);
+        if (unfitted)
+            mrd__analyze_warn(a, "%d rank(s) have no clock model: left out of cross-rank "
+                                 "timing",
+                              unfitted);
+    }
+    if ((rc = mrd_analyze_prepare(db)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
+        (rc = mrd__analyze_match(db, tb, o, a)) < 0)
+        goto fail;
+    mrd_timebase_destroy(tb);
+    *out = a;
+    return 0;
+fail:
+    if (err_msg)
+        *err_msg = sql_msg[0] ? sql_msg : mrd_strerror(rc);
+    mrd_timebase_destroy(tb);
+    mrd_analysis_free(a);
+    return rc;
+}
+
+void mrd_analysis_free(struct mrd_analysis *a)
+{
+    if (!a)
+        return;
+    free(a->ranks);
+    free(a->steps);
+    free(a);
+}

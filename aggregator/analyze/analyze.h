@@ -1,0 +1,189 @@
+/* Cross-rank analysis of one meridian database: per-rank inventory, communication /
+ * compute overlap, collectives matched across ranks, stragglers, per-step breakdown.
+ *
+ * Where it sits: the last stage of the aggregator's data flow, after the store (the
+ * tables) and the clock fit (clock_models); the report, HTML, JSON and Perfetto exports
+ * (aggregator/export) and the `meridian` CLI consume the struct it fills.
+ *
+ * Workload: databases of up to hundreds of millions of events from up to 512 ranks,
+ * analysed on one machine in bounded memory. Rows are streamed in time or key order with
+ * prepared statements, never loaded whole; what is kept is per rank (a few KiB each), per
+ * step (MRD_AN_MAX_STEPS at most; later steps are counted, not broken down) and per
+ * collective instance (one row per participating rank, for one instance at a time).
+ * Helper indexes live in TEMP tables, so a read-only database works.
+ *
+ * Definitions (also printed by the report):
+ * - communication kernels: kernels linked to an nccl_ops row through
+ *   external_correlations (method "correlation"); on a rank with no such link, kernels
+ *   whose name (after a C++ mangling prefix) starts with "nccl" (method "kernel-name").
+ * - hidden comm = |union(comm) intersect union(compute)| on the same GPU; exposed = comm
+ *   time not covered by any compute kernel; ratio = hidden / |union(comm)| (HTA's
+ *   sum|C n M| / sum|M|).
+ * - a collective instance = the nccl_ops rows of all ranks with equal (comm_hash, seq,
+ *   func) (p2p excluded); each rank's interval is its kernel's (or, without a linked
+ *   kernel, its NCCL channels' calibrated GPU times) in the global timebase. Arrival
+ *   skew = max start - min start; the last arriver has the latest start; a rank's wait =
+ *   last start - own start; the instance's cost = sum of the waits (what the last arriver
+ *   cost the others).
+ * - straggler ranking: ranks ordered by wait they caused (sum of the costs of instances
+ *   they arrived last in), then by how often they arrived last, then by rank.
+ */
+#ifndef MRD_ANALYZE_H
+#define MRD_ANALYZE_H
+
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "timebase.h"
+
+#define MRD_AN_NKINDS 13       /* event tables counted per rank, see mrd_analyze_kind_name */
+#define MRD_AN_MAX_GPUS 16     /* GPUs listed per rank; more are counted in ngpus_total */
+#define MRD_AN_MAX_DROPS 16    /* drop reasons kept per rank; more are summed in "other" */
+#define MRD_AN_MAX_DEVICES 16  /* devices swept per rank; more are folded into the last */
+#define MRD_AN_MAX_STEPS 1024  /* steps broken down; later ones are counted only */
+#define MRD_AN_MAX_COLLS 64    /* (communicator, function) summaries; more into "other" */
+#define MRD_AN_MAX_WARNINGS 16
+#define MRD_AN_HIST_BINS 40    /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
+
+enum mrd_an_method { MRD_AN_METHOD_NONE = 0, MRD_AN_METHOD_CORRELATION, MRD_AN_METHOD_NAME };
+
+struct mrd_an_overlap {
+    int64_t comm_ns;     /* |union of communication kernels| */
+    int64_t compute_ns;  /* |union of compute kernels| */
+    int64_t hidden_ns;   /* comm time covered by compute on the same GPU */
+    int64_t exposed_ns;  /* comm_ns - hidden_ns */
+    int64_t busy_ns;     /* |union of all kernels| */
+    int64_t span_ns;     /* first kernel start .. last kernel end (summed over devices) */
+    uint64_t comm_kernels, compute_kernels;
+    uint64_t name_only_kernels; /* "nccl*" names not linked by correlation (diagnostic) */
+    double ratio;        /* hidden / comm, 0 when comm_ns == 0 */
+    int method;          /* enum mrd_an_method */
+};
+
+struct mrd_an_gpu {
+    int device;
+    char name[64], uuid[64], pci[32];
+};
+
+struct mrd_an_drop {
+    char reason[32];
+    uint64_t n;
+};
+
+struct mrd_an_rank {
+    int rank, local_rank, pid, world_size, goodbye;
+    char host[128];
+    int ngpus, ngpus_total;
+    struct mrd_an_gpu gpus[MRD_AN_MAX_GPUS];
+    uint64_t events[MRD_AN_NKINDS]; /* rows stored, by table (mrd_analyze_kind_name) */
+    uint64_t captured_total;        /* the agent's own count of captured events */
+    int ndrops;
+    struct mrd_an_drop drops[MRD_AN_MAX_DROPS];
+    uint64_t dropped_total;
+    /* clock model (clock_models); fitted 0 = "not fitted" */
+    int clock_fitted, clock_segments;
+    int64_t clock_offset_ns, clock_error_bound_ns, clock_samples;
+    double clock_drift_ppm;
+    char clock_method[32];
+    struct mrd_an_overlap ov;
+    /* collectives and stragglers */
+    uint64_t instances;      /* instances this rank took part in with a timed interval */
+    uint64_t times_last;     /* instances in which it arrived last (of >= 2 timed ranks) */
+    int64_t wait_caused_ns;  /* sum of costs of those instances */
+    int64_t wait_suffered_ns;/* sum of its own waits */
+    uint64_t steps;          /* NVTX step ranges found on this rank */
+};
+
+struct mrd_an_coll {
+    uint64_t comm_hash;
+    char func[32];
+    uint64_t instances, complete;
+    int64_t skew_sum_ns, skew_max_ns, cost_ns;
+};
+
+struct mrd_an_step {
+    int64_t index;            /* ordinal of the step range on each rank, from 0 */
+    int64_t start_ns, end_ns; /* earliest start / latest end over ranks (global) */
+    uint64_t instances;
+    int64_t cost_ns, max_skew_ns;
+    int worst_rank;           /* rank that caused the most wait in the step, -1 if none */
+    int64_t worst_caused_ns;
+};
+
+/* One matched instance, handed to mrd_analyze_options.on_instance (tests, scripts). */
+struct mrd_an_instance {
+    uint64_t comm_hash, seq;
+    const char *func;
+    int nranks;        /* rows found */
+    int ntimed;        /* rows with an interval in the comparable timebase */
+    int comm_nranks;   /* communicator size the rows declare (max) */
+    const int *ranks;  /* [ntimed] */
+    const int64_t *start, *end; /* [ntimed] global (or local) ns */
+    int last_rank;     /* -1 when ntimed < 2 */
+    int64_t skew_ns, cost_ns;
+    int64_t step;      /* -1 when no step range holds it */
+};
+
+struct mrd_analyze_options {
+    int ignore_clock_models;   /* use local clocks even when models exist */
+    const char *step_name;     /* NVTX step range prefix; NULL = "step" / "ProfilerStep" */
+    void (*on_instance)(const struct mrd_an_instance *in, void *ctx);
+    void *ctx;
+};
+
+struct mrd_analysis {
+    char run_id[128];
+    char command[512];
+    int64_t world_size, anchor_realtime_ns, created_ns;
+    int global_timebase;     /* 1 when clock models were used */
+    int nranks;
+    struct mrd_an_rank *ranks; /* [nranks], ascending rank */
+    /* aggregator-side counters */
+    uint64_t duplicates, rejected;
+    /* collectives */
+    uint64_t instances, complete, partial, untimed, causality_violations;
+    int64_t skew_sum_ns, skew_max_ns, cost_ns;
+    uint64_t skew_hist[MRD_AN_HIST_BINS];
+    uint64_t worst_seq, worst_comm;
+    char worst_func[32];
+    int worst_last_rank;
+    int64_t worst_start_ns, worst_end_ns; /* the instance with the largest skew */
+    int ncolls;
+    struct mrd_an_coll colls[MRD_AN_MAX_COLLS + 1]; /* last = "other" when overflowing */
+    /* steps */
+    int nsteps;                          /* broken-down steps in steps[] */
+    uint64_t steps_beyond_cap;
+    struct mrd_an_step *steps;
+    /* warnings, in the order found */
+    int nwarnings;
+    char warnings[MRD_AN_MAX_WARNINGS][256];
+};
+
+/* Analyses the database open on db (read-only is enough). Creates TEMP tables
+ * (mrd_link, mrd_op_time) on that connection, which the exports reuse. Returns 0 and
+ * *out (caller frees with mrd_analysis_free), -ENOMEM, -E2BIG (a cap that cannot degrade
+ * gracefully), or -MRD_ERR_SQLITE (the SQLite message is in *err_msg when err_msg is not
+ * NULL; static buffer valid until the next call). Single thread per db connection. */
+int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts,
+                struct mrd_analysis **out, const char **err_msg);
+
+/* Accepts NULL. */
+void mrd_analysis_free(struct mrd_analysis *a);
+
+/* Name of per-rank event table i (0 <= i < MRD_AN_NKINDS): "kernels", "memcpys", ... */
+const char *mrd_analyze_kind_name(int i);
+
+/* "correlation", "kernel-name" or "none". */
+const char *mrd_analyze_method_name(int method);
+
+/* Builds the TEMP helper tables on db if they do not exist yet: mrd_link(rank,
+ * correlation_id, op_id) for kernels linked to NCCL ops, and mrd_op_time(rank, op_id,
+ * start_ns, end_ns, source) for each NCCL op's kernel interval (local clock). Idempotent.
+ * Returns 0 or -MRD_ERR_SQLITE. */
+int mrd_analyze_prepare(sqlite3 *db);
+
+/* 1 when a kernel name names an NCCL kernel ("nccl..." or "_Z<len>nccl..."), else 0. */
+int mrd_analyze_is_nccl_name(const char *name);
+
+#endif

@@ -1,0 +1,30 @@
+/* Shared-internal declarations of the analyze library (analyze.c, overlap.c, match.c).
+ * Not for other modules: use analyze.h. */
+#ifndef MRD_ANALYZE_INT_H
+#define MRD_ANALYZE_INT_H
+
+#include "analyze.h"
+
+/* Sweeps every rank's kernels and fills ranks[].ov. Returns 0 or -MRD_ERR_SQLITE. */
+int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a);
+
+/* Matches collectives across ranks, fills the collective, straggler and step fields.
+ * Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
+                       const struct mrd_analyze_options *o, struct mrd_analysis *a);
+
+/* Appends a warning (dropped silently beyond MRD_AN_MAX_WARNINGS; the last slot then
+ * says so). */
+void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The entry of `rank` in a->ranks, NULL when the rank is unknown. */
+struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank);
+
+/* 1 when table `name` exists in db's main schema. */
+int mrd__analyze_has_table(sqlite3 *db, const char *name);
+
+/* Records SQLite's current message for mrd_analyze's err_msg; returns -MRD_ERR_SQLITE. */
+int mrd__analyze_sqlerr(sqlite3 *db);
+
+#endif

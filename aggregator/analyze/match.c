@@ -1,0 +1,481 @@
+/* Collective matching across ranks, arrival skew, waits, stragglers and the per-step
+ * breakdown.
+ *
+ * Where it sits: part of mrd_analyze, after mrd_analyze_prepare (TEMP mrd_op_time gives
+ * each NCCL op's kernel interval, or its channels' raw GPU interval) and the overlap
+ * sweep. Maps every interval into the global timebase with the clock models.
+ *
+ * Workload: one pass over nccl_ops in (comm_hash, seq, func_id) order through the
+ * nccl_ops_match index; only the rows of the current instance are held (one per rank,
+ * at most MRD_AN_MAX_INSTANCE_ROWS; extra rows are ignored and a warning says so). NVTX
+ * step ranges are held per rank (MRD_AN_MAX_STEPS each, later ones counted) so that an
+ * instance can be placed in its step by binary search.
+ */
+#include "analyze_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "error.h"
+
+#define MRD_AN_MAX_INSTANCE_ROWS 65536
+#define MRD_AN_MAX_STEP_CELLS (1u << 22) /* steps x ranks cells for "worst rank per step" */
+
+struct step_list {
+    int n;
+    int64_t *start, *end; /* local clock, ascending, non-overlapping */
+};
+
+struct row {
+    int rank;
+    int64_t start, end; /* comparable timebase */
+    int64_t lstart;     /* rank-local start, for step lookup */
+};
+
+struct matcher {
+    struct mrd_analysis *a;
+    const struct mrd_timebase *tb;
+    const struct mrd_analyze_options *o;
+    struct step_list *steps; /* [a->nranks] */
+    int64_t *cell_caused;    /* [nsteps * nranks] or NULL */
+    struct row *rows;
+    int nrows, cap_rows, comm_nranks, nfound, dup_rows, overflow_rows;
+    uint64_t comm_hash, seq;
+    int func_id;
+    char func[32];
+    int have_key;
+    int *ranks_buf;
+    int64_t *start_buf, *end_buf;
+};
+
+static int rank_index(const struct mrd_analysis *a, int rank)
+{
+    int lo = 0, hi = a->nranks;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (a->ranks[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->nranks && a->ranks[lo].rank == rank ? lo : -1;
+}
+
+/* A step range: `prefix` (case-insensitive; default "step") followed by the end, a
+ * separator or a digit, or PyTorch's "ProfilerStep#N". */
+static int is_step_name(const char *name, const char *prefix)
+{
+    const char *p = prefix ? prefix : "step";
+    size_t n = strlen(p);
+    if (!name)
+        return 0;
+    if (!prefix && strncmp(name, "ProfilerStep", 12) == 0)
+        return 1;
+    if (strncasecmp(name, p, n) != 0)
+        return 0;
+    char c = name[n];
+    return c == '\0' || c == ' ' || c == '#' || c == ':' || c == '=' || c == '-' ||
+           c == '[' || c == '(' || (c >= '0' && c <= '9');
+}
+
+static int load_steps(sqlite3 *db, struct matcher *m)
+{
+    struct mrd_analysis *a = m->a;
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (!mrd__analyze_has_table(db, "nvtx"))
+        return 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN "
+                           "main.strings s ON s.id = n.name_id WHERE n.kind IN (1, 2) AND "
+                           "(s.value LIKE ?1 || '%' OR s.value LIKE 'ProfilerStep%') "
+                           "ORDER BY n.rank, n.start_ns",
+                           -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    sqlite3_bind_text(st, 1, m->o->step_name ? m->o->step_name : "step", -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int ri = rank_index(a, sqlite3_column_int(st, 0));
+        int64_t s = sqlite3_column_int64(st, 1), e = sqlite3_column_int64(st, 2);
+        if (ri < 0 || !is_step_name((const char *)sqlite3_column_text(st, 3), m->o->step_name))
+            continue;
+        struct step_list *l = &m->steps[ri];
+        if (l->n > 0 && s < l->end[l->n - 1])
+            continue; /* nested in (or overlapping) the previous step: not a new step */
+        a->ranks[ri].steps++;
+        if (l->n >= MRD_AN_MAX_STEPS) {
+            a->steps_beyond_cap++;
+            continue;
+        }
+        if (!l->start) {
+            l->start = malloc(MRD_AN_MAX_STEPS * sizeof(int64_t));
+            l->end = malloc(MRD_AN_MAX_STEPS * sizeof(int64_t));
+            if (!l->start || !l->end) {
+                sqlite3_finalize(st);
+                return -ENOMEM;
+            }
+        }
+        l->start[l->n] = s;
+        l->end[l->n] = e;
+        l->n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
+/* Builds a->steps from the per-rank lists: step i spans the earliest start and latest end
+ * of the i-th step range over the ranks whose times are comparable. */
+static int build_steps(struct matcher *m)
+{
+    struct mrd_analysis *a = m->a;
+    int nsteps = 0;
+    for (int i = 0; i < a->nranks; i++)
+        if (m->steps[i].n > nsteps)
+            nsteps = m->steps[i].n;
+    if (nsteps == 0)
+        return 0;
+    a->steps = calloc((size_t)nsteps, sizeof(*a->steps));
+    if (!a->steps)
+        return -ENOMEM;
+    a->nsteps = nsteps;
+    for (int s = 0; s < nsteps; s++) {
+        struct mrd_an_step *st = &a->steps[s];
+        st->index = s;
+        st->worst_rank = -1;
+        st->start_ns = INT64_MAX;
+        st->end_ns = INT64_MIN;
+        for (int i = 0; i < a->nranks; i++) {
+            int rank = a->ranks[i].rank;
+            if (s >= m->steps[i].n ||
+                (a->global_timebase && !mrd_timebase_rank_fitted(m->tb, rank)))
+                continue;
+            int64_t gs = mrd_timebase_map(m->tb, rank, m->steps[i].start[s]);
+            int64_t ge = mrd_timebase_map(m->tb, rank, m->steps[i].end[s]);
+            if (gs < st->start_ns)
+                st->start_ns = gs;
+            if (ge > st->end_ns)
+                st->end_ns = ge;
+        }
+        if (st->start_ns > st->end_ns)
+            st->start_ns = st->end_ns = 0;
+    }
+    if ((uint64_t)nsteps * (uint64_t)a->nranks <= MRD_AN_MAX_STEP_CELLS) {
+        m->cell_caused = calloc((size_t)nsteps * (size_t)a->nranks, sizeof(int64_t));
+        if (!m->cell_caused)
+            return -ENOMEM;
+    } else {
+        mrd__analyze_warn(a, "%d steps x %d ranks: worst rank per step not computed", nsteps,
+                          a->nranks);
+    }
+    return 0;
+}
+
+static int64_t step_of(const struct step_list *l, int64_t t)
+{
+    int lo = 0, hi = l->n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (l->start[mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0 || t >= l->end[lo - 1])
+        return -1;
+    return lo - 1;
+}
+
+static int hist_bin(int64_t skew_ns)
+{
+    int64_t us = skew_ns / 1000;
+    int bin = 0;
+    while (us > 0 && bin < MRD_AN_HIST_BINS - 1) {
+        us >>= 1;
+        bin++;
+    }
+    return bin;
+}
+
+static struct mrd_an_coll *coll_entry(struct mrd_analysis *a, uint64_t comm, const char *func)
+{
+    for (int i = 0; i < a->ncolls; i++)
+        if (a->colls[i].comm_hash == comm && strcmp(a->colls[i].func, func) == 0)
+            return &a->colls[i];
+    if (a->ncolls < MRD_AN_MAX_COLLS) {
+        struct mrd_an_coll *c = &a->colls[a->ncolls++];
+        c->comm_hash = comm;
+        snprintf(c->func, sizeof(c->func), "%s", func);
+        return c;
+    }
+    struct mrd_an_coll *c = &a->colls[MRD_AN_MAX_COLLS];
+    if (a->ncolls == MRD_AN_MAX_COLLS) {
+        a->ncolls++;
+        snprintf(c->func, sizeof(c->func), "other");
+    }
+    return c;
+}
+
+static void flush_instance(struct matcher *m)
+{
+    struct mrd_analysis *a = m->a;
+    struct mrd_an_instance in;
+    int last = -1;
+    int64_t min_start = INT64_MAX, max_start = INT64_MIN, min_end = INT64_MAX, max_end = 0;
+
+    if (!m->have_key)
+        return;
+    memset(&in, 0, sizeof(in));
+    for (int i = 0; i < m->nrows; i++) {
+        struct row *r = &m->rows[i];
+        if (r->start < min_start)
+            min_start = r->start;
+        if (r->start > max_start || (r->start == max_start && r->rank < m->rows[last].rank)) {
+            max_start = r->start;
+            last = i;
+        }
+        if (r->end < min_end)
+            min_end = r->end;
+        if (r->end > max_end)
+            max_end = r->end;
+        m->ranks_buf[i] = r->rank;
+        m->start_buf[i] = r->start;
+        m->end_buf[i] = r->end;
+    }
+    a->instances++;
+    struct mrd_an_coll *c = coll_entry(a, m->comm_hash, m->func);
+    c->instances++;
+    if (m->comm_nranks > 0 && m->nfound < m->comm_nranks)
+        a->partial++;
+    in.comm_hash = m->comm_hash;
+    in.seq = m->seq;
+    in.func = m->func;
+    in.nranks = m->nfound;
+    in.ntimed = m->nrows;
+    in.comm_nranks = m->comm_nranks;
+    in.ranks = m->ranks_buf;
+    in.start = m->start_buf;
+    in.end = m->end_buf;
+    in.last_rank = -1;
+    in.step = -1;
+    if (m->nrows < 2) {
+        a->untimed++;
+        goto done;
+    }
+    if (m->comm_nranks > 0 && m->nrows == m->comm_nranks) {
+        a->complete++;
+        c->complete++;
+    }
+    in.last_rank = m->rows[last].rank;
+    in.skew_ns = max_start - min_start;
+    for (int i = 0; i < m->nrows; i++) {
+        struct mrd_an_rank *r = &a->ranks[rank_index(a, m->rows[i].rank)];
+        int64_t wait = max_start - m->rows[i].start;
+        r->instances++;
+        r->wait_suffered_ns += wait;
+        in.cost_ns += wait;
+    }
+    int li = rank_index(a, in.last_rank);
+    a->ranks[li].times_last++;
+    a->ranks[li].wait_caused_ns += in.cost_ns;
+    a->skew_sum_ns += in.skew_ns;
+    a->cost_ns += in.cost_ns;
+    a->skew_hist[hist_bin(in.skew_ns)]++;
+    c->skew_sum_ns += in.skew_ns;
+    c->cost_ns += in.cost_ns;
+    if (in.skew_ns > c->skew_max_ns)
+        c->skew_max_ns = in.skew_ns;
+    if (in.skew_ns > a->skew_max_ns || a->worst_last_rank < 0) {
+        a->skew_max_ns = in.skew_ns;
+        a->worst_seq = m->seq;
+        a->worst_comm = m->comm_hash;
+        snprintf(a->worst_func, sizeof(a->worst_func), "%s", m->func);
+        a->worst_last_rank = in.last_rank;
+        a->worst_start_ns = min_start;
+        a->worst_end_ns = max_end;
+    }
+    if (min_end < max_start)
+        a->causality_violations++;
+    /* the step: the last arriver's, else the first row found inside a step */
+    in.step = step_of(&m->steps[li], m->rows[last].lstart);
+    for (int i = 0; in.step < 0 && i < m->nrows; i++)
+        in.step = step_of(&m->steps[rank_index(a, m->rows[i].rank)], m->rows[i].lstart);
+    if (in.step >= 0 && in.step < a->nsteps) {
+        struct mrd_an_step *st = &a->steps[in.step];
+        st->instances++;
+        st->cost_ns += in.cost_ns;
+        if (in.skew_ns > st->max_skew_ns)
+            st->max_skew_ns = in.skew_ns;
+        if (m->cell_caused)
+            m->cell_caused[(size_t)in.step * (size_t)a->nranks + (size_t)li] += in.cost_ns;
+    }
+done:
+    if (m->o->on_instance)
+        m->o->on_instance(&in, m->o->ctx);
+    m->nrows = 0;
+    m->nfound = 0;
+    m->comm_nranks = 0;
+    m->have_key = 0;
+}
+
+static int grow_rows(struct matcher *m)
+{
+    int ncap = m->cap_rows ? m->cap_rows * 2 : 64;
+    struct row *r = realloc(m->rows, (size_t)ncap * sizeof(*r));
+    if (r)
+        m->rows = r;
+    int *rb = realloc(m->ranks_buf, (size_t)ncap * sizeof(int));
+    if (rb)
+        m->ranks_buf = rb;
+    int64_t *sb = realloc(m->start_buf, (size_t)ncap * sizeof(int64_t));
+    if (sb)
+        m->start_buf = sb;
+    int64_t *eb = realloc(m->end_buf, (size_t)ncap * sizeof(int64_t));
+    if (eb)
+        m->end_buf = eb;
+    if (!r || !rb || !sb || !eb)
+        return -ENOMEM;
+    m->cap_rows = ncap;
+    return 0;
+}
+
+/* Adds one nccl_ops row (and its interval, if any) to the current instance. */
+static int add_row(struct matcher *m, sqlite3_stmt *q)
+{
+    int rank = sqlite3_column_int(q, 3);
+    int ri = rank_index(m->a, rank);
+    int64_t s, e;
+    if (ri < 0)
+        return 0;
+    for (int i = 0; i < m->nrows; i++) {
+        if (m->rows[i].rank == rank) {
+            m->dup_rows++;
+            return 0;
+        }
+    }
+    if (sqlite3_column_int(q, 4) > m->comm_nranks)
+        m->comm_nranks = sqlite3_column_int(q, 4);
+    m->nfound++;
+    if (sqlite3_column_type(q, 8) == SQLITE_NULL)
+        return 0; /* no kernel, no channel times: untimed on this rank */
+    s = sqlite3_column_int64(q, 6);
+    e = sqlite3_column_int64(q, 7);
+    if (sqlite3_column_int(q, 8) == 2) { /* raw GPU timer: calibrate to the local clock */
+        int dev = sqlite3_column_int(q, 5);
+        if (mrd_timebase_gpu_to_local(m->tb, rank, dev, s, &s) < 0 ||
+            mrd_timebase_gpu_to_local(m->tb, rank, dev, e, &e) < 0)
+            return 0;
+    }
+    if (m->a->global_timebase && !mrd_timebase_rank_fitted(m->tb, rank))
+        return 0;
+    if (m->nrows >= MRD_AN_MAX_INSTANCE_ROWS) {
+        m->overflow_rows++;
+        return 0;
+    }
+    if (m->nrows == m->cap_rows && grow_rows(m) < 0)
+        return -ENOMEM;
+    struct row *r = &m->rows[m->nrows++];
+    r->rank = rank;
+    r->lstart = s;
+    r->start = mrd_timebase_map(m->tb, rank, s);
+    r->end = mrd_timebase_map(m->tb, rank, e);
+    return 0;
+}
+
+static void finish_steps(struct matcher *m)
+{
+    struct mrd_analysis *a = m->a;
+    if (!m->cell_caused)
+        return;
+    for (int s = 0; s < a->nsteps; s++) {
+        for (int i = 0; i < a->nranks; i++) {
+            int64_t v = m->cell_caused[(size_t)s * (size_t)a->nranks + (size_t)i];
+            if (v > a->steps[s].worst_caused_ns) {
+                a->steps[s].worst_caused_ns = v;
+                a->steps[s].worst_rank = a->ranks[i].rank;
+            }
+        }
+    }
+}
+
+int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
+                       const struct mrd_analyze_options *o, struct mrd_analysis *a)
+{
+    struct matcher m;
+    sqlite3_stmt *q = NULL;
+    int rc = 0;
+
+    memset(&m, 0, sizeof(m));
+    m.a = a;
+    m.tb = tb;
+    m.o = o;
+    if (a->nranks == 0 || !mrd__analyze_has_table(db, "nccl_ops"))
+        return 0;
+    m.steps = calloc((size_t)a->nranks, sizeof(*m.steps));
+    if (!m.steps || grow_rows(&m) < 0) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = load_steps(db, &m)) < 0 || (rc = build_steps(&m)) < 0)
+        goto fail;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT n.comm_hash, n.seq, n.func_id, n.rank, n.comm_nranks, "
+                           "n.device, t.start_ns, t.end_ns, t.source, s.value "
+                           "FROM main.nccl_ops n LEFT JOIN temp.mrd_op_time t ON "
+                           "t.rank = n.rank AND t.op_id = n.op_id LEFT JOIN main.strings s "
+                           "ON s.id = n.func_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
+                           "ORDER BY n.comm_hash, n.seq, n.func_id",
+                           -1, &q, NULL) != SQLITE_OK) {
+        rc = mrd__analyze_sqlerr(db);
+        goto fail;
+    }
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        uint64_t comm = (uint64_t)sqlite3_column_int64(q, 0);
+        uint64_t seq = (uint64_t)sqlite3_column_int64(q, 1);
+        int func_id = sqlite3_column_int(q, 2);
+        if (!m.have_key || comm != m.comm_hash || seq != m.seq || func_id != m.func_id) {
+            flush_instance(&m);
+            const unsigned char *f = sqlite3_column_text(q, 9);
+            m.have_key = 1;
+            m.comm_hash = comm;
+            m.seq = seq;
+            m.func_id = func_id;
+            snprintf(m.func, sizeof(m.func), "%s", f ? (const char *)f : "?");
+        }
+        if ((rc = add_row(&m, q)) < 0)
+            goto fail;
+    }
+    if (rc != SQLITE_DONE) {
+        rc = mrd__analyze_sqlerr(db);
+        goto fail;
+    }
+    rc = 0;
+    flush_instance(&m);
+    finish_steps(&m);
+    if (m.dup_rows)
+        mrd__analyze_warn(a, "%d NCCL op rows repeat a (communicator, seq, function) already "
+                             "seen on the same rank: ignored",
+                          m.dup_rows);
+    if (m.overflow_rows)
+        mrd__analyze_warn(a, "%d rows beyond %d per instance ignored", m.overflow_rows,
+                          MRD_AN_MAX_INSTANCE_ROWS);
+    if (a->untimed)
+        mrd__analyze_warn(a, "%llu collective instances have fewer than 2 ranks with a "
+                             "timed kernel: no skew computed for them",
+                          (unsigned long long)a->untimed);
+fail:
+    sqlite3_finalize(q);
+    if (m.steps)
+        for (int i = 0; i < a->nranks; i++) {
+            free(m.steps[i].start);
+            free(m.steps[i].end);
+        }
+    free(m.steps);
+    free(m.cell_caused);
+    free(m.rows);
+    free(m.ranks_buf);
+    free(m.start_buf);
+    free(m.end_buf);
+    return rc;
+}

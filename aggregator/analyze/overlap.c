@@ -1,0 +1,186 @@
+/* Communication / compute overlap per rank and GPU, by one sweep over the kernels in start
+ * order.
+ *
+ * Where it sits: part of mrd_analyze; reads kernels (rank-local clock: overlap is a
+ * same-GPU question, no clock model needed) and the TEMP mrd_link table built by
+ * mrd_analyze_prepare.
+ *
+ * The sweep keeps, per device and per class (comm, compute), only the largest end time
+ * seen so far. Because rows arrive in start order, a class covers [pos, next_start)
+ * exactly up to min(max_end, next_start): no interval list, no heap, O(1) memory per
+ * device whatever the concurrency. Between two kernel starts the sweep adds the covered
+ * lengths of comm, compute, both (hidden comm) and either (busy). Workload: one indexed
+ * range scan per rank (kernels_rank_start), hundreds of millions of rows in total.
+ */
+#include "analyze_int.h"
+
+#include <string.h>
+
+#include "error.h"
+
+struct sweep {
+    int used, started, device;
+    int64_t pos, comm_end, comp_end, first, last;
+    int64_t comm, comp, both, busy;
+};
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+static int64_t covered(int64_t pos, int64_t end, int64_t to)
+{
+    int64_t e = min64(end, to);
+    return e > pos ? e - pos : 0;
+}
+
+/* Accounts [s->pos, to) and moves the sweep position there. */
+static void advance(struct sweep *s, int64_t to)
+{
+    if (to <= s->pos)
+        return;
+    s->comm += covered(s->pos, s->comm_end, to);
+    s->comp += covered(s->pos, s->comp_end, to);
+    s->both += covered(s->pos, min64(s->comm_end, s->comp_end), to);
+    s->busy += covered(s->pos, max64(s->comm_end, s->comp_end), to);
+    s->pos = to;
+}
+
+int mrd_analyze_is_nccl_name(const char *name)
+{
+    if (!name)
+        return 0;
+    /* Itanium mangling: _Z, optional N (nested), then <length><identifier>. */
+    if (name[0] == '_' && name[1] == 'Z') {
+        name += 2;
+        if (*name == 'N')
+            name++;
+        while (*name >= '0' && *name <= '9')
+            name++;
+    }
+    return strncmp(name, "nccl", 4) == 0;
+}
+
+static struct sweep *device_slot(struct sweep *sw, int device)
+{
+    for (int i = 0; i < MRD_AN_MAX_DEVICES; i++) {
+        if (sw[i].used && sw[i].device == device)
+            return &sw[i];
+        if (!sw[i].used) {
+            sw[i].used = 1;
+            sw[i].device = device;
+            return &sw[i];
+        }
+    }
+    return &sw[MRD_AN_MAX_DEVICES - 1]; /* folded: documented in analyze.h */
+}
+
+static int rank_method(sqlite3 *db, sqlite3_stmt *linked, int rank, int *method)
+{
+    int rc;
+    sqlite3_reset(linked);
+    sqlite3_bind_int(linked, 1, rank);
+    rc = sqlite3_step(linked);
+    if (rc != SQLITE_ROW)
+        return mrd__analyze_sqlerr(db);
+    *method = sqlite3_column_int(linked, 0) ? MRD_AN_METHOD_CORRELATION : MRD_AN_METHOD_NAME;
+    return 0;
+}
+
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, sqlite3_stmt *linked, struct mrd_an_rank *r)
+{
+    struct sweep sw[MRD_AN_MAX_DEVICES];
+    struct mrd_an_overlap *ov = &r->ov;
+    int method = MRD_AN_METHOD_NONE, rc;
+
+    memset(sw, 0, sizeof(sw));
+    memset(ov, 0, sizeof(*ov));
+    if ((rc = rank_method(db, linked, r->rank, &method)) < 0)
+        return rc;
+    sqlite3_reset(q);
+    sqlite3_bind_int(q, 1, r->rank);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        int device = sqlite3_column_int(q, 0);
+        int64_t start = sqlite3_column_int64(q, 1), end = sqlite3_column_int64(q, 2);
+        int is_linked = sqlite3_column_int(q, 3);
+        int by_name = mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(q, 4));
+        int comm = method == MRD_AN_METHOD_CORRELATION ? is_linked : by_name;
+        if (start == 0 && end == 0)
+            continue; /* lost by CUPTI's device buffer: counted as a drop, not timed */
+        if (end < start)
+            end = start;
+        struct sweep *s = device_slot(sw, device);
+        if (!s->started) {
+            s->started = 1;
+            s->first = s->pos = s->last = start;
+            s->comm_end = s->comp_end = start;
+        }
+        advance(s, start);
+        if (comm) {
+            s->comm_end = max64(s->comm_end, end);
+            ov->comm_kernels++;
+        } else {
+            s->comp_end = max64(s->comp_end, end);
+            ov->compute_kernels++;
+        }
+        if (by_name && !is_linked && method == MRD_AN_METHOD_CORRELATION)
+            ov->name_only_kernels++;
+        s->last = max64(s->last, end);
+    }
+    if (rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    for (int i = 0; i < MRD_AN_MAX_DEVICES && sw[i].used; i++) {
+        advance(&sw[i], max64(sw[i].comm_end, sw[i].comp_end));
+        ov->comm_ns += sw[i].comm;
+        ov->compute_ns += sw[i].comp;
+        ov->hidden_ns += sw[i].both;
+        ov->busy_ns += sw[i].busy;
+        ov->span_ns += sw[i].last - sw[i].first;
+    }
+    ov->exposed_ns = ov->comm_ns - ov->hidden_ns;
+    ov->ratio = ov->comm_ns > 0 ? (double)ov->hidden_ns / (double)ov->comm_ns : 0.0;
+    ov->method = ov->comm_kernels ? method : MRD_AN_METHOD_NONE;
+    return 0;
+}
+
+int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
+{
+    sqlite3_stmt *q = NULL, *linked = NULL;
+    int rc = 0;
+    if (!mrd__analyze_has_table(db, "kernels"))
+        return 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
+                           "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
+                           "k.correlation_id), s.value FROM main.kernels k LEFT JOIN "
+                           "main.strings s ON s.id = k.name_id WHERE k.rank = ?1 "
+                           "ORDER BY k.start_ns",
+                           -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT EXISTS (SELECT 1 FROM temp.mrd_op_time WHERE rank = ?1 "
+                           "AND source = 1)",
+                           -1, &linked, NULL) != SQLITE_OK) {
+        rc = mrd__analyze_sqlerr(db);
+        goto fail;
+    }
+    for (int i = 0; i < a->nranks; i++) {
+        if (a->ranks[i].events[0] == 0)
+            continue;
+        if ((rc = sweep_rank(db, q, linked, &a->ranks[i])) < 0)
+            goto fail;
+        if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME)
+            mrd__analyze_warn(a, "rank %d: no kernel is linked to an NCCL op; communication "
+                                 "kernels recognised by name (\"nccl*\")",
+                              a->ranks[i].rank);
+    }
+fail:
+    sqlite3_finalize(q);
+    sqlite3_finalize(linked);
+    return rc;
+}

@@ -1,0 +1,263 @@
+/* Per-rank clock models in memory and the local <-> global maps (see timebase.h).
+ *
+ * Segments are kept in one array sorted by (rank, local_begin); a rank's segments are
+ * found by binary search on rank, then on local time. GPU timer models are a second small
+ * sorted array keyed by (rank, device). Both are loaded once from the database and never
+ * change afterwards.
+ */
+#include "timebase.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+struct tb_segment {
+    int rank;
+    int64_t begin, end, offset;
+    double drift_ppm;
+};
+
+struct tb_gpu {
+    int rank, device;
+    double slope;
+    int64_t intercept;
+};
+
+struct mrd_timebase {
+    struct tb_segment *seg;
+    size_t nseg;
+    struct tb_gpu *gpu;
+    size_t ngpu;
+    int64_t anchor;
+};
+
+static int table_exists(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
+{
+    sqlite3_stmt *st = NULL;
+    size_t cap = 0;
+    int rc;
+    if (!table_exists(db, "clock_models"))
+        return 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm "
+                           "FROM clock_models ORDER BY rank, local_begin_ns",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (tb->nseg == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            if (ncap > MRD_TIMEBASE_MAX_SEGMENTS) {
+                sqlite3_finalize(st);
+                return -E2BIG;
+            }
+            void *p = realloc(tb->seg, ncap * sizeof(*tb->seg));
+            if (!p) {
+                sqlite3_finalize(st);
+                return -ENOMEM;
+            }
+            tb->seg = p;
+            cap = ncap;
+        }
+        struct tb_segment *s = &tb->seg[tb->nseg++];
+        s->rank = sqlite3_column_int(st, 0);
+        s->begin = sqlite3_column_int64(st, 1);
+        s->end = sqlite3_column_int64(st, 2);
+        s->offset = sqlite3_column_int64(st, 3);
+        s->drift_ppm = sqlite3_column_double(st, 4);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
+static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
+{
+    sqlite3_stmt *st = NULL;
+    size_t cap = 0;
+    int rc;
+    if (!table_exists(db, "gpu_timer_models"))
+        return 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rank, device, slope, intercept_ns FROM gpu_timer_models "
+                           "ORDER BY rank, device",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (tb->ngpu == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            if (ncap > MRD_TIMEBASE_MAX_SEGMENTS) {
+                sqlite3_finalize(st);
+                return -E2BIG;
+            }
+            void *p = realloc(tb->gpu, ncap * sizeof(*tb->gpu));
+            if (!p) {
+                sqlite3_finalize(st);
+                return -ENOMEM;
+            }
+            tb->gpu = p;
+            cap = ncap;
+        }
+        struct tb_gpu *g = &tb->gpu[tb->ngpu++];
+        g->rank = sqlite3_column_int(st, 0);
+        g->device = sqlite3_column_int(st, 1);
+        g->slope = sqlite3_column_double(st, 2);
+        g->intercept = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
+int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
+{
+    struct mrd_timebase *tb = calloc(1, sizeof(*tb));
+    sqlite3_stmt *st = NULL;
+    int rc = -ENOMEM;
+    if (!tb)
+        goto fail;
+    if (table_exists(db, "runs") &&
+        sqlite3_prepare_v2(db, "SELECT anchor_realtime_ns FROM runs LIMIT 1", -1, &st, NULL) ==
+            SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            tb->anchor = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    if (!ignore_models) {
+        if ((rc = load_segments(db, tb)) < 0)
+            goto fail;
+    }
+    if ((rc = load_gpu_models(db, tb)) < 0)
+        goto fail;
+    *out = tb;
+    return 0;
+fail:
+    mrd_timebase_destroy(tb);
+    return rc;
+}
+
+void mrd_timebase_destroy(struct mrd_timebase *tb)
+{
+    if (!tb)
+        return;
+    free(tb->seg);
+    free(tb->gpu);
+    free(tb);
+}
+
+int mrd_timebase_is_global(const struct mrd_timebase *tb)
+{
+    return tb->nseg > 0;
+}
+
+/* First segment of `rank` and the count, by binary search; count 0 when none. */
+static const struct tb_segment *rank_segments(const struct mrd_timebase *tb, int rank,
+                                              size_t *count)
+{
+    size_t lo = 0, hi = tb->nseg;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (tb->seg[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t n = 0;
+    while (lo + n < tb->nseg && tb->seg[lo + n].rank == rank)
+        n++;
+    *count = n;
+    return n ? &tb->seg[lo] : NULL;
+}
+
+int mrd_timebase_rank_fitted(const struct mrd_timebase *tb, int rank)
+{
+    size_t n;
+    return rank_segments(tb, rank, &n) != NULL;
+}
+
+/* The segment whose range holds t: the last one beginning at or before t (the first one
+ * for t before every segment). */
+static const struct tb_segment *pick(const struct tb_segment *s, size_t n, int64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s[mid].begin <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo ? &s[lo - 1] : &s[0];
+}
+
+static int64_t apply(const struct tb_segment *s, int64_t local)
+{
+    double d = s->drift_ppm * (double)(local - s->begin) / 1e6;
+    return local + s->offset + (int64_t)llround(d);
+}
+
+int64_t mrd_timebase_map(const struct mrd_timebase *tb, int rank, int64_t local)
+{
+    size_t n;
+    const struct tb_segment *s = rank_segments(tb, rank, &n);
+    if (!s)
+        return local;
+    return apply(pick(s, n, local), local);
+}
+
+int64_t mrd_timebase_unmap(const struct mrd_timebase *tb, int rank, int64_t global)
+{
+    size_t n;
+    const struct tb_segment *s = rank_segments(tb, rank, &n);
+    if (!s)
+        return global;
+    /* Fixed-point iteration: the map is increasing with slope ~1, so a few rounds of
+     * local += global - map(local) converge to the nearest nanosecond. */
+    int64_t local = global - s[0].offset;
+    for (int i = 0; i < 6; i++) {
+        int64_t err = global - apply(pick(s, n, local), local);
+        if (err == 0)
+            break;
+        local += err;
+    }
+    return local;
+}
+
+int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int device,
+                              int64_t gpu_ns, int64_t *local)
+{
+    size_t lo = 0, hi = tb->ngpu;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const struct tb_gpu *g = &tb->gpu[mid];
+        if (g->rank < rank || (g->rank == rank && g->device < device))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == tb->ngpu || tb->gpu[lo].rank != rank || tb->gpu[lo].device != device)
+        return -ENOENT;
+    /* gpu * slope + intercept, written so that the large product never passes through a
+     * double (raw timers near 2^60 would lose hundreds of ns). */
+    double frac = (tb->gpu[lo].slope - 1.0) * (double)gpu_ns;
+    *local = gpu_ns + tb->gpu[lo].intercept + (int64_t)llround(frac);
+    return 0;
+}
+
+int64_t mrd_timebase_anchor(const struct mrd_timebase *tb)
+{
+    return tb->anchor;
+}

@@ -1,0 +1,68 @@
+/* Outputs of the analysis: the text report, the JSON document for scripts, the
+ * self-contained HTML report with inline SVG plots, and the Perfetto / Chrome trace.
+ *
+ * Where it sits: the last stage; consumes struct mrd_analysis (aggregator/analyze) and, for
+ * the HTML timeline and the trace, streams rows from the database again (the TEMP helper
+ * tables of mrd_analyze_prepare are reused on the same connection).
+ *
+ * Workload: the text/JSON outputs are proportional to ranks and steps. The HTML timeline
+ * draws at most MRD_EXPORT_HTML_MAX_RANKS ranks and MRD_EXPORT_HTML_MAX_KERNELS kernels per
+ * rank in a window of a few steps. The trace streams every exported row once (one full
+ * scan per table), holding only the track table (MRD_EXPORT_MAX_TRACKS; rows of further
+ * tracks go to one "other" track per process and are counted).
+ * All functions run on the caller's thread and write to a caller-owned FILE.
+ */
+#ifndef MRD_EXPORT_H
+#define MRD_EXPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+#include "analyze.h"
+
+#define MRD_EXPORT_HTML_MAX_RANKS 32
+#define MRD_EXPORT_HTML_MAX_KERNELS 4000
+#define MRD_EXPORT_MAX_TRACKS 65536
+
+/* Writes the human-readable report. Returns 0 or -EIO when writing failed. */
+int mrd_export_text(FILE *f, const struct mrd_analysis *a);
+
+/* Writes the analysis as one JSON object (schema "meridian-report/1", described in
+ * aggregator/export/README.md). Returns 0 or -EIO. */
+int mrd_export_json(FILE *f, const struct mrd_analysis *a);
+
+/* Writes a self-contained HTML report (no external assets): the tables of the text
+ * report plus SVG plots: per-rank kernel timeline of a few steps (or around the worst
+ * skew), overlap bars, arrival-skew histogram, per-rank wait. db must be the connection
+ * `a` was computed on. Returns 0, -EIO, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd_export_html(FILE *f, sqlite3 *db, const struct mrd_analysis *a);
+
+struct mrd_perfetto_options {
+    int ignore_clock_models; /* keep each rank's local clock */
+    int include_api;         /* also export api_calls (off by default: large) */
+};
+
+struct mrd_perfetto_stats {
+    uint64_t events;         /* trace events written (slices, flows, metadata) */
+    uint64_t flows;          /* NCCL op -> kernel links */
+    uint64_t tracks;
+    uint64_t folded;         /* rows written to an "other" track (track cap reached) */
+};
+
+/* Writes Chrome trace event JSON (Perfetto and chrome://tracing open it): one process per
+ * rank, one thread (track) per GPU stream for kernels, memcpy and memset, one for the
+ * rank's NCCL operations (host enqueue intervals), one per host thread for NVTX ranges and
+ * MPI calls; flow arrows (and args) link each NCCL op to its kernel. Times are
+ * microseconds with nanosecond precision relative to the run's anchor (global timebase)
+ * or 0 (local clocks); the anchor is in metadata. Returns 0 and fills *st (may be NULL),
+ * -EIO, -ENOMEM, or -MRD_ERR_SQLITE. */
+int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *o,
+                        struct mrd_perfetto_stats *st);
+
+/* Formats a duration for people ("812 ns", "12.3 us", "4.56 ms", "1.234 s") into buf.
+ * Returns buf. */
+const char *mrd_export_fmt_ns(char *buf, size_t n, int64_t ns);
+
+#endif

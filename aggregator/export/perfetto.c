@@ -1,0 +1,523 @@
+/* Perfetto / Chrome trace export: the whole run as trace event JSON.
+ *
+ * Where it sits: export stage; streams the event tables of the database once each (no
+ * ordering needed: trace viewers sort), maps every timestamp into the global timebase
+ * (aggregator/analyze/timebase.h) and writes one JSON object per row.
+ *
+ * Layout: pid = rank + 1 (named "rank N (host)"; pid 0 is avoided because some importers
+ * treat it as the idle process), one thread per (GPU, stream) for kernels, memcpy, memset
+ * and graph launches, one "NCCL ops" thread per GPU (host enqueue interval of each
+ * collective or p2p), one NVTX thread per host thread (push/pop ranges and marks; start/end
+ * ranges, which need not nest, on their own thread), one MPI thread per host thread, one
+ * "CUDA sync" thread. Flow arrows (ph s/f, id per op) and args link each NCCL op to its
+ * kernel. Times: microseconds with exactly three decimals, relative to the run's anchor
+ * (global) or to the earliest kernel (local clocks), printed from integers.
+ *
+ * Workload: hundreds of millions of rows stream through; memory is the track table only
+ * (open addressing, MRD_EXPORT_MAX_TRACKS entries; beyond, a process's further rows go to
+ * its "other" track and are counted in stats.folded).
+ */
+#include "export.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "jsonw.h"
+#include "report_int.h"
+
+enum track_class {
+    TR_PROCESS = 0, TR_STREAM, TR_NCCL, TR_NVTX, TR_NVTX_SE, TR_MPI, TR_SYNC, TR_API, TR_OTHER
+};
+
+struct track {
+    int used, rank, cls, tid;
+    uint64_t id;
+    int next_tid; /* TR_PROCESS entries: next free tid of the process */
+    int64_t origin; /* TR_PROCESS entries: the origin subtracted from this rank's times */
+};
+
+struct pf {
+    FILE *f;
+    sqlite3 *db;
+    struct mrd_timebase *tb;
+    const struct mrd_perfetto_options *o;
+    struct mrd_perfetto_stats st;
+    struct track *tracks;
+    size_t nslots, ntracks;
+    int64_t origin;
+    int first;
+};
+
+static int64_t col64(sqlite3_stmt *q, int col)
+{
+    return (int64_t)sqlite3_column_int64(q, col);
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static void begin_event(struct pf *p)
+{
+    fputs(p->first ? "\n" : ",\n", p->f);
+    p->first = 0;
+    p->st.events++;
+}
+
+static struct track *lookup(struct pf *p, int rank, int cls, uint64_t id, int create)
+{
+    uint64_t h = mix(mix((uint64_t)(uint32_t)rank * 16u + (uint64_t)cls) ^ id);
+    for (size_t i = 0; i < p->nslots; i++) {
+        struct track *t = &p->tracks[(h + i) & (p->nslots - 1)];
+        if (!t->used) {
+            if (!create || p->ntracks >= MRD_EXPORT_MAX_TRACKS)
+                return NULL;
+            t->used = 1;
+            t->rank = rank;
+            t->cls = cls;
+            t->id = id;
+            p->ntracks++;
+            return t;
+        }
+        if (t->rank == rank && t->cls == cls && t->id == id)
+            return t;
+    }
+    return NULL;
+}
+
+static void meta(struct pf *p, int rank, int tid, const char *what, const char *name, int sort)
+{
+    begin_event(p);
+    fprintf(p->f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":",
+            rank + 1, tid, what);
+    mrd__json_str(p->f, name);
+    fputs("}}", p->f);
+    begin_event(p);
+    fprintf(p->f,
+            "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s_sort_index\",\"args\":"
+            "{\"sort_index\":%d}}",
+            rank + 1, tid, strncmp(what, "process", 7) == 0 ? "process" : "thread", sort);
+}
+
+/* The origin for a rank: the run's anchor when the rank is aligned, else its own first
+ * kernel (its times cannot be placed against other ranks). */
+static int64_t rank_origin(struct pf *p, int rank, int *aligned)
+{
+    *aligned = !mrd_timebase_is_global(p->tb) || mrd_timebase_rank_fitted(p->tb, rank);
+    if (*aligned)
+        return p->origin;
+    int64_t o = 0;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(p->db, "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?", -1,
+                           &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int(st, 1, rank);
+        if (sqlite3_step(st) == SQLITE_ROW)
+            o = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return o;
+}
+
+static struct track *process(struct pf *p, int rank)
+{
+    struct track *t = lookup(p, rank, TR_PROCESS, 0, 0);
+    if (t)
+        return t;
+    t = lookup(p, rank, TR_PROCESS, 0, 1);
+    if (!t)
+        return NULL;
+    char name[256], host[160] = "";
+    int aligned;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(p->db, "SELECT host FROM main.ranks WHERE rank = ?", -1, &st, NULL) ==
+        SQLITE_OK) {
+        sqlite3_bind_int(st, 1, rank);
+        if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+            snprintf(host, sizeof(host), "%s", (const char *)sqlite3_column_text(st, 0));
+        sqlite3_finalize(st);
+    }
+    t->origin = rank_origin(p, rank, &aligned);
+    t->next_tid = 1;
+    snprintf(name, sizeof(name), "rank %d%s%s%s%s", rank, host[0] ? " (" : "", host,
+             host[0] ? ")" : "", aligned ? "" : " [clock not fitted: own local time]");
+    meta(p, rank, 0, "process_name", name, rank);
+    return t;
+}
+
+/* The tid of a track, created (with its name) on first use; 0 = the process's "other"
+ * track once the table is full. */
+static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *origin)
+{
+    struct track *proc = process(p, rank);
+    *origin = proc ? proc->origin : p->origin;
+    struct track *t = lookup(p, rank, cls, id, 0);
+    if (t)
+        return t->tid;
+    t = proc ? lookup(p, rank, cls, id, 1) : NULL;
+    if (!t) {
+        p->st.folded++;
+        return 0;
+    }
+    t->tid = proc->next_tid++;
+    p->st.tracks++;
+    char name[96];
+    uint32_t lo = (uint32_t)id, hi = (uint32_t)(id >> 32);
+    switch (cls) {
+    case TR_STREAM:
+        snprintf(name, sizeof(name), "GPU %u stream %u", hi, lo);
+        break;
+    case TR_NCCL:
+        snprintf(name, sizeof(name), "NCCL ops (GPU %u, host enqueue)", lo);
+        break;
+    case TR_NVTX:
+        snprintf(name, sizeof(name), "NVTX (thread %" PRIu64 ")", id);
+        break;
+    case TR_NVTX_SE:
+        snprintf(name, sizeof(name), "NVTX start/end (thread %" PRIu64 ")", id);
+        break;
+    case TR_MPI:
+        snprintf(name, sizeof(name), "MPI (thread %" PRIu64 ")", id);
+        break;
+    case TR_API:
+        snprintf(name, sizeof(name), "CUDA API (thread %" PRIu64 ")", id);
+        break;
+    default:
+        snprintf(name, sizeof(name), "CUDA synchronization");
+        break;
+    }
+    meta(p, rank, t->tid, "thread_name", name, cls * 100000 + t->tid);
+    return t->tid;
+}
+
+/* Writes the common head of an X (complete) event; the caller adds args and "}". */
+static void slice(struct pf *p, int rank, int cls, uint64_t track, const char *cat,
+                  const char *name, int64_t start, int64_t end)
+{
+    int64_t origin;
+    int tid = track_tid(p, rank, cls, track, &origin);
+    int64_t gs = mrd_timebase_map(p->tb, rank, start), ge = mrd_timebase_map(p->tb, rank, end);
+    begin_event(p);
+    fprintf(p->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"name\":", rank + 1, tid,
+            cat);
+    mrd__json_str(p->f, name);
+    fputs(",\"ts\":", p->f);
+    mrd__json_us(p->f, gs - origin);
+    fputs(",\"dur\":", p->f);
+    mrd__json_us(p->f, ge > gs ? ge - gs : 0);
+}
+
+static uint64_t flow_id(int rank, int64_t op_id)
+{
+    return mix(((uint64_t)(uint32_t)rank << 40) ^ (uint64_t)op_id) & ((1ull << 53) - 1);
+}
+
+static void flow(struct pf *p, int rank, int cls, uint64_t track, int64_t t, int64_t op_id,
+                 int start)
+{
+    int64_t origin;
+    int tid = track_tid(p, rank, cls, track, &origin);
+    begin_event(p);
+    fprintf(p->f,
+            "{\"ph\":\"%s\",%s\"pid\":%d,\"tid\":%d,\"cat\":\"nccl\",\"name\":\"nccl launch\","
+            "\"id\":%" PRIu64 ",\"ts\":",
+            start ? "s" : "f", start ? "" : "\"bp\":\"e\",", rank + 1, tid,
+            flow_id(rank, op_id));
+    mrd__json_us(p->f, mrd_timebase_map(p->tb, rank, t) - origin);
+    fputc('}', p->f);
+    if (start)
+        p->st.flows++;
+}
+
+static const char *copy_kind(int k)
+{
+    static const char *const names[] = {"memcpy",      "memcpy HtoD", "memcpy DtoH",
+                                        "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
+                                        "memcpy AtoD", "memcpy DtoA", "memcpy DtoD",
+                                        "memcpy HtoH", "memcpy PtoP"};
+    return k > 0 && k <= 10 ? names[k] : names[0];
+}
+
+static uint64_t stream_key(sqlite3_stmt *q, int dev_col, int stream_col)
+{
+    return ((uint64_t)(uint32_t)sqlite3_column_int(q, dev_col) << 32) |
+           (uint32_t)col64(q, stream_col);
+}
+
+static const char *text(sqlite3_stmt *q, int col, const char *dflt)
+{
+    const unsigned char *t = sqlite3_column_text(q, col);
+    return t ? (const char *)t : dflt;
+}
+
+static int run_query(struct pf *p, const char *table, const char *sql,
+                     void (*row)(struct pf *, sqlite3_stmt *))
+{
+    sqlite3_stmt *q = NULL;
+    int rc;
+    if (table && !mrd__export_has_table(p->db, table))
+        return 0;
+    if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+        row(p, q);
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE)
+        return -MRD_ERR_SQLITE;
+    return ferror(p->f) ? -EIO : 0;
+}
+
+static void kernel_row(struct pf *p, sqlite3_stmt *q)
+{
+    int rank = sqlite3_column_int(q, 0);
+    if (col64(q, 3) == 0 && col64(q, 4) == 0)
+        return; /* lost by CUPTI's device buffer */
+    slice(p, rank, TR_STREAM, stream_key(q, 1, 2), "kernel", text(q, 6, "kernel"),
+          col64(q, 3), col64(q, 4));
+    fprintf(p->f,
+            ",\"args\":{\"correlation\":%" PRId64 ",\"grid\":\"%d,%d,%d\",\"block\":\"%d,%d,%d\"",
+            col64(q, 5), sqlite3_column_int(q, 7), sqlite3_column_int(q, 8),
+            sqlite3_column_int(q, 9), sqlite3_column_int(q, 10), sqlite3_column_int(q, 11),
+            sqlite3_column_int(q, 12));
+    if (sqlite3_column_type(q, 13) != SQLITE_NULL)
+        fprintf(p->f, ",\"nccl_op\":%" PRId64, col64(q, 13));
+    fputs("}}", p->f);
+}
+
+static void kernel_flow_row(struct pf *p, sqlite3_stmt *q)
+{
+    flow(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 2, 3),
+         col64(q, 4), col64(q, 1), 0);
+}
+
+static void memcpy_row(struct pf *p, sqlite3_stmt *q)
+{
+    slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "memcpy",
+          copy_kind(sqlite3_column_int(q, 6)), col64(q, 3),
+          col64(q, 4));
+    fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 ",\"copy_kind\":%d}}",
+            col64(q, 5), sqlite3_column_int(q, 6));
+}
+
+static void memset_row(struct pf *p, sqlite3_stmt *q)
+{
+    slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "memset", "memset",
+          col64(q, 3), col64(q, 4));
+    fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 "}}", col64(q, 5));
+}
+
+static void graph_row(struct pf *p, sqlite3_stmt *q)
+{
+    slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "graph", "CUDA graph",
+          col64(q, 3), col64(q, 4));
+    fprintf(p->f, ",\"args\":{\"graph_id\":%" PRId64 "}}", col64(q, 5));
+}
+
+static void nccl_row(struct pf *p, sqlite3_stmt *q)
+{
+    int rank = sqlite3_column_int(q, 0);
+    int64_t op = col64(q, 1), start = col64(q, 2);
+    char name[96];
+    int p2p = sqlite3_column_int(q, 13);
+    uint64_t dev = (uint32_t)sqlite3_column_int(q, 14);
+    if (p2p)
+        snprintf(name, sizeof(name), "%s peer %d", text(q, 5, "p2p"), sqlite3_column_int(q, 11));
+    else
+        snprintf(name, sizeof(name), "%s #%" PRId64, text(q, 5, "collective"),
+                 col64(q, 4));
+    slice(p, rank, TR_NCCL, dev, "nccl", name, start, col64(q, 3));
+    fprintf(p->f, ",\"args\":{\"op_id\":%" PRId64 ",\"comm\":\"%016" PRIx64 "\"", op,
+            (uint64_t)col64(q, 15));
+    if (!p2p)
+        fprintf(p->f, ",\"seq\":%" PRId64, col64(q, 4));
+    fprintf(p->f, ",\"count\":%" PRId64 ",\"bytes\":%" PRId64 ",\"datatype\":",
+            col64(q, 6), col64(q, 7));
+    mrd__json_str(p->f, text(q, 8, ""));
+    fputs(",\"algo\":", p->f);
+    mrd__json_str(p->f, text(q, 9, ""));
+    fputs(",\"proto\":", p->f);
+    mrd__json_str(p->f, text(q, 10, ""));
+    fprintf(p->f, ",\"channels\":%d,\"root\":%d", sqlite3_column_int(q, 12),
+            sqlite3_column_int(q, 16));
+    if (sqlite3_column_type(q, 17) != SQLITE_NULL) {
+        int64_t origin;
+        track_tid(p, rank, TR_NCCL, dev, &origin);
+        fputs(",\"kernel_start_us\":", p->f);
+        mrd__json_us(p->f, mrd_timebase_map(p->tb, rank, col64(q, 17)) - origin);
+        fputs(",\"kernel_end_us\":", p->f);
+        mrd__json_us(p->f, mrd_timebase_map(p->tb, rank, col64(q, 18)) - origin);
+    }
+    fputs("}}", p->f);
+    if (sqlite3_column_type(q, 17) != SQLITE_NULL)
+        flow(p, rank, TR_NCCL, dev, start, op, 1);
+}
+
+static void nvtx_row(struct pf *p, sqlite3_stmt *q)
+{
+    int rank = sqlite3_column_int(q, 0), kind = sqlite3_column_int(q, 4);
+    uint64_t thread = (uint64_t)col64(q, 1);
+    const char *name = text(q, 5, "(unnamed)");
+    if (kind == 3) { /* mark: an instant event */
+        int64_t origin;
+        int tid = track_tid(p, rank, TR_NVTX, thread, &origin);
+        begin_event(p);
+        fprintf(p->f, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"cat\":\"nvtx\","
+                      "\"name\":",
+                rank + 1, tid);
+        mrd__json_str(p->f, name);
+        fputs(",\"ts\":", p->f);
+        mrd__json_us(p->f, mrd_timebase_map(p->tb, rank, col64(q, 2)) - origin);
+    } else {
+        slice(p, rank, kind == 2 ? TR_NVTX_SE : TR_NVTX, thread, "nvtx", name,
+              col64(q, 2), col64(q, 3));
+    }
+    fputs(",\"args\":{\"domain\":", p->f);
+    mrd__json_str(p->f, text(q, 6, ""));
+    fputs("}}", p->f);
+}
+
+static void mpi_row(struct pf *p, sqlite3_stmt *q)
+{
+    char name[64];
+    if (sqlite3_column_type(q, 4) == SQLITE_TEXT)
+        snprintf(name, sizeof(name), "%s", text(q, 4, "MPI"));
+    else
+        snprintf(name, sizeof(name), "MPI call %d", sqlite3_column_int(q, 5));
+    slice(p, sqlite3_column_int(q, 0), TR_MPI, (uint64_t)col64(q, 1), "mpi",
+          name, col64(q, 2), col64(q, 3));
+    fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 ",\"peer\":%d,\"tag\":%d}}",
+            col64(q, 6), sqlite3_column_int(q, 7), sqlite3_column_int(q, 8));
+}
+
+static void sync_row(struct pf *p, sqlite3_stmt *q)
+{
+    slice(p, sqlite3_column_int(q, 0), TR_SYNC, 0, "sync", "CUDA synchronize",
+          col64(q, 1), col64(q, 2));
+    fprintf(p->f, ",\"args\":{\"type\":%d,\"stream\":%" PRId64 "}}", sqlite3_column_int(q, 3),
+            col64(q, 4));
+}
+
+static void api_row(struct pf *p, sqlite3_stmt *q)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "%s", text(q, 4, "CUDA API"));
+    slice(p, sqlite3_column_int(q, 0), TR_API, (uint64_t)col64(q, 1), "api",
+          name, col64(q, 2), col64(q, 3));
+    fprintf(p->f, ",\"args\":{\"cbid\":%d,\"correlation\":%" PRId64 "}}",
+            sqlite3_column_int(q, 5), col64(q, 6));
+}
+
+static int64_t local_origin(sqlite3 *db)
+{
+    int64_t o = 0;
+    sqlite3_stmt *st = NULL;
+    if (!mrd__export_has_table(db, "kernels"))
+        return 0;
+    if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0", -1,
+                           &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW)
+            o = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    }
+    return o;
+}
+
+int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *opts,
+                        struct mrd_perfetto_stats *stats)
+{
+    static const struct mrd_perfetto_options defaults;
+    struct pf p;
+    int rc;
+
+    memset(&p, 0, sizeof(p));
+    p.f = f;
+    p.db = db;
+    p.o = opts ? opts : &defaults;
+    p.first = 1;
+    p.nslots = 2 * (size_t)MRD_EXPORT_MAX_TRACKS; /* power of two, load <= 1/2 */
+    p.tracks = calloc(p.nslots, sizeof(*p.tracks));
+    if (!p.tracks) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if ((rc = mrd_timebase_load(db, p.o->ignore_clock_models, &p.tb)) < 0 ||
+        (rc = mrd_analyze_prepare(db)) < 0)
+        goto fail;
+    p.origin = mrd_timebase_is_global(p.tb) ? mrd_timebase_anchor(p.tb) : local_origin(db);
+    fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"meridian export\","
+          "\"timebase\":",
+          f);
+    fprintf(f, "\"%s\",\"origin_ns\":%" PRId64 "},\"traceEvents\":[",
+            mrd_timebase_is_global(p.tb) ? "global" : "local", p.origin);
+    if ((rc = run_query(&p, "kernels",
+                        "SELECT k.rank, k.device, k.stream, k.start_ns, k.end_ns, "
+                        "k.correlation_id, s.value, k.grid_x, k.grid_y, k.grid_z, k.block_x, "
+                        "k.block_y, k.block_z, (SELECT l.op_id FROM temp.mrd_link l WHERE "
+                        "l.rank = k.rank AND l.correlation_id = k.correlation_id LIMIT 1) "
+                        "FROM main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id",
+                        kernel_row)) < 0 ||
+        (rc = run_query(&p, "kernels",
+                        "SELECT l.rank, l.op_id, k.device, k.stream, MIN(k.start_ns) FROM "
+                        "main.kernels k JOIN temp.mrd_link l ON l.rank = k.rank AND "
+                        "l.correlation_id = k.correlation_id WHERE NOT (k.start_ns = 0 AND "
+                        "k.end_ns = 0) GROUP BY l.rank, l.op_id",
+                        kernel_flow_row)) < 0 ||
+        (rc = run_query(&p, "memcpys",
+                        "SELECT rank, device, stream, start_ns, end_ns, bytes, copy_kind "
+                        "FROM main.memcpys WHERE NOT (start_ns = 0 AND end_ns = 0)",
+                        memcpy_row)) < 0 ||
+        (rc = run_query(&p, "memsets",
+                        "SELECT rank, device, stream, start_ns, end_ns, bytes FROM "
+                        "main.memsets WHERE NOT (start_ns = 0 AND end_ns = 0)",
+                        memset_row)) < 0 ||
+        (rc = run_query(&p, "graph_launches",
+                        "SELECT rank, device, stream, start_ns, end_ns, graph_id FROM "
+                        "main.graph_launches",
+                        graph_row)) < 0 ||
+        (rc = run_query(&p, "nccl_ops",
+                        "SELECT n.rank, n.op_id, n.start_ns, n.end_ns, n.seq, f.value, "
+                        "n.count, n.bytes, d.value, a.value, pr.value, n.peer, n.channels, "
+                        "n.is_p2p, n.device, n.comm_hash, n.root, t.start_ns, t.end_ns "
+                        "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
+                        "LEFT JOIN main.strings d ON d.id = n.datatype_id LEFT JOIN "
+                        "main.strings a ON a.id = n.algo_id LEFT JOIN main.strings pr ON "
+                        "pr.id = n.proto_id LEFT JOIN temp.mrd_op_time t ON t.rank = n.rank "
+                        "AND t.op_id = n.op_id AND t.source = 1",
+                        nccl_row)) < 0 ||
+        (rc = run_query(&p, "nvtx",
+                        "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
+                        "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
+                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id",
+                        nvtx_row)) < 0 ||
+        (rc = run_query(&p, "mpi_calls",
+                        "SELECT m.rank, m.thread, m.start_ns, m.end_ns, s.value, m.call_id, "
+                        "m.bytes, m.peer, m.tag FROM main.mpi_calls m LEFT JOIN main.strings "
+                        "s ON s.id = m.call_id",
+                        mpi_row)) < 0 ||
+        (rc = run_query(&p, "syncs",
+                        "SELECT rank, start_ns, end_ns, type, stream FROM main.syncs",
+                        sync_row)) < 0)
+        goto fail;
+    if (p.o->include_api &&
+        (rc = run_query(&p, "api_calls",
+                        "SELECT c.rank, c.thread, c.start_ns, c.end_ns, s.value, c.cbid, "
+                        "c.correlation_id FROM main.api_calls c LEFT JOIN main.strings s ON "
+                        "s.id = c.name_id",
+                        api_row)) < 0)
+        goto fail;
+    fputs("\n]}\n", f);
+    fflush(f);
+    rc = ferror(f) ? -EIO : 0;
+    if (stats)
+        *stats = p.st;
+fail:
+    mrd_timebase_destroy(p.tb);
+    free(p.tracks);
+    return rc;
+}

@@ -1,0 +1,25 @@
+/* Shared-internal helpers of the report renderers (text, HTML, JSON). */
+#ifndef MRD_REPORT_INT_H
+#define MRD_REPORT_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "analyze.h"
+
+/* "YYYY-mm-dd HH:MM:SS UTC" of a CLOCK_REALTIME ns value, "unknown" for <= 0. */
+void mrd__report_time(char *buf, size_t n, int64_t realtime_ns);
+
+/* Upper edge (ns) of the skew-histogram bin that holds quantile q; -1 without data. */
+int64_t mrd__report_quantile(const struct mrd_analysis *a, double q);
+
+/* Ranks in straggler order (wait caused, then last arrivals, then rank): a malloc'd
+ * array of a->nranks pointers into a->ranks (caller frees), NULL on -ENOMEM. */
+const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a);
+
+/* 1 when table `name` exists in db's main schema. */
+int mrd__export_has_table(sqlite3 *db, const char *name);
+
+#endif

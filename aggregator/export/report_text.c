@@ -1,0 +1,351 @@
+/* The text report: what `meridian report DB` and `meridian profile` print.
+ *
+ * Where it sits: export stage; renders a struct mrd_analysis, touching no database.
+ * Sections, always in this order and always present (an empty section says why):
+ * run, ranks, events per kind, dropped events, clock models, collectives, overlap,
+ * stragglers, steps, warnings. Output size is O(ranks + min(steps, 50)).
+ */
+#include "export.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "report_int.h"
+
+#define MAX_STEP_LINES 50
+
+static const char *const kind_short[MRD_AN_NKINDS] = {
+    "kernel", "memcpy", "memset", "sync", "api", "graph", "extcorr",
+    "nvtx", "nccl_op", "nccl_ch", "mpi", "clock", "gpuclk",
+};
+
+const char *mrd_export_fmt_ns(char *buf, size_t n, int64_t ns)
+{
+    double v = (double)ns;
+    double av = v < 0 ? -v : v;
+    if (av < 1e3)
+        snprintf(buf, n, "%" PRId64 " ns", ns);
+    else if (av < 1e6)
+        snprintf(buf, n, "%.1f us", v / 1e3);
+    else if (av < 1e9)
+        snprintf(buf, n, "%.2f ms", v / 1e6);
+    else
+        snprintf(buf, n, "%.3f s", v / 1e9);
+    return buf;
+}
+
+void mrd__report_time(char *buf, size_t n, int64_t realtime_ns)
+{
+    time_t t = (time_t)(realtime_ns / 1000000000);
+    struct tm tm;
+    if (realtime_ns <= 0 || !gmtime_r(&t, &tm)) {
+        snprintf(buf, n, "unknown");
+        return;
+    }
+    strftime(buf, n, "%Y-%m-%d %H:%M:%S UTC", &tm);
+}
+
+/* The upper edge of the histogram bin holding quantile q, in ns (-1: no data). */
+int64_t mrd__report_quantile(const struct mrd_analysis *a, double q)
+{
+    uint64_t total = 0, seen = 0;
+    for (int i = 0; i < MRD_AN_HIST_BINS; i++)
+        total += a->skew_hist[i];
+    if (total == 0)
+        return -1;
+    uint64_t target = (uint64_t)(q * (double)total + 0.5);
+    if (target < 1)
+        target = 1;
+    for (int i = 0; i < MRD_AN_HIST_BINS; i++) {
+        seen += a->skew_hist[i];
+        if (seen >= target)
+            return (int64_t)1000 << i; /* bin i holds [2^(i-1), 2^i) us */
+    }
+    return a->skew_max_ns;
+}
+
+int mrd__export_has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int cmp_straggler(const void *x, const void *y)
+{
+    const struct mrd_an_rank *a = *(const struct mrd_an_rank *const *)x;
+    const struct mrd_an_rank *b = *(const struct mrd_an_rank *const *)y;
+    if (a->wait_caused_ns != b->wait_caused_ns)
+        return a->wait_caused_ns > b->wait_caused_ns ? -1 : 1;
+    if (a->times_last != b->times_last)
+        return a->times_last > b->times_last ? -1 : 1;
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a)
+{
+    const struct mrd_an_rank **v = malloc((size_t)(a->nranks ? a->nranks : 1) * sizeof(*v));
+    if (!v)
+        return NULL;
+    for (int i = 0; i < a->nranks; i++)
+        v[i] = &a->ranks[i];
+    qsort(v, (size_t)a->nranks, sizeof(*v), cmp_straggler);
+    return v;
+}
+
+static void section(FILE *f, const char *title)
+{
+    fprintf(f, "\n== %s\n", title);
+}
+
+static void print_run(FILE *f, const struct mrd_analysis *a)
+{
+    char t[64];
+    int fitted = 0;
+    for (int i = 0; i < a->nranks; i++)
+        fitted += a->ranks[i].clock_fitted;
+    mrd__report_time(t, sizeof(t), a->created_ns);
+    fprintf(f, "meridian report: run %s\n", a->run_id[0] ? a->run_id : "(no runs row)");
+    fprintf(f, "  created %s, world size %" PRId64 ", %d rank(s) in the database\n", t,
+            a->world_size, a->nranks);
+    if (a->command[0])
+        fprintf(f, "  command: %s\n", a->command);
+    fprintf(f, "  timebase: %s (clock models for %d of %d ranks)\n",
+            a->global_timebase ? "global (aggregator clock, aligned per rank)"
+                               : "LOCAL clocks of each rank (not aligned)",
+            fitted, a->nranks);
+}
+
+static void print_ranks(FILE *f, const struct mrd_analysis *a)
+{
+    section(f, "Ranks");
+    if (a->nranks == 0) {
+        fprintf(f, "  no rank has sent anything\n");
+        return;
+    }
+    fprintf(f, "  %-5s %-24s %-8s %-5s %-7s GPUs\n", "rank", "host", "pid", "local", "goodbye");
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_rank *r = &a->ranks[i];
+        fprintf(f, "  %-5d %-24.24s %-8d %-5d %-7s", r->rank, r->host[0] ? r->host : "?",
+                r->pid, r->local_rank, r->goodbye ? "yes" : "NO");
+        if (r->ngpus == 0)
+            fprintf(f, " none reported");
+        for (int g = 0; g < r->ngpus; g++)
+            fprintf(f, "%s%d: %s%s%s", g ? "; " : " ", r->gpus[g].device,
+                    r->gpus[g].name[0] ? r->gpus[g].name : "GPU",
+                    r->gpus[g].pci[0] ? " @" : "", r->gpus[g].pci);
+        if (r->ngpus_total > r->ngpus)
+            fprintf(f, " (+%d more)", r->ngpus_total - r->ngpus);
+        fputc('\n', f);
+    }
+}
+
+static void print_events(FILE *f, const struct mrd_analysis *a)
+{
+    int used[MRD_AN_NKINDS] = {0}, any = 0;
+    section(f, "Events stored per kind");
+    for (int i = 0; i < a->nranks; i++)
+        for (int k = 0; k < MRD_AN_NKINDS; k++)
+            if (a->ranks[i].events[k])
+                used[k] = any = 1;
+    if (!any) {
+        fprintf(f, "  no events stored\n");
+        return;
+    }
+    fprintf(f, "  %-5s", "rank");
+    for (int k = 0; k < MRD_AN_NKINDS; k++)
+        if (used[k])
+            fprintf(f, " %10s", kind_short[k]);
+    fprintf(f, " %12s\n", "agent-count");
+    for (int i = 0; i < a->nranks; i++) {
+        fprintf(f, "  %-5d", a->ranks[i].rank);
+        for (int k = 0; k < MRD_AN_NKINDS; k++)
+            if (used[k])
+                fprintf(f, " %10" PRIu64, a->ranks[i].events[k]);
+        fprintf(f, " %12" PRIu64 "\n", a->ranks[i].captured_total);
+    }
+}
+
+static void print_drops(FILE *f, const struct mrd_analysis *a)
+{
+    uint64_t total = 0;
+    section(f, "Dropped events per rank (as counted by the agents)");
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_rank *r = &a->ranks[i];
+        total += r->dropped_total;
+        fprintf(f, "  rank %-5d ", r->rank);
+        if (r->dropped_total == 0)
+            fprintf(f, "0 dropped");
+        for (int d = 0; d < r->ndrops; d++)
+            fprintf(f, "%s%s %" PRIu64, d ? ", " : "", r->drops[d].reason, r->drops[d].n);
+        if (r->ndrops)
+            fprintf(f, " (total %" PRIu64 ")", r->dropped_total);
+        if (!r->goodbye)
+            fprintf(f, "  [no goodbye: the agent's final counts may be missing]");
+        fputc('\n', f);
+    }
+    fprintf(f, "  all ranks: %" PRIu64 " dropped; aggregator: %" PRIu64
+               " duplicate batches dropped, %" PRIu64 " connections rejected\n",
+            total, a->duplicates, a->rejected);
+}
+
+static void print_clock(FILE *f, const struct mrd_analysis *a)
+{
+    char b1[32], b2[32];
+    section(f, "Clock models (local -> global timebase)");
+    fprintf(f, "  %-5s %-16s %-12s %-12s %-8s %-8s %s\n", "rank", "offset", "drift(ppm)",
+            "error bound", "segments", "samples", "method");
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_rank *r = &a->ranks[i];
+        if (!r->clock_fitted) {
+            fprintf(f, "  %-5d not fitted\n", r->rank);
+            continue;
+        }
+        fprintf(f, "  %-5d %-16s %-+12.3f %-12s %-8d %-8" PRId64 " %s\n", r->rank,
+                mrd_export_fmt_ns(b1, sizeof(b1), r->clock_offset_ns), r->clock_drift_ppm,
+                mrd_export_fmt_ns(b2, sizeof(b2), r->clock_error_bound_ns), r->clock_segments,
+                r->clock_samples, r->clock_method[0] ? r->clock_method : "-");
+    }
+}
+
+static void print_collectives(FILE *f, const struct mrd_analysis *a)
+{
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    uint64_t timed = a->instances - a->untimed;
+    section(f, "Collectives matched across ranks (communicator, sequence number, function)");
+    if (a->instances == 0) {
+        fprintf(f, "  no NCCL collectives with sequence numbers in the database\n");
+        return;
+    }
+    fprintf(f, "  %" PRIu64 " instances: %" PRIu64 " complete, %" PRIu64
+               " missing ranks, %" PRIu64 " untimed\n",
+            a->instances, a->complete, a->partial, a->untimed);
+    fprintf(f, "  causality violations after alignment: %" PRIu64
+               " instance(s) where a rank's kernel ended before another's began\n",
+            a->causality_violations);
+    if (timed == 0)
+        return;
+    fprintf(f, "  arrival skew: mean %s, p50 < %s, p90 < %s, p99 < %s, max %s\n",
+            mrd_export_fmt_ns(b1, sizeof(b1), a->skew_sum_ns / (int64_t)timed),
+            mrd_export_fmt_ns(b2, sizeof(b2), mrd__report_quantile(a, 0.5)),
+            mrd_export_fmt_ns(b3, sizeof(b3), mrd__report_quantile(a, 0.9)),
+            mrd_export_fmt_ns(b4, sizeof(b4), mrd__report_quantile(a, 0.99)),
+            mrd_export_fmt_ns(b5, sizeof(b5), a->skew_max_ns));
+    fprintf(f, "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d\n",
+            a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank);
+    fprintf(f, "  total wait (sum over instances of every rank's wait for the last): %s\n",
+            mrd_export_fmt_ns(b1, sizeof(b1), a->cost_ns));
+    fprintf(f, "  %-16s %-16s %10s %10s %12s %12s %12s\n", "communicator", "function",
+            "instances", "complete", "mean skew", "max skew", "wait cost");
+    for (int i = 0; i < a->ncolls; i++) {
+        const struct mrd_an_coll *c = &a->colls[i];
+        uint64_t ct = c->instances ? c->instances : 1;
+        fprintf(f, "  %016" PRIx64 " %-16.16s %10" PRIu64 " %10" PRIu64 " %12s %12s %12s\n",
+                c->comm_hash, c->func, c->instances, c->complete,
+                mrd_export_fmt_ns(b1, sizeof(b1), c->skew_sum_ns / (int64_t)ct),
+                mrd_export_fmt_ns(b2, sizeof(b2), c->skew_max_ns),
+                mrd_export_fmt_ns(b3, sizeof(b3), c->cost_ns));
+    }
+}
+
+static void print_overlap(FILE *f, const struct mrd_analysis *a)
+{
+    char b1[32], b2[32], b3[32], b4[32];
+    section(f, "Communication / compute overlap per rank (same GPU)");
+    fprintf(f, "  comm = NCCL kernels (method: correlation = linked to NCCL ops, kernel-name "
+               "= \"nccl*\" names); hidden = comm under compute\n");
+    fprintf(f, "  %-5s %-12s %12s %12s %12s %12s %7s %16s\n", "rank", "method", "comm",
+            "hidden", "exposed", "compute", "overlap", "kernels c/comp");
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_overlap *o = &a->ranks[i].ov;
+        char kc[40];
+        snprintf(kc, sizeof(kc), "%" PRIu64 "/%" PRIu64, o->comm_kernels, o->compute_kernels);
+        fprintf(f, "  %-5d %-12s %12s %12s %12s %12s %6.1f%% %16s\n", a->ranks[i].rank,
+                mrd_analyze_method_name(o->method),
+                mrd_export_fmt_ns(b1, sizeof(b1), o->comm_ns),
+                mrd_export_fmt_ns(b2, sizeof(b2), o->hidden_ns),
+                mrd_export_fmt_ns(b3, sizeof(b3), o->exposed_ns),
+                mrd_export_fmt_ns(b4, sizeof(b4), o->compute_ns), 100.0 * o->ratio, kc);
+    }
+}
+
+static void print_stragglers(FILE *f, const struct mrd_analysis *a)
+{
+    char b1[32], b2[32];
+    section(f, "Stragglers (ranked by the wait they caused others)");
+    if (a->instances == a->untimed) {
+        fprintf(f, "  no timed collective instance: nothing to rank\n");
+        return;
+    }
+    const struct mrd_an_rank **v = mrd__report_ranking(a);
+    if (!v)
+        return;
+    fprintf(f, "  %-3s %-5s %14s %8s %14s %14s\n", "#", "rank", "last arrivals", "share",
+            "wait caused", "wait suffered");
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_rank *r = v[i];
+        double share = r->instances ? 100.0 * (double)r->times_last / (double)r->instances : 0;
+        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, r->rank,
+                r->times_last, share, mrd_export_fmt_ns(b1, sizeof(b1), r->wait_caused_ns),
+                mrd_export_fmt_ns(b2, sizeof(b2), r->wait_suffered_ns));
+    }
+    free(v);
+}
+
+static void print_steps(FILE *f, const struct mrd_analysis *a)
+{
+    char b1[32], b2[32], b3[32], b4[32];
+    section(f, "Per step (NVTX \"step\" ranges)");
+    if (a->nsteps == 0) {
+        fprintf(f, "  no NVTX step ranges found\n");
+        return;
+    }
+    fprintf(f, "  %-6s %12s %10s %12s %12s %s\n", "step", "duration", "instances", "max skew",
+            "wait cost", "worst rank (wait caused)");
+    for (int s = 0; s < a->nsteps && s < MAX_STEP_LINES; s++) {
+        const struct mrd_an_step *st = &a->steps[s];
+        fprintf(f, "  %-6" PRId64 " %12s %10" PRIu64 " %12s %12s ", st->index,
+                mrd_export_fmt_ns(b1, sizeof(b1), st->end_ns - st->start_ns), st->instances,
+                mrd_export_fmt_ns(b2, sizeof(b2), st->max_skew_ns),
+                mrd_export_fmt_ns(b3, sizeof(b3), st->cost_ns));
+        if (st->worst_rank >= 0)
+            fprintf(f, "%d (%s)\n", st->worst_rank,
+                    mrd_export_fmt_ns(b4, sizeof(b4), st->worst_caused_ns));
+        else
+            fprintf(f, "-\n");
+    }
+    if (a->nsteps > MAX_STEP_LINES)
+        fprintf(f, "  ... %d more steps (see --json)\n", a->nsteps - MAX_STEP_LINES);
+    if (a->steps_beyond_cap)
+        fprintf(f, "  %" PRIu64 " step ranges beyond %d per rank were not broken down\n",
+                a->steps_beyond_cap, MRD_AN_MAX_STEPS);
+}
+
+int mrd_export_text(FILE *f, const struct mrd_analysis *a)
+{
+    print_run(f, a);
+    print_ranks(f, a);
+    print_events(f, a);
+    print_drops(f, a);
+    print_clock(f, a);
+    print_collectives(f, a);
+    print_overlap(f, a);
+    print_stragglers(f, a);
+    print_steps(f, a);
+    section(f, "Warnings");
+    if (a->nwarnings == 0)
+        fprintf(f, "  none\n");
+    for (int i = 0; i < a->nwarnings; i++)
+        fprintf(f, "  - %s\n", a->warnings[i]);
+    fflush(f);
+    return ferror(f) ? -EIO : 0;
+}
