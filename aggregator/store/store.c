@@ -1,0 +1,599 @@
+/* meridian store: opening the database, the run and its timebase, and the writer thread.
+ *
+ * Data flow: ingest's loop thread submits items (decoded Hello / Batch / Goodbye messages)
+ * to a FIFO; the writer thread takes the whole FIFO at once, writes each item (write.c)
+ * inside one open transaction and commits when the transaction is commit_ms old, holds
+ * commit_rows rows, or a drain/close asks for it. Only after COMMIT returned are the
+ * items moved to the completion list and the loop woken through an eventfd; the loop
+ * then sends the acks. A failed statement or COMMIT rolls the whole transaction back and
+ * completes its items with an error (their connections are closed, agents resend).
+ *
+ * Caps: the FIFO itself never refuses; the submitter bounds it (ingest charges each
+ * item's cost against a global and a per-connection cap and stops reading sockets at the
+ * cap). One transaction holds at most commit_rows rows (+ one batch).
+ *
+ * Threads: see store.h. The writer thread owns the sqlite3 handle from the moment it
+ * starts until close joins it; it runs with all signals blocked.
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "store_internal.h"
+
+extern const char mrd__store_schema_text[]; /* generated from schema.sql at build time */
+
+static const char pragmas[] = "PRAGMA journal_mode=WAL;\n"
+                              "PRAGMA synchronous=NORMAL;\n"
+                              "PRAGMA temp_store=MEMORY;\n"
+                              "PRAGMA cache_size=-65536;\n"
+                              "PRAGMA wal_autocheckpoint=16384;\n"
+                              "PRAGMA busy_timeout=10000;\n";
+
+const char *mrd_store_schema_sql(void)
+{
+    return mrd__store_schema_text;
+}
+
+const char *mrd_store_pragmas(void)
+{
+    return pragmas;
+}
+
+void mrd__store_log(const struct mrd_store *s, int level, const char *fmt, ...)
+{
+    if (level > s->verbose + 1)
+        return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(s->log ? s->log : stderr, "meridiand: %s\n", line);
+}
+
+int mrd__store_sqlite_err(struct mrd_store *s, int rc, const char *what)
+{
+    mrd__store_log(s, 0, "database error (%s): %s (%s)", what, sqlite3_errstr(rc),
+                   s->db ? sqlite3_errmsg(s->db) : "no handle");
+    return -MRD_ERR_SQLITE;
+}
+
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+int64_t mrd_store_global_now(const struct mrd_store *s)
+{
+    return s->anchor_realtime_ns + (clock_ns(CLOCK_MONOTONIC) - s->anchor_monotonic_ns);
+}
+
+const char *mrd_store_run_id(const struct mrd_store *s)
+{
+    return s->run_id;
+}
+
+int mrd_store_notify_fd(const struct mrd_store *s)
+{
+    return s->efd;
+}
+
+static int exec(struct mrd_store *s, const char *sql, const char *what)
+{
+    char *msg = NULL;
+    int rc = sqlite3_exec(s->db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
+        mrd__store_log(s, 0, "database error (%s): %s", what, msg ? msg : sqlite3_errstr(rc));
+        sqlite3_free(msg);
+        return -MRD_ERR_SQLITE;
+    }
+    return 0;
+}
+
+/* First column of the first row of `sql` as text into buf ("" when no row). */
+static int query_text(struct mrd_store *s, const char *sql, char *buf, size_t len)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return mrd__store_sqlite_err(s, rc, sql);
+    buf[0] = 0;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(buf, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return mrd__store_sqlite_err(s, rc, sql);
+    return 0;
+}
+
+static void read_boot_id(char *buf, size_t len)
+{
+    buf[0] = 0;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f)
+        return;
+    if (fgets(buf, (int)len, f))
+        buf[strcspn(buf, "\r\n")] = 0;
+    fclose(f);
+}
+
+static int valid_run_id(const char *r)
+{
+    size_t n = strlen(r);
+    if (n == 0 || n >= 128)
+        return 0;
+    for (; *r; r++)
+        if (*r <= ' ' || *r > '~')
+            return 0;
+    return 1;
+}
+
+/* Schema and version: the whole schema.sql, then the version row (inside one transaction,
+ * so a crash while creating leaves no half database). */
+static int apply_schema(struct mrd_store *s)
+{
+    int rc = exec(s, "BEGIN IMMEDIATE", "begin schema");
+    if (rc < 0)
+        return rc;
+    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0)
+        goto fail;
+    char v[32];
+    if ((rc = query_text(s, "SELECT max(version) FROM schema_version", v, sizeof(v))) < 0)
+        goto fail;
+    if (v[0] == 0) {
+        char sql[96];
+        snprintf(sql, sizeof(sql), "INSERT INTO schema_version(version) VALUES(%d)",
+                 MRD_STORE_SCHEMA_VERSION);
+        if ((rc = exec(s, sql, "schema_version")) < 0)
+            goto fail;
+    } else if (atoi(v) > MRD_STORE_SCHEMA_VERSION) {
+        mrd__store_log(s, 0, "database has schema version %s, newer than this meridiand's %d",
+                       v, MRD_STORE_SCHEMA_VERSION);
+        rc = -MRD_ERR_CONFIG;
+        goto fail;
+    }
+    return exec(s, "COMMIT", "commit schema");
+fail:
+    exec(s, "ROLLBACK", "rollback schema");
+    return rc;
+}
+
+static int insert_run(struct mrd_store *s, uint32_t shard, const char *command, const char *boot)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db,
+                                "INSERT INTO runs(run_id, shard_id, anchor_realtime_ns,"
+                                " anchor_monotonic_ns, boot_id, created_ns, command)"
+                                " VALUES(?1,?2,?3,?4,?5,?3,?6)",
+                                -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return mrd__store_sqlite_err(s, rc, "runs");
+    sqlite3_bind_text(st, 1, s->run_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, shard);
+    sqlite3_bind_int64(st, 3, s->anchor_realtime_ns);
+    sqlite3_bind_int64(st, 4, s->anchor_monotonic_ns);
+    sqlite3_bind_text(st, 5, boot, -1, SQLITE_STATIC);
+    if (command)
+        sqlite3_bind_text(st, 6, command, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : mrd__store_sqlite_err(s, rc, "runs");
+}
+
+/* The run row: reuse the database's run (same run id, continuous timebase: same boot keeps
+ * the anchors, another boot re-anchors on realtime), or create it. */
+static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
+{
+    char boot[64], n[32];
+    read_boot_id(boot, sizeof(boot));
+    int rc = query_text(s, "SELECT count(*) FROM runs", n, sizeof(n));
+    if (rc < 0)
+        return rc;
+    s->anchor_realtime_ns = clock_ns(CLOCK_REALTIME);
+    s->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+    if (atoi(n) == 0) {
+        if (cfg->run_id) {
+            snprintf(s->run_id, sizeof(s->run_id), "%s", cfg->run_id);
+        } else {
+            uint8_t r[16];
+            if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+                return -errno;
+            for (int i = 0; i < 16; i++)
+                snprintf(s->run_id + 2 * i, 3, "%02x", r[i]);
+        }
+        if ((rc = insert_run(s, cfg->shard_id, cfg->command, boot)) < 0)
+            return rc;
+        mrd__store_log(s, 2, "new run %s", s->run_id);
+        return 0;
+    }
+    if (atoi(n) > 1) {
+        mrd__store_log(s, 0, "database holds %s runs; meridiand writes one run per database", n);
+        return -MRD_ERR_CONFIG;
+    }
+    sqlite3_stmt *st = NULL;
+    rc = sqlite3_prepare_v2(s->db,
+                            "SELECT run_id, anchor_realtime_ns, anchor_monotonic_ns,"
+                            " coalesce(boot_id, '') FROM runs",
+                            -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return mrd__store_sqlite_err(s, rc, "runs");
+    rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        return mrd__store_sqlite_err(s, rc, "runs");
+    }
+    snprintf(s->run_id, sizeof(s->run_id), "%s", (const char *)sqlite3_column_text(st, 0));
+    int64_t art = sqlite3_column_int64(st, 1), amono = sqlite3_column_int64(st, 2);
+    int same_boot = boot[0] && strcmp(boot, (const char *)sqlite3_column_text(st, 3)) == 0;
+    sqlite3_finalize(st);
+    if (cfg->run_id && strcmp(cfg->run_id, s->run_id) != 0) {
+        mrd__store_log(s, 0, "database belongs to run %s, not %s", s->run_id, cfg->run_id);
+        return -MRD_ERR_CONFIG;
+    }
+    if (same_boot) {
+        s->anchor_realtime_ns = art;
+        s->anchor_monotonic_ns = amono;
+        mrd__store_log(s, 2, "continuing run %s (same boot: timebase anchors kept)", s->run_id);
+        return 0;
+    }
+    /* Another boot: the old monotonic anchor means nothing now. Re-anchor so that global
+     * time continues from realtime, and record the new anchors. */
+    mrd__store_log(s, 1,
+                   "continuing run %s after a reboot of this host: timebase re-anchored on "
+                   "CLOCK_REALTIME (offset to the previous anchor %lld ns)",
+                   s->run_id,
+                   (long long)(s->anchor_realtime_ns - s->anchor_monotonic_ns - (art - amono)));
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "UPDATE runs SET anchor_realtime_ns = %lld, anchor_monotonic_ns = %lld,"
+             " boot_id = '%s'",
+             (long long)s->anchor_realtime_ns, (long long)s->anchor_monotonic_ns, boot);
+    return exec(s, sql, "re-anchor run");
+}
+
+/* ---- writer thread ---- */
+
+static void complete_txn(struct mrd_store *s, int status)
+{
+    struct mrd_store_item *head = s->txn_head, *tail = s->txn_tail;
+    uint64_t n = 0;
+    for (struct mrd_store_item *it = head; it; it = it->next) {
+        it->status = status;
+        if (it->msg)
+            protobuf_c_message_free_unpacked(it->msg, NULL);
+        it->msg = NULL;
+        n++;
+    }
+    s->txn_head = s->txn_tail = NULL;
+    s->txn_open = 0;
+    s->txn_rows = 0;
+    if (status == 0)
+        s->wstats.transactions++;
+    else
+        s->wstats.failed_transactions++;
+    pthread_mutex_lock(&s->mu);
+    if (head) {
+        if (s->done_tail)
+            s->done_tail->next = head;
+        else
+            s->done_head = head;
+        s->done_tail = tail;
+    }
+    s->completed += n;
+    s->stats = s->wstats;
+    pthread_cond_broadcast(&s->cv_done);
+    pthread_mutex_unlock(&s->mu);
+    if (n) {
+        uint64_t one = 1;
+        ssize_t w = write(s->efd, &one, sizeof(one));
+        (void)w; /* EAGAIN only when the counter is saturated: it is readable anyway */
+    }
+}
+
+static int step_simple(struct mrd_store *s, int idx)
+{
+    sqlite3_stmt *st = s->st[idx];
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : mrd__store_sqlite_err(s, rc, mrd__store_sql[idx]);
+}
+
+/* Ends the open transaction: COMMIT, or ROLLBACK and fail its items. A rollback also
+ * empties the string cache (it may hold ids of rolled-back rows). */
+static void end_txn(struct mrd_store *s, int failed)
+{
+    if (!s->txn_open)
+        return;
+    if (!failed && step_simple(s, MRD__ST_COMMIT) == 0) {
+        complete_txn(s, 0);
+        return;
+    }
+    if (!sqlite3_get_autocommit(s->db))
+        step_simple(s, MRD__ST_ROLLBACK);
+    mrd__store_strmap_clear(&s->strmap);
+    s->undefined_refs = 0;
+    mrd__store_log(s, 0, "transaction rolled back: its batches are not acknowledged");
+    complete_txn(s, -MRD_ERR_SQLITE);
+}
+
+static void write_one(struct mrd_store *s, struct mrd_store_item *it)
+{
+    it->next = NULL;
+    if (!s->txn_open) {
+        if (step_simple(s, MRD__ST_BEGIN) < 0) {
+            /* cannot even begin: fail this item alone */
+            s->txn_head = s->txn_tail = it;
+            s->txn_open = 1;
+            end_txn(s, 1);
+            return;
+        }
+        s->txn_open = 1;
+    }
+    int rc = mrd__store_write_item(s, it);
+    if (s->txn_tail)
+        s->txn_tail->next = it;
+    else
+        s->txn_head = it;
+    s->txn_tail = it;
+    /* the message is not needed once written: free it now, bounding memory by the queue */
+    if (it->msg)
+        protobuf_c_message_free_unpacked(it->msg, NULL);
+    it->msg = NULL;
+    if (rc < 0)
+        end_txn(s, 1);
+    else if (s->txn_rows >= s->commit_rows || it->kind == MRD_STORE_BARRIER)
+        end_txn(s, 0);
+}
+
+static void *writer_main(void *arg)
+{
+    struct mrd_store *s = arg;
+    struct timespec deadline = {0};
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->q_head && !s->stop && !(s->txn_open && s->flush_req)) {
+            if (!s->txn_open) {
+                pthread_cond_wait(&s->cv_work, &s->mu);
+            } else if (pthread_cond_timedwait(&s->cv_work, &s->mu, &deadline) != 0) {
+                break; /* commit_ms passed */
+            }
+        }
+        struct mrd_store_item *list = s->q_head;
+        s->q_head = s->q_tail = NULL;
+        int stop = s->stop;
+        pthread_mutex_unlock(&s->mu);
+
+        if (!list && s->txn_open) {
+            end_txn(s, 0); /* deadline, flush or stop with nothing new */
+        }
+        while (list) {
+            struct mrd_store_item *next = list->next;
+            int was_open = s->txn_open;
+            write_one(s, list);
+            if (!was_open && s->txn_open) {
+                clock_gettime(CLOCK_MONOTONIC, &deadline);
+                deadline.tv_nsec += (long)(s->commit_ms % 1000) * 1000000L;
+                deadline.tv_sec += s->commit_ms / 1000 + deadline.tv_nsec / 1000000000L;
+                deadline.tv_nsec %= 1000000000L;
+            }
+            list = next;
+        }
+        pthread_mutex_lock(&s->mu);
+        if (s->txn_open && !s->q_head) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            int due = now.tv_sec > deadline.tv_sec ||
+                      (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+            if (due || s->flush_req || s->stop) {
+                pthread_mutex_unlock(&s->mu);
+                end_txn(s, 0);
+                pthread_mutex_lock(&s->mu);
+            }
+        }
+        if (stop && !s->q_head && !s->txn_open)
+            break;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- API ---- */
+
+struct mrd_store_item *mrd_store_item_new(enum mrd_store_item_kind kind)
+{
+    struct mrd_store_item *it = calloc(1, sizeof(*it));
+    if (it)
+        it->kind = kind;
+    return it;
+}
+
+void mrd_store_item_free(struct mrd_store_item *it)
+{
+    if (!it)
+        return;
+    if (it->msg)
+        protobuf_c_message_free_unpacked(it->msg, NULL);
+    free(it);
+}
+
+void mrd_store_submit(struct mrd_store *s, struct mrd_store_item *it)
+{
+    it->next = NULL;
+    it->status = 0;
+    it->duplicate = 0;
+    pthread_mutex_lock(&s->mu);
+    if (s->q_tail)
+        s->q_tail->next = it;
+    else
+        s->q_head = it;
+    s->q_tail = it;
+    s->submitted++;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+struct mrd_store_item *mrd_store_take_completions(struct mrd_store *s)
+{
+    uint64_t v;
+    ssize_t r = read(s->efd, &v, sizeof(v)); /* non-blocking: resets the counter */
+    (void)r;
+    pthread_mutex_lock(&s->mu);
+    struct mrd_store_item *head = s->done_head;
+    s->done_head = s->done_tail = NULL;
+    pthread_mutex_unlock(&s->mu);
+    return head;
+}
+
+int mrd_store_drain(struct mrd_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t target = s->submitted, failed_before = s->stats.failed_transactions;
+    s->flush_req++;
+    pthread_cond_signal(&s->cv_work);
+    while (s->completed < target && s->writer_started)
+        pthread_cond_wait(&s->cv_done, &s->mu);
+    s->flush_req--;
+    int failed = s->stats.failed_transactions != failed_before;
+    pthread_mutex_unlock(&s->mu);
+    return failed ? -MRD_ERR_SQLITE : 0;
+}
+
+void mrd_store_get_stats(struct mrd_store *s, struct mrd_store_stats *st)
+{
+    pthread_mutex_lock(&s->mu);
+    *st = s->stats;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int start_writer(struct mrd_store *s)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&s->writer, NULL, writer_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        return -rc;
+    pthread_setname_np(s->writer, "mrd-writer");
+    s->writer_started = 1;
+    return 0;
+}
+
+int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
+{
+    int rc;
+    *out = NULL;
+    if (!cfg || !cfg->db_path || (cfg->run_id && !valid_run_id(cfg->run_id)))
+        return -EINVAL;
+    struct mrd_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return -ENOMEM;
+    s->efd = -1;
+    s->verbose = cfg->verbose;
+    s->log = cfg->log;
+    s->commit_ms = cfg->commit_ms ? cfg->commit_ms : 50;
+    s->commit_rows = cfg->commit_rows ? cfg->commit_rows : 200000;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* commit deadlines ignore clock steps */
+    pthread_cond_init(&s->cv_work, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&s->cv_done, NULL);
+    if ((rc = mrd__store_strmap_init(&s->strmap,
+                                     cfg->string_cache_max ? cfg->string_cache_max : 1u << 21)) < 0)
+        goto fail;
+    rc = sqlite3_open_v2(cfg->db_path, &s->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        mrd__store_log(s, 0, "cannot open database %s: %s", cfg->db_path,
+                       s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+        rc = -MRD_ERR_SQLITE;
+        goto fail;
+    }
+    sqlite3_extended_result_codes(s->db, 1);
+    if ((rc = exec(s, pragmas, "pragmas")) < 0)
+        goto fail;
+    if (cfg->sync_full && (rc = exec(s, "PRAGMA synchronous=FULL", "pragmas")) < 0)
+        goto fail;
+    char mode[16];
+    if ((rc = query_text(s, "PRAGMA journal_mode", mode, sizeof(mode))) < 0)
+        goto fail;
+    if (strcmp(mode, "wal") != 0) {
+        mrd__store_log(s, 0, "database %s: cannot use WAL mode (journal_mode=%s)",
+                       cfg->db_path, mode);
+        rc = -MRD_ERR_SQLITE;
+        goto fail;
+    }
+    if ((rc = apply_schema(s)) < 0 || (rc = setup_run(s, cfg)) < 0)
+        goto fail;
+    for (int i = 0; i < MRD__ST__COUNT; i++) {
+        int r = sqlite3_prepare_v3(s->db, mrd__store_sql[i], -1, SQLITE_PREPARE_PERSISTENT,
+                                   &s->st[i], NULL);
+        if (r != SQLITE_OK) {
+            rc = mrd__store_sqlite_err(s, r, mrd__store_sql[i]);
+            goto fail;
+        }
+    }
+    if ((rc = mrd__store_strmap_load(s)) < 0)
+        goto fail;
+    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->efd < 0) {
+        rc = -errno;
+        goto fail;
+    }
+    if ((rc = start_writer(s)) < 0)
+        goto fail;
+    *out = s;
+    return 0;
+fail:
+    mrd_store_close(s);
+    return rc;
+}
+
+void mrd_store_close(struct mrd_store *s)
+{
+    if (!s)
+        return;
+    if (s->writer_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_cond_signal(&s->cv_work);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->writer, NULL);
+        s->writer_started = 0;
+    }
+    struct mrd_store_item *it = s->done_head;
+    while (it) {
+        struct mrd_store_item *next = it->next;
+        mrd_store_item_free(it);
+        it = next;
+    }
+    for (int i = 0; i < MRD__ST__COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    if (s->db) {
+        /* move the WAL into the main file so the database is one file at rest */
+        sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_close(s->db);
+    }
+    mrd__store_strmap_free(&s->strmap);
+    if (s->efd >= 0)
+        close(s->efd);
+    pthread_cond_destroy(&s->cv_work);
+    pthread_cond_destroy(&s->cv_done);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

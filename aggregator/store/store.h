@@ -1,0 +1,135 @@
+/* meridian store: the aggregator's SQLite database and the writer thread that owns it.
+ *
+ * Where it sits: ingest (event loop thread) decodes frames and submits items here; the
+ * writer thread binds and steps prepared statements inside big transactions, commits, and
+ * hands completions back to the loop (notify fd), which then sends the acks. A batch is
+ * acknowledged only after the COMMIT that stored it returned.
+ *
+ * Workload: up to 512 ranks x 50,000 events/s (bursts 200,000) into one database on one
+ * writer thread: the hot path is bind+step of integer columns, with no allocation per row.
+ *
+ * Threads: mrd_store_open/close on the owning thread; mrd_store_submit,
+ * mrd_store_take_completions and mrd_store_release on ONE thread (the loop); the writer
+ * thread is internal; mrd_store_global_now and the accessors from any thread.
+ * Handoff: one mutex + condition variable for the submit queue, the same mutex for the
+ * completion list, and an eventfd that becomes readable when completions are pending.
+ *
+ * Durability: journal_mode=WAL with synchronous=NORMAL. A committed transaction is in
+ * the WAL file (written with write(2)) before COMMIT returns, so it survives the daemon
+ * being killed (SIGKILL) at any moment; it may be lost on power loss or a kernel crash
+ * (the WAL is fsynced only at checkpoints). Pass sync_full for power-loss durability.
+ */
+#ifndef MRD_STORE_H
+#define MRD_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "meridian.pb-c.h"
+
+#define MRD_STORE_SCHEMA_VERSION 1
+
+struct mrd_store;
+
+struct mrd_store_config {
+    const char *db_path;       /* required; created if absent */
+    const char *run_id;        /* NULL: reuse the database's run, or generate one */
+    uint32_t shard_id;
+    const char *command;       /* stored in runs.command for a new run; may be NULL */
+    uint32_t commit_ms;        /* commit a transaction at most this long after its first
+                                  item (default 50) */
+    uint32_t commit_rows;      /* ... or once it holds this many rows (default 200000) */
+    size_t string_cache_max;   /* (rank, local id) entries cached (default 1<<21); at the
+                                  cap the cache is cleared and refilled from rank_strings */
+    int sync_full;             /* 1: synchronous=FULL (power-loss durable, slower) */
+    int verbose;               /* 0 errors and notices, 1 more, -1 errors only */
+    FILE *log;                 /* NULL: stderr; lines start with "meridiand: " */
+};
+
+/* What an item asks the writer to do. The writer owns the message after submit and
+ * frees it with protobuf_c_message_free_unpacked. */
+enum mrd_store_item_kind {
+    MRD_STORE_HELLO = 1,   /* ranks + gpus rows; completion carries committed_seq */
+    MRD_STORE_BATCH,       /* events, strings, counters; de-duplicated by (rank, seq) */
+    MRD_STORE_GOODBYE,     /* agent_counters (max) and ranks.goodbye = 1 */
+    MRD_STORE_COUNTER,     /* aggregator_counters[name] += delta (no message) */
+    MRD_STORE_BARRIER,     /* nothing: completes once everything before it committed */
+};
+
+/* One unit of work, allocated by the submitter (mrd_store_item_new) and returned in the
+ * completion list after its transaction committed (or failed). */
+struct mrd_store_item {
+    struct mrd_store_item *next;     /* queue link: owned by the store while submitted */
+    enum mrd_store_item_kind kind;
+    uint64_t token;                  /* submitter's tag (the connection), returned as is */
+    uint32_t rank;
+    uint32_t wire_bytes;             /* frame bytes, stored in batches.wire_bytes */
+    size_t cost;                     /* bytes charged against the caller's caps */
+    int64_t received_ns;             /* global time the frame was read */
+    ProtobufCMessage *msg;           /* Hello, Batch or Goodbye; freed by the writer */
+    const char *counter_name;        /* MRD_STORE_COUNTER: static string */
+    int64_t counter_delta;
+    /* results, valid in a completion */
+    int status;                      /* 0 committed; negative error (not stored) */
+    int duplicate;                   /* BATCH: (rank, seq) had been stored before */
+    uint64_t seq;                    /* BATCH: its seq */
+    uint64_t committed_seq;          /* HELLO: max committed seq of the rank (0 = none) */
+};
+
+/* Opens or creates the database at cfg->db_path: pragmas, schema (embedded schema.sql),
+ * schema version check, the run row and its timebase anchor, the string cache; then
+ * starts the writer thread. A database of another run (cfg->run_id set and different)
+ * or of a newer schema version is refused with -MRD_ERR_CONFIG. Returns 0 and *out;
+ * -ENOMEM, -MRD_ERR_SQLITE, -MRD_ERR_CONFIG, or a negative errno. Errors are logged. */
+int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out);
+
+/* Drains everything submitted, commits, stops the writer, checkpoints and closes the
+ * database. Completions still pending are freed (callers wanting them call
+ * mrd_store_drain first). Accepts NULL. Owning thread only. */
+void mrd_store_close(struct mrd_store *s);
+
+/* The run this database holds (valid until close). */
+const char *mrd_store_run_id(const struct mrd_store *s);
+
+/* The global timebase now: anchor_realtime_ns + (CLOCK_MONOTONIC now - anchor_monotonic_ns).
+ * Lock-free; any thread. */
+int64_t mrd_store_global_now(const struct mrd_store *s);
+
+/* Allocates a zeroed item of `kind` (one malloc). Returns NULL on allocation failure. */
+struct mrd_store_item *mrd_store_item_new(enum mrd_store_item_kind kind);
+
+/* Frees a completed item and its message, if any. Accepts NULL. */
+void mrd_store_item_free(struct mrd_store_item *it);
+
+/* Queues it for the writer; the store owns it until it comes back as a completion.
+ * Never blocks and never refuses: the caller bounds what it submits (item->cost against
+ * its own caps, see ingest). Loop thread. */
+void mrd_store_submit(struct mrd_store *s, struct mrd_store_item *it);
+
+/* A file descriptor (eventfd) that is readable while completions are pending. */
+int mrd_store_notify_fd(const struct mrd_store *s);
+
+/* Takes every pending completion, in submission order, as a list linked by ->next
+ * (NULL when none), and resets the notify fd. The caller frees each item with
+ * mrd_store_item_free. Loop thread. */
+struct mrd_store_item *mrd_store_take_completions(struct mrd_store *s);
+
+/* Blocks until every item submitted so far has completed (committed or failed); the
+ * completions stay pending for mrd_store_take_completions. Returns 0 or -MRD_ERR_SQLITE
+ * when the writer stopped on an error. Loop thread (used at shutdown and in tests). */
+int mrd_store_drain(struct mrd_store *s);
+
+/* Statistics (any thread, approximate while the writer runs). */
+struct mrd_store_stats {
+    uint64_t batches, duplicates, rows, transactions, failed_transactions;
+};
+void mrd_store_get_stats(struct mrd_store *s, struct mrd_store_stats *st);
+
+/* The schema text (schema.sql, embedded at build time) and the pragma statements the
+ * store executes on every connection, so other programs (the ingest benchmark's ceiling)
+ * create exactly the same database. Static strings. */
+const char *mrd_store_schema_sql(void);
+const char *mrd_store_pragmas(void);
+
+#endif

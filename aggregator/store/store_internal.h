@@ -1,0 +1,77 @@
+/* meridian store internals shared by store.c (open, queue, writer thread) and write.c
+ * (what each item writes). Not for other modules: see store.h. */
+#ifndef MRD_STORE_INTERNAL_H
+#define MRD_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "store.h"
+
+/* Prepared statements, one per SQL text in write.c's table (same order). */
+enum {
+    MRD__ST_BEGIN, MRD__ST_COMMIT, MRD__ST_ROLLBACK,
+    MRD__ST_BATCH, MRD__ST_KERNEL, MRD__ST_MEMCPY, MRD__ST_MEMSET, MRD__ST_SYNC,
+    MRD__ST_API, MRD__ST_GRAPH, MRD__ST_EXTCORR, MRD__ST_NVTX, MRD__ST_NCCL_OP,
+    MRD__ST_NCCL_CH, MRD__ST_MPI, MRD__ST_CLOCK, MRD__ST_GPU_CLOCK,
+    MRD__ST_STR_FIND, MRD__ST_STR_INS, MRD__ST_RSTR_PUT, MRD__ST_RSTR_GET,
+    MRD__ST_AGENT_COUNTER, MRD__ST_AGG_COUNTER, MRD__ST_RANK_HELLO, MRD__ST_GPU_PUT,
+    MRD__ST_RUN_WORLD, MRD__ST_RANK_SEEN, MRD__ST_RANK_GOODBYE, MRD__ST_MAX_SEQ,
+    MRD__ST__COUNT
+};
+
+/* (rank, local string id) -> strings.id, open addressing, linear probing. Value -1 caches
+ * "not defined" (a reference to an id no batch defined). Cap: max entries; at the cap
+ * the map is emptied (a cache: misses fall back to rank_strings). */
+struct mrd__strmap {
+    uint64_t *keys; /* 0 = empty slot; key = (rank << 32 | local_id) + 1 is never 0 */
+    int64_t *vals;
+    size_t slots, n, max;
+};
+
+struct mrd_store {
+    sqlite3 *db;
+    sqlite3_stmt *st[MRD__ST__COUNT];
+    char run_id[128];
+    int64_t anchor_realtime_ns, anchor_monotonic_ns;
+    uint32_t commit_ms, commit_rows;
+    int verbose;
+    FILE *log;
+
+    /* writer thread private */
+    struct mrd__strmap strmap;
+    int txn_open;
+    uint64_t txn_rows;
+    struct mrd_store_item *txn_head, *txn_tail;
+    uint64_t undefined_refs; /* string ids referenced but never defined (this txn) */
+    struct mrd_store_stats wstats;
+
+    /* shared, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    struct mrd_store_item *q_head, *q_tail;
+    struct mrd_store_item *done_head, *done_tail;
+    uint64_t submitted, completed;
+    int flush_req, stop;
+    struct mrd_store_stats stats; /* copied from wstats at each commit */
+
+    pthread_t writer;
+    int writer_started;
+    int efd;
+};
+
+/* write.c */
+extern const char *const mrd__store_sql[MRD__ST__COUNT];
+int mrd__store_write_item(struct mrd_store *s, struct mrd_store_item *it);
+int mrd__store_strmap_init(struct mrd__strmap *m, size_t max);
+void mrd__store_strmap_clear(struct mrd__strmap *m);
+void mrd__store_strmap_free(struct mrd__strmap *m);
+int mrd__store_strmap_load(struct mrd_store *s);
+
+/* store.c */
+void mrd__store_log(const struct mrd_store *s, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int mrd__store_sqlite_err(struct mrd_store *s, int rc, const char *what);
+
+#endif

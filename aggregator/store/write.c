@@ -1,0 +1,578 @@
+/* meridian store, the rows: what each submitted item writes into the database.
+ *
+ * Runs only on the writer thread (store.c), inside the transaction the writer opened.
+ * The hot path is mrd__store_write_item for a BATCH: one INSERT OR IGNORE into `batches`
+ * (the de-duplication key), the string definitions, then for every event one bind+step of
+ * a prepared statement; string ids are mapped (rank, local id) -> strings.id through an
+ * in-memory hash map. No allocation per row. All SQL text of the store lives in this
+ * file (plus schema.sql).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "error.h"
+#include "events.h"
+#include "store_internal.h"
+
+const char *const mrd__store_sql[MRD__ST__COUNT] = {
+    [MRD__ST_BEGIN] = "BEGIN",
+    [MRD__ST_COMMIT] = "COMMIT",
+    [MRD__ST_ROLLBACK] = "ROLLBACK",
+    [MRD__ST_BATCH] = "INSERT OR IGNORE INTO batches(rank, seq, events, wire_bytes, received_ns)"
+                      " VALUES(?1, ?2, ?3, ?4, ?5)",
+    [MRD__ST_KERNEL] = "INSERT INTO kernels(rank, device, stream, context, start_ns, end_ns,"
+                       " correlation_id, name_id, grid_x, grid_y, grid_z, block_x, block_y,"
+                       " block_z, shared_bytes, registers, graph_id)"
+                       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
+    [MRD__ST_MEMCPY] = "INSERT INTO memcpys(rank, device, stream, start_ns, end_ns,"
+                       " correlation_id, bytes, copy_kind, src_kind, dst_kind, peer_device)"
+                       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+    [MRD__ST_MEMSET] = "INSERT INTO memsets(rank, device, stream, start_ns, end_ns,"
+                       " correlation_id, bytes, value, memory_kind)"
+                       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    [MRD__ST_SYNC] = "INSERT INTO syncs(rank, context, stream, start_ns, end_ns, correlation_id,"
+                     " type) VALUES(?1,?2,?3,?4,?5,?6,?7)",
+    [MRD__ST_API] = "INSERT INTO api_calls(rank, thread, start_ns, end_ns, correlation_id,"
+                    " domain, cbid, name_id) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
+    [MRD__ST_GRAPH] = "INSERT INTO graph_launches(rank, device, stream, start_ns, end_ns,"
+                      " correlation_id, graph_id) VALUES(?1,?2,?3,?4,?5,?6,?7)",
+    [MRD__ST_EXTCORR] = "INSERT INTO external_correlations(rank, correlation_id, external_id,"
+                        " kind) VALUES(?1,?2,?3,?4)",
+    [MRD__ST_NVTX] = "INSERT INTO nvtx(rank, thread, start_ns, end_ns, kind, domain_id, name_id,"
+                     " depth, color) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    [MRD__ST_NCCL_OP] = "INSERT INTO nccl_ops(rank, op_id, start_ns, end_ns, comm_hash,"
+                        " comm_rank, comm_nranks, seq, func_id, count, datatype_id, bytes, root,"
+                        " peer, algo_id, proto_id, channels, warps, launch_id, is_p2p, device)"
+                        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
+                        "?18,?19,?20,?21)",
+    [MRD__ST_NCCL_CH] = "INSERT INTO nccl_channels(rank, op_id, channel, gpu_start, gpu_end,"
+                        " host_start_ns) VALUES(?1,?2,?3,?4,?5,?6)",
+    [MRD__ST_MPI] = "INSERT INTO mpi_calls(rank, thread, start_ns, end_ns, call_id, bytes, peer,"
+                    " tag, comm_size) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    [MRD__ST_CLOCK] = "INSERT INTO clock_samples(rank, t0, t1, t2, t3) VALUES(?1,?2,?3,?4,?5)",
+    [MRD__ST_GPU_CLOCK] = "INSERT INTO gpu_clock_samples(rank, device, host_ns, gpu_ns,"
+                          " uncertainty_ns) VALUES(?1,?2,?3,?4,?5)",
+    [MRD__ST_STR_FIND] = "SELECT id FROM strings WHERE value = ?1",
+    [MRD__ST_STR_INS] = "INSERT INTO strings(value) VALUES(?1)",
+    [MRD__ST_RSTR_PUT] = "INSERT OR REPLACE INTO rank_strings(rank, local_id, string_id)"
+                         " VALUES(?1,?2,?3)",
+    [MRD__ST_RSTR_GET] = "SELECT string_id FROM rank_strings WHERE rank = ?1 AND local_id = ?2",
+    [MRD__ST_AGENT_COUNTER] = "INSERT INTO agent_counters(rank, category, name, value)"
+                              " VALUES(?1,?2,?3,?4) ON CONFLICT(rank, category, name)"
+                              " DO UPDATE SET value = max(value, excluded.value)",
+    [MRD__ST_AGG_COUNTER] = "INSERT INTO aggregator_counters(name, value) VALUES(?1,?2)"
+                            " ON CONFLICT(name) DO UPDATE SET value = value + excluded.value",
+    [MRD__ST_RANK_HELLO] =
+        "INSERT INTO ranks(rank, local_rank, world_size, host, pid, agent_version,"
+        " agent_instance, first_seen_ns, last_seen_ns, goodbye)"
+        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?8,0) ON CONFLICT(rank) DO UPDATE SET"
+        " local_rank = excluded.local_rank, world_size = excluded.world_size,"
+        " host = excluded.host, pid = excluded.pid, agent_version = excluded.agent_version,"
+        " agent_instance = excluded.agent_instance, last_seen_ns = excluded.last_seen_ns,"
+        " goodbye = 0",
+    [MRD__ST_GPU_PUT] = "INSERT OR REPLACE INTO gpus(rank, device, uuid, pci_bus_id, name)"
+                        " VALUES(?1,?2,?3,?4,?5)",
+    [MRD__ST_RUN_WORLD] = "UPDATE runs SET world_size = max(coalesce(world_size, 0), ?1)",
+    [MRD__ST_RANK_SEEN] = "UPDATE ranks SET last_seen_ns = max(coalesce(last_seen_ns, 0), ?2)"
+                          " WHERE rank = ?1",
+    [MRD__ST_RANK_GOODBYE] = "UPDATE ranks SET goodbye = 1, last_seen_ns = ?2 WHERE rank = ?1",
+    [MRD__ST_MAX_SEQ] = "SELECT coalesce(max(seq), 0) FROM batches WHERE rank = ?1",
+};
+
+/* ---- string map ---- */
+
+static uint64_t strmap_hash(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return k;
+}
+
+int mrd__store_strmap_init(struct mrd__strmap *m, size_t max)
+{
+    memset(m, 0, sizeof(*m));
+    m->max = max ? max : 1;
+    m->slots = 1024;
+    m->keys = calloc(m->slots, sizeof(*m->keys));
+    m->vals = calloc(m->slots, sizeof(*m->vals));
+    if (!m->keys || !m->vals) {
+        mrd__store_strmap_free(m);
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+void mrd__store_strmap_free(struct mrd__strmap *m)
+{
+    if (!m)
+        return;
+    free(m->keys);
+    free(m->vals);
+    m->keys = NULL;
+    m->vals = NULL;
+    m->slots = m->n = 0;
+}
+
+void mrd__store_strmap_clear(struct mrd__strmap *m)
+{
+    if (m->keys)
+        memset(m->keys, 0, m->slots * sizeof(*m->keys));
+    m->n = 0;
+}
+
+static int64_t *strmap_find(const struct mrd__strmap *m, uint64_t key)
+{
+    size_t mask = m->slots - 1;
+    for (size_t i = strmap_hash(key) & mask;; i = (i + 1) & mask) {
+        if (m->keys[i] == key)
+            return &m->vals[i];
+        if (m->keys[i] == 0)
+            return NULL;
+    }
+}
+
+static int strmap_grow(struct mrd__strmap *m)
+{
+    size_t nslots = m->slots * 2;
+    uint64_t *nk = calloc(nslots, sizeof(*nk));
+    int64_t *nv = calloc(nslots, sizeof(*nv));
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return -ENOMEM;
+    }
+    for (size_t j = 0; j < m->slots; j++) {
+        if (!m->keys[j])
+            continue;
+        size_t i = strmap_hash(m->keys[j]) & (nslots - 1);
+        while (nk[i])
+            i = (i + 1) & (nslots - 1);
+        nk[i] = m->keys[j];
+        nv[i] = m->vals[j];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = nk;
+    m->vals = nv;
+    m->slots = nslots;
+    return 0;
+}
+
+/* Inserts or updates; at the entry cap (or when growing fails) the map is emptied first:
+ * it is a cache and rank_strings stays the truth. */
+static void strmap_put(struct mrd__strmap *m, uint64_t key, int64_t val)
+{
+    int64_t *v = strmap_find(m, key);
+    if (v) {
+        *v = val;
+        return;
+    }
+    if (m->n + 1 > m->max)
+        mrd__store_strmap_clear(m);
+    if ((m->n + 1) * 2 > m->slots && strmap_grow(m) < 0) {
+        mrd__store_strmap_clear(m);
+        if (m->slots < 2)
+            return;
+    }
+    size_t i = strmap_hash(key) & (m->slots - 1);
+    while (m->keys[i])
+        i = (i + 1) & (m->slots - 1);
+    m->keys[i] = key;
+    m->vals[i] = val;
+    m->n++;
+}
+
+static uint64_t strkey(uint32_t rank, uint32_t local)
+{
+    return (((uint64_t)rank << 32) | local) + 1;
+}
+
+int mrd__store_strmap_load(struct mrd_store *s)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(s->db, "SELECT rank, local_id, string_id FROM rank_strings", -1,
+                                &st, NULL);
+    if (rc != SQLITE_OK)
+        return mrd__store_sqlite_err(s, rc, "loading rank_strings");
+    size_t n = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < s->strmap.max) {
+        strmap_put(&s->strmap, strkey((uint32_t)sqlite3_column_int64(st, 0),
+                                      (uint32_t)sqlite3_column_int64(st, 1)),
+                   sqlite3_column_int64(st, 2));
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return mrd__store_sqlite_err(s, rc, "loading rank_strings");
+    return 0;
+}
+
+/* strings.id for (rank, local id), or 0 (stored as NULL) for id 0 or an undefined id. */
+static int64_t string_id(struct mrd_store *s, uint32_t rank, uint32_t local)
+{
+    if (local == 0)
+        return 0;
+    uint64_t key = strkey(rank, local);
+    int64_t *v = strmap_find(&s->strmap, key);
+    if (v)
+        return *v > 0 ? *v : 0;
+    sqlite3_stmt *st = s->st[MRD__ST_RSTR_GET];
+    sqlite3_bind_int64(st, 1, rank);
+    sqlite3_bind_int64(st, 2, local);
+    int64_t id = -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        id = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    strmap_put(&s->strmap, key, id);
+    if (id <= 0) {
+        s->undefined_refs++;
+        return 0;
+    }
+    return id;
+}
+
+/* ---- helpers ---- */
+
+#define BIND(st, i, v) sqlite3_bind_int64((st), (i), (int64_t)(v))
+
+static void bind_str_id(sqlite3_stmt *st, int i, int64_t id)
+{
+    if (id > 0)
+        sqlite3_bind_int64(st, i, id);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *v)
+{
+    if (v)
+        sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(st, i);
+}
+
+/* Steps a bound statement to completion and resets it. Returns 0 or -MRD_ERR_SQLITE. */
+static int run(struct mrd_store *s, sqlite3_stmt *st, const char *what)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        return mrd__store_sqlite_err(s, rc, what);
+    return 0;
+}
+
+static int agg_counter(struct mrd_store *s, const char *name, int64_t delta)
+{
+    sqlite3_stmt *st = s->st[MRD__ST_AGG_COUNTER];
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    BIND(st, 2, delta);
+    return run(s, st, "aggregator_counters");
+}
+
+static int agent_counter(struct mrd_store *s, uint32_t rank, const char *category,
+                         const char *name, uint64_t value)
+{
+    sqlite3_stmt *st = s->st[MRD__ST_AGENT_COUNTER];
+    BIND(st, 1, rank);
+    sqlite3_bind_text(st, 2, category, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
+    BIND(st, 4, value > INT64_MAX ? INT64_MAX : value);
+    return run(s, st, "agent_counters");
+}
+
+/* Counter lists keyed by EventKind or DropReason; unknown keys keep their number. */
+static int counter_list(struct mrd_store *s, uint32_t rank, const char *category,
+                        Meridian__V1__Counter **c, size_t n, int by_kind)
+{
+    for (size_t i = 0; i < n; i++) {
+        char buf[32];
+        const char *name = by_kind ? mrd_event_kind_name((int)c[i]->key)
+                                   : mrd_drop_reason_name((int)c[i]->key);
+        if (!name || strcmp(name, "unknown") == 0) {
+            snprintf(buf, sizeof(buf), "unknown_%u", c[i]->key);
+            name = buf;
+        }
+        int rc = agent_counter(s, rank, category, name, c[i]->value);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- items ---- */
+
+static int write_hello(struct mrd_store *s, struct mrd_store_item *it)
+{
+    const Meridian__V1__Hello *h = (const Meridian__V1__Hello *)it->msg;
+    sqlite3_stmt *st = s->st[MRD__ST_RANK_HELLO];
+    BIND(st, 1, h->rank);
+    BIND(st, 2, h->local_rank);
+    BIND(st, 3, h->world_size);
+    bind_text(st, 4, h->host);
+    BIND(st, 5, h->pid);
+    bind_text(st, 6, h->agent_version);
+    BIND(st, 7, h->agent_instance);
+    BIND(st, 8, it->received_ns);
+    int rc = run(s, st, "ranks");
+    for (size_t i = 0; rc == 0 && i < h->n_gpus; i++) {
+        st = s->st[MRD__ST_GPU_PUT];
+        BIND(st, 1, h->rank);
+        BIND(st, 2, h->gpus[i]->device);
+        bind_text(st, 3, h->gpus[i]->uuid);
+        bind_text(st, 4, h->gpus[i]->pci_bus_id);
+        bind_text(st, 5, h->gpus[i]->name);
+        rc = run(s, st, "gpus");
+    }
+    if (rc == 0) {
+        st = s->st[MRD__ST_RUN_WORLD];
+        BIND(st, 1, h->world_size);
+        rc = run(s, st, "runs.world_size");
+    }
+    if (rc == 0) {
+        st = s->st[MRD__ST_MAX_SEQ];
+        BIND(st, 1, h->rank);
+        int r = sqlite3_step(st);
+        if (r == SQLITE_ROW)
+            it->committed_seq = (uint64_t)sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        if (r != SQLITE_ROW)
+            rc = mrd__store_sqlite_err(s, r, "max(seq)");
+    }
+    return rc;
+}
+
+static int write_goodbye(struct mrd_store *s, struct mrd_store_item *it)
+{
+    const Meridian__V1__Goodbye *g = (const Meridian__V1__Goodbye *)it->msg;
+    int rc = counter_list(s, it->rank, "captured", g->captured, g->n_captured, 1);
+    if (rc == 0)
+        rc = counter_list(s, it->rank, "dropped", g->dropped, g->n_dropped, 0);
+    if (rc == 0)
+        rc = agent_counter(s, it->rank, "transport", "bytes_sent", g->bytes_sent);
+    if (rc == 0)
+        rc = agent_counter(s, it->rank, "transport", "batches_sent", g->batches_sent);
+    if (rc == 0)
+        rc = agent_counter(s, it->rank, "transport", "batches_resent", g->batches_resent);
+    if (rc == 0)
+        rc = agent_counter(s, it->rank, "transport", "last_seq", g->last_seq);
+    if (rc == 0) {
+        sqlite3_stmt *st = s->st[MRD__ST_RANK_GOODBYE];
+        BIND(st, 1, it->rank);
+        BIND(st, 2, it->received_ns);
+        rc = run(s, st, "ranks.goodbye");
+    }
+    return rc;
+}
+
+static int write_strings(struct mrd_store *s, uint32_t rank, const Meridian__V1__Batch *b)
+{
+    for (size_t i = 0; i < b->n_strings; i++) {
+        const Meridian__V1__StringDef *d = b->strings[i];
+        if (d->id == 0 || !d->value)
+            continue;
+        sqlite3_stmt *st = s->st[MRD__ST_STR_FIND];
+        sqlite3_bind_text(st, 1, d->value, -1, SQLITE_STATIC);
+        int64_t id = 0;
+        int rc = sqlite3_step(st);
+        if (rc == SQLITE_ROW)
+            id = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return mrd__store_sqlite_err(s, rc, "strings lookup");
+        if (id == 0) {
+            st = s->st[MRD__ST_STR_INS];
+            sqlite3_bind_text(st, 1, d->value, -1, SQLITE_STATIC);
+            if ((rc = run(s, st, "strings")) < 0)
+                return rc;
+            id = sqlite3_last_insert_rowid(s->db);
+        }
+        uint64_t key = strkey(rank, d->id);
+        int64_t *cached = strmap_find(&s->strmap, key);
+        if (cached && *cached == id)
+            continue;
+        st = s->st[MRD__ST_RSTR_PUT];
+        BIND(st, 1, rank);
+        BIND(st, 2, d->id);
+        BIND(st, 3, id);
+        if ((rc = run(s, st, "rank_strings")) < 0)
+            return rc;
+        strmap_put(&s->strmap, key, id);
+    }
+    return 0;
+}
+
+/* One macro per event loop: init a cursor, bind each event, step. `body` binds columns
+ * 2.. of statement `st` from event `e`; column 1 is always the rank. */
+#define EVENTS(stidx, type, next, body)                                                        \
+    do {                                                                                       \
+        sqlite3_stmt *st = s->st[stidx];                                                       \
+        struct type e;                                                                         \
+        mrd_batch_cursor_init(&c, b);                                                          \
+        while (next(&c, &e)) {                                                                 \
+            BIND(st, 1, rank);                                                                 \
+            body;                                                                              \
+            int r_ = sqlite3_step(st);                                                         \
+            sqlite3_reset(st);                                                                 \
+            if (r_ != SQLITE_DONE)                                                             \
+                return mrd__store_sqlite_err(s, r_, #type);                                    \
+            rows++;                                                                            \
+        }                                                                                      \
+    } while (0)
+
+static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__Batch *b,
+                        uint64_t *nrows)
+{
+    struct mrd_batch_cursor c;
+    uint64_t rows = 0;
+    if (b->kernels)
+        EVENTS(MRD__ST_KERNEL, mrd_kernel, mrd_batch_next_kernel, {
+            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.context);
+            BIND(st, 5, e.start); BIND(st, 6, e.end); BIND(st, 7, e.correlation);
+            bind_str_id(st, 8, string_id(s, rank, e.name));
+            BIND(st, 9, e.grid[0]); BIND(st, 10, e.grid[1]); BIND(st, 11, e.grid[2]);
+            BIND(st, 12, e.block[0]); BIND(st, 13, e.block[1]); BIND(st, 14, e.block[2]);
+            BIND(st, 15, e.shared_bytes); BIND(st, 16, e.registers);
+            BIND(st, 17, e.graph_id);
+        });
+    if (b->memcpys)
+        EVENTS(MRD__ST_MEMCPY, mrd_memcpy, mrd_batch_next_memcpy, {
+            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.start);
+            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.bytes);
+            BIND(st, 8, e.copy_kind); BIND(st, 9, e.src_kind); BIND(st, 10, e.dst_kind);
+            BIND(st, 11, e.peer_device);
+        });
+    if (b->memsets)
+        EVENTS(MRD__ST_MEMSET, mrd_memset, mrd_batch_next_memset, {
+            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.start);
+            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.bytes);
+            BIND(st, 8, e.value); BIND(st, 9, e.memory_kind);
+        });
+    if (b->syncs)
+        EVENTS(MRD__ST_SYNC, mrd_sync, mrd_batch_next_sync, {
+            BIND(st, 2, e.context); BIND(st, 3, e.stream); BIND(st, 4, e.start);
+            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.type);
+        });
+    if (b->api_calls)
+        EVENTS(MRD__ST_API, mrd_api, mrd_batch_next_api, {
+            BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
+            BIND(st, 5, e.correlation); BIND(st, 6, e.domain); BIND(st, 7, e.cbid);
+            bind_str_id(st, 8, string_id(s, rank, e.name));
+        });
+    if (b->graphs)
+        EVENTS(MRD__ST_GRAPH, mrd_graph, mrd_batch_next_graph, {
+            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.start);
+            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.graph_id);
+        });
+    if (b->ext_correlations)
+        EVENTS(MRD__ST_EXTCORR, mrd_extcorr, mrd_batch_next_extcorr, {
+            BIND(st, 2, e.correlation); BIND(st, 3, e.external_id); BIND(st, 4, e.kind);
+        });
+    if (b->nvtx)
+        EVENTS(MRD__ST_NVTX, mrd_nvtx, mrd_batch_next_nvtx, {
+            BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
+            BIND(st, 5, e.kind); bind_str_id(st, 6, string_id(s, rank, e.domain));
+            bind_str_id(st, 7, string_id(s, rank, e.name));
+            BIND(st, 8, e.depth); BIND(st, 9, e.color);
+        });
+    if (b->nccl_ops)
+        EVENTS(MRD__ST_NCCL_OP, mrd_nccl_op, mrd_batch_next_nccl_op, {
+            BIND(st, 2, e.op_id); BIND(st, 3, e.start); BIND(st, 4, e.end);
+            BIND(st, 5, e.comm_hash); BIND(st, 6, e.comm_rank); BIND(st, 7, e.comm_nranks);
+            if (e.is_p2p)
+                sqlite3_bind_null(st, 8);
+            else
+                BIND(st, 8, e.seq);
+            bind_str_id(st, 9, string_id(s, rank, e.func)); BIND(st, 10, e.count);
+            bind_str_id(st, 11, string_id(s, rank, e.datatype)); BIND(st, 12, e.bytes);
+            BIND(st, 13, e.root); BIND(st, 14, e.peer);
+            bind_str_id(st, 15, string_id(s, rank, e.algo));
+            bind_str_id(st, 16, string_id(s, rank, e.proto));
+            BIND(st, 17, e.channels); BIND(st, 18, e.warps); BIND(st, 19, e.launch_id);
+            BIND(st, 20, e.is_p2p); BIND(st, 21, e.device);
+        });
+    if (b->nccl_channels)
+        EVENTS(MRD__ST_NCCL_CH, mrd_nccl_channel, mrd_batch_next_nccl_channel, {
+            BIND(st, 2, e.op_id); BIND(st, 3, e.channel); BIND(st, 4, e.gpu_start);
+            BIND(st, 5, e.gpu_end); BIND(st, 6, e.host_start);
+        });
+    if (b->mpi)
+        EVENTS(MRD__ST_MPI, mrd_mpi, mrd_batch_next_mpi, {
+            BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
+            bind_str_id(st, 5, string_id(s, rank, e.call)); BIND(st, 6, e.bytes);
+            BIND(st, 7, e.peer); BIND(st, 8, e.tag); BIND(st, 9, e.comm_size);
+        });
+    if (b->clock_samples)
+        EVENTS(MRD__ST_CLOCK, mrd_clock_sample, mrd_batch_next_clock_sample, {
+            BIND(st, 2, e.t0); BIND(st, 3, e.t1); BIND(st, 4, e.t2); BIND(st, 5, e.t3);
+        });
+    if (b->gpu_clock_samples)
+        EVENTS(MRD__ST_GPU_CLOCK, mrd_gpu_clock_sample, mrd_batch_next_gpu_clock_sample, {
+            BIND(st, 2, e.device); BIND(st, 3, e.host_ns); BIND(st, 4, e.gpu_ns);
+            BIND(st, 5, e.uncertainty_ns);
+        });
+    *nrows = rows;
+    return 0;
+}
+
+static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
+{
+    const Meridian__V1__Batch *b = (const Meridian__V1__Batch *)it->msg;
+    uint64_t events = 0;
+    for (int k = 1; k < MRD_EV__COUNT; k++)
+        events += mrd_batch_count(b, k);
+    it->seq = b->seq;
+    sqlite3_stmt *st = s->st[MRD__ST_BATCH];
+    BIND(st, 1, it->rank);
+    BIND(st, 2, b->seq);
+    BIND(st, 3, events);
+    BIND(st, 4, it->wire_bytes);
+    BIND(st, 5, it->received_ns);
+    int rc = run(s, st, "batches");
+    if (rc < 0)
+        return rc;
+    if (sqlite3_changes(s->db) == 0) {
+        it->duplicate = 1;
+        s->wstats.duplicates++;
+        return agg_counter(s, "duplicate_batches", 1);
+    }
+    if ((rc = write_strings(s, it->rank, b)) < 0)
+        return rc;
+    uint64_t rows = 0;
+    if ((rc = write_events(s, it->rank, b, &rows)) < 0)
+        return rc;
+    s->txn_rows += rows + 1;
+    s->wstats.rows += rows;
+    s->wstats.batches++;
+    if ((rc = counter_list(s, it->rank, "dropped", b->dropped, b->n_dropped, 0)) < 0)
+        return rc;
+    if (s->undefined_refs) {
+        rc = agg_counter(s, "undefined_string_refs", (int64_t)s->undefined_refs);
+        s->undefined_refs = 0;
+        if (rc < 0)
+            return rc;
+    }
+    st = s->st[MRD__ST_RANK_SEEN];
+    BIND(st, 1, it->rank);
+    BIND(st, 2, it->received_ns);
+    return run(s, st, "ranks.last_seen_ns");
+}
+
+int mrd__store_write_item(struct mrd_store *s, struct mrd_store_item *it)
+{
+    switch (it->kind) {
+    case MRD_STORE_HELLO:
+        return write_hello(s, it);
+    case MRD_STORE_BATCH:
+        return write_batch(s, it);
+    case MRD_STORE_GOODBYE:
+        return write_goodbye(s, it);
+    case MRD_STORE_COUNTER:
+        return agg_counter(s, it->counter_name, it->counter_delta);
+    case MRD_STORE_BARRIER:
+        return 0;
+    }
+    return -EINVAL;
+}
