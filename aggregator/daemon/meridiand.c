@@ -1,0 +1,390 @@
+/* meridiand: the meridian aggregator daemon.
+ *
+ * Where it sits: the central end of the wire. Agents (one per rank) connect, present the
+ * run secret, stream batches and probe the clock; meridiand stores everything in one
+ * SQLite database (aggregator/store) through one event loop (aggregator/ingest). This file
+ * is only the command line, the secret, the signals and the order of start and stop.
+ *
+ * Workload: one process per run (or shard), up to 512 ranks; two threads (the loop and
+ * the store's writer).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "frame.h"
+#include "ingest.h"
+#include "store.h"
+
+#define DEFAULT_PORT 47500
+#define SECRET_MAX 4096
+
+static struct mrd_ingest *g_ingest;
+static volatile sig_atomic_t g_signal;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: meridiand --db PATH [options]\n"
+"\n"
+"The meridian aggregator: accepts the agents of one profiled run, checks the run\n"
+"secret, answers clock probes and stores every batch in one SQLite database\n"
+"(schema: aggregator/SCHEMA.md). A batch is acknowledged only after it is committed.\n"
+"\n"
+"Required:\n"
+"  --db PATH              database file; created if absent. Restarted on an existing\n"
+"                         database, meridiand continues its run (same run id and\n"
+"                         timebase) and appends to it.\n"
+"  the run secret         --secret-file PATH, or the environment variable\n"
+"                         MERIDIAN_SECRET. Agents must present it; it is compared in\n"
+"                         constant time and never logged. meridiand refuses to start\n"
+"                         without one.\n"
+"\n"
+"Options:\n"
+"  --listen ADDR:PORT     address to listen on (default 127.0.0.1:%d). A numeric IPv4\n"
+"                         or IPv6 address ([::1]:47500); port 0 picks a free port.\n"
+"                         Traffic is not encrypted: listen beyond loopback only on a\n"
+"                         network you trust.\n"
+"  --run-id ID            the run this database holds (printable ASCII, < 128 chars).\n"
+"                         A new database takes it (default: a random id); an existing\n"
+"                         one must already belong to it. Agents must present it.\n"
+"  --secret-file PATH     read the run secret from PATH (trailing newlines removed;\n"
+"                         at most %d bytes). Overrides MERIDIAN_SECRET.\n"
+"  --max-frame BYTES      largest frame accepted (default %u, minimum %u).\n"
+"  --max-connections N    connections open at once (default 1024: two per rank).\n"
+"  --queue-mb N           memory for batches received but not yet committed (default\n"
+"                         256). When full, meridiand stops reading and TCP pushes back\n"
+"                         on the agents.\n"
+"  --commit-ms N          commit at most N ms after a transaction's first batch\n"
+"                         (default 50); larger means bigger transactions.\n"
+"  --sync-full            fsync every commit (survives power loss; slower). Default:\n"
+"                         WAL with synchronous=NORMAL, which survives the daemon being\n"
+"                         killed at any moment but not a power loss or kernel crash.\n"
+"  --shard-id N           shard number stored with a new run (default 0).\n"
+"  --port-file PATH       once listening, write the bound port (decimal, newline) to\n"
+"                         PATH (written to a temporary file, then renamed).\n"
+"  --ready-fd FD          once listening, write the bound port and a newline to file\n"
+"                         descriptor FD, then close it.\n"
+"  --quiet                log errors only.\n"
+"  --verbose              also log every connection, hello and goodbye.\n"
+"  --help                 this text.\n"
+"  --version              print the version.\n"
+"\n"
+"Output: once ready, one line on standard output: \"meridiand: listening on ADDR:PORT\".\n"
+"Logs go to standard error, one line per event, each starting with \"meridiand: \".\n"
+"A rejected connection (wrong or missing secret, wrong protocol version, wrong run,\n"
+"oversized or malformed frame, unexpected message) is logged with the peer and the\n"
+"reason and closed; other connections are not affected.\n"
+"\n"
+"Signals: SIGINT or SIGTERM stops accepting, commits everything received, sends the\n"
+"last acknowledgements and exits 0.\n"
+"\n"
+"Exit status: 0 after a clean stop, 1 when it cannot start, 2 on a usage error.\n",
+            DEFAULT_PORT, SECRET_MAX, MRD_FRAME_DEFAULT_MAX, MRD_FRAME_MIN_MAX);
+}
+
+static void on_signal(int sig)
+{
+    g_signal = sig;
+    if (g_ingest)
+        mrd_ingest_stop(g_ingest);
+}
+
+/* Parses ADDR:PORT ("127.0.0.1:47500", "[::1]:0", "0.0.0.0:47500") into host and port. */
+static int parse_listen(const char *arg, char *host, size_t hlen, uint16_t *port)
+{
+    const char *colon;
+    if (arg[0] == '[') {
+        const char *end = strchr(arg, ']');
+        if (!end || end[1] != ':')
+            return -EINVAL;
+        if ((size_t)(end - arg - 1) >= hlen)
+            return -EINVAL;
+        memcpy(host, arg + 1, (size_t)(end - arg - 1));
+        host[end - arg - 1] = 0;
+        colon = end + 1;
+    } else {
+        colon = strrchr(arg, ':');
+        if (!colon || (size_t)(colon - arg) >= hlen || colon == arg)
+            return -EINVAL;
+        memcpy(host, arg, (size_t)(colon - arg));
+        host[colon - arg] = 0;
+    }
+    char *end;
+    errno = 0;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (errno || *end || end == colon + 1 || p > 65535)
+        return -EINVAL;
+    *port = (uint16_t)p;
+    return 0;
+}
+
+static int parse_u64(const char *s, unsigned long long min, unsigned long long max,
+                     unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || end == s || s[0] == '-' || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* Reads the secret from path or MERIDIAN_SECRET into buf. Returns its length, or -1. */
+static long read_secret(const char *path, uint8_t *buf, size_t cap)
+{
+    size_t n = 0;
+    if (path) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            fprintf(stderr, "meridiand: cannot read the secret file %s: %s\n", path,
+                    strerror(errno));
+            return -1;
+        }
+        struct stat st;
+        if (fstat(fd, &st) == 0 && (st.st_mode & 0077))
+            fprintf(stderr, "meridiand: warning: secret file %s is readable by other users "
+                            "(chmod 600 it)\n", path);
+        for (;;) {
+            ssize_t r = read(fd, buf + n, cap - n);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            n += (size_t)r;
+            if (n == cap) {
+                fprintf(stderr, "meridiand: secret file %s is larger than %zu bytes\n", path,
+                        cap - 1);
+                close(fd);
+                return -1;
+            }
+        }
+        close(fd);
+    } else {
+        const char *env = getenv("MERIDIAN_SECRET");
+        if (!env) {
+            fprintf(stderr, "meridiand: no run secret: pass --secret-file PATH or set "
+                            "MERIDIAN_SECRET\n");
+            return -1;
+        }
+        n = strlen(env);
+        if (n >= cap) {
+            fprintf(stderr, "meridiand: MERIDIAN_SECRET is longer than %zu bytes\n", cap - 1);
+            return -1;
+        }
+        memcpy(buf, env, n);
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        n--;
+    if (n == 0) {
+        fprintf(stderr, "meridiand: the run secret is empty\n");
+        return -1;
+    }
+    return (long)n;
+}
+
+static int write_port_file(const char *path, uint16_t port)
+{
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    FILE *f = fopen(tmp, "w");
+    if (!f)
+        return -errno;
+    fprintf(f, "%u\n", port);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return -e;
+    }
+    return 0;
+}
+
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+enum { OPT_DB = 256, OPT_LISTEN, OPT_RUN, OPT_SECRET, OPT_MAXFRAME, OPT_MAXCONN, OPT_QUEUE,
+       OPT_COMMIT, OPT_SYNC, OPT_SHARD, OPT_PORTFILE, OPT_READYFD, OPT_QUIET, OPT_VERBOSE,
+       OPT_HELP, OPT_VERSION };
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"db", required_argument, 0, OPT_DB},
+        {"listen", required_argument, 0, OPT_LISTEN},
+        {"run-id", required_argument, 0, OPT_RUN},
+        {"secret-file", required_argument, 0, OPT_SECRET},
+        {"max-frame", required_argument, 0, OPT_MAXFRAME},
+        {"max-connections", required_argument, 0, OPT_MAXCONN},
+        {"queue-mb", required_argument, 0, OPT_QUEUE},
+        {"commit-ms", required_argument, 0, OPT_COMMIT},
+        {"sync-full", no_argument, 0, OPT_SYNC},
+        {"shard-id", required_argument, 0, OPT_SHARD},
+        {"port-file", required_argument, 0, OPT_PORTFILE},
+        {"ready-fd", required_argument, 0, OPT_READYFD},
+        {"quiet", no_argument, 0, OPT_QUIET},
+        {"verbose", no_argument, 0, OPT_VERBOSE},
+        {"help", no_argument, 0, OPT_HELP},
+        {"version", no_argument, 0, OPT_VERSION},
+        {0, 0, 0, 0},
+    };
+    struct mrd_store_config sc = {0};
+    struct mrd_ingest_config ic = {0};
+    char host[128] = "127.0.0.1";
+    uint16_t port = DEFAULT_PORT;
+    const char *secret_file = NULL, *port_file = NULL;
+    int ready_fd = -1, verbose = 0, opt;
+    unsigned long long v;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_DB: sc.db_path = optarg; break;
+        case OPT_LISTEN:
+            if (parse_listen(optarg, host, sizeof(host), &port) < 0)
+                goto bad_value;
+            break;
+        case OPT_RUN: sc.run_id = optarg; break;
+        case OPT_SECRET: secret_file = optarg; break;
+        case OPT_MAXFRAME:
+            if (parse_u64(optarg, MRD_FRAME_MIN_MAX, 1u << 30, &v) < 0)
+                goto bad_value;
+            ic.max_frame = (uint32_t)v;
+            break;
+        case OPT_MAXCONN:
+            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
+                goto bad_value;
+            ic.max_connections = (uint32_t)v;
+            break;
+        case OPT_QUEUE:
+            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
+                goto bad_value;
+            ic.queue_cap = (size_t)v << 20;
+            break;
+        case OPT_COMMIT:
+            if (parse_u64(optarg, 1, 60000, &v) < 0)
+                goto bad_value;
+            sc.commit_ms = (uint32_t)v;
+            break;
+        case OPT_SYNC: sc.sync_full = 1; break;
+        case OPT_SHARD:
+            if (parse_u64(optarg, 0, UINT32_MAX, &v) < 0)
+                goto bad_value;
+            sc.shard_id = (uint32_t)v;
+            break;
+        case OPT_PORTFILE: port_file = optarg; break;
+        case OPT_READYFD:
+            if (parse_u64(optarg, 0, INT_MAX, &v) < 0)
+                goto bad_value;
+            ready_fd = (int)v;
+            break;
+        case OPT_QUIET: verbose = -1; break;
+        case OPT_VERBOSE: verbose = 1; break;
+        case 'h':
+        case OPT_HELP: usage(stdout); return 0;
+        case OPT_VERSION: printf("meridiand 0.1.0 (protocol %d, schema %d)\n",
+                                 MRD_PROTOCOL_VERSION, MRD_STORE_SCHEMA_VERSION);
+            return 0;
+        default:
+            fprintf(stderr, "meridiand: see --help\n");
+            return 2;
+        }
+        continue;
+    bad_value:
+        fprintf(stderr, "meridiand: invalid value '%s' for --%s (see --help)\n", optarg,
+                opts[opt - OPT_DB].name);
+        return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "meridiand: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    if (!sc.db_path) {
+        fprintf(stderr, "meridiand: --db PATH is required (see --help)\n");
+        return 2;
+    }
+    static uint8_t secret[SECRET_MAX + 1];
+    long slen = read_secret(secret_file, secret, sizeof(secret));
+    if (slen < 0)
+        return 1;
+    raise_fd_limit();
+    struct sigaction sa = {0};
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &sa, NULL);
+
+    sc.verbose = verbose;
+    struct mrd_store *store = NULL;
+    struct mrd_ingest *ingest = NULL;
+    int rc = mrd_store_open(&sc, &store);
+    if (rc < 0) {
+        fprintf(stderr, "meridiand: cannot open the database %s: %s\n", sc.db_path,
+                mrd_strerror(rc));
+        goto fail;
+    }
+    ic.host = host;
+    ic.port = port;
+    ic.secret = secret;
+    ic.secret_len = (size_t)slen;
+    ic.verbose = verbose;
+    if ((rc = mrd_ingest_new(&ic, store, &ingest)) < 0)
+        goto fail;
+    explicit_bzero(secret, sizeof(secret));
+    g_ingest = ingest;
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+
+    uint16_t bound = mrd_ingest_port(ingest);
+    if (port_file && (rc = write_port_file(port_file, bound)) < 0) {
+        fprintf(stderr, "meridiand: cannot write the port file %s: %s\n", port_file,
+                strerror(-rc));
+        goto fail;
+    }
+    if (ready_fd >= 0) {
+        dprintf(ready_fd, "%u\n", bound);
+        close(ready_fd);
+    }
+    if (verbose >= 0)
+        fprintf(stderr, "meridiand: run %s, database %s\n", mrd_store_run_id(store), sc.db_path);
+    printf(strchr(host, ':') ? "meridiand: listening on [%s]:%u\n"
+                             : "meridiand: listening on %s:%u\n", host, bound);
+    fflush(stdout);
+
+    rc = mrd_ingest_run(ingest);
+    if (g_signal && verbose >= 0)
+        fprintf(stderr, "meridiand: stopping on %s: everything received is committed\n",
+                g_signal == SIGINT ? "SIGINT" : "SIGTERM");
+    g_ingest = NULL;
+    mrd_ingest_free(ingest);
+    struct mrd_store_stats st;
+    mrd_store_get_stats(store, &st);
+    mrd_store_close(store);
+    if (verbose >= 0)
+        fprintf(stderr,
+                "meridiand: stopped: %llu batches stored (%llu rows), %llu duplicates dropped, "
+                "%llu transactions (%llu failed)\n",
+                (unsigned long long)st.batches, (unsigned long long)st.rows,
+                (unsigned long long)st.duplicates, (unsigned long long)st.transactions,
+                (unsigned long long)st.failed_transactions);
+    return rc < 0 ? 1 : 0;
+fail:
+    g_ingest = NULL;
+    mrd_ingest_free(ingest);
+    mrd_store_close(store);
+    return 1;
+}

@@ -1,0 +1,638 @@
+/* meridian ingest, one connection: read buffer, frame cutting, the Hello, dispatch of
+ * Batch / Goodbye / ClockProbe frames, rejections and the write buffer.
+ *
+ * Where it sits: called by the loop (ingest.c) when a socket is readable or writable, or
+ * when a connection may resume after the writer committed. Frames are cut from the read
+ * buffer with mrd_frame_header_parse, decoded with mrd_frame_decode and handed to the
+ * store as items; clock probes are answered right here, before anything else is read.
+ *
+ * Caps (see ingest.h): a frame is at most 64 KiB before a valid Hello and max_frame after;
+ * the read buffer grows beyond 64 KiB only for one frame and only from the global budget,
+ * and shrinks back once that frame is consumed; the write buffer is capped (wbuf_cap) and
+ * a peer that lets it fill is closed. A rejected peer gets its reason (Error frame, or a
+ * HelloReply with accepted = false), then the write side is shut and the connection is
+ * drained for at most MRD__CLOSING_LINGER_MS so the reason is not destroyed by a reset.
+ * The run secret is compared in constant time and never logged.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "error.h"
+#include "ingest_internal.h"
+#include "store.h"
+
+#define SEND_STACK 512
+
+static const char *type_name(uint32_t t)
+{
+    static const char *const names[] = {"?",     "Hello", "HelloReply", "ClockProbe",
+                                        "ClockReply", "Batch", "Ack", "Goodbye", "Error"};
+    return t <= MRD_FRAME__MAX ? names[t] : "?";
+}
+
+int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token,
+                   const char *peer, struct mrd__conn **out)
+{
+    struct mrd__conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->fd = fd;
+    c->slot = slot;
+    c->token = token;
+    c->state = MRD__CONN_HELLO;
+    snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    c->deadline_ms = mrd__ingest_mono_ms() + g->cfg.hello_timeout_ms;
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = token};
+    if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        int e = errno;
+        free(c);
+        return -e;
+    }
+    c->events = EPOLLIN;
+    g->conns[slot] = c;
+    g->nconns++;
+    *out = c;
+    return 0;
+}
+
+static void rbuf_release(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    if (c->rbig) {
+        g->rbig_used -= c->rbig;
+        c->rbig = 0;
+        g->budget_freed = 1;
+    }
+    free(c->rbuf);
+    c->rbuf = NULL;
+    c->rcap = c->rpos = c->rlen = 0;
+}
+
+void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    epoll_ctl(g->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    rbuf_release(g, c);
+    free(c->wbuf);
+    g->conns[c->slot] = NULL;
+    g->nconns--;
+    free(c);
+}
+
+void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    uint32_t ev = 0;
+    if (c->state == MRD__CONN_CLOSING)
+        ev = EPOLLIN;
+    else if (!mrd__ingest_paused(g, c) && !c->want_big && (c->rcap == 0 || c->rlen < c->rcap))
+        ev = EPOLLIN;
+    if (c->wpos < c->wlen)
+        ev |= EPOLLOUT;
+    if (ev == c->events)
+        return;
+    struct epoll_event e = {.events = ev, .data.u64 = c->token};
+    epoll_ctl(g->epfd, EPOLL_CTL_MOD, c->fd, &e);
+    c->events = ev;
+}
+
+/* ---- writing ---- */
+
+static int conn_write(struct mrd_ingest *g, struct mrd__conn *c, const uint8_t *p, size_t n)
+{
+    if (c->wpos == c->wlen) {
+        c->wpos = c->wlen = 0;
+        ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, strerror(errno));
+            mrd__conn_close(g, c);
+            return -1;
+        }
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        }
+        if (n == 0)
+            return 0;
+    }
+    size_t pending = c->wlen - c->wpos;
+    if (pending + n > g->cfg.wbuf_cap) {
+        mrd__ingest_log(g, 0, "%s%s: peer does not read its acks (%zu bytes pending): closing",
+                        c->peer, c->has_rank ? "" : " (no hello)", pending);
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    if (c->wlen + n > c->wcap) {
+        if (c->wpos) {
+            memmove(c->wbuf, c->wbuf + c->wpos, pending);
+            c->wlen = pending;
+            c->wpos = 0;
+        }
+        if (c->wlen + n > c->wcap) {
+            size_t cap = c->wcap ? c->wcap : 4096;
+            while (cap < c->wlen + n)
+                cap *= 2;
+            if (cap > g->cfg.wbuf_cap)
+                cap = g->cfg.wbuf_cap;
+            uint8_t *nb = realloc(c->wbuf, cap);
+            if (!nb) {
+                mrd__ingest_log(g, 0, "%s: out of memory for the write buffer: closing",
+                                c->peer);
+                mrd__conn_close(g, c);
+                return -1;
+            }
+            c->wbuf = nb;
+            c->wcap = cap;
+        }
+    }
+    memcpy(c->wbuf + c->wlen, p, n);
+    c->wlen += n;
+    mrd__conn_update_interest(g, c);
+    return 0;
+}
+
+int mrd__conn_send(struct mrd_ingest *g, struct mrd__conn *c, enum mrd_frame_type type,
+                   const ProtobufCMessage *msg)
+{
+    uint8_t stackbuf[SEND_STACK], *buf = stackbuf;
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n + MRD_FRAME_HEADER_BYTES > sizeof(stackbuf)) {
+        buf = malloc(n + MRD_FRAME_HEADER_BYTES);
+        if (!buf) {
+            mrd__conn_close(g, c);
+            return -1;
+        }
+    }
+    struct mrd_frame_header h = {.version = MRD_PROTOCOL_VERSION, .type = (uint8_t)type,
+                                 .flags = 0, .length = (uint32_t)n};
+    mrd_frame_header_write(buf, &h);
+    protobuf_c_message_pack(msg, buf + MRD_FRAME_HEADER_BYTES);
+    int rc = conn_write(g, c, buf, n + MRD_FRAME_HEADER_BYTES);
+    if (buf != stackbuf)
+        free(buf);
+    return rc;
+}
+
+void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    while (c->wpos < c->wlen) {
+        ssize_t w = send(c->fd, c->wbuf + c->wpos, c->wlen - c->wpos, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                break;
+            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, strerror(errno));
+            mrd__conn_close(g, c);
+            return;
+        }
+        c->wpos += (size_t)w;
+    }
+    if (c->wpos == c->wlen) {
+        c->wpos = c->wlen = 0;
+        if (c->wcap > 65536) {
+            free(c->wbuf);
+            c->wbuf = NULL;
+            c->wcap = 0;
+        }
+        if (c->state == MRD__CONN_CLOSING)
+            shutdown(c->fd, SHUT_WR);
+    }
+    mrd__conn_update_interest(g, c);
+}
+
+/* ---- rejecting ---- */
+
+void mrd__conn_reject(struct mrd_ingest *g, struct mrd__conn *c, int counter, uint32_t code,
+                      const char *fmt, ...)
+{
+    char why[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof(why), fmt, ap);
+    va_end(ap);
+    g->counters[counter]++;
+    if (c->has_rank)
+        mrd__ingest_log(g, -1, "rejected %s (rank %u): %s", c->peer, c->rank, why);
+    else
+        mrd__ingest_log(g, -1, "rejected %s (before hello): %s", c->peer, why);
+    int in_hello = c->state == MRD__CONN_HELLO;
+    c->state = MRD__CONN_CLOSING;
+    c->deadline_ms = mrd__ingest_mono_ms() + MRD__CLOSING_LINGER_MS;
+    rbuf_release(g, c);
+    int rc;
+    if (in_hello) {
+        Meridian__V1__HelloReply r = MERIDIAN__V1__HELLO_REPLY__INIT;
+        r.accepted = 0;
+        r.reason = why;
+        r.max_frame_bytes = g->cfg.max_frame;
+        rc = mrd__conn_send(g, c, MRD_FRAME_HELLO_REPLY, &r.base);
+    } else {
+        Meridian__V1__Error e = MERIDIAN__V1__ERROR__INIT;
+        e.code = code;
+        e.message = why;
+        rc = mrd__conn_send(g, c, MRD_FRAME_ERROR, &e.base);
+    }
+    if (rc < 0)
+        return; /* closed */
+    if (c->wpos == c->wlen)
+        shutdown(c->fd, SHUT_WR);
+    mrd__conn_update_interest(g, c);
+}
+
+static int reject_code(int err, int *counter)
+{
+    switch (err) {
+    case -MRD_ERR_VERSION:
+        *counter = MRD__CNT_REJ_VERSION;
+        return MRD_ERR_VERSION;
+    case -MRD_ERR_TOO_LARGE:
+        *counter = MRD__CNT_REJ_TOO_LARGE;
+        return MRD_ERR_TOO_LARGE;
+    default:
+        *counter = MRD__CNT_REJ_MALFORMED;
+        return MRD_ERR_MALFORMED;
+    }
+}
+
+/* ---- frames ---- */
+
+static int ct_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
+{
+    /* time depends only on alen (our secret's length), never on where bytes differ */
+    volatile uint8_t diff = (uint8_t)(alen != blen);
+    for (size_t i = 0; i < alen; i++)
+        diff |= a[i] ^ (i < blen ? b[i] : (uint8_t)~a[i]);
+    return diff == 0;
+}
+
+static int charge(struct mrd_ingest *g, struct mrd__conn *c, struct mrd_store_item *it)
+{
+    it->token = c->token;
+    c->queued += it->cost;
+    g->queued += it->cost;
+    if (!g->global_paused && g->queued >= g->cfg.queue_cap) {
+        g->global_paused = 1;
+        mrd__ingest_log(g, 1, "writer behind (%zu bytes queued): pausing reads", g->queued);
+    }
+    mrd_store_submit(g->store, it);
+    return 0;
+}
+
+static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
+{
+    Meridian__V1__Hello *h = (Meridian__V1__Hello *)m;
+    if (h->protocol_version != MRD_PROTOCOL_VERSION) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_VERSION, MRD_ERR_VERSION,
+                         "protocol version %u, this aggregator speaks %d", h->protocol_version,
+                         MRD_PROTOCOL_VERSION);
+        goto drop;
+    }
+    if (h->secret.len == 0) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_AUTH, MRD_ERR_AUTH, "missing run secret");
+        goto drop;
+    }
+    if (!ct_equal(g->secret, g->cfg.secret_len, h->secret.data, h->secret.len)) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_AUTH, MRD_ERR_AUTH, "wrong run secret");
+        goto drop;
+    }
+    const char *run = mrd_store_run_id(g->store);
+    if (!h->run_id || strcmp(h->run_id, run) != 0) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_RUN, MRD_ERR_AUTH,
+                         "run id '%.64s' is not this aggregator's run '%s'",
+                         h->run_id ? h->run_id : "", run);
+        goto drop;
+    }
+    c->has_rank = 1;
+    c->rank = h->rank;
+    if (h->role == MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK) {
+        c->state = MRD__CONN_CLOCK;
+        mrd__ingest_log(g, 1, "rank %u clock connection from %s", h->rank, c->peer);
+        protobuf_c_message_free_unpacked(m, NULL);
+        Meridian__V1__HelloReply r = MERIDIAN__V1__HELLO_REPLY__INIT;
+        r.accepted = 1;
+        r.max_frame_bytes = g->cfg.max_frame;
+        return mrd__conn_send(g, c, MRD_FRAME_HELLO_REPLY, &r.base);
+    }
+    if (h->role != MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_MALFORMED, "unknown role %d",
+                         (int)h->role);
+        goto drop;
+    }
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
+    if (!it) {
+        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
+        protobuf_c_message_free_unpacked(m, NULL);
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    c->state = MRD__CONN_DATA;
+    mrd__ingest_log(g, 1, "rank %u data connection from %s (host %s, pid %u)", h->rank,
+                    c->peer, h->host ? h->host : "?", h->pid);
+    it->rank = h->rank;
+    it->received_ns = c->t_read;
+    it->cost = 1024;
+    it->msg = m;
+    return charge(g, c, it); /* HelloReply goes out when the rank row is committed */
+drop:
+    protobuf_c_message_free_unpacked(m, NULL);
+    return 0;
+}
+
+static int on_batch(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_frame_header *fh,
+                    ProtobufCMessage *m)
+{
+    Meridian__V1__Batch *b = (Meridian__V1__Batch *)m;
+    const char *why = NULL;
+    if (mrd_batch_check(b, &why) < 0) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_MALFORMED, MRD_ERR_MALFORMED,
+                         "invalid batch (seq %llu): %s", (unsigned long long)b->seq,
+                         why ? why : "check failed");
+        goto drop;
+    }
+    if (!b->run_id || strcmp(b->run_id, mrd_store_run_id(g->store)) != 0) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_RUN, MRD_ERR_MALFORMED,
+                         "batch seq %llu for another run", (unsigned long long)b->seq);
+        goto drop;
+    }
+    if (b->rank != c->rank || b->seq == 0) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_MALFORMED,
+                         "batch of rank %u seq %llu on this connection", b->rank,
+                         (unsigned long long)b->seq);
+        goto drop;
+    }
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_BATCH);
+    if (!it) {
+        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
+        protobuf_c_message_free_unpacked(m, NULL);
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    /* cost: an estimate of the decoded message (columns are 4-8 bytes per value, up to 21
+     * values per event) plus the strings and the item */
+    size_t events = 0, strbytes = 0;
+    for (int k = 1; k < MRD_EV__COUNT; k++)
+        events += mrd_batch_count(b, k);
+    for (size_t i = 0; i < b->n_strings; i++)
+        strbytes += 64 + (b->strings[i]->value ? strlen(b->strings[i]->value) : 0);
+    it->rank = c->rank;
+    it->seq = b->seq;
+    it->wire_bytes = MRD_FRAME_HEADER_BYTES + fh->length;
+    it->received_ns = c->t_read;
+    it->cost = sizeof(*it) + 512 + fh->length + 128 * events + strbytes;
+    it->msg = m;
+    c->batches++;
+    return charge(g, c, it);
+drop:
+    protobuf_c_message_free_unpacked(m, NULL);
+    return 0;
+}
+
+static int on_goodbye(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
+{
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_GOODBYE);
+    if (!it) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    mrd__ingest_log(g, 1, "rank %u said goodbye after %llu batches on this connection", c->rank,
+                    (unsigned long long)c->batches);
+    it->rank = c->rank;
+    it->received_ns = c->t_read;
+    it->cost = 1024;
+    it->msg = m;
+    return charge(g, c, it);
+}
+
+static int on_probe(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
+{
+    const Meridian__V1__ClockProbe *p = (const Meridian__V1__ClockProbe *)m;
+    Meridian__V1__ClockReply r = MERIDIAN__V1__CLOCK_REPLY__INIT;
+    r.probe_id = p->probe_id;
+    r.t0 = p->t0;
+    r.t1 = c->t_read;
+    protobuf_c_message_free_unpacked(m, NULL);
+    g->counters[MRD__CNT_PROBES]++;
+    r.t2 = mrd_store_global_now(g->store);
+    return mrd__conn_send(g, c, MRD_FRAME_CLOCK_REPLY, &r.base);
+}
+
+/* Returns 0 (c alive, maybe CLOSING) or -1 (c closed and freed). */
+static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c,
+                        const struct mrd_frame_header *h, const uint8_t *payload)
+{
+    ProtobufCMessage *m = NULL;
+    uint32_t limit = c->state == MRD__CONN_HELLO ? MRD__RBUF_SMALL : g->cfg.max_frame;
+    int rc = mrd_frame_decode(h, payload, limit, &m);
+    if (rc < 0) {
+        int counter;
+        uint32_t code = reject_code(rc, &counter);
+        mrd__conn_reject(g, c, counter, code, "undecodable %s frame of %u bytes: %s",
+                         type_name(h->type), h->length, mrd_strerror(rc));
+        return 0;
+    }
+    switch (c->state) {
+    case MRD__CONN_HELLO:
+        if (h->type == MRD_FRAME_HELLO)
+            return on_hello(g, c, m);
+        break;
+    case MRD__CONN_DATA:
+        if (h->type == MRD_FRAME_BATCH)
+            return on_batch(g, c, h, m);
+        if (h->type == MRD_FRAME_GOODBYE)
+            return on_goodbye(g, c, m);
+        if (h->type == MRD_FRAME_CLOCK_PROBE)
+            return on_probe(g, c, m);
+        break;
+    case MRD__CONN_CLOCK:
+        if (h->type == MRD_FRAME_CLOCK_PROBE)
+            return on_probe(g, c, m);
+        if (h->type == MRD_FRAME_GOODBYE) {
+            protobuf_c_message_free_unpacked(m, NULL);
+            return 0;
+        }
+        break;
+    case MRD__CONN_CLOSING:
+        protobuf_c_message_free_unpacked(m, NULL);
+        return 0;
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    if (c->state == MRD__CONN_HELLO)
+        mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_AUTH,
+                         "expected Hello first, got a %s frame", type_name(h->type));
+    else
+        mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_MALFORMED,
+                         "unexpected %s frame on a %s connection", type_name(h->type),
+                         c->state == MRD__CONN_DATA ? "data" : "clock");
+    return 0;
+}
+
+/* ---- reading ---- */
+
+/* Makes room for a frame of `need` bytes at rbuf[0]. Returns 0, or -EAGAIN when the
+ * global budget is exhausted (c->want_big is set; retried when budget is freed). */
+static int rbuf_reserve(struct mrd_ingest *g, struct mrd__conn *c, size_t need)
+{
+    if (c->rpos) {
+        memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+        c->rlen -= c->rpos;
+        c->rpos = 0;
+    }
+    if (need <= c->rcap)
+        return 0;
+    size_t big = need > MRD__RBUF_SMALL ? need - MRD__RBUF_SMALL : 0;
+    if (big > c->rbig && g->rbig_used - c->rbig + big > g->cfg.rbuf_budget) {
+        c->want_big = 1;
+        return -EAGAIN;
+    }
+    uint8_t *nb = realloc(c->rbuf, need);
+    if (!nb) {
+        c->want_big = 1;
+        return -EAGAIN;
+    }
+    g->rbig_used = g->rbig_used - c->rbig + big;
+    c->rbig = big;
+    c->rbuf = nb;
+    c->rcap = need;
+    c->want_big = 0;
+    return 0;
+}
+
+/* After processing: keep the unprocessed tail at the front; give a grown buffer back
+ * once what is left fits the small one. */
+static void rbuf_settle(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    if (c->rpos == c->rlen) {
+        c->rpos = c->rlen = 0;
+    } else if (c->rpos && (c->rcap > MRD__RBUF_SMALL || c->rlen == c->rcap)) {
+        memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+        c->rlen -= c->rpos;
+        c->rpos = 0;
+    }
+    struct mrd_frame_header h;
+    if (c->rlen - c->rpos >= MRD_FRAME_HEADER_BYTES &&
+        mrd_frame_header_parse(c->rbuf + c->rpos, c->rlen - c->rpos, g->cfg.max_frame, &h) == 0 &&
+        MRD_FRAME_HEADER_BYTES + (size_t)h.length > MRD__RBUF_SMALL)
+        return; /* the next frame needs the big buffer anyway */
+    if (c->rcap > MRD__RBUF_SMALL && c->rlen - c->rpos <= MRD__RBUF_SMALL && !c->want_big) {
+        if (c->rpos) {
+            memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+            c->rlen -= c->rpos;
+            c->rpos = 0;
+        }
+        uint8_t *nb = realloc(c->rbuf, MRD__RBUF_SMALL);
+        if (nb) {
+            c->rbuf = nb;
+            c->rcap = MRD__RBUF_SMALL;
+            g->rbig_used -= c->rbig;
+            c->rbig = 0;
+            g->budget_freed = 1;
+        }
+    }
+}
+
+int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    while (c->state != MRD__CONN_CLOSING) {
+        if (!c->eof && mrd__ingest_paused(g, c))
+            break;
+        size_t avail = c->rlen - c->rpos;
+        struct mrd_frame_header h;
+        uint32_t limit =
+            c->state == MRD__CONN_HELLO ? MRD__RBUF_SMALL - MRD_FRAME_HEADER_BYTES
+                                        : g->cfg.max_frame;
+        int rc = mrd_frame_header_parse(c->rbuf + c->rpos, avail, limit, &h);
+        if (rc == -EAGAIN)
+            break;
+        if (rc < 0) {
+            int counter;
+            uint32_t code = reject_code(rc, &counter);
+            if (rc == -MRD_ERR_VERSION)
+                mrd__conn_reject(g, c, counter, code, "protocol version %u, expected %d",
+                                 c->rbuf[c->rpos], MRD_PROTOCOL_VERSION);
+            else if (rc == -MRD_ERR_TOO_LARGE)
+                mrd__conn_reject(g, c, counter, code, "frame of %u bytes over the limit of %u",
+                                 h.length, limit);
+            else
+                mrd__conn_reject(g, c, counter, code, "malformed frame header");
+            return 0;
+        }
+        size_t need = MRD_FRAME_HEADER_BYTES + (size_t)h.length;
+        if (avail < need) {
+            if (c->rpos + need > c->rcap && rbuf_reserve(g, c, need) < 0)
+                break;
+            break;
+        }
+        const uint8_t *payload = c->rbuf + c->rpos + MRD_FRAME_HEADER_BYTES;
+        c->rpos += need; /* the frame stays valid in rbuf until the next read */
+        if (handle_frame(g, c, &h, payload) < 0)
+            return -1;
+    }
+    if (c->state != MRD__CONN_CLOSING)
+        rbuf_settle(g, c);
+    mrd__conn_update_interest(g, c);
+    return 0;
+}
+
+static void conn_eof(struct mrd_ingest *g, struct mrd__conn *c, const char *how)
+{
+    if (c->state != MRD__CONN_CLOSING) {
+        c->eof = 1; /* store what was received completely, caps or not: it is bounded by
+                       the buffer already held */
+        if (mrd__conn_process(g, c) < 0)
+            return;
+        if (c->has_rank)
+            mrd__ingest_log(g, 1, "rank %u (%s) disconnected%s", c->rank, c->peer, how);
+        else
+            mrd__ingest_log(g, 1, "%s disconnected before hello%s", c->peer, how);
+    }
+    mrd__conn_close(g, c);
+}
+
+void mrd__conn_on_hangup(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    conn_eof(g, c, " (hang-up)");
+}
+
+void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c)
+{
+    if (c->state == MRD__CONN_CLOSING) {
+        uint8_t sink[4096];
+        ssize_t n = recv(c->fd, sink, sizeof(sink), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            mrd__conn_close(g, c);
+        return;
+    }
+    if (!c->rbuf) {
+        c->rbuf = malloc(MRD__RBUF_SMALL);
+        if (!c->rbuf) {
+            mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
+            mrd__conn_close(g, c);
+            return;
+        }
+        c->rcap = MRD__RBUF_SMALL;
+    }
+    if (c->rlen == c->rcap) {
+        mrd__conn_process(g, c); /* full: nothing to read into until frames are consumed */
+        return;
+    }
+    ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
+    if (n == 0) {
+        conn_eof(g, c, "");
+        return;
+    }
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+            return;
+        char how[96];
+        snprintf(how, sizeof(how), " (%s)", strerror(errno));
+        conn_eof(g, c, how);
+        return;
+    }
+    c->t_read = mrd_store_global_now(g->store);
+    c->rlen += (size_t)n;
+    mrd__conn_process(g, c);
+}

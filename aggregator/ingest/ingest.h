@@ -1,0 +1,70 @@
+/* meridian ingest: the aggregator's event loop (epoll, one thread) serving every agent.
+ *
+ * Where it sits: agents connect over TCP; this loop authenticates them (Hello with the
+ * run secret), answers clock probes at once, decodes Batch frames (mrd_frame_decode +
+ * mrd_batch_check) and submits them to the store's writer thread; when the writer
+ * reports a commit it sends the Acks. Connection code never parses protobuf itself: it
+ * only uses proto/frame.h and proto/batch.h.
+ *
+ * Workload: hundreds of agents (two connections each: data and clock), up to 512 ranks x
+ * 50,000 events/s. Memory is bounded by the caps below and nothing else:
+ *   - read buffer per connection: 64 KiB, grown for a larger frame up to max_frame + 8
+ *     bytes, the growth drawn from a global budget (rbuf_budget; a connection waiting for
+ *     budget is not read); before a valid Hello a frame may not exceed 64 KiB;
+ *   - bytes submitted to the writer and not yet committed (an estimate of the decoded
+ *     size): globally queue_cap, per connection conn_queue_cap. At a cap the loop stops
+ *     reading (TCP pushes back on the agents) and resumes after the next commit;
+ *   - write buffer per connection: wbuf_cap; above half of it the connection is not read
+ *     (its acks are not being read), at the cap it is closed;
+ *   - connections: max_connections; more are accepted and closed at once.
+ *
+ * Threads: everything runs on the thread calling mrd_ingest_run, except mrd_ingest_stop
+ * (any thread, async-signal-safe).
+ */
+#ifndef MRD_INGEST_H
+#define MRD_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct mrd_store;
+struct mrd_ingest;
+
+struct mrd_ingest_config {
+    const char *host;            /* numeric address to listen on ("127.0.0.1", "::1") */
+    uint16_t port;               /* 0 = ephemeral (see mrd_ingest_port) */
+    uint32_t max_frame;          /* largest frame accepted (default MRD_FRAME_DEFAULT_MAX) */
+    uint32_t max_connections;    /* default 1024 */
+    size_t queue_cap;            /* default 256 MiB */
+    size_t conn_queue_cap;       /* default 4 * max_frame, at least 16 MiB */
+    size_t rbuf_budget;          /* default 256 MiB */
+    size_t wbuf_cap;             /* default 1 MiB */
+    uint32_t hello_timeout_ms;   /* default 10000: no valid Hello by then -> closed */
+    const uint8_t *secret;       /* required; copied */
+    size_t secret_len;
+    int verbose;                 /* -1 errors only, 0 default, 1 one line per connection */
+    FILE *log;                   /* NULL: stderr */
+};
+
+/* Binds and listens (SO_REUSEADDR) on cfg->host:cfg->port. The store must outlive the
+ * ingest. Returns 0 and *out; -EINVAL (bad address, no secret), -ENOMEM, or the negative
+ * errno of socket/bind/listen (logged). */
+int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
+                   struct mrd_ingest **out);
+
+/* The port actually bound (useful with port 0). */
+uint16_t mrd_ingest_port(const struct mrd_ingest *g);
+
+/* Runs the loop until mrd_ingest_stop. Then: stops accepting and reading, waits until the
+ * writer committed everything submitted, sends the remaining acks (for at most 2 s), and
+ * closes every connection. Returns 0, or a negative errno if epoll failed. */
+int mrd_ingest_run(struct mrd_ingest *g);
+
+/* Asks the loop to stop. Async-signal-safe (one write to an eventfd). */
+void mrd_ingest_stop(struct mrd_ingest *g);
+
+/* Closes the listener and any connection left; accepts NULL. */
+void mrd_ingest_free(struct mrd_ingest *g);
+
+#endif

@@ -1,0 +1,97 @@
+/* meridian ingest internals shared by ingest.c (loop, listener, completions, shutdown) and
+ * conn.c (one connection: buffers, frames, hello, dispatch). Loop thread only. */
+#ifndef MRD_INGEST_INTERNAL_H
+#define MRD_INGEST_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "frame.h"
+#include "ingest.h"
+
+#define MRD__RBUF_SMALL (64u * 1024u) /* initial read buffer; also the pre-Hello frame cap */
+#define MRD__CLOSING_LINGER_MS 1000   /* how long a rejected peer gets to read our reason */
+
+enum mrd__conn_state {
+    MRD__CONN_HELLO,   /* waiting for a valid Hello */
+    MRD__CONN_DATA,    /* ROLE_DATA: batches, goodbye, probes */
+    MRD__CONN_CLOCK,   /* ROLE_CLOCK: probes only */
+    MRD__CONN_CLOSING, /* rejected: reason sent, write side shut, draining until EOF */
+};
+
+/* aggregator_counters maintained by the loop, flushed to the store once a second */
+enum {
+    MRD__CNT_ACCEPTED, MRD__CNT_OVER_LIMIT, MRD__CNT_REJ_AUTH, MRD__CNT_REJ_VERSION,
+    MRD__CNT_REJ_RUN, MRD__CNT_REJ_MALFORMED, MRD__CNT_REJ_TOO_LARGE, MRD__CNT_REJ_PROTOCOL,
+    MRD__CNT_REJ_TIMEOUT, MRD__CNT_STORAGE_ERRORS, MRD__CNT_PROBES, MRD__CNT__COUNT
+};
+
+struct mrd__conn {
+    int fd;
+    uint32_t slot;
+    uint64_t token;          /* generation << 32 | slot: names it in store items */
+    enum mrd__conn_state state;
+    char peer[64];           /* "addr:port" */
+    int has_rank;
+    uint32_t rank;
+    uint8_t *rbuf;
+    size_t rcap, rpos, rlen; /* unprocessed bytes are rbuf[rpos..rlen) */
+    size_t rbig;             /* bytes of rcap drawn from the global budget */
+    int want_big;            /* waiting for budget to grow rbuf */
+    int eof;                 /* peer closed: process what is buffered, caps or not */
+    int64_t t_read;          /* global time of the last read that returned data */
+    uint8_t *wbuf;
+    size_t wcap, wpos, wlen; /* unsent bytes are wbuf[wpos..wlen) */
+    size_t queued;           /* cost of this connection's items not yet completed */
+    uint32_t events;         /* epoll interest currently registered */
+    int64_t deadline_ms;     /* HELLO: hello timeout; CLOSING: linger end (monotonic) */
+    uint64_t batches;
+};
+
+struct mrd_ingest {
+    struct mrd_ingest_config cfg; /* secret points at our own copy */
+    uint8_t *secret;
+    struct mrd_store *store;
+    int epfd, lfd, stop_efd;
+    uint16_t port;
+    int accept_paused;
+    struct mrd__conn **conns; /* max_connections slots */
+    uint32_t *gens;
+    uint32_t nconns;
+    size_t queued;            /* cost submitted to the store, not yet completed */
+    int global_paused;
+    size_t rbig_used;
+    int budget_freed;         /* rbuf budget returned: retry connections with want_big */
+    int stopping;
+    uint64_t counters[MRD__CNT__COUNT];
+    int64_t log_window_ms;    /* rejection log rate limit: per second */
+    uint32_t log_lines, log_suppressed;
+};
+
+/* ingest.c */
+int64_t mrd__ingest_mono_ms(void);
+void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int mrd__ingest_paused(const struct mrd_ingest *g, const struct mrd__conn *c);
+
+/* conn.c */
+int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token,
+                   const char *peer, struct mrd__conn **out);
+void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c);
+void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c);
+void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c);
+void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c);
+/* EPOLLHUP / EPOLLERR: stores what is buffered, then closes. */
+void mrd__conn_on_hangup(struct mrd_ingest *g, struct mrd__conn *c);
+/* Processes complete frames already buffered (after a resume). Returns 0, or -1 when
+ * the connection was closed (c is freed). */
+int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c);
+/* Rejects: logs one line (who and why), counts, sends an Error frame (or, during the
+ * hello, a HelloReply with accepted = false) and moves to CLOSING. */
+void mrd__conn_reject(struct mrd_ingest *g, struct mrd__conn *c, int counter, uint32_t code,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* Queues a message frame; returns 0, or -1 when the connection was closed. */
+int mrd__conn_send(struct mrd_ingest *g, struct mrd__conn *c, enum mrd_frame_type type,
+                   const ProtobufCMessage *msg);
+
+#endif
