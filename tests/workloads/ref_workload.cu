@@ -265,7 +265,7 @@ static void print_options(const struct opts *o)
            "kernels_per_step=%d colls_per_step=%d slow_rank=%d slow_us=%ld slow_steps=",
            o->steps, o->warmup, o->bytes, o->compute_us, o->kernels_per_step,
            o->colls_per_step, o->slow_rank, o->slow_us);
-    for (int s = 0; s < o->steps; s++)
+    for (int s = 0; s < o->steps && o->slow_rank >= 0 && o->slow_us > 0; s++)
         if (is_slow_step(o, s))
             printf("%s%d", n++ ? "," : "", s);
     printf("%s\n", n ? "" : "none");
