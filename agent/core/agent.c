@@ -1,0 +1,222 @@
+/* The agent's shared state: start, identity, inertness, clock, counters, GPUs, flush
+ * hooks, fork handling and the exit path with a deadline.
+ *
+ * Where it sits: every entry point of libmeridian.so (CUDA injection, NCCL profiler plugin,
+ * NVTX injection, MPI wrappers) calls mrd_agent_start(); the first call reads the
+ * environment once (config.c), maps the rings, starts the flusher thread (transport/) and
+ * registers atexit and pthread_atfork handlers. Capture code then only calls the hot-path
+ * functions here (mrd_agent_active, mrd_clock_now, the drop counters) and mrd_ring_write.
+ *
+ * Workload: mrd_clock_now and the counters run on application threads at up to ~200,000
+ * calls/s: a vDSO clock read and relaxed atomics, nothing else. Everything else runs once
+ * per process (start, shutdown) or a few times (GPUs, hooks).
+ *
+ * Exit: mrd_agent_shutdown (atexit, or the MPI_Finalize wrapper before PMPI_Finalize) runs
+ * the flush hooks, asks the flusher to deliver what is left until the deadline
+ * (MERIDIAN_FLUSH_DEADLINE_MS after the call), then prints exactly one line on stderr.
+ * It never waits longer than the deadline plus a small margin, whatever the aggregator does.
+ *
+ * Fork: the child of a fork is inert (its parent's flusher does not exist there): the
+ * atfork child handler clears the active flag, disables the rings and closes the flusher's
+ * descriptors; its exit path does nothing.
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "error.h"
+#include "gpus.h"
+#include "ring.h"
+#include "transport.h"
+
+#define MAX_FLUSH_HOOKS 8
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static struct mrd_agent_config g_cfg;
+static _Atomic int g_active;
+static _Atomic int g_shutdown_started;
+static _Atomic int g_forked_child;
+static _Atomic double g_clock_rate_minus_1; /* MERIDIAN_TEST_CLOCK_PPM * 1e-6; 0 normally */
+
+static _Atomic uint64_t g_captured[MRD_EV__COUNT];
+static _Atomic uint64_t g_dropped[MRD_DROP__COUNT];
+
+static void (*_Atomic g_hooks[MAX_FLUSH_HOOKS])(void);
+static _Atomic unsigned g_nhooks;
+
+static const char *env_get(const char *name, void *arg)
+{
+    (void)arg;
+    return getenv(name);
+}
+
+static void agent_atexit(void)
+{
+    mrd_agent_shutdown();
+}
+
+static void agent_atfork_child(void)
+{
+    atomic_store(&g_forked_child, 1);
+    atomic_store(&g_active, 0);
+    atomic_store(&g_shutdown_started, 1);
+    mrd_ring_disable();
+    mrd__transport_atfork_child();
+}
+
+static void agent_start_once(void)
+{
+    char why[256];
+    int r = mrd__config_parse(&g_cfg, env_get, NULL, why, sizeof why);
+    if (r < 0) {
+        fprintf(stderr, "meridian: inactive in pid %ld: %s\n", (long)getpid(), why);
+        return;
+    }
+    if (r == 0)
+        return;
+    atomic_store(&g_clock_rate_minus_1, g_cfg.test_clock_ppm * 1e-6);
+    int e = mrd_ring_init(g_cfg.ring_threads, g_cfg.ring_records);
+    if (e != 0) {
+        fprintf(stderr, "meridian: rank %d: inactive: cannot map %u rings of %u records: %s\n",
+                g_cfg.rank, g_cfg.ring_threads, g_cfg.ring_records, mrd_strerror(e));
+        return;
+    }
+    e = mrd__transport_start(&g_cfg);
+    if (e != 0) {
+        fprintf(stderr, "meridian: rank %d: inactive: cannot start the flusher thread: %s\n",
+                g_cfg.rank, mrd_strerror(e));
+        mrd_ring_disable();
+        return;
+    }
+    pthread_atfork(NULL, NULL, agent_atfork_child);
+    atexit(agent_atexit);
+    atomic_store_explicit(&g_active, 1, memory_order_release);
+}
+
+int mrd_agent_start(void)
+{
+    if (atomic_load(&g_forked_child))
+        return 0;
+    pthread_once(&g_once, agent_start_once);
+    return mrd_agent_active();
+}
+
+int mrd_agent_active(void)
+{
+    return atomic_load_explicit(&g_active, memory_order_acquire);
+}
+
+const struct mrd_agent_config *mrd_agent_config(void)
+{
+    return &g_cfg;
+}
+
+int64_t mrd_clock_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    int64_t raw = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    /* Test-only drift (MERIDIAN_TEST_CLOCK_PPM): local = raw * (1 + ppm/1e6), anchored at
+     * raw = 0 so a test can compute the true raw time of any local stamp. */
+    double k = atomic_load_explicit(&g_clock_rate_minus_1, memory_order_relaxed);
+    if (k != 0.0)
+        raw += (int64_t)((double)raw * k);
+    return raw;
+}
+
+void mrd_agent_count_captured(int kind, uint64_t n)
+{
+    if (kind > 0 && kind < MRD_EV__COUNT)
+        atomic_fetch_add_explicit(&g_captured[kind], n, memory_order_relaxed);
+}
+
+void mrd_agent_count_drop(int reason, uint64_t n)
+{
+    if (reason > 0 && reason < MRD_DROP__COUNT)
+        atomic_fetch_add_explicit(&g_dropped[reason], n, memory_order_relaxed);
+    else
+        atomic_fetch_add_explicit(&g_dropped[0], n, memory_order_relaxed);
+}
+
+void mrd_agent_counters(uint64_t captured[MRD_EV__COUNT], uint64_t dropped[MRD_DROP__COUNT])
+{
+    for (int i = 0; i < MRD_EV__COUNT; i++)
+        captured[i] = atomic_load_explicit(&g_captured[i], memory_order_relaxed);
+    for (int i = 0; i < MRD_DROP__COUNT; i++)
+        dropped[i] = atomic_load_explicit(&g_dropped[i], memory_order_relaxed);
+    mrd_ring_dropped(dropped);
+}
+
+void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id,
+                       const char *name)
+{
+    mrd__gpus_add(device, uuid, pci_bus_id, name);
+}
+
+void mrd_agent_on_flush(void (*fn)(void))
+{
+    if (fn == NULL)
+        return;
+    unsigned i = atomic_fetch_add(&g_nhooks, 1);
+    if (i < MAX_FLUSH_HOOKS)
+        atomic_store(&g_hooks[i], fn);
+    else
+        fprintf(stderr, "meridian: more than %d flush hooks; one is ignored\n", MAX_FLUSH_HOOKS);
+}
+
+/* Sum of every drop reason: what the exit line calls "lost". */
+static uint64_t format_loss(const uint64_t dropped[MRD_DROP__COUNT], char *buf, size_t cap)
+{
+    uint64_t total = 0;
+    size_t o = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < MRD_DROP__COUNT; i++) {
+        if (dropped[i] == 0)
+            continue;
+        total += dropped[i];
+        int n = snprintf(buf + o, o < cap ? cap - o : 0, "%s%s %llu", o ? ", " : "",
+                         mrd_drop_reason_name(i), (unsigned long long)dropped[i]);
+        if (n > 0 && (size_t)n < cap - o)
+            o += (size_t)n;
+    }
+    return total;
+}
+
+void mrd_agent_shutdown(void)
+{
+    if (!mrd_agent_active() || atomic_exchange(&g_shutdown_started, 1))
+        return;
+    int64_t t0 = mrd__mono_ns();
+    unsigned n = atomic_load(&g_nhooks);
+    for (unsigned i = 0; i < n && i < MAX_FLUSH_HOOKS; i++) {
+        void (*fn)(void) = atomic_load(&g_hooks[i]);
+        if (fn)
+            fn();
+    }
+    int e = mrd__transport_stop(t0 + (int64_t)g_cfg.flush_deadline_ms * 1000000);
+
+    struct mrd_transport_stats st;
+    uint64_t captured[MRD_EV__COUNT], dropped[MRD_DROP__COUNT];
+    mrd__transport_stats(&st);
+    mrd_agent_counters(captured, dropped);
+    if (e != 0) /* the flusher did not finish: what it still held is lost too */
+        dropped[MRD_DROP_UNSENT_AT_EXIT] += st.events_queued;
+    char loss[512];
+    uint64_t lost = format_loss(dropped, loss, sizeof loss);
+    char tail[sizeof g_cfg.aggregator + sizeof st.last_error + 32] = "";
+    if (lost && st.last_error[0])
+        snprintf(tail, sizeof tail, "; aggregator %s: %s", g_cfg.aggregator, st.last_error);
+    fprintf(stderr, "meridian: rank %d: %s %llu events in %llu batches; lost %llu%s%s%s%s\n",
+            g_cfg.rank, st.record_only ? "recorded" : "sent",
+            (unsigned long long)st.events_acked, (unsigned long long)st.batches_acked,
+            (unsigned long long)lost, lost ? " (" : "", loss, lost ? ")" : "", tail);
+    atomic_store(&g_active, 0);
+}

@@ -1,0 +1,260 @@
+/* Agent configuration: the launcher <-> agent environment contract, read once.
+ *
+ * Where it sits: the first mrd_agent_start() (from CUDA injection, the NCCL plugin, NVTX
+ * injection or the MPI wrappers) calls mrd__config_parse() with getenv; nothing else in the
+ * agent reads the environment. agent/ENVIRONMENT.md documents every variable; keep the two
+ * in step.
+ *
+ * Workload: once per process. Numbers accept a k/m/g suffix (powers of 1024). Anything
+ * malformed makes the agent inert with one stderr line: a profiler that silently ignores a
+ * setting would produce data the user did not ask for.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+
+/* Parses a non-negative integer with an optional k/m/g suffix into [lo, hi]. */
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    char *end = NULL;
+    if (s == NULL || *s == '\0' || *s == '-' || isspace((unsigned char)*s))
+        return -EINVAL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s)
+        return -EINVAL;
+    unsigned shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    default: break;
+    }
+    if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+        return -EINVAL;
+    v <<= shift;
+    if (v < lo || v > hi)
+        return -ERANGE;
+    *out = v;
+    return 0;
+}
+
+/* Rank-style variable: a decimal int >= 0. Returns 1 if set and valid, 0 if unset,
+ * -EINVAL if set but not a number. */
+static int parse_rank(const char *s, int *out)
+{
+    uint64_t v;
+    if (s == NULL || *s == '\0')
+        return 0;
+    if (parse_u64(s, 0, INT32_MAX, &v) != 0)
+        return -EINVAL;
+    *out = (int)v;
+    return 1;
+}
+
+/* First variable of `names` that is set decides; returns as parse_rank, *which = its name. */
+static int first_rank(mrd_env_fn get, void *arg, const char *const *names, int *out,
+                      const char **which)
+{
+    for (; *names; names++) {
+        int r = parse_rank(get(*names, arg), out);
+        if (r != 0) {
+            *which = *names;
+            return r;
+        }
+    }
+    return 0;
+}
+
+static int copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = strlen(src);
+    if (n >= cap)
+        return -ENAMETOOLONG;
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+/* Reads a secret file (first line, at most cap-1 bytes, trailing CR/LF removed). */
+static int read_secret_file(const char *path, char *dst, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -errno;
+    size_t n = fread(dst, 1, cap - 1, f);
+    int err = ferror(f) ? -EIO : 0;
+    if (!err && n == cap - 1 && fgetc(f) != EOF)
+        err = -ENAMETOOLONG;
+    fclose(f);
+    if (err)
+        return err;
+    dst[n] = '\0';
+    dst[strcspn(dst, "\r\n")] = '\0';
+    return 0;
+}
+
+/* Expands %r (rank), %p (pid) and %% in a record-file pattern. */
+static int expand_path(char *dst, size_t cap, const char *pat, int rank)
+{
+    size_t o = 0;
+    for (const char *p = pat; *p; p++) {
+        char tmp[24];
+        const char *add = tmp;
+        if (p[0] == '%' && p[1] == 'r') {
+            snprintf(tmp, sizeof tmp, "%d", rank);
+            p++;
+        } else if (p[0] == '%' && p[1] == 'p') {
+            snprintf(tmp, sizeof tmp, "%ld", (long)getpid());
+            p++;
+        } else if (p[0] == '%' && p[1] == '%') {
+            add = "%";
+            p++;
+        } else {
+            tmp[0] = *p;
+            tmp[1] = '\0';
+        }
+        size_t n = strlen(add);
+        if (o + n >= cap)
+            return -ENAMETOOLONG;
+        memcpy(dst + o, add, n);
+        o += n;
+    }
+    dst[o] = '\0';
+    return 0;
+}
+
+#define FAIL(...)                                                                              \
+    do {                                                                                       \
+        snprintf(why, why_len, __VA_ARGS__);                                                   \
+        return -MRD_ERR_CONFIG;                                                                \
+    } while (0)
+
+/* Optional numeric variable into a uint32/uint64 field. */
+#define NUM(name, lo, hi, field)                                                               \
+    do {                                                                                       \
+        const char *s_ = get(name, arg);                                                       \
+        uint64_t v_;                                                                           \
+        if (s_ != NULL && *s_ != '\0') {                                                       \
+            if (parse_u64(s_, (lo), (hi), &v_) != 0)                                           \
+                FAIL("%s=%s is not a number in [%llu, %llu]", name, s_,                        \
+                     (unsigned long long)(lo), (unsigned long long)(hi));                      \
+            (field) = v_;                                                                      \
+        }                                                                                      \
+    } while (0)
+
+static int flag_on(const char *s)
+{
+    return s != NULL && *s != '\0' && strcmp(s, "0") != 0;
+}
+
+int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, char *why,
+                      size_t why_len)
+{
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                            "SLURM_PROCID", "RANK", NULL};
+    static const char *const local_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                             "SLURM_LOCALID", "LOCAL_RANK", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
+                                            "WORLD_SIZE", NULL};
+    const char *which = "";
+    const char *s;
+
+    memset(c, 0, sizeof *c);
+    why[0] = '\0';
+    c->queue_bytes = MRD_DEFAULT_QUEUE_BYTES;
+    c->flush_deadline_ms = MRD_DEFAULT_FLUSH_DEADLINE_MS;
+    c->ring_records = MRD_DEFAULT_RING_RECORDS;
+    c->ring_threads = MRD_DEFAULT_RING_THREADS;
+    c->batch_events = MRD_DEFAULT_BATCH_EVENTS;
+    c->batch_ms = MRD_DEFAULT_BATCH_MS;
+    c->probe_interval_ms = MRD_DEFAULT_PROBE_INTERVAL_MS;
+    c->rank = c->local_rank = c->world_size = -1;
+
+    if (flag_on(get("MERIDIAN_DISABLE", arg)))
+        return 0;
+    c->force = flag_on(get("MERIDIAN_FORCE", arg));
+
+    int r = first_rank(get, arg, rank_vars, &c->rank, &which);
+    if (r < 0)
+        FAIL("%s=%s is not a rank number", which, get(which, arg));
+    if (r == 0) {
+        if (!c->force)
+            return 0; /* mpirun itself, helper processes: not a rank */
+        c->rank = 0;
+    }
+    if (first_rank(get, arg, local_vars, &c->local_rank, &which) < 0)
+        FAIL("%s=%s is not a rank number", which, get(which, arg));
+    if (first_rank(get, arg, size_vars, &c->world_size, &which) < 0)
+        FAIL("%s=%s is not a number", which, get(which, arg));
+
+    s = get("MERIDIAN_RECORD_FILE", arg);
+    if (s != NULL && *s != '\0' && expand_path(c->record_file, sizeof c->record_file, s,
+                                               c->rank) != 0)
+        FAIL("MERIDIAN_RECORD_FILE is longer than %zu bytes", sizeof c->record_file - 1);
+
+    s = get("MERIDIAN_AGGREGATOR", arg);
+    if (s != NULL && *s != '\0') {
+        if (copy_str(c->aggregator, sizeof c->aggregator, s) != 0 || strchr(s, ':') == NULL)
+            FAIL("MERIDIAN_AGGREGATOR=%.64s is not host:port", s);
+    } else if (c->record_file[0] == '\0') {
+        FAIL("MERIDIAN_AGGREGATOR is not set (expected host:port of meridiand)");
+    }
+    s = get("MERIDIAN_RUN_ID", arg);
+    if (s == NULL || *s == '\0')
+        FAIL("MERIDIAN_RUN_ID is not set");
+    if (copy_str(c->run_id, sizeof c->run_id, s) != 0)
+        FAIL("MERIDIAN_RUN_ID is longer than %zu bytes", sizeof c->run_id - 1);
+
+    s = get("MERIDIAN_SECRET", arg);
+    if (s != NULL && *s != '\0') {
+        if (copy_str(c->secret, sizeof c->secret, s) != 0)
+            FAIL("MERIDIAN_SECRET is longer than %zu bytes", sizeof c->secret - 1);
+    } else if ((s = get("MERIDIAN_SECRET_FILE", arg)) != NULL && *s != '\0') {
+        int e = read_secret_file(s, c->secret, sizeof c->secret);
+        if (e != 0)
+            FAIL("MERIDIAN_SECRET_FILE %.200s: %s", s, mrd_strerror(e));
+    }
+
+    uint64_t ring_records = c->ring_records, ring_threads = c->ring_threads;
+    uint64_t deadline = c->flush_deadline_ms, batch_events = c->batch_events;
+    uint64_t batch_ms = c->batch_ms, probe_ms = c->probe_interval_ms, shard = 0;
+    NUM("MERIDIAN_QUEUE_BYTES", 1ull << 20, 1ull << 40, c->queue_bytes);
+    NUM("MERIDIAN_FLUSH_DEADLINE_MS", 0, 600000, deadline);
+    NUM("MERIDIAN_RING_RECORDS", 16, 1u << 24, ring_records);
+    NUM("MERIDIAN_RING_THREADS", 1, 4096, ring_threads);
+    NUM("MERIDIAN_BATCH_EVENTS", 64, 1u << 20, batch_events);
+    NUM("MERIDIAN_BATCH_MS", 1, 60000, batch_ms);
+    NUM("MERIDIAN_PROBE_INTERVAL_MS", 10, 3600000, probe_ms);
+    NUM("MERIDIAN_SHARD_ID", 0, UINT32_MAX, shard);
+    /* rings are indexed with a mask: round up to a power of two */
+    uint32_t pow2 = 16;
+    while (pow2 < ring_records)
+        pow2 <<= 1;
+    c->ring_records = pow2;
+    c->ring_threads = (uint32_t)ring_threads;
+    c->flush_deadline_ms = (uint32_t)deadline;
+    c->batch_events = (uint32_t)batch_events;
+    c->batch_ms = (uint32_t)batch_ms;
+    c->probe_interval_ms = (uint32_t)probe_ms;
+    c->shard_id = (uint32_t)shard;
+    c->graph_nodes = flag_on(get("MERIDIAN_GRAPH_NODES", arg));
+
+    s = get("MERIDIAN_TEST_CLOCK_PPM", arg);
+    if (s != NULL && *s != '\0') {
+        char *end = NULL;
+        errno = 0;
+        double ppm = strtod(s, &end);
+        if (errno != 0 || end == s || *end != '\0' || ppm < -10000.0 || ppm > 10000.0)
+            FAIL("MERIDIAN_TEST_CLOCK_PPM=%.32s is not a number in [-10000, 10000]", s);
+        c->test_clock_ppm = ppm;
+    }
+    return 1;
+}

@@ -1,0 +1,245 @@
+/* The ROLE_CLOCK connection: NTP-style probes that never wait behind batches.
+ *
+ * Where it sits: called by the flusher loop. The clock connection is opened once the data
+ * connection has been accepted (so an absent aggregator costs one failing connect per
+ * backoff step, not two). Probes go out in rounds: MRD_PROBE_BURST at connect,
+ * MRD_PROBE_ROUND every MERIDIAN_PROBE_INTERVAL_MS, MRD_PROBE_BURST before the goodbye.
+ * Each probe is sent, then its reply is awaited on this socket alone (up to
+ * MRD_PROBE_TIMEOUT_MS), so t0 is stamped right before send() and t3 right after recv(),
+ * with nothing else of the flusher's in between. A round stops at the first timeout;
+ * replies that arrive later are recognised by probe_id and ignored. Completed samples
+ * (t0, t1, t2, t3) travel in the next batch's clock_samples; every sample is sent (the
+ * aggregator's fit chooses the lowest round trips).
+ *
+ * Workload: 8 probes every 500 ms by default: ~16 small frames a second each way; a round
+ * holds the flusher for 8 round trips (well under a millisecond on a LAN).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+
+#include "error.h"
+#include "flusher_int.h"
+
+static void clock_fail(struct mrd_flusher *f, int64_t now, uint32_t backoff_floor_ms)
+{
+    mrd_conn_close(&f->clk);
+    uint32_t b = mrd__tx_backoff_next(&f->clk_backoff_ms);
+    if (b < backoff_floor_ms)
+        b = backoff_floor_ms;
+    f->clk_next_connect_ns = now + (int64_t)b * 1000000;
+}
+
+short mrd__clock_poll_events(const struct mrd_flusher *f)
+{
+    const struct mrd_conn *c = &f->clk;
+    switch (c->state) {
+    case MRD_CONN_CONNECTING:
+        return POLLOUT;
+    case MRD_CONN_HELLO:
+        return POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
+    case MRD_CONN_READY:
+        return POLLIN;
+    default:
+        return 0;
+    }
+}
+
+/* Handles the frames in the input buffer outside a probe round. */
+static void process_frames(struct mrd_flusher *f, int64_t now)
+{
+    for (;;) {
+        int type = 0;
+        ProtobufCMessage *m = NULL;
+        int e = mrd_conn_next_frame(&f->clk, &type, &m);
+        if (e < 0) {
+            clock_fail(f, now, 0);
+            return;
+        }
+        if (e == 0)
+            return;
+        int fail = 0;
+        if (type == MRD_FRAME_HELLO_REPLY && f->clk.state == MRD_CONN_HELLO) {
+            Meridian__V1__HelloReply *r = (Meridian__V1__HelloReply *)m;
+            if (r->accepted) {
+                f->clk.state = MRD_CONN_READY;
+                f->clk.state_since_ns = now;
+                f->clk_backoff_ms = 0;
+                f->probe_burst = MRD_PROBE_BURST;
+                f->next_probe_ns = now;
+            } else {
+                fail = MRD_BACKOFF_MAX_MS;
+            }
+        } else if (type == MRD_FRAME_CLOCK_REPLY && f->clk.state == MRD_CONN_READY) {
+            /* a reply that came after its round gave up: ignored */
+        } else {
+            fail = 1;
+        }
+        protobuf_c_message_free_unpacked(m, NULL);
+        if (fail) {
+            clock_fail(f, now, (uint32_t)fail);
+            return;
+        }
+    }
+}
+
+void mrd__clock_step(struct mrd_flusher *f, int64_t now)
+{
+    struct mrd_conn *c = &f->clk;
+    const char *why = "";
+    switch (c->state) {
+    case MRD_CONN_CLOSED:
+        if (f->data.state != MRD_CONN_READY || now < f->clk_next_connect_ns ||
+            f->goodbye_state != 0)
+            return;
+        if (mrd_conn_open(c, f->cfg->aggregator, &why) != 0)
+            clock_fail(f, now, 0);
+        return;
+    case MRD_CONN_CONNECTING:
+        if (now - c->state_since_ns > (int64_t)MRD_CONNECT_TIMEOUT_MS * 1000000)
+            clock_fail(f, now, 0);
+        return;
+    case MRD_CONN_HELLO:
+        if (now - c->state_since_ns > (int64_t)MRD_HELLO_TIMEOUT_MS * 1000000)
+            clock_fail(f, now, 0);
+        return;
+    case MRD_CONN_READY:
+        if (f->stopping || now < f->next_probe_ns)
+            return;
+        unsigned n = f->probe_burst ? f->probe_burst : MRD_PROBE_ROUND;
+        f->probe_burst = 0;
+        mrd__clock_round(f, n, now + 250 * 1000000ll);
+        f->next_probe_ns = mrd__mono_ns() + (int64_t)f->cfg->probe_interval_ms * 1000000;
+        return;
+    }
+}
+
+void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now)
+{
+    struct mrd_conn *c = &f->clk;
+    if (c->state == MRD_CONN_CONNECTING) {
+        int e = mrd_conn_finish_connect(c);
+        if (e == -EAGAIN)
+            return;
+        if (e < 0) {
+            clock_fail(f, now, 0);
+            return;
+        }
+        Meridian__V1__Hello h;
+        Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
+        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK, 1);
+        if (mrd_conn_queue(c, MRD_FRAME_HELLO, &h.base) != 0) {
+            clock_fail(f, now, 0);
+            return;
+        }
+        c->state = MRD_CONN_HELLO;
+        c->state_since_ns = now;
+        e = mrd_conn_flush(c);
+        if (e != 0 && e != -EAGAIN)
+            clock_fail(f, now, 0);
+        return;
+    }
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        int rd = mrd_conn_read(c);
+        process_frames(f, now);
+        if (rd < 0 && c->state != MRD_CONN_CLOSED)
+            clock_fail(f, now, 0);
+        if (c->state == MRD_CONN_CLOSED)
+            return;
+    }
+    if ((revents & POLLOUT) && c->state == MRD_CONN_HELLO) {
+        int e = mrd_conn_flush(c);
+        if (e != 0 && e != -EAGAIN)
+            clock_fail(f, now, 0);
+    }
+}
+
+/* Sends one probe; returns 0 or a negative errno. */
+static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
+{
+    Meridian__V1__ClockProbe p = MERIDIAN__V1__CLOCK_PROBE__INIT;
+    uint8_t buf[64];
+    p.probe_id = id;
+    *t0 = mrd_clock_now();
+    p.t0 = *t0;
+    size_t len = meridian__v1__clock_probe__pack(&p, buf + MRD_FRAME_HEADER_BYTES);
+    struct mrd_frame_header h = {.version = MRD_PROTOCOL_VERSION,
+                                 .type = MRD_FRAME_CLOCK_PROBE,
+                                 .length = (uint32_t)len};
+    mrd_frame_header_write(buf, &h);
+    ssize_t n = mrd_conn_write(&f->clk, buf, MRD_FRAME_HEADER_BYTES + len);
+    if (n < 0)
+        return (int)n;
+    return (size_t)n == MRD_FRAME_HEADER_BYTES + len ? 0 : -EAGAIN;
+}
+
+/* Waits for the reply to probe `id`. Returns 1 with *s filled, 0 on timeout, negative on
+ * a connection error. */
+static int await_reply(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t until,
+                       struct mrd_clock_sample *s)
+{
+    for (;;) {
+        int64_t left = until - mrd__mono_ns();
+        if (left <= 0)
+            return 0;
+        struct pollfd p = {.fd = f->clk.fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)((left + 999999) / 1000000));
+        if (r <= 0)
+            return 0;
+        ssize_t n = mrd_conn_read_once(&f->clk);
+        int64_t t3 = mrd_clock_now();
+        if (n < 0)
+            return (int)n;
+        for (;;) {
+            int type = 0;
+            ProtobufCMessage *m = NULL;
+            int e = mrd_conn_next_frame(&f->clk, &type, &m);
+            if (e < 0)
+                return e;
+            if (e == 0)
+                break;
+            int ok = 0;
+            if (type == MRD_FRAME_CLOCK_REPLY) {
+                Meridian__V1__ClockReply *cr = (Meridian__V1__ClockReply *)m;
+                if (cr->probe_id == id && cr->t0 == t0) {
+                    *s = (struct mrd_clock_sample){.t0 = t0, .t1 = cr->t1, .t2 = cr->t2,
+                                                   .t3 = t3};
+                    ok = 1;
+                }
+            } else {
+                e = -MRD_ERR_MALFORMED;
+            }
+            protobuf_c_message_free_unpacked(m, NULL);
+            if (e < 0)
+                return e;
+            if (ok)
+                return 1;
+        }
+    }
+}
+
+void mrd__clock_round(struct mrd_flusher *f, unsigned n, int64_t until_ns)
+{
+    for (unsigned i = 0; i < n && f->clk.state == MRD_CONN_READY; i++) {
+        int64_t now = mrd__mono_ns();
+        if (now >= until_ns)
+            return;
+        uint64_t id = ++f->probe_id;
+        int64_t t0 = 0;
+        struct mrd_clock_sample s;
+        int e = send_probe(f, id, &t0);
+        if (e != 0) {
+            clock_fail(f, now, 0);
+            return;
+        }
+        int64_t wait_until = now + (int64_t)MRD_PROBE_TIMEOUT_MS * 1000000;
+        e = await_reply(f, id, t0, wait_until < until_ns ? wait_until : until_ns, &s);
+        if (e < 0) {
+            clock_fail(f, mrd__mono_ns(), 0);
+            return;
+        }
+        if (e == 0)
+            return; /* timed out: try again next round */
+        mrd__tx_add_clock_sample(f, &s);
+    }
+}

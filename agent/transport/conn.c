@@ -1,0 +1,249 @@
+/* One agent -> meridiand TCP connection: non-blocking connect, control-frame output buffer,
+ * raw batch writes, and an input buffer that yields decoded frames. See conn.h.
+ *
+ * Workload: two connections per rank (data, clock), a reconnect every few seconds at most
+ * (backoff is the flusher's business), a few hundred frames per second each way.
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "transport.h"
+
+void mrd_conn_init(struct mrd_conn *c)
+{
+    c->fd = -1;
+    atomic_store(&c->fd_mirror, -1);
+    c->state = MRD_CONN_CLOSED;
+    c->in_len = c->out_len = c->out_off = 0;
+    c->bytes_written = 0;
+}
+
+void mrd_conn_close(struct mrd_conn *c)
+{
+    atomic_store(&c->fd_mirror, -1);
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->state = MRD_CONN_CLOSED;
+    c->state_since_ns = mrd__mono_ns();
+    c->in_len = c->out_len = c->out_off = 0;
+}
+
+/* Splits "host:port" / "[v6]:port" into host[] and port[]. */
+static int split_hostport(const char *hp, char *host, size_t hcap, char *port, size_t pcap)
+{
+    const char *colon;
+    const char *h = hp;
+    size_t hlen;
+    if (*hp == '[') {
+        const char *close_br = strchr(hp, ']');
+        if (close_br == NULL || close_br[1] != ':')
+            return -EINVAL;
+        h = hp + 1;
+        hlen = (size_t)(close_br - h);
+        colon = close_br + 1;
+    } else {
+        colon = strrchr(hp, ':');
+        if (colon == NULL)
+            return -EINVAL;
+        hlen = (size_t)(colon - hp);
+    }
+    size_t plen = strlen(colon + 1);
+    if (hlen == 0 || hlen >= hcap || plen == 0 || plen >= pcap)
+        return -EINVAL;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    memcpy(port, colon + 1, plen + 1);
+    return 0;
+}
+
+/* Tries one address: 0 with c->fd set (connecting or connected), or -errno. */
+static int try_connect(struct mrd_conn *c, const struct addrinfo *ai)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    c->fd = fd;
+    atomic_store(&c->fd_mirror, fd);
+    return 0;
+}
+
+int mrd_conn_open(struct mrd_conn *c, const char *hostport, const char **why)
+{
+    char host[256], port[16];
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int err = -EINVAL;
+
+    mrd_conn_close(c);
+    *why = "bad address";
+    if (split_hostport(hostport, host, sizeof host, port, sizeof port) != 0)
+        return -EINVAL;
+    int gai = getaddrinfo(host, port, &hints, &res);
+    if (gai != 0) {
+        *why = gai == EAI_NONAME ? "unknown host" : "name resolution failed";
+        return -EHOSTUNREACH;
+    }
+    /* IPv4 addresses first ("localhost" often lists ::1 first while meridiand listens on
+     * 127.0.0.1 by default), then the others. */
+    for (int pass = 0; pass < 2 && c->fd < 0; pass++) {
+        for (struct addrinfo *ai = res; ai && c->fd < 0; ai = ai->ai_next) {
+            if ((ai->ai_family == AF_INET) != (pass == 0))
+                continue;
+            err = try_connect(c, ai);
+        }
+    }
+    freeaddrinfo(res);
+    if (c->fd < 0) {
+        *why = mrd_strerror(err);
+        return err;
+    }
+    c->state = MRD_CONN_CONNECTING;
+    c->state_since_ns = mrd__mono_ns();
+    return 0;
+}
+
+int mrd_conn_finish_connect(struct mrd_conn *c)
+{
+    int soerr = 0;
+    socklen_t len = sizeof soerr;
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0)
+        soerr = errno;
+    if (soerr == EINPROGRESS || soerr == EALREADY)
+        return -EAGAIN;
+    if (soerr != 0) {
+        mrd_conn_close(c);
+        return -soerr;
+    }
+    return 0;
+}
+
+int mrd_conn_queue(struct mrd_conn *c, enum mrd_frame_type type, const ProtobufCMessage *msg)
+{
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    int e = mrd_frame_encode(type, msg, 0, MRD_CONN_OUT_CAP, &frame, &len);
+    if (e != 0)
+        return e;
+    if (c->out_off > 0 && c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    if (len > sizeof c->out - c->out_len && c->out_off > 0) {
+        memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+        c->out_len -= c->out_off;
+        c->out_off = 0;
+    }
+    if (len > sizeof c->out - c->out_len) {
+        free(frame);
+        return -ENOBUFS;
+    }
+    memcpy(c->out + c->out_len, frame, len);
+    c->out_len += len;
+    free(frame);
+    return 0;
+}
+
+ssize_t mrd_conn_write(struct mrd_conn *c, const uint8_t *buf, size_t len)
+{
+    if (c->fd < 0)
+        return -ENOTCONN;
+    ssize_t n = send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        if (errno == EINTR)
+            return 0;
+        return -errno;
+    }
+    c->bytes_written += (uint64_t)n;
+    return n;
+}
+
+int mrd_conn_flush(struct mrd_conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = mrd_conn_write(c, c->out + c->out_off, c->out_len - c->out_off);
+        if (n < 0)
+            return (int)n;
+        if (n == 0)
+            return -EAGAIN;
+        c->out_off += (size_t)n;
+    }
+    c->out_off = c->out_len = 0;
+    return 0;
+}
+
+int mrd_conn_read(struct mrd_conn *c)
+{
+    if (c->fd < 0)
+        return -ENOTCONN;
+    while (c->in_len < sizeof c->in) {
+        ssize_t n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, MSG_DONTWAIT);
+        if (n > 0) {
+            c->in_len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            return -ECONNRESET;
+        if (errno == EINTR)
+            continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return 0;
+        return -errno;
+    }
+    return 0; /* buffer full: the caller takes frames out, then reads again */
+}
+
+ssize_t mrd_conn_read_once(struct mrd_conn *c)
+{
+    if (c->fd < 0)
+        return -ENOTCONN;
+    if (c->in_len == sizeof c->in)
+        return 0;
+    ssize_t n = recv(c->fd, c->in + c->in_len, sizeof c->in - c->in_len, MSG_DONTWAIT);
+    if (n > 0) {
+        c->in_len += (size_t)n;
+        return n;
+    }
+    if (n == 0)
+        return -ECONNRESET;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return 0;
+    return -errno;
+}
+
+int mrd_conn_next_frame(struct mrd_conn *c, int *type, ProtobufCMessage **msg)
+{
+    struct mrd_frame_header h;
+    int e = mrd_frame_header_parse(c->in, c->in_len, MRD_CONN_IN_CAP, &h);
+    if (e == -EAGAIN)
+        return 0;
+    if (e != 0)
+        return e;
+    size_t total = MRD_FRAME_HEADER_BYTES + (size_t)h.length;
+    if (c->in_len < total)
+        return 0;
+    e = mrd_frame_decode(&h, c->in + MRD_FRAME_HEADER_BYTES, MRD_CONN_IN_CAP, msg);
+    if (e != 0)
+        return e;
+    *type = h.type;
+    memmove(c->in, c->in + total, c->in_len - total);
+    c->in_len -= total;
+    return 1;
+}

@@ -1,0 +1,78 @@
+/* Ring record -> batch event: copies the event and interns the record's strings with the
+ * batch builder (record.h says which string goes where). Runs on the flusher thread for
+ * every drained record (up to ~200,000/s): one hash lookup per string, no allocation once
+ * a string is known. */
+#include "convert.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Interns s, counting the bytes of strings seen for the first time. */
+static uint32_t intern(struct mrd_convert *cv, const char *s)
+{
+    if (s == NULL || *s == '\0')
+        return 0;
+    uint32_t id = mrd_batch_builder_intern(cv->b, s);
+    if (id > cv->max_id) { /* ids are handed out in increasing order: a new string */
+        cv->max_id = id;
+        cv->new_string_bytes += strnlen(s, 4096);
+    }
+    return id;
+}
+
+int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)
+{
+    struct mrd_batch_builder *b = cv->b;
+    if (mrd_batch_builder_pending(b) >= cv->target_events)
+        return -EAGAIN;
+    switch (r->kind) {
+    case MRD_EV_KERNEL: {
+        struct mrd_kernel e = r->ev.kernel;
+        e.name = intern(cv, r->str[0]);
+        return mrd_batch_add_kernel(b, &e);
+    }
+    case MRD_EV_MEMCPY:
+        return mrd_batch_add_memcpy(b, &r->ev.memcpy);
+    case MRD_EV_MEMSET:
+        return mrd_batch_add_memset(b, &r->ev.memset);
+    case MRD_EV_SYNC:
+        return mrd_batch_add_sync(b, &r->ev.sync);
+    case MRD_EV_API: {
+        struct mrd_api e = r->ev.api;
+        e.name = intern(cv, r->str[0]);
+        return mrd_batch_add_api(b, &e);
+    }
+    case MRD_EV_GRAPH:
+        return mrd_batch_add_graph(b, &r->ev.graph);
+    case MRD_EV_EXTCORR:
+        return mrd_batch_add_extcorr(b, &r->ev.extcorr);
+    case MRD_EV_NVTX: {
+        struct mrd_nvtx e = r->ev.nvtx;
+        char name[MRD_RECORD_INLINE_STR];
+        memcpy(name, r->inline_str, sizeof name);
+        name[sizeof name - 1] = '\0'; /* never trust the writer to terminate it */
+        e.domain = intern(cv, r->str[0]);
+        e.name = intern(cv, name[0] ? name : r->str[1]);
+        return mrd_batch_add_nvtx(b, &e);
+    }
+    case MRD_EV_NCCL_OP: {
+        struct mrd_nccl_op e = r->ev.nccl_op;
+        e.func = intern(cv, r->str[0]);
+        e.datatype = intern(cv, r->str[1]);
+        e.algo = intern(cv, r->str[2]);
+        e.proto = intern(cv, r->str[3]);
+        return mrd_batch_add_nccl_op(b, &e);
+    }
+    case MRD_EV_NCCL_CHANNEL:
+        return mrd_batch_add_nccl_channel(b, &r->ev.nccl_channel);
+    case MRD_EV_MPI: {
+        struct mrd_mpi e = r->ev.mpi;
+        e.call = intern(cv, r->str[0]);
+        return mrd_batch_add_mpi(b, &e);
+    }
+    case MRD_EV_GPU_CLOCK:
+        return mrd_batch_add_gpu_clock_sample(b, &r->ev.gpu_clock);
+    default:
+        return -EINVAL; /* unknown kind (or MRD_EV_CLOCK, which never travels in rings) */
+    }
+}

@@ -1,0 +1,302 @@
+/* The ROLE_DATA connection: connect with backoff, Hello/HelloReply, batch frames from the
+ * unacked queue, Acks, and the Goodbye.
+ *
+ * Where it sits: called by the flusher loop (flusher.c) on its thread. Reconnects use
+ * exponential backoff from 100 ms to 2 s with +-20% jitter; after a HelloReply the queue is
+ * trimmed to what the aggregator has not committed (committed_seq) and everything left is
+ * sent again, oldest first (at-least-once; the aggregator de-duplicates by (run, rank,
+ * seq)). A refused Hello (wrong secret, wrong run) is logged once and retried at the
+ * slowest pace. A GPU registered after the Hello makes the agent say hello again once the
+ * queue is idle, so the aggregator's gpus table learns it.
+ *
+ * Workload: a few batch frames per second per rank (up to ~16k events, tens to hundreds of
+ * KiB each), one Ack per batch.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "error.h"
+#include "flusher_int.h"
+#include "gpus.h"
+
+static void data_fail(struct mrd_flusher *f, int64_t now, const char *what, int err)
+{
+    if (err != 0)
+        mrd__tx_set_error(f, "%s: %s", what, mrd_strerror(err));
+    else
+        mrd__tx_set_error(f, "%s", what);
+    mrd_conn_close(&f->data);
+    f->write_off = 0;
+    f->next_connect_ns = now + (int64_t)mrd__tx_backoff_next(&f->backoff_ms) * 1000000;
+}
+
+static void on_acked(uint64_t seq, uint32_t events, void *arg)
+{
+    struct mrd_flusher *f = arg;
+    mrd_batch_builder_acked(f->b, seq);
+    atomic_fetch_add(&f->sh->events_acked, events);
+    atomic_fetch_add(&f->sh->batches_acked, 1);
+}
+
+static void sync_stats(struct mrd_flusher *f)
+{
+    atomic_store(&f->sh->events_queued, f->q.events);
+    atomic_store(&f->sh->bytes_sent, f->data.bytes_written + f->clk.bytes_written);
+}
+
+static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply *r, int64_t now)
+{
+    if (!r->accepted) {
+        if (!f->refusal_logged++)
+            fprintf(stderr, "meridian: rank %d: aggregator %s refused the connection: %s\n",
+                    f->cfg->rank, f->cfg->aggregator, r->reason ? r->reason : "(no reason)");
+        mrd__tx_set_error(f, "refused: %.100s", r->reason ? r->reason : "");
+        mrd_conn_close(&f->data);
+        f->backoff_ms = MRD_BACKOFF_MAX_MS;
+        f->next_connect_ns = now + (int64_t)MRD_BACKOFF_MAX_MS * 1000000;
+        return;
+    }
+    f->peer_max_frame = r->max_frame_bytes ? r->max_frame_bytes : MRD_FRAME_DEFAULT_MAX;
+    if (r->committed_seq >= f->next_seq) {
+        /* Not ours: another process used this rank in this run with later sequence
+         * numbers. Ours would be taken for duplicates: move past them. */
+        fprintf(stderr, "meridian: rank %d: the aggregator already holds batch %llu of this "
+                        "rank from another process; continuing after it\n",
+                f->cfg->rank, (unsigned long long)r->committed_seq);
+        f->next_seq = r->committed_seq + 1;
+    } else {
+        mrd_txq_drop_committed(&f->q, r->committed_seq, on_acked, f);
+    }
+    if (f->ever_connected)
+        mrd_batch_builder_reset_unacked(f->b);
+    mrd_txq_rewind(&f->q);
+    f->write_off = 0;
+    f->ever_connected = 1;
+    f->backoff_ms = 0;
+    f->hello_ns = now;
+    f->data.state = MRD_CONN_READY;
+    f->data.state_since_ns = now;
+    atomic_fetch_add(&f->sh->connects, 1);
+    mrd__tx_set_error(f, "%s", "");
+    sync_stats(f);
+}
+
+/* Handles every complete frame in the input buffer. Returns 0 or a negative code. */
+static int process_frames(struct mrd_flusher *f, int64_t now)
+{
+    for (;;) {
+        int type = 0;
+        ProtobufCMessage *m = NULL;
+        int e = mrd_conn_next_frame(&f->data, &type, &m);
+        if (e <= 0)
+            return e;
+        if (type == MRD_FRAME_HELLO_REPLY && f->data.state == MRD_CONN_HELLO) {
+            on_hello_reply(f, (Meridian__V1__HelloReply *)m, now);
+        } else if (type == MRD_FRAME_ACK && f->data.state == MRD_CONN_READY) {
+            mrd_txq_ack(&f->q, ((Meridian__V1__Ack *)m)->seq, on_acked, f);
+            sync_stats(f);
+        } else if (type == MRD_FRAME_ERROR) {
+            Meridian__V1__Error *er = (Meridian__V1__Error *)m;
+            mrd__tx_set_error(f, "aggregator error %u: %.90s", er->code,
+                              er->message ? er->message : "");
+            e = -ECONNABORTED;
+        } else {
+            e = -MRD_ERR_MALFORMED; /* a frame the aggregator never sends in this state */
+        }
+        protobuf_c_message_free_unpacked(m, NULL);
+        if (e < 0)
+            return e;
+        if (f->data.state == MRD_CONN_CLOSED)
+            return 0; /* refused */
+    }
+}
+
+/* Writes control frames, then batch frames from the queue, until the socket is full. */
+static void write_batches(struct mrd_flusher *f, int64_t now)
+{
+    int e = mrd_conn_flush(&f->data);
+    if (e == -EAGAIN)
+        return;
+    if (e < 0) {
+        data_fail(f, now, "send", e);
+        return;
+    }
+    struct mrd_txq_entry *en;
+    while ((en = mrd_txq_peek_unsent(&f->q)) != NULL) {
+        if (f->write_off == 0 && en->len > f->peer_max_frame) {
+            mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
+            continue;
+        }
+        ssize_t n = mrd_conn_write(&f->data, en->frame + f->write_off, en->len - f->write_off);
+        if (n < 0) {
+            data_fail(f, now, "send", (int)n);
+            break;
+        }
+        if (n == 0)
+            break;
+        f->write_off += (size_t)n;
+        if (f->write_off < en->len)
+            break;
+        atomic_fetch_add(en->sent_count ? &f->sh->batches_resent : &f->sh->batches_sent, 1);
+        mrd_txq_mark_sent(&f->q);
+        f->write_off = 0;
+    }
+    sync_stats(f);
+}
+
+static void queue_hello(struct mrd_flusher *f, int64_t now)
+{
+    Meridian__V1__Hello h;
+    Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
+    mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA, 1);
+    int e = mrd_conn_queue(&f->data, MRD_FRAME_HELLO, &h.base);
+    if (e != 0) {
+        data_fail(f, now, "hello", e);
+        return;
+    }
+    f->data.state = MRD_CONN_HELLO;
+    f->data.state_since_ns = now;
+    e = mrd_conn_flush(&f->data);
+    if (e != 0 && e != -EAGAIN)
+        data_fail(f, now, "send hello", e);
+}
+
+short mrd__data_poll_events(const struct mrd_flusher *f)
+{
+    const struct mrd_conn *c = &f->data;
+    switch (c->state) {
+    case MRD_CONN_CONNECTING:
+        return POLLOUT;
+    case MRD_CONN_HELLO:
+        return POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
+    case MRD_CONN_READY:
+        return POLLIN | (c->out_len > c->out_off || mrd_txq_peek_unsent(&f->q) ? POLLOUT : 0);
+    default:
+        return 0;
+    }
+}
+
+void mrd__data_step(struct mrd_flusher *f, int64_t now)
+{
+    struct mrd_conn *c = &f->data;
+    const char *why = "";
+    int e;
+    if (f->goodbye_state != 0)
+        return;
+    switch (c->state) {
+    case MRD_CONN_CLOSED:
+        if (now < f->next_connect_ns)
+            return;
+        e = mrd_conn_open(c, f->cfg->aggregator, &why);
+        if (e != 0) {
+            mrd__tx_set_error(f, "connect: %s", why);
+            f->next_connect_ns = now + (int64_t)mrd__tx_backoff_next(&f->backoff_ms) * 1000000;
+        }
+        return;
+    case MRD_CONN_CONNECTING:
+        if (now - c->state_since_ns > (int64_t)MRD_CONNECT_TIMEOUT_MS * 1000000)
+            data_fail(f, now, "connect: timed out", 0);
+        return;
+    case MRD_CONN_HELLO:
+        if (now - c->state_since_ns > (int64_t)MRD_HELLO_TIMEOUT_MS * 1000000)
+            data_fail(f, now, "no reply to hello", 0);
+        return;
+    case MRD_CONN_READY:
+        if (!f->stopping && mrd__gpus_generation() != f->hello_gpu_gen &&
+            f->q.head == f->q.cursor && f->write_off == 0 &&
+            now - f->hello_ns > 1000000000ll) {
+            /* new GPUs since the hello and nothing in flight: say hello again */
+            mrd_conn_close(c);
+            f->next_connect_ns = now;
+            return;
+        }
+        write_batches(f, now);
+        return;
+    }
+}
+
+void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
+{
+    struct mrd_conn *c = &f->data;
+    if (c->state == MRD_CONN_CONNECTING) {
+        int e = mrd_conn_finish_connect(c);
+        if (e == -EAGAIN)
+            return;
+        if (e < 0) {
+            data_fail(f, now, "connect", e);
+            return;
+        }
+        queue_hello(f, now);
+        return;
+    }
+    if (revents & (POLLIN | POLLHUP | POLLERR)) {
+        int rd = mrd_conn_read(c);
+        int e = process_frames(f, now);
+        if (e < 0) {
+            data_fail(f, now, "protocol", e);
+            return;
+        }
+        if (rd < 0 && c->state != MRD_CONN_CLOSED) {
+            data_fail(f, now, rd == -ECONNRESET ? "connection closed by the aggregator"
+                                                : "receive",
+                      rd == -ECONNRESET ? 0 : rd);
+            return;
+        }
+    }
+    if ((revents & POLLOUT) && c->state == MRD_CONN_HELLO) {
+        int e = mrd_conn_flush(c);
+        if (e != 0 && e != -EAGAIN)
+            data_fail(f, now, "send hello", e);
+    } else if ((revents & POLLOUT) && c->state == MRD_CONN_READY) {
+        write_batches(f, now);
+    }
+}
+
+/* Waits up to `until` for the data socket to be ready for `events`; returns poll's revents. */
+static short wait_fd(int fd, short events, int64_t until)
+{
+    int64_t left = until - mrd__mono_ns();
+    if (left <= 0)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = events};
+    int ms = (int)((left + 999999) / 1000000);
+    return poll(&p, 1, ms) > 0 ? p.revents : 0;
+}
+
+void mrd__data_goodbye(struct mrd_flusher *f, int64_t now)
+{
+    struct mrd_conn *c = &f->data;
+    struct mrd_goodbye_buf gb;
+    int64_t limit = f->deadline_ns + (int64_t)MRD_GOODBYE_GRACE_MS * 1000000;
+    if (limit < now + 50 * 1000000ll)
+        limit = now + 50 * 1000000ll;
+
+    mrd__tx_fill_goodbye(f, &gb);
+    f->goodbye_state = 2; /* whatever happens below, the exit flush is over */
+    if (mrd_conn_queue(c, MRD_FRAME_GOODBYE, &gb.g.base) != 0)
+        return;
+    int e;
+    while ((e = mrd_conn_flush(c)) == -EAGAIN)
+        if (!wait_fd(c->fd, POLLOUT, limit))
+            break;
+    sync_stats(f);
+    if (e != 0) {
+        mrd_conn_close(c);
+        return;
+    }
+    /* Half-close and read until the aggregator closes (briefly): closing a socket with
+     * unread input makes TCP send a reset, which can discard the Goodbye on its side. */
+    shutdown(c->fd, SHUT_WR);
+    int64_t linger = now + 100 * 1000000ll;
+    if (linger > limit)
+        linger = limit;
+    while (wait_fd(c->fd, POLLIN, linger)) {
+        c->in_len = 0; /* late Acks: the queue is already accounted for */
+        if (mrd_conn_read(c) < 0)
+            break;
+    }
+    mrd_conn_close(c);
+}

@@ -1,0 +1,581 @@
+/* The agent's single background thread: rings -> batches -> frames -> meridiand.
+ *
+ * Where it sits: the only consumer of the per-thread rings (agent/ring) and the only user
+ * of the sockets. Capture code never waits for it: when it falls behind, rings drop and
+ * count; when the aggregator is absent or slow, the bounded unacked queue (txqueue.c)
+ * refuses new batches and counts them; the exit flush stops at its deadline.
+ *
+ * Workload: up to 50,000 events/s per rank sustained, bursts of 200,000/s. A batch is
+ * finished every MERIDIAN_BATCH_EVENTS events (16384) or MERIDIAN_BATCH_MS (150 ms) after
+ * its first event, whichever comes first, or once it defines 1 MiB of new strings; an empty
+ * batch carries changed drop counters once a second. Wake-ups: every 2 ms while records
+ * flow, every 10 ms when idle (a ring of 16384 records lasts ~80 ms at 200,000/s).
+ *
+ * Sequence numbers start at the agent's CLOCK_REALTIME in microseconds and grow by one per
+ * batch: unique per (run, rank) even if a rank's process is restarted within a run, so a
+ * new process never has its batches taken for duplicates (nor dropped by committed_seq).
+ *
+ * Record file (MERIDIAN_RECORD_FILE): "MRDCAP1\n", then the Hello (secret removed; written
+ * just before the first batch so it lists the GPUs seen by then), every batch frame once as
+ * it enters the queue (resends are not repeated), and the Goodbye. With no
+ * MERIDIAN_AGGREGATOR the agent only records ("record-only mode").
+ *
+ * Exit (mrd__transport_stop): drain every ring, a burst of clock probes, finish the last
+ * batch, send and wait for acks until the deadline, count what is still unacknowledged as
+ * MRD_DROP_UNSENT_AT_EXIT, send the Goodbye with the totals, close.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "flusher_int.h"
+#include "gpus.h"
+#include "ring.h"
+
+#ifndef MRD_VERSION
+#define MRD_VERSION "0.0.0"
+#endif
+
+static const char k_magic[8] = {'M', 'R', 'D', 'C', 'A', 'P', '1', '\n'};
+
+static struct mrd_tx_shared g_sh = {.err_lock = PTHREAD_MUTEX_INITIALIZER};
+static struct mrd_flusher *g_f;
+static pthread_t g_thread;
+static _Atomic int g_started;
+static _Atomic int g_stop_req;
+static _Atomic int64_t g_deadline_ns;
+static _Atomic int g_wake_fd = -1;
+static pthread_mutex_t g_done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_done_cond;
+
+int64_t mrd__mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
+{
+    va_list ap;
+    pthread_mutex_lock(&f->sh->err_lock);
+    va_start(ap, fmt);
+    vsnprintf(f->sh->last_error, sizeof f->sh->last_error, fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&f->sh->err_lock);
+}
+
+uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms)
+{
+    uint32_t b = *backoff_ms ? *backoff_ms : MRD_BACKOFF_MIN_MS;
+    *backoff_ms = b * 2 > MRD_BACKOFF_MAX_MS ? MRD_BACKOFF_MAX_MS : b * 2;
+    /* +-20% jitter so hundreds of ranks do not reconnect in lockstep */
+    uint32_t j = (uint32_t)(mrd__mono_ns() / 1000 % 41);
+    return b * (80 + j) / 100;
+}
+
+/* ---- record file ---------------------------------------------------------------- */
+
+static void rec_write(struct mrd_flusher *f, const void *buf, size_t len)
+{
+    int fd = atomic_load(&f->rec_fd);
+    const uint8_t *p = buf;
+    while (fd >= 0 && len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            fprintf(stderr, "meridian: rank %d: record file %s: %s; recording stopped\n",
+                    f->cfg->rank, f->cfg->record_file, mrd_strerror(n < 0 ? -errno : -EIO));
+            atomic_store(&f->rec_fd, -1);
+            close(fd);
+            return;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t len)
+{
+    if (atomic_load(&f->rec_fd) < 0)
+        return;
+    if (!f->rec_hello_done) {
+        Meridian__V1__Hello h;
+        Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
+        uint8_t *hf = NULL;
+        size_t hl = 0;
+        f->rec_hello_done = 1;
+        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA, 0);
+        if (mrd_frame_encode(MRD_FRAME_HELLO, &h.base, 0, MRD_FRAME_DEFAULT_MAX, &hf, &hl) == 0)
+            rec_write(f, hf, hl);
+        free(hf);
+    }
+    rec_write(f, frame, len);
+}
+
+static void rec_open(struct mrd_flusher *f)
+{
+    if (f->cfg->record_file[0] == '\0')
+        return;
+    int fd = open(f->cfg->record_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "meridian: rank %d: cannot open record file %s: %s\n", f->cfg->rank,
+                f->cfg->record_file, mrd_strerror(-errno));
+        return;
+    }
+    atomic_store(&f->rec_fd, fd);
+    rec_write(f, k_magic, sizeof k_magic);
+}
+
+/* ---- hello ------------------------------------------------------------------------ */
+
+void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h,
+                        Meridian__V1__GpuInfo gi[], Meridian__V1__GpuInfo *gp[], int role,
+                        int with_secret)
+{
+    struct mrd_gpu *gpus = f->gpus;
+    const struct mrd_agent_config *c = f->cfg;
+    uint64_t gen;
+    unsigned n = mrd__gpus_snapshot(f->gpus, &gen);
+
+    meridian__v1__hello__init(h);
+    h->protocol_version = MRD_PROTOCOL_VERSION;
+    h->run_id = (char *)c->run_id;
+    if (with_secret) {
+        h->secret.data = (uint8_t *)c->secret;
+        h->secret.len = strlen(c->secret);
+    }
+    h->rank = (uint32_t)c->rank;
+    h->local_rank = c->local_rank >= 0 ? (uint32_t)c->local_rank : 0;
+    h->world_size = c->world_size >= 0 ? (uint32_t)c->world_size : 0;
+    h->host = f->host;
+    h->pid = (uint32_t)getpid();
+    for (unsigned i = 0; i < n; i++) {
+        meridian__v1__gpu_info__init(&gi[i]);
+        gi[i].device = gpus[i].device;
+        gi[i].uuid = gpus[i].uuid;
+        gi[i].pci_bus_id = gpus[i].pci_bus_id;
+        gi[i].name = gpus[i].name;
+        gp[i] = &gi[i];
+    }
+    h->n_gpus = n;
+    h->gpus = gp;
+    h->agent_version = (char *)"meridian " MRD_VERSION;
+    h->role = role;
+    h->shard_id = c->shard_id;
+    h->agent_instance = f->agent_instance;
+    if (role == MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA)
+        f->hello_gpu_gen = gen;
+}
+
+/* ---- batches ---------------------------------------------------------------------- */
+
+static void count_drop_events(int reason, uint64_t n)
+{
+    if (n)
+        mrd_agent_count_drop(reason, n);
+}
+
+/* Encodes the pending events (and current drop counters) as the next batch and queues
+ * it. Returns 0, or a negative code when the builder could not finish (events stay). */
+static int finish_batch(struct mrd_flusher *f, int64_t now)
+{
+    uint64_t captured[MRD_EV__COUNT], dropped[MRD_DROP__COUNT], drops = 0;
+    mrd_agent_counters(captured, dropped);
+    for (int i = 0; i < MRD_DROP__COUNT; i++)
+        drops += dropped[i];
+    mrd_batch_builder_set_dropped(f->b, dropped);
+
+    uint32_t events = (uint32_t)mrd_batch_builder_pending(f->b);
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    uint64_t seq = f->next_seq;
+    int e = mrd_batch_builder_finish(f->b, seq, &frame, &len);
+    if (e != 0) {
+        static int logged;
+        if (!logged++)
+            fprintf(stderr, "meridian: rank %d: cannot encode a batch of %u events: %s\n",
+                    f->cfg->rank, events, mrd_strerror(e));
+        return e;
+    }
+    f->next_seq++;
+    f->batch_first_ns = 0;
+    f->last_batch_ns = now;
+    f->drops_in_last_batch = drops;
+    f->cv.new_string_bytes = 0;
+    mrd__tx_record_frame(f, frame, len);
+
+    if (f->record_only) {
+        mrd_batch_builder_acked(f->b, seq);
+        atomic_fetch_add(&f->sh->events_acked, events);
+        atomic_fetch_add(&f->sh->batches_acked, 1);
+        free(frame);
+        return 0;
+    }
+    e = mrd_txq_push(&f->q, seq, events, frame, len);
+    if (e != 0) { /* over MERIDIAN_QUEUE_BYTES (or no memory): drop the newest, counted */
+        free(frame);
+        count_drop_events(MRD_DROP_QUEUE_FULL, events);
+        return 0;
+    }
+    atomic_store(&f->sh->events_queued, f->q.events);
+    return 0;
+}
+
+void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s)
+{
+    int e = mrd_batch_add_clock_sample(f->b, s);
+    if (e == -EAGAIN && finish_batch(f, mrd__mono_ns()) == 0)
+        e = mrd_batch_add_clock_sample(f->b, s);
+    if (e != 0)
+        return;
+    if (f->batch_first_ns == 0)
+        f->batch_first_ns = mrd__mono_ns();
+    mrd_agent_count_captured(MRD_EV_CLOCK, 1);
+    atomic_fetch_add(&f->sh->clock_samples, 1);
+}
+
+static void drain_one(const struct mrd_record *r, void *arg)
+{
+    struct mrd_flusher *f = arg;
+    int e = mrd__convert_record(&f->cv, r);
+    if (e == -EAGAIN && finish_batch(f, mrd__mono_ns()) == 0)
+        e = mrd__convert_record(&f->cv, r);
+    if (e == 0) {
+        if (r->kind < MRD_EV__COUNT)
+            f->captured_local[r->kind]++;
+        if (f->batch_first_ns == 0)
+            f->batch_first_ns = mrd__mono_ns();
+    } else {
+        /* -EAGAIN here: the full batch could not be encoded (too large) */
+        count_drop_events(e == -EAGAIN ? MRD_DROP_TOO_LARGE : 0, 1);
+    }
+}
+
+/* Drains up to max records; returns how many. */
+static size_t drain(struct mrd_flusher *f, size_t max)
+{
+    size_t n = mrd_ring_drain(drain_one, f, max);
+    for (int k = 0; k < MRD_EV__COUNT; k++) {
+        if (f->captured_local[k]) {
+            mrd_agent_count_captured(k, f->captured_local[k]);
+            f->captured_local[k] = 0;
+        }
+    }
+    return n;
+}
+
+static void maybe_finish(struct mrd_flusher *f, int64_t now, int force)
+{
+    size_t pending = mrd_batch_builder_pending(f->b);
+    int due = pending > 0 && (force || now - f->batch_first_ns >= (int64_t)f->cfg->batch_ms *
+                                                                    1000000 ||
+                              f->cv.new_string_bytes >= MRD_NEW_STRING_BYTES_MAX);
+    if (!due && now - f->last_batch_ns >= 1000000000) {
+        /* no events, but drop counters moved: tell the aggregator once a second */
+        uint64_t c[MRD_EV__COUNT], d[MRD_DROP__COUNT], drops = 0;
+        mrd_agent_counters(c, d);
+        for (int i = 0; i < MRD_DROP__COUNT; i++)
+            drops += d[i];
+        due = drops != f->drops_in_last_batch;
+    }
+    if (due)
+        (void)finish_batch(f, now);
+}
+
+/* ---- exit ------------------------------------------------------------------------- */
+
+/* What the exit flush still holds is lost: count it before the Goodbye reports totals. */
+static void account_unsent(struct mrd_flusher *f)
+{
+    uint64_t left = f->q.events + mrd_batch_builder_pending(f->b);
+    count_drop_events(MRD_DROP_UNSENT_AT_EXIT, left);
+    mrd_txq_clear(&f->q);
+    atomic_store(&f->sh->events_queued, 0);
+}
+
+/* One step of the exit flush; returns 1 when it is over. */
+static int stop_step(struct mrd_flusher *f, int64_t now)
+{
+    if (!f->final_probes_done) {
+        f->final_probes_done = 1;
+        if (f->clk.state == MRD_CONN_READY) {
+            int64_t until = now + 500 * 1000000ll;
+            mrd__clock_round(f, MRD_PROBE_BURST, until < f->deadline_ns ? until : f->deadline_ns);
+        }
+        while (drain(f, SIZE_MAX) > 0)
+            ;
+        maybe_finish(f, now, 1);
+    }
+    if (f->record_only)
+        return 1;
+    int queue_empty = f->q.count == 0 && mrd_batch_builder_pending(f->b) == 0;
+    if (f->goodbye_state == 0 && (queue_empty || now >= f->deadline_ns)) {
+        if (f->data.state == MRD_CONN_READY && f->write_off == 0) {
+            account_unsent(f);
+            mrd__data_goodbye(f, now);
+        } else if (now >= f->deadline_ns) {
+            account_unsent(f);
+            return 1;
+        }
+    }
+    if (f->goodbye_state == 2)
+        return 1;
+    return now >= f->deadline_ns + (int64_t)MRD_GOODBYE_GRACE_MS * 1000000;
+}
+
+void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb)
+{
+    uint64_t captured[MRD_EV__COUNT], dropped[MRD_DROP__COUNT];
+    Meridian__V1__Goodbye *g = &gb->g;
+    mrd_agent_counters(captured, dropped);
+    meridian__v1__goodbye__init(g);
+    for (int i = 0; i < MRD_EV__COUNT; i++) {
+        meridian__v1__counter__init(&gb->cc[i]);
+        gb->cc[i].key = (uint32_t)i;
+        gb->cc[i].value = captured[i];
+        if (captured[i])
+            gb->cp[g->n_captured++] = &gb->cc[i];
+    }
+    for (int i = 0; i < MRD_DROP__COUNT; i++) {
+        meridian__v1__counter__init(&gb->dc[i]);
+        gb->dc[i].key = (uint32_t)i;
+        gb->dc[i].value = dropped[i];
+        if (dropped[i])
+            gb->dp[g->n_dropped++] = &gb->dc[i];
+    }
+    g->captured = gb->cp;
+    g->dropped = gb->dp;
+    g->bytes_sent = atomic_load(&f->sh->bytes_sent);
+    g->batches_sent = f->record_only ? f->next_seq - f->first_seq
+                                     : atomic_load(&f->sh->batches_sent);
+    g->batches_resent = atomic_load(&f->sh->batches_resent);
+    g->last_seq = f->next_seq - 1;
+}
+
+static void record_goodbye(struct mrd_flusher *f)
+{
+    struct mrd_goodbye_buf gb;
+    uint8_t *fr = NULL;
+    size_t len = 0;
+    if (atomic_load(&f->rec_fd) < 0)
+        return;
+    mrd__tx_fill_goodbye(f, &gb);
+    if (mrd_frame_encode(MRD_FRAME_GOODBYE, &gb.g.base, 0, MRD_FRAME_DEFAULT_MAX, &fr, &len) == 0)
+        mrd__tx_record_frame(f, fr, len);
+    free(fr);
+}
+
+/* ---- the thread ------------------------------------------------------------------- */
+
+static void *flusher_main(void *arg)
+{
+    struct mrd_flusher *f = arg;
+    int64_t now = mrd__mono_ns();
+    size_t max_drain = (size_t)f->cfg->batch_events * 4;
+    f->last_batch_ns = now;
+
+    for (;;) {
+        now = mrd__mono_ns();
+        if (!f->stopping && atomic_load(&g_stop_req)) {
+            f->stopping = 1;
+            f->deadline_ns = atomic_load(&g_deadline_ns);
+            if (f->next_connect_ns > now)
+                f->next_connect_ns = now; /* one more try right away */
+        }
+        size_t n = drain(f, max_drain);
+        maybe_finish(f, now, 0);
+        if (!f->record_only) {
+            mrd__data_step(f, now);
+            mrd__clock_step(f, now);
+        }
+        if (f->stopping && stop_step(f, mrd__mono_ns()))
+            break;
+
+        struct pollfd pfd[3] = {{.fd = atomic_load(&g_wake_fd), .events = POLLIN}};
+        pfd[1].fd = f->data.fd;
+        pfd[1].events = mrd__data_poll_events(f);
+        pfd[2].fd = f->clk.fd;
+        pfd[2].events = mrd__clock_poll_events(f);
+        int timeout = n >= max_drain ? 0 : n > 0 ? 2 : 10;
+        if (f->stopping)
+            timeout = n > 0 ? 0 : 2;
+        if (poll(pfd, 3, timeout) > 0) {
+            if (pfd[0].revents & POLLIN) {
+                uint64_t v;
+                ssize_t r = read(pfd[0].fd, &v, sizeof v);
+                (void)r;
+            }
+            now = mrd__mono_ns();
+            if (pfd[1].revents && f->data.fd >= 0)
+                mrd__data_on_poll(f, pfd[1].revents, now);
+            if (pfd[2].revents && f->clk.fd >= 0)
+                mrd__clock_on_poll(f, pfd[2].revents, now);
+        }
+    }
+    mrd_conn_close(&f->data);
+    mrd_conn_close(&f->clk);
+    record_goodbye(f);
+    int fd = atomic_exchange(&f->rec_fd, -1);
+    if (fd >= 0)
+        close(fd);
+    pthread_mutex_lock(&g_done_lock);
+    atomic_store(&f->sh->finished, 1);
+    pthread_cond_broadcast(&g_done_cond);
+    pthread_mutex_unlock(&g_done_lock);
+    return NULL;
+}
+
+static uint64_t random_u64(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v)
+        v = (uint64_t)mrd__mono_ns() ^ ((uint64_t)getpid() << 32);
+    return v;
+}
+
+int mrd__transport_start(const struct mrd_agent_config *cfg)
+{
+    struct mrd_flusher *f = NULL;
+    sigset_t all, old;
+    int e, wake = -1;
+
+    if (atomic_exchange(&g_started, 1))
+        return -EALREADY;
+    f = calloc(1, sizeof *f);
+    if (f == NULL)
+        return -ENOMEM;
+    f->cfg = cfg;
+    f->sh = &g_sh;
+    f->record_only = cfg->aggregator[0] == '\0';
+    f->agent_instance = random_u64();
+    atomic_store(&f->rec_fd, -1);
+    mrd_conn_init(&f->data);
+    mrd_conn_init(&f->clk);
+    mrd_txq_init(&f->q, cfg->queue_bytes);
+    if (gethostname(f->host, sizeof f->host - 1) != 0)
+        strcpy(f->host, "unknown");
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    f->first_seq = f->next_seq = (uint64_t)rt.tv_sec * 1000000 + (uint64_t)rt.tv_nsec / 1000;
+
+    struct mrd_batch_builder_config bc = {
+        .run_id = cfg->run_id,
+        .rank = (uint32_t)cfg->rank,
+        .agent_instance = f->agent_instance,
+        .max_frame = MRD_FRAME_DEFAULT_MAX,
+        .target_events = cfg->batch_events,
+        .compress_level = 1,
+    };
+    e = mrd_batch_builder_new(&bc, &f->b);
+    if (e != 0)
+        goto fail;
+    f->cv = (struct mrd_convert){.b = f->b, .target_events = cfg->batch_events};
+    f->peer_max_frame = MRD_FRAME_DEFAULT_MAX;
+
+    wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake < 0) {
+        e = -errno;
+        goto fail;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_done_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    rec_open(f);
+    atomic_store(&g_wake_fd, wake);
+    g_f = f;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    e = -pthread_create(&g_thread, NULL, flusher_main, f);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e != 0)
+        goto fail;
+    pthread_setname_np(g_thread, "meridian");
+    return 0;
+fail:
+    g_f = NULL;
+    atomic_store(&g_wake_fd, -1);
+    if (wake >= 0)
+        close(wake);
+    if (f) {
+        int rfd = atomic_load(&f->rec_fd);
+        if (rfd >= 0)
+            close(rfd);
+        mrd_batch_builder_free(f->b);
+        free(f);
+    }
+    return e;
+}
+
+int mrd__transport_stop(int64_t deadline_ns)
+{
+    if (g_f == NULL)
+        return 0;
+    atomic_store(&g_deadline_ns, deadline_ns);
+    atomic_store(&g_stop_req, 1);
+    uint64_t one = 1;
+    ssize_t r = write(atomic_load(&g_wake_fd), &one, sizeof one);
+    (void)r;
+
+    /* the flusher may use MRD_GOODBYE_GRACE_MS past the deadline; wait a little more */
+    int64_t until = deadline_ns + (int64_t)(MRD_GOODBYE_GRACE_MS + 250) * 1000000;
+    struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
+    int done = 0;
+    pthread_mutex_lock(&g_done_lock);
+    while (!(done = atomic_load(&g_sh.finished)))
+        if (pthread_cond_timedwait(&g_done_cond, &g_done_lock, &ts) == ETIMEDOUT)
+            break;
+    done = atomic_load(&g_sh.finished);
+    pthread_mutex_unlock(&g_done_lock);
+    if (done)
+        pthread_join(g_thread, NULL);
+    return done ? 0 : -ETIMEDOUT;
+}
+
+void mrd__transport_stats(struct mrd_transport_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->events_acked = atomic_load(&g_sh.events_acked);
+    s->batches_acked = atomic_load(&g_sh.batches_acked);
+    s->batches_sent = atomic_load(&g_sh.batches_sent);
+    s->batches_resent = atomic_load(&g_sh.batches_resent);
+    s->bytes_sent = atomic_load(&g_sh.bytes_sent);
+    s->events_queued = atomic_load(&g_sh.events_queued);
+    s->clock_samples = atomic_load(&g_sh.clock_samples);
+    s->connects = atomic_load(&g_sh.connects);
+    s->finished = atomic_load(&g_sh.finished);
+    s->record_only = g_f ? g_f->record_only : 0;
+    pthread_mutex_lock(&g_sh.err_lock);
+    memcpy(s->last_error, g_sh.last_error, sizeof s->last_error);
+    pthread_mutex_unlock(&g_sh.err_lock);
+}
+
+void mrd__transport_atfork_child(void)
+{
+    struct mrd_flusher *f = g_f;
+    int fd = atomic_exchange(&g_wake_fd, -1);
+    if (fd >= 0)
+        close(fd);
+    if (f == NULL)
+        return;
+    int fds[3] = {atomic_exchange(&f->data.fd_mirror, -1),
+                  atomic_exchange(&f->clk.fd_mirror, -1), atomic_exchange(&f->rec_fd, -1)};
+    for (int i = 0; i < 3; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    g_f = NULL;
+}

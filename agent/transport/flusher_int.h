@@ -1,0 +1,119 @@
+/* The flusher thread's state, shared by flusher.c (loop, batches, exit), datalink.c (the
+ * ROLE_DATA connection: hello, batches, acks, goodbye) and clocklink.c (the ROLE_CLOCK
+ * connection: probes). Internal to agent/transport; everything here runs on the flusher
+ * thread except the atomics in struct mrd_tx_shared.
+ */
+#ifndef MRD_AGENT_FLUSHER_INT_H
+#define MRD_AGENT_FLUSHER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "batch.h"
+#include "conn.h"
+#include "convert.h"
+#include "gpus.h"
+#include "meridian.pb-c.h"
+#include "transport.h"
+#include "txqueue.h"
+
+#define MRD_BACKOFF_MIN_MS 100u
+#define MRD_BACKOFF_MAX_MS 2000u
+#define MRD_CONNECT_TIMEOUT_MS 3000u
+#define MRD_HELLO_TIMEOUT_MS 5000u
+#define MRD_PROBE_TIMEOUT_MS 100u
+#define MRD_PROBE_BURST 16u      /* probes at connect and before goodbye */
+#define MRD_PROBE_ROUND 8u       /* probes per periodic round */
+#define MRD_NEW_STRING_BYTES_MAX (1u << 20) /* finish a batch once it defines this much */
+#define MRD_GOODBYE_GRACE_MS 150u /* goodbye may use this much past the deadline */
+
+/* Totals readable from any thread (the exit line, tests). */
+struct mrd_tx_shared {
+    _Atomic uint64_t events_acked, batches_acked, batches_sent, batches_resent, bytes_sent;
+    _Atomic uint64_t events_queued, clock_samples, connects;
+    _Atomic int finished;
+    pthread_mutex_t err_lock; /* guards last_error */
+    char last_error[128];
+};
+
+struct mrd_flusher {
+    const struct mrd_agent_config *cfg;
+    struct mrd_tx_shared *sh;
+    int record_only;
+    uint64_t agent_instance;
+    char host[256];
+
+    /* batches */
+    struct mrd_batch_builder *b;
+    struct mrd_convert cv;
+    uint64_t next_seq, first_seq;
+    int64_t batch_first_ns;  /* CLOCK_MONOTONIC of the first pending event, 0 if none */
+    int64_t last_batch_ns;
+    uint64_t drops_in_last_batch; /* sum of drop counters the last batch carried */
+    uint64_t captured_local[MRD_EV__COUNT]; /* per drain pass, folded into the agent's */
+
+    /* unacked queue + data connection */
+    struct mrd_txq q;
+    struct mrd_conn data;
+    size_t write_off;        /* bytes of the cursor entry already written */
+    int64_t next_connect_ns;
+    uint32_t backoff_ms;
+    int ever_connected;
+    int refusal_logged;
+    uint32_t peer_max_frame;
+    uint64_t hello_gpu_gen;
+    int64_t hello_ns;
+    struct mrd_gpu gpus[MRD_MAX_GPUS]; /* snapshot for the Hello being built */
+
+    /* clock connection */
+    struct mrd_conn clk;
+    int64_t clk_next_connect_ns;
+    uint32_t clk_backoff_ms;
+    int64_t next_probe_ns;
+    unsigned probe_burst;    /* probes owed as a burst (connect) */
+    uint64_t probe_id;
+
+    /* record file */
+    _Atomic int rec_fd;
+    int rec_hello_done;
+
+    /* exit */
+    int stopping;
+    int64_t deadline_ns;
+    int final_probes_done;
+    int goodbye_state;       /* 0 not yet, 1 queued, 2 written */
+};
+
+/* A Goodbye message with its storage. */
+struct mrd_goodbye_buf {
+    Meridian__V1__Goodbye g;
+    Meridian__V1__Counter cc[MRD_EV__COUNT], dc[MRD_DROP__COUNT];
+    Meridian__V1__Counter *cp[MRD_EV__COUNT], *dp[MRD_DROP__COUNT];
+};
+
+/* flusher.c */
+void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb);
+void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t len);
+void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h,
+                        Meridian__V1__GpuInfo gi[], Meridian__V1__GpuInfo *gp[],
+                        int role, int with_secret);
+void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s);
+uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms);
+
+/* datalink.c */
+void mrd__data_step(struct mrd_flusher *f, int64_t now);
+void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now);
+short mrd__data_poll_events(const struct mrd_flusher *f);
+void mrd__data_goodbye(struct mrd_flusher *f, int64_t now);
+
+/* clocklink.c */
+void mrd__clock_step(struct mrd_flusher *f, int64_t now);
+void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now);
+short mrd__clock_poll_events(const struct mrd_flusher *f);
+void mrd__clock_round(struct mrd_flusher *f, unsigned n, int64_t until_ns);
+
+#endif
