@@ -23,6 +23,12 @@ int mrd_ring_init(unsigned max_threads, unsigned records_per_ring);
  * record was dropped (counted). Safe to call before mrd_ring_init (drops, counted). */
 int mrd_ring_write(const struct mrd_record *r);
 
+/* Free records in the calling thread's ring (claiming one if the thread has none yet;
+ * 0 when disabled or no ring is free). Lets a producer that writes in bursts from its own
+ * thread (CUPTI's buffer-completion worker, not an application thread) pace itself instead
+ * of overflowing. No lock, no allocation, no system call. Added after v1 (additive). */
+size_t mrd_ring_space(void);
+
 /* Flusher thread only: hands every pending record of every ring to fn (in per-ring
  * order), up to max records in all. Returns the number handed over. */
 size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *arg, size_t max);
