@@ -37,6 +37,7 @@ struct rank_run {
     struct mrd_batch_builder *b;
     struct mrd_client *c;
     struct mrd_capfile *rec;
+    FILE *dump;
     uint8_t **keep; /* copies of the first resend_acked frames */
     size_t *keep_len;
     uint32_t nkeep;
@@ -98,6 +99,14 @@ static void tap(void *ctx, const uint8_t *frame, size_t len)
         mrd_capfile_close(r->rec);
         r->rec = NULL;
     }
+}
+
+static void dump_event(FILE *f, const struct mrd_canon_event *e, mrd_canon_resolve_fn fn,
+                       void *ctx)
+{
+    char text[1024];
+    mrd_canon_text(e, fn, ctx, text, sizeof text);
+    fprintf(f, "%s\n", text);
 }
 
 /* Queues one frame (ownership passes), waiting for room in the window. */
@@ -194,6 +203,8 @@ static int run_synthetic(struct rank_run *r)
             if (rc < 0)
                 goto fail;
             bsum += mrd_canon_hash(&e, mrd_gen_string, g);
+            if (r->dump)
+                dump_event(r->dump, &e, mrd_gen_string, g);
             res->by_kind[e.kind]++;
             if (bev++ == 0)
                 bstart = el;
@@ -278,6 +289,8 @@ static int strmap_put(struct strmap *m, uint32_t id, const char *s)
         e.kind = type;                                                                         \
         while (next(&cur, &e.u.field)) {                                                       \
             *sum += mrd_canon_hash(&e, strmap_get, map);                                       \
+            if (dump)                                                                          \
+                dump_event(dump, &e, strmap_get, map);                                         \
             by_kind[type]++;                                                                   \
             n++;                                                                               \
         }                                                                                      \
@@ -285,7 +298,7 @@ static int strmap_put(struct strmap *m, uint32_t id, const char *s)
 
 /* Counts and hashes every event of a checked batch. Returns the number of events. */
 static uint64_t hash_batch(const Meridian__V1__Batch *m, struct strmap *map, uint64_t *sum,
-                           uint64_t by_kind[MRD_EV__COUNT])
+                           uint64_t by_kind[MRD_EV__COUNT], FILE *dump)
 {
     struct mrd_batch_cursor cur;
     struct mrd_canon_event e;
@@ -323,7 +336,7 @@ static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strma
     for (size_t i = 0; i < m->n_strings; i++)
         if ((rc = strmap_put(map, m->strings[i]->id, m->strings[i]->value)) < 0)
             return rc;
-    uint64_t n = hash_batch(m, map, &sum, r->res->by_kind);
+    uint64_t n = hash_batch(m, map, &sum, r->res->by_kind, r->dump);
     /* the pacing of a capture is by events, like the generator's */
     while (r->o->rate > 0 && (double)(r->res->events + n) > allowed(r->o, now_s() - r->t0))
         if ((rc = mrd_client_pump(r->c, 5)) < 0)
@@ -454,6 +467,10 @@ int mrd_rank_run(const struct mrd_rank_opts *o, struct mrd_rank_result *res)
     }
     if (o->record_path && (rc = mrd_capfile_create(o->record_path, &r.rec)) < 0)
         goto fail;
+    if (o->dump_path && !(r.dump = fopen(o->dump_path, "w"))) {
+        rc = -errno;
+        goto fail;
+    }
     double t0 = now_s();
     rc = o->capture_path ? run_capture(&r, &captured_bye) : run_synthetic(&r);
     if (rc < 0 || !r.c)
@@ -507,6 +524,8 @@ fail:
         res->rc = -EIO;
         snprintf(res->why, sizeof res->why, "writing %s failed", o->record_path);
     }
+    if (r.dump)
+        fclose(r.dump);
     for (uint32_t i = 0; i < r.nkeep; i++)
         free(r.keep[i]);
     free(r.keep);

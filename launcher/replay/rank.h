@@ -33,6 +33,7 @@ struct mrd_rank_opts {
     int mix, compress, quiet;
     uint64_t seed;
     const char *record_path;      /* write a .mrdcap of every frame sent */
+    const char *dump_path;        /* write the canonical text of every event sent */
     const char *capture_path;     /* replay this capture instead of generating */
     uint32_t rank_offset, copy, copies;
     uint32_t resend_acked;        /* test hook: at the end, resend the first N batches */

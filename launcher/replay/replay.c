@@ -67,6 +67,8 @@ static const char usage[] =
     "output:\n"
     "  --report FILE           per-rank result lines (key=value) ('-' = stdout)\n"
     "  --record FILE           also write what is sent as a .mrdcap (one rank only)\n"
+    "  --dump FILE             write the canonical text of every event sent (one rank only;\n"
+    "                          compare with mrd-verify --dump)\n"
     "  --resend-acked N        test hook: after all is acknowledged, reconnect and resend the\n"
     "                          first N batches; each must be acknowledged as a duplicate\n"
     "  --quiet                 log only failures\n"
@@ -156,7 +158,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     enum {
         O_AGG = 256, O_RUN, O_SECRET, O_WINDOW, O_RETRY, O_MAXFRAME, O_RANKS, O_RANKBASE,
         O_WORLD, O_RATE, O_BRATE, O_BMS, O_BPERIOD, O_SECONDS, O_EVENTS, O_BATCH, O_FLUSH,
-        O_MIX, O_SEED, O_COMPRESS, O_OFFSET, O_COPIES, O_REPORT, O_RECORD, O_RESEND, O_QUIET,
+        O_MIX, O_SEED, O_COMPRESS, O_OFFSET, O_COPIES, O_REPORT, O_RECORD, O_RESEND, O_DUMP, O_QUIET,
         O_HELP
     };
     static const struct option longopts[] = {
@@ -170,7 +172,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"flush-ms", 1, 0, O_FLUSH}, {"mix", 1, 0, O_MIX}, {"seed", 1, 0, O_SEED},
         {"compress", 1, 0, O_COMPRESS}, {"rank-offset", 1, 0, O_OFFSET},
         {"copies", 1, 0, O_COPIES}, {"report", 1, 0, O_REPORT}, {"record", 1, 0, O_RECORD},
-        {"resend-acked", 1, 0, O_RESEND}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
+        {"resend-acked", 1, 0, O_RESEND}, {"dump", 1, 0, O_DUMP}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
         {0, 0, 0, 0},
     };
     struct mrd_rank_opts *r = &o->r;
@@ -229,6 +231,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_REPORT: o->report = optarg; break;
         case O_RECORD: r->record_path = optarg; break;
         case O_RESEND: bad |= parse_u64(optarg, 1024, &v); r->resend_acked = (uint32_t)v; break;
+        case O_DUMP: r->dump_path = optarg; break;
         case O_QUIET: r->quiet = 1; break;
         case O_HELP: fputs(usage, stdout); return 1;
         default: bad = 1; break;
@@ -281,8 +284,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         return -EINVAL;
     }
     uint64_t nprocs = o->ncaptures ? (uint64_t)o->ncaptures * r->copies : o->ranks;
-    if (r->record_path && nprocs != 1) {
-        fprintf(stderr, "meridian replay: --record needs exactly one rank\n");
+    if ((r->record_path || r->dump_path) && nprocs != 1) {
+        fprintf(stderr, "meridian replay: --record and --dump need exactly one rank\n");
         return -EINVAL;
     }
     return 0;

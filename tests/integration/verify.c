@@ -211,6 +211,9 @@ static int load_strings(sqlite3 *db, struct strings *s)
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
+static FILE *dump_fp;   /* --dump: canonical text of one rank's rows */
+static int64_t dump_rank = -1;
+
 static int scan_table(sqlite3 *db, const struct table *tb, struct tally *t, uint32_t nranks,
                       struct strings *strs, uint64_t *stray)
 {
@@ -250,6 +253,11 @@ static int scan_table(sqlite3 *db, const struct table *tb, struct tally *t, uint
         x->db_events++;
         x->db_by_kind[tb->kind]++;
         x->db_checksum += mrd_canon_hash(&e, resolve, strs);
+        if (dump_fp && rank == dump_rank) {
+            char text[1024];
+            mrd_canon_text(&e, resolve, strs, text, sizeof text);
+            fprintf(dump_fp, "%s\n", text);
+        }
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
@@ -312,13 +320,16 @@ static const char usage[] =
     "  --no-goodbye    do not require ranks.goodbye = 1\n"
     "  --allow-failed  ranks whose report says status=error are compared on what they had\n"
     "                  acknowledged: the database must hold at least that many events\n"
+    "  --dump-rank R --dump FILE  write the canonical text of rank R's rows to FILE (sort it\n"
+    "                  and diff with `meridian-replay --dump FILE` to find a mismatch)\n"
     "Prints aggregator_counters. Exit 0 when all match, 1 on a mismatch, 2 on errors.\n";
 
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"db", 1, 0, 'd'}, {"report", 1, 0, 'r'}, {"no-goodbye", 0, 0, 'g'},
-        {"allow-failed", 0, 0, 'a'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+        {"allow-failed", 0, 0, 'a'}, {"help", 0, 0, 'h'}, {"dump", 1, 0, 'D'},
+        {"dump-rank", 1, 0, 'R'}, {0, 0, 0, 0},
     };
     const char *dbpath = NULL, *report = NULL;
     int want_goodbye = 1, allow_failed = 0, c, status = 2;
@@ -334,6 +345,14 @@ int main(int argc, char **argv)
         case 'r': report = optarg; break;
         case 'g': want_goodbye = 0; break;
         case 'a': allow_failed = 1; break;
+        case 'D':
+            dump_fp = fopen(optarg, "w");
+            if (!dump_fp) {
+                perror(optarg);
+                return 2;
+            }
+            break;
+        case 'R': dump_rank = strtoll(optarg, NULL, 10); break;
         case 'h': fputs(usage, stdout); return 0;
         default: fputs(usage, stderr); return 2;
         }
@@ -399,6 +418,8 @@ int main(int argc, char **argv)
     printf("verify: ranks=%u mismatched=%u db_events=%" PRIu64 "\n", checked, bad, total);
     status = bad || checked == 0 ? 1 : 0;
 done:
+    if (dump_fp)
+        fclose(dump_fp);
     if (db)
         sqlite3_close(db);
     for (uint64_t i = 0; i < strs.n; i++)
