@@ -13,15 +13,14 @@
  *
  * Size. The builder keeps the encoded (uncompressed) size of the Batch as it grows: the
  * exact varint size of every value and string definition, plus a bound for each column's
- * tag and length (7 bytes) and the fixed fields (1 KiB). An append that would push it
- * over max_frame returns -EAGAIN (finish first), so a
+ * tag and length (7 bytes) and the fixed fields (run_id; counters at their longest). An
+ * append that would push it over max_frame returns -EAGAIN (finish first), so a
  * finished frame always fits the peer's limit and finish() cannot fail for size; an
  * event that cannot fit even an empty batch returns -MRD_ERR_TOO_LARGE (the caller drops
  * and counts it as DROP_TOO_LARGE).
  *
- * Strings. intern() maps each distinct string to an id 1..N for the builder's life (a
- * hash table; at most MAX_STRINGS strings / MAX_STRING_BYTES bytes, after which it
- * returns 0 = "none"). A batch carries a StringDef for every id it uses unless a batch
+ * Strings. intern() maps each distinct string to an id 1..N for the builder's life (the
+ * table in batch_strings.c, capped; at the cap intern returns 0 = "none"). A batch carries a StringDef for every id it uses unless a batch
  * that defined it has been acknowledged: acknowledged means committed, so the aggregator
  * can resolve the id on any later batch, also one resent on a new connection. The
  * builder remembers which ids each unacknowledged batch defined (the definition log)
@@ -43,7 +42,9 @@
 
 #define DEF_LOG_CAP (2u * MRD__BATCH_MAX_DEFS)
 #define DEFAULT_TARGET 16384u
-#define FIXED_OVERHEAD 1024u /* run_id (<= 256), rank, seq, instance, counters, tags */
+/* rank, seq, agent_instance at their longest, and every drop counter at its longest
+ * (2-byte tag, length, key, 10-byte value); run_id is added per builder. */
+#define FIXED_OVERHEAD (6u + 11u + 11u + (MRD_DROP__COUNT - 1u) * (2u + 1u + 6u + 11u))
 
 struct def_log_entry {
     uint64_t seq;
@@ -68,6 +69,7 @@ struct mrd_batch_builder {
     struct group g[MRD_EV__COUNT];
     size_t pending;
     size_t bytes; /* upper bound of the encoded Batch so far */
+    size_t fixed; /* its part independent of the events */
 
     struct mrd__strtab st;
     uint32_t gen; /* number of the pending batch, for mrd__string.mark */
@@ -170,7 +172,8 @@ int mrd_batch_builder_new(const struct mrd_batch_builder_config *cfg,
     b->target = cfg->target_events ? cfg->target_events : DEFAULT_TARGET;
     b->level = cfg->compress_level;
     b->gen = 1;
-    b->bytes = FIXED_OVERHEAD;
+    b->fixed = FIXED_OVERHEAD + 1 + varint_len(strlen(run)) + strlen(run);
+    b->bytes = b->fixed;
     for (int k = 1; k < MRD_EV__COUNT; k++) {
         const struct mrd__groupspec *s = &mrd__batch_groups[k];
 
@@ -610,7 +613,7 @@ static void reset_pending(struct mrd_batch_builder *b)
     }
     b->pending = 0;
     b->ndefs = 0;
-    b->bytes = FIXED_OVERHEAD;
+    b->bytes = b->fixed;
     if (++b->gen == 0) { /* wrapped after 2^32 batches: clear stale marks */
         for (uint32_t i = 1; i <= b->st.n; i++)
             b->st.str[i].mark = 0;
