@@ -1,0 +1,175 @@
+/* Clock alignment: per-rank clock models, GPU timer calibration, causality check.
+ *
+ * Where it sits: after ingest. Agents store their NTP-style probes (t0/t3 in the rank's
+ * local clock, CLOCK_MONOTONIC_RAW of its node; t1/t2 in the global timebase) in
+ * `clock_samples`. The finalize step (`meridian profile`, `meridian report`) runs, in order:
+ *   1. mrd_clock_fit_db        clock_samples            -> clock_models
+ *   2. mrd_clock_gpu_fit_db    kernels + nccl_channels  -> gpu_timer_models
+ *   3. mrd_clock_causality_db  nccl_ops + kernels       -> clock_causality, clock_adjustments
+ *                                                          (and tightened clock_models)
+ * after which any analysis maps a rank's local timestamp with mrd_clock_map().
+ *
+ * Workload: up to 512 ranks, a few thousand probes per rank, up to millions of NCCL
+ * operations; everything streams from SQLite, memory is O(ranks^2 + samples of one rank).
+ * Single-threaded; a model set is read-only after loading and may then be shared by
+ * threads. Formulas, assumptions and the meaning of every bound: aggregator/clock/README.md.
+ */
+#ifndef MRD_CLOCK_H
+#define MRD_CLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+#include "events.h"
+
+/* One piece of a rank's model: for local in [local_begin, local_end]
+ *   global = local + offset_ns + drift_ppm * (local - local_begin) / 1e6
+ * error_bound_ns bounds |true global - mapped| inside the piece (see README.md). */
+struct mrd_clock_segment {
+    int64_t local_begin, local_end;
+    int64_t offset_ns;
+    double drift_ppm;
+    int64_t error_bound_ns;
+    uint32_t samples; /* probes that carried the fit of this piece */
+};
+
+/* A rank's piecewise-linear model, continuous at segment boundaries. Segments are sorted
+ * and contiguous. Owned by whoever received it; free with mrd_clock_model_destroy. */
+struct mrd_clock_model {
+    int rank;
+    uint32_t nseg;
+    struct mrd_clock_segment *seg;
+    char method[32];
+};
+
+struct mrd_clock_fit_options {
+    int64_t window_ns;            /* probe selection window (default 2 s) */
+    double keep_fraction;         /* lowest-round-trip fraction kept per window (0.2) */
+    uint32_t keep_min;            /* but at least this many per window (2) */
+    int64_t segment_ns;           /* target segment length (default 60 s) */
+    uint32_t segment_min_samples; /* fewer kept probes than this merges segments (12) */
+    double bound_z;               /* statistical part of the bound: z * standard error (3) */
+    int64_t floor_asym_ns;        /* assumed asymmetry of the fastest path, added to the
+                                     bound (default 0: see README.md) */
+    double floor_asym_frac;       /* ... plus this fraction of half the fastest round trip
+                                     (default 0) */
+};
+
+/* Fills *o with the defaults above. */
+void mrd_clock_fit_options_default(struct mrd_clock_fit_options *o);
+
+/* Fits one rank's model from its probes (any order; the array is not modified).
+ * o NULL means defaults. Returns 0 and a new model in *out (caller owns), -ENODATA when
+ * fewer than 2 usable probes exist, -EINVAL, -ENOMEM. Pure: no I/O. Any thread. */
+int mrd_clock_fit_samples(const struct mrd_clock_sample *s, size_t n,
+                          const struct mrd_clock_fit_options *o, struct mrd_clock_model **out);
+
+/* Maps a local timestamp of the model's rank into the global timebase. Outside the fitted
+ * span the nearest segment's line is extended. NULL model or no segment: returns local. */
+int64_t mrd_clock_map(const struct mrd_clock_model *m, int64_t local);
+
+/* The stored error bound that applies to local (nearest segment). 0 for NULL/empty. */
+int64_t mrd_clock_bound(const struct mrd_clock_model *m, int64_t local);
+
+/* Frees a model. NULL is fine. */
+void mrd_clock_model_destroy(struct mrd_clock_model *m);
+
+/* Fits every rank found in clock_samples and replaces its clock_models rows (one
+ * transaction); clears clock_adjustments left by an earlier causality pass. One line per
+ * rank is written to log (may be NULL). Returns the number of ranks fitted (>= 0), or
+ * -MRD_ERR_SQLITE / -ENOMEM. Ranks with too few probes are skipped and logged. */
+int mrd_clock_fit_db(sqlite3 *db, const struct mrd_clock_fit_options *o, FILE *log);
+
+/* All ranks' models as stored in clock_models (tightened ones included). */
+struct mrd_clock_models {
+    int max_rank;                   /* models are indexed 0..max_rank */
+    struct mrd_clock_model **by_rank; /* NULL where a rank has no model */
+};
+
+/* Loads every rank's model. Returns 0 and *out (caller owns; free with
+ * mrd_clock_models_destroy), -MRD_ERR_SQLITE, -ENOMEM. A database without clock_models
+ * gives an empty set. */
+int mrd_clock_models_load(sqlite3 *db, struct mrd_clock_models **out);
+
+/* The model of a rank, or NULL (no model, rank out of range, NULL set). */
+const struct mrd_clock_model *mrd_clock_models_get(const struct mrd_clock_models *ms, int rank);
+
+void mrd_clock_models_destroy(struct mrd_clock_models *ms);
+
+/* ---- GPU timer calibration ------------------------------------------------------------
+ * Per (rank, device): local = gpu_ns * slope + intercept_ns, fitted so that NCCL's
+ * channel times of each kernel fall inside CUPTI's record of that kernel (the chain
+ * nccl_channels.op_id -> nccl_ops.launch_id -> external_correlations -> kernels), plus
+ * any direct samples in gpu_clock_samples. */
+struct mrd_gpu_timer_model {
+    int rank, device;
+    double slope;
+    int64_t intercept_ns;
+    int64_t error_bound_ns;
+    uint32_t samples, rejected;
+};
+
+/* One calibration constraint: the GPU time g maps to a local time >= lo (kernel start or
+ * sample - uncertainty) and g2 maps to a local time <= hi. */
+struct mrd_gpu_bracket {
+    int64_t g_lo, lo; /* slope * g_lo + intercept >= lo */
+    int64_t g_hi, hi; /* slope * g_hi + intercept <= hi */
+};
+
+/* Fits one GPU's map from n brackets; up to 1% of them (the most contradictory) may be
+ * rejected as outliers. Returns 0 and fills *m (rank/device left as given), -ENODATA when
+ * n == 0, -EDOM when the brackets cannot be satisfied even after rejection. Pure. */
+int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_timer_model *m);
+
+/* Maps a raw GPU timer value to the rank's local clock. */
+int64_t mrd_clock_gpu_map(const struct mrd_gpu_timer_model *m, int64_t gpu_ns);
+
+/* Fits every (rank, device) with data and replaces gpu_timer_models. Returns the number of
+ * GPUs fitted, or -MRD_ERR_SQLITE / -ENOMEM. Logs one line per GPU to log (may be NULL). */
+int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log);
+
+/* ---- causality check --------------------------------------------------------------------
+ * For every collective instance matched across ranks (nccl_ops with equal comm_hash, seq,
+ * func_id; not p2p), each rank's kernel interval in the global timebase; a violation is
+ * rank A's kernel ending before rank B's kernel of the same instance began. Violations are
+ * counted per pair of ranks, then each rank's offset is shifted by the constant that keeps
+ * every instance causal while staying inside the ranks' error bounds (the centre of the
+ * feasible interval; bounds are widened by the smallest factor that makes the evidence
+ * consistent when it contradicts them), and counted again. */
+struct mrd_clock_causality_summary {
+    uint64_t instances;            /* matched instances with >= 2 ranks */
+    uint64_t violations_before;    /* (instance, rank pair) violations */
+    uint64_t violations_after;
+    int64_t max_violation_before_ns, max_violation_after_ns;
+    int64_t max_shift_ns;          /* largest |offset change| of any rank */
+    double bound_scale;            /* 1 when the evidence fits the stored bounds */
+    int consistent;                /* 0: no offsets can satisfy the evidence (no shift made) */
+    int ranks;
+};
+
+/* Runs the check over db's NCCL data with the stored clock and GPU timer models, writes
+ * clock_causality (per pair) and clock_adjustments (per rank), applies the shifts to
+ * clock_models (an earlier pass's shifts are undone first, so running it twice gives the
+ * same result), prints a summary and per-pair table to log (may be NULL). apply = 0 only
+ * counts (nothing is written). Returns 0 (*sum filled when non-NULL), -MRD_ERR_SQLITE,
+ * -ENOMEM. */
+int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_summary *sum,
+                           FILE *log);
+
+/* One rank's pair constraint for the pure solver: c[b] - c[a] <= w. */
+struct mrd_clock_constraint {
+    int a, b;
+    int64_t w;
+};
+
+/* Pure solver behind mrd_clock_causality_db, exposed for tests: n ranks with bounds
+ * bound[r] >= 0 and constraints; writes shifts c[r] (the centre of each rank's feasible
+ * interval) and the widened bounds' scale. Returns 0, -EDOM when the constraints alone are
+ * contradictory (c all zero), -ENOMEM, -EINVAL. */
+int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
+                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale);
+
+#endif

@@ -1,0 +1,331 @@
+/* GPU timer calibration: NCCL's raw GPU timer values -> the rank's local host clock.
+ *
+ * Where it sits: finalize step, after the clock fit. NCCL's KernelCh events carry raw
+ * %globaltimer values (nccl_channels.gpu_start/gpu_end), which run 0.1-0.3 ms off the host
+ * clock and drift 1-2 ppm, per GPU. CUPTI's records of the same NCCL kernels are already
+ * in the local clock (the agent hands CUPTI its clock), so every NCCL kernel gives a
+ * bracket: its channels' earliest start must map at or after the kernel's start and the
+ * latest end at or before the kernel's end. Direct samples (gpu_clock_samples: a GPU time
+ * and a host time +- an uncertainty) are brackets too. Nothing runs on the GPU for this:
+ * the job's streams and its graph capture are untouched.
+ *
+ * Fit: local = slope * gpu + intercept. For a slope, every bracket bounds the intercept
+ * from below (lo - slope * g_lo) and above (hi - slope * g_hi); the feasible band's width
+ * is concave in the slope, so the slope that maximises it is found by a coarse grid and a
+ * golden-section refinement; the intercept is the band's centre and the bound half its
+ * width. Up to 1% of the brackets (the most contradictory ones) are trimmed as outliers.
+ * When even then no line satisfies all brackets, the line of least maximal violation is
+ * used, the bound is that violation and the method says "relaxed".
+ *
+ * Precision: GPU timer values are ~1.7e18 ns (epoch based); a double slope near 1 is only
+ * exact to ~1e-16, i.e. ~200 ns at that magnitude. So the fit works on offsets from a
+ * reference point, and the intercept is computed for the slope as stored:
+ * local = gpu + (slope - 1) * gpu + intercept, which is exact in integer + small-double
+ * arithmetic (see SCHEMA.md).
+ *
+ * Workload: one bracket per NCCL kernel (thousands to a million per run); memory capped at
+ * MRD_GPU_BRACKET_CAP brackets in all (beyond it further brackets are ignored and
+ * counted in the log line).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "clock_internal.h"
+#include "error.h"
+
+#define MRD_GPU_BRACKET_CAP (1u << 21)
+#define MRD_GPU_SLOPE_RANGE_PPM 1000.0 /* search |slope - 1| up to this */
+#define MRD_GPU_TRIM 0.01
+
+struct gctx {
+    const struct mrd_gpu_bracket *b;
+    size_t n, trim;
+    int64_t g0, l0; /* reference point */
+    double *lo, *hi; /* scratch */
+};
+
+/* The k-th smallest of v[0..n) (0-based), reordering v. Expected O(n). */
+static double select_kth(double *v, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi];
+        double piv = a < b ? (b < c ? b : (a < c ? c : a)) : (a < c ? a : (b < c ? c : b));
+        size_t i = lo, j = hi;
+        while (i <= j) {
+            while (v[i] < piv)
+                i++;
+            while (v[j] > piv)
+                j--;
+            if (i <= j) {
+                double t = v[i];
+                v[i] = v[j], v[j] = t;
+                i++;
+                if (j == 0)
+                    break;
+                j--;
+            }
+        }
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return v[k];
+    }
+    return v[k];
+}
+
+/* Intercept limits at slope 1 + eps*1e-6 with `trim` brackets dropped from each side. */
+static double band(struct gctx *c, double eps, double *LO, double *HI)
+{
+    double s = 1.0 + eps * 1e-6;
+    for (size_t i = 0; i < c->n; i++) {
+        c->lo[i] = (double)(c->b[i].lo - c->l0) - s * (double)(c->b[i].g_lo - c->g0);
+        c->hi[i] = (double)(c->b[i].hi - c->l0) - s * (double)(c->b[i].g_hi - c->g0);
+    }
+    if (c->trim == 0) {
+        double mx = c->lo[0], mn = c->hi[0];
+        for (size_t i = 1; i < c->n; i++) {
+            if (c->lo[i] > mx)
+                mx = c->lo[i];
+            if (c->hi[i] < mn)
+                mn = c->hi[i];
+        }
+        *LO = mx, *HI = mn;
+    } else {
+        *LO = select_kth(c->lo, c->n, c->n - 1 - c->trim);
+        *HI = select_kth(c->hi, c->n, c->trim);
+    }
+    return *HI - *LO;
+}
+
+int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_timer_model *m)
+{
+    struct gctx c = {.b = b, .n = n};
+    int rc = -ENOMEM;
+    if (n == 0)
+        return -ENODATA;
+    c.trim = (size_t)floor(MRD_GPU_TRIM * (double)n);
+    c.g0 = b[0].g_lo;
+    c.l0 = b[0].lo;
+    c.lo = malloc(n * sizeof(double));
+    c.hi = malloc(n * sizeof(double));
+    if (!c.lo || !c.hi)
+        goto fail;
+    /* coarse grid, then a finer one around the best, then golden section */
+    double best = 0, bw = -INFINITY, LO, HI, step = 10.0;
+    for (double e = -MRD_GPU_SLOPE_RANGE_PPM; e <= MRD_GPU_SLOPE_RANGE_PPM; e += step) {
+        double wdt = band(&c, e, &LO, &HI);
+        if (wdt > bw + 1e-9 || (fabs(wdt - bw) <= 1e-9 && fabs(e) < fabs(best)))
+            bw = wdt, best = e;
+    }
+    for (double e = best - step; e <= best + step; e += step / 20) {
+        double wdt = band(&c, e, &LO, &HI);
+        if (wdt > bw + 1e-9)
+            bw = wdt, best = e;
+    }
+    double a = best - step / 20, z = best + step / 20;
+    const double gr = 0.6180339887498949;
+    for (int it = 0; it < 60 && z - a > 1e-6; it++) {
+        double x1 = z - gr * (z - a), x2 = a + gr * (z - a);
+        if (band(&c, x1, &LO, &HI) >= band(&c, x2, &LO, &HI))
+            z = x2;
+        else
+            a = x1;
+    }
+    double e = 0.5 * (a + z);
+    double wdt = band(&c, e, &LO, &HI);
+    if (wdt < bw) { /* keep the grid's best if refinement did not improve it */
+        e = best;
+        wdt = band(&c, e, &LO, &HI);
+    }
+    m->slope = 1.0 + e * 1e-6;
+    /* intercept for the stored double slope: local = g + (slope-1) g + intercept */
+    double mid = 0.5 * (LO + HI); /* local - l0 = s (g - g0) + mid */
+    double sm1 = m->slope - 1.0;
+    m->intercept_ns = c.l0 + (int64_t)llround(mid) - c.g0 - (int64_t)llround(sm1 * (double)c.g0);
+    m->error_bound_ns = (int64_t)ceil(fabs(wdt) / 2);
+    m->samples = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
+    m->rejected = (uint32_t)c.trim;
+    rc = wdt >= 0 ? 0 : 1; /* 1: relaxed (no line satisfies every bracket) */
+fail:
+    free(c.lo);
+    free(c.hi);
+    return rc;
+}
+
+int64_t mrd_clock_gpu_map(const struct mrd_gpu_timer_model *m, int64_t gpu_ns)
+{
+    return gpu_ns + (int64_t)llround((m->slope - 1.0) * (double)gpu_ns) + m->intercept_ns;
+}
+
+struct gbr {
+    int rank, device;
+    struct mrd_gpu_bracket b;
+};
+
+static int cmp_gbr(const void *x, const void *y)
+{
+    const struct gbr *a = x, *b = y;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    if (a->device != b->device)
+        return a->device < b->device ? -1 : 1;
+    return (a->b.g_lo > b->b.g_lo) - (a->b.g_lo < b->b.g_lo);
+}
+
+/* Brackets from NCCL kernels: one per CUPTI kernel record reached by the correlation chain. */
+static const char kernel_brackets_sql[] =
+    "SELECT k.rank, COALESCE(k.device, o.device, 0), k.start_ns, k.end_ns,"
+    "       MIN(c.gpu_start), MAX(c.gpu_end)"
+    " FROM nccl_ops o"
+    " JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
+    " JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
+    " JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
+    " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
+    "   AND k.end_ns >= k.start_ns AND k.start_ns > 0"
+    " GROUP BY k.rank, k.correlation_id, k.start_ns";
+
+static const char sample_brackets_sql[] =
+    "SELECT rank, device, host_ns - COALESCE(uncertainty_ns, 0), gpu_ns,"
+    "       host_ns + COALESCE(uncertainty_ns, 0) FROM gpu_clock_samples";
+
+static int push(struct gbr **v, size_t *n, size_t *cap, const struct gbr *x, uint64_t *over)
+{
+    if (*n >= MRD_GPU_BRACKET_CAP) { /* policy at the cap: ignore and count */
+        (*over)++;
+        return 0;
+    }
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 1024;
+        struct gbr *p = realloc(*v, nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        *v = p, *cap = nc;
+    }
+    (*v)[(*n)++] = *x;
+    return 0;
+}
+
+static int load_brackets(sqlite3 *db, FILE *log, struct gbr **v, size_t *n, uint64_t *over)
+{
+    sqlite3_stmt *st = NULL;
+    size_t cap = 0;
+    int rc = 0, step;
+    int has_samples = mrd__clock_table_exists(db, "gpu_clock_samples") == 1;
+    if (sqlite3_prepare_v2(db, kernel_brackets_sql, -1, &st, NULL) != SQLITE_OK)
+        return mrd__clock_sqlerr(db, log, "calibration query");
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gbr x = {.rank = sqlite3_column_int(st, 0), .device = sqlite3_column_int(st, 1)};
+        x.b.lo = sqlite3_column_int64(st, 2);
+        x.b.hi = sqlite3_column_int64(st, 3);
+        x.b.g_lo = sqlite3_column_int64(st, 4);
+        x.b.g_hi = sqlite3_column_int64(st, 5);
+        if ((rc = push(v, n, &cap, &x, over)))
+            goto fail;
+    }
+    if (step != SQLITE_DONE) {
+        rc = mrd__clock_sqlerr(db, log, "calibration query");
+        goto fail;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (!has_samples)
+        return 0;
+    if (sqlite3_prepare_v2(db, sample_brackets_sql, -1, &st, NULL) != SQLITE_OK)
+        return mrd__clock_sqlerr(db, log, "gpu_clock_samples query");
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        struct gbr x = {.rank = sqlite3_column_int(st, 0), .device = sqlite3_column_int(st, 1)};
+        x.b.lo = sqlite3_column_int64(st, 2);
+        x.b.g_lo = x.b.g_hi = sqlite3_column_int64(st, 3);
+        x.b.hi = sqlite3_column_int64(st, 4);
+        if ((rc = push(v, n, &cap, &x, over)))
+            goto fail;
+    }
+    if (step != SQLITE_DONE)
+        rc = mrd__clock_sqlerr(db, log, "gpu_clock_samples query");
+fail:
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
+{
+    struct gbr *v = NULL;
+    struct mrd_gpu_bracket *tmp = NULL;
+    sqlite3_stmt *ins = NULL;
+    size_t n = 0;
+    uint64_t over = 0;
+    int rc, fitted = 0, in_tx = 0;
+    if ((rc = mrd__clock_ensure_tables(db, log)))
+        return rc;
+    if ((rc = load_brackets(db, log, &v, &n, &over)))
+        goto fail;
+    if (over && log)
+        fprintf(log, "clock: gpu: %llu brackets over the cap of %u ignored\n",
+                (unsigned long long)over, MRD_GPU_BRACKET_CAP);
+    qsort(v, n, sizeof(*v), cmp_gbr);
+    tmp = malloc((n ? n : 1) * sizeof(*tmp));
+    if (!tmp) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO gpu_timer_models (rank, device, slope,"
+                               " intercept_ns, error_bound_ns, samples, method)"
+                               " VALUES (?1,?2,?3,?4,?5,?6,?7)", -1, &ins, NULL) != SQLITE_OK) {
+        rc = mrd__clock_sqlerr(db, log, "prepare");
+        goto fail;
+    }
+    if ((rc = mrd__clock_exec(db, log, "BEGIN IMMEDIATE; DELETE FROM gpu_timer_models")))
+        goto fail;
+    in_tx = 1;
+    for (size_t i = 0; i < n;) {
+        size_t j = i, k = 0;
+        while (j < n && v[j].rank == v[i].rank && v[j].device == v[i].device)
+            tmp[k++] = v[j++].b;
+        struct mrd_gpu_timer_model m = {.rank = v[i].rank, .device = v[i].device};
+        int fr = mrd_clock_gpu_fit(tmp, k, &m);
+        if (fr < 0) {
+            rc = fr;
+            goto fail;
+        }
+        const char *method = fr ? "kernel-bracket-relaxed-v1" : "kernel-bracket-v1";
+        sqlite3_reset(ins);
+        sqlite3_bind_int(ins, 1, m.rank);
+        sqlite3_bind_int(ins, 2, m.device);
+        sqlite3_bind_double(ins, 3, m.slope);
+        sqlite3_bind_int64(ins, 4, m.intercept_ns);
+        sqlite3_bind_int64(ins, 5, m.error_bound_ns);
+        sqlite3_bind_int64(ins, 6, m.samples);
+        sqlite3_bind_text(ins, 7, method, -1, SQLITE_STATIC);
+        if (sqlite3_step(ins) != SQLITE_DONE) {
+            rc = mrd__clock_sqlerr(db, log, "storing gpu_timer_models");
+            goto fail;
+        }
+        if (log)
+            fprintf(log,
+                    "clock: gpu rank %d device %d: %u brackets (%u trimmed), slope-1 %+.3f ppm,"
+                    " gpu->host offset at first kernel %+.3f us, bound %.2f us%s\n",
+                    m.rank, m.device, m.samples, m.rejected, (m.slope - 1.0) * 1e6,
+                    (double)(mrd_clock_gpu_map(&m, tmp[0].g_lo) - tmp[0].g_lo) / 1e3,
+                    (double)m.error_bound_ns / 1e3,
+                    fr ? " (brackets contradict each other: relaxed fit)" : "");
+        fitted++;
+        i = j;
+    }
+    if ((rc = mrd__clock_exec(db, log, "COMMIT")))
+        goto fail;
+    in_tx = 0;
+    rc = fitted;
+fail:
+    if (in_tx)
+        mrd__clock_exec(db, NULL, "ROLLBACK");
+    sqlite3_finalize(ins);
+    free(tmp);
+    free(v);
+    return rc;
+}
