@@ -284,6 +284,8 @@ static int charge(struct mrd_ingest *g, struct mrd__conn *c, struct mrd_store_it
 static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
 {
     Meridian__V1__Hello *h = (Meridian__V1__Hello *)m;
+    c->has_rank = 1; /* claimed, not yet proven: named in a rejection's log line */
+    c->rank = h->rank;
     if (h->protocol_version != MRD_PROTOCOL_VERSION) {
         mrd__conn_reject(g, c, MRD__CNT_REJ_VERSION, MRD_ERR_VERSION,
                          "protocol version %u, this aggregator speaks %d", h->protocol_version,
@@ -305,8 +307,6 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
                          h->run_id ? h->run_id : "", run);
         goto drop;
     }
-    c->has_rank = 1;
-    c->rank = h->rank;
     if (h->role == MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK) {
         c->state = MRD__CONN_CLOCK;
         mrd__ingest_log(g, 1, "rank %u clock connection from %s", h->rank, c->peer);
@@ -472,6 +472,12 @@ static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c,
 
 /* ---- reading ---- */
 
+static uint32_t frame_length(const uint8_t *hdr)
+{
+    return (uint32_t)hdr[4] | (uint32_t)hdr[5] << 8 | (uint32_t)hdr[6] << 16 |
+           (uint32_t)hdr[7] << 24;
+}
+
 /* Makes room for a frame of `need` bytes at rbuf[0]. Returns 0, or -EAGAIN when the
  * global budget is exhausted (c->want_big is set; retried when budget is freed). */
 static int rbuf_reserve(struct mrd_ingest *g, struct mrd__conn *c, size_t need)
@@ -555,7 +561,7 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
                                  c->rbuf[c->rpos], MRD_PROTOCOL_VERSION);
             else if (rc == -MRD_ERR_TOO_LARGE)
                 mrd__conn_reject(g, c, counter, code, "frame of %u bytes over the limit of %u",
-                                 h.length, limit);
+                                 frame_length(c->rbuf + c->rpos), limit);
             else
                 mrd__conn_reject(g, c, counter, code, "malformed frame header");
             return 0;

@@ -354,8 +354,9 @@ static void write_one(struct mrd_store *s, struct mrd_store_item *it)
     it->msg = NULL;
     if (rc < 0)
         end_txn(s, 1);
-    else if (s->txn_rows >= s->commit_rows || it->kind == MRD_STORE_BARRIER)
-        end_txn(s, 0);
+    else if (s->txn_rows >= s->commit_rows || it->kind == MRD_STORE_BARRIER ||
+             it->kind == MRD_STORE_HELLO)
+        end_txn(s, 0); /* a Hello waits for its reply: commit it (and what precedes) now */
 }
 
 static void *writer_main(void *arg)

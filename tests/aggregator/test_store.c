@@ -1,0 +1,389 @@
+/* aggregator_store: the store on its own, driven the way the ingest loop drives it.
+ *
+ * Batches are built with the real builder, framed, decoded with the real decoder, and
+ * submitted; the test then reads the database back with plain SQL and compares every
+ * stored row with the events it generated (a differential check against the input), and
+ * checks: duplicates are acknowledged as such, counted and not stored; string ids resolve
+ * across batches and across a reopen (the cache is rebuilt from rank_strings); a reopen
+ * continues the same run with the same timebase; a foreign run id is refused; agent
+ * counters keep the largest value; Hello reports the committed seq.
+ */
+#include <sqlite3.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "check.h"
+#include "error.h"
+#include "frame.h"
+#include "store.h"
+
+static char g_db[256];
+static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
+
+static struct mrd_store *open_store(const char *run_id)
+{
+    struct mrd_store_config cfg = {.db_path = g_db, .run_id = run_id, .commit_ms = 5};
+    struct mrd_store *s = NULL;
+    CHECK_OK(mrd_store_open(&cfg, &s));
+    return s;
+}
+
+static ProtobufCMessage *decode(uint8_t *frame, size_t len)
+{
+    struct mrd_frame_header h;
+    CHECK_OK(mrd_frame_header_parse(frame, len, MRD_FRAME_DEFAULT_MAX, &h));
+    CHECK_EQ(h.length + MRD_FRAME_HEADER_BYTES, len);
+    ProtobufCMessage *m = NULL;
+    CHECK_OK(mrd_frame_decode(&h, frame + MRD_FRAME_HEADER_BYTES, MRD_FRAME_DEFAULT_MAX, &m));
+    free(frame);
+    return m;
+}
+
+/* Submits the items in order, waits for their commit, checks they come back in order. */
+static void run_items(struct mrd_store *s, struct mrd_store_item **items, int n)
+{
+    for (int i = 0; i < n; i++)
+        mrd_store_submit(s, items[i]);
+    CHECK_OK(mrd_store_drain(s));
+    struct mrd_store_item *c = mrd_store_take_completions(s);
+    for (int i = 0; i < n; i++) {
+        CHECK(c == items[i]);
+        CHECK_EQ(c->status, 0);
+        c = c->next;
+    }
+    CHECK(c == NULL);
+}
+
+static struct mrd_store_item *batch_item(struct mrd_batch_builder *b, uint32_t rank, uint64_t seq)
+{
+    uint8_t *f;
+    size_t n;
+    CHECK_OK(mrd_batch_builder_finish(b, seq, &f, &n));
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_BATCH);
+    CHECK(it != NULL);
+    it->rank = rank;
+    it->wire_bytes = (uint32_t)n;
+    it->received_ns = 1000;
+    it->msg = decode(f, n);
+    return it;
+}
+
+static struct mrd_store_item *hello_item(uint32_t rank)
+{
+    /* a decoded message is what the store receives: encode + decode a real one */
+    Meridian__V1__Hello src = MERIDIAN__V1__HELLO__INIT;
+    Meridian__V1__GpuInfo gpu = MERIDIAN__V1__GPU_INFO__INIT, *gpus[1] = {&gpu};
+    src.protocol_version = 1;
+    src.run_id = "r";
+    src.rank = rank;
+    src.world_size = 4;
+    src.host = "node7";
+    src.pid = 4242;
+    src.n_gpus = 1;
+    src.gpus = gpus;
+    gpu.device = 0;
+    gpu.uuid = "GPU-1234";
+    gpu.name = "NVIDIA H200";
+    uint8_t *f;
+    size_t n;
+    CHECK_OK(mrd_frame_encode(MRD_FRAME_HELLO, &src.base, 0, MRD_FRAME_DEFAULT_MAX, &f, &n));
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
+    it->rank = rank;
+    it->received_ns = 500;
+    it->msg = decode(f, n);
+    return it;
+}
+
+static int64_t q1(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    CHECK_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    int64_t v = -1;
+    if (sqlite3_step(st) == SQLITE_ROW)
+        v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+#define NK 3000
+#define NN 500
+static struct mrd_kernel g_k[NK];
+static struct mrd_nccl_op g_n[NN];
+static const char *g_kname[NK];
+static const char *const names[] = {"ncclDevKernel_AllReduce_Sum_f32_RING_LL", "gemm_128x128",
+                                    "elementwise_add", "softmax_fwd", "layernorm_bwd"};
+
+/* kernels [from, to) and nccl ops [nfrom, nto) into the builder */
+static void add_events(struct mrd_batch_builder *b, int from, int to, int nfrom, int nto)
+{
+    for (int i = from; i < to; i++) {
+        struct mrd_kernel *k = &g_k[i];
+        memset(k, 0, sizeof(*k));
+        k->start = (int64_t)(rnd() % 1000000000000ULL);
+        k->end = k->start + (int64_t)(rnd() % 5000000);
+        k->correlation = rnd() % 100000000;
+        k->device = (uint32_t)(rnd() % 8);
+        k->stream = (uint32_t)(rnd() % 64);
+        k->context = 1;
+        g_kname[i] = names[rnd() % 5];
+        k->name = mrd_batch_builder_intern(b, g_kname[i]);
+        for (int d = 0; d < 3; d++) {
+            k->grid[d] = (uint32_t)(rnd() % 4096);
+            k->block[d] = (uint32_t)(rnd() % 1024);
+        }
+        k->shared_bytes = (uint32_t)(rnd() % 65536);
+        k->registers = (uint32_t)(rnd() % 255);
+        k->graph_id = (uint32_t)(rnd() % 3);
+        CHECK_OK(mrd_batch_add_kernel(b, k));
+    }
+    for (int i = nfrom; i < nto; i++) {
+        struct mrd_nccl_op *o = &g_n[i];
+        memset(o, 0, sizeof(*o));
+        o->op_id = (uint64_t)i + 1;
+        o->start = (int64_t)(rnd() % 1000000000000ULL);
+        o->end = o->start + 1000;
+        o->comm_hash = rnd(); /* full 64 bits: stored as signed */
+        o->is_p2p = (uint32_t)(i % 2);
+        o->seq = o->is_p2p ? 0 : (uint64_t)i;
+        o->func = mrd_batch_builder_intern(b, o->is_p2p ? "Send" : "AllReduce");
+        o->datatype = mrd_batch_builder_intern(b, "ncclFloat32");
+        o->algo = o->is_p2p ? 0 : mrd_batch_builder_intern(b, "RING");
+        o->count = rnd() % 100000;
+        o->bytes = o->count * 4;
+        o->root = -1;
+        o->peer = o->is_p2p ? 3 : -1;
+        o->launch_id = rnd() % 1000;
+        CHECK_OK(mrd_batch_add_nccl_op(b, o));
+    }
+}
+
+static void check_kernels(sqlite3 *db, uint32_t rank, int n)
+{
+    sqlite3_stmt *st;
+    CHECK_EQ(sqlite3_prepare_v2(db,
+                                "SELECT start_ns, end_ns, correlation_id, device, stream, context,"
+                                " (SELECT value FROM strings WHERE id = name_id), grid_x, grid_y,"
+                                " grid_z, block_x, block_y, block_z, shared_bytes, registers,"
+                                " graph_id FROM kernels WHERE rank = ?1 ORDER BY rowid",
+                                -1, &st, NULL),
+             SQLITE_OK);
+    sqlite3_bind_int(st, 1, (int)rank);
+    int i = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        CHECK_LT(i, n);
+        const struct mrd_kernel *k = &g_k[i];
+        CHECK_EQ(sqlite3_column_int64(st, 0), k->start);
+        CHECK_EQ(sqlite3_column_int64(st, 1), k->end);
+        CHECK_EQ(sqlite3_column_int64(st, 2), (int64_t)k->correlation);
+        CHECK_EQ(sqlite3_column_int64(st, 3), k->device);
+        CHECK_EQ(sqlite3_column_int64(st, 4), k->stream);
+        CHECK_EQ(sqlite3_column_int64(st, 5), k->context);
+        CHECK_STREQ((const char *)sqlite3_column_text(st, 6), g_kname[i]);
+        for (int d = 0; d < 3; d++) {
+            CHECK_EQ(sqlite3_column_int64(st, 7 + d), k->grid[d]);
+            CHECK_EQ(sqlite3_column_int64(st, 10 + d), k->block[d]);
+        }
+        CHECK_EQ(sqlite3_column_int64(st, 13), k->shared_bytes);
+        CHECK_EQ(sqlite3_column_int64(st, 14), k->registers);
+        CHECK_EQ(sqlite3_column_int64(st, 15), k->graph_id);
+        i++;
+    }
+    sqlite3_finalize(st);
+    CHECK_EQ(i, n);
+}
+
+static void check_nccl(sqlite3 *db, int n)
+{
+    sqlite3_stmt *st;
+    CHECK_EQ(sqlite3_prepare_v2(db,
+                                "SELECT op_id, start_ns, end_ns, comm_hash, seq,"
+                                " (SELECT value FROM strings WHERE id = func_id),"
+                                " (SELECT value FROM strings WHERE id = algo_id), algo_id IS NULL,"
+                                " bytes, root, peer, launch_id, is_p2p FROM nccl_ops ORDER BY rowid",
+                                -1, &st, NULL),
+             SQLITE_OK);
+    int i = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const struct mrd_nccl_op *o = &g_n[i];
+        CHECK_EQ(sqlite3_column_int64(st, 0), (int64_t)o->op_id);
+        CHECK_EQ(sqlite3_column_int64(st, 1), o->start);
+        CHECK_EQ(sqlite3_column_int64(st, 2), o->end);
+        CHECK_UEQ((uint64_t)sqlite3_column_int64(st, 3), o->comm_hash);
+        if (o->is_p2p) {
+            CHECK_EQ(sqlite3_column_type(st, 4), SQLITE_NULL);
+            CHECK_STREQ((const char *)sqlite3_column_text(st, 5), "Send");
+            CHECK_EQ(sqlite3_column_int(st, 7), 1);
+        } else {
+            CHECK_EQ(sqlite3_column_int64(st, 4), (int64_t)o->seq);
+            CHECK_STREQ((const char *)sqlite3_column_text(st, 5), "AllReduce");
+            CHECK_STREQ((const char *)sqlite3_column_text(st, 6), "RING");
+        }
+        CHECK_EQ(sqlite3_column_int64(st, 8), (int64_t)o->bytes);
+        CHECK_EQ(sqlite3_column_int64(st, 9), o->root);
+        CHECK_EQ(sqlite3_column_int64(st, 10), o->peer);
+        CHECK_EQ(sqlite3_column_int64(st, 11), (int64_t)o->launch_id);
+        CHECK_EQ(sqlite3_column_int64(st, 12), o->is_p2p);
+        i++;
+    }
+    sqlite3_finalize(st);
+    CHECK_EQ(i, n);
+}
+
+static struct mrd_store_item *goodbye_item(uint32_t rank, uint64_t kernels, uint64_t ring_drops)
+{
+    Meridian__V1__Goodbye gb = MERIDIAN__V1__GOODBYE__INIT;
+    Meridian__V1__Counter c1 = MERIDIAN__V1__COUNTER__INIT, c2 = MERIDIAN__V1__COUNTER__INIT;
+    Meridian__V1__Counter *cap[1] = {&c1}, *drop[1] = {&c2};
+    c1.key = MRD_EV_KERNEL;
+    c1.value = kernels;
+    c2.key = MRD_DROP_RING_FULL;
+    c2.value = ring_drops;
+    gb.n_captured = 1;
+    gb.captured = cap;
+    gb.n_dropped = 1;
+    gb.dropped = drop;
+    gb.bytes_sent = 12345;
+    uint8_t *f;
+    size_t n;
+    CHECK_OK(mrd_frame_encode(MRD_FRAME_GOODBYE, &gb.base, 0, MRD_FRAME_DEFAULT_MAX, &f, &n));
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_GOODBYE);
+    it->rank = rank;
+    it->msg = decode(f, n);
+    return it;
+}
+
+int main(void)
+{
+    char dir[] = "/tmp/mrd-store-test-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(g_db, sizeof(g_db), "%s/t.db", dir);
+
+    /* schema text and pragmas are exported for the benchmark's ceiling program */
+    CHECK(strstr(mrd_store_schema_sql(), "CREATE TABLE IF NOT EXISTS kernels") != NULL);
+    CHECK(strstr(mrd_store_pragmas(), "journal_mode=WAL") != NULL);
+
+    struct mrd_store *s = open_store("run-A");
+    CHECK_STREQ(mrd_store_run_id(s), "run-A");
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    int64_t now_rt = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec;
+    int64_t g1 = mrd_store_global_now(s);
+    CHECK_LT(llabs(g1 - now_rt), 1000000000LL); /* global time starts at realtime */
+
+    struct mrd_batch_builder_config bc = {.run_id = "run-A", .rank = 3, .agent_instance = 9,
+                                          .max_frame = MRD_FRAME_DEFAULT_MAX,
+                                          .target_events = 100000, .compress_level = 1};
+    struct mrd_batch_builder *b;
+    CHECK_OK(mrd_batch_builder_new(&bc, &b));
+
+    /* batch 1: hello, then kernels 0..999 and nccl ops 0..199 */
+    struct mrd_store_item *it[4];
+    it[0] = hello_item(3);
+    add_events(b, 0, 1000, 0, 200);
+    it[1] = batch_item(b, 3, 1);
+    run_items(s, it, 2);
+    CHECK_EQ(it[0]->committed_seq, 0);
+    CHECK_EQ(it[1]->duplicate, 0);
+    CHECK_EQ(it[1]->seq, 1);
+    mrd_store_item_free(it[0]);
+    mrd_store_item_free(it[1]);
+    mrd_batch_builder_acked(b, 1);
+
+    /* batch 2 uses the same strings without defining them again */
+    add_events(b, 1000, 2000, 200, 300);
+    it[0] = batch_item(b, 3, 2);
+    CHECK_EQ(((Meridian__V1__Batch *)it[0]->msg)->n_strings, 0);
+    /* a resend of batch 2 in the same transaction: acknowledged as duplicate */
+    uint8_t *f2;
+    size_t n2;
+    Meridian__V1__Batch *b2 = (Meridian__V1__Batch *)it[0]->msg;
+    n2 = protobuf_c_message_get_packed_size(&b2->base);
+    CHECK_OK(mrd_frame_encode(MRD_FRAME_BATCH, &b2->base, 1, MRD_FRAME_DEFAULT_MAX, &f2, &n2));
+    it[1] = mrd_store_item_new(MRD_STORE_BATCH);
+    it[1]->rank = 3;
+    it[1]->msg = decode(f2, n2);
+    run_items(s, it, 2);
+    CHECK_EQ(it[0]->duplicate, 0);
+    CHECK_EQ(it[1]->duplicate, 1);
+    CHECK_EQ(it[1]->seq, 2);
+    mrd_store_item_free(it[0]);
+    mrd_store_item_free(it[1]);
+    mrd_batch_builder_acked(b, 2);
+
+    /* counters: goodbye keeps the largest value per counter */
+    it[0] = goodbye_item(3, 2000, 7);
+    it[1] = goodbye_item(3, 1500, 9);
+    run_items(s, it, 2);
+    mrd_store_item_free(it[0]);
+    mrd_store_item_free(it[1]);
+    struct mrd_store_stats st;
+    mrd_store_get_stats(s, &st);
+    CHECK_EQ(st.batches, 2);
+    CHECK_EQ(st.duplicates, 1);
+    CHECK_EQ(st.rows, 2300);
+    int64_t anchor_probe = mrd_store_global_now(s);
+    mrd_store_close(s);
+
+    /* a foreign run id is refused */
+    struct mrd_store_config bad = {.db_path = g_db, .run_id = "run-B"};
+    struct mrd_store *sb = NULL;
+    CHECK_EQ(mrd_store_open(&bad, &sb), -MRD_ERR_CONFIG);
+    CHECK(sb == NULL);
+
+    /* reopen (no run id given): same run, continuous timebase, strings from rank_strings */
+    s = open_store(NULL);
+    CHECK_STREQ(mrd_store_run_id(s), "run-A");
+    int64_t g2 = mrd_store_global_now(s);
+    CHECK_GE(g2, anchor_probe);
+    CHECK_LT(g2 - anchor_probe, 5000000000LL);
+    it[0] = hello_item(3);
+    add_events(b, 2000, NK, 300, NN);
+    it[1] = batch_item(b, 3, 3);
+    CHECK_EQ(((Meridian__V1__Batch *)it[1]->msg)->n_strings, 0); /* all known: none defined */
+    run_items(s, it, 2);
+    CHECK_EQ(it[0]->committed_seq, 2);
+    CHECK_EQ(it[1]->duplicate, 0);
+    mrd_store_item_free(it[0]);
+    mrd_store_item_free(it[1]);
+    mrd_store_close(s);
+    mrd_batch_builder_free(b);
+
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
+    check_kernels(db, 3, NK);
+    check_nccl(db, NN);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM batches"), 3);
+    CHECK_EQ(q1(db, "SELECT sum(events) FROM batches"), NK + NN);
+    CHECK_EQ(q1(db, "SELECT value FROM aggregator_counters WHERE name = 'duplicate_batches'"), 1);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs"), 1);
+    CHECK_EQ(q1(db, "SELECT version FROM schema_version"), MRD_STORE_SCHEMA_VERSION);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM strings"), 9); /* 5 kernels + 4 nccl strings */
+    CHECK_EQ(q1(db, "SELECT value FROM agent_counters WHERE rank = 3 AND category = 'captured'"
+                    " AND name = 'kernel'"),
+             2000);
+    CHECK_EQ(q1(db, "SELECT value FROM agent_counters WHERE rank = 3 AND category = 'dropped'"
+                    " AND name = 'ring_full'"),
+             9);
+    CHECK_EQ(q1(db, "SELECT goodbye FROM ranks WHERE rank = 3"), 0); /* hello after goodbye */
+    CHECK_EQ(q1(db, "SELECT pid FROM ranks WHERE rank = 3"), 4242);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM gpus WHERE rank = 3 AND uuid = 'GPU-1234'"), 1);
+    CHECK_EQ(q1(db, "SELECT world_size FROM runs"), 4);
+    sqlite3_close(db);
+
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK_EQ(system(cmd), 0);
+    printf("aggregator_store: ok\n");
+    return 0;
+}
