@@ -20,9 +20,10 @@
  * and counts it as DROP_TOO_LARGE).
  *
  * Strings. intern() maps each distinct string to an id 1..N for the builder's life (the
- * table in batch_strings.c, capped; at the cap intern returns 0 = "none"). A batch carries a StringDef for every id it uses unless a batch
- * that defined it has been acknowledged: acknowledged means committed, so the aggregator
- * can resolve the id on any later batch, also one resent on a new connection. The
+ * table in batch_strings.c, capped; at the cap intern returns 0 = "none"). A batch
+ * carries a StringDef for every id it uses unless a batch that defined it has been
+ * acknowledged: acknowledged means committed, so the aggregator can resolve the id on any
+ * later batch, also one resent on a new connection. The
  * builder remembers which ids each unacknowledged batch defined (the definition log)
  * and, on mrd_batch_builder_acked(seq), marks exactly the ids that batch `seq` defined;
  * acks may come in any order, for batches that are still current or long gone. The log
