@@ -29,12 +29,6 @@ int mrd_ring_write(const struct mrd_record *r);
  * of overflowing. No lock, no allocation, no system call. Added after v1 (additive). */
 size_t mrd_ring_space(void);
 
-/* Records the calling thread's ring can take now without dropping (the full capacity
- * before the thread's first write; 0 when no ring could be claimed). For producers that
- * may wait for the flusher (CUPTI's buffer-completion thread paces itself with it), not
- * for application threads. No lock, no allocation. */
-size_t mrd_ring_space(void);
-
 /* Flusher thread only: hands every pending record of every ring to fn (in per-ring
  * order), up to max records in all. Returns the number handed over. */
 size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *arg, size_t max);
