@@ -232,8 +232,11 @@ stage_overhead() {
         return 0
     fi
     find_meridian || say "overhead: meridian not built: its variants are skipped"
+    # Rounds stop at BUDGET_S (default 400 s) so that setup + benchmark fit one device call.
     run_logged overhead 540 env BUILD="$BUILD" WORK="$WORK" OUT="$OUT" \
-        MERIDIAN="${MERIDIAN:-}" AGENT_LIB="${AGENT_LIB:-}" bash "$h"
+        MERIDIAN="${MERIDIAN:-}" AGENT_LIB="${AGENT_LIB:-}" BUDGET_S="${BUDGET_S:-400}" \
+        OVERHEAD_ARGS="--src $ROOT --python $PY" bash "$h"
+    [ -f "$OUT/overhead.md" ] && sed 's/^/    /' "$OUT/overhead.md" >>"$SUMMARY"
     return 0
 }
 

@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""overhead.py: what meridian costs a GPU job, against CUPTI's own floor, side by side.
+
+Where it sits: the overhead benchmark of issue 3, run on the 2 x H200 host by
+run_overhead.sh (stage `overhead` of tests/gpu/run_on_gpu_host.sh). Results go to
+tests/gpu/RESULTS.md with the command that produced them.
+
+Workloads, each a short real job (seconds):
+  storm   (a) kernel_storm: 200,000 empty kernel launches; metric us_per_launch
+  ref     (b) ref_workload under mpirun -np 2; metric measured_wall_s of its timed steps
+  ddp     (c)+(d) ddp_train.py --mode both under mpirun -np 2: metric the median step time
+          (slowest rank) of compute-heavy (c, ddp_ch) and of kernel-dense (d, ddp_kd)
+Variants: plain (unprofiled), bare (tests/gpu/libbare_consumer.so as the CUDA injection
+library), meridian (`meridian profile ... --`), and for ddp torch (torch.profiler around
+the measured steps, trace discarded). A variant whose tool is missing is skipped.
+
+Method: rounds; in each round every workload runs every variant once, in an order rotated
+by one each round (no variant always first). --pairs rounds (>= 10 for the record), or
+fewer if --budget-s runs out (the table says how many). Each metric is the workload's own
+measurement of its timed region, so start-up, aggregator start and report are excluded.
+Statistics per metric and variant: median, p25-p75, min-max, n. Ratios, from medians and
+as the median of per-round ratios (paired):
+  added(meridian)/added(bare) = (meridian - plain) / (bare - plain)   goal <= 1.10 on a, d
+  meridian over plain, %                                             goal <= 3 % on b, c
+  meridian / torch profiler                                          goal < 1 on d
+It also compares the activity kinds the bare consumer and meridian print (`kinds=`).
+
+Output: a Markdown table on stdout and in OUT/overhead.md, every run in OUT/overhead.csv,
+each run's log under WORK/logs/overhead/. Exit 0 when the runs could be made (whatever
+the goals say), 1 when a workload had no successful plain run.
+"""
+import argparse
+import csv
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+VARIANTS = {"storm": ["plain", "bare", "meridian"], "ref": ["plain", "bare", "meridian"],
+            "ddp": ["plain", "bare", "meridian", "torch"]}
+METRICS = {"storm": ["storm"], "ref": ["ref"], "ddp": ["ddp_ch", "ddp_kd"]}
+LABELS = {"storm": "(a) kernel storm, us/launch", "ref": "(b) reference workload, s",
+          "ddp_ch": "(c) DDP compute-heavy step, ms", "ddp_kd": "(d) DDP kernel-dense step, ms"}
+GOALS = {"storm": "added", "ddp_kd": "added", "ref": "pct", "ddp_ch": "pct"}
+
+
+def parse_metrics(workload, text):
+    """Metric values a run printed: {metric: float}; missing metrics are absent."""
+    out = {}
+    if workload == "storm":
+        m = re.search(r"kernel_storm: .*us_per_launch=([0-9.]+)", text)
+        if m:
+            out["storm"] = float(m.group(1))
+    elif workload == "ref":
+        m = re.search(r"ref_workload: world=\d+ measured_wall_s=([0-9.]+) check=ok", text)
+        if m:
+            out["ref"] = float(m.group(1))
+    else:
+        for mode, key in (("compute-heavy", "ddp_ch"), ("kernel-dense", "ddp_kd")):
+            vals = [float(v) for v in re.findall(
+                r"ddp_train: rank \d+ mode=" + mode + r" .*?step_ms median=([0-9.]+)", text)]
+            if vals:
+                out[key] = max(vals)  # the slowest rank sets the step
+    return out
+
+
+def parse_kinds(text, who):
+    """The set of kinds a tool printed (`<who>...: kinds=A,B,C`), or None."""
+    m = re.search(who + r"[a-z_]*: .*?kinds=([A-Z0-9_,]+)", text)
+    return set(m.group(1).split(",")) if m else None
+
+
+def quantile(sorted_vals, q):
+    if not sorted_vals:
+        return float("nan")
+    i = q * (len(sorted_vals) - 1)
+    lo = int(i)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (i - lo)
+
+
+def summarize(samples):
+    s = sorted(samples)
+    return {"n": len(s), "median": statistics.median(s) if s else float("nan"),
+            "p25": quantile(s, 0.25), "p75": quantile(s, 0.75),
+            "min": s[0] if s else float("nan"), "max": s[-1] if s else float("nan")}
+
+
+def added_ratio(plain, bare, mer):
+    d = bare - plain
+    return (mer - plain) / d if d > 0 else float("nan")
+
+
+class Harness:
+    """Runs the rounds. runner(argv, env, log_path) -> (rc, text) is injectable (tests)."""
+
+    def __init__(self, cfg, runner):
+        self.cfg = cfg
+        self.runner = runner
+        self.rows = []  # dicts: round, workload, variant, rc, seconds, metrics
+        self.kinds = {}  # who -> set
+
+    def command(self, workload, variant, db):
+        c = self.cfg
+        mpirun = shlex.split(c.mpirun)
+        if workload == "storm":
+            base = [c.storm, "--launches", str(c.storm_launches)]
+        elif workload == "ref":
+            base = mpirun + [c.ref, "--steps", str(c.ref_steps), "--warmup", "10"]
+        else:
+            base = mpirun + [c.python, c.ddp, "--mode", "both", "--steps", str(c.ddp_steps),
+                             "--warmup", "10"]
+            if variant == "torch":
+                base += ["--profiler", "torch"]
+        env = {}
+        if variant == "bare":
+            env["CUDA_INJECTION64_PATH"] = c.bare
+            env.update(c.bare_env)
+            if workload != "storm":  # pass it through mpirun to the ranks
+                n = len(mpirun)
+                base = base[:n] + [a for k, v in sorted(env.items()) for a in ("-x", f"{k}={v}")] \
+                    + base[n:]
+        if variant == "meridian":
+            base = shlex.split(c.meridian_cmd.format(meridian=c.meridian, agent_lib=c.agent_lib,
+                                                     db=db)) + base
+        return base, env
+
+    def available(self, workload, variant):
+        c = self.cfg
+        if variant == "bare":
+            return bool(c.bare) and os.path.exists(c.bare)
+        if variant == "meridian":
+            return bool(c.meridian) and os.path.exists(c.meridian)
+        exe = {"storm": c.storm, "ref": c.ref, "ddp": c.ddp}[workload]
+        return bool(exe) and os.path.exists(exe)
+
+    def run_one(self, rnd, workload, variant):
+        c = self.cfg
+        db = os.path.join(c.work, f"overhead_{workload}_{rnd}.db")
+        argv, env = self.command(workload, variant, db)
+        log = os.path.join(c.logdir, f"{workload}_{variant}_{rnd:02d}.log")
+        t0 = time.monotonic()
+        rc, text = self.runner(argv, env, log)
+        secs = time.monotonic() - t0
+        metrics = parse_metrics(workload, text) if rc == 0 else {}
+        for who in ("bare_consumer", "meridian"):
+            k = parse_kinds(text, who)
+            if k is not None and who not in self.kinds:
+                self.kinds[who] = k
+        self.rows.append({"round": rnd, "workload": workload, "variant": variant, "rc": rc,
+                          "seconds": round(secs, 3), **metrics})
+        for f in (db, db + "-wal", db + "-shm"):
+            if os.path.exists(f):
+                os.remove(f)
+
+    def run(self, clock=time.monotonic):
+        c = self.cfg
+        start = clock()
+        self.rounds_done = 0
+        for rnd in range(c.pairs):
+            for wl in c.workloads:
+                vs = [v for v in VARIANTS[wl] if self.available(wl, v)]
+                k = rnd % len(vs) if vs else 0
+                for v in vs[k:] + vs[:k]:
+                    if clock() - start > c.budget_s:
+                        return
+                    self.run_one(rnd, wl, v)
+            self.rounds_done = rnd + 1
+
+    def samples(self, metric, variant):
+        return [r[metric] for r in self.rows if r["variant"] == variant and metric in r]
+
+    def paired(self, metric, fn, variants):
+        """Median over rounds of fn(values of variants in that round)."""
+        vals = []
+        for rnd in sorted({r["round"] for r in self.rows}):
+            got = {}
+            for r in self.rows:
+                if r["round"] == rnd and metric in r:
+                    got[r["variant"]] = r[metric]
+            if all(v in got for v in variants):
+                x = fn(*[got[v] for v in variants])
+                if x == x:  # not NaN
+                    vals.append(x)
+        return statistics.median(vals) if vals else float("nan")
+
+    def report(self):
+        lines = ["| metric | variant | median | p25-p75 | min-max | n |",
+                 "|---|---|---|---|---|---|"]
+        ratios = ["", "| metric | ratio | from medians | paired median | goal |",
+                  "|---|---|---|---|---|"]
+        for wl in self.cfg.workloads:
+            for m in METRICS[wl]:
+                st = {v: summarize(self.samples(m, v)) for v in VARIANTS[wl]}
+                for v, s in st.items():
+                    if s["n"]:
+                        lines.append(f"| {LABELS[m]} | {v} | {s['median']:.4g} | "
+                                     f"{s['p25']:.4g}-{s['p75']:.4g} | "
+                                     f"{s['min']:.4g}-{s['max']:.4g} | {s['n']} |")
+                med = {v: s["median"] for v, s in st.items() if s["n"]}
+                if "plain" in med and "bare" in med:
+                    ratios.append(f"| {LABELS[m]} | bare over plain, % | "
+                                  f"{(med['bare'] / med['plain'] - 1) * 100:.2f} | "
+                                  f"{self.paired(m, lambda p, b: (b / p - 1) * 100, ['plain', 'bare']):.2f} | - |")
+                if "meridian" not in med or "plain" not in med:
+                    continue
+                if GOALS[m] == "added" and "bare" in med:
+                    ratios.append(f"| {LABELS[m]} | added(meridian)/added(bare) | "
+                                  f"{added_ratio(med['plain'], med['bare'], med['meridian']):.3f} | "
+                                  f"{self.paired(m, added_ratio, ['plain', 'bare', 'meridian']):.3f} | <= 1.10 |")
+                ratios.append(f"| {LABELS[m]} | meridian over plain, % | "
+                              f"{(med['meridian'] / med['plain'] - 1) * 100:.2f} | "
+                              f"{self.paired(m, lambda p, x: (x / p - 1) * 100, ['plain', 'meridian']):.2f} | "
+                              f"{'<= 3' if GOALS[m] == 'pct' else '-'} |")
+                if m == "ddp_kd" and "torch" in med:
+                    ratios.append(f"| {LABELS[m]} | meridian / torch profiler | "
+                                  f"{med['meridian'] / med['torch']:.3f} | "
+                                  f"{self.paired(m, lambda x, t: x / t, ['meridian', 'torch']):.3f} | < 1 |")
+        failed = [f"{r['workload']}/{r['variant']}#{r['round']} rc={r['rc']}"
+                  for r in self.rows if r["rc"] != 0]
+        kb, km = self.kinds.get("bare_consumer"), self.kinds.get("meridian")
+        if kb is not None and km is not None:
+            kinds = "same" if kb == km else \
+                f"DIFFER: bare only {sorted(kb - km)}, meridian only {sorted(km - kb)}"
+        else:
+            kinds = f"not compared (bare: {sorted(kb) if kb else 'none'}, " \
+                    f"meridian: {sorted(km) if km else 'none'})"
+        head = [f"rounds completed: {getattr(self, 'rounds_done', 0)} of {self.cfg.pairs} "
+                f"(variants alternate, order rotated each round); runs: {len(self.rows)}; "
+                f"failed runs: {', '.join(failed) or 'none'}",
+                f"activity kinds, bare consumer vs meridian: {kinds}", ""]
+        return "\n".join(head + lines + ratios) + "\n"
+
+    def write(self, out_dir):
+        keys = ["round", "workload", "variant", "rc", "seconds", "storm", "ref", "ddp_ch",
+                "ddp_kd"]
+        with open(os.path.join(out_dir, "overhead.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            for r in self.rows:
+                w.writerow({k: r.get(k, "") for k in keys})
+        text = self.report()
+        with open(os.path.join(out_dir, "overhead.md"), "w") as f:
+            f.write(text)
+        return text
+
+
+def subprocess_runner(timeout_s):
+    def run(argv, env, log):
+        e = dict(os.environ)
+        e.update(env)
+        try:
+            p = subprocess.run(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               timeout=timeout_s, text=True, errors="replace")
+            rc, text = p.returncode, p.stdout
+        except subprocess.TimeoutExpired as ex:
+            rc, text = 124, (ex.stdout or "") if isinstance(ex.stdout, str) else ""
+        except OSError as ex:
+            rc, text = 127, str(ex)
+        with open(log, "w") as f:
+            f.write(" ".join(shlex.quote(a) for a in argv) + "\n" + text)
+        return rc, text
+    return run
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description="meridian overhead benchmark (GPU host)")
+    ap.add_argument("--build", required=True, help="CMake build folder")
+    ap.add_argument("--src", default=os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.dirname(os.path.abspath(__file__))))))
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--work", default="/tmp/meridian-gpu")
+    ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--budget-s", type=float, default=480)
+    ap.add_argument("--run-timeout-s", type=float, default=120)
+    ap.add_argument("--workloads", default="storm,ref,ddp")
+    ap.add_argument("--meridian", default="")
+    ap.add_argument("--agent-lib", default="")
+    ap.add_argument("--meridian-cmd", default="{meridian} profile -o {db} --agent-lib {agent_lib} --",
+                    help="prefix for the meridian variant ({meridian}, {agent_lib}, {db})")
+    ap.add_argument("--mpirun", default="mpirun --allow-run-as-root -np 2 --bind-to none "
+                    "--mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none "
+                    "-x NCCL_NVLS_ENABLE=0 -x TORCH_SYMM_MEM_DISABLE_MULTICAST=1 "
+                    "-x NVSHMEM_DISABLE_NVLS=1 -x PATH -x MASTER_ADDR=127.0.0.1 "
+                    "-x MASTER_PORT=29541")
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--storm-launches", type=int, default=200000)
+    ap.add_argument("--ref-steps", type=int, default=200)
+    ap.add_argument("--ddp-steps", type=int, default=30)
+    ap.add_argument("--bare-env", default="",
+                    help="extra VAR=VALUE,... for the bare consumer (e.g. its kinds)")
+    c = ap.parse_args(argv)
+    c.workloads = [w for w in c.workloads.split(",") if w]
+    for w in c.workloads:
+        if w not in VARIANTS:
+            ap.error(f"unknown workload {w}")
+    c.storm = os.path.join(c.build, "tests/workloads/kernel_storm")
+    c.ref = os.path.join(c.build, "tests/workloads/ref_workload")
+    c.bare = os.path.join(c.build, "tests/gpu/libbare_consumer.so")
+    c.ddp = os.path.join(c.src, "tests/workloads/ddp_train.py")
+    c.bare_env = dict(kv.split("=", 1) for kv in c.bare_env.split(",") if "=" in kv)
+    c.logdir = os.path.join(c.work, "logs", "overhead")
+    return c
+
+
+def main(argv):
+    c = parse_args(argv)
+    os.makedirs(c.logdir, exist_ok=True)
+    os.makedirs(c.out, exist_ok=True)
+    os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
+    h = Harness(c, subprocess_runner(c.run_timeout_s))
+    h.run()
+    print(h.write(c.out), end="")
+    missing = [w for w in c.workloads
+               if not any(r["rc"] == 0 and r["workload"] == w and r["variant"] == "plain"
+                          for r in h.rows)]
+    if missing:
+        print(f"overhead: no successful plain run of {missing}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

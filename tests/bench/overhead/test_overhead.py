@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""test_overhead.py: CI test of the overhead harness (overhead.py) without a GPU.
+
+The harness's runner is replaced by a model of the workloads: each variant adds a known
+cost to a known base (plus noise that is the same for every variant of a round), printed
+in exactly the lines the real workloads print. The test checks what the harness computes
+from them against the model: the metric parsing, the commands it would run (injection
+variable through mpirun -x, meridian prefix, torch profiler flag), the rotation of the
+variant order, the ratios (added(meridian)/added(bare), % over plain, meridian/torch),
+the budget stop, failed runs left out, and the kinds comparison.
+"""
+import os
+import random
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import overhead  # noqa: E402
+
+BASE = {"storm": 4.0, "ref": 0.5, "ddp_ch": 6.0, "ddp_kd": 20.0}
+ADD = {  # cost each variant adds to each metric
+    "plain": {"storm": 0, "ref": 0, "ddp_ch": 0, "ddp_kd": 0},
+    "bare": {"storm": 2.0, "ref": 0.005, "ddp_ch": 0.06, "ddp_kd": 4.0},
+    "meridian": {"storm": 2.1, "ref": 0.01, "ddp_ch": 0.12, "ddp_kd": 4.2},
+    "torch": {"ddp_ch": 1.0, "ddp_kd": 10.0},
+}
+KINDS = "CONCURRENT_KERNEL,MEMCPY,MEMSET,DRIVER"
+
+
+class Model:
+    def __init__(self, fail=None, meridian_kinds=KINDS):
+        self.calls = []
+        self.fail = fail or set()
+        self.meridian_kinds = meridian_kinds
+        self.rng = random.Random(7)
+        self.noise = {}
+
+    def variant_of(self, argv, env):
+        if "--profiler" in argv:
+            return "torch"
+        if argv[0].endswith("meridian"):
+            return "meridian"
+        if env.get("CUDA_INJECTION64_PATH") or any(a.startswith("CUDA_INJECTION64_PATH=")
+                                                   for a in argv):
+            return "bare"
+        return "plain"
+
+    def __call__(self, argv, env, log):
+        v = self.variant_of(argv, env)
+        wl = "storm" if any(a.endswith("kernel_storm") for a in argv) else \
+            "ref" if any(a.endswith("ref_workload") for a in argv) else "ddp"
+        self.calls.append((wl, v, argv, env))
+        n = len([c for c in self.calls if c[0] == wl and c[1] == v]) - 1
+        if (wl, v, n) in self.fail:
+            return 1, "boom"
+        noise = self.noise.setdefault((wl, n), 1 + self.rng.uniform(-0.01, 0.01))
+        val = {m: (BASE[m] + ADD[v].get(m, 0)) * noise for m in BASE}
+        lines = []
+        if v == "bare":
+            lines.append(f"bare_consumer: kinds={KINDS}")
+        if v == "meridian":
+            lines.append(f"meridian: agent rank 0 kinds={self.meridian_kinds}")
+        if wl == "storm":
+            lines.append(f"kernel_storm: launches=200000 wall_s=1.0 us_per_launch={val['storm']:.4f}")
+        elif wl == "ref":
+            lines.append(f"ref_workload: world=2 measured_wall_s={val['ref']:.6f} check=ok")
+        else:
+            for r in (0, 1):
+                for mode, m in (("compute-heavy", "ddp_ch"), ("kernel-dense", "ddp_kd")):
+                    x = val[m] * (1.0 if r == 1 else 0.99)  # rank 1 is the slower one
+                    lines.append(f"ddp_train: rank {r} mode={mode} profiler=none steps=30 "
+                                 f"warmup=10 world=2 params=1 batch=64 step_ms median={x:.4f} "
+                                 f"mean={x:.4f} p10=1 p90=1 min=1 max=1 loss=1")
+        return 0, "\n".join(lines) + "\n"
+
+
+def config(tmp, **kw):
+    build = os.path.join(tmp, "build")
+    for rel in ("tests/workloads/kernel_storm", "tests/workloads/ref_workload",
+                "tests/gpu/libbare_consumer.so", "bin/meridian", "agent/libmeridian.so"):
+        os.makedirs(os.path.dirname(os.path.join(build, rel)), exist_ok=True)
+        open(os.path.join(build, rel), "w").close()
+    args = ["--build", build, "--out", tmp, "--work", tmp, "--pairs", "10",
+            "--meridian", os.path.join(build, "bin/meridian"),
+            "--agent-lib", os.path.join(build, "agent/libmeridian.so")]
+    for k, v in kw.items():
+        args += [f"--{k.replace('_', '-')}", str(v)]
+    c = overhead.parse_args(args)
+    c.ddp = os.path.join(tmp, "ddp_train.py")
+    open(c.ddp, "w").close()
+    os.makedirs(c.logdir, exist_ok=True)
+    return c
+
+
+FAILS = []
+
+
+def expect(cond, what):
+    if not cond:
+        FAILS.append(what)
+        print(f"FAIL: {what}")
+
+
+def near(a, b, tol):
+    return abs(a - b) <= tol
+
+
+def test_full_run(tmp):
+    model = Model(fail={("ddp", "torch", 3)})
+    h = overhead.Harness(config(tmp), model)
+    h.run()
+    text = h.write(tmp)
+    expect(h.rounds_done == 10, f"10 rounds done, got {h.rounds_done}")
+    expect(len(h.rows) == 10 * (3 + 3 + 4), f"100 runs, got {len(h.rows)}")
+    # Rotation: each variant of ddp runs first in some round.
+    firsts = set()
+    for rnd in range(10):
+        rows = [r for r in h.rows if r["round"] == rnd and r["workload"] == "ddp"]
+        firsts.add(rows[0]["variant"])
+    expect(firsts == {"plain", "bare", "meridian", "torch"}, f"rotation firsts {firsts}")
+    # Commands: injection through mpirun -x before the program; meridian prefix; torch flag.
+    bare_ref = [c for c in model.calls if c[0] == "ref" and c[1] == "bare"][0][2]
+    inj = [i for i, a in enumerate(bare_ref) if a.startswith("CUDA_INJECTION64_PATH=")]
+    prog = [i for i, a in enumerate(bare_ref) if a.endswith("ref_workload")]
+    expect(len(inj) == 1 and bare_ref[inj[0] - 1] == "-x" and inj[0] < prog[0],
+           f"bare ref command passes the injection path through mpirun: {bare_ref}")
+    mer = [c for c in model.calls if c[1] == "meridian"][0][2]
+    expect(mer[1:3] == ["profile", "-o"] and "--agent-lib" in mer and "--" in mer,
+           f"meridian prefix {mer[:8]}")
+    storm_bare = [c for c in model.calls if c[0] == "storm" and c[1] == "bare"][0]
+    expect(storm_bare[3].get("CUDA_INJECTION64_PATH", "").endswith("libbare_consumer.so"),
+           "storm bare variant sets CUDA_INJECTION64_PATH in the environment")
+    # Ratios from the model: added ratio = ADD[meridian]/ADD[bare].
+    med = {v: overhead.summarize(h.samples("storm", v))["median"] for v in ("plain", "bare", "meridian")}
+    r = overhead.added_ratio(med["plain"], med["bare"], med["meridian"])
+    expect(near(r, 2.1 / 2.0, 0.03), f"storm added ratio {r:.4f} vs 1.05")
+    paired = h.paired("ddp_kd", overhead.added_ratio, ["plain", "bare", "meridian"])
+    expect(near(paired, 4.2 / 4.0, 1e-3), f"ddp_kd paired added ratio {paired:.5f} vs 1.05")
+    pct = h.paired("ref", lambda p, x: (x / p - 1) * 100, ["plain", "meridian"])
+    expect(near(pct, 0.01 / 0.5 * 100, 0.01), f"ref paired % {pct:.4f} vs 2.0")
+    kd = overhead.summarize(h.samples("ddp_kd", "plain"))["median"]
+    expect(near(kd, 20.0, 0.3), f"ddp_kd plain median uses the slowest rank: {kd}")
+    expect(len(h.samples("ddp_kd", "torch")) == 9, "the failed torch run is left out")
+    expect("ddp/torch#3 rc=1" in text, "the failed run is named in the report")
+    expect("activity kinds, bare consumer vs meridian: same" in text, "kinds compared: same")
+    for needle in ("added(meridian)/added(bare)", "meridian / torch profiler", "<= 1.10",
+                   "meridian over plain, %"):
+        expect(needle in text, f"report has {needle!r}")
+    csv_lines = open(os.path.join(tmp, "overhead.csv")).read().splitlines()
+    expect(len(csv_lines) == 101, f"csv has 100 runs + header, got {len(csv_lines)}")
+
+
+def test_budget_and_kinds(tmp):
+    model = Model(meridian_kinds=KINDS + ",MARKER")
+    t = [0.0]
+
+    def clock():  # every call advances 10 s: a budget of 95 s allows ~9 runs
+        t[0] += 10.0
+        return t[0]
+
+    h = overhead.Harness(config(tmp, budget_s=95, workloads="storm,ref"), model)
+    h.run(clock=clock)
+    expect(0 < len(h.rows) < 20, f"budget stops the rounds early ({len(h.rows)} runs)")
+    expect(h.rounds_done < 10, f"rounds_done reports the short run ({h.rounds_done})")
+    text = h.report()
+    expect("DIFFER" in text and "MARKER" in text, "a kinds difference is reported")
+
+
+def test_parse():
+    expect(overhead.parse_metrics("ref", "ref_workload: world=2 measured_wall_s=1.5 check=FAILED") == {},
+           "a failed result check gives no metric")
+    got = overhead.parse_metrics("storm", "kernel_storm: launches=5 wall_s=1 us_per_launch=4.25\n")
+    expect(got == {"storm": 4.25}, f"storm parse {got}")
+    expect(overhead.parse_kinds("[1,0]<stderr>:bare_consumer: kinds=A,B failed=C", "bare_consumer")
+           == {"A", "B"}, "kinds parse stops at the failed list")
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        test_full_run(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_budget_and_kinds(tmp)
+    test_parse()
+    print(f"test_overhead: {'all checks passed' if not FAILS else f'{len(FAILS)} checks failed'}")
+    return 1 if FAILS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
