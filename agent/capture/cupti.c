@@ -1,0 +1,410 @@
+/* CUDA capture through CUPTI's activity API: the CUDA injection entry point.
+ *
+ * Where this sits: CUDA_INJECTION64_PATH=/abs/libmeridian.so makes the driver dlopen the
+ * agent while CUDA initialises and call InitializeInjection() once, on the initialising
+ * thread, before any context exists. That call decides (mrd_agent_start) whether this
+ * process is a rank, claims CUPTI, and enables the activity kinds. CUPTI then fills
+ * buffers from our pool; completed buffers arrive on CUPTI's worker thread (or the thread
+ * running cuptiActivityFlushAll), where cupti_convert.c turns every record into a
+ * capture record written to that thread's ring. A small helper thread asks CUPTI to flush
+ * every MERIDIAN_CUPTI_FLUSH_MS so records reach the aggregator while the job runs (CUPTI
+ * otherwise returns a buffer only when it is full); the exit path (mrd_agent_shutdown,
+ * from the MPI_Finalize wrapper or atexit) runs our flush hook for the rest.
+ *
+ * Set-up order (CAPTURE-FACTS.md): version check, cuptiSubscribe_v2 (fails when another
+ * tool owns CUPTI: Nsight, cuda-gdb; we then say so once and stay inert), timestamp
+ * callback = mrd_clock_now (before any kind), ZEROED_OUT_ACTIVITY_BUFFER = 1 with a
+ * pre-zeroed pool, buffer callbacks, then the kinds: CONCURRENT_KERNEL (never KERNEL),
+ * MEMCPY, MEMCPY2, MEMSET, SYNCHRONIZATION, EXTERNAL_CORRELATION, GRAPH_TRACE (unless
+ * MERIDIAN_GRAPH_NODES=1 asks for per-node kernels), OVERHEAD, DEVICE, and API records for
+ * the whitelist in cupti_convert.c only.
+ *
+ * Workload: up to a few hundred thousand records a second. Caps and policies:
+ *  - buffer pool: MERIDIAN_CUPTI_BUFFERS buffers (default 16, at most 64) of
+ *    MERIDIAN_CUPTI_BUFFER_MB MiB (default 8), mapped and pre-faulted once. When every
+ *    buffer is out, the request callback returns none: CUPTI drops those records and
+ *    counts them; we read that count (cuptiActivityGetNumDroppedRecords) after every
+ *    buffer and at exit and add it to MRD_DROP_CUPTI_HOST.
+ *  - the completion thread writes into its own ring; when that ring is nearly full it
+ *    waits (1 ms steps, at most 200 ms per buffer) for the flusher to drain it. Waiting
+ *    there only delays buffer reuse, never an application thread. At exit it never waits.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include <cupti.h>
+
+#include "agent.h"
+#include "capture.h"
+#include "cupti_convert.h"
+#include "ring.h"
+
+#define MRD_EXPORT __attribute__((visibility("default")))
+
+#define POOL_MAX 64
+#define PACE_CHUNK 256          /* records converted between ring-space checks */
+#define PACE_WAIT_MAX_MS 200    /* longest wait for ring space per buffer */
+
+MRD_EXPORT int InitializeInjection(void);
+
+/* Weak: the ring may be built without mrd_ring_space; pacing is then skipped. */
+size_t mrd_ring_space(void) __attribute__((weak));
+
+static struct {
+    _Atomic int called, owned, exiting;
+    uint8_t *pool;
+    size_t buf_bytes;
+    unsigned nbufs;
+    _Atomic uint8_t busy[POOL_MAX];
+    _Atomic uint64_t pool_misses, buffers;
+    unsigned flush_ms;
+    pthread_t flusher;
+    int flusher_started;
+    pthread_mutex_t lock; /* only the helper thread's sleep; never taken by callbacks */
+    pthread_cond_t wake;
+    int stop;
+} cu = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
+
+static const char *cupti_err(CUptiResult r)
+{
+    const char *s = NULL;
+    if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+        return "unknown CUPTI error";
+    return s;
+}
+
+static unsigned env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi)
+{
+    const char *s = getenv(name);
+    char *end = NULL;
+    if (!s || !*s)
+        return dflt;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*end || v < lo || v > hi) {
+        fprintf(stderr, "meridian: ignoring %s=%s (want %u..%u)\n", name, s, lo, hi);
+        return dflt;
+    }
+    return (unsigned)v;
+}
+
+static uint64_t CUPTIAPI timestamp_cb(void)
+{
+    return (uint64_t)mrd_clock_now();
+}
+
+static void CUPTIAPI subscriber_cb(void *userdata, CUpti_CallbackDomain domain,
+                                   CUpti_CallbackId cbid, const void *data)
+{
+    (void)userdata, (void)domain, (void)cbid, (void)data;
+}
+
+static void count_host_drops(CUcontext ctx, uint32_t stream)
+{
+    size_t n = 0;
+    if (cuptiActivityGetNumDroppedRecords(ctx, stream, &n) == CUPTI_SUCCESS && n > 0)
+        mrd_agent_count_drop(MRD_DROP_CUPTI_HOST, n);
+}
+
+/* Request callback: may run on application threads, so it only claims a free slot. */
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *max_records = 0;
+    for (unsigned i = 0; i < cu.nbufs; i++) {
+        uint8_t expect = 0;
+        if (atomic_compare_exchange_strong(&cu.busy[i], &expect, 1)) {
+            *buffer = cu.pool + (size_t)i * cu.buf_bytes;
+            *size = cu.buf_bytes;
+            return;
+        }
+    }
+    atomic_fetch_add_explicit(&cu.pool_misses, 1, memory_order_relaxed);
+    *buffer = NULL;
+    *size = 0;
+}
+
+/* Waits (bounded) until this thread's ring can take a chunk; never at exit. */
+static void pace(int64_t *waited_ms)
+{
+    if (!mrd_ring_space || atomic_load(&cu.exiting))
+        return;
+    while (mrd_ring_space() < PACE_CHUNK && *waited_ms < PACE_WAIT_MAX_MS) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+        (*waited_ms)++;
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                      size_t size, size_t valid)
+{
+    CUpti_Activity *rec = NULL;
+    int64_t waited_ms = 0;
+    unsigned n = 0;
+
+    atomic_fetch_add_explicit(&cu.buffers, 1, memory_order_relaxed);
+    while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (n++ % PACE_CHUNK == 0)
+            pace(&waited_ms);
+        mrd__cupti_emit(rec);
+    }
+    count_host_drops(ctx, stream);
+    if (buffer < cu.pool || buffer >= cu.pool + (size_t)cu.nbufs * cu.buf_bytes)
+        return; /* not ours (cannot happen: CUPTI only has our buffers) */
+    /* Re-zero what CUPTI wrote (plus slack for a partly written record) before reuse. */
+    size_t dirty = ((valid + 4095) & ~(size_t)4095) + 65536;
+    memset(buffer, 0, dirty < size ? dirty : size);
+    size_t i = (size_t)(buffer - cu.pool) / cu.buf_bytes;
+    atomic_store(&cu.busy[i], 0);
+}
+
+static void *flusher_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&cu.lock);
+    while (!cu.stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += cu.flush_ms / 1000;
+        until.tv_nsec += (long)(cu.flush_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&cu.wake, &cu.lock, &until);
+        if (cu.stop)
+            break;
+        pthread_mutex_unlock(&cu.lock);
+        cuptiActivityFlushAll(0);
+        pthread_mutex_lock(&cu.lock);
+    }
+    pthread_mutex_unlock(&cu.lock);
+    return NULL;
+}
+
+/* Exit hook (mrd_agent_shutdown): deliver everything CUPTI still holds. */
+static void cupti_flush_hook(void)
+{
+    if (!atomic_load(&cu.owned))
+        return;
+    pthread_mutex_lock(&cu.lock);
+    cu.stop = 1;
+    pthread_cond_signal(&cu.wake);
+    pthread_mutex_unlock(&cu.lock);
+    atomic_store(&cu.exiting, 1);
+    cuptiActivityFlushAll(0);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    count_host_drops(NULL, 0);
+}
+
+static void start_flusher(void)
+{
+    sigset_t all, old;
+    if (cu.flush_ms == 0)
+        return;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&cu.flusher, NULL, flusher_main, NULL) == 0) {
+        cu.flusher_started = 1;
+        pthread_setname_np(cu.flusher, "meridian-cupti");
+        pthread_detach(cu.flusher);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int pool_create(void)
+{
+    cu.buf_bytes = (size_t)env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64) << 20;
+    cu.nbufs = env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX);
+    size_t total = cu.buf_bytes * cu.nbufs;
+    void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED)
+        return -errno;
+    memset(mem, 0, total); /* pre-fault now, not on an application thread later */
+    cu.pool = mem;
+    return 0;
+}
+
+/* Another tool owns CUPTI, or this CUPTI is not the one we were built for: say so once. */
+static int other_owner(void)
+{
+    uint32_t version = 0;
+    if (getenv("NSYS_PROFILING_SESSION_ID")) {
+        fprintf(stderr, "meridian: Nsight Systems is profiling this process "
+                        "(NSYS_PROFILING_SESSION_ID); meridian's CUDA capture stays off\n");
+        return 1;
+    }
+    if (cuptiGetVersion(&version) != CUPTI_SUCCESS ||
+        version / 10000 != CUPTI_API_VERSION / 10000) {
+        fprintf(stderr, "meridian: CUPTI API version %u, built for %u; CUDA capture stays off\n",
+                version, (unsigned)CUPTI_API_VERSION);
+        return 1;
+    }
+    char owner[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
+    CUpti_SubscriberParams p = { 0 };
+    p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    p.subscriberName = "meridian";
+    p.oldSubscriberName = owner;
+    p.oldSubscriberSize = sizeof(owner) - 1;
+    CUpti_SubscriberHandle sub;
+    CUptiResult r = cuptiSubscribe_v2(&sub, subscriber_cb, NULL, &p);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+        fprintf(stderr, "meridian: CUPTI is already in use by %s; meridian's CUDA capture "
+                        "stays off\n", owner[0] ? owner : "another profiler");
+        return 1;
+    }
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "meridian: cuptiSubscribe: %s; CUDA capture stays off\n", cupti_err(r));
+        return 1;
+    }
+    return 0;
+}
+
+static void append(char *dst, size_t n, const char *name)
+{
+    size_t len = strlen(dst);
+    snprintf(dst + len, n - len, "%s%s", len ? "," : "", name);
+}
+
+static void enable(CUpti_ActivityKind kind, const char *name, char *ok, char *bad, size_t n)
+{
+    CUptiResult r = cuptiActivityEnable(kind);
+    append(r == CUPTI_SUCCESS ? ok : bad, n, name);
+}
+
+/* API records for the whitelist; "nccl" keeps only the launch calls NCCL's external
+ * correlation needs. Returns the counts enabled per domain. */
+static void enable_api(int nccl_only, unsigned *rt, unsigned *drv)
+{
+    *rt = *drv = 0;
+    for (size_t i = 0; i < mrd__cupti_api_count; i++) {
+        const struct mrd_cupti_api *a = &mrd__cupti_api_list[i];
+        if (nccl_only && !(a->domain == MRD_API_DRIVER && strncmp(a->name, "cuLaunchKernel", 14) == 0))
+            continue;
+        if (a->domain == MRD_API_RUNTIME) {
+            if (cuptiActivityEnableRuntimeApi(a->cbid, 1) == CUPTI_SUCCESS)
+                (*rt)++;
+        } else if (cuptiActivityEnableDriverApi(a->cbid, 1) == CUPTI_SUCCESS) {
+            (*drv)++;
+        }
+    }
+}
+
+static int enable_kinds(const struct mrd_agent_config *cfg)
+{
+    char ok[512] = "", bad[512] = "";
+    const char *api = getenv("MERIDIAN_CUPTI_API");
+    int nccl_only = api && strcmp(api, "nccl") == 0;
+    unsigned rt, drv;
+
+    enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", ok, bad, sizeof(ok));
+    if (strstr(bad, "CONCURRENT_KERNEL")) {
+        fprintf(stderr, "meridian: cannot enable CUPTI kernel records; CUDA capture stays off\n");
+        return -EIO;
+    }
+    enable(CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", ok, bad, sizeof(ok));
+    enable(CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2", ok, bad, sizeof(ok));
+    enable(CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", ok, bad, sizeof(ok));
+    enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", ok, bad, sizeof(ok));
+    if (!cfg->graph_nodes)
+        enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", ok, bad, sizeof(ok));
+    enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad,
+           sizeof(ok));
+    enable_api(nccl_only, &rt, &drv);
+    if (rt)
+        append(ok, sizeof(ok), "RUNTIME");
+    if (drv)
+        append(ok, sizeof(ok), "DRIVER");
+    enable(CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", ok, bad, sizeof(ok));
+    enable(CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", ok, bad, sizeof(ok));
+    if (bad[0])
+        fprintf(stderr, "meridian: CUPTI kinds that could not be enabled: %s\n", bad);
+    const char *print = getenv("MERIDIAN_PRINT_KINDS");
+    if (print && strcmp(print, "1") == 0) {
+        fprintf(stderr, "meridian: kinds=%s\n", ok);
+        fprintf(stderr, "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u "
+                        "runtime_cbids=%u driver_cbids=%u zeroed_out=1 timestamp=agent\n",
+                cu.buf_bytes, cu.nbufs, cu.flush_ms, rt, drv);
+    }
+    return 0;
+}
+
+static int setup(void)
+{
+    uint8_t one = 1;
+    size_t sz = sizeof(one);
+    CUptiResult r;
+
+    if (other_owner())
+        return -EBUSY;
+    if (pool_create() != 0) {
+        fprintf(stderr, "meridian: cannot map CUPTI buffers; CUDA capture stays off\n");
+        return -ENOMEM;
+    }
+    cu.flush_ms = env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000);
+    r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "meridian: CUPTI timestamp callback: %s; CUDA capture stays off\n",
+                cupti_err(r));
+        return -EIO;
+    }
+    r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
+    if (r != CUPTI_SUCCESS)
+        fprintf(stderr, "meridian: CUPTI zeroed-buffer attribute: %s\n", cupti_err(r));
+    r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "meridian: CUPTI buffer callbacks: %s; CUDA capture stays off\n",
+                cupti_err(r));
+        return -EIO;
+    }
+    return enable_kinds(mrd_agent_config());
+}
+
+MRD_EXPORT int InitializeInjection(void)
+{
+    if (atomic_exchange(&cu.called, 1))
+        return 1;
+    if (!mrd_agent_start())
+        return 1;
+    if (setup() != 0)
+        return 1; /* inert for CUDA; NCCL/NVTX capture may still run */
+    atomic_store(&cu.owned, 1);
+    mrd_agent_on_flush(cupti_flush_hook);
+    start_flusher();
+    return 1;
+}
+
+int mrd__cupti_extcorr_push(uint64_t id)
+{
+    if (!atomic_load_explicit(&cu.owned, memory_order_relaxed))
+        return 0;
+    CUptiResult r =
+        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, id);
+    return r == CUPTI_SUCCESS ? 0 : -EIO;
+}
+
+int mrd__cupti_extcorr_pop(void)
+{
+    uint64_t last = 0;
+    if (!atomic_load_explicit(&cu.owned, memory_order_relaxed))
+        return 0;
+    CUptiResult r =
+        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &last);
+    return r == CUPTI_SUCCESS ? 0 : -EIO;
+}
+
+int mrd__cupti_current_device(void)
+{
+    uint32_t dev = 0;
+    if (!atomic_load(&cu.owned))
+        return -1;
+    if (cuptiGetDeviceId(NULL, &dev) != CUPTI_SUCCESS)
+        return -1;
+    return (int)dev;
+}
