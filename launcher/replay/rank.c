@@ -249,7 +249,7 @@ static int run_synthetic(struct rank_run *r)
     rc = 0;
 fail:
     if (rc < 0)
-        fail_why(res, rc, "sending");
+        fail_why(res, rc, r->c && seq == 0 ? "connecting" : "sending");
     mrd_gen_free(g);
     return rc;
 }
