@@ -150,7 +150,7 @@ stage_setup() {
     } >"$WORK/logs/libs.log" 2>&1
     sed 's/^/    /' "$WORK/logs/libs.log" >>"$SUMMARY"
     if [ $UNIT_TESTS = 1 ]; then
-        run_logged unit_tests 90 ctest --test-dir "$BUILD" -j "${CTEST_JOBS:-16}" --timeout 40 -LE gpu
+        run_logged unit_tests 90 ctest --test-dir "$BUILD" -j "${CTEST_JOBS:-16}" --timeout 40 -LE '^gpu$'
         grep -E 'tests passed|Failed|Not Run|Timeout' "$WORK/logs/unit_tests.log" | head -30 |
             sed 's/^/    /' >>"$SUMMARY"
     fi

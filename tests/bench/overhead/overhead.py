@@ -291,7 +291,8 @@ def parse_args(argv):
     ap.add_argument("--ref-steps", type=int, default=200)
     ap.add_argument("--ddp-steps", type=int, default=30)
     ap.add_argument("--bare-env", default="",
-                    help="extra VAR=VALUE,... for the bare consumer (e.g. its kinds)")
+                    help="extra VAR=VALUE;... for the bare consumer (e.g. its kinds; values "
+                         "may hold commas)")
     c = ap.parse_args(argv)
     c.workloads = [w for w in c.workloads.split(",") if w]
     for w in c.workloads:
@@ -301,7 +302,7 @@ def parse_args(argv):
     c.ref = os.path.join(c.build, "tests/workloads/ref_workload")
     c.bare = os.path.join(c.build, "tests/gpu/libbare_consumer.so")
     c.ddp = os.path.join(c.src, "tests/workloads/ddp_train.py")
-    c.bare_env = dict(kv.split("=", 1) for kv in c.bare_env.split(",") if "=" in kv)
+    c.bare_env = dict(kv.split("=", 1) for kv in c.bare_env.split(";") if "=" in kv)
     c.logdir = os.path.join(c.work, "logs", "overhead")
     return c
 

@@ -8,7 +8,7 @@
 # Environment: BUILD (CMake build folder, required), OUT (default ./out), WORK (logs,
 # default /tmp/meridian-gpu), MERIDIAN and AGENT_LIB (the meridian variant is skipped
 # without them), PAIRS (default 10), BUDGET_S (default 480: rounds stop there),
-# BARE_ENV (VAR=VALUE,... for the bare consumer, e.g. the kinds meridian printed),
+# BARE_ENV (VAR=VALUE;... for the bare consumer, e.g. the kinds meridian printed),
 # OVERHEAD_ARGS (more overhead.py options).
 # Reproduce: BUILD=build-gpu MERIDIAN=... AGENT_LIB=... bash tests/bench/overhead/run_overhead.sh
 set -euo pipefail

@@ -166,6 +166,15 @@ def test_budget_and_kinds(tmp):
     expect("DIFFER" in text and "MARKER" in text, "a kinds difference is reported")
 
 
+def test_bare_env(tmp):
+    c = config(tmp, bare_env="BARE_CONSUMER_KINDS=A,B,C;BARE_CONSUMER_POOL=32")
+    expect(c.bare_env == {"BARE_CONSUMER_KINDS": "A,B,C", "BARE_CONSUMER_POOL": "32"},
+           f"bare env parse {c.bare_env}")
+    argv, env = overhead.Harness(c, None).command("ref", "bare", "x.db")
+    expect("BARE_CONSUMER_KINDS=A,B,C" in argv and "CUDA_INJECTION64_PATH" in env,
+           f"bare env reaches the ranks: {argv}")
+
+
 def test_parse():
     expect(overhead.parse_metrics("ref", "ref_workload: world=2 measured_wall_s=1.5 check=FAILED") == {},
            "a failed result check gives no metric")
@@ -180,6 +189,8 @@ def main():
         test_full_run(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_budget_and_kinds(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_bare_env(tmp)
     test_parse()
     print(f"test_overhead: {'all checks passed' if not FAILS else f'{len(FAILS)} checks failed'}")
     return 1 if FAILS else 0
