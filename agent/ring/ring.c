@@ -65,6 +65,7 @@ static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
 static MRD_TLS struct ring *t_ring;
 static MRD_TLS unsigned t_gen;
 static MRD_TLS unsigned t_noslot;
+static MRD_TLS unsigned t_try_gen; /* generation of this thread's last failed claim */
 
 /* Thread exit: the ring keeps its records for the flusher, which frees the ring once it
  * is empty. The key value encodes (generation, index + 1) so a stale value never touches
@@ -144,10 +145,14 @@ int mrd_ring_write(const struct mrd_record *r)
     if (atomic_load_explicit(&g_disabled, memory_order_relaxed))
         return -EAGAIN;
     struct ring *rg = t_ring;
-    if (rg == NULL || t_gen != atomic_load_explicit(&g_gen, memory_order_relaxed)) {
+    unsigned gen = atomic_load_explicit(&g_gen, memory_order_relaxed);
+    if (rg == NULL || t_gen != gen) {
+        /* claim at once after an init, then only every CLAIM_RETRY_EVERY refusals */
         rg = NULL;
-        if (t_noslot++ % CLAIM_RETRY_EVERY == 0)
+        if (t_try_gen != gen || ++t_noslot % CLAIM_RETRY_EVERY == 0) {
+            t_try_gen = gen;
             rg = ring_claim();
+        }
         if (rg == NULL) {
             atomic_fetch_add_explicit(&g_drop_noslot, 1, memory_order_relaxed);
             return -EAGAIN;
@@ -239,6 +244,7 @@ void mrd_ring_shutdown(void)
     if (g_rings == NULL)
         return;
     atomic_store(&g_enabled, 0);
+    atomic_fetch_add(&g_gen, 1); /* every thread's claim is now stale */
     munmap(g_rings, g_map_bytes);
     g_rings = NULL;
     g_nrings = 0;

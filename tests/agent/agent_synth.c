@@ -1,0 +1,206 @@
+/* meridian-agent-synth: a stand-in "rank" that drives the real agent (core + rings +
+ * transport, linked statically from mrd_agent_core) with synthetic capture records.
+ *
+ * It reads the same environment as libmeridian.so (MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID,
+ * a rank variable, ...), calls mrd_agent_start() like a capture entry point would, then
+ * writes kernel records from T threads at a steady rate with mrd_ring_write, exactly as
+ * capture code does. Kernel i (1-based, over all threads) carries correlation id i, so a
+ * test can check the database holds each written record exactly once. At the end it
+ * prints one line on stdout:
+ *   synth: active=A written=W refused=F idsum=S elapsed_ms=E
+ * (W records accepted by the rings, F refused, S the sum of the accepted correlation ids)
+ * and leaves through exit() (the agent's atexit flush) or, with --shutdown, through an
+ * explicit mrd_agent_shutdown() first (what the MPI_Finalize wrapper does).
+ *
+ * Used by tests/agent (transport integration) and available to other test beds (clock,
+ * end-to-end `meridian profile` without a GPU). Options: see usage().
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "ring.h"
+
+static uint64_t o_events = 10000, o_rate = 0;
+static unsigned o_threads = 1;
+static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed;
+
+static _Atomic uint64_t g_next_id = 1, g_written, g_refused, g_idsum;
+
+static const char *const k_names[] = {
+    "ampere_sgemm_128x64_nn", "volta_fp16_s884gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "elementwise_kernel<128, 4>", "vectorized_elementwise_kernel", "reduce_kernel<512, 1>",
+    "softmax_warp_forward", "layer_norm_kernel", "cunn_SoftMaxForward", "fused_dropout_kernel",
+};
+#define NNAMES (sizeof k_names / sizeof k_names[0])
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: meridian-agent-synth [--events N] [--rate EV_PER_S] [--threads T]\n"
+            "       [--shutdown] [--fork] [--gpu-after-ms MS] [--mixed]\n"
+            "  --events N        kernel records to write in all (default 10000)\n"
+            "  --rate R          records per second over all threads (0 = flat out)\n"
+            "  --threads T       writer threads (default 1)\n"
+            "  --shutdown        call mrd_agent_shutdown() before exit (MPI_Finalize path)\n"
+            "  --fork            also fork a child that writes records (it must be inert)\n"
+            "  --gpu-after-ms MS register a fake GPU MS ms after start\n"
+            "  --mixed           also write NVTX and NCCL records (strings of every kind)\n");
+    exit(2);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void sleep_until(int64_t t)
+{
+    struct timespec ts = {.tv_sec = t / 1000000000, .tv_nsec = t % 1000000000};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static void write_kernel(uint64_t id)
+{
+    struct mrd_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = MRD_EV_KERNEL;
+    r.str[0] = k_names[id % NNAMES];
+    int64_t now = mrd_clock_now();
+    r.ev.kernel = (struct mrd_kernel){.start = now, .end = now + 1000 + (int64_t)(id % 977),
+                                      .correlation = id, .device = 0, .stream = 7 + id % 3,
+                                      .grid = {128, 1, 1}, .block = {256, 1, 1}};
+    if (mrd_ring_write(&r) == 0) {
+        atomic_fetch_add(&g_written, 1);
+        atomic_fetch_add(&g_idsum, id);
+    } else {
+        atomic_fetch_add(&g_refused, 1);
+    }
+}
+
+/* NVTX range with a transient message and an NCCL op: exercises every string path. */
+static void write_mixed(uint64_t id)
+{
+    struct mrd_record r;
+    int64_t now = mrd_clock_now();
+    memset(&r, 0, sizeof r);
+    r.kind = MRD_EV_NVTX;
+    snprintf(r.inline_str, sizeof r.inline_str, "step %" PRIu64, id / 100);
+    r.ev.nvtx = (struct mrd_nvtx){.start = now - 5000, .end = now, .kind = MRD_NVTX_PUSHPOP,
+                                  .thread = 1};
+    (void)mrd_ring_write(&r);
+    memset(&r, 0, sizeof r);
+    r.kind = MRD_EV_NCCL_OP;
+    r.str[0] = "AllReduce";
+    r.str[1] = "ncclFloat32";
+    r.str[2] = "RING";
+    r.str[3] = "SIMPLE";
+    r.ev.nccl_op = (struct mrd_nccl_op){.op_id = id, .start = now - 3000, .end = now,
+                                        .comm_hash = 0x1234abcdULL, .seq = id, .count = 1024,
+                                        .bytes = 4096, .comm_nranks = 2, .root = -1,
+                                        .peer = -1};
+    (void)mrd_ring_write(&r);
+}
+
+static void *writer(void *arg)
+{
+    (void)arg;
+    int64_t start = mono_ns();
+    uint64_t mine = 0;
+    for (;;) {
+        uint64_t id = atomic_fetch_add(&g_next_id, 1);
+        if (id > o_events)
+            break;
+        write_kernel(id);
+        if (o_mixed && id % 50 == 0)
+            write_mixed(id);
+        mine++;
+        if (o_rate > 0 && mine % 64 == 0) /* pace in small bursts */
+            sleep_until(start + (int64_t)(mine * o_threads * 1000000000.0 / (double)o_rate));
+    }
+    return NULL;
+}
+
+/* The child of a fork must be inert: its writes are refused and it reports nothing. */
+static int run_fork_child(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int active = mrd_agent_start();
+        struct mrd_record r = {.kind = MRD_EV_KERNEL};
+        int refused = 0;
+        for (int i = 0; i < 100; i++)
+            refused += mrd_ring_write(&r) != 0;
+        printf("synth-child: active=%d refused=%d\n", active, refused);
+        fflush(stdout);
+        exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--events") && v)
+            o_events = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--rate") && v)
+            o_rate = strtoull(v, NULL, 10), i++;
+        else if (!strcmp(a, "--threads") && v)
+            o_threads = (unsigned)strtoul(v, NULL, 10), i++;
+        else if (!strcmp(a, "--gpu-after-ms") && v)
+            o_gpu_ms = atoi(v), i++;
+        else if (!strcmp(a, "--shutdown"))
+            o_shutdown = 1;
+        else if (!strcmp(a, "--fork"))
+            o_fork = 1;
+        else if (!strcmp(a, "--mixed"))
+            o_mixed = 1;
+        else
+            usage();
+    }
+    if (o_threads == 0 || o_threads > 256)
+        usage();
+
+    int64_t t0 = mono_ns();
+    int active = mrd_agent_start();
+    if (o_fork && run_fork_child() != 0)
+        fprintf(stderr, "synth: fork child failed\n");
+
+    pthread_t th[256];
+    for (unsigned i = 0; i < o_threads; i++)
+        if (pthread_create(&th[i], NULL, writer, NULL) != 0)
+            return 1;
+    if (o_gpu_ms >= 0) {
+        sleep_until(t0 + (int64_t)o_gpu_ms * 1000000);
+        mrd_agent_add_gpu(0, "GPU-00000000-1111-2222-3333-444444444444", "0000:19:00.0",
+                          "Synthetic GPU");
+    }
+    for (unsigned i = 0; i < o_threads; i++)
+        pthread_join(th[i], NULL);
+
+    printf("synth: active=%d written=%" PRIu64 " refused=%" PRIu64 " idsum=%" PRIu64
+           " elapsed_ms=%" PRId64 "\n",
+           active, atomic_load(&g_written), atomic_load(&g_refused), atomic_load(&g_idsum),
+           (mono_ns() - t0) / 1000000);
+    fflush(stdout);
+    if (o_shutdown)
+        mrd_agent_shutdown();
+    return 0;
+}

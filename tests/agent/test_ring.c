@@ -1,0 +1,287 @@
+/* agent_ring: the per-thread rings against a trivial model.
+ *
+ * 1. Differential, one writer: random writes and drains (random batch sizes, random ring
+ *    sizes, many rounds) on the real ring and on a plain array FIFO of the same capacity;
+ *    every drained record and the drop count must equal the model's.
+ * 2. Concurrent: W writer threads write numbered records in random bursts while the
+ *    consumer drains; each writer keeps its own model (the list of records the ring
+ *    accepted). Drained records must be exactly each writer's accepted list, in order, and
+ *    the ring's MRD_DROP_RING_FULL count must equal the writers' refusals.
+ * 3. Thread slots: more threads than rings are refused and counted as NO_THREAD_SLOT; a
+ *    ring whose thread exited is drained and handed to a new thread.
+ * 4. Before init and after mrd_ring_disable(): writes are refused.
+ * Built twice: plain (agent_ring) and with ThreadSanitizer (agent_ring_tsan).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ring.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static void make_record(struct mrd_record *r, uint32_t writer, uint64_t n)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = MRD_EV_KERNEL;
+    r->reserved = writer;
+    r->ev.kernel.correlation = n;
+    r->ev.kernel.start = (int64_t)(n * 3 + writer);
+    r->ev.kernel.end = r->ev.kernel.start + 7;
+}
+
+static uint64_t ring_drops(int reason)
+{
+    uint64_t d[MRD_DROP__COUNT] = {0};
+    mrd_ring_dropped(d);
+    return d[reason];
+}
+
+/* ---- 1. single-writer differential ---- */
+
+struct model {
+    uint64_t *buf;
+    size_t cap, head, len;
+    uint64_t drops;
+};
+
+struct drain_check {
+    struct model *m;
+    size_t n;
+};
+
+static void check_against_model(const struct mrd_record *r, void *arg)
+{
+    struct drain_check *dc = arg;
+    struct model *m = dc->m;
+    CHECK_GT(m->len, 0);
+    uint64_t want = m->buf[m->head];
+    m->head = (m->head + 1) % m->cap;
+    m->len--;
+    CHECK_UEQ(r->ev.kernel.correlation, want);
+    CHECK_EQ(r->ev.kernel.start, (int64_t)(want * 3));
+    CHECK_EQ(r->kind, MRD_EV_KERNEL);
+    dc->n++;
+}
+
+static void test_differential(void)
+{
+    for (int round = 0; round < 200; round++) {
+        unsigned cap = 2u << (rnd() % 10); /* 2 .. 1024 */
+        CHECK_OK(mrd_ring_init(1 + (unsigned)(rnd() % 4), cap));
+        struct model m = {.buf = calloc(cap, sizeof(uint64_t)), .cap = cap};
+        CHECK(m.buf != NULL);
+        uint64_t next = 1;
+        for (int op = 0; op < 400; op++) {
+            if (rnd() % 3 != 0) {
+                unsigned burst = (unsigned)(rnd() % (cap * 2 + 1));
+                for (unsigned i = 0; i < burst; i++) {
+                    struct mrd_record r;
+                    make_record(&r, 0, next);
+                    int e = mrd_ring_write(&r);
+                    if (m.len == m.cap) {
+                        CHECK_EQ(e, -EAGAIN);
+                        m.drops++;
+                    } else {
+                        CHECK_OK(e);
+                        m.buf[(m.head + m.len) % m.cap] = next;
+                        m.len++;
+                    }
+                    next++;
+                }
+            } else {
+                size_t max = (size_t)(rnd() % (cap + 3));
+                size_t expect = m.len < max ? m.len : max;
+                struct drain_check dc = {.m = &m};
+                CHECK_UEQ(mrd_ring_drain(check_against_model, &dc, max), expect);
+                CHECK_UEQ(dc.n, expect);
+            }
+            CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), m.drops);
+        }
+        struct drain_check dc = {.m = &m};
+        mrd_ring_drain(check_against_model, &dc, SIZE_MAX);
+        CHECK_UEQ(m.len, 0);
+        CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 0);
+        free(m.buf);
+        mrd_ring_shutdown();
+    }
+}
+
+/* ---- 2. concurrent writers ---- */
+
+#define WRITERS 4
+#define PER_WRITER 200000
+
+struct writer_model {
+    uint32_t id;
+    uint64_t seed;
+    uint64_t *accepted; /* the records the ring took, in order */
+    size_t n_accepted, n_refused;
+    size_t next_check;  /* consumer: position in accepted[] */
+};
+
+static struct writer_model wm[WRITERS];
+static _Atomic int writers_done;
+
+static void *writer_main(void *arg)
+{
+    struct writer_model *w = arg;
+    uint64_t local = w->seed; /* per-thread generator: rnd() is not thread-safe */
+    for (uint64_t n = 1; n <= PER_WRITER; n++) {
+        struct mrd_record r;
+        make_record(&r, w->id, n);
+        if (mrd_ring_write(&r) == 0)
+            w->accepted[w->n_accepted++] = n;
+        else
+            w->n_refused++;
+        local = local * 6364136223846793005ull + 1442695040888963407ull;
+        if ((local >> 60) == 0) { /* now and then, let the consumer catch up */
+            for (volatile int spin = 0; spin < 2000; spin++)
+                ;
+        }
+    }
+    atomic_fetch_add(&writers_done, 1);
+    return NULL;
+}
+
+struct concurrent_check {
+    size_t total;
+    size_t checked_upto[WRITERS];
+};
+
+static void check_concurrent(const struct mrd_record *r, void *arg)
+{
+    struct concurrent_check *cc = arg;
+    uint32_t w = r->reserved;
+    CHECK_LT(w, WRITERS);
+    /* A record is drained only after its writer published it, and the writer appended it
+     * to accepted[] right after the write returned; compare once the writer is done. */
+    uint64_t n = r->ev.kernel.correlation;
+    CHECK_EQ(r->ev.kernel.start, (int64_t)(n * 3 + w));
+    size_t k = cc->checked_upto[w]++;
+    CHECK_LT(k, PER_WRITER);
+    /* store the drained order in the upper half of the writer's array for later */
+    wm[w].accepted[PER_WRITER + k] = n;
+    cc->total++;
+}
+
+static void test_concurrent(void)
+{
+    CHECK_OK(mrd_ring_init(WRITERS, 1024));
+    pthread_t th[WRITERS];
+    struct concurrent_check cc = {0};
+    atomic_store(&writers_done, 0);
+    for (uint32_t i = 0; i < WRITERS; i++) {
+        wm[i] = (struct writer_model){.id = i, .seed = rnd(),
+                                      .accepted = calloc(2 * PER_WRITER, 8)};
+        CHECK(wm[i].accepted != NULL);
+        CHECK_OK(pthread_create(&th[i], NULL, writer_main, &wm[i]));
+    }
+    while (atomic_load(&writers_done) < WRITERS)
+        mrd_ring_drain(check_concurrent, &cc, (size_t)(rnd() % 700));
+    for (int i = 0; i < WRITERS; i++)
+        pthread_join(th[i], NULL);
+    mrd_ring_drain(check_concurrent, &cc, SIZE_MAX);
+
+    size_t refused = 0, accepted = 0;
+    for (int i = 0; i < WRITERS; i++) {
+        struct writer_model *w = &wm[i];
+        CHECK_UEQ(w->n_accepted + w->n_refused, PER_WRITER);
+        CHECK_UEQ(cc.checked_upto[i], w->n_accepted);
+        CHECK(memcmp(w->accepted, w->accepted + PER_WRITER, w->n_accepted * 8) == 0);
+        refused += w->n_refused;
+        accepted += w->n_accepted;
+        free(w->accepted);
+    }
+    CHECK_UEQ(cc.total, accepted);
+    CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), refused);
+    CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 0);
+    mrd_ring_shutdown();
+}
+
+/* ---- 3. thread slots ---- */
+
+static void *write_one(void *arg)
+{
+    struct mrd_record r;
+    make_record(&r, 0, (uint64_t)(uintptr_t)arg);
+    return (void *)(intptr_t)mrd_ring_write(&r);
+}
+
+static void count_records(const struct mrd_record *r, void *arg)
+{
+    (void)r;
+    (*(size_t *)arg)++;
+}
+
+static void test_slots(void)
+{
+    CHECK_OK(mrd_ring_init(2, 16));
+    /* this thread takes one ring, a helper thread (kept alive) the other */
+    struct mrd_record r;
+    make_record(&r, 0, 1);
+    CHECK_OK(mrd_ring_write(&r));
+    CHECK_UEQ(mrd_ring_space(), 15);
+
+    pthread_t t;
+    void *res;
+    CHECK_OK(pthread_create(&t, NULL, write_one, (void *)2));
+    pthread_join(t, &res);
+    CHECK_EQ((intptr_t)res, 0);
+    /* the helper exited before its record was drained: its ring is an orphan, not free */
+    CHECK_OK(pthread_create(&t, NULL, write_one, (void *)3));
+    pthread_join(t, &res);
+    CHECK_EQ((intptr_t)res, -EAGAIN);
+    CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 1);
+
+    size_t n = 0;
+    CHECK_UEQ(mrd_ring_drain(count_records, &n, SIZE_MAX), 2);
+    /* drained and orphaned: the ring is free again for a new thread */
+    CHECK_OK(pthread_create(&t, NULL, write_one, (void *)4));
+    pthread_join(t, &res);
+    CHECK_EQ((intptr_t)res, 0);
+    n = 0;
+    CHECK_UEQ(mrd_ring_drain(count_records, &n, SIZE_MAX), 1);
+    mrd_ring_shutdown();
+}
+
+/* ---- 4. before init, disabled ---- */
+
+static void test_before_init_and_disable(void)
+{
+    struct mrd_record r;
+    make_record(&r, 0, 1);
+    CHECK_EQ(mrd_ring_write(&r), -EAGAIN); /* no rings yet */
+    CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 1);
+    CHECK_EQ(mrd_ring_init(3, 100), -EINVAL); /* not a power of two */
+    CHECK_EQ(mrd_ring_init(0, 64), -EINVAL);
+    CHECK_OK(mrd_ring_init(1, 64));
+    CHECK_OK(mrd_ring_write(&r));
+    mrd_ring_disable();
+    CHECK_EQ(mrd_ring_write(&r), -EAGAIN);
+    CHECK_UEQ(mrd_ring_space(), 0);
+    CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), 0);
+    size_t n = 0;
+    CHECK_UEQ(mrd_ring_drain(count_records, &n, SIZE_MAX), 1);
+    mrd_ring_shutdown();
+}
+
+int main(void)
+{
+    test_differential();
+    test_concurrent();
+    test_slots();
+    test_before_init_and_disable(); /* last: disabling is permanent */
+    return 0;
+}
