@@ -3,7 +3,8 @@
  * What it measures: how fast one thread can insert the rows the aggregator would store for
  * the same synthetic stream, with nothing else in the way: no sockets, no protobuf, no
  * queues. Same database layout, indexes and pragmas as meridiand, taken from the store
- * library (mrd_store_schema_sql / mrd_store_pragmas), prepared INSERT statements, one big
+ * library (mrd_store_schema_sql / mrd_store_pragmas), the store's open flags (NOMUTEX),
+ * prepared INSERT statements, one big
  * transaction per `--txn-rows` event rows (default 200,000, the store's commit_rows). The
  * rows: per rank, the events of launcher/replay's generator (same seed, mix and count as
  * the load generator), one `batches` row per batch of `--batch-events`, and the rank's
@@ -240,7 +241,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "ingest_ceiling: --db is required; ranks, batch-events, txn-rows > 0\n");
         return 2;
     }
-    if (sqlite3_open(path, &db) != SQLITE_OK ||
+    /* the store's open flags too: one thread owns the connection (no per-call mutex) */
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK ||
         sqlite3_exec(db, mrd_store_pragmas(), NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_exec(db, mrd_store_schema_sql(), NULL, NULL, NULL) != SQLITE_OK) {
         fprintf(stderr, "ingest_ceiling: %s: %s\n", path, db ? sqlite3_errmsg(db) : "no memory");
