@@ -9,8 +9,9 @@
  * initialising thread, before any context exists.
  *
  * What it does: enables the same activity kinds as meridian's agent (CONCURRENT_KERNEL,
- * MEMCPY, MEMSET, SYNCHRONIZATION, GRAPH_TRACE, EXTERNAL_CORRELATION, DRIVER records for
- * a short whitelist of callback ids, OVERHEAD, DEVICE), with the same set-up: a
+ * MEMCPY, MEMCPY2, MEMSET, SYNCHRONIZATION, GRAPH_TRACE, EXTERNAL_CORRELATION, RUNTIME and
+ * DRIVER records for the agent's whitelist of callback ids, OVERHEAD, DEVICE), with the
+ * same set-up: a
  * CLOCK_MONOTONIC_RAW timestamp callback registered first, 8 MiB host buffers handed out
  * from a pool zeroed and pre-faulted at start, CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER
  * set so CUPTI never clears a buffer on the application's thread. Completed buffers are
@@ -34,8 +35,7 @@
  *                              DRIVER_ALL), or "none" (the library loads and does nothing)
  *   BARE_CONSUMER_DRIVER_CBIDS comma list of driver callback ids for DRIVER (default below)
  *   BARE_CONSUMER_RUNTIME_CBIDS comma list of runtime callback ids for RUNTIME (default
- *                              below; RUNTIME is not in the default kinds: add it to
- *                              BARE_CONSUMER_KINDS when the agent enables runtime records)
+ *                              below)
  *   BARE_CONSUMER_BUFFER_BYTES host buffer size (default 8 MiB)
  *   BARE_CONSUMER_POOL         number of pooled buffers (default 16, 1..256)
  *   BARE_CONSUMER_DEVICE_BUFFER_BYTES  CUPTI device buffer size (default: CUPTI's own)
@@ -61,7 +61,8 @@
 
 BC_EXPORT int InitializeInjection(void);
 
-/* Launches, synchronisations and allocations: the short list meridian keeps. */
+/* Launches, synchronisations, allocations and copies: the same whitelist as the agent's
+ * (agent/capture/cupti_convert.c, mrd__cupti_api_list); keep the two in step. */
 static const uint32_t default_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
@@ -70,26 +71,40 @@ static const uint32_t default_cbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize,    CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize,
     CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz,
     CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize,  CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
-    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,        CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,       CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
     CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
 };
 
-/* The runtime calls that matter, for the RUNTIME whitelist. */
+/* The runtime half of the same whitelist (the runtime's launches give no driver-API
+ * record on CUDA 13: seen on the H200 host, tests/gpu/RESULTS.md). */
 static const uint32_t default_rt_cbids[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
     CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
     CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
     CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
     CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
     CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020,
     CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocManaged_v6000,
     CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_ptsz_v11020,
     CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_ptsz_v11020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
 };
 
 struct kind_name {
@@ -117,8 +132,10 @@ static const struct kind_name kind_names[] = {
 };
 #define BC_NKINDS (sizeof(kind_names) / sizeof(kind_names[0]))
 
-static const char default_kinds[] = "CONCURRENT_KERNEL,MEMCPY,MEMSET,SYNCHRONIZATION,GRAPH_TRACE,"
-                                    "EXTERNAL_CORRELATION,DRIVER,OVERHEAD,DEVICE";
+/* The agent's set and order (agent/capture/cupti.c, enable_kinds). */
+static const char default_kinds[] = "CONCURRENT_KERNEL,MEMCPY,MEMCPY2,MEMSET,SYNCHRONIZATION,"
+                                    "GRAPH_TRACE,EXTERNAL_CORRELATION,RUNTIME,DRIVER,OVERHEAD,"
+                                    "DEVICE";
 
 static struct {
     int initialized;

@@ -119,10 +119,12 @@ class Harness:
         if variant == "bare":
             env["CUDA_INJECTION64_PATH"] = c.bare
             env.update(c.bare_env)
-            if workload != "storm":  # pass it through mpirun to the ranks
-                n = len(mpirun)
-                base = base[:n] + [a for k, v in sorted(env.items()) for a in ("-x", f"{k}={v}")] \
-                    + base[n:]
+        if variant == "meridian":
+            env["MERIDIAN_PRINT_KINDS"] = "1"  # the agent's `meridian: kinds=` line
+        if env and workload != "storm":  # pass it through mpirun to the ranks
+            n = len(mpirun)
+            base = base[:n] + [a for k, v in sorted(env.items()) for a in ("-x", f"{k}={v}")] \
+                + base[n:]
         if variant == "meridian":
             base = shlex.split(c.meridian_cmd.format(meridian=c.meridian, agent_lib=c.agent_lib,
                                                      db=db)) + base

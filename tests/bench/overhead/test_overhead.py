@@ -127,6 +127,8 @@ def test_full_run(tmp):
     mer = [c for c in model.calls if c[1] == "meridian"][0][2]
     expect(mer[1:3] == ["profile", "-o"] and "--agent-lib" in mer and "--" in mer,
            f"meridian prefix {mer[:8]}")
+    mer_ref = [c for c in model.calls if c[0] == "ref" and c[1] == "meridian"][0][2]
+    expect("MERIDIAN_PRINT_KINDS=1" in mer_ref, f"meridian ranks are asked for kinds: {mer_ref}")
     storm_bare = [c for c in model.calls if c[0] == "storm" and c[1] == "bare"][0]
     expect(storm_bare[3].get("CUDA_INJECTION64_PATH", "").endswith("libbare_consumer.so"),
            "storm bare variant sets CUDA_INJECTION64_PATH in the environment")
