@@ -12,6 +12,8 @@
  *   - zstd payload: exactly one zstd frame that declares its content size, the size at
  *     most MRD_FRAME_MAX_EXPANSION * max_frame, decompressed into a buffer of exactly that
  *     size (a frame that tries to write more fails inside zstd);
+ *   - a message with a field number 0 anywhere (protobuf-c lets an overlong key through)
+ *     is malformed;
  *   - protobuf-c unpack runs with a counting allocator that refuses to allocate more than
  *     UNPACK_FACTOR bytes per payload byte (plus a small constant), so a hostile frame
  *     made of thousands of empty sub-messages cannot turn 32 MiB into gigabytes.
@@ -247,6 +249,42 @@ static void budget_free(void *data, void *p)
     free(p);
 }
 
+/* protobuf-c (1.4) rejects field number 0 only when the key is one byte long: an
+ * overlong key (0x82 0x00) slips through as an unknown field with tag 0, which re-encodes
+ * as a message protobuf-c itself refuses. Field number 0 is invalid in protobuf, so the
+ * whole message is malformed. Walks every sub-message (the schema nests 2 deep). */
+static int has_tag0(const ProtobufCMessage *m, int depth)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0)
+            return 1;
+    if (depth > 8)
+        return 0;
+    for (unsigned f = 0; f < d->n_fields; f++) {
+        const ProtobufCFieldDescriptor *fd = &d->fields[f];
+        const char *base = (const char *)m + fd->offset;
+
+        if (fd->type != PROTOBUF_C_TYPE_MESSAGE)
+            continue;
+        if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+            size_t n = *(const size_t *)((const char *)m + fd->quantifier_offset);
+            ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)base;
+
+            for (size_t j = 0; j < n; j++)
+                if (v[j] && has_tag0(v[j], depth + 1))
+                    return 1;
+        } else {
+            const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)base;
+
+            if (sub && has_tag0(sub, depth + 1))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 /* Decompresses a zstd payload into a new buffer of exactly its declared size. */
 static int inflate_payload(const uint8_t *src, size_t len, uint32_t max_frame, uint8_t **dst,
                            size_t *dst_len)
@@ -316,6 +354,10 @@ int mrd_frame_decode(const struct mrd_frame_header *h, const uint8_t *payload, u
         return bud.refused == 1 ? -MRD_ERR_TOO_LARGE
                : bud.refused == 2 ? -ENOMEM
                                   : -MRD_ERR_MALFORMED;
+    if (has_tag0(m, 0)) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        return -MRD_ERR_MALFORMED;
+    }
     *out = m;
     return 0;
 }

@@ -1,0 +1,289 @@
+/* fuzz_frame_batch: libFuzzer target for everything meridiand does with bytes from the
+ * wire before they reach the store.
+ *
+ * The input is a byte stream of frames, as a connection would deliver it. For each frame:
+ * mrd_frame_header_parse, mrd_frame_decode (any type, raw or zstd), and for a BATCH
+ * mrd_batch_check and a full cursor walk of every kind, the way ingest and store use
+ * them. Two properties are checked on whatever decodes, so the fuzzer finds wrong
+ * results, not only crashes:
+ *   - re-encoding a decoded message and decoding it again gives the same bytes;
+ *   - a checked batch fed event by event into a fresh builder (batch.c) comes back, after
+ *     finish, decode and check, with identical events (string ids mapped through their
+ *     definitions), so builder and reader agree on every value the fuzzer can express.
+ * Built as a libFuzzer binary when MRD_FUZZ=ON; always built with replay_main.c as
+ * fuzz_replay, which CTest runs over tests/fuzz/corpus (fuzz_replay_corpus).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "batch.h"
+#include "error.h"
+#include "frame.h"
+
+#define MAX_FRAME MRD_FRAME_DEFAULT_MAX
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define REQUIRE(cond)                                                                          \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "fuzz_frame_batch: %s:%d: %s\n", __FILE__, __LINE__, #cond);      \
+            abort();                                                                           \
+        }                                                                                      \
+    } while (0)
+
+/* Batch string id -> builder id, through the batch's own (sorted) definitions; ids the
+ * batch does not define map to 0 (an aggregator would look them up in committed state). */
+struct idmap {
+    const Meridian__V1__Batch *m;
+    uint32_t *to;
+};
+
+static uint32_t map_id(const struct idmap *im, uint32_t id)
+{
+    size_t lo = 0, hi = im->m->n_strings;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint32_t v = im->m->strings[mid]->id;
+
+        if (v == id)
+            return im->to[mid];
+        if (v < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return 0;
+}
+
+union ev {
+    struct mrd_kernel k;
+    struct mrd_memcpy mc;
+    struct mrd_memset ms;
+    struct mrd_sync sy;
+    struct mrd_api api;
+    struct mrd_graph gr;
+    struct mrd_extcorr xc;
+    struct mrd_nvtx nv;
+    struct mrd_nccl_op op;
+    struct mrd_nccl_channel ch;
+    struct mrd_mpi mpi;
+    struct mrd_clock_sample cs;
+    struct mrd_gpu_clock_sample gc;
+};
+
+/* Reads the next event of `kind`; with im, maps its string ids. */
+static int next(struct mrd_batch_cursor *c, int kind, union ev *e, const struct idmap *im)
+{
+    int r = 0;
+
+    memset(e, 0, sizeof(*e));
+    switch (kind) {
+    case MRD_EV_KERNEL:
+        r = mrd_batch_next_kernel(c, &e->k);
+        if (r && im)
+            e->k.name = map_id(im, e->k.name);
+        break;
+    case MRD_EV_MEMCPY: r = mrd_batch_next_memcpy(c, &e->mc); break;
+    case MRD_EV_MEMSET: r = mrd_batch_next_memset(c, &e->ms); break;
+    case MRD_EV_SYNC: r = mrd_batch_next_sync(c, &e->sy); break;
+    case MRD_EV_API:
+        r = mrd_batch_next_api(c, &e->api);
+        if (r && im)
+            e->api.name = map_id(im, e->api.name);
+        break;
+    case MRD_EV_GRAPH: r = mrd_batch_next_graph(c, &e->gr); break;
+    case MRD_EV_EXTCORR: r = mrd_batch_next_extcorr(c, &e->xc); break;
+    case MRD_EV_NVTX:
+        r = mrd_batch_next_nvtx(c, &e->nv);
+        if (r && im)
+            e->nv.domain = map_id(im, e->nv.domain), e->nv.name = map_id(im, e->nv.name);
+        break;
+    case MRD_EV_NCCL_OP:
+        r = mrd_batch_next_nccl_op(c, &e->op);
+        if (r && im) {
+            e->op.func = map_id(im, e->op.func);
+            e->op.datatype = map_id(im, e->op.datatype);
+            e->op.algo = map_id(im, e->op.algo);
+            e->op.proto = map_id(im, e->op.proto);
+        }
+        break;
+    case MRD_EV_NCCL_CHANNEL: r = mrd_batch_next_nccl_channel(c, &e->ch); break;
+    case MRD_EV_MPI:
+        r = mrd_batch_next_mpi(c, &e->mpi);
+        if (r && im)
+            e->mpi.call = map_id(im, e->mpi.call);
+        break;
+    case MRD_EV_CLOCK: r = mrd_batch_next_clock_sample(c, &e->cs); break;
+    case MRD_EV_GPU_CLOCK: r = mrd_batch_next_gpu_clock_sample(c, &e->gc); break;
+    }
+    return r;
+}
+
+static int add(struct mrd_batch_builder *b, int kind, const union ev *e)
+{
+    switch (kind) {
+    case MRD_EV_KERNEL: return mrd_batch_add_kernel(b, &e->k);
+    case MRD_EV_MEMCPY: return mrd_batch_add_memcpy(b, &e->mc);
+    case MRD_EV_MEMSET: return mrd_batch_add_memset(b, &e->ms);
+    case MRD_EV_SYNC: return mrd_batch_add_sync(b, &e->sy);
+    case MRD_EV_API: return mrd_batch_add_api(b, &e->api);
+    case MRD_EV_GRAPH: return mrd_batch_add_graph(b, &e->gr);
+    case MRD_EV_EXTCORR: return mrd_batch_add_extcorr(b, &e->xc);
+    case MRD_EV_NVTX: return mrd_batch_add_nvtx(b, &e->nv);
+    case MRD_EV_NCCL_OP: return mrd_batch_add_nccl_op(b, &e->op);
+    case MRD_EV_NCCL_CHANNEL: return mrd_batch_add_nccl_channel(b, &e->ch);
+    case MRD_EV_MPI: return mrd_batch_add_mpi(b, &e->mpi);
+    case MRD_EV_CLOCK: return mrd_batch_add_clock_sample(b, &e->cs);
+    case MRD_EV_GPU_CLOCK: return mrd_batch_add_gpu_clock_sample(b, &e->gc);
+    }
+    return -EINVAL;
+}
+
+static Meridian__V1__Batch *decode_checked(const uint8_t *f, size_t len)
+{
+    struct mrd_frame_header h;
+    ProtobufCMessage *m = NULL;
+
+    REQUIRE(mrd_frame_header_parse(f, len, 8 * MAX_FRAME, &h) == 0);
+    REQUIRE(h.type == MRD_FRAME_BATCH && len == 8 + (size_t)h.length);
+    REQUIRE(mrd_frame_decode(&h, f + 8, 8 * MAX_FRAME, &m) == 0);
+    REQUIRE(mrd_batch_check((Meridian__V1__Batch *)m, NULL) == 0);
+    return (Meridian__V1__Batch *)m;
+}
+
+/* Feeds a checked batch into a builder and compares what comes back. */
+static void rebuild(const Meridian__V1__Batch *m)
+{
+    struct mrd_batch_builder_config cfg = {m->run_id, m->rank, m->agent_instance,
+                                           8 * MAX_FRAME, 1000000, 0};
+    struct mrd_batch_builder *b = NULL;
+    struct idmap im = {m, NULL};
+    Meridian__V1__Batch *m2 = NULL;
+    uint8_t *f = NULL;
+    size_t len;
+
+    if (mrd_batch_builder_new(&cfg, &b) != 0)
+        return;
+    im.to = calloc(m->n_strings + 1, sizeof(uint32_t));
+    if (!im.to)
+        goto done;
+    for (size_t i = 0; i < m->n_strings; i++) {
+        im.to[i] = mrd_batch_builder_intern(b, m->strings[i]->value);
+        if (im.to[i] == 0)
+            goto done; /* over the string table's byte cap */
+    }
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        struct mrd_batch_cursor c;
+        union ev e;
+
+        mrd_batch_cursor_init(&c, m);
+        while (next(&c, k, &e, &im))
+            if (add(b, k, &e) != 0)
+                goto done; /* over the builder's caps: nothing to compare */
+    }
+    REQUIRE(mrd_batch_builder_finish(b, m->seq, &f, &len) == 0);
+    m2 = decode_checked(f, len);
+    REQUIRE(strcmp(m2->run_id, m->run_id) == 0 && m2->seq == m->seq && m2->rank == m->rank);
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        struct mrd_batch_cursor c1, c2;
+        union ev e1, e2;
+
+        REQUIRE(mrd_batch_count(m2, k) == mrd_batch_count(m, k));
+        mrd_batch_cursor_init(&c1, m);
+        mrd_batch_cursor_init(&c2, m2);
+        while (next(&c1, k, &e1, &im)) {
+            REQUIRE(next(&c2, k, &e2, NULL) == 1);
+            REQUIRE(memcmp(&e1, &e2, sizeof(e1)) == 0);
+        }
+        REQUIRE(next(&c2, k, &e2, NULL) == 0);
+    }
+done:
+    if (m2)
+        protobuf_c_message_free_unpacked(&m2->base, NULL);
+    free(f);
+    free(im.to);
+    mrd_batch_builder_free(b);
+}
+
+static void walk_batch(const Meridian__V1__Batch *m)
+{
+    const char *why = NULL;
+
+    if (mrd_batch_check(m, &why) != 0) {
+        REQUIRE(why != NULL);
+        return;
+    }
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        struct mrd_batch_cursor c;
+        union ev e;
+        size_t n = 0;
+
+        mrd_batch_cursor_init(&c, m);
+        while (next(&c, k, &e, NULL))
+            n++;
+        REQUIRE(n == mrd_batch_count(m, k));
+    }
+    rebuild(m);
+}
+
+static void reencode(uint8_t type, const ProtobufCMessage *m)
+{
+    uint8_t *f = NULL, *a = NULL, *b = NULL;
+    size_t len, n1, n2;
+    struct mrd_frame_header h;
+    ProtobufCMessage *m2 = NULL;
+
+    if (mrd_frame_encode((enum mrd_frame_type)type, m, 0, MAX_FRAME, &f, &len) != 0)
+        return;
+    REQUIRE(mrd_frame_header_parse(f, len, MAX_FRAME, &h) == 0);
+    REQUIRE(mrd_frame_decode(&h, f + 8, MAX_FRAME, &m2) == 0);
+    n1 = protobuf_c_message_get_packed_size(m);
+    n2 = protobuf_c_message_get_packed_size(m2);
+    REQUIRE(n1 == n2);
+    a = malloc(n1 + 1);
+    b = malloc(n2 + 1);
+    if (a && b) {
+        protobuf_c_message_pack(m, a);
+        protobuf_c_message_pack(m2, b);
+        REQUIRE(memcmp(a, b, n1) == 0);
+    }
+    free(a);
+    free(b);
+    protobuf_c_message_free_unpacked(m2, NULL);
+    free(f);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    size_t off = 0;
+
+    while (size - off >= MRD_FRAME_HEADER_BYTES) {
+        struct mrd_frame_header h;
+        ProtobufCMessage *m = NULL;
+        int rc = mrd_frame_header_parse(data + off, size - off, MAX_FRAME, &h);
+
+        if (rc) {
+            REQUIRE(rc == -MRD_ERR_VERSION || rc == -MRD_ERR_MALFORMED ||
+                    rc == -MRD_ERR_TOO_LARGE);
+            break; /* the connection would be closed here */
+        }
+        off += MRD_FRAME_HEADER_BYTES;
+        if (h.length > size - off)
+            break; /* incomplete frame: wait for more */
+        rc = mrd_frame_decode(&h, data + off, MAX_FRAME, &m);
+        off += h.length;
+        if (rc) {
+            REQUIRE(rc == -MRD_ERR_MALFORMED || rc == -MRD_ERR_TOO_LARGE || rc == -ENOMEM);
+            break;
+        }
+        if (h.type == MRD_FRAME_BATCH)
+            walk_batch((const Meridian__V1__Batch *)m);
+        reencode(h.type, m);
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    return 0;
+}
