@@ -40,6 +40,8 @@ const char *mrd_analyze_method_name(int method)
         return "correlation";
     case MRD_AN_METHOD_NAME:
         return "kernel-name";
+    case MRD_AN_METHOD_MIXED:
+        return "correlation+name";
     default:
         return "none";
     }

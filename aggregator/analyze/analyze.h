@@ -14,8 +14,9 @@
  *
  * Definitions (also printed by the report):
  * - communication kernels: kernels linked to an nccl_ops row through
- *   external_correlations (method "correlation"); on a rank with no such link, kernels
- *   whose name (after a C++ mangling prefix) starts with "nccl" (method "kernel-name").
+ *   external_correlations; as a fallback, kernels whose name (after a C++ mangling
+ *   prefix) starts with "nccl". The rank's method says which: "correlation" (all linked),
+ *   "kernel-name" (none linked), "correlation+name" (some found only by name).
  * - hidden comm = |union(comm) intersect union(compute)| on the same GPU; exposed = comm
  *   time not covered by any compute kernel; ratio = hidden / |union(comm)| (HTA's
  *   sum|C n M| / sum|M|).
@@ -26,7 +27,8 @@
  *   last start - own start; the instance's cost = sum of the waits (what the last arriver
  *   cost the others).
  * - straggler ranking: ranks ordered by wait they caused (sum of the costs of instances
- *   they arrived last in), then by how often they arrived last, then by rank.
+ *   they arrived last in), then by how often they arrived last, then by rank. Equal
+ *   latest starts make the lowest rank the last arriver.
  */
 #ifndef MRD_ANALYZE_H
 #define MRD_ANALYZE_H
@@ -46,7 +48,11 @@
 #define MRD_AN_MAX_WARNINGS 16
 #define MRD_AN_HIST_BINS 40    /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
 
-enum mrd_an_method { MRD_AN_METHOD_NONE = 0, MRD_AN_METHOD_CORRELATION, MRD_AN_METHOD_NAME };
+/* How a rank's communication kernels were recognised: all through correlation, all by
+ * name, or both (some NCCL-named kernels had no correlation record). */
+enum mrd_an_method {
+    MRD_AN_METHOD_NONE = 0, MRD_AN_METHOD_CORRELATION, MRD_AN_METHOD_NAME, MRD_AN_METHOD_MIXED
+};
 
 struct mrd_an_overlap {
     int64_t comm_ns;     /* |union of communication kernels| */
@@ -56,7 +62,7 @@ struct mrd_an_overlap {
     int64_t busy_ns;     /* |union of all kernels| */
     int64_t span_ns;     /* first kernel start .. last kernel end (summed over devices) */
     uint64_t comm_kernels, compute_kernels;
-    uint64_t name_only_kernels; /* "nccl*" names not linked by correlation (diagnostic) */
+    uint64_t name_only_kernels; /* comm kernels found by name only, not by correlation */
     double ratio;        /* hidden / comm, 0 when comm_ns == 0 */
     int method;          /* enum mrd_an_method */
 };
@@ -98,7 +104,7 @@ struct mrd_an_rank {
 struct mrd_an_coll {
     uint64_t comm_hash;
     char func[32];
-    uint64_t instances, complete;
+    uint64_t instances, complete, timed; /* timed: with >= 2 timed ranks */
     int64_t skew_sum_ns, skew_max_ns, cost_ns;
 };
 
@@ -174,7 +180,7 @@ void mrd_analysis_free(struct mrd_analysis *a);
 /* Name of per-rank event table i (0 <= i < MRD_AN_NKINDS): "kernels", "memcpys", ... */
 const char *mrd_analyze_kind_name(int i);
 
-/* "correlation", "kernel-name" or "none". */
+/* "correlation", "kernel-name", "correlation+name" or "none". */
 const char *mrd_analyze_method_name(int method);
 
 /* Builds the TEMP helper tables on db if they do not exist yet: mrd_link(rank,

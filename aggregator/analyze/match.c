@@ -282,6 +282,7 @@ static void flush_instance(struct matcher *m)
     a->skew_sum_ns += in.skew_ns;
     a->cost_ns += in.cost_ns;
     a->skew_hist[hist_bin(in.skew_ns)]++;
+    c->timed++;
     c->skew_sum_ns += in.skew_ns;
     c->cost_ns += in.cost_ns;
     if (in.skew_ns > c->skew_max_ns)

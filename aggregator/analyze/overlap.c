@@ -81,28 +81,15 @@ static struct sweep *device_slot(struct sweep *sw, int device)
     return &sw[MRD_AN_MAX_DEVICES - 1]; /* folded: documented in analyze.h */
 }
 
-static int rank_method(sqlite3 *db, sqlite3_stmt *linked, int rank, int *method)
-{
-    int rc;
-    sqlite3_reset(linked);
-    sqlite3_bind_int(linked, 1, rank);
-    rc = sqlite3_step(linked);
-    if (rc != SQLITE_ROW)
-        return mrd__analyze_sqlerr(db);
-    *method = sqlite3_column_int(linked, 0) ? MRD_AN_METHOD_CORRELATION : MRD_AN_METHOD_NAME;
-    return 0;
-}
-
-static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, sqlite3_stmt *linked, struct mrd_an_rank *r)
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd_an_rank *r)
 {
     struct sweep sw[MRD_AN_MAX_DEVICES];
     struct mrd_an_overlap *ov = &r->ov;
-    int method = MRD_AN_METHOD_NONE, rc;
+    uint64_t linked = 0;
+    int rc;
 
     memset(sw, 0, sizeof(sw));
     memset(ov, 0, sizeof(*ov));
-    if ((rc = rank_method(db, linked, r->rank, &method)) < 0)
-        return rc;
     sqlite3_reset(q);
     sqlite3_bind_int(q, 1, r->rank);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
@@ -110,7 +97,7 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, sqlite3_stmt *linked, struct
         int64_t start = sqlite3_column_int64(q, 1), end = sqlite3_column_int64(q, 2);
         int is_linked = sqlite3_column_int(q, 3);
         int by_name = mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(q, 4));
-        int comm = method == MRD_AN_METHOD_CORRELATION ? is_linked : by_name;
+        int comm = is_linked || by_name;
         if (start == 0 && end == 0)
             continue; /* lost by CUPTI's device buffer: counted as a drop, not timed */
         if (end < start)
@@ -129,7 +116,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, sqlite3_stmt *linked, struct
             s->comp_end = max64(s->comp_end, end);
             ov->compute_kernels++;
         }
-        if (by_name && !is_linked && method == MRD_AN_METHOD_CORRELATION)
+        linked += is_linked;
+        if (by_name && !is_linked)
             ov->name_only_kernels++;
         s->last = max64(s->last, end);
     }
@@ -145,13 +133,18 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, sqlite3_stmt *linked, struct
     }
     ov->exposed_ns = ov->comm_ns - ov->hidden_ns;
     ov->ratio = ov->comm_ns > 0 ? (double)ov->hidden_ns / (double)ov->comm_ns : 0.0;
-    ov->method = ov->comm_kernels ? method : MRD_AN_METHOD_NONE;
+    if (ov->comm_kernels == 0)
+        ov->method = MRD_AN_METHOD_NONE;
+    else if (linked == 0)
+        ov->method = MRD_AN_METHOD_NAME;
+    else
+        ov->method = ov->name_only_kernels ? MRD_AN_METHOD_MIXED : MRD_AN_METHOD_CORRELATION;
     return 0;
 }
 
 int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
 {
-    sqlite3_stmt *q = NULL, *linked = NULL;
+    sqlite3_stmt *q = NULL;
     int rc = 0;
     if (!mrd__analyze_has_table(db, "kernels"))
         return 0;
@@ -161,26 +154,23 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
                            "k.correlation_id), s.value FROM main.kernels k LEFT JOIN "
                            "main.strings s ON s.id = k.name_id WHERE k.rank = ?1 "
                            "ORDER BY k.start_ns",
-                           -1, &q, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT EXISTS (SELECT 1 FROM temp.mrd_op_time WHERE rank = ?1 "
-                           "AND source = 1)",
-                           -1, &linked, NULL) != SQLITE_OK) {
+                           -1, &q, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
         goto fail;
     }
     for (int i = 0; i < a->nranks; i++) {
         if (a->ranks[i].events[0] == 0)
             continue;
-        if ((rc = sweep_rank(db, q, linked, &a->ranks[i])) < 0)
+        if ((rc = sweep_rank(db, q, &a->ranks[i])) < 0)
             goto fail;
-        if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME)
-            mrd__analyze_warn(a, "rank %d: no kernel is linked to an NCCL op; communication "
-                                 "kernels recognised by name (\"nccl*\")",
-                              a->ranks[i].rank);
+        if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME ||
+            a->ranks[i].ov.method == MRD_AN_METHOD_MIXED)
+            mrd__analyze_warn(a, "rank %d: %llu communication kernel(s) recognised by name "
+                                 "(\"nccl*\") only, without an NCCL op correlation",
+                              a->ranks[i].rank,
+                              (unsigned long long)a->ranks[i].ov.name_only_kernels);
     }
 fail:
     sqlite3_finalize(q);
-    sqlite3_finalize(linked);
     return rc;
 }

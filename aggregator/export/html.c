@@ -228,8 +228,7 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
             int64_t s = mrd_timebase_map(tb, r->rank, sqlite3_column_int64(q, 0));
             int64_t e = mrd_timebase_map(tb, r->rank, sqlite3_column_int64(q, 1));
             const char *name = (const char *)sqlite3_column_text(q, 3);
-            int comm = r->ov.method == MRD_AN_METHOD_NAME ? mrd_analyze_is_nccl_name(name)
-                                                          : sqlite3_column_int(q, 2);
+            int comm = sqlite3_column_int(q, 2) || mrd_analyze_is_nccl_name(name);
             double x0 = (double)((s < ws ? ws : s) - ws) * scale;
             double x1 = (double)((e > we ? we : e) - ws) * scale;
             n++;

@@ -118,9 +118,11 @@ static void collectives_obj(FILE *f, const struct mrd_analysis *a)
         fprintf(f, "%s{\"comm\":\"%016" PRIx64 "\",\"func\":", i ? "," : "", c->comm_hash);
         mrd__json_str(f, c->func);
         fprintf(f,
-                ",\"instances\":%" PRIu64 ",\"complete\":%" PRIu64 ",\"skew_sum_ns\":%" PRId64
-                ",\"skew_max_ns\":%" PRId64 ",\"wait_cost_ns\":%" PRId64 "}",
-                c->instances, c->complete, c->skew_sum_ns, c->skew_max_ns, c->cost_ns);
+                ",\"instances\":%" PRIu64 ",\"complete\":%" PRIu64 ",\"timed\":%" PRIu64
+                ",\"skew_sum_ns\":%" PRId64 ",\"skew_max_ns\":%" PRId64
+                ",\"wait_cost_ns\":%" PRId64 "}",
+                c->instances, c->complete, c->timed, c->skew_sum_ns, c->skew_max_ns,
+                c->cost_ns);
     }
     fputs("]}", f);
 }

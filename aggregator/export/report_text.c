@@ -248,7 +248,7 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
             "instances", "complete", "mean skew", "max skew", "wait cost");
     for (int i = 0; i < a->ncolls; i++) {
         const struct mrd_an_coll *c = &a->colls[i];
-        uint64_t ct = c->instances ? c->instances : 1;
+        uint64_t ct = c->timed ? c->timed : 1;
         fprintf(f, "  %016" PRIx64 " %-16.16s %10" PRIu64 " %10" PRIu64 " %12s %12s %12s\n",
                 c->comm_hash, c->func, c->instances, c->complete,
                 mrd_export_fmt_ns(b1, sizeof(b1), c->skew_sum_ns / (int64_t)ct),

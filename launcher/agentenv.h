@@ -1,0 +1,75 @@
+/* The launcher side of the agent's environment contract (agent/core/agent.h,
+ * agent/ENVIRONMENT.md): which variables a profiled rank needs, where the agent libraries
+ * and meridiand are found, and how an `mpirun` command line is rewritten so that every
+ * rank, on every node, receives them.
+ *
+ * Where it sits: used by `meridian profile` and `meridian run` (launcher/profile.c) before
+ * the job starts, and by `meridian doctor`. No I/O besides stat() and reading environ.
+ * Sizes: at most MRD_AGENTENV_MAX variables; paths up to PATH_MAX.
+ */
+#ifndef MRD_AGENTENV_H
+#define MRD_AGENTENV_H
+
+#include <stddef.h>
+
+#define MRD_AGENTENV_MAX 48
+
+struct mrd_agentenv {
+    int n;
+    char *name[MRD_AGENTENV_MAX];  /* malloc'd */
+    char *value[MRD_AGENTENV_MAX]; /* malloc'd */
+};
+
+struct mrd_agentenv_config {
+    const char *aggregator;   /* "host:port" */
+    const char *run_id;
+    const char *secret_file;  /* absolute path */
+    const char *agent_lib;    /* absolute path of libmeridian.so; NULL/"": not injected */
+    const char *mpi_lib;      /* absolute path of libmeridian_mpi.so, NULL: no MPI wrappers */
+    int force;                /* set MERIDIAN_FORCE=1 (a single process is rank 0) */
+};
+
+/* Fills *e with the variables a rank needs: MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID,
+ * MERIDIAN_SECRET_FILE, CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN and
+ * NVTX_INJECTION64_PATH (= agent_lib), LD_PRELOAD (mpi_lib ahead of any existing value)
+ * when mpi_lib is set, MERIDIAN_FORCE when asked, and every other MERIDIAN_* variable and
+ * NCCL_NVLS_ENABLE found in this process's environment (so user settings travel too;
+ * MERIDIAN_SECRET itself never does: the file does). Returns 0, -ENOMEM, or -E2BIG. */
+int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv *e);
+
+/* Frees the strings of *e (not e itself). Accepts NULL. */
+void mrd_agentenv_free(struct mrd_agentenv *e);
+
+/* setenv() every variable of e in this process. Returns 0 or -errno. Main thread. */
+int mrd_agentenv_apply(const struct mrd_agentenv *e);
+
+enum mrd_launcher_style { MRD_LAUNCHER_NONE = 0, MRD_LAUNCHER_OPENMPI, MRD_LAUNCHER_MPICH };
+
+/* Finds the MPI launcher in a command (the first word whose basename is mpirun, mpiexec,
+ * orterun, or their .openmpi / .mpich / .hydra forms). Returns its index and its style in
+ * *style, or -1 (style MRD_LAUNCHER_NONE). */
+int mrd_agentenv_find_launcher(char *const *argv, int argc, int *style);
+
+/* Returns a new argv (NULL-terminated, caller frees the array and the strings it
+ * allocated with mrd_agentenv_free_argv) with the variables of e inserted right after the
+ * launcher word at index `at`: "-x NAME=VALUE" for Open MPI, "-genv NAME VALUE" for MPICH.
+ * Returns 0 and *out, -ENOMEM or -EINVAL. */
+int mrd_agentenv_rewrite(char *const *argv, int argc, int at, int style,
+                         const struct mrd_agentenv *e, char ***out);
+
+/* Frees an argv returned by mrd_agentenv_rewrite. Accepts NULL. */
+void mrd_agentenv_free_argv(char **argv);
+
+/* The folder of the running executable (/proc/self/exe). Returns 0 or -errno. */
+int mrd_agentenv_self_dir(char *out, size_t n);
+
+/* Looks for a file: `explicit_path` if set (must exist), else environment variable
+ * `env` if set, else each of `rel` (NULL-terminated, relative to the executable's folder),
+ * else `builtin` (a build-tree path baked in at compile time, may be NULL), else, when
+ * search_path is set, each folder of $PATH. Writes an absolute path. Returns 0, or
+ * -ENOENT when nothing exists. */
+int mrd_agentenv_locate(const char *explicit_path, const char *env, const char *const *rel,
+                        const char *builtin, int search_path, const char *file, char *out,
+                        size_t n);
+
+#endif

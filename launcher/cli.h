@@ -1,0 +1,44 @@
+/* The `meridian` command's subcommands (one function each, argv[0] = subcommand name) and
+ * the pieces they share. Every subcommand returns the process exit status and prints its
+ * own errors, one line each, starting with "meridian <subcommand>: ".
+ *
+ * Where it sits: the user-facing end of the launcher; meridian.c dispatches, profile.c
+ * runs jobs (profile, run), doctor.c checks the environment, finalize.c completes a
+ * database after a run (clock fit, GPU calibration, causality) and meridian.c renders
+ * reports and exports through aggregator/analyze and aggregator/export.
+ * Main thread only.
+ */
+#ifndef MRD_CLI_H
+#define MRD_CLI_H
+
+#include <stdio.h>
+
+#include <sqlite3.h>
+
+/* Exit statuses of meridian itself, as for env(1)/timeout(1). */
+#define MRD_CLI_EXIT_SETUP 125   /* meridian failed before the command ran */
+#define MRD_CLI_EXIT_NOEXEC 126  /* the command could not be executed */
+#define MRD_CLI_EXIT_NOTFOUND 127 /* the command was not found */
+
+int mrd_cli_profile(int argc, char **argv);
+int mrd_cli_run(int argc, char **argv);
+int mrd_cli_doctor(int argc, char **argv);
+
+/* Completes a database whose daemon has stopped: writes runs.command when `command` is
+ * not NULL, then, when this build has aggregator/clock, fits clock models, calibrates GPU
+ * timers and runs the causality check (tightening offsets), logging to `log`. Returns 0,
+ * or a negative code when the database could not be updated (the fit itself failing for
+ * lack of probes is logged, not an error). */
+int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log);
+
+/* Opens a database for reading (readonly = 1) or for finalize. Logs why it failed, with
+ * the subcommand name as prefix. Returns NULL on failure. */
+sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who);
+
+/* Analyses db and writes the text report to `text` (may be NULL), the HTML report to
+ * html_path and the JSON document to json_path (each may be NULL; "-" = stdout).
+ * Returns 0 or 1 (errors printed with prefix `who`). */
+int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
+                   int ignore_clock, const char *who);
+
+#endif

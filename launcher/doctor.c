@@ -1,0 +1,276 @@
+/* `meridian doctor`: checks that this machine can run a profiled job, and says what to fix.
+ *
+ * Where it sits: a standalone diagnostic of the launcher; touches nothing persistent.
+ * It finds meridiand and the agent libraries the way `profile` does, dlopens the agent
+ * (its constructors only read the environment) and checks the entry points CUDA, NCCL and
+ * NVTX look for, loads CUPTI and NCCL to read their versions, looks for mpirun, for
+ * another profiler already injected into this environment, and binds a loopback port.
+ * Each check prints one line: "ok", "warn" (profiling works with less) or "FAIL".
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "agentenv.h"
+#include "cli.h"
+
+#ifndef MRD_BUILTIN_DAEMON
+#define MRD_BUILTIN_DAEMON ""
+#endif
+#ifndef MRD_BUILTIN_AGENT
+#define MRD_BUILTIN_AGENT ""
+#endif
+#ifndef MRD_BUILTIN_MPI
+#define MRD_BUILTIN_MPI ""
+#endif
+#ifndef MRD_CUDA_ROOT_DIR
+#define MRD_CUDA_ROOT_DIR "/usr/local/cuda"
+#endif
+
+enum { OK, WARN, FAIL };
+static int g_fails, g_warns;
+
+static void report(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(int level, const char *fmt, ...)
+{
+    va_list ap;
+    static const char *const tag[] = {"ok  ", "warn", "FAIL"};
+    printf("[%s] ", tag[level]);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    g_fails += level == FAIL;
+    g_warns += level == WARN;
+}
+
+/* dlopen the first name that loads; *which gets it. */
+static void *open_any(const char *const *names, const char **which)
+{
+    for (int i = 0; names[i]; i++) {
+        void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        if (h) {
+            *which = names[i];
+            return h;
+        }
+    }
+    return NULL;
+}
+
+static void check_daemon(void)
+{
+    static const char *const rel[] = {"meridiand", "../sbin/meridiand",
+                                      "../aggregator/daemon/meridiand", NULL};
+    char path[PATH_MAX];
+    if (mrd_agentenv_locate(NULL, "MERIDIAN_DAEMON", rel, MRD_BUILTIN_DAEMON, 1, "meridiand",
+                            path, sizeof(path)) == 0)
+        report(OK, "meridiand: %s", path);
+    else
+        report(FAIL, "meridiand not found (build it, or set MERIDIAN_DAEMON)");
+}
+
+static void check_agent(const char *explicit_path)
+{
+    static const char *const rel[] = {"libmeridian.so", "../lib/libmeridian.so",
+                                      "../agent/libmeridian.so", NULL};
+    static const char *const mrel[] = {"libmeridian_mpi.so", "../lib/libmeridian_mpi.so",
+                                       "../agent/mpi/libmeridian_mpi.so", NULL};
+    static const struct {
+        const char *sym;
+        int level;
+        const char *what;
+    } syms[] = {
+        {"InitializeInjection", FAIL, "CUDA injection entry (CUDA_INJECTION64_PATH)"},
+        {"ncclProfiler_v5", FAIL, "NCCL 2.28 profiler plugin"},
+        {"ncclProfiler_v4", WARN, "NCCL 2.27 profiler plugin"},
+        {"ncclProfiler_v6", WARN, "NCCL 2.29+ profiler plugin"},
+        {"InitializeInjectionNvtx2", WARN, "NVTX injection entry (NVTX_INJECTION64_PATH)"},
+    };
+    char path[PATH_MAX];
+    if (mrd_agentenv_locate(explicit_path, "MERIDIAN_AGENT_LIB", rel, MRD_BUILTIN_AGENT, 0,
+                            "libmeridian.so", path, sizeof(path)) != 0) {
+        report(FAIL, "libmeridian.so not found (build the agent, or give --agent-lib)");
+        return;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        report(FAIL, "libmeridian.so at %s does not load: %s", path, dlerror());
+        return;
+    }
+    report(OK, "libmeridian.so: %s", path);
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        if (dlsym(h, syms[i].sym))
+            report(OK, "  exports %s (%s)", syms[i].sym, syms[i].what);
+        else
+            report(syms[i].level, "  does not export %s (%s)", syms[i].sym, syms[i].what);
+    }
+    /* not dlclosed: an injected library is never unloaded */
+    if (mrd_agentenv_locate(NULL, "MERIDIAN_MPI_LIB", mrel, MRD_BUILTIN_MPI, 0,
+                            "libmeridian_mpi.so", path, sizeof(path)) == 0)
+        report(OK, "MPI wrappers: %s", path);
+    else
+        report(WARN, "libmeridian_mpi.so not found: MPI calls will not be captured");
+}
+
+static void check_cuda(void)
+{
+    static const char *const drv[] = {"libcuda.so.1", NULL};
+    static const char *const cupti[] = {"libcupti.so", "libcupti.so.13",
+                                        MRD_CUDA_ROOT_DIR "/lib64/libcupti.so",
+                                        MRD_CUDA_ROOT_DIR "/extras/CUPTI/lib64/libcupti.so",
+                                        NULL};
+    const char *which = NULL;
+    void *h = open_any(drv, &which);
+    if (h) {
+        int (*get)(int *) = (int (*)(int *))dlsym(h, "cuDriverGetVersion");
+        int v = 0;
+        if (get && get(&v) == 0)
+            report(OK, "CUDA driver: %s (CUDA %d.%d)", which, v / 1000, (v % 1000) / 10);
+        else
+            report(OK, "CUDA driver: %s", which);
+    } else {
+        report(WARN, "no CUDA driver (libcuda.so.1): no GPU capture on this machine");
+    }
+    h = open_any(cupti, &which);
+    if (!h) {
+        report(FAIL, "CUPTI not found (libcupti.so; add %s/lib64 to LD_LIBRARY_PATH)",
+               MRD_CUDA_ROOT_DIR);
+        return;
+    }
+    int (*ver)(uint32_t *) = (int (*)(uint32_t *))dlsym(h, "cuptiGetVersion");
+    uint32_t v = 0;
+    if (ver && ver(&v) == 0)
+        report(OK, "CUPTI: %s (API version %u)", which, v);
+    else
+        report(OK, "CUPTI: %s", which);
+}
+
+static void check_nccl(void)
+{
+    static const char *const names[] = {"libnccl.so.2", "libnccl.so",
+                                        MRD_CUDA_ROOT_DIR "/lib64/libnccl.so.2", NULL};
+    const char *which = NULL;
+    void *h = open_any(names, &which);
+    if (!h) {
+        report(WARN, "NCCL (libnccl.so.2) not found by the dynamic loader: only jobs that "
+                     "bring their own NCCL (e.g. PyTorch) will show collectives");
+        return;
+    }
+    int (*get)(int *) = (int (*)(int *))dlsym(h, "ncclGetVersion");
+    int v = 0;
+    if (!get || get(&v) != 0) {
+        report(WARN, "NCCL: %s (version unknown)", which);
+        return;
+    }
+    int major = v / 10000, minor = (v % 10000) / 100, patch = v % 100;
+    report(major > 2 || (major == 2 && minor >= 27) ? OK : WARN,
+           "NCCL: %s version %d.%d.%d%s", which, major, minor, patch,
+           major == 2 && minor < 27 ? " (profiler plugin v4+ needs 2.27 or later)" : "");
+}
+
+static void check_mpirun(void)
+{
+    char path[PATH_MAX], line[256] = "";
+    if (mrd_agentenv_locate(NULL, NULL, NULL, NULL, 1, "mpirun", path, sizeof(path)) != 0) {
+        report(WARN, "mpirun not in PATH (needed for `meridian profile -- mpirun ...`)");
+        return;
+    }
+    FILE *p = popen("mpirun --version 2>&1", "r");
+    if (p) {
+        if (!fgets(line, sizeof(line), p))
+            line[0] = '\0';
+        pclose(p);
+        line[strcspn(line, "\n")] = '\0';
+    }
+    report(OK, "mpirun: %s (%s)", path, line[0] ? line : "version unknown");
+}
+
+static void check_other_profilers(void)
+{
+    const char *nsys = getenv("NSYS_PROFILING_SESSION_ID");
+    const char *inj = getenv("CUDA_INJECTION64_PATH");
+    const char *plugin = getenv("NCCL_PROFILER_PLUGIN");
+    int any = 0;
+    if (nsys) {
+        report(WARN, "running under Nsight Systems (NSYS_PROFILING_SESSION_ID=%s): it owns "
+                     "CUPTI, meridian's capture will stay out of the way",
+               nsys);
+        any = 1;
+    }
+    if (inj && !strstr(inj, "libmeridian")) {
+        report(WARN, "CUDA_INJECTION64_PATH is already set (%s): another tool injects "
+                     "itself into CUDA; meridian profile replaces it for its job",
+               inj);
+        any = 1;
+    }
+    if (plugin && !strstr(plugin, "libmeridian")) {
+        report(WARN, "NCCL_PROFILER_PLUGIN is already set (%s)", plugin);
+        any = 1;
+    }
+    if (!any)
+        report(OK, "no other profiler injected in this environment");
+    const char *nvls = getenv("NCCL_NVLS_ENABLE");
+    if (nvls)
+        report(OK, "NCCL_NVLS_ENABLE=%s will be passed to the ranks", nvls);
+}
+
+static void check_loopback(void)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 1) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
+        report(FAIL, "cannot listen on 127.0.0.1: %s", strerror(errno));
+    else
+        report(OK, "loopback port bindable (127.0.0.1:%u)", ntohs(a.sin_port));
+    if (fd >= 0)
+        close(fd);
+    if (access(".", W_OK) != 0)
+        report(WARN, "this folder is not writable: give `meridian profile -o DB`");
+}
+
+int mrd_cli_doctor(int argc, char **argv)
+{
+    const char *agent = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            puts("usage: meridian doctor [--agent-lib PATH]\n\n"
+                 "Checks this machine for profiling: meridiand and the agent libraries found,\n"
+                 "libmeridian.so loads and exports the CUDA injection, NCCL profiler (v4, v5,\n"
+                 "v6) and NVTX injection entry points, CUDA driver and CUPTI present, NCCL\n"
+                 "version, mpirun present, no other profiler already injected\n"
+                 "(NSYS_PROFILING_SESSION_ID, CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN),\n"
+                 "a loopback port bindable. One line per check: ok, warn or FAIL.\n\n"
+                 "Exit status: 0 when nothing FAILed, 1 otherwise.");
+            return 0;
+        }
+        if (strcmp(argv[i], "--agent-lib") == 0 && i + 1 < argc) {
+            agent = argv[++i];
+        } else {
+            fprintf(stderr, "meridian doctor: unknown argument '%s' (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    check_daemon();
+    check_agent(agent);
+    check_cuda();
+    check_nccl();
+    check_mpirun();
+    check_other_profilers();
+    check_loopback();
+    printf("%d check(s) failed, %d warning(s)\n", g_fails, g_warns);
+    return g_fails ? 1 : 0;
+}

@@ -1,0 +1,169 @@
+/* Completing a database after its run, and the report rendering shared by `profile` and
+ * `report`.
+ *
+ * Where it sits: after meridiand has stopped (nothing else writes the database). The
+ * finalize runs aggregator/clock's three passes in their documented order: clock fit
+ * (clock_samples -> clock_models), GPU timer calibration (-> gpu_timer_models), causality
+ * check with offset tightening; then analysis and export read the completed tables.
+ * Built without aggregator/clock (MRD_HAVE_CLOCK undefined), it says so and the analysis
+ * uses local clocks with a warning. Main thread; one SQLite connection.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze.h"
+#include "cli.h"
+#include "error.h"
+#include "export.h"
+#ifdef MRD_HAVE_CLOCK
+#include "clock.h"
+#endif
+
+sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int ok = 0;
+    if (access(path, R_OK) != 0) {
+        fprintf(stderr, "%s: cannot read %s: %s\n", who, path, strerror(errno));
+        return NULL;
+    }
+    if (sqlite3_open_v2(path, &db, readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE,
+                        NULL) != SQLITE_OK) {
+        fprintf(stderr, "%s: cannot open %s: %s\n", who, path,
+                db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return NULL;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name IN "
+                               "('runs','kernels','nccl_ops')",
+                           -1, &st, NULL) == SQLITE_OK) {
+        ok = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+    }
+    if (!ok) {
+        fprintf(stderr, "%s: %s is not a meridian database (%s)\n", who, path,
+                sqlite3_errmsg(db));
+        sqlite3_close(db);
+        return NULL;
+    }
+    return db;
+}
+
+static int set_command(sqlite3 *db, const char *command)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (sqlite3_prepare_v2(db, "UPDATE runs SET command = ?1 WHERE command IS NULL OR "
+                               "command = ''",
+                           -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    sqlite3_bind_text(st, 1, command, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
+int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
+{
+    int rc = 0;
+    if (command && set_command(db, command) < 0) {
+        fprintf(log, "meridian: cannot record the command in runs: %s\n", sqlite3_errmsg(db));
+        rc = -MRD_ERR_SQLITE;
+    }
+#ifdef MRD_HAVE_CLOCK
+    int n = mrd_clock_fit_db(db, NULL, log);
+    if (n < 0) {
+        fprintf(log, "meridian: clock fit failed: %s (%s)\n", mrd_strerror(n),
+                sqlite3_errmsg(db));
+        return n;
+    }
+    fprintf(log, "meridian: clock models fitted for %d rank(s)\n", n);
+    int g = mrd_clock_gpu_fit_db(db, log);
+    if (g < 0)
+        fprintf(log, "meridian: GPU timer calibration failed: %s\n", mrd_strerror(g));
+    else
+        fprintf(log, "meridian: GPU timers calibrated: %d GPU(s)\n", g);
+    if (n > 0) {
+        struct mrd_clock_causality_summary sum;
+        memset(&sum, 0, sizeof(sum));
+        int c = mrd_clock_causality_db(db, 1, &sum, log);
+        if (c < 0)
+            fprintf(log, "meridian: causality check failed: %s\n", mrd_strerror(c));
+        else
+            fprintf(log,
+                    "meridian: causality: %" PRIu64 " instances, violations %" PRIu64
+                    " before / %" PRIu64 " after tightening, largest shift %" PRId64 " ns\n",
+                    sum.instances, sum.violations_before, sum.violations_after,
+                    sum.max_shift_ns);
+    }
+#else
+    fprintf(log, "meridian: this build has no clock fit (aggregator/clock): the report uses "
+                 "each rank's local clock\n");
+#endif
+    return rc;
+}
+
+static FILE *open_out(const char *path, const char *who)
+{
+    if (strcmp(path, "-") == 0)
+        return stdout;
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, path, strerror(errno));
+    return f;
+}
+
+static int close_out(FILE *f, const char *path, const char *who)
+{
+    int bad = ferror(f);
+    if (f != stdout)
+        bad |= fclose(f) != 0;
+    else
+        bad |= fflush(f) != 0;
+    if (bad)
+        fprintf(stderr, "%s: error writing %s\n", who, path);
+    return bad ? -EIO : 0;
+}
+
+int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
+                   int ignore_clock, const char *who)
+{
+    struct mrd_analyze_options ao;
+    struct mrd_analysis *a = NULL;
+    const char *msg = NULL;
+    int rc, failed = 0;
+    FILE *f;
+
+    memset(&ao, 0, sizeof(ao));
+    ao.ignore_clock_models = ignore_clock;
+    if ((rc = mrd_analyze(db, &ao, &a, &msg)) < 0) {
+        fprintf(stderr, "%s: analysis failed: %s\n", who, msg ? msg : mrd_strerror(rc));
+        return 1;
+    }
+    if (text && mrd_export_text(text, a) < 0) {
+        fprintf(stderr, "%s: error writing the report\n", who);
+        failed = 1;
+    }
+    if (html_path && (f = open_out(html_path, who)) != NULL) {
+        rc = mrd_export_html(f, db, a);
+        if (rc < 0)
+            fprintf(stderr, "%s: HTML report: %s\n", who,
+                    rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
+        failed |= close_out(f, html_path, who) < 0 || rc < 0;
+    } else if (html_path) {
+        failed = 1;
+    }
+    if (json_path && (f = open_out(json_path, who)) != NULL) {
+        rc = mrd_export_json(f, a);
+        failed |= close_out(f, json_path, who) < 0 || rc < 0;
+    } else if (json_path) {
+        failed = 1;
+    }
+    mrd_analysis_free(a);
+    return failed;
+}

@@ -1,0 +1,258 @@
+/* `meridian`: the command people type. Dispatches subcommands and implements the small
+ * ones (report, export, finalize); profile/run live in profile.c, doctor in doctor.c,
+ * replay in launcher/replay (mrd_replay_main).
+ *
+ * Where it sits: the front of the launcher. `profile` starts the data flow (aggregator,
+ * agents), `report`/`export` end it (aggregator/analyze + aggregator/export over the
+ * database). Each subcommand has a complete --help. Main thread only.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "error.h"
+#include "export.h"
+#ifdef MRD_HAVE_REPLAY
+#include "replay.h"
+#endif
+
+#ifndef MRD_VERSION
+#define MRD_VERSION "0.1.0"
+#endif
+
+static void usage(FILE *f)
+{
+    fputs(
+"usage: meridian COMMAND [options]\n"
+"\n"
+"meridian: a cluster-wide GPU profiler for mpirun-launched training jobs.\n"
+"\n"
+"commands:\n"
+"  profile [opts] -- CMD  profile a whole job (mpirun ...): aggregator, agents, report\n"
+"  run [opts] -- CMD      wrap one rank (set the agent's environment, exec CMD)\n"
+"  report DB              text report; --html FILE, --json for scripts\n"
+"  export DB --perfetto FILE.json\n"
+"                         Chrome trace JSON for Perfetto / chrome://tracing\n"
+"  finalize DB            fit clock models, calibrate GPU timers, check causality\n"
+"                         (profile does this; for databases of interrupted runs)\n"
+"  replay [opts]          load generator / capture replay speaking the real protocol\n"
+"  doctor                 check this machine for profiling\n"
+"  help [COMMAND]         this text, or a command's --help\n"
+"  --version              print the version\n"
+"\n"
+"Quick start:  meridian profile -- mpirun -np 2 ./train\n"
+"Every command takes --help.\n",
+        f);
+}
+
+static void report_usage(FILE *f)
+{
+    fputs(
+"usage: meridian report DB [options]\n"
+"\n"
+"Analyses a meridian database and prints the report: run, ranks (host, GPUs), events\n"
+"stored per kind per rank, dropped events per reason per rank, clock model and error\n"
+"bound per rank (\"not fitted\" when absent), collectives matched across ranks (arrival\n"
+"skew, causality), communication/compute overlap per rank, straggler ranking, per-step\n"
+"breakdown (NVTX \"step\" ranges), warnings. The database is opened read-only.\n"
+"\n"
+"  --html FILE       also write a self-contained HTML report with SVG plots\n"
+"  --json            print the report as JSON (schema meridian-report/1) instead of text\n"
+"  --json=FILE       also write the JSON to FILE\n"
+"  --local-clocks    ignore clock models (each rank's own clock)\n"
+"  -h, --help        this text\n"
+"\n"
+"Exit status: 0, 1 when the database cannot be read or analysed, 2 on a usage error.\n",
+        f);
+}
+
+static int cmd_report(int argc, char **argv)
+{
+    enum { O_HTML = 256, O_JSON, O_LOCAL };
+    static const struct option lo[] = {{"html", 1, 0, O_HTML}, {"json", 2, 0, O_JSON},
+                                       {"local-clocks", 0, 0, O_LOCAL}, {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    const char *html = NULL, *json = NULL;
+    int local = 0, c, json_stdout = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_HTML: html = optarg; break;
+        case O_JSON:
+            if (optarg)
+                json = optarg;
+            else
+                json_stdout = 1;
+            break;
+        case O_LOCAL: local = 1; break;
+        case 'h': report_usage(stdout); return 0;
+        default: return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "meridian report: give exactly one database (see --help)\n");
+        return 2;
+    }
+    if (json_stdout && json) {
+        fprintf(stderr, "meridian report: --json and --json=FILE are exclusive\n");
+        return 2;
+    }
+    sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian report");
+    if (!db)
+        return 1;
+    int rc = mrd_cli_render(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json,
+                            local, "meridian report");
+    sqlite3_close(db);
+    return rc;
+}
+
+static void export_usage(FILE *f)
+{
+    fputs(
+"usage: meridian export DB --perfetto FILE.json [options]\n"
+"\n"
+"Writes the run as Chrome trace event JSON, which ui.perfetto.dev and chrome://tracing\n"
+"open: one process per rank (\"rank N (host)\"), one thread per GPU stream (kernels,\n"
+"memcpy, memset, graph launches), an \"NCCL ops\" thread per GPU (host enqueue interval\n"
+"of each collective / p2p, with communicator, seq, bytes, algorithm, protocol, and the\n"
+"kernel's start and end), NVTX and MPI threads per host thread, CUDA synchronization;\n"
+"flow arrows from each NCCL op to its kernel. Times are in the global timebase,\n"
+"microseconds with nanosecond precision, relative to the run's anchor (otherData).\n"
+"\n"
+"  --perfetto FILE   output file ('-' = stdout)\n"
+"  --local-clocks    ignore clock models (each rank's own clock)\n"
+"  --api             also export the captured CUDA API calls\n"
+"  -h, --help        this text\n"
+"\n"
+"Exit status: 0, 1 on a read or write error, 2 on a usage error.\n",
+        f);
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    enum { O_PERFETTO = 256, O_LOCAL, O_API };
+    static const struct option lo[] = {{"perfetto", 1, 0, O_PERFETTO},
+                                       {"local-clocks", 0, 0, O_LOCAL}, {"api", 0, 0, O_API},
+                                       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    struct mrd_perfetto_options po;
+    struct mrd_perfetto_stats st;
+    const char *out = NULL;
+    int c, rc;
+    memset(&po, 0, sizeof(po));
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_PERFETTO: out = optarg; break;
+        case O_LOCAL: po.ignore_clock_models = 1; break;
+        case O_API: po.include_api = 1; break;
+        case 'h': export_usage(stdout); return 0;
+        default: return 2;
+        }
+    }
+    if (optind != argc - 1 || !out) {
+        fprintf(stderr, "meridian export: give one database and --perfetto FILE (see --help)\n");
+        return 2;
+    }
+    sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian export");
+    if (!db)
+        return 1;
+    FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
+    if (!f) {
+        fprintf(stderr, "meridian export: cannot write %s: %s\n", out, strerror(errno));
+        sqlite3_close(db);
+        return 1;
+    }
+    rc = mrd_export_perfetto(f, db, &po, &st);
+    if (rc < 0)
+        fprintf(stderr, "meridian export: %s\n",
+                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
+    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
+        fprintf(stderr, "meridian export: error writing %s\n", out);
+        rc = -EIO;
+    }
+    sqlite3_close(db);
+    if (rc == 0)
+        fprintf(stderr,
+                "meridian export: %s: %llu trace events, %llu tracks, %llu NCCL op -> kernel "
+                "flows%s\n",
+                out, (unsigned long long)st.events, (unsigned long long)st.tracks,
+                (unsigned long long)st.flows, st.folded ? " (track cap reached: see 'other')"
+                                                        : "");
+    return rc == 0 ? 0 : 1;
+}
+
+static int cmd_finalize(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        FILE *f = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
+                      ? stdout
+                      : stderr;
+        fputs("usage: meridian finalize DB\n\n"
+              "Completes a database whose meridiand has stopped: fits each rank's clock model\n"
+              "(clock_samples -> clock_models), calibrates NCCL's GPU timers\n"
+              "(gpu_timer_models) and runs the causality check, tightening offsets within\n"
+              "their error bounds. `meridian profile` does this itself; use it for runs that\n"
+              "were interrupted or profiled with `meridian run`. Running it again gives the\n"
+              "same result.\n\nExit status: 0, 1 when the database cannot be updated.\n",
+              f);
+        return f == stdout ? 0 : 2;
+    }
+    sqlite3 *db = mrd_cli_open_db(argv[1], 0, "meridian finalize");
+    if (!db)
+        return 1;
+    int rc = mrd_cli_finalize(db, NULL, stderr);
+    sqlite3_close(db);
+    return rc < 0 ? 1 : 0;
+}
+
+static int cmd_replay(int argc, char **argv)
+{
+#ifdef MRD_HAVE_REPLAY
+    return mrd_replay_main(argc, argv);
+#else
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "meridian replay: not built into this meridian (launcher/replay)\n");
+    return 2;
+#endif
+}
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+} commands[] = {
+    {"profile", mrd_cli_profile}, {"run", mrd_cli_run},           {"report", cmd_report},
+    {"export", cmd_export},       {"finalize", cmd_finalize},     {"replay", cmd_replay},
+    {"doctor", mrd_cli_doctor},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("meridian %s\n", MRD_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        if (argc > 2 && strcmp(argv[1], "help") == 0) {
+            char *help[] = {argv[2], "--help", NULL};
+            for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+                if (strcmp(argv[2], commands[i].name) == 0)
+                    return commands[i].fn(2, help);
+        }
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "meridian: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,736 @@
+/* `meridian profile` (wrap a whole job: aggregator, environment, wait, finalize, report)
+ * and `meridian run` (wrap one rank).
+ *
+ * Where it sits: the start of meridian's data flow: it creates the run (id, secret,
+ * database), starts meridiand, hands every rank the agent's environment (agentenv.c),
+ * runs the job, then stops meridiand, completes the database (finalize.c) and prints the
+ * report (mrd_cli_render).
+ *
+ * Never hang: the daemon has --daemon-timeout to come up and --stop-timeout to drain
+ * (then SIGKILL, after which SQLite's WAL still holds every committed batch); the job may
+ * be given --job-timeout (SIGTERM, then SIGKILL 10 s later). Signals: SIGTERM/SIGHUP to
+ * meridian are forwarded to the job; Ctrl-C reaches the job through the terminal while
+ * meridian survives it to finalize. meridiand runs in its own process group so Ctrl-C
+ * does not stop it before the data is committed. One process, main thread only; the
+ * waits poll every 20-50 ms.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agentenv.h"
+#include "cli.h"
+
+#ifndef MRD_BUILTIN_DAEMON
+#define MRD_BUILTIN_DAEMON ""
+#endif
+#ifndef MRD_BUILTIN_AGENT
+#define MRD_BUILTIN_AGENT ""
+#endif
+#ifndef MRD_BUILTIN_MPI
+#define MRD_BUILTIN_MPI ""
+#endif
+
+static const char *const daemon_rel[] = {"meridiand", "../sbin/meridiand",
+                                         "../libexec/meridian/meridiand",
+                                         "../aggregator/daemon/meridiand", NULL};
+static const char *const agent_rel[] = {"libmeridian.so", "../lib/libmeridian.so",
+                                        "../lib/meridian/libmeridian.so",
+                                        "../agent/libmeridian.so", NULL};
+static const char *const mpi_rel[] = {"libmeridian_mpi.so", "../lib/libmeridian_mpi.so",
+                                      "../lib/meridian/libmeridian_mpi.so",
+                                      "../agent/mpi/libmeridian_mpi.so", NULL};
+
+static volatile sig_atomic_t g_forward; /* signal to forward to the job, 0 = none */
+
+static void on_signal(int sig)
+{
+    if (sig != SIGINT) /* Ctrl-C already reached the job through the terminal */
+        g_forward = sig;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {0, (long)ms * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int random_bytes(unsigned char *buf, size_t n)
+{
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+    if (fd < 0)
+        return -errno;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r <= 0) {
+            close(fd);
+            return r < 0 ? -errno : -EIO;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+static void hex(const unsigned char *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+}
+
+/* "r20261130-012345-a1b2c3" */
+static int make_run_id(char *out, size_t n)
+{
+    unsigned char rnd[3];
+    char h[8];
+    time_t t = time(NULL);
+    struct tm tm;
+    int rc = random_bytes(rnd, sizeof(rnd));
+    if (rc < 0)
+        return rc;
+    hex(rnd, sizeof(rnd), h);
+    gmtime_r(&t, &tm);
+    snprintf(out, n, "r%04d%02d%02d-%02d%02d%02d-%s", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, h);
+    return 0;
+}
+
+/* Writes a new random secret to `path` (created exclusively, mode 0600). */
+static int write_secret(const char *path)
+{
+    unsigned char rnd[32];
+    char h[65];
+    int rc = random_bytes(rnd, sizeof(rnd));
+    if (rc < 0)
+        return rc;
+    hex(rnd, sizeof(rnd), h);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    h[64] = '\n';
+    rc = write(fd, h, 65) == 65 ? 0 : -EIO;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    return rc;
+}
+
+/* Absolute path of a file that may not exist yet (its folder must). */
+static int abs_path(const char *path, char *out, size_t n)
+{
+    char dir[PATH_MAX], *real;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (slash)
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
+    else
+        snprintf(dir, sizeof(dir), ".");
+    real = realpath(dir, NULL);
+    if (!real)
+        return -errno;
+    int ok = snprintf(out, n, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base) < (int)n;
+    free(real);
+    return ok && *base ? 0 : -EINVAL;
+}
+
+struct profile_opts {
+    const char *db, *run_id, *agent_lib, *mpi_lib, *daemon, *listen, *advertise;
+    const char *html, *json, *style;
+    int daemon_timeout_s, stop_timeout_s, job_timeout_s;
+    int no_mpi, no_report, no_finalize, single, keep_secret, overwrite, verbose;
+};
+
+static void profile_usage(FILE *f)
+{
+    fputs(
+"usage: meridian profile [options] -- COMMAND [ARGS...]\n"
+"\n"
+"Profiles a whole job: creates a run id and a secret, starts meridiand on loopback with\n"
+"an ephemeral port, hands every rank the agent's environment, runs COMMAND, waits for\n"
+"it, stops meridiand (which commits everything), fits the clock models (clock fit, GPU\n"
+"timer calibration, causality check) and prints the report. For `mpirun`/`mpiexec` in\n"
+"COMMAND, `-x NAME=VALUE` (Open MPI) or `-genv NAME VALUE` (MPICH) is inserted after it\n"
+"for each variable, so ranks on every node receive them.\n"
+"\n"
+"  meridian profile -- mpirun -np 2 ./train --steps 100\n"
+"\n"
+"output:\n"
+"  -o, --output DB          database (default ./meridian-RUNID.db); must not exist\n"
+"      --overwrite          replace an existing DB\n"
+"      --html FILE          also write the HTML report\n"
+"      --json FILE          also write the JSON report ('-' = stdout instead of text)\n"
+"      --no-report          do not print the report\n"
+"      --no-finalize        skip the clock fit (run `meridian finalize DB` later)\n"
+"run:\n"
+"      --run-id ID          run id (default rYYYYMMDD-HHMMSS-xxxxxx)\n"
+"      --single             the command is one process: make it rank 0 (MERIDIAN_FORCE=1)\n"
+"                           even without a launcher's rank variables\n"
+"      --job-timeout S      stop the job after S seconds: SIGTERM, SIGKILL 10 s later\n"
+"      --launcher-style S   openmpi | mpich | env: how variables reach the ranks\n"
+"                           (default: from the launcher's name; env = only this\n"
+"                           process's environment, inherited by local children)\n"
+"agent:\n"
+"      --agent-lib PATH     libmeridian.so (default: next to meridian, then the build\n"
+"                           tree, or $MERIDIAN_AGENT_LIB). Without it ranks are not\n"
+"                           instrumented (a warning says so).\n"
+"      --mpi-lib PATH       libmeridian_mpi.so, LD_PRELOADed into MPI ranks (default:\n"
+"                           found like the agent; $MERIDIAN_MPI_LIB)\n"
+"      --no-mpi-wrappers    do not preload the MPI wrappers\n"
+"aggregator:\n"
+"      --meridiand PATH     the daemon (default: next to meridian, the build tree,\n"
+"                           $MERIDIAN_DAEMON, then $PATH)\n"
+"      --listen ADDR:PORT   where meridiand listens (default 127.0.0.1:0 = loopback,\n"
+"                           ephemeral port). For ranks on other nodes listen on an\n"
+"                           interface they reach and give --advertise.\n"
+"      --advertise HOST     address the agents connect to (default: the listen address)\n"
+"      --daemon-timeout S   give meridiand S seconds to start listening (default 15)\n"
+"      --stop-timeout S     give meridiand S seconds to commit and exit (default 60)\n"
+"      --keep-secret        keep the secret file after the run\n"
+"  -v, --verbose            show meridiand's connection log\n"
+"  -h, --help               this text\n"
+"\n"
+"The secret is written to .meridian-RUNID.secret next to the database (mode 0600):\n"
+"ranks on other nodes must see that folder (a shared file system). Extra MERIDIAN_*\n"
+"variables in the environment (MERIDIAN_QUEUE_BYTES, MERIDIAN_RECORD_FILE, ...) and\n"
+"NCCL_NVLS_ENABLE are passed on to the ranks.\n"
+"\n"
+"Exit status: the job's (128+N if it died of signal N); 125 when meridian failed before\n"
+"starting the job, 126/127 when COMMAND could not be executed / was not found.\n",
+        f);
+}
+
+static int parse_int(const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 0 || v > 1000000)
+        return -EINVAL;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_profile(int argc, char **argv, struct profile_opts *o)
+{
+    enum { O_OVER = 256, O_HTML, O_JSON, O_NOREP, O_NOFIN, O_RUN, O_SINGLE, O_JOBT, O_STYLE,
+           O_AGENT, O_MPI, O_NOMPI, O_DAEMON, O_LISTEN, O_ADV, O_DT, O_ST, O_KEEP };
+    static const struct option lo[] = {
+        {"output", 1, 0, 'o'}, {"overwrite", 0, 0, O_OVER}, {"html", 1, 0, O_HTML},
+        {"json", 1, 0, O_JSON}, {"no-report", 0, 0, O_NOREP}, {"no-finalize", 0, 0, O_NOFIN},
+        {"run-id", 1, 0, O_RUN}, {"single", 0, 0, O_SINGLE}, {"job-timeout", 1, 0, O_JOBT},
+        {"launcher-style", 1, 0, O_STYLE}, {"agent-lib", 1, 0, O_AGENT},
+        {"mpi-lib", 1, 0, O_MPI}, {"no-mpi-wrappers", 0, 0, O_NOMPI},
+        {"meridiand", 1, 0, O_DAEMON}, {"listen", 1, 0, O_LISTEN},
+        {"advertise", 1, 0, O_ADV}, {"daemon-timeout", 1, 0, O_DT},
+        {"stop-timeout", 1, 0, O_ST}, {"keep-secret", 0, 0, O_KEEP},
+        {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    memset(o, 0, sizeof(*o));
+    o->listen = "127.0.0.1:0";
+    o->daemon_timeout_s = 15;
+    o->stop_timeout_s = 60;
+    optind = 1;
+    /* '+': stop at the first non-option, so the job's own options are never parsed here */
+    while ((c = getopt_long(argc, argv, "+o:vh", lo, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'o': o->db = optarg; break;
+        case O_OVER: o->overwrite = 1; break;
+        case O_HTML: o->html = optarg; break;
+        case O_JSON: o->json = optarg; break;
+        case O_NOREP: o->no_report = 1; break;
+        case O_NOFIN: o->no_finalize = 1; break;
+        case O_RUN: o->run_id = optarg; break;
+        case O_SINGLE: o->single = 1; break;
+        case O_JOBT: bad = parse_int(optarg, &o->job_timeout_s); break;
+        case O_STYLE: o->style = optarg; break;
+        case O_AGENT: o->agent_lib = optarg; break;
+        case O_MPI: o->mpi_lib = optarg; break;
+        case O_NOMPI: o->no_mpi = 1; break;
+        case O_DAEMON: o->daemon = optarg; break;
+        case O_LISTEN: o->listen = optarg; break;
+        case O_ADV: o->advertise = optarg; break;
+        case O_DT: bad = parse_int(optarg, &o->daemon_timeout_s); break;
+        case O_ST: bad = parse_int(optarg, &o->stop_timeout_s); break;
+        case O_KEEP: o->keep_secret = 1; break;
+        case 'v': o->verbose = 1; break;
+        case 'h': profile_usage(stdout); return 0;
+        default: return -EINVAL;
+        }
+        if (bad) {
+            fprintf(stderr, "meridian profile: bad value '%s' for an option\n", optarg);
+            return -EINVAL;
+        }
+    }
+    if (o->style && strcmp(o->style, "openmpi") && strcmp(o->style, "mpich") &&
+        strcmp(o->style, "env")) {
+        fprintf(stderr, "meridian profile: --launcher-style must be openmpi, mpich or env\n");
+        return -EINVAL;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "meridian profile: no command given (meridian profile [options] -- "
+                        "COMMAND ...; see --help)\n");
+        return -EINVAL;
+    }
+    return 1;
+}
+
+/* Starts meridiand and waits for its port. Returns its pid (> 0) and the port, or < 0. */
+static pid_t start_daemon(const char *daemon, const char *db, const char *listen,
+                          const char *run_id, const char *secret, const char *port_file,
+                          int verbose, int timeout_s, int *port)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        setpgid(0, 0); /* Ctrl-C on the job's terminal must not stop the aggregator */
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, STDIN_FILENO);
+            dup2(null, STDOUT_FILENO); /* the "listening" line; we read the port file */
+        }
+        execl(daemon, daemon, "--db", db, "--listen", listen, "--run-id", run_id,
+              "--secret-file", secret, "--port-file", port_file,
+              verbose ? "--verbose" : "--quiet", (char *)NULL);
+        fprintf(stderr, "meridian profile: cannot run %s: %s\n", daemon, strerror(errno));
+        _exit(127);
+    }
+    int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+    while (now_ms() < deadline) {
+        int st;
+        FILE *f = fopen(port_file, "r");
+        if (f) {
+            int ok = fscanf(f, "%d", port) == 1 && *port > 0;
+            fclose(f);
+            if (ok)
+                return pid;
+        }
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "meridian profile: meridiand exited (%s %d) before listening; "
+                            "its messages are above\n",
+                    WIFEXITED(st) ? "status" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            return -1;
+        }
+        nap_ms(20);
+    }
+    fprintf(stderr, "meridian profile: meridiand did not start listening within %d s; "
+                    "stopping it\n",
+            timeout_s);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* SIGTERM, then up to timeout_s for it to commit and exit, then SIGKILL. Returns 0 when
+ * it exited cleanly with status 0. */
+static int stop_daemon(pid_t pid, int timeout_s)
+{
+    int st = 0;
+    int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+        fprintf(stderr, "meridian profile: meridiand had already exited (%s %d) during the "
+                        "run\n",
+                WIFEXITED(st) ? "status" : "signal",
+                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+        return -1;
+    }
+    kill(pid, SIGTERM);
+    while (now_ms() < deadline) {
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+        nap_ms(20);
+    }
+    fprintf(stderr, "meridian profile: meridiand did not exit within %d s of SIGTERM; "
+                    "killing it (committed batches are safe in the WAL)\n",
+            timeout_s);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+/* Runs argv as a child and waits for it. Returns its wait status, or -1. */
+static int run_job(char **argv, int timeout_s, pid_t daemon)
+{
+    struct sigaction sa, old_int, old_term, old_hup;
+    int st = 0, warned = 0;
+    int64_t deadline = timeout_s ? now_ms() + (int64_t)timeout_s * 1000 : 0, kill_at = 0;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
+        st = -1;
+        goto out;
+    }
+    if (pid == 0) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+        sigaction(SIGHUP, &old_hup, NULL);
+        execvp(argv[0], argv);
+        int e = errno;
+        fprintf(stderr, "meridian profile: cannot run %s: %s\n", argv[0], strerror(e));
+        _exit(e == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC);
+    }
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            break;
+        if (r < 0 && errno != EINTR) {
+            st = -1;
+            break;
+        }
+        if (g_forward) {
+            kill(pid, g_forward);
+            g_forward = 0;
+        }
+        if (deadline && !kill_at && now_ms() > deadline) {
+            fprintf(stderr, "meridian profile: job timeout (%d s): sending SIGTERM\n",
+                    timeout_s);
+            kill(pid, SIGTERM);
+            kill_at = now_ms() + 10000;
+        }
+        if (kill_at && now_ms() > kill_at) {
+            fprintf(stderr, "meridian profile: job still running: sending SIGKILL\n");
+            kill(pid, SIGKILL);
+            kill_at = INT64_MAX;
+        }
+        if (!warned && waitpid(daemon, NULL, WNOHANG | WNOWAIT) == daemon) {
+            fprintf(stderr, "meridian profile: meridiand exited during the run; the job "
+                            "continues unprofiled from here\n");
+            warned = 1;
+        }
+        nap_ms(50);
+    }
+out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    return st;
+}
+
+static char *join_command(char **argv, int argc)
+{
+    size_t len = 1;
+    for (int i = 0; i < argc; i++)
+        len += strlen(argv[i]) + 1;
+    char *s = malloc(len);
+    if (!s)
+        return NULL;
+    s[0] = '\0';
+    for (int i = 0; i < argc; i++) {
+        strcat(s, argv[i]);
+        if (i + 1 < argc)
+            strcat(s, " ");
+    }
+    return s;
+}
+
+static void unlink_db(const char *db)
+{
+    char p[PATH_MAX + 8];
+    unlink(db);
+    snprintf(p, sizeof(p), "%s-wal", db);
+    unlink(p);
+    snprintf(p, sizeof(p), "%s-shm", db);
+    unlink(p);
+}
+
+/* Prepares the run: paths, secret, daemon. Returns 0 or -1 (message printed). */
+struct run_state {
+    char run_id[128], db[PATH_MAX], secret[PATH_MAX + 64], tmpdir[64], port_file[128];
+    char daemon[PATH_MAX], agent[PATH_MAX], mpi[PATH_MAX], aggregator[300];
+    int have_agent, have_mpi, port;
+    pid_t daemon_pid;
+};
+
+static int setup_run(const struct profile_opts *o, struct run_state *s)
+{
+    char name[PATH_MAX];
+    struct stat st;
+    if (o->run_id)
+        snprintf(s->run_id, sizeof(s->run_id), "%s", o->run_id);
+    else if (make_run_id(s->run_id, sizeof(s->run_id)) < 0) {
+        fprintf(stderr, "meridian profile: cannot read /dev/urandom\n");
+        return -1;
+    }
+    snprintf(name, sizeof(name), "meridian-%s.db", s->run_id);
+    if (abs_path(o->db ? o->db : name, s->db, sizeof(s->db)) < 0) {
+        fprintf(stderr, "meridian profile: bad database path '%s'\n", o->db ? o->db : name);
+        return -1;
+    }
+    if (stat(s->db, &st) == 0) {
+        if (!o->overwrite) {
+            fprintf(stderr, "meridian profile: %s exists (choose another -o, or --overwrite)\n",
+                    s->db);
+            return -1;
+        }
+        unlink_db(s->db);
+    }
+    if (mrd_agentenv_locate(o->daemon, "MERIDIAN_DAEMON", daemon_rel, MRD_BUILTIN_DAEMON, 1,
+                            "meridiand", s->daemon, sizeof(s->daemon)) < 0) {
+        fprintf(stderr, "meridian profile: meridiand not found (give --meridiand PATH)\n");
+        return -1;
+    }
+    s->have_agent = mrd_agentenv_locate(o->agent_lib, "MERIDIAN_AGENT_LIB", agent_rel,
+                                        MRD_BUILTIN_AGENT, 0, "libmeridian.so", s->agent,
+                                        sizeof(s->agent)) == 0;
+    if (!s->have_agent && o->agent_lib) {
+        fprintf(stderr, "meridian profile: --agent-lib %s: no such file\n", o->agent_lib);
+        return -1;
+    }
+    if (!s->have_agent)
+        fprintf(stderr, "meridian profile: warning: libmeridian.so not found: ranks will not "
+                        "be instrumented (only programs that speak meridian's protocol "
+                        "themselves, like `meridian replay`, will report)\n");
+    s->have_mpi = !o->no_mpi && mrd_agentenv_locate(o->mpi_lib, "MERIDIAN_MPI_LIB", mpi_rel,
+                                                    MRD_BUILTIN_MPI, 0, "libmeridian_mpi.so",
+                                                    s->mpi, sizeof(s->mpi)) == 0;
+    if (!s->have_mpi && o->mpi_lib && !o->no_mpi) {
+        fprintf(stderr, "meridian profile: --mpi-lib %s: no such file\n", o->mpi_lib);
+        return -1;
+    }
+    /* the secret next to the database (visible to other nodes on a shared file system) */
+    const char *slash = strrchr(s->db, '/');
+    snprintf(s->secret, sizeof(s->secret), "%.*s/.meridian-%s.secret", (int)(slash - s->db),
+             s->db, s->run_id);
+    int rc = write_secret(s->secret);
+    if (rc < 0) {
+        fprintf(stderr, "meridian profile: cannot create %s: %s\n", s->secret, strerror(-rc));
+        s->secret[0] = '\0';
+        return -1;
+    }
+    snprintf(s->tmpdir, sizeof(s->tmpdir), "/tmp/meridian-XXXXXX");
+    if (!mkdtemp(s->tmpdir)) {
+        fprintf(stderr, "meridian profile: mkdtemp: %s\n", strerror(errno));
+        s->tmpdir[0] = '\0';
+        return -1;
+    }
+    snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->tmpdir);
+    s->daemon_pid = start_daemon(s->daemon, s->db, o->listen, s->run_id, s->secret,
+                                 s->port_file, o->verbose, o->daemon_timeout_s, &s->port);
+    if (s->daemon_pid < 0)
+        return -1;
+    /* agents connect to --advertise, else the listen host (a wildcard means this host) */
+    char host[256];
+    const char *colon = strrchr(o->listen, ':');
+    snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - o->listen) : 0, o->listen);
+    if (o->advertise)
+        snprintf(host, sizeof(host), "%s", o->advertise);
+    else if (!host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0)
+        gethostname(host, sizeof(host));
+    snprintf(s->aggregator, sizeof(s->aggregator), "%s:%d", host, s->port);
+    return 0;
+}
+
+static void cleanup_run(const struct profile_opts *o, struct run_state *s)
+{
+    if (s->secret[0] && !o->keep_secret)
+        unlink(s->secret);
+    if (s->port_file[0])
+        unlink(s->port_file);
+    if (s->tmpdir[0])
+        rmdir(s->tmpdir);
+}
+
+static int exit_code(int st)
+{
+    if (st < 0)
+        return MRD_CLI_EXIT_SETUP;
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return 1;
+}
+
+int mrd_cli_profile(int argc, char **argv)
+{
+    struct profile_opts o;
+    struct run_state s;
+    struct mrd_agentenv env;
+    char **job = NULL, **rewritten = NULL, *command = NULL;
+    int rc = parse_profile(argc, argv, &o), st = -1, style, at;
+
+    memset(&s, 0, sizeof(s));
+    memset(&env, 0, sizeof(env));
+    s.daemon_pid = -1;
+    if (rc <= 0)
+        return rc == 0 ? 0 : 2;
+    job = argv + optind;
+    int njob = argc - optind;
+    if (setup_run(&o, &s) < 0)
+        goto setup_failed;
+    at = mrd_agentenv_find_launcher(job, njob, &style);
+    if (o.style)
+        style = strcmp(o.style, "openmpi") == 0 ? MRD_LAUNCHER_OPENMPI
+                : strcmp(o.style, "mpich") == 0 ? MRD_LAUNCHER_MPICH
+                                                : MRD_LAUNCHER_NONE;
+    struct mrd_agentenv_config ec = {
+        .aggregator = s.aggregator, .run_id = s.run_id, .secret_file = s.secret,
+        .agent_lib = s.have_agent ? s.agent : NULL, .mpi_lib = NULL, .force = o.single};
+    if (s.have_mpi && at >= 0)
+        ec.mpi_lib = s.mpi;
+    if ((rc = mrd_agentenv_build(&ec, &env)) < 0) {
+        fprintf(stderr, "meridian profile: agent environment: %s\n", strerror(-rc));
+        goto setup_failed;
+    }
+    if (at >= 0 && style != MRD_LAUNCHER_NONE) {
+        if ((rc = mrd_agentenv_rewrite(job, njob, at, style, &env, &rewritten)) < 0) {
+            fprintf(stderr, "meridian profile: %s\n", strerror(-rc));
+            goto setup_failed;
+        }
+        job = rewritten;
+    } else {
+        if (at < 0 && !o.single)
+            fprintf(stderr, "meridian profile: note: no mpirun/mpiexec in the command: ranks "
+                            "are recognised by their launcher's variables (RANK, "
+                            "SLURM_PROCID, ...); give --single for a one-process job\n");
+        if ((rc = mrd_agentenv_apply(&env)) < 0) {
+            fprintf(stderr, "meridian profile: setenv: %s\n", strerror(-rc));
+            goto setup_failed;
+        }
+    }
+    command = join_command(argv + optind, njob);
+    fprintf(stderr, "meridian profile: run %s, aggregator %s, database %s\n", s.run_id,
+            s.aggregator, s.db);
+    st = run_job(job, o.job_timeout_s, s.daemon_pid);
+    fprintf(stderr, "meridian profile: job finished (%s %d); stopping meridiand\n",
+            st >= 0 && WIFSIGNALED(st) ? "signal" : "exit status",
+            st >= 0 && WIFSIGNALED(st) ? WTERMSIG(st) : exit_code(st));
+    stop_daemon(s.daemon_pid, o.stop_timeout_s);
+    s.daemon_pid = -1;
+    sqlite3 *db = mrd_cli_open_db(s.db, 0, "meridian profile");
+    if (db) {
+        if (!o.no_finalize)
+            mrd_cli_finalize(db, command, stderr);
+        if (!o.no_report || o.html || o.json) {
+            FILE *text = o.no_report || (o.json && strcmp(o.json, "-") == 0) ? NULL : stdout;
+            mrd_cli_render(db, text, o.html, o.json, 0, "meridian profile");
+        }
+        sqlite3_close(db);
+    }
+    fprintf(stderr, "meridian profile: database %s\n", s.db);
+    goto done;
+setup_failed:
+    st = -1;
+    if (s.daemon_pid > 0)
+        stop_daemon(s.daemon_pid, o.stop_timeout_s);
+done:
+    cleanup_run(&o, &s);
+    mrd_agentenv_free(&env);
+    mrd_agentenv_free_argv(rewritten);
+    free(command);
+    return exit_code(st);
+}
+
+static void run_usage(FILE *f)
+{
+    fputs(
+"usage: meridian run [options] -- COMMAND [ARGS...]\n"
+"\n"
+"Wraps one rank: sets the agent's environment for this process and executes COMMAND in\n"
+"its place (same pid, exit status and signals). For ranks started by a launcher of your\n"
+"own, pointing at a meridiand you started:\n"
+"\n"
+"  mpirun -np 4 meridian run --aggregator host:47500 --run-id R --secret-file S -- ./app\n"
+"\n"
+"  --aggregator HOST:PORT  meridiand's address (default $MERIDIAN_AGGREGATOR)\n"
+"  --run-id ID             the run (default $MERIDIAN_RUN_ID)\n"
+"  --secret-file PATH      the run secret (default $MERIDIAN_SECRET_FILE)\n"
+"  --agent-lib PATH        libmeridian.so (default: next to meridian, the build tree,\n"
+"                          $MERIDIAN_AGENT_LIB)\n"
+"  --mpi-lib PATH          libmeridian_mpi.so, preloaded when this process is an MPI\n"
+"                          rank (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK is set)\n"
+"  --no-mpi-wrappers       do not preload the MPI wrappers\n"
+"  -h, --help              this text\n"
+"\n"
+"Without any rank variable (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID,\n"
+"RANK) the process is made rank 0 (MERIDIAN_FORCE=1).\n"
+"Exit status: COMMAND's; 125 on a usage or setup error, 126/127 when COMMAND cannot be\n"
+"executed / is not found.\n",
+        f);
+}
+
+int mrd_cli_run(int argc, char **argv)
+{
+    enum { O_AGG = 256, O_RUN, O_SECRET, O_AGENT, O_MPI, O_NOMPI };
+    static const struct option lo[] = {
+        {"aggregator", 1, 0, O_AGG}, {"run-id", 1, 0, O_RUN}, {"secret-file", 1, 0, O_SECRET},
+        {"agent-lib", 1, 0, O_AGENT}, {"mpi-lib", 1, 0, O_MPI},
+        {"no-mpi-wrappers", 0, 0, O_NOMPI}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *agg = getenv("MERIDIAN_AGGREGATOR"), *run = getenv("MERIDIAN_RUN_ID");
+    const char *secret = getenv("MERIDIAN_SECRET_FILE"), *agent_opt = NULL, *mpi_opt = NULL;
+    char agent[PATH_MAX], mpi[PATH_MAX], secret_abs[PATH_MAX];
+    struct mrd_agentenv env;
+    int c, no_mpi = 0, rc;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_AGG: agg = optarg; break;
+        case O_RUN: run = optarg; break;
+        case O_SECRET: secret = optarg; break;
+        case O_AGENT: agent_opt = optarg; break;
+        case O_MPI: mpi_opt = optarg; break;
+        case O_NOMPI: no_mpi = 1; break;
+        case 'h': run_usage(stdout); return 0;
+        default: return MRD_CLI_EXIT_SETUP;
+        }
+    }
+    if (optind >= argc || !agg || !run || !secret) {
+        fprintf(stderr, "meridian run: %s (see --help)\n",
+                optind >= argc ? "no command given"
+                               : "needs --aggregator, --run-id and --secret-file (or "
+                                 "MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE)");
+        return MRD_CLI_EXIT_SETUP;
+    }
+    if (abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 || access(secret_abs, R_OK)) {
+        fprintf(stderr, "meridian run: cannot read the secret file %s\n", secret);
+        return MRD_CLI_EXIT_SETUP;
+    }
+    if (mrd_agentenv_locate(agent_opt, "MERIDIAN_AGENT_LIB", agent_rel, MRD_BUILTIN_AGENT, 0,
+                            "libmeridian.so", agent, sizeof(agent)) < 0) {
+        fprintf(stderr, "meridian run: libmeridian.so not found (give --agent-lib)\n");
+        return MRD_CLI_EXIT_SETUP;
+    }
+    int mpi_rank = getenv("OMPI_COMM_WORLD_RANK") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    int any_rank = mpi_rank || getenv("SLURM_PROCID") || getenv("RANK");
+    int have_mpi = !no_mpi && mpi_rank &&
+                   mrd_agentenv_locate(mpi_opt, "MERIDIAN_MPI_LIB", mpi_rel, MRD_BUILTIN_MPI, 0,
+                                       "libmeridian_mpi.so", mpi, sizeof(mpi)) == 0;
+    struct mrd_agentenv_config ec = {.aggregator = agg, .run_id = run,
+                                     .secret_file = secret_abs, .agent_lib = agent,
+                                     .mpi_lib = have_mpi ? mpi : NULL, .force = !any_rank};
+    if ((rc = mrd_agentenv_build(&ec, &env)) < 0 || (rc = mrd_agentenv_apply(&env)) < 0) {
+        fprintf(stderr, "meridian run: environment: %s\n", strerror(-rc));
+        return MRD_CLI_EXIT_SETUP;
+    }
+    mrd_agentenv_free(&env);
+    execvp(argv[optind], argv + optind);
+    rc = errno;
+    fprintf(stderr, "meridian run: cannot run %s: %s\n", argv[optind], strerror(rc));
+    return rc == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC;
+}

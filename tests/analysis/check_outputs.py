@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""analysis_report: runs `meridian report` (text, --json, --html) and `meridian export
+--perfetto` on the hand-built fixture (analysis_mkdb, see fixture.c / test_match.c for how
+every expected number below is derived) and checks the outputs' content.
+
+usage: check_outputs.py MERIDIAN ANALYSIS_MKDB WORKDIR
+"""
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+
+
+def fail(msg):
+    print("analysis_report: FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def run(args, expect_rc=0):
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=60)
+    if p.returncode != expect_rc:
+        fail("%s exited %d (expected %d)\nstdout: %s\nstderr: %s"
+             % (" ".join(args), p.returncode, expect_rc, p.stdout[-2000:], p.stderr[-2000:]))
+    return p
+
+
+def check_text(meridian, db, nomodel_db):
+    out = run([meridian, "report", db]).stdout
+    for section in ("== Ranks", "== Events stored per kind", "== Dropped events per rank",
+                    "== Clock models", "== Collectives matched across ranks",
+                    "== Communication / compute overlap per rank", "== Stragglers",
+                    "== Per step", "== Warnings"):
+        check(section in out, "text report lacks section %r" % section)
+    check("7 instances: 5 complete, 1 missing ranks, 1 untimed" in out, "instance counts")
+    check("causality violations after alignment: 1 " in out, "causality count")
+    check("worst: AllReduce seq 1 on comm 0000000000001234, last arriver rank 2" in out,
+          "worst instance line")
+    check("ring_full 5" in out, "drop reason of rank 0")
+    check("not fitted" not in out, "every rank has a model in the fixture")
+    # the straggler table: rank 2 (2.6 us caused) first, then 3, 1, 0
+    rows = [l.split() for l in out.split("== Stragglers")[1].split("==")[0].splitlines()
+            if l.strip()[:1].isdigit()]
+    check([r[1] for r in rows] == ["2", "3", "1", "0"], "straggler order %r" % rows)
+    out = run([meridian, "report", nomodel_db]).stdout
+    check(out.count("not fitted") == 4, "no clock models -> 'not fitted' for 4 ranks")
+    check("LOCAL clocks" in out, "local timebase announced")
+
+
+def check_json(meridian, db):
+    doc = json.loads(run([meridian, "report", db, "--json"]).stdout)
+    check(doc["schema"] == "meridian-report/1", "schema")
+    check(doc["run"]["run_id"] == "fixture-run", "run id")
+    check(doc["run"]["timebase"] == "global", "timebase")
+    c = doc["collectives"]
+    check((c["instances"], c["complete"], c["partial"], c["untimed"]) == (7, 5, 1, 1),
+          "collective counts %r" % c)
+    check(c["causality_violations"] == 1, "violations")
+    check(c["skew_max_ns"] == 900 and c["worst"]["last_rank"] == 2, "worst")
+    check(c["wait_cost_ns"] == 4549, "total cost")
+    check(doc["straggler_ranking"] == [2, 3, 1, 0], "ranking %r" % doc["straggler_ranking"])
+    ranks = {r["rank"]: r for r in doc["ranks"]}
+    check(ranks[1]["straggler"] == {"instances": 6, "times_last": 3, "wait_caused_ns": 740,
+                                    "wait_suffered_ns": 1203}, "rank 1 straggler numbers")
+    check(ranks[0]["overlap"]["comm_ns"] == 4300 and ranks[0]["overlap"]["hidden_ns"] == 800,
+          "rank 0 overlap")
+    check(ranks[0]["dropped"] == {"ring_full": 5}, "rank 0 drops")
+    check(ranks[3]["clock"]["segments"] == 2 and ranks[2]["clock"] is not None, "clocks")
+    steps = doc["steps"]
+    check([s["worst_rank"] for s in steps] == [2, 1, 3], "worst rank per step")
+    check([s["wait_cost_ns"] for s in steps] == [3900, 640, 9], "cost per step")
+    # --json=FILE writes the same document next to the text
+    path = os.path.join(os.path.dirname(db), "report.json")
+    text = run([meridian, "report", db, "--json=" + path]).stdout
+    check("== Stragglers" in text, "text still printed with --json=FILE")
+    with open(path) as f:
+        check(json.load(f)["straggler_ranking"] == [2, 3, 1, 0], "--json=FILE content")
+
+
+def check_html(meridian, db, workdir):
+    path = os.path.join(workdir, "report.html")
+    run([meridian, "report", db, "--html", path])
+    with open(path, encoding="utf-8") as f:
+        html = f.read()
+    check(html.startswith("<!DOCTYPE html>") and html.rstrip().endswith("</html>"),
+          "HTML document")
+    check(html.count("<svg") == 4, "four plots (timeline, overlap, skew, wait): %d"
+          % html.count("<svg"))
+    low = html.lower()
+    for bad in ("<script", " src=", "href=", "url(", "@import"):
+        check(bad not in low, "HTML is not self-contained: found %r" % bad)
+    check("steps 0 to 2" in html, "timeline window = steps 0..2 (fewer than 4 steps: all)")
+    check(html.count("<rect") > 10, "timeline and bars drawn")
+    check("ncclDevKernel_AllReduce_Sum_f32_RING_LL" in html, "kernel names in tooltips")
+
+
+def check_perfetto(meridian, db, workdir):
+    path = os.path.join(workdir, "trace.json")
+    p = run([meridian, "export", db, "--perfetto", path])
+    check("22 NCCL op -> kernel flows" in p.stderr, "export summary: %s" % p.stderr)
+    run([sys.executable, "-m", "json.tool", path, os.devnull])
+    with open(path) as f:
+        doc = json.load(f)
+    ev = doc["traceEvents"]
+    check(doc["otherData"]["origin_ns"] == 1000, "origin = the run's anchor")
+    procs = {e["pid"]: e["args"]["name"] for e in ev
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    check(procs == {1: "rank 0 (nodeA)", 2: "rank 1 (nodeA)", 3: "rank 2 (nodeB)",
+                    4: "rank 3 (nodeB)"}, "one process per rank: %r" % procs)
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in ev
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    check(threads.get((1, 1), "").startswith("GPU 0 stream"), "stream thread %r" % threads)
+    check(any(n.startswith("NCCL ops") for n in threads.values()), "NCCL ops thread")
+    check(any(n.startswith("NVTX") for n in threads.values()), "NVTX thread")
+    kernels = [e for e in ev if e["ph"] == "X" and e["cat"] == "kernel"]
+    con = sqlite3.connect(db)
+    nk = con.execute("SELECT COUNT(*) FROM kernels").fetchone()[0]
+    check(len(kernels) == nk, "every kernel exported (%d vs %d)" % (len(kernels), nk))
+    # rank 1's kernel of AllReduce seq 0: global 1200..2000, anchor 1000
+    k = [e for e in kernels if e["pid"] == 2 and e["args"].get("nccl_op") == 101]
+    check(len(k) == 1 and k[0]["ts"] == 0.2 and k[0]["dur"] == 0.8, "rank 1 I1 kernel %r" % k)
+    # rank 3's kernel in its drift segment: global 1500500003 -> 1500499003 ns after anchor
+    k = [e for e in kernels if e["pid"] == 4 and e["args"].get("nccl_op") == 603]
+    check(len(k) == 1 and abs(k[0]["ts"] - 1500499.003) < 1e-6, "rank 3 drift kernel %r" % k)
+    with open(path) as f:
+        check('"ts":1500499.003' in f.read(), "ns precision printed exactly")
+    flows_s = [e for e in ev if e["ph"] == "s"]
+    flows_f = [e for e in ev if e["ph"] == "f"]
+    check(len(flows_s) == 22 and sorted(e["id"] for e in flows_s)
+          == sorted(e["id"] for e in flows_f), "flows pair up")
+    ops = [e for e in ev if e["ph"] == "X" and e["cat"] == "nccl"]
+    check(len(ops) == con.execute("SELECT COUNT(*) FROM nccl_ops").fetchone()[0], "all ops")
+    check(any(e["name"] == "AllReduce #3" and e["args"]["comm"] == "0000000000001234"
+              for e in ops), "op names and comm hash")
+    marks = [e for e in ev if e["ph"] == "i"]
+    check(len(marks) == 1 and marks[0]["name"] == "step 9", "NVTX mark as instant")
+    nvtx = [e for e in ev if e["ph"] == "X" and e["cat"] == "nvtx"]
+    check(len(nvtx) == 13, "NVTX ranges: %d" % len(nvtx))
+
+
+def check_errors(meridian, workdir):
+    p = run([meridian, "report", os.path.join(workdir, "missing.db")], expect_rc=1)
+    check("cannot read" in p.stderr, "missing database message")
+    junk = os.path.join(workdir, "junk.db")
+    with open(junk, "w") as f:
+        f.write("not a database at all\n" * 100)
+    p = run([meridian, "report", junk], expect_rc=1)
+    check("not a meridian database" in p.stderr or "cannot open" in p.stderr, p.stderr)
+    run([meridian, "report"], expect_rc=2)
+    run([meridian, "export", junk], expect_rc=2)
+
+
+def main():
+    meridian, mkdb, workdir = sys.argv[1:4]
+    shutil.rmtree(workdir, ignore_errors=True)
+    os.makedirs(workdir)
+    db = os.path.join(workdir, "fixture.db")
+    run([mkdb, db])
+    nomodel = os.path.join(workdir, "nomodel.db")
+    shutil.copy(db, nomodel)
+    con = sqlite3.connect(nomodel)
+    con.execute("DELETE FROM clock_models")
+    con.commit()
+    con.close()
+    check_text(meridian, db, nomodel)
+    check_json(meridian, db)
+    check_html(meridian, db, workdir)
+    check_perfetto(meridian, db, workdir)
+    check_errors(meridian, workdir)
+    print("analysis_report: ok")
+
+
+if __name__ == "__main__":
+    main()

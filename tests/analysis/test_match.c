@@ -1,0 +1,229 @@
+/* analysis_match: collective matching, skew, last arriver, waits, straggler ranking,
+ * causality count, per-step breakdown and clock-model mapping on the hand-built fixture
+ * of fixture.c (fx_build_match). Every expected number is derived in the comments from
+ * the fixture's global start times:
+ *
+ *   inst  key               starts (r0 r1 r2 r3)             skew last cost  step
+ *   I1    H AllReduce 0     1000 1200 1100 1500              500  r3   1200  0
+ *   I2    H AllReduce 1     5000 5000 5900 5100              900  r2   2600  0
+ *   I3    H AllReduce 2     9000 9050 9000 (r3 missing)      50   r1   100   0
+ *   I4    G AllGather 0     20000 (r1 untimed)               -    -    -     -
+ *   I5    H AllReduce 3     30000 30200 30000 30000          200  r1   600   1 (violation)
+ *   I6    H AllReduce 4     1500500000 x3, r3 1500500003     3    r3   9     2
+ *   I7    G Broadcast 0     50000, r1 50040 (GPU timer)      40   r1   40    1
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze.h"
+#include "check.h"
+#include "fixture.h"
+
+struct seen {
+    int n;
+    char func[8][16];
+    int64_t seq[8], skew[8], cost[8], step[8];
+    int last[8], ntimed[8];
+};
+
+static void on_instance(const struct mrd_an_instance *in, void *ctx)
+{
+    struct seen *s = ctx;
+    CHECK_LT(s->n, 8);
+    snprintf(s->func[s->n], sizeof(s->func[0]), "%s", in->func);
+    s->seq[s->n] = (int64_t)in->seq;
+    s->skew[s->n] = in->skew_ns;
+    s->cost[s->n] = in->cost_ns;
+    s->step[s->n] = in->step;
+    s->last[s->n] = in->last_rank;
+    s->ntimed[s->n] = in->ntimed;
+    s->n++;
+}
+
+static int find(const struct seen *s, const char *func, int64_t seq)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->func[i], func) == 0 && s->seq[i] == seq)
+            return i;
+    CHECK_FAIL_("instance %s %lld not reported", func, (long long)seq);
+    return -1;
+}
+
+static void check_instances(const struct seen *s)
+{
+    static const struct {
+        const char *func;
+        int seq, last, ntimed;
+        int64_t skew, cost, step;
+    } want[] = {
+        {"AllReduce", 0, 3, 4, 500, 1200, 0}, {"AllReduce", 1, 2, 4, 900, 2600, 0},
+        {"AllReduce", 2, 1, 3, 50, 100, 0},   {"AllGather", 0, -1, 1, 0, 0, -1},
+        {"AllReduce", 3, 1, 4, 200, 600, 1},  {"AllReduce", 4, 3, 4, 3, 9, 2},
+        {"Broadcast", 0, 1, 2, 40, 40, 1},
+    };
+    CHECK_EQ(s->n, 7);
+    for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+        int i = find(s, want[k].func, want[k].seq);
+        CHECK_EQ(s->last[i], want[k].last);
+        CHECK_EQ(s->ntimed[i], want[k].ntimed);
+        CHECK_EQ(s->skew[i], want[k].skew);
+        CHECK_EQ(s->cost[i], want[k].cost);
+        CHECK_EQ(s->step[i], want[k].step);
+    }
+}
+
+static void check_totals(const struct mrd_analysis *a)
+{
+    CHECK_EQ(a->global_timebase, 1);
+    CHECK_EQ(a->nranks, 4);
+    CHECK_EQ(a->instances, 7);
+    CHECK_EQ(a->complete, 5); /* I1 I2 I5 I6 I7 */
+    CHECK_EQ(a->partial, 1);  /* I3 */
+    CHECK_EQ(a->untimed, 1);  /* I4 */
+    CHECK_EQ(a->causality_violations, 1);
+    CHECK_EQ(a->skew_max_ns, 900);
+    CHECK_EQ(a->worst_last_rank, 2);
+    CHECK_EQ(a->worst_seq, 1);
+    CHECK_STREQ(a->worst_func, "AllReduce");
+    CHECK_EQ(a->skew_sum_ns, 500 + 900 + 50 + 200 + 3 + 40);
+    CHECK_EQ(a->cost_ns, 1200 + 2600 + 100 + 600 + 9 + 40);
+    CHECK_EQ(a->skew_hist[0], 6); /* every skew is below 1 us */
+    /* per (communicator, function) */
+    CHECK_EQ(a->ncolls, 3);
+    int seen_ar = 0;
+    for (int i = 0; i < a->ncolls; i++) {
+        const struct mrd_an_coll *c = &a->colls[i];
+        if (strcmp(c->func, "AllReduce") == 0) {
+            seen_ar = 1;
+            CHECK_UEQ(c->comm_hash, 0x1234);
+            CHECK_EQ(c->instances, 5);
+            CHECK_EQ(c->complete, 4);
+            CHECK_EQ(c->skew_max_ns, 900);
+            CHECK_EQ(c->cost_ns, 1200 + 2600 + 100 + 600 + 9);
+        } else {
+            CHECK_UEQ(c->comm_hash, (uint64_t)(int64_t)-5);
+        }
+    }
+    CHECK(seen_ar);
+}
+
+static void check_ranks(const struct mrd_analysis *a)
+{
+    /* instances timed, times last, wait caused, wait suffered (see the table above) */
+    static const int64_t want[4][4] = {
+        {6, 0, 0, 500 + 900 + 50 + 200 + 3 + 40},
+        {6, 3, 100 + 600 + 40, 300 + 900 + 0 + 0 + 3 + 0},
+        {5, 1, 2600, 400 + 0 + 50 + 200 + 3},
+        {4, 2, 1200 + 9, 0 + 800 + 200 + 0},
+    };
+    for (int r = 0; r < 4; r++) {
+        const struct mrd_an_rank *k = &a->ranks[r];
+        CHECK_EQ(k->rank, r);
+        CHECK_EQ(k->instances, want[r][0]);
+        CHECK_EQ(k->times_last, want[r][1]);
+        CHECK_EQ(k->wait_caused_ns, want[r][2]);
+        CHECK_EQ(k->wait_suffered_ns, want[r][3]);
+        CHECK_EQ(k->clock_fitted, 1);
+        CHECK_EQ(k->steps, r < 3 ? 3 : 2); /* nested, "stepper" and the mark are not steps */
+    }
+    CHECK_EQ(a->ranks[3].clock_segments, 2);
+    CHECK_EQ(a->ranks[3].clock_error_bound_ns, 400);
+    CHECK_EQ(a->ranks[2].clock_offset_ns, -2000);
+    CHECK_STREQ(a->ranks[0].host, "nodeA");
+    CHECK_EQ(a->ranks[0].dropped_total, 5);
+    CHECK_STREQ(a->ranks[0].drops[0].reason, "ring_full");
+    /* events: rank 0 has 1 compute + 7 collective kernels + 1 p2p kernel */
+    CHECK_EQ(a->ranks[0].events[0], 9);
+    CHECK_EQ(a->ranks[0].events[8], 8); /* nccl_ops: I1..I7 rows of rank 0 + Send */
+}
+
+static void check_steps(const struct mrd_analysis *a)
+{
+    CHECK_EQ(a->nsteps, 3);
+    /* step 0: I1 I2 I3; worst rank 2 (2600 of 3900) */
+    CHECK_EQ(a->steps[0].start_ns, 0);
+    CHECK_EQ(a->steps[0].end_ns, 10000);
+    CHECK_EQ(a->steps[0].instances, 3);
+    CHECK_EQ(a->steps[0].cost_ns, 3900);
+    CHECK_EQ(a->steps[0].max_skew_ns, 900);
+    CHECK_EQ(a->steps[0].worst_rank, 2);
+    CHECK_EQ(a->steps[0].worst_caused_ns, 2600);
+    /* step 1: I5 I7, both caused by rank 1 */
+    CHECK_EQ(a->steps[1].instances, 2);
+    CHECK_EQ(a->steps[1].cost_ns, 640);
+    CHECK_EQ(a->steps[1].max_skew_ns, 200);
+    CHECK_EQ(a->steps[1].worst_rank, 1);
+    /* step 2: I6 (rank 3 has no step 2: placed by rank 0's range), caused by rank 3 */
+    CHECK_EQ(a->steps[2].start_ns, 1500000000);
+    CHECK_EQ(a->steps[2].end_ns, 1600000000);
+    CHECK_EQ(a->steps[2].instances, 1);
+    CHECK_EQ(a->steps[2].worst_rank, 3);
+    CHECK_EQ(a->steps[2].worst_caused_ns, 9);
+}
+
+static void check_overlap(const struct mrd_analysis *a)
+{
+    /* rank 0, device 0: compute sgemm [500,1800); linked comm kernels I1 [1000,2000),
+     * I2 [5000,6000), I3 [9000,9500), I4 [20000,20100), I5 [30000,30100), Send
+     * [40000,40500), I7 [50000,50100), I6 [1500500000,1500501000): comm = 1000 + 1000 +
+     * 500 + 100 + 100 + 500 + 100 + 1000 = 4300; hidden = [1000,1800) = 800 */
+    const struct mrd_an_overlap *o = &a->ranks[0].ov;
+    CHECK_EQ(o->method, MRD_AN_METHOD_CORRELATION);
+    CHECK_EQ(o->comm_ns, 4300);
+    CHECK_EQ(o->compute_ns, 1300);
+    CHECK_EQ(o->hidden_ns, 800);
+    CHECK_EQ(o->exposed_ns, 3500);
+    CHECK_EQ(o->comm_kernels, 8);
+    CHECK_EQ(o->compute_kernels, 1);
+    CHECK(o->ratio > 800.0 / 4300 - 1e-12 && o->ratio < 800.0 / 4300 + 1e-12);
+}
+
+static void check_local(sqlite3 *db)
+{
+    /* Ignoring the models, I1's local starts are 1000, 2200, 3100, 4500: rank 3 last with
+     * a skew of 3500, and the report must warn that times are not aligned. */
+    struct mrd_analyze_options o;
+    struct mrd_analysis *a = NULL;
+    struct seen s;
+    memset(&o, 0, sizeof(o));
+    memset(&s, 0, sizeof(s));
+    o.ignore_clock_models = 1;
+    o.on_instance = on_instance;
+    o.ctx = &s;
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->global_timebase, 0);
+    int i = find(&s, "AllReduce", 0);
+    CHECK_EQ(s.skew[i], 3500);
+    CHECK_EQ(s.last[i], 3);
+    CHECK_GE(a->nwarnings, 1);
+    CHECK(strstr(a->warnings[0], "local clock") != NULL);
+    mrd_analysis_free(a);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "analysis_match.db";
+    sqlite3 *db = fx_create(path);
+    struct mrd_analyze_options o;
+    struct mrd_analysis *a = NULL;
+    struct seen s;
+    fx_build_match(db);
+    sqlite3_close(db);
+    /* read-only, as `meridian report` opens it */
+    CHECK_EQ(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    memset(&o, 0, sizeof(o));
+    memset(&s, 0, sizeof(s));
+    o.on_instance = on_instance;
+    o.ctx = &s;
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    check_instances(&s);
+    check_totals(a);
+    check_ranks(a);
+    check_steps(a);
+    check_overlap(a);
+    mrd_analysis_free(a);
+    check_local(db);
+    sqlite3_close(db);
+    printf("analysis_match: ok\n");
+    return 0;
+}
