@@ -209,12 +209,16 @@ stage_capture() {
     say "capture: meridian=$MERIDIAN agent=$AGENT_LIB"
     db=$WORK/ref.db
     rm -f "$db"*
-    run_logged capture_ref 180 "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
+    rm -f "$WORK"/ref-rank*.mrdcap
+    run_logged capture_ref 180 env MERIDIAN_RECORD_FILE="$WORK/ref-rank%r.mrdcap" \
+        "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
         "${MPIRUN[@]}" "$ref" --steps 50 --warmup 5 --slow-rank 1 --slow-us 500 \
         --slow-steps every:10
     run_logged check_ref 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
         --expect-colls "$(expected_colls "$WORK/logs/capture_ref.log")" --nvtx-prefix "step "
     [ -f "$db" ] && cp "$db" "$OUT/ref_capture.db"
+    # the agents' own record of what they sent: the fixture CI replays (tests/data/)
+    for f in "$WORK"/ref-rank*.mrdcap; do [ -f "$f" ] && cp "$f" "$OUT/"; done
     db=$WORK/ddp.db
     rm -f "$db"*
     run_logged capture_ddp 240 "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
