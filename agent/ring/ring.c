@@ -14,8 +14,11 @@
  *  - A fixed array of `max_threads` rings is mapped once at init (MAP_NORESERVE: pages are
  *    committed only when a thread actually writes), so the hot path never allocates.
  *  - A thread's first write claims a FREE ring with one compare-and-swap and remembers it
- *    in initial-exec TLS (no __tls_get_addr allocation in a dlopen'ed library). A pthread
- *    key destructor marks the ring ORPHAN when the thread exits; the flusher drains an
+ *    in a pthread key (not __thread: in a dlopen'ed library, TLS is either allocated with
+ *    malloc on a thread's first touch or, as initial-exec, can make dlopen fail with
+ *    "cannot allocate memory in static TLS block"; pthread_getspecific/setspecific on one
+ *    of the first 32 keys reads/writes the thread descriptor and never allocates). The
+ *    key's destructor marks the ring ORPHAN when the thread exits; the flusher drains an
  *    orphan and hands it back (FREE), so short-lived threads do not exhaust the array.
  *  - Producer: load head (own), load tail (acquire), copy the record, store head+1
  *    (release). Consumer: load head (acquire), read records, store tail (release). No
@@ -56,16 +59,12 @@ static _Atomic int g_disabled;     /* sticky (fork child) */
 static _Atomic uint64_t g_drop_noslot;
 static unsigned g_drain_start;     /* flusher only: rotates which ring drains first */
 
-static pthread_key_t g_key;
+/* Per-thread state in two pthread keys (see above):
+ *   g_key      (generation & 0xffffff) << 24 | (ring index + 1), 0 when none;
+ *   g_try_key  generation of the thread's last failed claim << 32 | refusals since. */
+static pthread_key_t g_key, g_try_key;
 static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
-
-/* initial-exec: a dlopen'ed library gets static TLS surplus instead of a lazily malloc'd
- * dynamic block, so the first touch on a thread never allocates. */
-#define MRD_TLS __thread __attribute__((tls_model("initial-exec")))
-static MRD_TLS struct ring *t_ring;
-static MRD_TLS unsigned t_gen;
-static MRD_TLS unsigned t_noslot;
-static MRD_TLS unsigned t_try_gen; /* generation of this thread's last failed claim */
+static _Atomic int g_keys_ready;
 
 /* Thread exit: the ring keeps its records for the flusher, which frees the ring once it
  * is empty. The key value encodes (generation, index + 1) so a stale value never touches
@@ -83,7 +82,9 @@ static void ring_thread_exit(void *v)
 
 static void ring_key_create(void)
 {
-    (void)pthread_key_create(&g_key, ring_thread_exit);
+    if (pthread_key_create(&g_key, ring_thread_exit) == 0 &&
+        pthread_key_create(&g_try_key, NULL) == 0)
+        atomic_store(&g_keys_ready, 1);
 }
 
 int mrd_ring_init(unsigned max_threads, unsigned records_per_ring)
@@ -94,6 +95,8 @@ int mrd_ring_init(unsigned max_threads, unsigned records_per_ring)
     if (g_rings)
         return -EINVAL; /* already initialised: call mrd_ring_shutdown first */
     pthread_once(&g_key_once, ring_key_create);
+    if (!atomic_load(&g_keys_ready))
+        return -EAGAIN;
 
     size_t header = ((size_t)max_threads * sizeof(struct ring) + 4095) & ~(size_t)4095;
     size_t per_ring = (size_t)records_per_ring * sizeof(struct mrd_record);
@@ -120,44 +123,64 @@ int mrd_ring_init(unsigned max_threads, unsigned records_per_ring)
 }
 
 /* First write of a thread (or after a re-init): claim a FREE ring. */
-static struct ring *ring_claim(void)
+static struct ring *ring_claim(unsigned gen)
 {
     if (!atomic_load_explicit(&g_enabled, memory_order_acquire))
         return NULL;
-    unsigned gen = atomic_load(&g_gen);
     for (unsigned i = 0; i < g_nrings; i++) {
         int expect = RING_FREE;
         if (atomic_load_explicit(&g_rings[i].state, memory_order_relaxed) != RING_FREE)
             continue;
         if (atomic_compare_exchange_strong(&g_rings[i].state, &expect, RING_OWNED)) {
-            t_ring = &g_rings[i];
-            t_gen = gen;
             uintptr_t key = ((uintptr_t)(gen & 0xffffffu) << 24) | (uintptr_t)(i + 1);
             (void)pthread_setspecific(g_key, (void *)key);
-            return t_ring;
+            return &g_rings[i];
         }
     }
     return NULL;
+}
+
+/* The calling thread's ring if it holds one of this generation, else NULL. */
+static struct ring *ring_current(unsigned gen)
+{
+    uintptr_t v = (uintptr_t)pthread_getspecific(g_key);
+    unsigned idx = (unsigned)(v & 0xffffffu);
+    if (v == 0 || (unsigned)(v >> 24) != (gen & 0xffffffu) || idx > g_nrings)
+        return NULL;
+    return &g_rings[idx - 1];
+}
+
+/* No ring yet: claim at once after an init, then only every CLAIM_RETRY_EVERY refusals
+ * (a thread beyond the slots must not scan the array on every write). */
+static struct ring *ring_claim_throttled(unsigned gen)
+{
+    uint64_t v = (uint64_t)(uintptr_t)pthread_getspecific(g_try_key);
+    uint32_t tried_gen = (uint32_t)(v >> 32), refusals = (uint32_t)v;
+    struct ring *rg = NULL;
+    if (tried_gen != gen || refusals % CLAIM_RETRY_EVERY == CLAIM_RETRY_EVERY - 1) {
+        rg = ring_claim(gen);
+        refusals = 0;
+    } else {
+        refusals++;
+    }
+    (void)pthread_setspecific(g_try_key,
+                              (void *)(uintptr_t)(((uint64_t)gen << 32) | refusals));
+    return rg;
 }
 
 int mrd_ring_write(const struct mrd_record *r)
 {
     if (atomic_load_explicit(&g_disabled, memory_order_relaxed))
         return -EAGAIN;
-    struct ring *rg = t_ring;
-    unsigned gen = atomic_load_explicit(&g_gen, memory_order_relaxed);
-    if (rg == NULL || t_gen != gen) {
-        /* claim at once after an init, then only every CLAIM_RETRY_EVERY refusals */
-        rg = NULL;
-        if (t_try_gen != gen || ++t_noslot % CLAIM_RETRY_EVERY == 0) {
-            t_try_gen = gen;
-            rg = ring_claim();
-        }
-        if (rg == NULL) {
-            atomic_fetch_add_explicit(&g_drop_noslot, 1, memory_order_relaxed);
-            return -EAGAIN;
-        }
-        t_noslot = 0;
+    if (!atomic_load_explicit(&g_keys_ready, memory_order_acquire)) {
+        atomic_fetch_add_explicit(&g_drop_noslot, 1, memory_order_relaxed); /* before init */
+        return -EAGAIN;
+    }
+    unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
+    struct ring *rg = ring_current(gen);
+    if (rg == NULL && (rg = ring_claim_throttled(gen)) == NULL) {
+        atomic_fetch_add_explicit(&g_drop_noslot, 1, memory_order_relaxed);
+        return -EAGAIN;
     }
     uint64_t h = atomic_load_explicit(&rg->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&rg->tail, memory_order_acquire);
@@ -175,10 +198,11 @@ int mrd_ring_write(const struct mrd_record *r)
 /* The calling thread's ring, claiming one if needed; NULL when none. */
 static struct ring *ring_self(void)
 {
-    struct ring *rg = t_ring;
-    if (rg != NULL && t_gen == atomic_load_explicit(&g_gen, memory_order_relaxed))
-        return rg;
-    return ring_claim();
+    if (!atomic_load_explicit(&g_keys_ready, memory_order_acquire))
+        return NULL;
+    unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
+    struct ring *rg = ring_current(gen);
+    return rg ? rg : ring_claim(gen);
 }
 
 size_t mrd_ring_space(void)

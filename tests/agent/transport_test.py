@@ -1,0 +1,410 @@
+#!/usr/bin/env python3
+"""Agent transport against a real meridiand (CTest agent_transport_*).
+
+Each scenario runs meridian-agent-synth (the real agent core, rings and flusher thread,
+fed synthetic kernel records with correlation ids 1..N) against a real meridiand on
+127.0.0.1, then checks the SQLite database and the agent's one stderr line:
+
+  restart   meridiand SIGKILLed twice mid-stream and restarted on the same port and
+            database: every record the rings accepted is stored exactly once (count,
+            distinct count and sum of correlation ids), the exit line's "sent" equals the
+            rows stored, no loss, and batches were committed after each restart.
+  absent    no aggregator at all: the process exits within the flush deadline + 1 s
+            and the exit line counts every accepted record as unsent_at_exit.
+  silent    an "aggregator" that accepts TCP and never answers: same bound, same report.
+  refused   wrong secret: one refusal line, the exit bound holds, the loss is reported.
+  tiny      MERIDIAN_RING_RECORDS=16 at full speed: ring drops happen, the exit line's
+            ring_full equals the writer's refusals, and so does agent_counters in the
+            database; what was accepted is stored.
+  fork      a forked child is inert (its writes refused, no exit line of its own).
+  record    MERIDIAN_RECORD_FILE: magic, Hello first (without the secret), one frame per
+            batch, Goodbye last; record-only mode (no aggregator) exits at once.
+  gpu       a GPU registered after the Hello reaches the gpus table (hello again).
+  clock     the probe connection: clock_samples rows with t0 <= t3, a connect burst.
+Usage: transport_test.py SCENARIO --meridiand PATH --synth PATH [--workdir DIR]
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+SECRET = "agent-test-secret"
+RUN_ID = "agent-test"
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+DAEMONS = []
+
+
+class Daemon:
+    def __init__(self, exe, workdir, port=0, commit_ms=20):
+        DAEMONS.append(self)
+        self.commit_ms = commit_ms
+        self.exe, self.workdir = exe, workdir
+        self.db = os.path.join(workdir, "run.db")
+        self.port = port
+        self.proc = None
+        self.log = open(os.path.join(workdir, "meridiand.log"), "a")
+
+    def start(self):
+        port_file = os.path.join(self.workdir, "port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        env = dict(os.environ, MERIDIAN_SECRET=SECRET)
+        self.proc = subprocess.Popen(
+            [self.exe, "--db", self.db, "--listen", "127.0.0.1:%d" % self.port,
+             "--run-id", RUN_ID, "--port-file", port_file, "--commit-ms", str(self.commit_ms)],
+            env=env, stdout=self.log, stderr=self.log)
+        deadline = time.time() + 10
+        while not os.path.exists(port_file):
+            check(self.proc.poll() is None, "meridiand exited at start (see meridiand.log)")
+            check(time.time() < deadline, "meridiand did not start listening")
+            time.sleep(0.02)
+        with open(port_file) as f:
+            self.port = int(f.read().strip())
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                fail("meridiand did not stop on SIGTERM")
+
+
+def agent_env(port, **extra):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("MERIDIAN_") or k in ("RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK",
+                                               "PMI_RANK", "SLURM_PROCID"):
+            del env[k]
+    env.update(RANK="3", WORLD_SIZE="8", MERIDIAN_RUN_ID=RUN_ID, MERIDIAN_SECRET=SECRET)
+    if port is not None:
+        env["MERIDIAN_AGGREGATOR"] = "127.0.0.1:%d" % port
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+class Synth:
+    """Runs the synthetic rank; parses its stdout line and the agent's exit line."""
+
+    def __init__(self, exe, env, args):
+        self.t_start = time.monotonic()
+        self.proc = subprocess.Popen([exe] + args, env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.t_done = None  # when the workload finished (its stdout line appeared)
+
+    def wait(self, timeout=120):
+        # stdout's "synth:" line is printed when the workload is over, before exit
+        before = ""
+        line = self.proc.stdout.readline()
+        while line and not line.startswith("synth:"):  # e.g. the fork child's line
+            before += line
+            line = self.proc.stdout.readline()
+        self.t_done = time.monotonic()
+        rest, err = self.proc.communicate(timeout=timeout)
+        self.t_exit = time.monotonic()
+        self.out = before + line + rest
+        self.err = err
+        m = re.search(r"synth: active=(\d) written=(\d+) refused=(\d+) idsum=(\d+)", line)
+        check(m is not None, "no synth line; stdout=%r stderr=%r" % (self.out, err))
+        self.active, self.written, self.refused, self.idsum = map(int, m.groups())
+        lines = [l for l in err.splitlines() if l.startswith("meridian: rank")]
+        self.exit_lines = lines
+        self.sent = self.batches = self.lost = None
+        self.loss = {}
+        if lines:
+            m = re.match(r"meridian: rank (\d+): (sent|recorded) (\d+) events in (\d+) batches;"
+                         r" lost (\d+)(?: \(([^)]*)\))?", lines[-1])
+            check(m is not None, "exit line not understood: %r" % lines[-1])
+            self.sent, self.batches, self.lost = int(m.group(3)), int(m.group(4)), int(m.group(5))
+            for part in (m.group(6) or "").split(", "):
+                if part:
+                    k, v = part.rsplit(" ", 1)
+                    self.loss[k] = int(v)
+        return self.proc.returncode
+
+
+def db_query(db, sql):
+    con = sqlite3.connect(db)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def check_exactly_once(db, s):
+    n, distinct, total = db_query(db, "SELECT COUNT(*), COUNT(DISTINCT correlation_id),"
+                                      " COALESCE(SUM(correlation_id), 0) FROM kernels")[0]
+    check(n == s.written, "kernels stored %d, accepted by the rings %d" % (n, s.written))
+    check(distinct == n, "%d kernel rows but %d distinct ids: stored twice" % (n, distinct))
+    check(total == s.idsum, "sum of stored ids %d != sum of accepted ids %d" % (total, s.idsum))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def exit_bound(s, deadline_ms):
+    took = s.t_exit - s.t_done
+    check(took <= deadline_ms / 1000.0 + 1.0,
+          "exit took %.2f s after the workload; deadline %d ms + 1 s" % (took, deadline_ms))
+    return took
+
+
+# ---- scenarios -------------------------------------------------------------------------
+
+def sc_restart(a, wd):
+    # slow commits keep a few batches unacknowledged at any moment: a kill then loses
+    # them on the aggregator's side and the agent must resend them
+    d = Daemon(a.meridiand, wd, commit_ms=300)
+    d.start()
+    s = Synth(a.synth, agent_env(d.port), ["--events", "120000", "--rate", "20000", "--mixed"])
+    batches_before = []
+    for pause in (1.5, 1.5):
+        time.sleep(pause)
+        d.kill9()
+        batches_before.append(db_query(d.db, "SELECT COUNT(*) FROM batches")[0][0])
+        time.sleep(0.7)  # the agent keeps producing, queueing, reconnecting meanwhile
+        d.start()
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "synth exit code %d" % rc)
+    check(s.active == 1 and s.refused == 0, "active=%d refused=%d" % (s.active, s.refused))
+    check(len(s.exit_lines) == 1, "expected one exit line, got %r" % s.exit_lines)
+    check_exactly_once(d.db, s)
+    rows = db_query(d.db, "SELECT (SELECT COUNT(*) FROM kernels) + (SELECT COUNT(*) FROM nvtx)"
+                          " + (SELECT COUNT(*) FROM nccl_ops)"
+                          " + (SELECT COUNT(*) FROM clock_samples)")[0][0]
+    check(s.sent == rows, "exit line says sent %d, the database holds %d" % (s.sent, rows))
+    check(s.lost == 0, "lost %d: %r" % (s.lost, s.loss))
+    total_batches = db_query(d.db, "SELECT COUNT(*) FROM batches")[0][0]
+    check(batches_before[0] < batches_before[1] < total_batches,
+          "batches after each restart: %r then %d" % (batches_before, total_batches))
+    check(s.batches == total_batches, "exit line %d batches, db %d" % (s.batches, total_batches))
+    transport = dict(db_query(d.db, "SELECT name, value FROM agent_counters"
+                                    " WHERE rank = 3 AND category = 'transport'"))
+    check(transport.get("batches_resent", 0) > 0, "no batch was resent: %r" % transport)
+    print("restart: %d records, %d batches (%r at the kills), sent %d; %s" %
+          (s.written, total_batches, batches_before, s.sent,
+           db_query(d.db, "SELECT name, value FROM agent_counters WHERE category='transport'")))
+
+
+def sc_absent(a, wd, deadline_ms=3000):
+    port = free_port()
+    s = Synth(a.synth, agent_env(port, MERIDIAN_FLUSH_DEADLINE_MS=deadline_ms),
+              ["--events", "30000", "--rate", "30000"])
+    rc = s.wait()
+    check(rc == 0, "exit code %d" % rc)
+    took = exit_bound(s, deadline_ms)
+    check(s.sent == 0, "sent %r with no aggregator" % s.sent)
+    check(s.lost == s.written and s.loss.get("unsent_at_exit") == s.written,
+          "lost %r (%r), written %d" % (s.lost, s.loss, s.written))
+    check("refused" in s.exit_lines[-1], "no reason in %r" % s.exit_lines[-1])
+    print("absent: exit %.2f s after the workload (deadline %d ms); %s" %
+          (took, deadline_ms, s.exit_lines[-1]))
+
+
+def sc_silent(a, wd, deadline_ms=2000):
+    ls = socket.socket()
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(8)
+    port = ls.getsockname()[1]
+    s = Synth(a.synth, agent_env(port, MERIDIAN_FLUSH_DEADLINE_MS=deadline_ms),
+              ["--events", "20000", "--rate", "20000"])
+    rc = s.wait()
+    ls.close()
+    check(rc == 0, "exit code %d" % rc)
+    took = exit_bound(s, deadline_ms)
+    check(s.sent == 0 and s.loss.get("unsent_at_exit") == s.written,
+          "sent %r loss %r written %d" % (s.sent, s.loss, s.written))
+    print("silent: exit %.2f s after the workload; %s" % (took, s.exit_lines[-1]))
+
+
+def sc_refused(a, wd, deadline_ms=2000):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    env = agent_env(d.port, MERIDIAN_FLUSH_DEADLINE_MS=deadline_ms, MERIDIAN_SECRET="wrong")
+    s = Synth(a.synth, env, ["--events", "5000", "--rate", "10000"])
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    exit_bound(s, deadline_ms)
+    refusals = [l for l in s.err.splitlines() if "refused the connection" in l]
+    check(len(refusals) == 1, "expected one refusal line: %r" % s.err)
+    check(s.sent == 0 and s.lost == s.written, "sent %r lost %r" % (s.sent, s.lost))
+    check(db_query(d.db, "SELECT COUNT(*) FROM kernels")[0][0] == 0, "data stored anyway")
+    print("refused: %s | %s" % (refusals[0], s.exit_lines[-1]))
+
+
+def sc_tiny(a, wd):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    s = Synth(a.synth, agent_env(d.port, MERIDIAN_RING_RECORDS=16),
+              ["--events", "300000", "--rate", "0"])
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    check(s.refused > 0, "no ring drops with 16-record rings")
+    check(s.loss.get("ring_full") == s.refused,
+          "exit line ring_full %r, writer refusals %d" % (s.loss.get("ring_full"), s.refused))
+    rows = dict(db_query(d.db, "SELECT name, value FROM agent_counters"
+                               " WHERE rank = 3 AND category = 'dropped'"))
+    check(rows.get("ring_full") == s.refused,
+          "agent_counters ring_full %r, refusals %d" % (rows.get("ring_full"), s.refused))
+    check_exactly_once(d.db, s)
+    print("tiny: written %d, refused %d; %s" % (s.written, s.refused, s.exit_lines[-1]))
+
+
+def sc_fork(a, wd):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    s = Synth(a.synth, agent_env(d.port), ["--events", "5000", "--rate", "20000", "--fork",
+                                           "--shutdown"])
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    m = re.search(r"synth-child: active=(\d+) refused=(\d+)", s.out)
+    check(m is not None, "no child line in %r" % s.out)
+    check(m.group(1) == "0" and m.group(2) == "100", "child not inert: %s" % m.group(0))
+    check(len(s.exit_lines) == 1, "exit lines: %r" % s.exit_lines)
+    check_exactly_once(d.db, s)
+    print("fork: child %s; parent %s" % (m.group(0), s.exit_lines[0]))
+
+
+def read_capture(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:8] == b"MRDCAP1\n", "bad magic %r" % data[:8])
+    frames, off = [], 8
+    while off < len(data):
+        check(len(data) - off >= 8, "truncated frame header at %d" % off)
+        ver, typ, flags, length = struct.unpack_from("<BBHI", data, off)
+        check(ver == 1, "version %d at %d" % (ver, off))
+        frames.append((typ, data[off + 8:off + 8 + length]))
+        off += 8 + length
+    check(off == len(data), "trailing bytes in the capture")
+    return frames
+
+
+def sc_record(a, wd):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    cap = os.path.join(wd, "rank%r.mrdcap")
+    s = Synth(a.synth, agent_env(d.port, MERIDIAN_RECORD_FILE=cap),
+              ["--events", "40000", "--rate", "40000", "--mixed"])
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    frames = read_capture(os.path.join(wd, "rank3.mrdcap"))
+    types = [t for t, _ in frames]
+    check(types[0] == 1 and types[-1] == 7, "first/last frame types %r" % (types[:1] + types[-1:],))
+    check(set(types[1:-1]) == {5}, "middle frames are not all batches: %r" % set(types))
+    check(len(types) - 2 == s.batches, "%d batch frames, exit line %d" % (len(types) - 2,
+                                                                          s.batches))
+    check(SECRET.encode() not in frames[0][1], "the secret is in the recorded Hello")
+    # record-only: no aggregator, the agent only writes the file and exits without waiting
+    cap2 = os.path.join(wd, "only.mrdcap")
+    env = agent_env(None, MERIDIAN_RECORD_FILE=cap2)
+    s2 = Synth(a.synth, env, ["--events", "20000", "--rate", "40000"])
+    check(s2.wait() == 0, "record-only exit code")
+    check(s2.t_exit - s2.t_done < 1.0, "record-only exit took %.2f s" % (s2.t_exit - s2.t_done))
+    check(s2.sent == s2.written and s2.lost == 0, "record-only line %r" % s2.exit_lines)
+    check("recorded" in s2.exit_lines[-1], "line %r" % s2.exit_lines[-1])
+    frames2 = read_capture(cap2)
+    check(frames2[0][0] == 1 and frames2[-1][0] == 7 and len(frames2) - 2 == s2.batches,
+          "record-only frames %r" % [t for t, _ in frames2])
+    print("record: %d frames (%d batches); record-only %d frames, %s" %
+          (len(frames), s.batches, len(frames2), s2.exit_lines[-1]))
+
+
+def sc_gpu(a, wd):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    s = Synth(a.synth, agent_env(d.port), ["--events", "60000", "--rate", "20000",
+                                           "--gpu-after-ms", "300"])
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    gpus = db_query(d.db, "SELECT rank, device, uuid, pci_bus_id, name FROM gpus")
+    check(gpus == [(3, 0, "GPU-00000000-1111-2222-3333-444444444444", "0000:19:00.0",
+                    "Synthetic GPU")], "gpus table %r" % gpus)
+    check_exactly_once(d.db, s)
+    check(s.lost == 0, "lost %r" % s.loss)
+    print("gpu: %r" % gpus)
+
+
+def sc_clock(a, wd):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    s = Synth(a.synth, agent_env(d.port, MERIDIAN_PROBE_INTERVAL_MS=100),
+              ["--events", "20000", "--rate", "10000"])
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    rows = db_query(d.db, "SELECT t0, t1, t2, t3 FROM clock_samples WHERE rank = 3 ORDER BY t0")
+    check(len(rows) >= 16 + 2 * 8, "only %d clock samples" % len(rows))
+    for t0, t1, t2, t3 in rows:
+        check(t0 <= t3 and t1 <= t2, "bad sample %r" % ((t0, t1, t2, t3),))
+    rtts = sorted((t3 - t0) - (t2 - t1) for t0, t1, t2, t3 in rows)
+    check(rtts[0] >= 0, "negative round trip %d" % rtts[0])
+    print("clock: %d samples, round trip min %d ns median %d ns" %
+          (len(rows), rtts[0], rtts[len(rtts) // 2]))
+
+
+SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent,
+             "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
+             "gpu": sc_gpu, "clock": sc_clock}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scenario", choices=sorted(SCENARIOS))
+    ap.add_argument("--meridiand", required=True)
+    ap.add_argument("--synth", required=True)
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+    wd = tempfile.mkdtemp(prefix="mrd-agent-%s-" % a.scenario)
+    ok = False
+    try:
+        SCENARIOS[a.scenario](a, wd)
+        ok = True
+    finally:
+        for d in DAEMONS:
+            if d.proc and d.proc.poll() is None:
+                d.proc.kill()
+                d.proc.wait()
+        if ok and not a.keep:
+            shutil.rmtree(wd, ignore_errors=True)
+        else:
+            print("work directory kept: %s" % wd, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
