@@ -1,9 +1,10 @@
-/* Canonical event text and checksums (see canon.h for the contract and the format).
+/* Canonical event form and checksums (see canon.h for the contract and the format).
  *
  * Used on both sides of the end-to-end check: the load generator as it builds batches, the
- * verifier as it reads the database. One snprintf per event into a stack buffer; the
- * strings an event names are appended by value so that agent-local ids and database ids
- * hash the same.
+ * verifier as it reads the database. The hash works on 64-bit words (no formatting: the
+ * generator must stay cheap next to the aggregator it loads); strings enter as the hash of
+ * their value so that agent-local ids and database ids hash the same. The text form is for
+ * humans diffing a mismatch and lists the same fields in the same order.
  */
 #include "canon.h"
 
@@ -12,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#define CANON_MAX 1024 /* longest canonical line: fixed fields + 5 strings of <= 4096 are cut */
 
 uint64_t mrd_canon_fnv1a(uint64_t h, const void *p, uint64_t n)
 {
@@ -136,11 +136,127 @@ int mrd_canon_text(const struct mrd_canon_event *e, mrd_canon_resolve_fn resolve
     return n < cap ? n : cap - 1;
 }
 
-uint64_t mrd_canon_hash(const struct mrd_canon_event *e, mrd_canon_resolve_fn resolve, void *ctx)
+uint64_t mrd_canon_str_hash(const char *s)
 {
-    char buf[CANON_MAX];
-    int n = mrd_canon_text(e, resolve, ctx, buf, sizeof buf);
-    if (n < 0)
+    if (!s || !*s)
         return 0;
-    return mrd_canon_fnv1a(MRD_CANON_FNV_INIT, buf, (uint64_t)n);
+    uint64_t h = mrd_canon_fnv1a(MRD_CANON_FNV_INIT, s, strlen(s));
+    return h ? h : 1; /* 0 means "none" */
+}
+
+#define K1 0x9e3779b97f4a7c15ull
+#define K2 0xc2b2ae3d27d4eb4full
+
+static inline uint64_t round64(uint64_t h, uint64_t w)
+{
+    h ^= w * K1;
+    h = (h << 31) | (h >> 33);
+    return h * K2;
+}
+
+static inline uint64_t avalanche(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+#define W(v) h = round64(h, (uint64_t)(v))
+#define SH(id) W((id) && strhash ? strhash(ctx, (id)) : 0)
+
+uint64_t mrd_canon_hash(const struct mrd_canon_event *e, mrd_canon_strhash_fn strhash, void *ctx)
+{
+    uint64_t h = 0x6d72642d63616e6full; /* "mrd-cano" */
+    W(e->kind);
+    switch (e->kind) {
+    case MRD_EV_KERNEL: {
+        const struct mrd_kernel *k = &e->u.kernel;
+        W(k->start), W(k->end), W(k->correlation), W(k->device), W(k->stream), W(k->context);
+        SH(k->name);
+        W(k->grid[0]), W(k->grid[1]), W(k->grid[2]), W(k->block[0]), W(k->block[1]);
+        W(k->block[2]), W(k->shared_bytes), W(k->registers), W(k->graph_id);
+        break;
+    }
+    case MRD_EV_MEMCPY: {
+        const struct mrd_memcpy *m = &e->u.memcpy;
+        W(m->start), W(m->end), W(m->correlation), W(m->bytes), W(m->device), W(m->stream);
+        W(m->copy_kind), W(m->src_kind), W(m->dst_kind), W(m->peer_device);
+        break;
+    }
+    case MRD_EV_MEMSET: {
+        const struct mrd_memset *m = &e->u.memset;
+        W(m->start), W(m->end), W(m->correlation), W(m->bytes), W(m->device), W(m->stream);
+        W(m->value), W(m->memory_kind);
+        break;
+    }
+    case MRD_EV_SYNC: {
+        const struct mrd_sync *s = &e->u.sync;
+        W(s->start), W(s->end), W(s->correlation), W(s->type), W(s->context), W(s->stream);
+        break;
+    }
+    case MRD_EV_API: {
+        const struct mrd_api *a = &e->u.api;
+        W(a->start), W(a->end), W(a->correlation), W(a->domain), W(a->cbid), W(a->thread);
+        SH(a->name);
+        break;
+    }
+    case MRD_EV_GRAPH: {
+        const struct mrd_graph *g = &e->u.graph;
+        W(g->start), W(g->end), W(g->correlation), W(g->device), W(g->stream), W(g->graph_id);
+        break;
+    }
+    case MRD_EV_EXTCORR: {
+        const struct mrd_extcorr *x = &e->u.extcorr;
+        W(x->correlation), W(x->external_id), W(x->kind);
+        break;
+    }
+    case MRD_EV_NVTX: {
+        const struct mrd_nvtx *v = &e->u.nvtx;
+        W(v->start), W(v->end), W(v->kind);
+        SH(v->domain);
+        SH(v->name);
+        W(v->thread), W(v->depth), W(v->color);
+        break;
+    }
+    case MRD_EV_NCCL_OP: {
+        const struct mrd_nccl_op *o = &e->u.nccl_op;
+        W(o->op_id), W(o->start), W(o->end), W(o->comm_hash), W(o->comm_rank);
+        W(o->comm_nranks), W(o->is_p2p ? 0 : o->seq);
+        SH(o->func);
+        W(o->count);
+        SH(o->datatype);
+        W(o->bytes), W((int64_t)o->root), W((int64_t)o->peer);
+        SH(o->algo);
+        SH(o->proto);
+        W(o->channels), W(o->warps), W(o->launch_id), W(o->is_p2p), W(o->device);
+        break;
+    }
+    case MRD_EV_NCCL_CHANNEL: {
+        const struct mrd_nccl_channel *c = &e->u.nccl_channel;
+        W(c->op_id), W(c->channel), W(c->gpu_start), W(c->gpu_end), W(c->host_start);
+        break;
+    }
+    case MRD_EV_MPI: {
+        const struct mrd_mpi *m = &e->u.mpi;
+        W(m->start), W(m->end), W(m->bytes);
+        SH(m->call);
+        W(m->comm_size), W(m->thread), W((int64_t)m->peer), W((int64_t)m->tag);
+        break;
+    }
+    case MRD_EV_CLOCK: {
+        const struct mrd_clock_sample *c = &e->u.clock;
+        W(c->t0), W(c->t1), W(c->t2), W(c->t3);
+        break;
+    }
+    case MRD_EV_GPU_CLOCK: {
+        const struct mrd_gpu_clock_sample *g = &e->u.gpu_clock;
+        W(g->device), W(g->host_ns), W(g->gpu_ns), W(g->uncertainty_ns);
+        break;
+    }
+    default:
+        return 0;
+    }
+    return avalanche(h);
 }

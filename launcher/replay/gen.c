@@ -86,6 +86,7 @@ struct mrd_gen {
     uint32_t ids[S__COUNT];
     /* id -> string for the resolver: builder ids are small, dense integers */
     const char **by_id;
+    uint64_t *hash_by_id;
     uint32_t by_id_len;
 
     uint64_t rng, srng;
@@ -134,11 +135,17 @@ static int remember(struct mrd_gen *g, uint32_t id, const char *s)
         const char **p = realloc(g->by_id, n * sizeof *p);
         if (!p)
             return -ENOMEM;
-        memset(p + g->by_id_len, 0, (n - g->by_id_len) * sizeof *p);
         g->by_id = p;
+        uint64_t *h = realloc(g->hash_by_id, n * sizeof *h);
+        if (!h)
+            return -ENOMEM;
+        g->hash_by_id = h;
+        memset(p + g->by_id_len, 0, (n - g->by_id_len) * sizeof *p);
+        memset(h + g->by_id_len, 0, (n - g->by_id_len) * sizeof *h);
         g->by_id_len = n;
     }
     g->by_id[id] = s;
+    g->hash_by_id[id] = mrd_canon_str_hash(s);
     return 0;
 }
 
@@ -146,6 +153,12 @@ const char *mrd_gen_string(void *gen, uint32_t id)
 {
     struct mrd_gen *g = gen;
     return id < g->by_id_len ? g->by_id[id] : NULL;
+}
+
+uint64_t mrd_gen_string_hash(void *gen, uint32_t id)
+{
+    struct mrd_gen *g = gen;
+    return id < g->by_id_len ? g->hash_by_id[id] : 0;
 }
 
 /* a kernel (and, for one in four, its launch API record) at the current time */
@@ -462,6 +475,7 @@ void mrd_gen_free(struct mrd_gen *g)
     if (!g)
         return;
     free(g->by_id);
+    free(g->hash_by_id);
     free(g);
 }
 

@@ -52,7 +52,7 @@ static void run_gen(struct run *r, uint32_t rank, uint32_t world, uint64_t seed)
         struct mrd_canon_event e;
         mrd_gen_next(r->g, &e);
         r->kinds[e.kind]++;
-        r->sum += mrd_canon_hash(&e, mrd_gen_string, r->g);
+        r->sum += mrd_canon_hash(&e, mrd_gen_string_hash, r->g);
         switch (e.kind) {
         case MRD_EV_KERNEL: {
             CHECK_GE(e.u.kernel.end, e.u.kernel.start);

@@ -123,6 +123,7 @@ struct tally {
 
 struct strings {
     char **v;
+    uint64_t *h; /* mrd_canon_str_hash of v[i] */
     uint64_t n;
 };
 
@@ -130,6 +131,12 @@ static const char *resolve(void *ctx, uint32_t id)
 {
     struct strings *s = ctx;
     return id < s->n ? s->v[id] : NULL;
+}
+
+static uint64_t resolve_hash(void *ctx, uint32_t id)
+{
+    struct strings *s = ctx;
+    return id < s->n ? s->h[id] : 0;
 }
 
 static uint64_t kv(const char *line, const char *key, int hex, int *found)
@@ -201,11 +208,18 @@ static int load_strings(sqlite3 *db, struct strings *s)
             char **p = realloc(s->v, n * sizeof *p);
             if (!p)
                 break;
-            memset(p + s->n, 0, (n - s->n) * sizeof *p);
             s->v = p;
+            uint64_t *h = realloc(s->h, n * sizeof *h);
+            if (!h)
+                break;
+            s->h = h;
+            memset(p + s->n, 0, (n - s->n) * sizeof *p);
+            memset(h + s->n, 0, (n - s->n) * sizeof *h);
             s->n = n;
         }
+        free(s->v[id]);
         s->v[id] = strdup(v ? v : "");
+        s->h[id] = mrd_canon_str_hash(v);
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : -1;
@@ -252,7 +266,7 @@ static int scan_table(sqlite3 *db, const struct table *tb, struct tally *t, uint
         struct tally *x = &t[rank];
         x->db_events++;
         x->db_by_kind[tb->kind]++;
-        x->db_checksum += mrd_canon_hash(&e, resolve, strs);
+        x->db_checksum += mrd_canon_hash(&e, resolve_hash, strs);
         if (dump_fp && rank == dump_rank) {
             char text[1024];
             mrd_canon_text(&e, resolve, strs, text, sizeof text);
@@ -425,6 +439,7 @@ done:
     for (uint64_t i = 0; i < strs.n; i++)
         free(strs.v[i]);
     free(strs.v);
+    free(strs.h);
     free(t);
     return status;
 }
