@@ -192,8 +192,18 @@ static uint64_t format_loss(const uint64_t dropped[MRD_DROP__COUNT], char *buf, 
 
 void mrd_agent_shutdown(void)
 {
-    if (!mrd_agent_active() || atomic_exchange(&g_shutdown_started, 1))
+    if (!mrd_agent_active())
         return;
+    if (atomic_exchange(&g_shutdown_started, 1)) {
+        /* Another thread is flushing (e.g. MPI_Finalize while a thread calls exit()):
+         * wait for it, within the same bound, so the process does not exit under it. */
+        int64_t until = mrd__mono_ns() + ((int64_t)g_cfg.flush_deadline_ms + 500) * 1000000;
+        while (mrd_agent_active() && !atomic_load(&g_forked_child) && mrd__mono_ns() < until) {
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+        return;
+    }
     int64_t t0 = mrd__mono_ns();
     unsigned n = atomic_load(&g_nhooks);
     for (unsigned i = 0; i < n && i < MAX_FLUSH_HOOKS; i++) {

@@ -394,8 +394,11 @@ static void *flusher_main(void *arg)
             if (f->next_connect_ns > now)
                 f->next_connect_ns = now; /* one more try right away */
         }
-        size_t n = drain(f, max_drain);
-        maybe_finish(f, now, 0);
+        /* once stopping, stop_step drains one last time; records written after that
+         * (threads still running during exit) are not waited for */
+        size_t n = f->stopping ? 0 : drain(f, max_drain);
+        if (!f->stopping)
+            maybe_finish(f, now, 0);
         if (!f->record_only) {
             mrd__data_step(f, now);
             mrd__clock_step(f, now);
