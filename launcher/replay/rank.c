@@ -133,7 +133,9 @@ static int submit(struct rank_run *r, uint64_t seq, uint8_t *frame, size_t len, 
         free(frame);
         return rc;
     }
-    r->res->batches++;
+    if (r->res->batches++ == 0)
+        r->res->first_seq = seq;
+    r->res->last_seq = seq;
     r->res->events += events;
     r->res->checksum += checksum;
     return mrd_client_pump(r->c, 0);
@@ -556,10 +558,10 @@ void mrd_rank_format(const struct mrd_rank_result *r, char *buf, size_t cap)
     size_t n = (size_t)snprintf(
         buf, cap,
         "rank=%u events=%" PRIu64 " checksum=%016" PRIx64 " batches=%" PRIu64
-        " acked_events=%" PRIu64 " acked_checksum=%016" PRIx64 " acked_batches=%" PRIu64
+        " first_seq=%" PRIu64 " last_seq=%" PRIu64 " acked_events=%" PRIu64 " acked_checksum=%016" PRIx64 " acked_batches=%" PRIu64
         " bytes_sent=%" PRIu64 " resent=%" PRIu64 " reconnects=%" PRIu64 " dup_acks=%" PRIu64
         " committed_on_hello=%" PRIu64 " seconds=%.3f",
-        r->rank, r->events, r->checksum, r->batches, r->net.acked_events, r->net.acked_checksum,
+        r->rank, r->events, r->checksum, r->batches, r->first_seq, r->last_seq, r->net.acked_events, r->net.acked_checksum,
         r->net.batches_acked, r->net.bytes_sent, r->net.batches_resent, r->net.reconnects,
         r->net.dup_acks, r->net.committed_on_hello, r->seconds);
     for (int k = 1; k < MRD_EV__COUNT && n < cap; k++)

@@ -42,6 +42,7 @@ struct mrd_rank_opts {
 struct mrd_rank_result {
     uint32_t rank;
     uint64_t events, checksum, batches;
+    uint64_t first_seq, last_seq;  /* seqs of the first and last batch sent */
     uint64_t by_kind[MRD_EV__COUNT];
     uint64_t skipped_frames;      /* capture frames not replayed (resends, clock, unknown) */
     struct mrd_client_stats net;

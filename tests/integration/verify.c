@@ -5,7 +5,7 @@
  * a checksum computed by the sender (launcher/replay/canon.h); this program reads every
  * event table of the database, hashes each row the same way (string ids resolved through
  * the strings table), and compares count per kind and checksum per rank. It also checks the
- * batches table (one row per batch, seqs 1..N, nothing twice) and the goodbye flag.
+ * batches table (one row per batch, the seqs sent, nothing twice) and the goodbye flag.
  *
  * Workload: databases of a few million rows, read with one full scan per table; memory is
  * the strings table plus a few counters per rank (ranks < 1,048,576).
@@ -112,11 +112,11 @@ static const char *const kind_names[MRD_EV__COUNT] = {
 
 struct tally {
     int in_report;
-    uint64_t events, checksum, batches, acked_events, acked_checksum, dup_acks;
+    uint64_t events, checksum, batches, first_seq, last_seq, acked_events, acked_checksum, dup_acks;
     uint64_t by_kind[MRD_EV__COUNT];
     int ok_status;
     /* from the database */
-    uint64_t db_events, db_checksum, db_batches, db_max_seq, db_batch_events;
+    uint64_t db_events, db_checksum, db_batches, db_min_seq, db_max_seq, db_batch_events;
     uint64_t db_by_kind[MRD_EV__COUNT];
     int db_goodbye;
 };
@@ -176,6 +176,11 @@ static int read_report(const char *path, struct tally *t, uint32_t *nranks)
         x->events = kv(line, "events", 0, NULL);
         x->checksum = kv(line, "checksum", 1, NULL);
         x->batches = kv(line, "batches", 0, NULL);
+        int has_seq;
+        x->last_seq = kv(line, "last_seq", 0, &has_seq);
+        x->first_seq = has_seq ? kv(line, "first_seq", 0, NULL) : 1;
+        if (!has_seq)
+            x->last_seq = x->batches;
         x->acked_events = kv(line, "acked_events", 0, NULL);
         x->acked_checksum = kv(line, "acked_checksum", 1, NULL);
         x->dup_acks = kv(line, "dup_acks", 0, NULL);
@@ -285,7 +290,7 @@ static int scan_meta(sqlite3 *db, struct tally *t, uint32_t nranks)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(
-        db, "SELECT rank, count(*), max(seq), sum(events) FROM batches GROUP BY rank", -1, &st,
+        db, "SELECT rank, count(*), max(seq), sum(events), min(seq) FROM batches GROUP BY rank", -1, &st,
         NULL);
     if (rc != SQLITE_OK)
         goto fail;
@@ -295,6 +300,7 @@ static int scan_meta(sqlite3 *db, struct tally *t, uint32_t nranks)
             t[r].db_batches = (uint64_t)sqlite3_column_int64(st, 1);
             t[r].db_max_seq = (uint64_t)sqlite3_column_int64(st, 2);
             t[r].db_batch_events = (uint64_t)sqlite3_column_int64(st, 3);
+            t[r].db_min_seq = (uint64_t)sqlite3_column_int64(st, 4);
         }
     }
     sqlite3_finalize(st);
@@ -413,9 +419,14 @@ int main(int argc, char **argv)
                 if (x->db_by_kind[k] != x->by_kind[k])
                     WHY(" %s(db=%" PRIu64 ",sent=%" PRIu64 ")", kind_names[k], x->db_by_kind[k],
                         x->by_kind[k]);
-            if (x->db_batches != x->batches || x->db_max_seq != x->batches)
-                WHY(" batches(db=%" PRIu64 ",max_seq=%" PRIu64 ",sent=%" PRIu64 ")",
-                    x->db_batches, x->db_max_seq, x->batches);
+            /* seqs need not start at 1 (the agent starts at its clock), but each batch sent
+             * is stored once and nothing else is */
+            if (x->db_batches != x->batches || x->db_max_seq != x->last_seq ||
+                (x->batches && x->db_min_seq != x->first_seq))
+                WHY(" batches(db=%" PRIu64 ",seqs %" PRIu64 "..%" PRIu64 ",sent=%" PRIu64
+                    ",seqs %" PRIu64 "..%" PRIu64 ")",
+                    x->db_batches, x->db_min_seq, x->db_max_seq, x->batches, x->first_seq,
+                    x->last_seq);
             if (want_goodbye && !x->db_goodbye)
                 WHY(" no-goodbye");
         }
