@@ -229,6 +229,22 @@ stage_capture() {
     return 0
 }
 
+# Diagnostics for a Python rank that produced no data: what the agent sees inside torch.
+stage_diag() {
+    find_meridian || { say "diag: meridian not built"; return 0; }
+    local py1='import torch; x = torch.ones(1 << 20, device="cuda"); torch.cuda.synchronize(); print("diag: torch ok", float(x.sum()))'
+    run_logged diag_single 120 env LD_DEBUG=files LD_DEBUG_OUTPUT="$WORK/logs/lddebug" \
+        "$MERIDIAN" profile --single -o "$WORK/diag1.db" --agent-lib "$AGENT_LIB" -- "$PY" -c "$py1"
+    grep -h -E 'meridian|cupti' "$WORK"/logs/lddebug* 2>/dev/null | grep -E 'calling init|file=' |
+        head -20 | sed 's/^/    /' >>"$SUMMARY"
+    run_logged diag_env 60 "$MERIDIAN" profile -o "$WORK/diag2.db" --agent-lib "$AGENT_LIB" -- \
+        "${MPIRUN[@]}" sh -c 'env | grep -E "^(CUDA_INJ|NCCL_PROF|NVTX_INJ|MERIDIAN_AGG|MERIDIAN_RUN|LD_PRELOAD|OMPI_COMM_WORLD_RANK)" | sort'
+    run_logged diag_ddp_nompi 180 "$MERIDIAN" profile --no-mpi-wrappers -o "$WORK/diag3.db" \
+        --agent-lib "$AGENT_LIB" -- "${MPIRUN[@]}" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29533 \
+        "$PY" "$ROOT/tests/workloads/ddp_train.py" --mode kernel-dense --steps 5 --warmup 2
+    return 0
+}
+
 stage_overhead() {
     local h=$ROOT/tests/bench/overhead/run_overhead.sh
     if [ ! -f "$h" ]; then
