@@ -93,13 +93,7 @@ enum { WIRE_VARINT, WIRE_ZIGZAG32, WIRE_ZIGZAG64, WIRE_FIXED64, WIRE_INT32 };
 
 static size_t varint_len(uint64_t v)
 {
-    size_t n = 1;
-
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
+    return 1 + (size_t)(63 - __builtin_clzll(v | 1)) / 7; /* 7 payload bits per byte */
 }
 
 static size_t value_len(uint8_t wire, uint64_t v)
