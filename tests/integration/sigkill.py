@@ -6,7 +6,8 @@ SIGKILL at random moments (several times, bounded) and restarted on the same dat
 port; the senders reconnect with backoff and resend every batch not yet acknowledged (the
 HelloReply's committed_seq lets them skip what was committed). At the end every rank must
 have had all its batches acknowledged, and the database must hold exactly what each sender
-reported: count per kind, checksum, batches 1..N once each.
+reported: count per kind, checksum, every batch once. (Goodbyes are not checked here: the
+protocol does not acknowledge them, so one sent just before a kill may be lost.)
 """
 import os
 import random
@@ -64,7 +65,9 @@ if reconnects < ranks:
     itest.fail("only %d reconnects for %d kills of %d connected ranks" % (reconnects, kills, ranks))
 if d.stop() != 0:
     itest.fail("meridiand did not exit 0 after SIGTERM")
-counters = itest.verify(args, d, report)
+# --no-goodbye: nothing acknowledges a Goodbye in protocol v1, so a kill right after a rank
+# sent it loses it legitimately (the rank cannot know); every batch is still checked
+counters = itest.verify(args, d, report, "--no-goodbye")
 itest.log("ok: %d kills, %d reconnects, %d batches resent, %d skipped as committed, counters %s"
           % (kills, reconnects, resent, skipped, counters))
 wd.done(True)
