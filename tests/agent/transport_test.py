@@ -12,6 +12,8 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
   absent    no aggregator at all: the process exits within the flush deadline + 1 s
             and the exit line counts every accepted record as unsent_at_exit.
   silent    an "aggregator" that accepts TCP and never answers: same bound, same report.
+  queue     no aggregator and a 1 MiB unacked queue: the newest batches are dropped as
+            queue_full, the rest is unsent_at_exit, together exactly what was captured.
   refused   wrong secret: one refusal line, the exit bound holds, the loss is reported.
   tiny      MERIDIAN_RING_RECORDS=16 at full speed: ring drops happen, the exit line's
             ring_full equals the writer's refusals, and so does agent_counters in the
@@ -231,6 +233,24 @@ def sc_absent(a, wd, deadline_ms=3000):
           (took, deadline_ms, s.exit_lines[-1]))
 
 
+def sc_queue(a, wd, deadline_ms=1000):
+    port = free_port()
+    s = Synth(a.synth, agent_env(port, MERIDIAN_FLUSH_DEADLINE_MS=deadline_ms,
+                                 MERIDIAN_QUEUE_BYTES="1m"),
+              ["--events", "1000000", "--rate", "250000", "--mixed"])
+    rc = s.wait()
+    check(rc == 0, "exit code %d" % rc)
+    exit_bound(s, deadline_ms)
+    qf, un = s.loss.get("queue_full", 0), s.loss.get("unsent_at_exit", 0)
+    check(qf > 0, "the 1 MiB queue never filled: %r" % s.loss)
+    check(un > 0, "nothing left queued at exit: %r" % s.loss)
+    # every record is lost to exactly one of the two: the kernels, plus an NVTX and an
+    # NCCL record per 50 kernels (--mixed)
+    check(s.refused == 0 and qf + un == s.lost == s.written + 2 * (1000000 // 50),
+          "loss %r, written %d kernels, refused %d" % (s.loss, s.written, s.refused))
+    print("queue: %s" % s.exit_lines[-1])
+
+
 def sc_silent(a, wd, deadline_ms=2000):
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
@@ -378,7 +398,7 @@ def sc_clock(a, wd):
           (len(rows), rtts[0], rtts[len(rtts) // 2]))
 
 
-SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent,
+SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "queue": sc_queue,
              "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
              "gpu": sc_gpu, "clock": sc_clock}
 
