@@ -37,8 +37,9 @@ sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who);
 
 /* Analyses db and writes the text report to `text` (may be NULL), the HTML report to
  * html_path and the JSON document to json_path (each may be NULL; "-" = stdout).
+ * step_name: NVTX step range prefix (NULL = the default names, see analyze.h).
  * Returns 0 or 1 (errors printed with prefix `who`). */
 int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
-                   int ignore_clock, const char *who);
+                   int ignore_clock, const char *step_name, const char *who);
 
 #endif

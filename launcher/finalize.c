@@ -131,7 +131,7 @@ static int close_out(FILE *f, const char *path, const char *who)
 }
 
 int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
-                   int ignore_clock, const char *who)
+                   int ignore_clock, const char *step_name, const char *who)
 {
     struct mrd_analyze_options ao;
     struct mrd_analysis *a = NULL;
@@ -141,6 +141,7 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
 
     memset(&ao, 0, sizeof(ao));
     ao.ignore_clock_models = ignore_clock;
+    ao.step_name = step_name;
     if ((rc = mrd_analyze(db, &ao, &a, &msg)) < 0) {
         fprintf(stderr, "%s: analysis failed: %s\n", who, msg ? msg : mrd_strerror(rc));
         return 1;

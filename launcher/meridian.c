@@ -62,6 +62,9 @@ static void report_usage(FILE *f)
 "  --json            print the report as JSON (schema meridian-report/1) instead of text\n"
 "  --json=FILE       also write the JSON to FILE\n"
 "  --local-clocks    ignore clock models (each rank's own clock)\n"
+"  --step-name NAME  NVTX ranges named NAME (followed by nothing, a digit or one of\n"
+"                    \" #:=-[(\") are steps; default: step, train_step, training step,\n"
+"                    ProfilerStep#N. Ranges nested in a step do not start a new one.\n"
 "  -h, --help        this text\n"
 "\n"
 "Exit status: 0, 1 when the database cannot be read or analysed, 2 on a usage error.\n",
@@ -70,11 +73,12 @@ static void report_usage(FILE *f)
 
 static int cmd_report(int argc, char **argv)
 {
-    enum { O_HTML = 256, O_JSON, O_LOCAL };
+    enum { O_HTML = 256, O_JSON, O_LOCAL, O_STEP };
     static const struct option lo[] = {{"html", 1, 0, O_HTML}, {"json", 2, 0, O_JSON},
-                                       {"local-clocks", 0, 0, O_LOCAL}, {"help", 0, 0, 'h'},
+                                       {"local-clocks", 0, 0, O_LOCAL},
+                                       {"step-name", 1, 0, O_STEP}, {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
-    const char *html = NULL, *json = NULL;
+    const char *html = NULL, *json = NULL, *step = NULL;
     int local = 0, c, json_stdout = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -87,6 +91,7 @@ static int cmd_report(int argc, char **argv)
                 json_stdout = 1;
             break;
         case O_LOCAL: local = 1; break;
+        case O_STEP: step = optarg; break;
         case 'h': report_usage(stdout); return 0;
         default: return 2;
         }
@@ -103,7 +108,7 @@ static int cmd_report(int argc, char **argv)
     if (!db)
         return 1;
     int rc = mrd_cli_render(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json,
-                            local, "meridian report");
+                            local, step, "meridian report");
     sqlite3_close(db);
     return rc;
 }

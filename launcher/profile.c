@@ -152,7 +152,7 @@ static int abs_path(const char *path, char *out, size_t n)
 struct profile_opts {
     const char *db, *run_id, *agent_lib, *mpi_lib, *daemon, *listen, *advertise;
     const char *html, *json, *style;
-    int daemon_timeout_s, stop_timeout_s, job_timeout_s;
+    int daemon_timeout_s, stop_timeout_s, job_timeout_s, finalize_timeout_s;
     int no_mpi, no_report, no_finalize, single, keep_secret, overwrite, verbose;
 };
 
@@ -177,6 +177,8 @@ static void profile_usage(FILE *f)
 "      --json FILE          also write the JSON report ('-' = stdout instead of text)\n"
 "      --no-report          do not print the report\n"
 "      --no-finalize        skip the clock fit (run `meridian finalize DB` later)\n"
+"      --finalize-timeout S stop the clock fit after S seconds (default 300); the\n"
+"                           report then uses what was fitted, or local clocks\n"
 "run:\n"
 "      --run-id ID          run id (default rYYYYMMDD-HHMMSS-xxxxxx)\n"
 "      --single             the command is one process: make it rank 0 (MERIDIAN_FORCE=1)\n"
@@ -228,7 +230,7 @@ static int parse_int(const char *s, int *out)
 static int parse_profile(int argc, char **argv, struct profile_opts *o)
 {
     enum { O_OVER = 256, O_HTML, O_JSON, O_NOREP, O_NOFIN, O_RUN, O_SINGLE, O_JOBT, O_STYLE,
-           O_AGENT, O_MPI, O_NOMPI, O_DAEMON, O_LISTEN, O_ADV, O_DT, O_ST, O_KEEP };
+           O_AGENT, O_MPI, O_NOMPI, O_DAEMON, O_LISTEN, O_ADV, O_DT, O_ST, O_KEEP, O_FT };
     static const struct option lo[] = {
         {"output", 1, 0, 'o'}, {"overwrite", 0, 0, O_OVER}, {"html", 1, 0, O_HTML},
         {"json", 1, 0, O_JSON}, {"no-report", 0, 0, O_NOREP}, {"no-finalize", 0, 0, O_NOFIN},
@@ -238,12 +240,14 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
         {"meridiand", 1, 0, O_DAEMON}, {"listen", 1, 0, O_LISTEN},
         {"advertise", 1, 0, O_ADV}, {"daemon-timeout", 1, 0, O_DT},
         {"stop-timeout", 1, 0, O_ST}, {"keep-secret", 0, 0, O_KEEP},
+        {"finalize-timeout", 1, 0, O_FT},
         {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int c;
     memset(o, 0, sizeof(*o));
     o->listen = "127.0.0.1:0";
     o->daemon_timeout_s = 15;
     o->stop_timeout_s = 60;
+    o->finalize_timeout_s = 300;
     optind = 1;
     /* '+': stop at the first non-option, so the job's own options are never parsed here */
     while ((c = getopt_long(argc, argv, "+o:vh", lo, NULL)) != -1) {
@@ -268,6 +272,7 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
         case O_DT: bad = parse_int(optarg, &o->daemon_timeout_s); break;
         case O_ST: bad = parse_int(optarg, &o->stop_timeout_s); break;
         case O_KEEP: o->keep_secret = 1; break;
+        case O_FT: bad = parse_int(optarg, &o->finalize_timeout_s); break;
         case 'v': o->verbose = 1; break;
         case 'h': profile_usage(stdout); return 0;
         default: return -EINVAL;
@@ -429,6 +434,45 @@ out:
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
     return st;
+}
+
+/* Runs the finalize in a child process so that a slow pass on a huge database cannot hold
+ * the report hostage: after timeout_s the child is killed (SQLite rolls back its open
+ * transaction) and the report uses what was committed. Returns 0 when it completed. */
+static int finalize_with_timeout(const char *db_path, const char *command, int timeout_s)
+{
+    int st = 0;
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        sqlite3 *db = mrd_cli_open_db(db_path, 0, "meridian profile");
+        int rc = db ? mrd_cli_finalize(db, command, stderr) : -1;
+        if (db)
+            sqlite3_close(db);
+        fflush(stderr);
+        _exit(rc < 0 ? 1 : 0);
+    }
+    int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (now_ms() > deadline) {
+            fprintf(stderr, "meridian profile: the clock fit did not finish within %d s: "
+                            "stopped (run `meridian finalize %s` to retry); the report uses "
+                            "what is in the database\n",
+                    timeout_s, db_path);
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        nap_ms(50);
+    }
 }
 
 static char *join_command(char **argv, int argc)
@@ -622,13 +666,13 @@ int mrd_cli_profile(int argc, char **argv)
             st >= 0 && WIFSIGNALED(st) ? WTERMSIG(st) : exit_code(st));
     stop_daemon(s.daemon_pid, o.stop_timeout_s);
     s.daemon_pid = -1;
-    sqlite3 *db = mrd_cli_open_db(s.db, 0, "meridian profile");
+    if (!o.no_finalize)
+        finalize_with_timeout(s.db, command, o.finalize_timeout_s);
+    sqlite3 *db = mrd_cli_open_db(s.db, 1, "meridian profile");
     if (db) {
-        if (!o.no_finalize)
-            mrd_cli_finalize(db, command, stderr);
         if (!o.no_report || o.html || o.json) {
             FILE *text = o.no_report || (o.json && strcmp(o.json, "-") == 0) ? NULL : stdout;
-            mrd_cli_render(db, text, o.html, o.json, 0, "meridian profile");
+            mrd_cli_render(db, text, o.html, o.json, 0, NULL, "meridian profile");
         }
         sqlite3_close(db);
     }

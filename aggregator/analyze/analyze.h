@@ -133,7 +133,8 @@ struct mrd_an_instance {
 
 struct mrd_analyze_options {
     int ignore_clock_models;   /* use local clocks even when models exist */
-    const char *step_name;     /* NVTX step range prefix; NULL = "step" / "ProfilerStep" */
+    const char *step_name;     /* NVTX step range prefix; NULL = "step", "train_step",
+                                  "training step", "ProfilerStep#" (see match.c) */
     void (*on_instance)(const struct mrd_an_instance *in, void *ctx);
     void *ctx;
 };

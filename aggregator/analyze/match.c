@@ -64,8 +64,9 @@ static int rank_index(const struct mrd_analysis *a, int rank)
     return lo < a->nranks && a->ranks[lo].rank == rank ? lo : -1;
 }
 
-/* A step range: `prefix` (case-insensitive; default "step") followed by the end, a
- * separator or a digit, or PyTorch's "ProfilerStep#N". */
+/* A step range: `prefix` (case-insensitive) followed by the end, a separator or a digit.
+ * Without a prefix: "step", "train_step", "training step" (same rule), or PyTorch's
+ * "ProfilerStep#N"; "optimizer_step" and "stepper" are not steps. */
 static int is_step_name(const char *name, const char *prefix)
 {
     const char *p = prefix ? prefix : "step";
@@ -74,6 +75,13 @@ static int is_step_name(const char *name, const char *prefix)
         return 0;
     if (!prefix && strncmp(name, "ProfilerStep", 12) == 0)
         return 1;
+    if (!prefix && strncasecmp(name, "train", 5) == 0) {
+        name += 5;
+        if (strncasecmp(name, "ing", 3) == 0)
+            name += 3;
+        if (*name == '_' || *name == ' ')
+            name++;
+    }
     if (strncasecmp(name, p, n) != 0)
         return 0;
     char c = name[n];
@@ -91,11 +99,13 @@ static int load_steps(sqlite3 *db, struct matcher *m)
     if (sqlite3_prepare_v2(db,
                            "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN "
                            "main.strings s ON s.id = n.name_id WHERE n.kind IN (1, 2) AND "
-                           "(s.value LIKE ?1 || '%' OR s.value LIKE 'ProfilerStep%') "
+                           "(s.value LIKE ?1 || '%' OR s.value LIKE 'ProfilerStep%' OR "
+                           "(?2 AND s.value LIKE 'train%step%')) "
                            "ORDER BY n.rank, n.start_ns",
                            -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     sqlite3_bind_text(st, 1, m->o->step_name ? m->o->step_name : "step", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, m->o->step_name == NULL);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int ri = rank_index(a, sqlite3_column_int(st, 0));
         int64_t s = sqlite3_column_int64(st, 1), e = sqlite3_column_int64(st, 2);

@@ -200,6 +200,35 @@ static void check_local(sqlite3 *db)
     mrd_analysis_free(a);
 }
 
+static void check_step_names(const char *path)
+{
+    /* Which NVTX ranges are steps: "train_step", "training step 2", "ProfilerStep#3" are;
+     * "optimizer_step" (nested or not) and "stepper" are not. With a prefix given, only
+     * ranges named by it are. */
+    char p2[1024];
+    snprintf(p2, sizeof(p2), "%s.names", path);
+    sqlite3 *db = fx_create(p2);
+    struct mrd_analyze_options o;
+    struct mrd_analysis *a = NULL;
+    fx_nvtx(db, 0, 0, 100, 1, "train_step");
+    fx_nvtx(db, 0, 50, 60, 1, "optimizer_step");
+    fx_nvtx(db, 0, 100, 200, 2, "training step 2");
+    fx_nvtx(db, 0, 300, 400, 1, "stepper");
+    fx_nvtx(db, 0, 400, 500, 1, "ProfilerStep#3");
+    fx_nvtx(db, 0, 600, 700, 1, "optimizer_step");
+    fx_op(db, 0, 1, 9, 0, "AllReduce", 1, 10, 20, 0);
+    memset(&o, 0, sizeof(o));
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->ranks[0].steps, 3);
+    CHECK_EQ(a->nsteps, 3);
+    mrd_analysis_free(a);
+    o.step_name = "optimizer_step";
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->ranks[0].steps, 2);
+    mrd_analysis_free(a);
+    sqlite3_close(db);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "analysis_match.db";
@@ -224,6 +253,7 @@ int main(int argc, char **argv)
     mrd_analysis_free(a);
     check_local(db);
     sqlite3_close(db);
+    check_step_names(path);
     printf("analysis_match: ok\n");
     return 0;
 }
