@@ -6,11 +6,25 @@
  */
 #include "capture.h"
 
+#include <dlfcn.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static __thread uint32_t cached_tid;
+static atomic_int pinned;
+
+void mrd__capture_pin(void)
+{
+    Dl_info info;
+    if (atomic_exchange(&pinned, 1))
+        return;
+    /* dladdr on one of our own functions names the object we live in; re-opening it with
+     * RTLD_NOLOAD | RTLD_NODELETE marks the loaded instance as never unloadable. */
+    if (dladdr((void *)mrd__capture_pin, &info) && info.dli_fname)
+        dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
 
 uint32_t mrd__capture_tid(void)
 {

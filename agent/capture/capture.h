@@ -20,6 +20,12 @@
 #define MRD_NCCL_OP_SLOTS 8192
 #define MRD_NCCL_CH_SLOTS 4096
 
+/* Makes this shared object impossible to unload (RTLD_NODELETE), once. NCCL dlcloses
+ * its profiler plugin after the last communicator is destroyed, and NVTX dlcloses an
+ * injection whose init returned 0: either would unmap the agent under its own threads.
+ * Called by those entry points when the agent is active. Not for hot paths. */
+void mrd__capture_pin(void);
+
 /* The calling thread's OS thread id (gettid), cached per thread after the first call. */
 uint32_t mrd__capture_tid(void);
 

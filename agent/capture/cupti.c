@@ -48,9 +48,9 @@
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
-#define POOL_MAX 64
-#define PACE_CHUNK 256          /* records converted between ring-space checks */
-#define PACE_WAIT_MAX_MS 200    /* longest wait for ring space per buffer */
+#define POOL_MAX         64
+#define PACE_CHUNK       256 /* records converted between ring-space checks */
+#define PACE_WAIT_MAX_MS 200 /* longest wait for ring space per buffer */
 
 MRD_EXPORT int InitializeInjection(void);
 
@@ -70,7 +70,7 @@ static struct {
     pthread_mutex_t lock; /* only the helper thread's sleep; never taken by callbacks */
     pthread_cond_t wake;
     int stop;
-} cu = { .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER };
+} cu = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static const char *cupti_err(CUptiResult r)
 {
@@ -113,7 +113,7 @@ static void count_host_drops(CUcontext ctx, uint32_t stream)
 }
 
 /* Request callback: may run on application threads, so it only claims a free slot. */
-static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+void CUPTIAPI mrd__cupti_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
     *max_records = 0;
     for (unsigned i = 0; i < cu.nbufs; i++) {
@@ -129,31 +129,53 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *size = 0;
 }
 
+/* Set on a completion thread whose last wait ran out without the flusher freeing any
+ * space (flusher gone, or no ring for this thread): it then stops waiting until it sees
+ * space again, so a dead consumer costs one wait, not one per buffer. */
+static __thread int pace_stalled;
+
 /* Waits (bounded) until this thread's ring can take a chunk; never at exit. */
 static void pace(int64_t *waited_ms)
 {
     if (!mrd_ring_space || atomic_load(&cu.exiting))
         return;
-    while (mrd_ring_space() < PACE_CHUNK && *waited_ms < PACE_WAIT_MAX_MS) {
-        struct timespec ts = { 0, 1000000 };
+    size_t space = mrd_ring_space(), first = space;
+    if (space >= PACE_CHUNK) {
+        pace_stalled = 0;
+        return;
+    }
+    if (pace_stalled)
+        return;
+    while (space < PACE_CHUNK && *waited_ms < PACE_WAIT_MAX_MS) {
+        struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
         (*waited_ms)++;
+        space = mrd_ring_space();
     }
+    if (space < PACE_CHUNK && space <= first)
+        pace_stalled = 1;
 }
 
-static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
-                                      size_t size, size_t valid)
+size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid)
 {
     CUpti_Activity *rec = NULL;
     int64_t waited_ms = 0;
-    unsigned n = 0;
+    size_t n = 0, written = 0;
 
-    atomic_fetch_add_explicit(&cu.buffers, 1, memory_order_relaxed);
     while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (n++ % PACE_CHUNK == 0)
             pace(&waited_ms);
-        mrd__cupti_emit(rec);
+        written += (size_t)mrd__cupti_emit(rec);
     }
+    return written;
+}
+
+void CUPTIAPI mrd__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                          size_t size, size_t valid)
+{
+    atomic_fetch_add_explicit(&cu.buffers, 1, memory_order_relaxed);
+    if (buffer)
+        mrd__cupti_process_buffer(buffer, valid);
     count_host_drops(ctx, stream);
     if (buffer < cu.pool || buffer >= cu.pool + (size_t)cu.nbufs * cu.buf_bytes)
         return; /* not ours (cannot happen: CUPTI only has our buffers) */
@@ -218,10 +240,12 @@ static void start_flusher(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static int pool_create(void)
+int mrd__cupti_pool_create(size_t buf_bytes, unsigned nbufs)
 {
-    cu.buf_bytes = (size_t)env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64) << 20;
-    cu.nbufs = env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX);
+    if (cu.pool || buf_bytes == 0 || buf_bytes % 8 || nbufs < 1 || nbufs > POOL_MAX)
+        return -EINVAL;
+    cu.buf_bytes = buf_bytes;
+    cu.nbufs = nbufs;
     size_t total = cu.buf_bytes * cu.nbufs;
     void *mem = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED)
@@ -240,14 +264,16 @@ static int other_owner(void)
                         "(NSYS_PROFILING_SESSION_ID); meridian's CUDA capture stays off\n");
         return 1;
     }
-    if (cuptiGetVersion(&version) != CUPTI_SUCCESS ||
+    /* The soname (libcupti.so.13) already pins the major version; 0 means "not known yet"
+     * (seen without a driver), not a mismatch. */
+    if (cuptiGetVersion(&version) == CUPTI_SUCCESS && version != 0 &&
         version / 10000 != CUPTI_API_VERSION / 10000) {
         fprintf(stderr, "meridian: CUPTI API version %u, built for %u; CUDA capture stays off\n",
                 version, (unsigned)CUPTI_API_VERSION);
         return 1;
     }
     char owner[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = "";
-    CUpti_SubscriberParams p = { 0 };
+    CUpti_SubscriberParams p = {0};
     p.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
     p.subscriberName = "meridian";
     p.oldSubscriberName = owner;
@@ -255,8 +281,10 @@ static int other_owner(void)
     CUpti_SubscriberHandle sub;
     CUptiResult r = cuptiSubscribe_v2(&sub, subscriber_cb, NULL, &p);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-        fprintf(stderr, "meridian: CUPTI is already in use by %s; meridian's CUDA capture "
-                        "stays off\n", owner[0] ? owner : "another profiler");
+        fprintf(stderr,
+                "meridian: CUPTI is already in use by %s; meridian's CUDA capture "
+                "stays off\n",
+                owner[0] ? owner : "another profiler");
         return 1;
     }
     if (r != CUPTI_SUCCESS) {
@@ -285,7 +313,8 @@ static void enable_api(int nccl_only, unsigned *rt, unsigned *drv)
     *rt = *drv = 0;
     for (size_t i = 0; i < mrd__cupti_api_count; i++) {
         const struct mrd_cupti_api *a = &mrd__cupti_api_list[i];
-        if (nccl_only && !(a->domain == MRD_API_DRIVER && strncmp(a->name, "cuLaunchKernel", 14) == 0))
+        if (nccl_only &&
+            !(a->domain == MRD_API_DRIVER && strncmp(a->name, "cuLaunchKernel", 14) == 0))
             continue;
         if (a->domain == MRD_API_RUNTIME) {
             if (cuptiActivityEnableRuntimeApi(a->cbid, 1) == CUPTI_SUCCESS)
@@ -314,8 +343,7 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
     enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", ok, bad, sizeof(ok));
     if (!cfg->graph_nodes)
         enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", ok, bad, sizeof(ok));
-    enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad,
-           sizeof(ok));
+    enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad, sizeof(ok));
     enable_api(nccl_only, &rt, &drv);
     if (rt)
         append(ok, sizeof(ok), "RUNTIME");
@@ -328,8 +356,9 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
     const char *print = getenv("MERIDIAN_PRINT_KINDS");
     if (print && strcmp(print, "1") == 0) {
         fprintf(stderr, "meridian: kinds=%s\n", ok);
-        fprintf(stderr, "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u "
-                        "runtime_cbids=%u driver_cbids=%u zeroed_out=1 timestamp=agent\n",
+        fprintf(stderr,
+                "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u "
+                "runtime_cbids=%u driver_cbids=%u zeroed_out=1 timestamp=agent\n",
                 cu.buf_bytes, cu.nbufs, cu.flush_ms, rt, drv);
     }
     return 0;
@@ -343,7 +372,8 @@ static int setup(void)
 
     if (other_owner())
         return -EBUSY;
-    if (pool_create() != 0) {
+    if (mrd__cupti_pool_create((size_t)env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64) << 20,
+                               env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX)) != 0) {
         fprintf(stderr, "meridian: cannot map CUPTI buffers; CUDA capture stays off\n");
         return -ENOMEM;
     }
@@ -357,7 +387,7 @@ static int setup(void)
     r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
     if (r != CUPTI_SUCCESS)
         fprintf(stderr, "meridian: CUPTI zeroed-buffer attribute: %s\n", cupti_err(r));
-    r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
+    r = cuptiActivityRegisterCallbacks(mrd__cupti_buffer_requested, mrd__cupti_buffer_completed);
     if (r != CUPTI_SUCCESS) {
         fprintf(stderr, "meridian: CUPTI buffer callbacks: %s; CUDA capture stays off\n",
                 cupti_err(r));
@@ -366,6 +396,11 @@ static int setup(void)
     return enable_kinds(mrd_agent_config());
 }
 
+/* The CUDA driver's injection entry: called once, on the thread initialising CUDA,
+ * before any context exists. Decides whether this process is a rank, claims CUPTI and
+ * enables the activity kinds (see the top of this file). Always returns 1 (0 would make
+ * CUDA report a failed injection to the application); on any problem it says why once on
+ * stderr and leaves CUDA capture off. A second call does nothing. */
 MRD_EXPORT int InitializeInjection(void)
 {
     if (atomic_exchange(&cu.called, 1))
@@ -407,4 +442,9 @@ int mrd__cupti_current_device(void)
     if (cuptiGetDeviceId(NULL, &dev) != CUPTI_SUCCESS)
         return -1;
     return (int)dev;
+}
+
+uint64_t mrd__cupti_pool_misses(void)
+{
+    return atomic_load_explicit(&cu.pool_misses, memory_order_relaxed);
 }

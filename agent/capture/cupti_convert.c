@@ -27,8 +27,14 @@
 #include "capture.h"
 #include "ring.h"
 
-#define API_RT(cbid_, name_) { MRD_API_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_##cbid_, name_ }
-#define API_DRV(cbid_, name_) { MRD_API_DRIVER, CUPTI_DRIVER_TRACE_CBID_##cbid_, name_ }
+#define API_RT(cbid_, name_)                                                                       \
+    {                                                                                              \
+        MRD_API_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_##cbid_, name_                                   \
+    }
+#define API_DRV(cbid_, name_)                                                                      \
+    {                                                                                              \
+        MRD_API_DRIVER, CUPTI_DRIVER_TRACE_CBID_##cbid_, name_                                     \
+    }
 
 /* Launches, synchronizations, allocations and copies: the calls that explain where host
  * time goes around the GPU work, and the launch calls external correlation hangs on
@@ -236,9 +242,9 @@ static void device_rec(const CUpti_ActivityDevice5 *d)
     const unsigned char *u = (const unsigned char *)d->uuid.bytes;
     char uuid[48], pci[32];
     snprintf(uuid, sizeof(uuid),
-             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0],
-             u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13],
-             u[14], u[15]);
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+             u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+             u[15]);
     pci_bus_id(d->id, pci, (int)sizeof(pci));
     mrd_agent_add_gpu(d->id, uuid, pci, d->name);
 }

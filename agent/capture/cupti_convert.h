@@ -1,8 +1,10 @@
-/* CUPTI activity record -> meridian capture record conversion (cupti_convert.c).
+/* CUPTI internals shared by cupti.c, cupti_convert.c and the capture tests.
  *
- * Pure translation plus the counters it implies, kept apart from cupti.c (which talks to
- * CUPTI) so that tests can feed records built in memory. Runs on CUPTI's buffer-completion
- * thread (or the thread calling cuptiActivityFlushAll), one record at a time.
+ * Conversion (cupti_convert.c) is pure translation plus the counters it implies, kept
+ * apart from cupti.c (which talks to CUPTI) so that tests can feed records built in
+ * memory. The buffer pool and the buffer callbacks (cupti.c) are exposed under mrd__
+ * names for the same reason. Conversion runs on CUPTI's buffer-completion thread (or the
+ * thread calling cuptiActivityFlushAll).
  */
 #ifndef MRD_CUPTI_CONVERT_H
 #define MRD_CUPTI_CONVERT_H
@@ -44,5 +46,28 @@ int mrd__cupti_emit(const CUpti_Activity *rec);
  * number of records of kinds this agent does not convert. Any thread. */
 void mrd__cupti_convert_stats(uint64_t *overhead_records, uint64_t *overhead_ns,
                               uint64_t *unknown_records);
+
+/* Maps the pool of nbufs CUPTI buffers of buf_bytes each (a multiple of 8), pre-faulted
+ * and zeroed. Once per process, before the buffer callbacks are registered. Returns 0,
+ * -EINVAL (bad size, or called twice) or -errno from mmap. */
+int mrd__cupti_pool_create(size_t buf_bytes, unsigned nbufs);
+
+/* CUPTI's buffer-request callback: hands out a free pool buffer, or none (NULL, size 0:
+ * CUPTI then drops and counts) when all are out. Any thread; lock-free. */
+void CUPTIAPI mrd__cupti_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
+
+/* CUPTI's buffer-completion callback: converts every record (mrd__cupti_process_buffer),
+ * adds CUPTI's dropped-record count, re-zeroes what was written and returns the buffer to
+ * the pool. */
+void CUPTIAPI mrd__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                          size_t size, size_t valid);
+
+/* Converts and writes every record of a completed buffer, pacing itself against the
+ * calling thread's ring (waits up to 200 ms per buffer for the flusher to make room,
+ * never at exit). Returns the number of records written. */
+size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid);
+
+/* Times the request callback found no free buffer. */
+uint64_t mrd__cupti_pool_misses(void);
 
 #endif

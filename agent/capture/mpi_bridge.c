@@ -36,9 +36,8 @@ MRD_EXPORT int64_t meridian_mpi_now(void)
     return mrd_clock_now();
 }
 
-MRD_EXPORT void meridian_mpi_record(const char *call, int64_t start, int64_t end,
-                                    uint64_t bytes, int32_t peer, int32_t tag,
-                                    uint32_t comm_size)
+MRD_EXPORT void meridian_mpi_record(const char *call, int64_t start, int64_t end, uint64_t bytes,
+                                    int32_t peer, int32_t tag, uint32_t comm_size)
 {
     struct mrd_record r;
     if (!mrd_agent_active())

@@ -32,8 +32,8 @@ int64_t meridian_mpi_now(void);
  * the preload library, e.g. "MPI_Allreduce"); bytes: bytes this rank sends (receives for
  * receive-only calls), 0 when none; peer/tag: -1 when none; comm_size: size of the
  * communicator (0 when none). Hot path: no lock, no allocation. */
-void meridian_mpi_record(const char *call, int64_t start, int64_t end, uint64_t bytes,
-                         int32_t peer, int32_t tag, uint32_t comm_size);
+void meridian_mpi_record(const char *call, int64_t start, int64_t end, uint64_t bytes, int32_t peer,
+                         int32_t tag, uint32_t comm_size);
 
 /* Runs the agent's exit path (mrd_agent_shutdown): flush hooks (CUPTI), final send within
  * the flush deadline, goodbye, one stderr line. Called by the MPI_Finalize wrapper BEFORE

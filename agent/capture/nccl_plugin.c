@@ -48,20 +48,20 @@
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
-#define OP_SLOTS MRD_NCCL_OP_SLOTS
-#define CH_SLOTS MRD_NCCL_CH_SLOTS
-#define API_SLOTS 2048
-#define PROBES 16
+#define OP_SLOTS       MRD_NCCL_OP_SLOTS
+#define CH_SLOTS       MRD_NCCL_CH_SLOTS
+#define API_SLOTS      2048
+#define PROBES         16
 #define REUSE_GRACE_NS 20000000LL /* 20 ms: KernelCh callbacks were seen up to 7 ms late */
 
-#define TAG_OP 0x6d72646e63636f70ULL     /* "mrdnccop" */
-#define TAG_CH 0x6d72646e63636368ULL     /* "mrdnccch" */
-#define TAG_GROUP 0x6d72646e63636770ULL  /* "mrdnccgp" */
-#define TAG_API 0x6d72646e63636170ULL    /* "mrdnccap" */
+#define TAG_OP     0x6d72646e63636f70ULL /* "mrdnccop" */
+#define TAG_CH     0x6d72646e63636368ULL /* "mrdnccch" */
+#define TAG_GROUP  0x6d72646e63636770ULL /* "mrdnccgp" */
+#define TAG_API    0x6d72646e63636170ULL /* "mrdnccap" */
 #define TAG_LAUNCH 0x6d72646e63636c6eULL /* "mrdnccln" */
 
-#define MASK_V5                                                                           \
-    (MRD_NCCL_EV_COLL | MRD_NCCL_EV_P2P | MRD_NCCL_EV_KERNEL_CH | MRD_NCCL_EV_KERNEL_LAUNCH | \
+#define MASK_V5                                                                                    \
+    (MRD_NCCL_EV_COLL | MRD_NCCL_EV_P2P | MRD_NCCL_EV_KERNEL_CH | MRD_NCCL_EV_KERNEL_LAUNCH |      \
      MRD_NCCL_EV_GROUP_API | MRD_NCCL_EV_COLL_API | MRD_NCCL_EV_P2P_API)
 #define MASK_V4 (MRD_NCCL_EV_COLL | MRD_NCCL_EV_P2P | MRD_NCCL_EV_KERNEL_CH)
 
@@ -69,6 +69,7 @@ enum { SLOT_FREE = 0, SLOT_LIVE = 1, SLOT_DONE = 2 };
 
 /* One communicator (init .. finalize). */
 struct comm_ctx {
+    uint64_t id; /* unique per init: contexts are freed and their addresses reused */
     uint64_t comm_hash;
     uint32_t rank, nranks, device;
 };
@@ -102,12 +103,12 @@ struct api_slot {
 static struct op_slot ops[OP_SLOTS];
 static struct ch_slot chans[CH_SLOTS];
 static struct api_slot apis[API_SLOTS];
-static _Atomic uint64_t op_cursor, ch_cursor, api_cursor, next_op_id, next_launch_id;
+static _Atomic uint64_t op_cursor, ch_cursor, api_cursor, next_op_id, next_launch_id, next_ctx;
 static const uint64_t launch_token = TAG_LAUNCH; /* the handle of every KernelLaunch */
 
 /* The launching thread's last kernel launch (a plan's ops follow it on that thread). */
 static __thread struct {
-    const struct comm_ctx *ctx;
+    uint64_t ctx_id;
     uint64_t launch_id;
 } last_launch;
 
@@ -213,7 +214,7 @@ static void drop(void)
 /* The launch id for an op started on this thread under parent (a CollApi/P2pApi). */
 static uint64_t launch_of(const struct comm_ctx *ctx, void *parent)
 {
-    if (last_launch.ctx == ctx && last_launch.launch_id)
+    if (last_launch.ctx_id == ctx->id && last_launch.launch_id)
         return last_launch.launch_id;
     struct api_slot *api = as_api(parent, TAG_API);
     if (api && api->group)
@@ -339,7 +340,7 @@ static void *launch_start(const struct comm_ctx *ctx, const struct mrd_nccl_desc
     struct api_slot *g = as_api(d->parent, TAG_GROUP);
     if (g)
         atomic_store_explicit(&g->launch_id, id, memory_order_relaxed);
-    last_launch.ctx = ctx;
+    last_launch.ctx_id = ctx->id;
     last_launch.launch_id = id;
     mrd__cupti_extcorr_push(id);
     return (void *)&launch_token;
@@ -422,10 +423,12 @@ static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, int *ma
             *mask = 0; /* the whole process is inert: NCCL need not call us at all */
         return MRD_NCCL_SUCCESS;
     }
+    mrd__capture_pin(); /* NCCL dlcloses the plugin after its last communicator */
     struct comm_ctx *ctx = calloc(1, sizeof(*ctx));
     if (!ctx)
         return MRD_NCCL_SUCCESS; /* this communicator goes unrecorded (NULL context) */
     int dev = mrd__cupti_current_device();
+    ctx->id = atomic_fetch_add(&next_ctx, 1) + 1;
     ctx->comm_hash = comm_hash;
     ctx->rank = (uint32_t)rank;
     ctx->nranks = (uint32_t)nranks;
@@ -436,9 +439,8 @@ static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, int *ma
     return MRD_NCCL_SUCCESS;
 }
 
-static mrd_nccl_result_t init_v5(void **context, uint64_t comm_id, int *mask,
-                                 const char *comm_name, int n_nodes, int nranks, int rank,
-                                 mrd_nccl_logger_t log)
+static mrd_nccl_result_t init_v5(void **context, uint64_t comm_id, int *mask, const char *comm_name,
+                                 int n_nodes, int nranks, int rank, mrd_nccl_logger_t log)
 {
     (void)comm_name, (void)n_nodes, (void)log;
     return init_common(context, comm_id, mask, nranks, rank, MASK_V5);
@@ -459,8 +461,7 @@ static mrd_nccl_result_t init_v4(void **context, int *mask, const char *comm_nam
     return init_common(context, comm_hash, mask, nranks, rank, MASK_V4);
 }
 
-static mrd_nccl_result_t start_event_v4(void *context, void **handle,
-                                        struct mrd_nccl_descr_v4 *d4)
+static mrd_nccl_result_t start_event_v4(void *context, void **handle, struct mrd_nccl_descr_v4 *d4)
 {
     struct mrd_nccl_descr_v5 d;
     *handle = NULL;

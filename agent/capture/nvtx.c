@@ -45,10 +45,10 @@
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
-#define NVTX_DEPTH 32
-#define RANGE_SLOTS 1024
-#define RANGE_PROBES 16
-#define ARENA_BYTES (256 * 1024)
+#define NVTX_DEPTH     32
+#define RANGE_SLOTS    1024
+#define RANGE_PROBES   16
+#define ARENA_BYTES    (256 * 1024)
 #define NAME_MAX_BYTES 256
 
 MRD_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
@@ -172,8 +172,8 @@ static void attr_msg(const nvtxEventAttributes_t *a, struct msg *m, uint32_t *co
 
 /* ---- records ---------------------------------------------------------------------- */
 
-static void emit(uint32_t kind, int64_t start, int64_t end, const char *domain,
-                 const struct msg *m, uint32_t color, uint32_t thread, uint32_t depth)
+static void emit(uint32_t kind, int64_t start, int64_t end, const char *domain, const struct msg *m,
+                 uint32_t color, uint32_t thread, uint32_t depth)
 {
     struct mrd_record r;
     memset(&r, 0, sizeof(r));
@@ -227,8 +227,7 @@ static int pop(const char *domain)
         if (f->domain != domain)
             continue;
         if (mrd_agent_active())
-            emit(MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color, mrd__capture_tid(),
-                 i);
+            emit(MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color, mrd__capture_tid(), i);
         memmove(f, f + 1, (stack.depth - i - 1) * sizeof(*f));
         stack.depth--;
         return (int)i;
@@ -269,8 +268,8 @@ static void range_end(nvtxRangeId_t id)
     if (atomic_load_explicit(&s->id, memory_order_acquire) != id)
         return;
     if (mrd_agent_active())
-        emit(MRD_NVTX_STARTEND, s->start, mrd_clock_now(), s->domain, &s->m, s->color,
-             s->thread, 0);
+        emit(MRD_NVTX_STARTEND, s->start, mrd_clock_now(), s->domain, &s->m, s->color, s->thread,
+             0);
     uint64_t expect = id;
     atomic_compare_exchange_strong(&s->id, &expect, 0);
 }
@@ -289,14 +288,14 @@ static void NVTX_API mark_ex(const nvtxEventAttributes_t *a)
 
 static void NVTX_API mark_a(const char *s)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     ascii_copy(s, m.text);
     mark(NULL, &m, 0);
 }
 
 static void NVTX_API mark_w(const wchar_t *s)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     wide_to_utf8(s, m.text, sizeof(m.text));
     mark(NULL, &m, 0);
 }
@@ -311,14 +310,14 @@ static nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t *a)
 
 static nvtxRangeId_t NVTX_API range_start_a(const char *s)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     ascii_copy(s, m.text);
     return range_start(NULL, &m, 0);
 }
 
 static nvtxRangeId_t NVTX_API range_start_w(const wchar_t *s)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     wide_to_utf8(s, m.text, sizeof(m.text));
     return range_start(NULL, &m, 0);
 }
@@ -338,14 +337,14 @@ static int NVTX_API push_ex(const nvtxEventAttributes_t *a)
 
 static int NVTX_API push_a(const char *s)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     ascii_copy(s, m.text);
     return push(NULL, &m, 0);
 }
 
 static int NVTX_API push_w(const wchar_t *s)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     wide_to_utf8(s, m.text, sizeof(m.text));
     return push(NULL, &m, 0);
 }
@@ -365,14 +364,14 @@ static void name_thread(uint32_t tid, const struct msg *m)
 
 static void NVTX_API name_os_thread_a(uint32_t tid, const char *name)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     ascii_copy(name, m.text);
     name_thread(tid, &m);
 }
 
 static void NVTX_API name_os_thread_w(uint32_t tid, const wchar_t *name)
 {
-    struct msg m = { NULL, "" };
+    struct msg m = {NULL, ""};
     wide_to_utf8(name, m.text, sizeof(m.text));
     name_thread(tid, &m);
 }
@@ -457,32 +456,32 @@ struct slot_fn {
 #define FN(f) ((NvtxFunctionPointer)(void (*)(void))(f))
 
 static const struct slot_fn core_fns[] = {
-    { NVTX_CBID_CORE_MarkEx, FN(mark_ex) },
-    { NVTX_CBID_CORE_MarkA, FN(mark_a) },
-    { NVTX_CBID_CORE_MarkW, FN(mark_w) },
-    { NVTX_CBID_CORE_RangeStartEx, FN(range_start_ex) },
-    { NVTX_CBID_CORE_RangeStartA, FN(range_start_a) },
-    { NVTX_CBID_CORE_RangeStartW, FN(range_start_w) },
-    { NVTX_CBID_CORE_RangeEnd, FN(range_end_fn) },
-    { NVTX_CBID_CORE_RangePushEx, FN(push_ex) },
-    { NVTX_CBID_CORE_RangePushA, FN(push_a) },
-    { NVTX_CBID_CORE_RangePushW, FN(push_w) },
-    { NVTX_CBID_CORE_RangePop, FN(pop_fn) },
-    { NVTX_CBID_CORE_NameOsThreadA, FN(name_os_thread_a) },
-    { NVTX_CBID_CORE_NameOsThreadW, FN(name_os_thread_w) },
+    {NVTX_CBID_CORE_MarkEx, FN(mark_ex)},
+    {NVTX_CBID_CORE_MarkA, FN(mark_a)},
+    {NVTX_CBID_CORE_MarkW, FN(mark_w)},
+    {NVTX_CBID_CORE_RangeStartEx, FN(range_start_ex)},
+    {NVTX_CBID_CORE_RangeStartA, FN(range_start_a)},
+    {NVTX_CBID_CORE_RangeStartW, FN(range_start_w)},
+    {NVTX_CBID_CORE_RangeEnd, FN(range_end_fn)},
+    {NVTX_CBID_CORE_RangePushEx, FN(push_ex)},
+    {NVTX_CBID_CORE_RangePushA, FN(push_a)},
+    {NVTX_CBID_CORE_RangePushW, FN(push_w)},
+    {NVTX_CBID_CORE_RangePop, FN(pop_fn)},
+    {NVTX_CBID_CORE_NameOsThreadA, FN(name_os_thread_a)},
+    {NVTX_CBID_CORE_NameOsThreadW, FN(name_os_thread_w)},
 };
 
 static const struct slot_fn core2_fns[] = {
-    { NVTX_CBID_CORE2_DomainMarkEx, FN(domain_mark_ex) },
-    { NVTX_CBID_CORE2_DomainRangeStartEx, FN(domain_range_start_ex) },
-    { NVTX_CBID_CORE2_DomainRangeEnd, FN(domain_range_end) },
-    { NVTX_CBID_CORE2_DomainRangePushEx, FN(domain_push_ex) },
-    { NVTX_CBID_CORE2_DomainRangePop, FN(domain_pop) },
-    { NVTX_CBID_CORE2_DomainRegisterStringA, FN(register_string_a) },
-    { NVTX_CBID_CORE2_DomainRegisterStringW, FN(register_string_w) },
-    { NVTX_CBID_CORE2_DomainCreateA, FN(domain_create_a) },
-    { NVTX_CBID_CORE2_DomainCreateW, FN(domain_create_w) },
-    { NVTX_CBID_CORE2_DomainDestroy, FN(domain_destroy) },
+    {NVTX_CBID_CORE2_DomainMarkEx, FN(domain_mark_ex)},
+    {NVTX_CBID_CORE2_DomainRangeStartEx, FN(domain_range_start_ex)},
+    {NVTX_CBID_CORE2_DomainRangeEnd, FN(domain_range_end)},
+    {NVTX_CBID_CORE2_DomainRangePushEx, FN(domain_push_ex)},
+    {NVTX_CBID_CORE2_DomainRangePop, FN(domain_pop)},
+    {NVTX_CBID_CORE2_DomainRegisterStringA, FN(register_string_a)},
+    {NVTX_CBID_CORE2_DomainRegisterStringW, FN(register_string_w)},
+    {NVTX_CBID_CORE2_DomainCreateA, FN(domain_create_a)},
+    {NVTX_CBID_CORE2_DomainCreateW, FN(domain_create_w)},
+    {NVTX_CBID_CORE2_DomainDestroy, FN(domain_destroy)},
 };
 
 /* Writes fns into the client's table for module m. Returns the number written. */
@@ -510,6 +509,7 @@ MRD_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_tabl
 {
     if (!get_export_table || !mrd_agent_start())
         return 0;
+    mrd__capture_pin(); /* NVTX dlcloses an injection whose init returns 0 */
     const NvtxExportTableCallbacks *cb = get_export_table(NVTX_ETID_CALLBACKS);
     if (!cb || cb->struct_size < sizeof(*cb) || !cb->GetModuleFunctionTable)
         return 0;

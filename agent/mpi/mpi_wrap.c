@@ -73,8 +73,8 @@ int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
-                  MPI_Op op, MPI_Comm comm)
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm)
 {
     if (!meridian_mpi_active())
         return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
@@ -112,8 +112,8 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     int64_t t0 = meridian_mpi_now();
     int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    uint64_t bytes = sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype)
-                                             : type_bytes(sendcount, sendtype);
+    uint64_t bytes =
+        sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
     rec("MPI_Allgather", t0, bytes, -1, -1, comm_size(comm));
     return rc;
 }
@@ -126,8 +126,8 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     int64_t t0 = meridian_mpi_now();
     int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     uint32_t n = comm_size(comm);
-    uint64_t bytes = sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype)
-                                             : type_bytes(sendcount, sendtype);
+    uint64_t bytes =
+        sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
     rec("MPI_Alltoall", t0, bytes * n, -1, -1, n);
     return rc;
 }
@@ -151,13 +151,11 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
     if (!meridian_mpi_active())
-        return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                           comm);
+        return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     int64_t t0 = meridian_mpi_now();
-    int rc =
-        PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    uint64_t bytes = sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype)
-                                             : type_bytes(sendcount, sendtype);
+    int rc = PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    uint64_t bytes =
+        sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
     rec("MPI_Gather", t0, bytes, root, -1, comm_size(comm));
     return rc;
 }
@@ -166,13 +164,11 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
 {
     if (!meridian_mpi_active())
-        return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                            comm);
+        return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
     int64_t t0 = meridian_mpi_now();
-    int rc =
-        PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    uint64_t bytes = recvbuf == MPI_IN_PLACE ? type_bytes(sendcount, sendtype)
-                                             : type_bytes(recvcount, recvtype);
+    int rc = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
+    uint64_t bytes =
+        recvbuf == MPI_IN_PLACE ? type_bytes(sendcount, sendtype) : type_bytes(recvcount, recvtype);
     rec("MPI_Scatter", t0, bytes, root, -1, comm_size(comm));
     return rc;
 }
@@ -187,8 +183,7 @@ int MPI_Barrier(MPI_Comm comm)
     return rc;
 }
 
-int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
-             MPI_Comm comm)
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
 {
     if (!meridian_mpi_active())
         return PMPI_Send(buf, count, datatype, dest, tag, comm);
@@ -218,8 +213,8 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
     return rc;
 }
 
-int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
-              MPI_Comm comm, MPI_Request *request)
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request *request)
 {
     if (!meridian_mpi_active())
         return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
@@ -240,9 +235,9 @@ int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, 
     return rc;
 }
 
-int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
-                 int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source,
-                 int recvtag, MPI_Comm comm, MPI_Status *status)
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                 MPI_Comm comm, MPI_Status *status)
 {
     if (!meridian_mpi_active())
         return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
