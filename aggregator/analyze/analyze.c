@@ -320,6 +320,56 @@ static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
 }
 
+/* The clock fit's causality check, as it stored it: totals, the worst pairs, per-rank
+ * offset shifts. Absent tables mean the check did not run. */
+static int load_causality(sqlite3 *db, struct mrd_analysis *a)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (!mrd__analyze_has_table(db, "clock_causality"))
+        return 0;
+    a->clock_checked = 1;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rank_a, rank_b, instances, violations_before, "
+                           "violations_after, max_violation_before_ns, max_violation_after_ns "
+                           "FROM clock_causality ORDER BY violations_before DESC, rank_a, "
+                           "rank_b",
+                           -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint64_t before = (uint64_t)sqlite3_column_int64(st, 3);
+        a->clock_violations_before += before;
+        a->clock_violations_after += (uint64_t)sqlite3_column_int64(st, 4);
+        if (a->npairs >= MRD_AN_MAX_PAIRS || before == 0)
+            continue;
+        struct mrd_an_pair *p = &a->pairs[a->npairs++];
+        p->rank_a = sqlite3_column_int(st, 0);
+        p->rank_b = sqlite3_column_int(st, 1);
+        p->instances = (uint64_t)sqlite3_column_int64(st, 2);
+        p->violations_before = before;
+        p->violations_after = (uint64_t)sqlite3_column_int64(st, 4);
+        p->max_violation_before_ns = sqlite3_column_int64(st, 5);
+        p->max_violation_after_ns = sqlite3_column_int64(st, 6);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    if (!mrd__analyze_has_table(db, "clock_adjustments"))
+        return 0;
+    if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
+        SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
+        if (r) {
+            r->clock_adjusted = 1;
+            r->clock_shift_ns = sqlite3_column_int64(st, 1);
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
 static int exec(sqlite3 *db, const char *sql)
 {
     if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
@@ -391,7 +441,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts,
     sqlite3_exec(db, "PRAGMA cache_size=-65536", NULL, NULL, NULL); /* 64 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
-        (rc = load_clock_summary(db, a)) < 0)
+        (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0)
         goto fail;
     if ((rc = mrd_timebase_load(db, o->ignore_clock_models, &tb)) < 0) {
         if (rc == -MRD_ERR_SQLITE)

@@ -46,6 +46,7 @@
 #define MRD_AN_MAX_STEPS 1024  /* steps broken down; later ones are counted only */
 #define MRD_AN_MAX_COLLS 64    /* (communicator, function) summaries; more into "other" */
 #define MRD_AN_MAX_WARNINGS 16
+#define MRD_AN_MAX_PAIRS 16    /* rank pairs with causality violations listed (the worst) */
 #define MRD_AN_HIST_BINS 40    /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
 
 /* How a rank's communication kernels were recognised: all through correlation, all by
@@ -92,6 +93,8 @@ struct mrd_an_rank {
     int64_t clock_offset_ns, clock_error_bound_ns, clock_samples;
     double clock_drift_ppm;
     char clock_method[32];
+    int clock_adjusted;       /* the causality check moved this rank's offset */
+    int64_t clock_shift_ns;   /* ... by this much (clock_adjustments.shift_ns) */
     struct mrd_an_overlap ov;
     /* collectives and stragglers */
     uint64_t instances;      /* instances this rank took part in with a timed interval */
@@ -106,6 +109,13 @@ struct mrd_an_coll {
     char func[32];
     uint64_t instances, complete, timed; /* timed: with >= 2 timed ranks */
     int64_t skew_sum_ns, skew_max_ns, cost_ns;
+};
+
+/* One pair of ranks from the clock fit's causality check (clock_causality). */
+struct mrd_an_pair {
+    int rank_a, rank_b;
+    uint64_t instances, violations_before, violations_after;
+    int64_t max_violation_before_ns, max_violation_after_ns;
 };
 
 struct mrd_an_step {
@@ -158,6 +168,11 @@ struct mrd_analysis {
     int64_t worst_start_ns, worst_end_ns; /* the instance with the largest skew */
     int ncolls;
     struct mrd_an_coll colls[MRD_AN_MAX_COLLS + 1]; /* last = "other" when overflowing */
+    /* the clock fit's causality check (tables clock_causality, clock_adjustments), when run */
+    int clock_checked;
+    uint64_t clock_violations_before, clock_violations_after;
+    int npairs;                          /* worst pairs by violations before, at most cap */
+    struct mrd_an_pair pairs[MRD_AN_MAX_PAIRS];
     /* steps */
     int nsteps;                          /* broken-down steps in steps[] */
     uint64_t steps_beyond_cap;

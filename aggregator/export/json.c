@@ -73,6 +73,8 @@ static void rank_obj(FILE *f, const struct mrd_an_rank *r)
                 r->clock_offset_ns, r->clock_drift_ppm, r->clock_error_bound_ns,
                 r->clock_segments, r->clock_samples);
         mrd__json_str(f, r->clock_method);
+        if (r->clock_adjusted)
+            fprintf(f, ",\"causal_shift_ns\":%" PRId64, r->clock_shift_ns);
         fputc('}', f);
     }
     const struct mrd_an_overlap *o = &r->ov;
@@ -150,6 +152,25 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
     }
     fputs("],\n\"collectives\":", f);
     collectives_obj(f, a);
+    fputs(",\n\"clock_causality\":", f);
+    if (!a->clock_checked) {
+        fputs("null", f);
+    } else {
+        fprintf(f, "{\"violations_before\":%" PRIu64 ",\"violations_after\":%" PRIu64
+                   ",\"pairs\":[",
+                a->clock_violations_before, a->clock_violations_after);
+        for (int i = 0; i < a->npairs; i++) {
+            const struct mrd_an_pair *p = &a->pairs[i];
+            fprintf(f,
+                    "%s{\"rank_a\":%d,\"rank_b\":%d,\"instances\":%" PRIu64
+                    ",\"violations_before\":%" PRIu64 ",\"violations_after\":%" PRIu64
+                    ",\"max_violation_before_ns\":%" PRId64 ",\"max_violation_after_ns\":%" PRId64
+                    "}",
+                    i ? "," : "", p->rank_a, p->rank_b, p->instances, p->violations_before,
+                    p->violations_after, p->max_violation_before_ns, p->max_violation_after_ns);
+        }
+        fputs("]}", f);
+    }
     fputs(",\n\"straggler_ranking\":[", f);
     for (int i = 0; i < a->nranks; i++)
         fprintf(f, "%s%d", i ? "," : "", rankv[i]->rank);

@@ -200,20 +200,41 @@ static void print_drops(FILE *f, const struct mrd_analysis *a)
 
 static void print_clock(FILE *f, const struct mrd_analysis *a)
 {
-    char b1[32], b2[32];
+    char b1[48], b2[32];
     section(f, "Clock models (local -> global timebase)");
-    fprintf(f, "  %-5s %-16s %-12s %-12s %-8s %-8s %s\n", "rank", "offset", "drift(ppm)",
-            "error bound", "segments", "samples", "method");
+    fprintf(f, "  %-5s %-20s %-12s %-12s %-8s %-8s %-12s %s\n", "rank", "offset",
+            "drift(ppm)", "error bound", "segments", "samples", "causal shift", "method");
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_rank *r = &a->ranks[i];
         if (!r->clock_fitted) {
             fprintf(f, "  %-5d not fitted\n", r->rank);
             continue;
         }
-        fprintf(f, "  %-5d %-16s %-+12.3f %-12s %-8d %-8" PRId64 " %s\n", r->rank,
-                mrd_export_fmt_ns(b1, sizeof(b1), r->clock_offset_ns), r->clock_drift_ppm,
+        char b3[32] = "-";
+        if (r->clock_adjusted)
+            mrd_export_fmt_ns(b3, sizeof(b3), r->clock_shift_ns);
+        /* offsets are often epoch-sized (realtime vs monotonic): keep microseconds */
+        snprintf(b1, sizeof(b1), "%+.6f s", (double)r->clock_offset_ns / 1e9);
+        fprintf(f, "  %-5d %-20s %-+12.3f %-12s %-8d %-8" PRId64 " %-12s %s\n", r->rank, b1,
+                r->clock_drift_ppm,
                 mrd_export_fmt_ns(b2, sizeof(b2), r->clock_error_bound_ns), r->clock_segments,
-                r->clock_samples, r->clock_method[0] ? r->clock_method : "-");
+                r->clock_samples, b3, r->clock_method[0] ? r->clock_method : "-");
+    }
+    if (!a->clock_checked) {
+        fprintf(f, "  causality check of the clock fit: not run\n");
+        return;
+    }
+    fprintf(f, "  causality check of the clock fit: %" PRIu64 " violations (instance x rank "
+               "pair) before tightening, %" PRIu64 " after\n",
+            a->clock_violations_before, a->clock_violations_after);
+    for (int i = 0; i < a->npairs; i++) {
+        const struct mrd_an_pair *p = &a->pairs[i];
+        fprintf(f, "    ranks %d-%d: %" PRIu64 " of %" PRIu64 " instances violated (max %s), %" PRIu64
+                   " after (max %s)\n",
+                p->rank_a, p->rank_b, p->violations_before, p->instances,
+                mrd_export_fmt_ns(b1, sizeof(b1), p->max_violation_before_ns),
+                p->violations_after,
+                mrd_export_fmt_ns(b2, sizeof(b2), p->max_violation_after_ns));
     }
 }
 

@@ -45,6 +45,8 @@ def check_text(meridian, db, nomodel_db):
           "worst instance line")
     check("ring_full 5" in out, "drop reason of rank 0")
     check("not fitted" not in out, "every rank has a model in the fixture")
+    check("  2     -0.000002 s " in out, "rank 2's offset (-2000 ns) in seconds")
+    check("causality check of the clock fit: not run" in out, "no clock_causality table")
     # the straggler table: rank 2 (2.6 us caused) first, then 3, 1, 0
     rows = [l.split() for l in out.split("== Stragglers")[1].split("==")[0].splitlines()
             if l.strip()[:1].isdigit()]

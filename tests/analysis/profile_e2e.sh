@@ -59,8 +59,8 @@ rc=$?
 JSON=replay.json
 py_check "B: 4 ranks with events and matched collectives" \
     "sorted(ranks) == [0, 1, 2, 3] and all(r['events']['kernels'] > 0 and r['events']['nccl_ops'] > 0 for r in ranks.values()) and doc['collectives']['complete'] > 0 and len(doc['straggler_ranking']) == 4"
-py_check "B: clock models fitted by the finalize" \
-    "all(r['clock'] is not None for r in ranks.values()) and doc['run']['timebase'] == 'global'"
+py_check "B: clock models fitted and causality checked by the finalize" \
+    "all(r['clock'] is not None for r in ranks.values()) and doc['run']['timebase'] == 'global' and doc['clock_causality'] is not None"
 py_check "B: NVTX steps found" "len(doc['steps']) > 0"
 grep -q "command: mpirun -np 4" b.out || fail "B: the profiled command is not in the report"
 grep -q "4 rank(s) in the database" b.out || fail "B: text report"
