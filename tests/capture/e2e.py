@@ -1,0 +1,89 @@
+"""capture_e2e: capture -> rings -> flusher -> wire -> meridiand -> SQLite, with the real
+libmeridian.so and a real meridiand (no GPU: NCCL, NVTX and MPI are driven by e2e_driver).
+
+Checks in the database: the all-reduce and the send with every NCCL field (communicator
+hash, rank, size, sequence number, function, datatype, bytes, algorithm, protocol,
+channels, launch id), the two KernelCh records under the all-reduce's op id with their
+GPU timers, NVTX ranges and marks from both NVTX clients (names and nesting), the MPI
+call; the agent's one exit line reports no loss.
+"""
+import argparse
+import os
+import sqlite3
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+import itest  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--meridiand", required=True)
+p.add_argument("--driver", required=True)
+p.add_argument("--agent", required=True)
+p.add_argument("--workdir", default=None)
+p.add_argument("--keep", action="store_true")
+args = p.parse_args()
+
+wd = itest.Workdir(args, "capture_e2e")
+d = itest.Daemon(args.meridiand, wd, run_id="e2e-run")
+d.start()
+env = dict(os.environ)
+for k in list(env):
+    if k.startswith(("MERIDIAN_", "OMPI_", "PMIX_", "PMI_", "SLURM_")) or k in ("RANK",):
+        del env[k]
+env.update({"MERIDIAN_FORCE": "1", "MERIDIAN_AGGREGATOR": d.addr(),
+            "MERIDIAN_RUN_ID": d.run_id, "MERIDIAN_SECRET_FILE": d.secret_file,
+            "NVTX_INJECTION64_PATH": os.path.abspath(args.agent)})
+try:
+    r = subprocess.run([args.driver, os.path.abspath(args.agent)], env=env, timeout=60,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+except subprocess.TimeoutExpired:
+    itest.fail("driver did not exit within 60 s")
+print(r.stdout, end="")
+if r.returncode != 0:
+    itest.fail("driver exited %d" % r.returncode)
+exit_lines = [l for l in r.stdout.splitlines() if l.startswith("meridian:")]
+if len(exit_lines) != 1 or "lost 0" not in exit_lines[0]:
+    itest.fail("expected one agent exit line reporting no loss, got %r" % exit_lines)
+if d.stop() != 0:
+    itest.fail("meridiand did not exit 0")
+
+db = sqlite3.connect(d.db)
+
+
+def s(sid):
+    row = db.execute("SELECT value FROM strings WHERE id = ?", (sid,)).fetchone()
+    return row[0] if row else None
+
+
+ops = db.execute("SELECT op_id, comm_hash, comm_rank, comm_nranks, seq, func_id, count, "
+                 "datatype_id, bytes, root, peer, algo_id, proto_id, channels, warps, "
+                 "launch_id, is_p2p, start_ns, end_ns FROM nccl_ops ORDER BY op_id").fetchall()
+if len(ops) != 2:
+    itest.fail("nccl_ops has %d rows, want 2" % len(ops))
+ar, snd = ops
+if (ar[1] & (2**64 - 1)) != 0x1122334455667788 or ar[2:5] != (0, 2, 41):
+    itest.fail("all-reduce identity %r" % (ar[1:5],))
+if (s(ar[5]), ar[6], s(ar[7]), ar[8], s(ar[11]), s(ar[12]), ar[13], ar[14]) != (
+        "AllReduce", 2097152, "ncclFloat32", 8388608, "RING", "SIMPLE", 2, 16):
+    itest.fail("all-reduce fields %r" % (ar,))
+if not ar[15] or ar[16] != 0 or ar[17] > ar[18]:
+    itest.fail("all-reduce launch id / kind / times %r" % (ar,))
+if (s(snd[5]), snd[6], snd[8], snd[10], snd[16]) != ("Send", 1000, 1000, 1, 1):
+    itest.fail("send fields %r" % (snd,))
+chans = db.execute("SELECT op_id, channel, gpu_start, gpu_end FROM nccl_channels "
+                   "ORDER BY channel").fetchall()
+want = [(ar[0], c, 5000000000 + 1000 * c, 5000000000 + 1000 * c + 700) for c in range(2)]
+if chans != want:
+    itest.fail("nccl_channels %r, want %r" % (chans, want))
+nvtx = db.execute("SELECT kind, domain_id, name_id, depth, start_ns, end_ns FROM nvtx "
+                  "ORDER BY start_ns, kind").fetchall()
+names = sorted((s(n[2]), n[0], n[3]) for n in nvtx)
+want = sorted([("ncclCommInitRank", 1, 0), ("step 0", 1, 0), ("checkpoint", 3, 0)])
+if names != want:
+    itest.fail("nvtx rows %r, want %r" % (names, want))
+mpi = db.execute("SELECT call_id, bytes, comm_size, end_ns - start_ns FROM mpi_calls").fetchall()
+if [(s(m[0]), m[1], m[2], m[3]) for m in mpi] != [("MPI_Allreduce", 8000, 2, 1500)]:
+    itest.fail("mpi_calls %r" % (mpi,))
+itest.log("ok: NCCL ops, channels, NVTX from two clients and MPI stored as captured")
+wd.done(True)
