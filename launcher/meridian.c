@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -212,10 +213,50 @@ static int cmd_finalize(int argc, char **argv)
     return rc < 0 ? 1 : 0;
 }
 
+#ifdef MRD_HAVE_REPLAY
+static int has_opt(int argc, char **argv, const char *opt)
+{
+    size_t n = strlen(opt);
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strncmp(argv[i], opt, n) == 0 && (argv[i][n] == '\0' || argv[i][n] == '='))
+            return 1;
+    return 0;
+}
+#endif
+
+/* `meridian replay` inside a profiled job: options the user left out are taken from the
+ * agent's environment (MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE) and,
+ * in an MPI rank of a synthetic run, the rank and world size from Open MPI's variables,
+ * so that `meridian profile -- mpirun -np 4 meridian replay --events 10000` needs nothing
+ * else. Explicit options always win. */
 static int cmd_replay(int argc, char **argv)
 {
 #ifdef MRD_HAVE_REPLAY
-    return mrd_replay_main(argc, argv);
+    static const struct {
+        const char *opt, *env;
+    } from_env[] = {{"--aggregator", "MERIDIAN_AGGREGATOR"},
+                    {"--run-id", "MERIDIAN_RUN_ID"},
+                    {"--secret-file", "MERIDIAN_SECRET_FILE"},
+                    {"--rank-base", "OMPI_COMM_WORLD_RANK"},
+                    {"--world-size", "OMPI_COMM_WORLD_SIZE"}};
+    enum { NEXTRA = sizeof(from_env) / sizeof(from_env[0]) };
+    char buf[NEXTRA][1024], *v[256 + NEXTRA];
+    int n = 0, mpi_synthetic = !has_opt(argc, argv, "--rank-base") &&
+                               !has_opt(argc, argv, "--ranks");
+    if (argc > 256)
+        return mrd_replay_main(argc, argv);
+    v[n++] = argv[0];
+    for (int i = 0; i < NEXTRA; i++) {
+        const char *val = getenv(from_env[i].env);
+        if (!val || has_opt(argc, argv, from_env[i].opt) || (i >= 3 && !mpi_synthetic))
+            continue;
+        snprintf(buf[i], sizeof(buf[i]), "%s=%s", from_env[i].opt, val);
+        v[n++] = buf[i];
+    }
+    for (int i = 1; i < argc; i++)
+        v[n++] = argv[i];
+    v[n] = NULL;
+    return mrd_replay_main(n, v);
 #else
     (void)argc;
     (void)argv;

@@ -4,8 +4,9 @@
 # -x NAME=VALUE), real agents, finalize (clock fit), text/JSON/HTML report, Perfetto export.
 #   A. ranks = meridian-agent-synth: the real agent core reading the environment contract
 #      (agent/ENVIRONMENT.md) and writing synthetic capture records through its rings;
-#   B. ranks = `meridian replay`: synthetic training traffic with NCCL collectives matched
-#      across ranks, NVTX steps and clock probes;
+#   B. ranks = `meridian replay` (connection and rank taken from the environment):
+#      synthetic training traffic with NCCL collectives matched across ranks, NVTX steps
+#      and clock probes;
 #   C. the MPI wrapper library is preloaded into the ranks (not into mpirun).
 # usage: profile_e2e.sh MERIDIAN WORKDIR [MERIDIAN_AGENT_SYNTH]   (exit 77 = skipped)
 set -u
@@ -50,10 +51,9 @@ else
 fi
 
 # --- B: collectives across 4 ranks, report, export --------------------------------------
+# (`meridian replay` takes the aggregator, run, secret and its rank from the environment)
 timeout 120 "$M" profile -o replay.db --json replay.json --html replay.html -- "${MPI[@]}" \
-    sh -c 'exec "$0" replay --aggregator "$MERIDIAN_AGGREGATOR" --run-id "$MERIDIAN_RUN_ID" \
-           --secret-file "$MERIDIAN_SECRET_FILE" --rank-base "$OMPI_COMM_WORLD_RANK" \
-           --world-size 4 --events 3000 --quiet' "$M" >b.out 2>b.err
+    "$M" replay --events 3000 --quiet >b.out 2>b.err
 rc=$?
 [ $rc = 0 ] || { fail "B: profile exit $rc"; tail -20 b.err; }
 JSON=replay.json
