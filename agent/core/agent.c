@@ -155,8 +155,7 @@ void mrd_agent_counters(uint64_t captured[MRD_EV__COUNT], uint64_t dropped[MRD_D
     mrd_ring_dropped(dropped);
 }
 
-void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id,
-                       const char *name)
+void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id, const char *name)
 {
     mrd__gpus_add(device, uuid, pci_bus_id, name);
 }
@@ -225,8 +224,8 @@ void mrd_agent_shutdown(void)
     if (lost && st.last_error[0])
         snprintf(tail, sizeof tail, "; aggregator %s: %s", g_cfg.aggregator, st.last_error);
     fprintf(stderr, "meridian: rank %d: %s %llu events in %llu batches; lost %llu%s%s%s%s\n",
-            g_cfg.rank, st.record_only ? "recorded" : "sent",
-            (unsigned long long)st.events_acked, (unsigned long long)st.batches_acked,
-            (unsigned long long)lost, lost ? " (" : "", loss, lost ? ")" : "", tail);
+            g_cfg.rank, st.record_only ? "recorded" : "sent", (unsigned long long)st.events_acked,
+            (unsigned long long)st.batches_acked, (unsigned long long)lost, lost ? " (" : "", loss,
+            lost ? ")" : "", tail);
     atomic_store(&g_active, 0);
 }

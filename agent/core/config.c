@@ -33,10 +33,23 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
         return -EINVAL;
     unsigned shift = 0;
     switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    default:
+        break;
     }
     if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
         return -EINVAL;
@@ -131,23 +144,23 @@ static int expand_path(char *dst, size_t cap, const char *pat, int rank)
     return 0;
 }
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        snprintf(why, why_len, __VA_ARGS__);                                                   \
-        return -MRD_ERR_CONFIG;                                                                \
+#define FAIL(...)                                                                                  \
+    do {                                                                                           \
+        snprintf(why, why_len, __VA_ARGS__);                                                       \
+        return -MRD_ERR_CONFIG;                                                                    \
     } while (0)
 
 /* Optional numeric variable into a uint32/uint64 field. */
-#define NUM(name, lo, hi, field)                                                               \
-    do {                                                                                       \
-        const char *s_ = get(name, arg);                                                       \
-        uint64_t v_;                                                                           \
-        if (s_ != NULL && *s_ != '\0') {                                                       \
-            if (parse_u64(s_, (lo), (hi), &v_) != 0)                                           \
-                FAIL("%s=%s is not a number in [%llu, %llu]", name, s_,                        \
-                     (unsigned long long)(lo), (unsigned long long)(hi));                      \
-            (field) = v_;                                                                      \
-        }                                                                                      \
+#define NUM(name, lo, hi, field)                                                                   \
+    do {                                                                                           \
+        const char *s_ = get(name, arg);                                                           \
+        uint64_t v_;                                                                               \
+        if (s_ != NULL && *s_ != '\0') {                                                           \
+            if (parse_u64(s_, (lo), (hi), &v_) != 0)                                               \
+                FAIL("%s=%s is not a number in [%llu, %llu]", name, s_, (unsigned long long)(lo),  \
+                     (unsigned long long)(hi));                                                    \
+            (field) = v_;                                                                          \
+        }                                                                                          \
     } while (0)
 
 static int flag_on(const char *s)
@@ -159,7 +172,7 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
                       size_t why_len)
 {
     static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                            "SLURM_PROCID", "RANK", NULL};
+                                            "SLURM_PROCID",         "RANK",      NULL};
     static const char *const local_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
                                              "SLURM_LOCALID", "LOCAL_RANK", NULL};
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
@@ -196,8 +209,8 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
         FAIL("%s=%s is not a number", which, get(which, arg));
 
     s = get("MERIDIAN_RECORD_FILE", arg);
-    if (s != NULL && *s != '\0' && expand_path(c->record_file, sizeof c->record_file, s,
-                                               c->rank) != 0)
+    if (s != NULL && *s != '\0' &&
+        expand_path(c->record_file, sizeof c->record_file, s, c->rank) != 0)
         FAIL("MERIDIAN_RECORD_FILE is longer than %zu bytes", sizeof c->record_file - 1);
 
     s = get("MERIDIAN_AGGREGATOR", arg);

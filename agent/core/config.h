@@ -10,12 +10,12 @@
 
 #include "agent.h"
 
-#define MRD_DEFAULT_QUEUE_BYTES (64ull << 20)
+#define MRD_DEFAULT_QUEUE_BYTES       (64ull << 20)
 #define MRD_DEFAULT_FLUSH_DEADLINE_MS 5000u
-#define MRD_DEFAULT_RING_RECORDS 16384u
-#define MRD_DEFAULT_RING_THREADS 64u
-#define MRD_DEFAULT_BATCH_EVENTS 16384u
-#define MRD_DEFAULT_BATCH_MS 150u
+#define MRD_DEFAULT_RING_RECORDS      16384u
+#define MRD_DEFAULT_RING_THREADS      64u
+#define MRD_DEFAULT_BATCH_EVENTS      16384u
+#define MRD_DEFAULT_BATCH_MS          150u
 #define MRD_DEFAULT_PROBE_INTERVAL_MS 500u
 
 /* Returns the value of an environment variable, or NULL when unset. */

@@ -38,7 +38,7 @@
 
 enum { RING_FREE = 0, RING_OWNED = 1, RING_ORPHAN = 2 };
 
-#define CACHE_LINE 64
+#define CACHE_LINE        64
 #define CLAIM_RETRY_EVERY 1024
 
 struct ring {
@@ -53,11 +53,11 @@ static struct ring *g_rings;
 static unsigned g_nrings;
 static uint64_t g_mask;
 static size_t g_map_bytes;
-static _Atomic unsigned g_gen;     /* bumped by every init: stale TLS claims are retried */
-static _Atomic int g_enabled;      /* 0 before init, after shutdown and after disable */
-static _Atomic int g_disabled;     /* sticky (fork child) */
+static _Atomic unsigned g_gen; /* bumped by every init: stale TLS claims are retried */
+static _Atomic int g_enabled;  /* 0 before init, after shutdown and after disable */
+static _Atomic int g_disabled; /* sticky (fork child) */
 static _Atomic uint64_t g_drop_noslot;
-static unsigned g_drain_start;     /* flusher only: rotates which ring drains first */
+static unsigned g_drain_start; /* flusher only: rotates which ring drains first */
 
 /* Per-thread state in two pthread keys (see above):
  *   g_key      (generation & 0xffffff) << 24 | (ring index + 1), 0 when none;
@@ -73,8 +73,7 @@ static void ring_thread_exit(void *v)
 {
     uintptr_t x = (uintptr_t)v;
     unsigned gen = (unsigned)(x >> 24), idx = (unsigned)(x & 0xffffffu) - 1;
-    if (gen != (atomic_load(&g_gen) & 0xffffffu) || !atomic_load(&g_enabled) ||
-        idx >= g_nrings)
+    if (gen != (atomic_load(&g_gen) & 0xffffffu) || !atomic_load(&g_enabled) || idx >= g_nrings)
         return;
     int owned = RING_OWNED;
     atomic_compare_exchange_strong(&g_rings[idx].state, &owned, RING_ORPHAN);
@@ -104,8 +103,8 @@ int mrd_ring_init(unsigned max_threads, unsigned records_per_ring)
         (SIZE_MAX - header) / max_threads < per_ring)
         return -EINVAL;
     size_t bytes = header + (size_t)max_threads * per_ring;
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
     if (p == MAP_FAILED)
         return -ENOMEM;
 
@@ -163,8 +162,7 @@ static struct ring *ring_claim_throttled(unsigned gen)
     } else {
         refusals++;
     }
-    (void)pthread_setspecific(g_try_key,
-                              (void *)(uintptr_t)(((uint64_t)gen << 32) | refusals));
+    (void)pthread_setspecific(g_try_key, (void *)(uintptr_t)(((uint64_t)gen << 32) | refusals));
     return rg;
 }
 

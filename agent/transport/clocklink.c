@@ -163,9 +163,8 @@ static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
     *t0 = mrd_clock_now();
     p.t0 = *t0;
     size_t len = meridian__v1__clock_probe__pack(&p, buf + MRD_FRAME_HEADER_BYTES);
-    struct mrd_frame_header h = {.version = MRD_PROTOCOL_VERSION,
-                                 .type = MRD_FRAME_CLOCK_PROBE,
-                                 .length = (uint32_t)len};
+    struct mrd_frame_header h = {
+        .version = MRD_PROTOCOL_VERSION, .type = MRD_FRAME_CLOCK_PROBE, .length = (uint32_t)len};
     mrd_frame_header_write(buf, &h);
     ssize_t n = mrd_conn_write(&f->clk, buf, MRD_FRAME_HEADER_BYTES + len);
     if (n < 0)
@@ -202,8 +201,7 @@ static int await_reply(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t u
             if (type == MRD_FRAME_CLOCK_REPLY) {
                 Meridian__V1__ClockReply *cr = (Meridian__V1__ClockReply *)m;
                 if (cr->probe_id == id && cr->t0 == t0) {
-                    *s = (struct mrd_clock_sample){.t0 = t0, .t1 = cr->t1, .t2 = cr->t2,
-                                                   .t3 = t3};
+                    *s = (struct mrd_clock_sample){.t0 = t0, .t1 = cr->t1, .t2 = cr->t2, .t3 = t3};
                     ok = 1;
                 }
             } else {

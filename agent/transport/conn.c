@@ -69,8 +69,7 @@ static int split_hostport(const char *hp, char *host, size_t hcap, char *port, s
 /* Tries one address: 0 with c->fd set (connecting or connected), or -errno. */
 static int try_connect(struct mrd_conn *c, const struct addrinfo *ai)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0)
         return -errno;
     int one = 1;

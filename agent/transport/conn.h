@@ -21,7 +21,7 @@
 
 #include "frame.h"
 
-#define MRD_CONN_IN_CAP (64u << 10)
+#define MRD_CONN_IN_CAP  (64u << 10)
 #define MRD_CONN_OUT_CAP (64u << 10)
 
 enum mrd_conn_state {
@@ -32,8 +32,8 @@ enum mrd_conn_state {
 };
 
 struct mrd_conn {
-    int fd;                 /* -1 when closed */
-    _Atomic int fd_mirror;  /* fd for a fork child to close: set after open, -1 before close */
+    int fd;                /* -1 when closed */
+    _Atomic int fd_mirror; /* fd for a fork child to close: set after open, -1 before close */
     enum mrd_conn_state state;
     int64_t state_since_ns; /* CLOCK_MONOTONIC when the state was entered */
     uint8_t in[MRD_CONN_IN_CAP + MRD_FRAME_HEADER_BYTES];

@@ -63,8 +63,9 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
     if (r->committed_seq >= f->next_seq) {
         /* Not ours: another process used this rank in this run with later sequence
          * numbers. Ours would be taken for duplicates: move past them. */
-        fprintf(stderr, "meridian: rank %d: the aggregator already holds batch %llu of this "
-                        "rank from another process; continuing after it\n",
+        fprintf(stderr,
+                "meridian: rank %d: the aggregator already holds batch %llu of this "
+                "rank from another process; continuing after it\n",
                 f->cfg->rank, (unsigned long long)r->committed_seq);
         f->next_seq = r->committed_seq + 1;
     } else {
@@ -206,8 +207,7 @@ void mrd__data_step(struct mrd_flusher *f, int64_t now)
         return;
     case MRD_CONN_READY:
         if (!f->stopping && mrd__gpus_generation() != f->hello_gpu_gen &&
-            f->q.head == f->q.cursor && f->write_off == 0 &&
-            now - f->hello_ns > 1000000000ll) {
+            f->q.head == f->q.cursor && f->write_off == 0 && now - f->hello_ns > 1000000000ll) {
             /* new GPUs since the hello and nothing in flight: say hello again */
             mrd_conn_close(c);
             f->next_connect_ns = now;
@@ -240,8 +240,7 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
             return;
         }
         if (rd < 0 && c->state != MRD_CONN_CLOSED) {
-            data_fail(f, now, rd == -ECONNRESET ? "connection closed by the aggregator"
-                                                : "receive",
+            data_fail(f, now, rd == -ECONNRESET ? "connection closed by the aggregator" : "receive",
                       rd == -ECONNRESET ? 0 : rd);
             return;
         }

@@ -140,9 +140,8 @@ static void rec_open(struct mrd_flusher *f)
 
 /* ---- hello ------------------------------------------------------------------------ */
 
-void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h,
-                        Meridian__V1__GpuInfo gi[], Meridian__V1__GpuInfo *gp[], int role,
-                        int with_secret)
+void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian__V1__GpuInfo gi[],
+                        Meridian__V1__GpuInfo *gp[], int role, int with_secret)
 {
     struct mrd_gpu *gpus = f->gpus;
     const struct mrd_agent_config *c = f->cfg;
@@ -279,9 +278,9 @@ static size_t drain(struct mrd_flusher *f, size_t max)
 static void maybe_finish(struct mrd_flusher *f, int64_t now, int force)
 {
     size_t pending = mrd_batch_builder_pending(f->b);
-    int due = pending > 0 && (force || now - f->batch_first_ns >= (int64_t)f->cfg->batch_ms *
-                                                                    1000000 ||
-                              f->cv.new_string_bytes >= MRD_NEW_STRING_BYTES_MAX);
+    int due =
+        pending > 0 && (force || now - f->batch_first_ns >= (int64_t)f->cfg->batch_ms * 1000000 ||
+                        f->cv.new_string_bytes >= MRD_NEW_STRING_BYTES_MAX);
     if (!due && now - f->last_batch_ns >= 1000000000) {
         /* no events, but drop counters moved: tell the aggregator once a second */
         uint64_t c[MRD_EV__COUNT], d[MRD_DROP__COUNT], drops = 0;
@@ -358,8 +357,8 @@ void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb)
     g->captured = gb->cp;
     g->dropped = gb->dp;
     g->bytes_sent = atomic_load(&f->sh->bytes_sent);
-    g->batches_sent = f->record_only ? f->next_seq - f->first_seq
-                                     : atomic_load(&f->sh->batches_sent);
+    g->batches_sent =
+        f->record_only ? f->next_seq - f->first_seq : atomic_load(&f->sh->batches_sent);
     g->batches_resent = atomic_load(&f->sh->batches_resent);
     g->last_seq = f->next_seq - 1;
 }
@@ -575,8 +574,8 @@ void mrd__transport_atfork_child(void)
         close(fd);
     if (f == NULL)
         return;
-    int fds[3] = {atomic_exchange(&f->data.fd_mirror, -1),
-                  atomic_exchange(&f->clk.fd_mirror, -1), atomic_exchange(&f->rec_fd, -1)};
+    int fds[3] = {atomic_exchange(&f->data.fd_mirror, -1), atomic_exchange(&f->clk.fd_mirror, -1),
+                  atomic_exchange(&f->rec_fd, -1)};
     for (int i = 0; i < 3; i++)
         if (fds[i] >= 0)
             close(fds[i]);

@@ -19,15 +19,15 @@
 #include "transport.h"
 #include "txqueue.h"
 
-#define MRD_BACKOFF_MIN_MS 100u
-#define MRD_BACKOFF_MAX_MS 2000u
-#define MRD_CONNECT_TIMEOUT_MS 3000u
-#define MRD_HELLO_TIMEOUT_MS 5000u
-#define MRD_PROBE_TIMEOUT_MS 100u
-#define MRD_PROBE_BURST 16u      /* probes at connect and before goodbye */
-#define MRD_PROBE_ROUND 8u       /* probes per periodic round */
+#define MRD_BACKOFF_MIN_MS       100u
+#define MRD_BACKOFF_MAX_MS       2000u
+#define MRD_CONNECT_TIMEOUT_MS   3000u
+#define MRD_HELLO_TIMEOUT_MS     5000u
+#define MRD_PROBE_TIMEOUT_MS     100u
+#define MRD_PROBE_BURST          16u        /* probes at connect and before goodbye */
+#define MRD_PROBE_ROUND          8u         /* probes per periodic round */
 #define MRD_NEW_STRING_BYTES_MAX (1u << 20) /* finish a batch once it defines this much */
-#define MRD_GOODBYE_GRACE_MS 150u /* goodbye may use this much past the deadline */
+#define MRD_GOODBYE_GRACE_MS     150u       /* goodbye may use this much past the deadline */
 
 /* Totals readable from any thread (the exit line, tests). */
 struct mrd_tx_shared {
@@ -49,15 +49,15 @@ struct mrd_flusher {
     struct mrd_batch_builder *b;
     struct mrd_convert cv;
     uint64_t next_seq, first_seq;
-    int64_t batch_first_ns;  /* CLOCK_MONOTONIC of the first pending event, 0 if none */
+    int64_t batch_first_ns; /* CLOCK_MONOTONIC of the first pending event, 0 if none */
     int64_t last_batch_ns;
-    uint64_t drops_in_last_batch; /* sum of drop counters the last batch carried */
+    uint64_t drops_in_last_batch;           /* sum of drop counters the last batch carried */
     uint64_t captured_local[MRD_EV__COUNT]; /* per drain pass, folded into the agent's */
 
     /* unacked queue + data connection */
     struct mrd_txq q;
     struct mrd_conn data;
-    size_t write_off;        /* bytes of the cursor entry already written */
+    size_t write_off; /* bytes of the cursor entry already written */
     int64_t next_connect_ns;
     uint32_t backoff_ms;
     int ever_connected;
@@ -72,7 +72,7 @@ struct mrd_flusher {
     int64_t clk_next_connect_ns;
     uint32_t clk_backoff_ms;
     int64_t next_probe_ns;
-    unsigned probe_burst;    /* probes owed as a burst (connect) */
+    unsigned probe_burst; /* probes owed as a burst (connect) */
     uint64_t probe_id;
 
     /* record file */
@@ -83,7 +83,7 @@ struct mrd_flusher {
     int stopping;
     int64_t deadline_ns;
     int final_probes_done;
-    int goodbye_state;       /* 0 not yet, 1 queued, 2 written */
+    int goodbye_state; /* 0 not yet, 1 queued, 2 written */
 };
 
 /* A Goodbye message with its storage. */
@@ -98,9 +98,8 @@ void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb);
 void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t len);
-void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h,
-                        Meridian__V1__GpuInfo gi[], Meridian__V1__GpuInfo *gp[],
-                        int role, int with_secret);
+void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian__V1__GpuInfo gi[],
+                        Meridian__V1__GpuInfo *gp[], int role, int with_secret);
 void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s);
 uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms);
 

@@ -14,18 +14,18 @@
 
 /* Totals for the exit line and for tests. */
 struct mrd_transport_stats {
-    uint64_t events_acked;    /* events in batches the aggregator acknowledged (or recorded,
-                                 in record-only mode) */
+    uint64_t events_acked; /* events in batches the aggregator acknowledged (or recorded,
+                              in record-only mode) */
     uint64_t batches_acked;
-    uint64_t batches_sent;    /* distinct batches written to a socket at least once */
-    uint64_t batches_resent;  /* batches written again after a reconnect */
-    uint64_t bytes_sent;      /* every byte written to the data connection */
-    uint64_t events_queued;   /* events in batches still waiting for an ack */
-    uint64_t clock_samples;   /* completed clock probes */
-    uint64_t connects;        /* accepted data-connection hellos */
-    int finished;             /* the flusher completed its exit flush */
-    int record_only;          /* no aggregator: frames only go to the record file */
-    char last_error[128];     /* why the aggregator was not reachable, "" if it was */
+    uint64_t batches_sent;   /* distinct batches written to a socket at least once */
+    uint64_t batches_resent; /* batches written again after a reconnect */
+    uint64_t bytes_sent;     /* every byte written to the data connection */
+    uint64_t events_queued;  /* events in batches still waiting for an ack */
+    uint64_t clock_samples;  /* completed clock probes */
+    uint64_t connects;       /* accepted data-connection hellos */
+    int finished;            /* the flusher completed its exit flush */
+    int record_only;         /* no aggregator: frames only go to the record file */
+    char last_error[128];    /* why the aggregator was not reachable, "" if it was */
 };
 
 /* Starts the flusher thread (all signals blocked, named "meridian") for the configuration

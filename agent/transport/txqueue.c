@@ -97,8 +97,7 @@ void mrd_txq_rewind(struct mrd_txq *q)
     q->cursor = q->head;
 }
 
-size_t mrd_txq_drop_committed(struct mrd_txq *q, uint64_t committed, mrd_txq_acked_fn fn,
-                              void *arg)
+size_t mrd_txq_drop_committed(struct mrd_txq *q, uint64_t committed, mrd_txq_acked_fn fn, void *arg)
 {
     size_t n = 0;
     while (q->head && q->head->seq <= committed) {

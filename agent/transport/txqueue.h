@@ -24,7 +24,7 @@ struct mrd_txq_entry {
     uint32_t events;
     uint32_t sent_count; /* how many times it was written to a socket */
     size_t len;
-    uint8_t *frame;      /* owned by the queue */
+    uint8_t *frame; /* owned by the queue */
 };
 
 struct mrd_txq {

@@ -36,9 +36,16 @@ static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed;
 static _Atomic uint64_t g_next_id = 1, g_written, g_refused, g_idsum;
 
 static const char *const k_names[] = {
-    "ampere_sgemm_128x64_nn", "volta_fp16_s884gemm", "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
-    "elementwise_kernel<128, 4>", "vectorized_elementwise_kernel", "reduce_kernel<512, 1>",
-    "softmax_warp_forward", "layer_norm_kernel", "cunn_SoftMaxForward", "fused_dropout_kernel",
+    "ampere_sgemm_128x64_nn",
+    "volta_fp16_s884gemm",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "elementwise_kernel<128, 4>",
+    "vectorized_elementwise_kernel",
+    "reduce_kernel<512, 1>",
+    "softmax_warp_forward",
+    "layer_norm_kernel",
+    "cunn_SoftMaxForward",
+    "fused_dropout_kernel",
 };
 #define NNAMES (sizeof k_names / sizeof k_names[0])
 
@@ -78,9 +85,13 @@ static void write_kernel(uint64_t id)
     r.kind = MRD_EV_KERNEL;
     r.str[0] = k_names[id % NNAMES];
     int64_t now = mrd_clock_now();
-    r.ev.kernel = (struct mrd_kernel){.start = now, .end = now + 1000 + (int64_t)(id % 977),
-                                      .correlation = id, .device = 0, .stream = 7 + id % 3,
-                                      .grid = {128, 1, 1}, .block = {256, 1, 1}};
+    r.ev.kernel = (struct mrd_kernel){.start = now,
+                                      .end = now + 1000 + (int64_t)(id % 977),
+                                      .correlation = id,
+                                      .device = 0,
+                                      .stream = 7 + id % 3,
+                                      .grid = {128, 1, 1},
+                                      .block = {256, 1, 1}};
     if (mrd_ring_write(&r) == 0) {
         atomic_fetch_add(&g_written, 1);
         atomic_fetch_add(&g_idsum, id);
@@ -97,8 +108,8 @@ static void write_mixed(uint64_t id)
     memset(&r, 0, sizeof r);
     r.kind = MRD_EV_NVTX;
     snprintf(r.inline_str, sizeof r.inline_str, "step %" PRIu64, id / 100);
-    r.ev.nvtx = (struct mrd_nvtx){.start = now - 5000, .end = now, .kind = MRD_NVTX_PUSHPOP,
-                                  .thread = 1};
+    r.ev.nvtx =
+        (struct mrd_nvtx){.start = now - 5000, .end = now, .kind = MRD_NVTX_PUSHPOP, .thread = 1};
     (void)mrd_ring_write(&r);
     memset(&r, 0, sizeof r);
     r.kind = MRD_EV_NCCL_OP;
@@ -106,9 +117,15 @@ static void write_mixed(uint64_t id)
     r.str[1] = "ncclFloat32";
     r.str[2] = "RING";
     r.str[3] = "SIMPLE";
-    r.ev.nccl_op = (struct mrd_nccl_op){.op_id = id, .start = now - 3000, .end = now,
-                                        .comm_hash = 0x1234abcdULL, .seq = id, .count = 1024,
-                                        .bytes = 4096, .comm_nranks = 2, .root = -1,
+    r.ev.nccl_op = (struct mrd_nccl_op){.op_id = id,
+                                        .start = now - 3000,
+                                        .end = now,
+                                        .comm_hash = 0x1234abcdULL,
+                                        .seq = id,
+                                        .count = 1024,
+                                        .bytes = 4096,
+                                        .comm_nranks = 2,
+                                        .root = -1,
                                         .peer = -1};
     (void)mrd_ring_write(&r);
 }

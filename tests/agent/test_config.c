@@ -26,7 +26,11 @@ static int parse(struct env *e, struct mrd_agent_config *c, char *why)
     return mrd__config_parse(c, lookup, e, why, 256);
 }
 
-#define BASE {"MERIDIAN_AGGREGATOR", "127.0.0.1:47500"}, {"MERIDIAN_RUN_ID", "run1"}
+#define BASE                                                                                       \
+    {"MERIDIAN_AGGREGATOR", "127.0.0.1:47500"},                                                    \
+    {                                                                                              \
+        "MERIDIAN_RUN_ID", "run1"                                                                  \
+    }
 
 int main(void)
 {
@@ -48,8 +52,13 @@ int main(void)
     CHECK_UEQ(c.ring_records, 16384);
 
     /* precedence: OMPI_COMM_WORLD_RANK over PMIX_RANK over ... over RANK */
-    struct env e2 = {{BASE, {"RANK", "9"}, {"PMIX_RANK", "5"}, {"OMPI_COMM_WORLD_RANK", "3"},
-                      {"SLURM_LOCALID", "2"}, {"LOCAL_RANK", "7"}, {"WORLD_SIZE", "16"},
+    struct env e2 = {{BASE,
+                      {"RANK", "9"},
+                      {"PMIX_RANK", "5"},
+                      {"OMPI_COMM_WORLD_RANK", "3"},
+                      {"SLURM_LOCALID", "2"},
+                      {"LOCAL_RANK", "7"},
+                      {"WORLD_SIZE", "16"},
                       {"PMI_SIZE", "8"}}};
     CHECK_EQ(parse(&e2, &c, why), 1);
     CHECK_EQ(c.rank, 3);
@@ -74,7 +83,8 @@ int main(void)
     CHECK_EQ(parse(&e7, &c, why), -MRD_ERR_CONFIG);
 
     /* record-only mode: a record file and no aggregator; %r and %p expand */
-    struct env e8 = {{{"RANK", "12"}, {"MERIDIAN_RUN_ID", "r"},
+    struct env e8 = {{{"RANK", "12"},
+                      {"MERIDIAN_RUN_ID", "r"},
                       {"MERIDIAN_RECORD_FILE", "/tmp/cap-%r-%p-%%.mrdcap"}}};
     CHECK_EQ(parse(&e8, &c, why), 1);
     CHECK_STREQ(c.aggregator, "");
@@ -83,18 +93,25 @@ int main(void)
     CHECK_STREQ(c.record_file, want);
 
     /* numbers: suffixes, limits, rounding of ring sizes */
-    struct env e9 = {{BASE, {"RANK", "0"}, {"MERIDIAN_QUEUE_BYTES", "2m"},
-                      {"MERIDIAN_RING_RECORDS", "100"}, {"MERIDIAN_FLUSH_DEADLINE_MS", "0"},
-                      {"MERIDIAN_TEST_CLOCK_PPM", "-37.5"}, {"MERIDIAN_BATCH_MS", "20"}}};
+    struct env e9 = {{BASE,
+                      {"RANK", "0"},
+                      {"MERIDIAN_QUEUE_BYTES", "2m"},
+                      {"MERIDIAN_RING_RECORDS", "100"},
+                      {"MERIDIAN_FLUSH_DEADLINE_MS", "0"},
+                      {"MERIDIAN_TEST_CLOCK_PPM", "-37.5"},
+                      {"MERIDIAN_BATCH_MS", "20"}}};
     CHECK_EQ(parse(&e9, &c, why), 1);
     CHECK_UEQ(c.queue_bytes, 2u << 20);
     CHECK_UEQ(c.ring_records, 128);
     CHECK_UEQ(c.flush_deadline_ms, 0);
     CHECK_UEQ(c.batch_ms, 20);
     CHECK(c.test_clock_ppm == -37.5);
-    const char *bad[][2] = {{"MERIDIAN_QUEUE_BYTES", "12x"}, {"MERIDIAN_QUEUE_BYTES", "1k"},
-                            {"MERIDIAN_RING_RECORDS", "-5"}, {"MERIDIAN_RING_THREADS", "0"},
-                            {"MERIDIAN_TEST_CLOCK_PPM", "fast"}, {"RANK", "one"},
+    const char *bad[][2] = {{"MERIDIAN_QUEUE_BYTES", "12x"},
+                            {"MERIDIAN_QUEUE_BYTES", "1k"},
+                            {"MERIDIAN_RING_RECORDS", "-5"},
+                            {"MERIDIAN_RING_THREADS", "0"},
+                            {"MERIDIAN_TEST_CLOCK_PPM", "fast"},
+                            {"RANK", "one"},
                             {"MERIDIAN_FLUSH_DEADLINE_MS", "99999999999999999999999"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct env eb = {{BASE, {"OMPI_COMM_WORLD_RANK", "0"}, {bad[i][0], bad[i][1]}}};
@@ -113,8 +130,8 @@ int main(void)
     struct env e10 = {{BASE, {"RANK", "0"}, {"MERIDIAN_SECRET_FILE", path}}};
     CHECK_EQ(parse(&e10, &c, why), 1);
     CHECK_STREQ(c.secret, "from-file");
-    struct env e11 = {{BASE, {"RANK", "0"}, {"MERIDIAN_SECRET", "env"},
-                       {"MERIDIAN_SECRET_FILE", path}}};
+    struct env e11 = {
+        {BASE, {"RANK", "0"}, {"MERIDIAN_SECRET", "env"}, {"MERIDIAN_SECRET_FILE", path}}};
     CHECK_EQ(parse(&e11, &c, why), 1);
     CHECK_STREQ(c.secret, "env");
     unlink(path);

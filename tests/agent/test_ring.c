@@ -120,7 +120,7 @@ static void test_differential(void)
 
 /* ---- 2. concurrent writers ---- */
 
-#define WRITERS 4
+#define WRITERS    4
 #define PER_WRITER 200000
 
 struct writer_model {
@@ -128,7 +128,7 @@ struct writer_model {
     uint64_t seed;
     uint64_t *accepted; /* the records the ring took, in order */
     size_t n_accepted, n_refused;
-    size_t next_check;  /* consumer: position in accepted[] */
+    size_t next_check; /* consumer: position in accepted[] */
 };
 
 static struct writer_model wm[WRITERS];
@@ -183,8 +183,8 @@ static void test_concurrent(void)
     struct concurrent_check cc = {0};
     atomic_store(&writers_done, 0);
     for (uint32_t i = 0; i < WRITERS; i++) {
-        wm[i] = (struct writer_model){.id = i, .seed = rnd(),
-                                      .accepted = calloc(2 * PER_WRITER, 8)};
+        wm[i] =
+            (struct writer_model){.id = i, .seed = rnd(), .accepted = calloc(2 * PER_WRITER, 8)};
         CHECK(wm[i].accepted != NULL);
         CHECK_OK(pthread_create(&th[i], NULL, writer_main, &wm[i]));
     }

@@ -97,7 +97,7 @@ int main(void)
                 mbytes += len;
             }
             next_seq += 1 + rnd() % 2; /* gaps happen when the newest is refused */
-        } else if (r < 70) { /* write the next one */
+        } else if (r < 70) {           /* write the next one */
             struct mrd_txq_entry *e = mrd_txq_peek_unsent(&q);
             CHECK((e == NULL) == (mcursor == mlen));
             if (e) {
