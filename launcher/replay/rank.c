@@ -21,6 +21,7 @@
 #include "canon.h"
 #include "capfile.h"
 #include "error.h"
+#include "filter.h"
 #include "frame.h"
 #include "gen.h"
 
@@ -336,8 +337,9 @@ static uint64_t hash_batch(const Meridian__V1__Batch *m, struct strmap *map, uin
 }
 
 static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strmap *map,
-                        uint64_t instance)
+                        uint64_t instance, const struct mrd_filter *filter)
 {
+    struct mrd_filter_saved saved;
     const char *why = NULL;
     uint64_t sum = 0;
     uint8_t *frame = NULL;
@@ -351,11 +353,15 @@ static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strma
     for (size_t i = 0; i < m->n_strings; i++)
         if ((rc = strmap_put(map, m->strings[i]->id, m->strings[i]->value)) < 0)
             return rc;
+    if ((rc = mrd_filter_apply(filter, m, &saved)) < 0)
+        return rc;
     uint64_t n = hash_batch(m, map, &sum, r->res->by_kind, r->dump);
     /* the pacing of a capture is by events, like the generator's */
     while (r->o->rate > 0 && (double)(r->res->events + n) > allowed(r->o, now_s() - r->t0))
-        if ((rc = mrd_client_pump(r->c, 5)) < 0)
+        if ((rc = mrd_client_pump(r->c, 5)) < 0) {
+            mrd_filter_restore(m, &saved);
             return rc;
+        }
     char *run = m->run_id;
     uint32_t rank = m->rank;
     uint64_t inst = m->agent_instance;
@@ -367,6 +373,7 @@ static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strma
     m->run_id = run; /* the decoded message owns its own strings */
     m->rank = rank;
     m->agent_instance = inst;
+    mrd_filter_restore(m, &saved);
     if (rc < 0)
         return rc;
     return submit(r, m->seq, frame, len, n, sum);
@@ -378,9 +385,12 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
     struct mrd_capfile *f = NULL;
     Meridian__V1__Hello *hello = NULL;
     struct strmap map = {0};
+    struct mrd_filter filter = {.kinds = o->kinds};
     uint64_t last_seq = 0, instance = 0;
-    int rc = mrd_capfile_open(o->capture_path, &f), type;
-    if (rc < 0)
+    int rc = 0, type;
+    if (filter.kinds && (rc = mrd_filter_scan(&filter, o->capture_path, o->max_frame)) < 0)
+        goto fail;
+    if ((rc = mrd_capfile_open(o->capture_path, &f)) < 0)
         goto fail;
     for (;;) {
         ProtobufCMessage *msg = NULL;
@@ -410,7 +420,7 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
             Meridian__V1__Batch *m = (Meridian__V1__Batch *)msg;
             if (m->seq > last_seq) { /* resends in the capture are skipped */
                 last_seq = m->seq;
-                rc = replay_batch(r, m, &map, instance);
+                rc = replay_batch(r, m, &map, instance, &filter);
                 protobuf_c_message_free_unpacked(msg, NULL);
                 if (rc < 0)
                     goto fail;
@@ -432,6 +442,7 @@ fail:
         free(map.v[i]);
     free(map.v);
     free(map.h);
+    mrd_filter_free(&filter);
     mrd_capfile_close(f);
     r->hello = hello; /* the client's config points into it: freed after the client */
     return rc < 0 ? rc : 0;

@@ -36,6 +36,7 @@ struct mrd_rank_opts {
     const char *dump_path;        /* write the canonical text of every event sent */
     const char *capture_path;     /* replay this capture instead of generating */
     uint32_t rank_offset, copy, copies;
+    uint32_t kinds;               /* capture replay: keep only these kinds (bit per kind) */
     uint32_t resend_acked;        /* test hook: at the end, resend the first N batches */
 };
 

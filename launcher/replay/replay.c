@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "filter.h"
 #include "frame.h"
 #include "gen.h"
 #include "rank.h"
@@ -64,6 +65,9 @@ static const char usage[] =
     "captures:\n"
     "  --rank-offset K         add K to each capture's rank\n"
     "  --copies C              play each capture C times as ranks r + K + c * world (default 1)\n"
+    "  --kinds LIST            re-send only these kinds (kernel,memcpy,memset,sync,api,graph,\n"
+    "                          extcorr,nvtx,nccl_op,nccl_channel,mpi,clock,gpu_clock) and the\n"
+    "                          strings they use, e.g. the wire cost of kernels: --kinds kernel\n"
     "output:\n"
     "  --report FILE           per-rank result lines (key=value) ('-' = stdout)\n"
     "  --record FILE           also write what is sent as a .mrdcap (one rank only)\n"
@@ -158,7 +162,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     enum {
         O_AGG = 256, O_RUN, O_SECRET, O_WINDOW, O_RETRY, O_MAXFRAME, O_RANKS, O_RANKBASE,
         O_WORLD, O_RATE, O_BRATE, O_BMS, O_BPERIOD, O_SECONDS, O_EVENTS, O_BATCH, O_FLUSH,
-        O_MIX, O_SEED, O_COMPRESS, O_OFFSET, O_COPIES, O_REPORT, O_RECORD, O_RESEND, O_DUMP, O_QUIET,
+        O_MIX, O_SEED, O_COMPRESS, O_OFFSET, O_COPIES, O_KINDS, O_REPORT, O_RECORD, O_RESEND, O_DUMP, O_QUIET,
         O_HELP
     };
     static const struct option longopts[] = {
@@ -171,7 +175,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"events", 1, 0, O_EVENTS}, {"batch-events", 1, 0, O_BATCH},
         {"flush-ms", 1, 0, O_FLUSH}, {"mix", 1, 0, O_MIX}, {"seed", 1, 0, O_SEED},
         {"compress", 1, 0, O_COMPRESS}, {"rank-offset", 1, 0, O_OFFSET},
-        {"copies", 1, 0, O_COPIES}, {"report", 1, 0, O_REPORT}, {"record", 1, 0, O_RECORD},
+        {"copies", 1, 0, O_COPIES}, {"kinds", 1, 0, O_KINDS}, {"report", 1, 0, O_REPORT}, {"record", 1, 0, O_RECORD},
         {"resend-acked", 1, 0, O_RESEND}, {"dump", 1, 0, O_DUMP}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -228,6 +232,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_COMPRESS: bad |= parse_u32(optarg, &compress) || compress > 19; break;
         case O_OFFSET: bad |= parse_u32(optarg, &r->rank_offset); break;
         case O_COPIES: bad |= parse_u32(optarg, &r->copies) || !r->copies; break;
+        case O_KINDS: bad |= mrd_filter_parse(optarg, &r->kinds) < 0; break;
         case O_REPORT: o->report = optarg; break;
         case O_RECORD: r->record_path = optarg; break;
         case O_RESEND: bad |= parse_u64(optarg, 1024, &v); r->resend_acked = (uint32_t)v; break;
@@ -281,6 +286,10 @@ static int parse_options(int argc, char **argv, struct options *o)
     }
     if (o->ncaptures && (uint64_t)o->ncaptures * r->copies > MAX_PROCS) {
         fprintf(stderr, "meridian replay: more than %d processes\n", MAX_PROCS);
+        return -EINVAL;
+    }
+    if (r->kinds && !o->ncaptures) {
+        fprintf(stderr, "meridian replay: --kinds applies to captures only\n");
         return -EINVAL;
     }
     uint64_t nprocs = o->ncaptures ? (uint64_t)o->ncaptures * r->copies : o->ranks;
