@@ -313,8 +313,9 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
             int64_t until = now + 500 * 1000000ll;
             mrd__clock_round(f, MRD_PROBE_BURST, until < f->deadline_ns ? until : f->deadline_ns);
         }
-        while (drain(f, SIZE_MAX) > 0)
-            ;
+        /* one pass: takes what every ring holds now; a thread that keeps writing during
+         * exit cannot keep the flush going */
+        drain(f, SIZE_MAX);
         maybe_finish(f, now, 1);
     }
     if (f->record_only)
