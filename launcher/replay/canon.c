@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <string.h>
 
-
 uint64_t mrd_canon_fnv1a(uint64_t h, const void *p, uint64_t n)
 {
     const unsigned char *s = p;
@@ -31,8 +30,8 @@ static const char *str(mrd_canon_resolve_fn resolve, void *ctx, uint32_t id)
 }
 
 #define S(id) str(resolve, ctx, (id))
-#define I64 "%" PRId64
-#define U64 "%" PRIu64
+#define I64   "%" PRId64
+#define U64   "%" PRIu64
 
 int mrd_canon_text(const struct mrd_canon_event *e, mrd_canon_resolve_fn resolve, void *ctx,
                    char *buf, int cap)
@@ -41,9 +40,8 @@ int mrd_canon_text(const struct mrd_canon_event *e, mrd_canon_resolve_fn resolve
     switch (e->kind) {
     case MRD_EV_KERNEL: {
         const struct mrd_kernel *k = &e->u.kernel;
-        n = snprintf(buf, cap,
-                     "K|" I64 "|" I64 "|" U64 "|%u|%u|%u|%s|%u,%u,%u|%u,%u,%u|%u|%u|%u", k->start,
-                     k->end, k->correlation, k->device, k->stream, k->context, S(k->name),
+        n = snprintf(buf, cap, "K|" I64 "|" I64 "|" U64 "|%u|%u|%u|%s|%u,%u,%u|%u,%u,%u|%u|%u|%u",
+                     k->start, k->end, k->correlation, k->device, k->stream, k->context, S(k->name),
                      k->grid[0], k->grid[1], k->grid[2], k->block[0], k->block[1], k->block[2],
                      k->shared_bytes, k->registers, k->graph_id);
         break;
@@ -98,9 +96,8 @@ int mrd_canon_text(const struct mrd_canon_event *e, mrd_canon_resolve_fn resolve
                      "O|" U64 "|" I64 "|" I64 "|" U64 "|%u|%u|" U64 "|%s|" U64 "|%s|" U64
                      "|%d|%d|%s|%s|%u|%u|" U64 "|%u|%u",
                      o->op_id, o->start, o->end, o->comm_hash, o->comm_rank, o->comm_nranks, seq,
-                     S(o->func), o->count, S(o->datatype), o->bytes, o->root, o->peer,
-                     S(o->algo), S(o->proto), o->channels, o->warps, o->launch_id, o->is_p2p,
-                     o->device);
+                     S(o->func), o->count, S(o->datatype), o->bytes, o->root, o->peer, S(o->algo),
+                     S(o->proto), o->channels, o->warps, o->launch_id, o->is_p2p, o->device);
         break;
     }
     case MRD_EV_NCCL_CHANNEL: {
@@ -163,7 +160,7 @@ static inline uint64_t avalanche(uint64_t h)
     return h ^ (h >> 33);
 }
 
-#define W(v) h = round64(h, (uint64_t)(v))
+#define W(v)   h = round64(h, (uint64_t)(v))
 #define SH(id) W((id) && strhash ? strhash(ctx, (id)) : 0)
 
 uint64_t mrd_canon_hash(const struct mrd_canon_event *e, mrd_canon_strhash_fn strhash, void *ctx)

@@ -60,8 +60,7 @@ uint64_t mrd_canon_str_hash(const char *s);
 
 /* Returns the hash of the canonical form of *e (0 for an unknown kind). strhash may be NULL
  * when the event carries no strings. Any thread. */
-uint64_t mrd_canon_hash(const struct mrd_canon_event *e, mrd_canon_strhash_fn strhash,
-                        void *ctx);
+uint64_t mrd_canon_hash(const struct mrd_canon_event *e, mrd_canon_strhash_fn strhash, void *ctx);
 
 /* Writes the canonical text of *e (NUL-terminated, truncated to cap) into buf; returns its
  * length, or -EINVAL for an unknown kind. For diagnostics and tests. */

@@ -18,7 +18,7 @@
 
 #include "frame.h"
 
-#define MRD_CAPFILE_MAGIC "MRDCAP1\n"
+#define MRD_CAPFILE_MAGIC     "MRDCAP1\n"
 #define MRD_CAPFILE_MAGIC_LEN 8
 
 struct mrd_capfile;

@@ -28,8 +28,8 @@
 #include "error.h"
 #include "frame.h"
 
-#define RBUF_CAP (64u * 1024u)
-#define IO_TIMEOUT_MS 10000
+#define RBUF_CAP       (64u * 1024u)
+#define IO_TIMEOUT_MS  10000
 #define BACKOFF_MIN_MS 20
 #define BACKOFF_MAX_MS 1000
 
@@ -75,8 +75,7 @@ static struct qent *ent(struct mrd_client *c, uint32_t i)
 static void logf_(const struct mrd_client *c, const char *what, int err)
 {
     if (!c->cfg.quiet)
-        fprintf(stderr, "meridian-replay: rank %u: %s: %s\n", c->cfg.rank, what,
-                mrd_strerror(err));
+        fprintf(stderr, "meridian-replay: rank %u: %s: %s\n", c->cfg.rank, what, mrd_strerror(err));
 }
 
 static void close_fd(struct mrd_client *c)
@@ -374,8 +373,8 @@ static int recv_some(struct mrd_client *c)
         } else if (h.type == MRD_FRAME_ERROR) {
             Meridian__V1__Error *e = (Meridian__V1__Error *)msg;
             if (!c->cfg.quiet)
-                fprintf(stderr, "meridian-replay: rank %u: aggregator error %u: %s\n",
-                        c->cfg.rank, e->code, e->message ? e->message : "");
+                fprintf(stderr, "meridian-replay: rank %u: aggregator error %u: %s\n", c->cfg.rank,
+                        e->code, e->message ? e->message : "");
             protobuf_c_message_free_unpacked(msg, NULL);
             return -ECONNABORTED;
         }

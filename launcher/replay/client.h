@@ -33,14 +33,14 @@ struct mrd_client_config {
     size_t secret_len;
     uint32_t rank, local_rank, world_size;
     uint64_t agent_instance;
-    const char *hostname;   /* Hello.host (NULL: gethostname) */
-    uint32_t pid;           /* Hello.pid (0: getpid) */
-    size_t n_gpus;          /* Hello.gpus, copied by the caller's lifetime */
+    const char *hostname; /* Hello.host (NULL: gethostname) */
+    uint32_t pid;         /* Hello.pid (0: getpid) */
+    size_t n_gpus;        /* Hello.gpus, copied by the caller's lifetime */
     Meridian__V1__GpuInfo **gpus;
-    uint32_t window;        /* max unacked frames, >= 1 */
-    uint32_t max_frame;     /* our cap on frames we read */
-    uint32_t retry_ms;      /* give up after this long without a successful Hello */
-    int quiet;              /* 1: log only fatal errors */
+    uint32_t window;    /* max unacked frames, >= 1 */
+    uint32_t max_frame; /* our cap on frames we read */
+    uint32_t retry_ms;  /* give up after this long without a successful Hello */
+    int quiet;          /* 1: log only fatal errors */
     /* optional: every frame written (Hello, Batches incl. resends, Goodbye) is also passed
      * here, e.g. to record a .mrdcap */
     void (*tap)(void *ctx, const uint8_t *frame, size_t len);
@@ -48,13 +48,13 @@ struct mrd_client_config {
 };
 
 struct mrd_client_stats {
-    uint64_t bytes_sent;      /* every byte written, framing included, resends included */
-    uint64_t batches_sent;    /* distinct batches submitted */
-    uint64_t batches_resent;  /* frames written again after a reconnect */
-    uint64_t batches_acked;   /* by Ack or by HelloReply.committed_seq */
-    uint64_t acked_events;    /* sum of events of acked batches */
-    uint64_t acked_checksum;  /* sum of checksums of acked batches */
-    uint64_t dup_acks;        /* Acks with duplicate = true */
+    uint64_t bytes_sent;         /* every byte written, framing included, resends included */
+    uint64_t batches_sent;       /* distinct batches submitted */
+    uint64_t batches_resent;     /* frames written again after a reconnect */
+    uint64_t batches_acked;      /* by Ack or by HelloReply.committed_seq */
+    uint64_t acked_events;       /* sum of events of acked batches */
+    uint64_t acked_checksum;     /* sum of checksums of acked batches */
+    uint64_t dup_acks;           /* Acks with duplicate = true */
     uint64_t committed_on_hello; /* batches dropped from the queue by committed_seq */
     uint64_t reconnects;
     uint64_t last_committed_seq; /* committed_seq of the latest HelloReply */

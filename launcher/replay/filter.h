@@ -20,8 +20,8 @@
 #define MRD_FILTER_MAX_ID (1u << 20)
 
 struct mrd_filter {
-    uint32_t kinds;  /* bit k set: keep enum mrd_event_kind k; 0 = no filter */
-    uint8_t *used;   /* bitmap of string ids referenced by kept events */
+    uint32_t kinds; /* bit k set: keep enum mrd_event_kind k; 0 = no filter */
+    uint8_t *used;  /* bitmap of string ids referenced by kept events */
 };
 
 /* What mrd_filter_apply changed, to undo before the batch is freed. */

@@ -23,7 +23,8 @@ static const char *const kernel_names[] = {
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x256x64_cluster2x1x1_kernel",
     "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_64x3_tn",
     "cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_nn_align8",
-    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_"
+    "T1_",
     "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13BinaryFunctorIN3c108BFloat16ES4_S4_"
     "NS0_15MulFunctorIfEEEESt5arrayIPcLm3EEEEviT0_T1_",
     "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_13AUnaryFunctorIfffNS0_15AddFunctorIfEEEE"
@@ -58,23 +59,68 @@ static const char *const kernel_names[] = {
     "illl",
     "_ZN2at6native18cross_entropy_loss_forward_kernelIN3c108BFloat16EfEEvPT_PKS4_PKliii",
     "_ZN2at6native25nll_loss_backward_reduce_cuda_kernel_2dIN3c108BFloat16EfEEvPT_PKS5_PKlS8_bli",
-    "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, int>::Policy900>",
+    "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, "
+    "int>::Policy900>",
     "_ZN2at6native24amp_update_scale_cuda_kernelEPfPiPKfdddi",
 };
 #define N_KERNEL_NAMES ((int)(sizeof kernel_names / sizeof kernel_names[0]))
 
 enum {
-    S_DATA_LOADER, S_TRAIN_STEP, S_FORWARD, S_BACKWARD, S_OPTIMIZER, S_CHECKPOINT, S_DOMAIN,
-    S_LAUNCH, S_STREAM_SYNC, S_MEMCPY_ASYNC, S_ALLREDUCE, S_ALLGATHER, S_SEND, S_RECV,
-    S_FLOAT32, S_BF16, S_RING, S_TREE, S_SIMPLE, S_LL, S_LL128, S_K_ALLREDUCE, S_K_ALLGATHER,
-    S_K_SENDRECV, S_MPI_BARRIER, S_MPI_ALLREDUCE, S__COUNT
+    S_DATA_LOADER,
+    S_TRAIN_STEP,
+    S_FORWARD,
+    S_BACKWARD,
+    S_OPTIMIZER,
+    S_CHECKPOINT,
+    S_DOMAIN,
+    S_LAUNCH,
+    S_STREAM_SYNC,
+    S_MEMCPY_ASYNC,
+    S_ALLREDUCE,
+    S_ALLGATHER,
+    S_SEND,
+    S_RECV,
+    S_FLOAT32,
+    S_BF16,
+    S_RING,
+    S_TREE,
+    S_SIMPLE,
+    S_LL,
+    S_LL128,
+    S_K_ALLREDUCE,
+    S_K_ALLGATHER,
+    S_K_SENDRECV,
+    S_MPI_BARRIER,
+    S_MPI_ALLREDUCE,
+    S__COUNT
 };
 static const char *const other_names[S__COUNT] = {
-    "data_loader", "train_step", "forward", "backward", "optimizer_step", "checkpoint", "app",
-    "cudaLaunchKernel", "cudaStreamSynchronize", "cudaMemcpyAsync", "AllReduce", "AllGather",
-    "Send", "Recv", "ncclFloat32", "ncclBfloat16", "RING", "TREE", "SIMPLE", "LL", "LL128",
-    "ncclDevKernel_AllReduce_Sum_f32_RING_LL", "ncclDevKernel_AllGather_RING_LL",
-    "ncclDevKernel_SendRecv", "MPI_Barrier", "MPI_Allreduce",
+    "data_loader",
+    "train_step",
+    "forward",
+    "backward",
+    "optimizer_step",
+    "checkpoint",
+    "app",
+    "cudaLaunchKernel",
+    "cudaStreamSynchronize",
+    "cudaMemcpyAsync",
+    "AllReduce",
+    "AllGather",
+    "Send",
+    "Recv",
+    "ncclFloat32",
+    "ncclBfloat16",
+    "RING",
+    "TREE",
+    "SIMPLE",
+    "LL",
+    "LL128",
+    "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+    "ncclDevKernel_AllGather_RING_LL",
+    "ncclDevKernel_SendRecv",
+    "MPI_Barrier",
+    "MPI_Allreduce",
 };
 
 /* stream ids as CUPTI numbers them: compute, NCCL, copy */
@@ -90,8 +136,8 @@ struct mrd_gen {
     uint32_t by_id_len;
 
     uint64_t rng, srng;
-    int64_t now;         /* simulated local clock, ns */
-    int64_t gpu_skew;    /* raw GPU timer = local - gpu_skew */
+    int64_t now;      /* simulated local clock, ns */
+    int64_t gpu_skew; /* raw GPU timer = local - gpu_skew */
     uint64_t correlation, ext_id, op_id, step;
     uint64_t seq_world_ar, seq_pair_ag;
     uint64_t comm_world, comm_pair;
@@ -430,8 +476,7 @@ void mrd_gen_next(struct mrd_gen *g, struct mrd_canon_event *e)
     *e = g->q[g->qpos++];
 }
 
-int mrd_gen_new(const struct mrd_gen_config *cfg, struct mrd_batch_builder *b,
-                struct mrd_gen **out)
+int mrd_gen_new(const struct mrd_gen_config *cfg, struct mrd_batch_builder *b, struct mrd_gen **out)
 {
     struct mrd_gen *g = NULL;
     int rc = -EINVAL;
@@ -482,19 +527,33 @@ void mrd_gen_free(struct mrd_gen *g)
 int mrd_gen_add(struct mrd_batch_builder *b, const struct mrd_canon_event *e)
 {
     switch (e->kind) {
-    case MRD_EV_KERNEL: return mrd_batch_add_kernel(b, &e->u.kernel);
-    case MRD_EV_MEMCPY: return mrd_batch_add_memcpy(b, &e->u.memcpy);
-    case MRD_EV_MEMSET: return mrd_batch_add_memset(b, &e->u.memset);
-    case MRD_EV_SYNC: return mrd_batch_add_sync(b, &e->u.sync);
-    case MRD_EV_API: return mrd_batch_add_api(b, &e->u.api);
-    case MRD_EV_GRAPH: return mrd_batch_add_graph(b, &e->u.graph);
-    case MRD_EV_EXTCORR: return mrd_batch_add_extcorr(b, &e->u.extcorr);
-    case MRD_EV_NVTX: return mrd_batch_add_nvtx(b, &e->u.nvtx);
-    case MRD_EV_NCCL_OP: return mrd_batch_add_nccl_op(b, &e->u.nccl_op);
-    case MRD_EV_NCCL_CHANNEL: return mrd_batch_add_nccl_channel(b, &e->u.nccl_channel);
-    case MRD_EV_MPI: return mrd_batch_add_mpi(b, &e->u.mpi);
-    case MRD_EV_CLOCK: return mrd_batch_add_clock_sample(b, &e->u.clock);
-    case MRD_EV_GPU_CLOCK: return mrd_batch_add_gpu_clock_sample(b, &e->u.gpu_clock);
-    default: return -EINVAL;
+    case MRD_EV_KERNEL:
+        return mrd_batch_add_kernel(b, &e->u.kernel);
+    case MRD_EV_MEMCPY:
+        return mrd_batch_add_memcpy(b, &e->u.memcpy);
+    case MRD_EV_MEMSET:
+        return mrd_batch_add_memset(b, &e->u.memset);
+    case MRD_EV_SYNC:
+        return mrd_batch_add_sync(b, &e->u.sync);
+    case MRD_EV_API:
+        return mrd_batch_add_api(b, &e->u.api);
+    case MRD_EV_GRAPH:
+        return mrd_batch_add_graph(b, &e->u.graph);
+    case MRD_EV_EXTCORR:
+        return mrd_batch_add_extcorr(b, &e->u.extcorr);
+    case MRD_EV_NVTX:
+        return mrd_batch_add_nvtx(b, &e->u.nvtx);
+    case MRD_EV_NCCL_OP:
+        return mrd_batch_add_nccl_op(b, &e->u.nccl_op);
+    case MRD_EV_NCCL_CHANNEL:
+        return mrd_batch_add_nccl_channel(b, &e->u.nccl_channel);
+    case MRD_EV_MPI:
+        return mrd_batch_add_mpi(b, &e->u.mpi);
+    case MRD_EV_CLOCK:
+        return mrd_batch_add_clock_sample(b, &e->u.clock);
+    case MRD_EV_GPU_CLOCK:
+        return mrd_batch_add_gpu_clock_sample(b, &e->u.gpu_clock);
+    default:
+        return -EINVAL;
     }
 }

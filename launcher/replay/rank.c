@@ -103,8 +103,7 @@ static void tap(void *ctx, const uint8_t *frame, size_t len)
     }
 }
 
-static void dump_event(FILE *f, const struct mrd_canon_event *e, mrd_canon_resolve_fn fn,
-                       void *ctx)
+static void dump_event(FILE *f, const struct mrd_canon_event *e, mrd_canon_resolve_fn fn, void *ctx)
 {
     char text[1024];
     mrd_canon_text(e, fn, ctx, text, sizeof text);
@@ -175,14 +174,17 @@ static int run_synthetic(struct rank_run *r)
     uint64_t generated = 0, seq = 0, bev = 0, bsum = 0;
     double bstart = 0;
     struct mrd_batch_builder_config bc = {
-        .run_id = o->run_id, .rank = o->rank, .agent_instance = 0,
-        .max_frame = o->max_frame, .target_events = o->batch_events,
+        .run_id = o->run_id,
+        .rank = o->rank,
+        .agent_instance = 0,
+        .max_frame = o->max_frame,
+        .target_events = o->batch_events,
         .compress_level = o->compress,
     };
-    struct mrd_client_config cc = {.rank = o->rank, .local_rank = o->local_rank,
-                                   .world_size = o->world_size};
-    struct mrd_gen_config gc = {.rank = o->rank, .world_size = o->world_size, .seed = o->seed,
-                                .mix = o->mix};
+    struct mrd_client_config cc = {
+        .rank = o->rank, .local_rank = o->local_rank, .world_size = o->world_size};
+    struct mrd_gen_config gc = {
+        .rank = o->rank, .world_size = o->world_size, .seed = o->seed, .mix = o->mix};
     int rc;
 
     bc.agent_instance = cc.agent_instance =
@@ -220,8 +222,7 @@ static int run_synthetic(struct rank_run *r)
         el = now_s() - r->t0;
         if (o->seconds > 0 && el >= o->seconds)
             stop = 1;
-        if (bev >= o->batch_events ||
-            (bev > 0 && (stop || el - bstart >= o->flush_ms / 1000.0))) {
+        if (bev >= o->batch_events || (bev > 0 && (stop || el - bstart >= o->flush_ms / 1000.0))) {
             uint8_t *frame = NULL;
             size_t len = 0;
             rc = mrd_batch_builder_finish(r->b, ++seq, &frame, &len);
@@ -299,17 +300,17 @@ static int strmap_put(struct strmap *m, uint32_t id, const char *s)
     return 0;
 }
 
-#define HASH_KIND(type, next, field)                                                           \
-    do {                                                                                       \
-        mrd_batch_cursor_init(&cur, m);                                                        \
-        e.kind = type;                                                                         \
-        while (next(&cur, &e.u.field)) {                                                       \
-            *sum += mrd_canon_hash(&e, strmap_hash, map);                                       \
-            if (dump)                                                                          \
-                dump_event(dump, &e, strmap_get, map);                                         \
-            by_kind[type]++;                                                                   \
-            n++;                                                                               \
-        }                                                                                      \
+#define HASH_KIND(type, next, field)                                                               \
+    do {                                                                                           \
+        mrd_batch_cursor_init(&cur, m);                                                            \
+        e.kind = type;                                                                             \
+        while (next(&cur, &e.u.field)) {                                                           \
+            *sum += mrd_canon_hash(&e, strmap_hash, map);                                          \
+            if (dump)                                                                              \
+                dump_event(dump, &e, strmap_get, map);                                             \
+            by_kind[type]++;                                                                       \
+            n++;                                                                                   \
+        }                                                                                          \
     } while (0)
 
 /* Counts and hashes every event of a checked batch. Returns the number of events. */
@@ -368,8 +369,7 @@ static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strma
     m->run_id = (char *)r->o->run_id;
     m->rank = r->res->rank;
     m->agent_instance = instance;
-    rc = mrd_frame_encode(MRD_FRAME_BATCH, &m->base, r->o->compress, r->o->max_frame, &frame,
-                          &len);
+    rc = mrd_frame_encode(MRD_FRAME_BATCH, &m->base, r->o->compress, r->o->max_frame, &frame, &len);
     m->run_id = run; /* the decoded message owns its own strings */
     m->rank = rank;
     m->agent_instance = inst;
@@ -404,8 +404,10 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
                 .rank = hello->rank + o->rank_offset + o->copy * world,
                 .local_rank = hello->local_rank,
                 .world_size = world * (o->copies ? o->copies : 1),
-                .hostname = hello->host, .pid = hello->pid,
-                .n_gpus = hello->n_gpus, .gpus = hello->gpus,
+                .hostname = hello->host,
+                .pid = hello->pid,
+                .n_gpus = hello->n_gpus,
+                .gpus = hello->gpus,
             };
             instance = cc.agent_instance =
                 hello->agent_instance ^ ((uint64_t)(o->copy + 1) << 48) ^ (uint64_t)getpid();
@@ -536,8 +538,8 @@ fail:
         fail_why(res, rc, "setting up");
     if (r.c)
         mrd_client_get_stats(r.c, &res->net);
-    if (res->rc == 0 && (res->net.acked_events != res->events ||
-                         res->net.acked_checksum != res->checksum)) {
+    if (res->rc == 0 &&
+        (res->net.acked_events != res->events || res->net.acked_checksum != res->checksum)) {
         res->rc = -EPROTO;
         snprintf(res->why, sizeof res->why, "not every batch was acknowledged");
     }
@@ -563,18 +565,18 @@ fail:
 void mrd_rank_format(const struct mrd_rank_result *r, char *buf, size_t cap)
 {
     static const char *const names[MRD_EV__COUNT] = {
-        "", "kernel", "memcpy", "memset", "sync", "api", "graph", "extcorr", "nvtx",
-        "nccl_op", "nccl_channel", "mpi", "clock", "gpu_clock",
+        "",        "kernel", "memcpy",  "memset",       "sync", "api",   "graph",
+        "extcorr", "nvtx",   "nccl_op", "nccl_channel", "mpi",  "clock", "gpu_clock",
     };
     size_t n = (size_t)snprintf(
         buf, cap,
-        "rank=%u events=%" PRIu64 " checksum=%016" PRIx64 " batches=%" PRIu64
-        " first_seq=%" PRIu64 " last_seq=%" PRIu64 " acked_events=%" PRIu64 " acked_checksum=%016" PRIx64 " acked_batches=%" PRIu64
-        " bytes_sent=%" PRIu64 " resent=%" PRIu64 " reconnects=%" PRIu64 " dup_acks=%" PRIu64
-        " committed_on_hello=%" PRIu64 " seconds=%.3f",
-        r->rank, r->events, r->checksum, r->batches, r->first_seq, r->last_seq, r->net.acked_events, r->net.acked_checksum,
-        r->net.batches_acked, r->net.bytes_sent, r->net.batches_resent, r->net.reconnects,
-        r->net.dup_acks, r->net.committed_on_hello, r->seconds);
+        "rank=%u events=%" PRIu64 " checksum=%016" PRIx64 " batches=%" PRIu64 " first_seq=%" PRIu64
+        " last_seq=%" PRIu64 " acked_events=%" PRIu64 " acked_checksum=%016" PRIx64
+        " acked_batches=%" PRIu64 " bytes_sent=%" PRIu64 " resent=%" PRIu64 " reconnects=%" PRIu64
+        " dup_acks=%" PRIu64 " committed_on_hello=%" PRIu64 " seconds=%.3f",
+        r->rank, r->events, r->checksum, r->batches, r->first_seq, r->last_seq, r->net.acked_events,
+        r->net.acked_checksum, r->net.batches_acked, r->net.bytes_sent, r->net.batches_resent,
+        r->net.reconnects, r->net.dup_acks, r->net.committed_on_hello, r->seconds);
     for (int k = 1; k < MRD_EV__COUNT && n < cap; k++)
         n += (size_t)snprintf(buf + n, cap - n, " n_%s=%" PRIu64, names[k], r->by_kind[k]);
     if (n < cap) {

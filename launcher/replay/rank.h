@@ -25,31 +25,31 @@ struct mrd_rank_opts {
     const uint8_t *secret;
     size_t secret_len;
     uint32_t rank, world_size, local_rank;
-    double rate, burst_rate;      /* events/s per rank; 0 = unlimited */
+    double rate, burst_rate; /* events/s per rank; 0 = unlimited */
     uint32_t burst_ms, burst_period_ms;
-    double seconds;               /* stop generating after this long (0 = no limit) */
-    uint64_t events;              /* stop after this many events (0 = no limit) */
+    double seconds;  /* stop generating after this long (0 = no limit) */
+    uint64_t events; /* stop after this many events (0 = no limit) */
     uint32_t batch_events, flush_ms, window, max_frame, retry_ms;
     int mix, compress, quiet;
     uint64_t seed;
-    const char *record_path;      /* write a .mrdcap of every frame sent */
-    const char *dump_path;        /* write the canonical text of every event sent */
-    const char *capture_path;     /* replay this capture instead of generating */
+    const char *record_path;  /* write a .mrdcap of every frame sent */
+    const char *dump_path;    /* write the canonical text of every event sent */
+    const char *capture_path; /* replay this capture instead of generating */
     uint32_t rank_offset, copy, copies;
-    uint32_t kinds;               /* capture replay: keep only these kinds (bit per kind) */
-    uint32_t resend_acked;        /* test hook: at the end, resend the first N batches */
+    uint32_t kinds;        /* capture replay: keep only these kinds (bit per kind) */
+    uint32_t resend_acked; /* test hook: at the end, resend the first N batches */
 };
 
 struct mrd_rank_result {
     uint32_t rank;
     uint64_t events, checksum, batches;
-    uint64_t first_seq, last_seq;  /* seqs of the first and last batch sent */
+    uint64_t first_seq, last_seq; /* seqs of the first and last batch sent */
     uint64_t by_kind[MRD_EV__COUNT];
-    uint64_t skipped_frames;      /* capture frames not replayed (resends, clock, unknown) */
+    uint64_t skipped_frames; /* capture frames not replayed (resends, clock, unknown) */
     struct mrd_client_stats net;
     double seconds;
-    int rc;                       /* 0 = everything acknowledged */
-    char why[160];                /* set when rc != 0 */
+    int rc;        /* 0 = everything acknowledged */
+    char why[160]; /* set when rc != 0 */
 };
 
 /* Runs one rank to the end: connect, send, drain, goodbye. Returns res->rc. */

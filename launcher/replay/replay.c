@@ -25,8 +25,8 @@
 #include "gen.h"
 #include "rank.h"
 
-#define MAX_PROCS 4096
-#define LINE_MAX_ 1024 /* one report line; < PIPE_BUF */
+#define MAX_PROCS  4096
+#define LINE_MAX_  1024 /* one report line; < PIPE_BUF */
 #define SECRET_MAX 4096
 
 static const char usage[] =
@@ -160,23 +160,66 @@ static int read_secret(const char *path, uint8_t *buf, size_t *len)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     enum {
-        O_AGG = 256, O_RUN, O_SECRET, O_WINDOW, O_RETRY, O_MAXFRAME, O_RANKS, O_RANKBASE,
-        O_WORLD, O_RATE, O_BRATE, O_BMS, O_BPERIOD, O_SECONDS, O_EVENTS, O_BATCH, O_FLUSH,
-        O_MIX, O_SEED, O_COMPRESS, O_OFFSET, O_COPIES, O_KINDS, O_REPORT, O_RECORD, O_RESEND, O_DUMP, O_QUIET,
+        O_AGG = 256,
+        O_RUN,
+        O_SECRET,
+        O_WINDOW,
+        O_RETRY,
+        O_MAXFRAME,
+        O_RANKS,
+        O_RANKBASE,
+        O_WORLD,
+        O_RATE,
+        O_BRATE,
+        O_BMS,
+        O_BPERIOD,
+        O_SECONDS,
+        O_EVENTS,
+        O_BATCH,
+        O_FLUSH,
+        O_MIX,
+        O_SEED,
+        O_COMPRESS,
+        O_OFFSET,
+        O_COPIES,
+        O_KINDS,
+        O_REPORT,
+        O_RECORD,
+        O_RESEND,
+        O_DUMP,
+        O_QUIET,
         O_HELP
     };
     static const struct option longopts[] = {
-        {"aggregator", 1, 0, O_AGG}, {"run-id", 1, 0, O_RUN}, {"secret-file", 1, 0, O_SECRET},
-        {"window", 1, 0, O_WINDOW}, {"retry-ms", 1, 0, O_RETRY},
-        {"max-frame", 1, 0, O_MAXFRAME}, {"ranks", 1, 0, O_RANKS},
-        {"rank-base", 1, 0, O_RANKBASE}, {"world-size", 1, 0, O_WORLD},
-        {"rate", 1, 0, O_RATE}, {"burst-rate", 1, 0, O_BRATE}, {"burst-ms", 1, 0, O_BMS},
-        {"burst-period-ms", 1, 0, O_BPERIOD}, {"seconds", 1, 0, O_SECONDS},
-        {"events", 1, 0, O_EVENTS}, {"batch-events", 1, 0, O_BATCH},
-        {"flush-ms", 1, 0, O_FLUSH}, {"mix", 1, 0, O_MIX}, {"seed", 1, 0, O_SEED},
-        {"compress", 1, 0, O_COMPRESS}, {"rank-offset", 1, 0, O_OFFSET},
-        {"copies", 1, 0, O_COPIES}, {"kinds", 1, 0, O_KINDS}, {"report", 1, 0, O_REPORT}, {"record", 1, 0, O_RECORD},
-        {"resend-acked", 1, 0, O_RESEND}, {"dump", 1, 0, O_DUMP}, {"quiet", 0, 0, O_QUIET}, {"help", 0, 0, O_HELP},
+        {"aggregator", 1, 0, O_AGG},
+        {"run-id", 1, 0, O_RUN},
+        {"secret-file", 1, 0, O_SECRET},
+        {"window", 1, 0, O_WINDOW},
+        {"retry-ms", 1, 0, O_RETRY},
+        {"max-frame", 1, 0, O_MAXFRAME},
+        {"ranks", 1, 0, O_RANKS},
+        {"rank-base", 1, 0, O_RANKBASE},
+        {"world-size", 1, 0, O_WORLD},
+        {"rate", 1, 0, O_RATE},
+        {"burst-rate", 1, 0, O_BRATE},
+        {"burst-ms", 1, 0, O_BMS},
+        {"burst-period-ms", 1, 0, O_BPERIOD},
+        {"seconds", 1, 0, O_SECONDS},
+        {"events", 1, 0, O_EVENTS},
+        {"batch-events", 1, 0, O_BATCH},
+        {"flush-ms", 1, 0, O_FLUSH},
+        {"mix", 1, 0, O_MIX},
+        {"seed", 1, 0, O_SEED},
+        {"compress", 1, 0, O_COMPRESS},
+        {"rank-offset", 1, 0, O_OFFSET},
+        {"copies", 1, 0, O_COPIES},
+        {"kinds", 1, 0, O_KINDS},
+        {"report", 1, 0, O_REPORT},
+        {"record", 1, 0, O_RECORD},
+        {"resend-acked", 1, 0, O_RESEND},
+        {"dump", 1, 0, O_DUMP},
+        {"quiet", 0, 0, O_QUIET},
+        {"help", 0, 0, O_HELP},
         {0, 0, 0, 0},
     };
     struct mrd_rank_opts *r = &o->r;
@@ -198,28 +241,58 @@ static int parse_options(int argc, char **argv, struct options *o)
     optind = 1;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case O_AGG: agg = optarg; break;
-        case O_RUN: r->run_id = optarg; break;
-        case O_SECRET: secret_file = optarg; break;
-        case O_WINDOW: bad |= parse_u32(optarg, &r->window) || !r->window || r->window > 65536; break;
-        case O_RETRY: bad |= parse_u32(optarg, &r->retry_ms); break;
+        case O_AGG:
+            agg = optarg;
+            break;
+        case O_RUN:
+            r->run_id = optarg;
+            break;
+        case O_SECRET:
+            secret_file = optarg;
+            break;
+        case O_WINDOW:
+            bad |= parse_u32(optarg, &r->window) || !r->window || r->window > 65536;
+            break;
+        case O_RETRY:
+            bad |= parse_u32(optarg, &r->retry_ms);
+            break;
         case O_MAXFRAME:
             bad |= parse_u32(optarg, &r->max_frame) || r->max_frame < MRD_FRAME_MIN_MAX;
             break;
-        case O_RANKS: bad |= parse_u32(optarg, &o->ranks) || !o->ranks || o->ranks > MAX_PROCS; break;
-        case O_RANKBASE: bad |= parse_u32(optarg, &o->rank_base); break;
-        case O_WORLD: bad |= parse_u32(optarg, &world); break;
-        case O_RATE: bad |= parse_double(optarg, &r->rate); break;
-        case O_BRATE: bad |= parse_double(optarg, &r->burst_rate); break;
-        case O_BMS: bad |= parse_u32(optarg, &r->burst_ms); break;
-        case O_BPERIOD: bad |= parse_u32(optarg, &r->burst_period_ms); break;
-        case O_SECONDS: bad |= parse_double(optarg, &r->seconds); break;
-        case O_EVENTS: bad |= parse_u64(optarg, UINT64_MAX, &r->events); break;
+        case O_RANKS:
+            bad |= parse_u32(optarg, &o->ranks) || !o->ranks || o->ranks > MAX_PROCS;
+            break;
+        case O_RANKBASE:
+            bad |= parse_u32(optarg, &o->rank_base);
+            break;
+        case O_WORLD:
+            bad |= parse_u32(optarg, &world);
+            break;
+        case O_RATE:
+            bad |= parse_double(optarg, &r->rate);
+            break;
+        case O_BRATE:
+            bad |= parse_double(optarg, &r->burst_rate);
+            break;
+        case O_BMS:
+            bad |= parse_u32(optarg, &r->burst_ms);
+            break;
+        case O_BPERIOD:
+            bad |= parse_u32(optarg, &r->burst_period_ms);
+            break;
+        case O_SECONDS:
+            bad |= parse_double(optarg, &r->seconds);
+            break;
+        case O_EVENTS:
+            bad |= parse_u64(optarg, UINT64_MAX, &r->events);
+            break;
         case O_BATCH:
             bad |= parse_u32(optarg, &r->batch_events) || !r->batch_events ||
                    r->batch_events > 1000000;
             break;
-        case O_FLUSH: bad |= parse_u32(optarg, &r->flush_ms); break;
+        case O_FLUSH:
+            bad |= parse_u32(optarg, &r->flush_ms);
+            break;
         case O_MIX:
             if (strcmp(optarg, "training") == 0)
                 r->mix = MRD_GEN_MIX_TRAINING;
@@ -228,18 +301,43 @@ static int parse_options(int argc, char **argv, struct options *o)
             else
                 bad = 1;
             break;
-        case O_SEED: bad |= parse_u64(optarg, UINT64_MAX, &r->seed); break;
-        case O_COMPRESS: bad |= parse_u32(optarg, &compress) || compress > 19; break;
-        case O_OFFSET: bad |= parse_u32(optarg, &r->rank_offset); break;
-        case O_COPIES: bad |= parse_u32(optarg, &r->copies) || !r->copies; break;
-        case O_KINDS: bad |= mrd_filter_parse(optarg, &r->kinds) < 0; break;
-        case O_REPORT: o->report = optarg; break;
-        case O_RECORD: r->record_path = optarg; break;
-        case O_RESEND: bad |= parse_u64(optarg, 1024, &v); r->resend_acked = (uint32_t)v; break;
-        case O_DUMP: r->dump_path = optarg; break;
-        case O_QUIET: r->quiet = 1; break;
-        case O_HELP: fputs(usage, stdout); return 1;
-        default: bad = 1; break;
+        case O_SEED:
+            bad |= parse_u64(optarg, UINT64_MAX, &r->seed);
+            break;
+        case O_COMPRESS:
+            bad |= parse_u32(optarg, &compress) || compress > 19;
+            break;
+        case O_OFFSET:
+            bad |= parse_u32(optarg, &r->rank_offset);
+            break;
+        case O_COPIES:
+            bad |= parse_u32(optarg, &r->copies) || !r->copies;
+            break;
+        case O_KINDS:
+            bad |= mrd_filter_parse(optarg, &r->kinds) < 0;
+            break;
+        case O_REPORT:
+            o->report = optarg;
+            break;
+        case O_RECORD:
+            r->record_path = optarg;
+            break;
+        case O_RESEND:
+            bad |= parse_u64(optarg, 1024, &v);
+            r->resend_acked = (uint32_t)v;
+            break;
+        case O_DUMP:
+            r->dump_path = optarg;
+            break;
+        case O_QUIET:
+            r->quiet = 1;
+            break;
+        case O_HELP:
+            fputs(usage, stdout);
+            return 1;
+        default:
+            bad = 1;
+            break;
         }
         if (bad) {
             fprintf(stderr, "meridian replay: bad value for --%s\n",
@@ -280,8 +378,8 @@ static int parse_options(int argc, char **argv, struct options *o)
         r->events = 100000;
     r->world_size = world ? world : o->rank_base + o->ranks;
     if (!o->ncaptures && (uint64_t)o->rank_base + o->ranks > r->world_size) {
-        fprintf(stderr, "meridian replay: ranks %u..%u do not fit --world-size %u\n",
-                o->rank_base, o->rank_base + o->ranks - 1, r->world_size);
+        fprintf(stderr, "meridian replay: ranks %u..%u do not fit --world-size %u\n", o->rank_base,
+                o->rank_base + o->ranks - 1, r->world_size);
         return -EINVAL;
     }
     if (o->ncaptures && (uint64_t)o->ncaptures * r->copies > MAX_PROCS) {

@@ -29,8 +29,23 @@
 #include "store.h"
 
 enum {
-    T_KERNEL, T_MEMCPY, T_MEMSET, T_SYNC, T_API, T_GRAPH, T_EXTCORR, T_NVTX, T_NCCL_OP,
-    T_NCCL_CH, T_MPI, T_CLOCK, T_GPU_CLOCK, T_BATCH, T_STRING, T_RSTRING, T__COUNT
+    T_KERNEL,
+    T_MEMCPY,
+    T_MEMSET,
+    T_SYNC,
+    T_API,
+    T_GRAPH,
+    T_EXTCORR,
+    T_NVTX,
+    T_NCCL_OP,
+    T_NCCL_CH,
+    T_MPI,
+    T_CLOCK,
+    T_GPU_CLOCK,
+    T_BATCH,
+    T_STRING,
+    T_RSTRING,
+    T__COUNT
 };
 static const char *const sql[T__COUNT] = {
     [T_KERNEL] = "INSERT INTO kernels(rank, device, stream, context, start_ns, end_ns,"
@@ -94,10 +109,10 @@ static int run(sqlite3_stmt *s, const int64_t *v, int n)
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-#define ROW(t, ...)                                                                            \
-    do {                                                                                       \
-        const int64_t v_[] = {__VA_ARGS__};                                                    \
-        rc = run(st[t], v_, (int)(sizeof v_ / sizeof v_[0]));                                  \
+#define ROW(t, ...)                                                                                \
+    do {                                                                                           \
+        const int64_t v_[] = {__VA_ARGS__};                                                        \
+        rc = run(st[t], v_, (int)(sizeof v_ / sizeof v_[0]));                                      \
     } while (0)
 
 static int insert_event(int64_t r, const struct mrd_canon_event *e)
@@ -125,8 +140,7 @@ static int insert_event(int64_t r, const struct mrd_canon_event *e)
     }
     case MRD_EV_SYNC: {
         const struct mrd_sync *s = &e->u.sync;
-        ROW(T_SYNC, r, s->context, s->stream, s->start, s->end, (int64_t)s->correlation,
-            s->type);
+        ROW(T_SYNC, r, s->context, s->stream, s->start, s->end, (int64_t)s->correlation, s->type);
         break;
     }
     case MRD_EV_API: {
@@ -154,16 +168,15 @@ static int insert_event(int64_t r, const struct mrd_canon_event *e)
     }
     case MRD_EV_NCCL_OP: {
         const struct mrd_nccl_op *o = &e->u.nccl_op;
-        ROW(T_NCCL_OP, r, (int64_t)o->op_id, o->start, o->end, (int64_t)o->comm_hash,
-            o->comm_rank, o->comm_nranks, (int64_t)o->seq, o->func, (int64_t)o->count,
-            o->datatype, (int64_t)o->bytes, o->root, o->peer, o->algo, o->proto, o->channels,
-            o->warps, (int64_t)o->launch_id, o->is_p2p, o->device);
+        ROW(T_NCCL_OP, r, (int64_t)o->op_id, o->start, o->end, (int64_t)o->comm_hash, o->comm_rank,
+            o->comm_nranks, (int64_t)o->seq, o->func, (int64_t)o->count, o->datatype,
+            (int64_t)o->bytes, o->root, o->peer, o->algo, o->proto, o->channels, o->warps,
+            (int64_t)o->launch_id, o->is_p2p, o->device);
         break;
     }
     case MRD_EV_NCCL_CHANNEL: {
         const struct mrd_nccl_channel *c = &e->u.nccl_channel;
-        ROW(T_NCCL_CH, r, (int64_t)c->op_id, c->channel, c->gpu_start, c->gpu_end,
-            c->host_start);
+        ROW(T_NCCL_CH, r, (int64_t)c->op_id, c->channel, c->gpu_start, c->gpu_end, c->host_start);
         break;
     }
     case MRD_EV_MPI: {
@@ -211,9 +224,9 @@ static int insert_strings(sqlite3 *db, int64_t r, struct mrd_gen *g)
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"db", 1, 0, 'd'}, {"ranks", 1, 0, 'r'}, {"events", 1, 0, 'e'}, {"mix", 1, 0, 'm'},
-        {"seed", 1, 0, 's'}, {"batch-events", 1, 0, 'b'}, {"txn-rows", 1, 0, 't'},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0},
+        {"db", 1, 0, 'd'},       {"ranks", 1, 0, 'r'}, {"events", 1, 0, 'e'},
+        {"mix", 1, 0, 'm'},      {"seed", 1, 0, 's'},  {"batch-events", 1, 0, 'b'},
+        {"txn-rows", 1, 0, 't'}, {"help", 0, 0, 'h'},  {0, 0, 0, 0},
     };
     const char *path = NULL;
     uint64_t ranks = 8, events = 100000, seed = 1, batch = 4096, txn = 200000;
@@ -223,17 +236,32 @@ int main(int argc, char **argv)
 
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 'd': path = optarg; break;
-        case 'r': ranks = strtoull(optarg, NULL, 10); break;
-        case 'e': events = strtoull(optarg, NULL, 10); break;
-        case 'm': mix = strcmp(optarg, "kernels") == 0 ? MRD_GEN_MIX_KERNELS : MRD_GEN_MIX_TRAINING; break;
-        case 's': seed = strtoull(optarg, NULL, 10); break;
-        case 'b': batch = strtoull(optarg, NULL, 10); break;
-        case 't': txn = strtoull(optarg, NULL, 10); break;
+        case 'd':
+            path = optarg;
+            break;
+        case 'r':
+            ranks = strtoull(optarg, NULL, 10);
+            break;
+        case 'e':
+            events = strtoull(optarg, NULL, 10);
+            break;
+        case 'm':
+            mix = strcmp(optarg, "kernels") == 0 ? MRD_GEN_MIX_KERNELS : MRD_GEN_MIX_TRAINING;
+            break;
+        case 's':
+            seed = strtoull(optarg, NULL, 10);
+            break;
+        case 'b':
+            batch = strtoull(optarg, NULL, 10);
+            break;
+        case 't':
+            txn = strtoull(optarg, NULL, 10);
+            break;
         default:
-            fprintf(c == 'h' ? stdout : stderr,
-                    "usage: ingest_ceiling --db FILE [--ranks N] [--events N per rank]\n"
-                    "       [--mix training|kernels] [--seed N] [--batch-events N] [--txn-rows N]\n");
+            fprintf(
+                c == 'h' ? stdout : stderr,
+                "usage: ingest_ceiling --db FILE [--ranks N] [--events N per rank]\n"
+                "       [--mix training|kernels] [--seed N] [--batch-events N] [--txn-rows N]\n");
             return c == 'h' ? 0 : 2;
         }
     }
@@ -259,11 +287,12 @@ int main(int argc, char **argv)
     if (!rs)
         goto done;
     for (uint64_t r = 0; r < ranks; r++) {
-        struct mrd_batch_builder_config bc = {.run_id = "ceiling", .rank = (uint32_t)r,
+        struct mrd_batch_builder_config bc = {.run_id = "ceiling",
+                                              .rank = (uint32_t)r,
                                               .max_frame = MRD_FRAME_DEFAULT_MAX,
                                               .target_events = 16};
-        struct mrd_gen_config gc = {.rank = (uint32_t)r, .world_size = (uint32_t)ranks,
-                                    .seed = seed, .mix = mix};
+        struct mrd_gen_config gc = {
+            .rank = (uint32_t)r, .world_size = (uint32_t)ranks, .seed = seed, .mix = mix};
         if (mrd_batch_builder_new(&bc, &rs[r].b) < 0 || mrd_gen_new(&gc, rs[r].b, &rs[r].g) < 0)
             goto done;
     }

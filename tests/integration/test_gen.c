@@ -21,7 +21,7 @@
 #include "gen.h"
 
 #define N_EVENTS 60000
-#define MAX_OPS 4096
+#define MAX_OPS  4096
 
 struct run {
     struct mrd_batch_builder *b;
@@ -40,11 +40,10 @@ struct run {
 
 static void run_gen(struct run *r, uint32_t rank, uint32_t world, uint64_t seed)
 {
-    struct mrd_batch_builder_config bc = {.run_id = "t", .rank = rank,
-                                          .max_frame = MRD_FRAME_DEFAULT_MAX,
-                                          .target_events = 1024};
-    struct mrd_gen_config gc = {.rank = rank, .world_size = world, .seed = seed,
-                                .mix = MRD_GEN_MIX_TRAINING};
+    struct mrd_batch_builder_config bc = {
+        .run_id = "t", .rank = rank, .max_frame = MRD_FRAME_DEFAULT_MAX, .target_events = 1024};
+    struct mrd_gen_config gc = {
+        .rank = rank, .world_size = world, .seed = seed, .mix = MRD_GEN_MIX_TRAINING};
     memset(r, 0, sizeof *r);
     CHECK_OK(mrd_batch_builder_new(&bc, &r->b));
     CHECK_OK(mrd_gen_new(&gc, r->b, &r->g));

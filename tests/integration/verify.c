@@ -24,7 +24,7 @@
 
 #include "canon.h"
 
-#define MAX_RANKS (1u << 20)
+#define MAX_RANKS     (1u << 20)
 #define MAX_STRING_ID (1u << 26)
 
 enum col_type { C_I64, C_U64, C_U32, C_I32 };
@@ -39,11 +39,18 @@ struct table {
     struct col cols[24];
 };
 
-#define F(kind_field, member, t) {#member, offsetof(struct mrd_canon_event, u.kind_field.member), t}
-#define FN(name, kind_field, member, t) {name, offsetof(struct mrd_canon_event, u.kind_field.member), t}
+#define F(kind_field, member, t)                                                                   \
+    {                                                                                              \
+#member, offsetof(struct mrd_canon_event, u.kind_field.member), t                          \
+    }
+#define FN(name, kind_field, member, t)                                                            \
+    {                                                                                              \
+        name, offsetof(struct mrd_canon_event, u.kind_field.member), t                             \
+    }
 
 static const struct table tables[] = {
-    {"kernels", MRD_EV_KERNEL,
+    {"kernels",
+     MRD_EV_KERNEL,
      {F(kernel, device, C_U32), F(kernel, stream, C_U32), F(kernel, context, C_U32),
       FN("start_ns", kernel, start, C_I64), FN("end_ns", kernel, end, C_I64),
       FN("correlation_id", kernel, correlation, C_U64), FN("name_id", kernel, name, C_U32),
@@ -51,63 +58,86 @@ static const struct table tables[] = {
       FN("grid_z", kernel, grid[2], C_U32), FN("block_x", kernel, block[0], C_U32),
       FN("block_y", kernel, block[1], C_U32), FN("block_z", kernel, block[2], C_U32),
       F(kernel, shared_bytes, C_U32), F(kernel, registers, C_U32), F(kernel, graph_id, C_U32)}},
-    {"memcpys", MRD_EV_MEMCPY,
+    {"memcpys",
+     MRD_EV_MEMCPY,
      {F(memcpy, device, C_U32), F(memcpy, stream, C_U32), FN("start_ns", memcpy, start, C_I64),
       FN("end_ns", memcpy, end, C_I64), FN("correlation_id", memcpy, correlation, C_U64),
       F(memcpy, bytes, C_U64), F(memcpy, copy_kind, C_U32), F(memcpy, src_kind, C_U32),
       F(memcpy, dst_kind, C_U32), F(memcpy, peer_device, C_U32)}},
-    {"memsets", MRD_EV_MEMSET,
+    {"memsets",
+     MRD_EV_MEMSET,
      {F(memset, device, C_U32), F(memset, stream, C_U32), FN("start_ns", memset, start, C_I64),
       FN("end_ns", memset, end, C_I64), FN("correlation_id", memset, correlation, C_U64),
       F(memset, bytes, C_U64), F(memset, value, C_U32), F(memset, memory_kind, C_U32)}},
-    {"syncs", MRD_EV_SYNC,
+    {"syncs",
+     MRD_EV_SYNC,
      {F(sync, context, C_U32), F(sync, stream, C_U32), FN("start_ns", sync, start, C_I64),
       FN("end_ns", sync, end, C_I64), FN("correlation_id", sync, correlation, C_U64),
       F(sync, type, C_U32)}},
-    {"api_calls", MRD_EV_API,
+    {"api_calls",
+     MRD_EV_API,
      {F(api, thread, C_U32), FN("start_ns", api, start, C_I64), FN("end_ns", api, end, C_I64),
-      FN("correlation_id", api, correlation, C_U64), F(api, domain, C_U32),
-      F(api, cbid, C_U32), FN("name_id", api, name, C_U32)}},
-    {"graph_launches", MRD_EV_GRAPH,
+      FN("correlation_id", api, correlation, C_U64), F(api, domain, C_U32), F(api, cbid, C_U32),
+      FN("name_id", api, name, C_U32)}},
+    {"graph_launches",
+     MRD_EV_GRAPH,
      {F(graph, device, C_U32), F(graph, stream, C_U32), FN("start_ns", graph, start, C_I64),
       FN("end_ns", graph, end, C_I64), FN("correlation_id", graph, correlation, C_U64),
       F(graph, graph_id, C_U32)}},
-    {"external_correlations", MRD_EV_EXTCORR,
+    {"external_correlations",
+     MRD_EV_EXTCORR,
      {FN("correlation_id", extcorr, correlation, C_U64), F(extcorr, external_id, C_U64),
       F(extcorr, kind, C_U32)}},
-    {"nvtx", MRD_EV_NVTX,
+    {"nvtx",
+     MRD_EV_NVTX,
      {F(nvtx, thread, C_U32), FN("start_ns", nvtx, start, C_I64), FN("end_ns", nvtx, end, C_I64),
       F(nvtx, kind, C_U32), FN("domain_id", nvtx, domain, C_U32), FN("name_id", nvtx, name, C_U32),
       F(nvtx, depth, C_U32), F(nvtx, color, C_U32)}},
-    {"nccl_ops", MRD_EV_NCCL_OP,
-     {F(nccl_op, op_id, C_U64), FN("start_ns", nccl_op, start, C_I64),
-      FN("end_ns", nccl_op, end, C_I64), F(nccl_op, comm_hash, C_U64),
-      F(nccl_op, comm_rank, C_U32), F(nccl_op, comm_nranks, C_U32), F(nccl_op, seq, C_U64),
-      FN("func_id", nccl_op, func, C_U32), F(nccl_op, count, C_U64),
-      FN("datatype_id", nccl_op, datatype, C_U32), F(nccl_op, bytes, C_U64),
-      F(nccl_op, root, C_I32), F(nccl_op, peer, C_I32), FN("algo_id", nccl_op, algo, C_U32),
-      FN("proto_id", nccl_op, proto, C_U32), F(nccl_op, channels, C_U32),
-      F(nccl_op, warps, C_U32), F(nccl_op, launch_id, C_U64), F(nccl_op, is_p2p, C_U32),
+    {"nccl_ops",
+     MRD_EV_NCCL_OP,
+     {F(nccl_op, op_id, C_U64),
+      FN("start_ns", nccl_op, start, C_I64),
+      FN("end_ns", nccl_op, end, C_I64),
+      F(nccl_op, comm_hash, C_U64),
+      F(nccl_op, comm_rank, C_U32),
+      F(nccl_op, comm_nranks, C_U32),
+      F(nccl_op, seq, C_U64),
+      FN("func_id", nccl_op, func, C_U32),
+      F(nccl_op, count, C_U64),
+      FN("datatype_id", nccl_op, datatype, C_U32),
+      F(nccl_op, bytes, C_U64),
+      F(nccl_op, root, C_I32),
+      F(nccl_op, peer, C_I32),
+      FN("algo_id", nccl_op, algo, C_U32),
+      FN("proto_id", nccl_op, proto, C_U32),
+      F(nccl_op, channels, C_U32),
+      F(nccl_op, warps, C_U32),
+      F(nccl_op, launch_id, C_U64),
+      F(nccl_op, is_p2p, C_U32),
       F(nccl_op, device, C_U32)}},
-    {"nccl_channels", MRD_EV_NCCL_CHANNEL,
+    {"nccl_channels",
+     MRD_EV_NCCL_CHANNEL,
      {F(nccl_channel, op_id, C_U64), F(nccl_channel, channel, C_U32),
       F(nccl_channel, gpu_start, C_I64), F(nccl_channel, gpu_end, C_I64),
       FN("host_start_ns", nccl_channel, host_start, C_I64)}},
-    {"mpi_calls", MRD_EV_MPI,
+    {"mpi_calls",
+     MRD_EV_MPI,
      {F(mpi, thread, C_U32), FN("start_ns", mpi, start, C_I64), FN("end_ns", mpi, end, C_I64),
       FN("call_id", mpi, call, C_U32), F(mpi, bytes, C_U64), F(mpi, peer, C_I32),
       F(mpi, tag, C_I32), F(mpi, comm_size, C_U32)}},
-    {"clock_samples", MRD_EV_CLOCK,
+    {"clock_samples",
+     MRD_EV_CLOCK,
      {F(clock, t0, C_I64), F(clock, t1, C_I64), F(clock, t2, C_I64), F(clock, t3, C_I64)}},
-    {"gpu_clock_samples", MRD_EV_GPU_CLOCK,
+    {"gpu_clock_samples",
+     MRD_EV_GPU_CLOCK,
      {F(gpu_clock, device, C_U32), F(gpu_clock, host_ns, C_I64), F(gpu_clock, gpu_ns, C_I64),
       F(gpu_clock, uncertainty_ns, C_U64)}},
 };
 #define N_TABLES (sizeof tables / sizeof tables[0])
 
 static const char *const kind_names[MRD_EV__COUNT] = {
-    "", "kernel", "memcpy", "memset", "sync", "api", "graph", "extcorr", "nvtx",
-    "nccl_op", "nccl_channel", "mpi", "clock", "gpu_clock",
+    "",        "kernel", "memcpy",  "memset",       "sync", "api",   "graph",
+    "extcorr", "nvtx",   "nccl_op", "nccl_channel", "mpi",  "clock", "gpu_clock",
 };
 
 struct tally {
@@ -230,7 +260,7 @@ static int load_strings(sqlite3 *db, struct strings *s)
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
-static FILE *dump_fp;   /* --dump: canonical text of one rank's rows */
+static FILE *dump_fp; /* --dump: canonical text of one rank's rows */
 static int64_t dump_rank = -1;
 
 static int scan_table(sqlite3 *db, const struct table *tb, struct tally *t, uint32_t nranks,
@@ -258,10 +288,18 @@ static int scan_table(sqlite3 *db, const struct table *tb, struct tally *t, uint
             sqlite3_int64 v = sqlite3_column_int64(st, i + 1);
             char *p = (char *)&e + tb->cols[i].off;
             switch (tb->cols[i].type) {
-            case C_I64: *(int64_t *)p = v; break;
-            case C_U64: *(uint64_t *)p = (uint64_t)v; break;
-            case C_U32: *(uint32_t *)p = (uint32_t)v; break;
-            case C_I32: *(int32_t *)p = (int32_t)v; break;
+            case C_I64:
+                *(int64_t *)p = v;
+                break;
+            case C_U64:
+                *(uint64_t *)p = (uint64_t)v;
+                break;
+            case C_U32:
+                *(uint32_t *)p = (uint32_t)v;
+                break;
+            case C_I32:
+                *(int32_t *)p = (int32_t)v;
+                break;
             }
         }
         if (rank < 0 || (uint64_t)rank >= nranks || !t[rank].in_report) {
@@ -290,8 +328,8 @@ static int scan_meta(sqlite3 *db, struct tally *t, uint32_t nranks)
 {
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(
-        db, "SELECT rank, count(*), max(seq), sum(events), min(seq) FROM batches GROUP BY rank", -1, &st,
-        NULL);
+        db, "SELECT rank, count(*), max(seq), sum(events), min(seq) FROM batches GROUP BY rank", -1,
+        &st, NULL);
     if (rc != SQLITE_OK)
         goto fail;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -324,8 +362,8 @@ fail:
 static void print_counters(sqlite3 *db)
 {
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters ORDER BY name", -1,
-                           &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters ORDER BY name", -1, &st,
+                           NULL) != SQLITE_OK)
         return;
     while (sqlite3_step(st) == SQLITE_ROW)
         printf("aggregator_counter %s=%lld\n", (const char *)sqlite3_column_text(st, 0),
@@ -347,9 +385,9 @@ static const char usage[] =
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"db", 1, 0, 'd'}, {"report", 1, 0, 'r'}, {"no-goodbye", 0, 0, 'g'},
-        {"allow-failed", 0, 0, 'a'}, {"help", 0, 0, 'h'}, {"dump", 1, 0, 'D'},
-        {"dump-rank", 1, 0, 'R'}, {0, 0, 0, 0},
+        {"db", 1, 0, 'd'},           {"report", 1, 0, 'r'}, {"no-goodbye", 0, 0, 'g'},
+        {"allow-failed", 0, 0, 'a'}, {"help", 0, 0, 'h'},   {"dump", 1, 0, 'D'},
+        {"dump-rank", 1, 0, 'R'},    {0, 0, 0, 0},
     };
     const char *dbpath = NULL, *report = NULL;
     int want_goodbye = 1, allow_failed = 0, c, status = 2;
@@ -361,10 +399,18 @@ int main(int argc, char **argv)
 
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
-        case 'd': dbpath = optarg; break;
-        case 'r': report = optarg; break;
-        case 'g': want_goodbye = 0; break;
-        case 'a': allow_failed = 1; break;
+        case 'd':
+            dbpath = optarg;
+            break;
+        case 'r':
+            report = optarg;
+            break;
+        case 'g':
+            want_goodbye = 0;
+            break;
+        case 'a':
+            allow_failed = 1;
+            break;
         case 'D':
             dump_fp = fopen(optarg, "w");
             if (!dump_fp) {
@@ -372,9 +418,15 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'R': dump_rank = strtoll(optarg, NULL, 10); break;
-        case 'h': fputs(usage, stdout); return 0;
-        default: fputs(usage, stderr); return 2;
+        case 'R':
+            dump_rank = strtoll(optarg, NULL, 10);
+            break;
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        default:
+            fputs(usage, stderr);
+            return 2;
         }
     }
     if (!dbpath || !report) {
