@@ -77,8 +77,9 @@ static int feasible(int n, const int64_t *bound, double lam, const struct mrd_cl
     return 1;
 }
 
-int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
-                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale)
+/* One connected set of ranks: see mrd_clock_tighten. Returns 0, -EDOM, -ENOMEM. */
+static int solve_component(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
+                           size_t ncons, int64_t *c, int64_t *new_bound, double *scale)
 {
     int64_t *bnd = NULL, *lo = NULL, *hi = NULL;
     int rc = -ENOMEM;
@@ -131,6 +132,67 @@ fail:
     free(bnd);
     free(lo);
     free(hi);
+    return rc;
+}
+
+static int uf_find(int *parent, int x)
+{
+    while (parent[x] != x)
+        x = parent[x] = parent[parent[x]];
+    return x;
+}
+
+int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
+                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale)
+{
+    int *parent = NULL, *local = NULL, *members = NULL, contradicted = 0, rc = -ENOMEM;
+    struct mrd_clock_constraint *sub = NULL;
+    int64_t *sb = NULL, *sc = NULL, *snb = NULL;
+    if (n <= 0 || !bound || !c || !new_bound || !scale || (ncons && !cons))
+        return -EINVAL;
+    for (size_t k = 0; k < ncons; k++)
+        if (cons[k].a < 0 || cons[k].a >= n || cons[k].b < 0 || cons[k].b >= n)
+            return -EINVAL;
+    parent = malloc(sizeof(int) * (size_t)n), local = malloc(sizeof(int) * (size_t)n);
+    members = malloc(sizeof(int) * (size_t)n);
+    sub = malloc(sizeof(*sub) * (ncons ? ncons : 1));
+    sb = malloc(sizeof(int64_t) * (size_t)n), sc = malloc(sizeof(int64_t) * (size_t)n);
+    snb = malloc(sizeof(int64_t) * (size_t)n);
+    if (!parent || !local || !members || !sub || !sb || !sc || !snb)
+        goto fail;
+    for (int r = 0; r < n; r++)
+        parent[r] = r;
+    for (size_t k = 0; k < ncons; k++)
+        parent[uf_find(parent, cons[k].a)] = uf_find(parent, cons[k].b);
+    for (int root = 0; root < n; root++) {
+        if (uf_find(parent, root) != root)
+            continue;
+        int m = 0;
+        size_t ns = 0;
+        for (int r = 0; r < n; r++)
+            if (uf_find(parent, r) == root) {
+                local[r] = m;
+                members[m] = r;
+                sb[m++] = bound[r];
+            }
+        for (size_t k = 0; k < ncons; k++)
+            if (uf_find(parent, cons[k].a) == root)
+                sub[ns++] = (struct mrd_clock_constraint){local[cons[k].a], local[cons[k].b],
+                                                          cons[k].w};
+        double sscale = 1;
+        int e = solve_component(m, sb, sub, ns, sc, snb, &sscale);
+        if (e == -ENOMEM)
+            goto fail;
+        for (int i = 0; i < m; i++) {
+            c[members[i]] = e ? 0 : sc[i];
+            new_bound[members[i]] = e ? bound[members[i]] : snb[i];
+            scale[members[i]] = e ? 0 : sscale;
+        }
+        contradicted += e ? m : 0;
+    }
+    rc = contradicted;
+fail:
+    free(parent), free(local), free(members), free(sub), free(sb), free(sc), free(snb);
     return rc;
 }
 
@@ -205,7 +267,7 @@ static const char instances_sql[] =
     " FROM nccl_ops o"
     " LEFT JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
     " LEFT JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
-    "      AND k.start_ns > 0 AND k.end_ns >= k.start_ns"
+    "      AND +k.start_ns > 0 AND +k.end_ns >= k.start_ns" /* + : search by correlation */
     " LEFT JOIN (SELECT rank, op_id, MIN(gpu_start) AS gs, MAX(gpu_end) AS ge"
     "            FROM nccl_channels WHERE gpu_start > 0 AND gpu_end >= gpu_start"
     "            GROUP BY rank, op_id) ch ON ch.rank = o.rank AND ch.op_id = o.op_id"
@@ -357,8 +419,7 @@ static int64_t model_bound(const struct mrd_clock_model *m)
 
 struct solution {
     int64_t *bound, *newb, *lo, *hi;
-    double scale;
-    int consistent;
+    double *scale; /* per rank: >= 1 widening factor of its component, 0 contradictory */
 };
 
 static int store_results(struct cctx *c, const struct solution *so, const int64_t *prev)
@@ -402,14 +463,14 @@ static int store_results(struct cctx *c, const struct solution *so, const int64_
         sqlite3_bind_int64(ast, 2, c->shift[a]);
         sqlite3_bind_int64(ast, 3, so->bound[a]);
         sqlite3_bind_int64(ast, 4, so->newb[a]);
-        if (so->consistent) {
+        if (so->scale[a] > 0) {
             sqlite3_bind_int64(ast, 5, so->lo[a]);
             sqlite3_bind_int64(ast, 6, so->hi[a]);
         } else {
             sqlite3_bind_null(ast, 5);
             sqlite3_bind_null(ast, 6);
         }
-        sqlite3_bind_double(ast, 7, so->scale);
+        sqlite3_bind_double(ast, 7, so->scale[a]);
         sqlite3_bind_int64(ast, 8, (int64_t)inst_r);
         if (sqlite3_step(ast) != SQLITE_DONE)
             goto fail;
@@ -443,10 +504,16 @@ static void print_results(const struct cctx *c, const struct solution *so,
             (unsigned long long)s->violations_before, (double)s->max_violation_before_ns / 1e3,
             (unsigned long long)s->violations_after, (double)s->max_violation_after_ns / 1e3,
             (double)s->max_shift_ns / 1e3,
-            !s->consistent ? " (evidence self-contradictory: offsets left unchanged)"
-            : s->bound_scale > 1 ? " (evidence contradicts the probe bounds: widened)" : "");
-    if (so->scale > 1 && so->consistent)
-        fprintf(f, "clock: causality: bounds widened x%.3f to fit the evidence\n", so->scale);
+            !s->consistent ? " (some ranks' evidence is self-contradictory: they were not moved)"
+            : s->bound_scale > 1 ? " (evidence contradicts some probe bounds: widened)" : "");
+    for (int r = 0; r < c->n; r++) {
+        if (so->scale[r] > 1)
+            fprintf(f, "clock: causality: rank %d: its bound widened x%.3f to fit the evidence\n",
+                    c->rank_of[r], so->scale[r]);
+        else if (so->scale[r] == 0)
+            fprintf(f, "clock: causality: rank %d: contradictory evidence (its instances cannot"
+                       " all be causal with any offsets): not moved\n", c->rank_of[r]);
+    }
     for (int a = 0; a < c->n; a++)
         for (int b = a + 1; b < c->n; b++) {
             const struct pairacc *p = &c->pa[a * c->n + b];
@@ -484,7 +551,7 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
                            FILE *log)
 {
     struct cctx c = {.db = db, .log = log};
-    struct solution so = {.scale = 1, .consistent = 1};
+    struct solution so = {0};
     struct mrd_clock_constraint *cons = NULL;
     struct mrd_clock_causality_summary s = {.bound_scale = 1, .consistent = 1};
     int64_t *prev = NULL;
@@ -515,8 +582,10 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
     prev = calloc(n, sizeof(*prev));
     so.bound = calloc(n, sizeof(int64_t)), so.newb = calloc(n, sizeof(int64_t));
     so.lo = calloc(n, sizeof(int64_t)), so.hi = calloc(n, sizeof(int64_t));
+    so.scale = calloc(n, sizeof(double));
     cons = malloc(n * n * sizeof(*cons));
-    if (!c.pa || !c.shift || !prev || !so.bound || !so.newb || !so.lo || !so.hi || !cons)
+    if (!c.pa || !c.shift || !prev || !so.bound || !so.newb || !so.lo || !so.hi || !so.scale ||
+        !cons)
         goto fail;
     for (size_t i = 0; i < n * n; i++)
         c.pa[i].w = INF64;
@@ -536,25 +605,25 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
             if (a != b && c.pa[a * c.n + b].w != INF64)
                 cons[ncons++] = (struct mrd_clock_constraint){a, b, c.pa[a * c.n + b].w};
     if (c.n > 0) {
-        rc = mrd_clock_tighten(c.n, so.bound, cons, ncons, c.shift, so.newb, &so.scale);
-        if (rc == -EDOM) {
-            so.consistent = 0;
-            memset(c.shift, 0, n * sizeof(*c.shift));
-        } else if (rc) {
+        rc = mrd_clock_tighten(c.n, so.bound, cons, ncons, c.shift, so.newb, so.scale);
+        if (rc < 0)
             goto fail;
-        }
+        s.consistent = rc == 0;
         /* the feasible interval of each rank, for the record */
         for (int r = 0; r < c.n; r++) {
             so.lo[r] = c.shift[r] - so.newb[r];
             so.hi[r] = c.shift[r] + so.newb[r];
         }
     }
+    uint64_t unmapped = c.unmapped; /* counted once, in the first pass */
     if ((rc = run_pass(&c, 2)))
         goto fail;
+    c.unmapped = unmapped;
     s.instances = c.instances;
     s.ranks = c.n;
-    s.bound_scale = so.scale;
-    s.consistent = so.consistent;
+    for (int r = 0; r < c.n; r++)
+        if (so.scale[r] > s.bound_scale)
+            s.bound_scale = so.scale[r];
     for (int a = 0; a < c.n; a++) {
         for (int b = a + 1; b < c.n; b++) {
             const struct pairacc *p = &c.pa[a * c.n + b];
@@ -581,7 +650,7 @@ fail:
     if (in_tx)
         mrd__clock_exec(db, NULL, "ROLLBACK");
     cctx_free(&c);
-    free(so.bound), free(so.newb), free(so.lo), free(so.hi);
+    free(so.bound), free(so.newb), free(so.lo), free(so.hi), free(so.scale);
     free(cons);
     free(prev);
     return rc;

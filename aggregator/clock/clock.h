@@ -145,8 +145,10 @@ struct mrd_clock_causality_summary {
     uint64_t violations_after;
     int64_t max_violation_before_ns, max_violation_after_ns;
     int64_t max_shift_ns;          /* largest |offset change| of any rank */
-    double bound_scale;            /* 1 when the evidence fits the stored bounds */
-    int consistent;                /* 0: no offsets can satisfy the evidence (no shift made) */
+    double bound_scale;            /* 1 when the evidence fits the stored bounds, else the
+                                      largest widening factor needed */
+    int consistent;                /* 0: some ranks' evidence cannot be satisfied by any
+                                      offsets (those ranks were not moved) */
     int ranks;
 };
 
@@ -166,9 +168,12 @@ struct mrd_clock_constraint {
 };
 
 /* Pure solver behind mrd_clock_causality_db, exposed for tests: n ranks with bounds
- * bound[r] >= 0 and constraints; writes shifts c[r] (the centre of each rank's feasible
- * interval) and the widened bounds' scale. Returns 0, -EDOM when the constraints alone are
- * contradictory (c all zero), -ENOMEM, -EINVAL. */
+ * bound[r] >= 0 and constraints, solved separately per connected set of ranks. Writes per
+ * rank the shift c[r] (the centre of its feasible interval), new_bound[r] (half that
+ * interval) and scale[r]: 1 when the evidence fits the bounds, > 1 the factor by which the
+ * bounds of its set had to be widened, 0 when its set's constraints contradict each other
+ * (then c[r] = 0 and new_bound[r] = bound[r]). Returns the number of ranks in
+ * contradictory sets (>= 0), -ENOMEM, -EINVAL. Pure. */
 int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
                       size_t ncons, int64_t *c, int64_t *new_bound, double *scale);
 

@@ -182,12 +182,12 @@ static int cmp_gbr(const void *x, const void *y)
 static const char kernel_brackets_sql[] =
     "SELECT k.rank, COALESCE(k.device, o.device, 0), k.start_ns, k.end_ns,"
     "       MIN(c.gpu_start), MAX(c.gpu_end)"
-    " FROM nccl_ops o"
-    " JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
-    " JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
-    " JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
+    " FROM nccl_ops o" /* CROSS JOIN fixes this order: every step an index search */
+    " CROSS JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
+    " CROSS JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
+    " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
     " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
-    "   AND k.end_ns >= k.start_ns AND k.start_ns > 0"
+    "   AND +k.end_ns >= k.start_ns AND +k.start_ns > 0" /* + : no index on these */
     " GROUP BY k.rank, k.correlation_id, k.start_ns";
 
 static const char sample_brackets_sql[] =

@@ -1,0 +1,201 @@
+/* clock_causality: the tightening solver (hand-worked cases, widening, contradictions,
+ * independent sets of ranks, a randomized property test against a known truth) and the
+ * database pass (violations counted before and after, offsets moved, idempotent rerun,
+ * channel-time fallback through the GPU timer model). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "clock.h"
+#include "testutil.h"
+
+static void test_solver_cases(void)
+{
+    int64_t b2[2] = {10, 10}, c[4], nb[4];
+    double sc[4];
+    /* no binding constraint: nothing moves */
+    struct mrd_clock_constraint loose[2] = {{0, 1, 100}, {1, 0, 100}};
+    CHECK_EQ(mrd_clock_tighten(2, b2, loose, 2, c, nb, sc), 0);
+    CHECK_EQ(c[0], 0);
+    CHECK_EQ(c[1], 0);
+    CHECK_EQ(nb[0], 10);
+    CHECK_EQ(nb[1], 10);
+    CHECK(sc[0] == 1 && sc[1] == 1);
+    /* rank 1 must come 6 earlier relative to rank 0: both move half way */
+    struct mrd_clock_constraint v[1] = {{0, 1, -6}};
+    CHECK_EQ(mrd_clock_tighten(2, b2, v, 1, c, nb, sc), 0);
+    CHECK_EQ(c[0], 3);
+    CHECK_EQ(c[1], -3);
+    CHECK_LE(c[1] - c[0], -6);
+    CHECK_EQ(nb[0], 7);
+    CHECK_EQ(nb[1], 7);
+    /* a violation larger than both bounds: widened by 1.5 */
+    struct mrd_clock_constraint big[1] = {{0, 1, -30}};
+    CHECK_EQ(mrd_clock_tighten(2, b2, big, 1, c, nb, sc), 0);
+    CHECK(sc[0] > 1.49 && sc[0] < 1.51 && sc[1] == sc[0]);
+    CHECK_LE(c[1] - c[0], -30);
+    /* contradictory: each must precede the other */
+    struct mrd_clock_constraint bad[2] = {{0, 1, -5}, {1, 0, -5}};
+    CHECK_EQ(mrd_clock_tighten(2, b2, bad, 2, c, nb, sc), 2);
+    CHECK_EQ(c[0], 0);
+    CHECK_EQ(c[1], 0);
+    CHECK(sc[0] == 0);
+    CHECK_EQ(nb[0], 10);
+    /* two independent sets: the contradiction of {0,1} does not stop {2,3} */
+    int64_t b4[4] = {10, 10, 20, 20};
+    struct mrd_clock_constraint mix[3] = {{0, 1, -5}, {1, 0, -5}, {2, 3, -8}};
+    CHECK_EQ(mrd_clock_tighten(4, b4, mix, 3, c, nb, sc), 2);
+    CHECK(sc[2] == 1 && sc[3] == 1);
+    CHECK_EQ(c[2], 4);
+    CHECK_EQ(c[3], -4);
+    CHECK_EQ(mrd_clock_tighten(0, b4, mix, 3, c, nb, sc), -EINVAL);
+    struct mrd_clock_constraint oob[1] = {{0, 7, 1}};
+    CHECK_EQ(mrd_clock_tighten(4, b4, oob, 1, c, nb, sc), -EINVAL);
+}
+
+/* Random truths inside random bounds; constraints that the truth satisfies (as real
+ * collectives do). The solution must satisfy every constraint and the bounds, and each
+ * rank's new interval [c - nb, c + nb] must still contain its truth. */
+static void test_solver_random(void)
+{
+    enum { N = 12 };
+    tu_seed(77);
+    for (int round = 0; round < 300; round++) {
+        int n = 2 + (int)(tu_next() % (N - 1));
+        int64_t bound[N], truth[N], c[N], nb[N];
+        double sc[N];
+        struct mrd_clock_constraint cons[N * N];
+        size_t k = 0;
+        for (int r = 0; r < n; r++) {
+            bound[r] = 1 + (int64_t)(tu_next() % 1000);
+            truth[r] = (int64_t)(tu_next() % (uint64_t)(2 * bound[r] + 1)) - bound[r];
+        }
+        for (int a = 0; a < n; a++)
+            for (int b = 0; b < n; b++)
+                if (a != b && tu_next() % 3 == 0)
+                    cons[k++] = (struct mrd_clock_constraint){
+                        a, b, truth[b] - truth[a] + (int64_t)(tu_next() % 50)};
+        CHECK_EQ(mrd_clock_tighten(n, bound, cons, k, c, nb, sc), 0);
+        for (size_t i = 0; i < k; i++)
+            CHECK_LE(c[cons[i].b] - c[cons[i].a], cons[i].w);
+        for (int r = 0; r < n; r++) {
+            CHECK(sc[r] == 1);
+            CHECK_LE(llabs(c[r]), bound[r]);
+            CHECK_LE(nb[r], bound[r]);
+            CHECK_LE(llabs(truth[r] - c[r]), nb[r]);
+        }
+    }
+}
+
+/* ---- database pass ---------------------------------------------------------------- */
+
+#define W 20000LL     /* kernels span +-20 us around the instant */
+#define X 200000LL    /* rank 2's stored offset is 200 us wrong */
+#define PERIOD 10000000LL
+
+static void add_model(sqlite3 *db, int rank, int64_t begin, int64_t off, int64_t bound)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO clock_models VALUES (%d, 0, %lld, %lld, %lld, 0.0, %lld, 100, 'test')",
+             rank, (long long)begin, (long long)(begin + 100 * PERIOD), (long long)off,
+             (long long)bound);
+    tu_exec(db, sql);
+}
+
+/* Three ranks, local = true global - off_r; 50 AllReduce instances at true T_k. Rank 1
+ * reports channel times only (raw GPU timer = local + 1 ms), through a GPU timer model. */
+static void fill_db(sqlite3 *db)
+{
+    const int64_t base = 1000000000000LL, off[3] = {5000000, -7000000, 123456};
+    char sql[512];
+    tu_exec(db, "BEGIN");
+    add_model(db, 0, base - off[0], off[0], 1000);
+    add_model(db, 1, base - off[1], off[1], 1000);
+    add_model(db, 2, base - off[2], off[2] + X, 300000); /* wrong by X, bound covers it */
+    tu_exec(db, "INSERT INTO gpu_timer_models VALUES (1, 0, 1.0, -1000000, 10, 50, 'test')");
+    for (int k = 0; k < 50; k++) {
+        int64_t t = base + k * PERIOD;
+        for (int r = 0; r < 3; r++) {
+            int64_t l = t - off[r];
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO nccl_ops (rank, op_id, start_ns, end_ns, comm_hash, seq,"
+                     " func_id, launch_id, is_p2p, device) VALUES (%d, %d, %lld, %lld, 42, %d,"
+                     " 7, %d, 0, 0)", r, k + 1, (long long)(l - W - 100), (long long)(l - W),
+                     k, 1000 + k);
+            tu_exec(db, sql);
+            if (r == 1) { /* no kernel record: channel times on the raw GPU timer */
+                snprintf(sql, sizeof sql,
+                         "INSERT INTO nccl_channels VALUES (1, %d, 0, %lld, %lld, %lld)", k + 1,
+                         (long long)(l - W + 1000000), (long long)(l + W + 1000000),
+                         (long long)(l + W + 50000));
+                tu_exec(db, sql);
+                continue;
+            }
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO external_correlations VALUES (%d, %d, %d, 2);"
+                     "INSERT INTO kernels (rank, device, start_ns, end_ns, correlation_id)"
+                     " VALUES (%d, 0, %lld, %lld, %d)", r, 5000 + k, 1000 + k, r,
+                     (long long)(l - W), (long long)(l + W), 5000 + k);
+            tu_exec(db, sql);
+        }
+    }
+    /* a p2p op and an op of one rank only: never instances */
+    tu_exec(db, "INSERT INTO nccl_ops (rank, op_id, start_ns, end_ns, comm_hash, seq, func_id,"
+                " is_p2p) VALUES (0, 900, 1, 2, 42, NULL, 8, 1), (0, 901, 1, 2, 43, 1, 7, 0)");
+    tu_exec(db, "COMMIT");
+}
+
+static void test_db(void)
+{
+    sqlite3 *db = tu_open_db();
+    struct mrd_clock_causality_summary s;
+    fill_db(db);
+    /* count only: nothing written */
+    CHECK_OK(mrd_clock_causality_db(db, 0, &s, NULL));
+    CHECK_EQ(s.instances, 50);
+    CHECK_EQ(s.violations_before, 100); /* pairs (0,2) and (1,2) in every instance */
+    CHECK_EQ(tu_query_int(db, "SELECT count(*) FROM sqlite_master WHERE name='clock_adjustments'"),
+             0);
+    /* apply */
+    CHECK_OK(mrd_clock_causality_db(db, 1, &s, stderr));
+    CHECK_EQ(s.instances, 50);
+    CHECK_EQ(s.violations_before, 100);
+    CHECK_EQ(s.violations_after, 0);
+    CHECK_EQ(s.max_violation_after_ns, 0);
+    CHECK(s.consistent && s.bound_scale == 1);
+    CHECK_GE(s.max_violation_before_ns, X - 2 * W - 10);
+    int64_t c0 = tu_query_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 0");
+    int64_t c2 = tu_query_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 2");
+    /* rank 2 relative to rank 0 moved back to within the kernels' overlap of the truth */
+    CHECK_LE(llabs((c2 - c0) + X), 2 * W);
+    CHECK_EQ(tu_query_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
+                              " AND rank_b = 2"), 50);
+    CHECK_EQ(tu_query_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
+                              " AND rank_b = 1"), 0);
+    CHECK_EQ(tu_query_int(db, "SELECT sum(violations_after) FROM clock_causality"), 0);
+    int64_t off2 = tu_query_int(db, "SELECT offset_ns FROM clock_models WHERE rank = 2");
+    CHECK_EQ(off2, 123456 + X + c2);
+    /* rerun: the earlier shift is undone first, so the same answer, same models */
+    CHECK_OK(mrd_clock_causality_db(db, 1, &s, NULL));
+    CHECK_EQ(s.violations_before, 100);
+    CHECK_EQ(tu_query_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 2"), c2);
+    CHECK_EQ(tu_query_int(db, "SELECT offset_ns FROM clock_models WHERE rank = 2"), off2);
+    /* the models as loaded carry the shift */
+    struct mrd_clock_models *ms = NULL;
+    CHECK_OK(mrd_clock_models_load(db, &ms));
+    CHECK_EQ(mrd_clock_models_get(ms, 2)->seg[0].offset_ns, off2);
+    CHECK(mrd_clock_models_get(ms, 3) == NULL);
+    mrd_clock_models_destroy(ms);
+    sqlite3_close(db);
+}
+
+int main(void)
+{
+    test_solver_cases();
+    test_solver_random();
+    test_db();
+    fprintf(stderr, "clock_causality: ok\n");
+    return 0;
+}
