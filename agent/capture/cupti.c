@@ -64,7 +64,9 @@ static struct {
     unsigned nbufs;
     _Atomic uint8_t busy[POOL_MAX];
     _Atomic uint64_t pool_misses, buffers;
-    unsigned flush_ms;
+    unsigned flush_ms, opt_nbufs;
+    size_t opt_buf_bytes;
+    int api_nccl_only, print_kinds;
     pthread_t flusher;
     int flusher_started;
     pthread_mutex_t lock; /* only the helper thread's sleep; never taken by callbacks */
@@ -80,18 +82,47 @@ static const char *cupti_err(CUptiResult r)
     return s;
 }
 
-static unsigned env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi)
+/* Reads one decimal option into *out (dflt when unset). A bad value is reported once and
+ * turns CUDA capture off, as the agent does for its own options: silently ignoring a
+ * setting would produce data nobody asked for. Returns 0 or -EINVAL. */
+static int env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi, unsigned *out)
 {
     const char *s = getenv(name);
     char *end = NULL;
+    *out = dflt;
     if (!s || !*s)
-        return dflt;
+        return 0;
     unsigned long v = strtoul(s, &end, 10);
     if (*end || v < lo || v > hi) {
-        fprintf(stderr, "meridian: ignoring %s=%s (want %u..%u)\n", name, s, lo, hi);
-        return dflt;
+        fprintf(stderr, "meridian: %s=%s is not a number in %u..%u; CUDA capture stays off\n", name,
+                s, lo, hi);
+        return -EINVAL;
     }
-    return (unsigned)v;
+    *out = (unsigned)v;
+    return 0;
+}
+
+/* The capture options (read once, here; documented in agent/capture/README.md). */
+static int read_options(void)
+{
+    unsigned mb;
+    const char *api = getenv("MERIDIAN_CUPTI_API");
+    if (env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64, &mb) ||
+        env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX, &cu.opt_nbufs) ||
+        env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000, &cu.flush_ms))
+        return -EINVAL;
+    cu.opt_buf_bytes = (size_t)mb << 20;
+    if (api && *api && strcmp(api, "all") != 0 && strcmp(api, "nccl") != 0) {
+        fprintf(stderr,
+                "meridian: MERIDIAN_CUPTI_API=%s is not all or nccl; CUDA capture "
+                "stays off\n",
+                api);
+        return -EINVAL;
+    }
+    cu.api_nccl_only = api && strcmp(api, "nccl") == 0;
+    const char *print = getenv("MERIDIAN_PRINT_KINDS");
+    cu.print_kinds = print && strcmp(print, "1") == 0;
+    return 0;
 }
 
 static uint64_t CUPTIAPI timestamp_cb(void)
@@ -328,8 +359,6 @@ static void enable_api(int nccl_only, unsigned *rt, unsigned *drv)
 static int enable_kinds(const struct mrd_agent_config *cfg)
 {
     char ok[512] = "", bad[512] = "";
-    const char *api = getenv("MERIDIAN_CUPTI_API");
-    int nccl_only = api && strcmp(api, "nccl") == 0;
     unsigned rt, drv;
 
     enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", ok, bad, sizeof(ok));
@@ -344,7 +373,7 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
     if (!cfg->graph_nodes)
         enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", ok, bad, sizeof(ok));
     enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad, sizeof(ok));
-    enable_api(nccl_only, &rt, &drv);
+    enable_api(cu.api_nccl_only, &rt, &drv);
     if (rt)
         append(ok, sizeof(ok), "RUNTIME");
     if (drv)
@@ -353,8 +382,7 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
     enable(CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", ok, bad, sizeof(ok));
     if (bad[0])
         fprintf(stderr, "meridian: CUPTI kinds that could not be enabled: %s\n", bad);
-    const char *print = getenv("MERIDIAN_PRINT_KINDS");
-    if (print && strcmp(print, "1") == 0) {
+    if (cu.print_kinds) {
         fprintf(stderr, "meridian: kinds=%s\n", ok);
         fprintf(stderr,
                 "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u "
@@ -370,14 +398,14 @@ static int setup(void)
     size_t sz = sizeof(one);
     CUptiResult r;
 
+    if (read_options())
+        return -EINVAL;
     if (other_owner())
         return -EBUSY;
-    if (mrd__cupti_pool_create((size_t)env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64) << 20,
-                               env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX)) != 0) {
+    if (mrd__cupti_pool_create(cu.opt_buf_bytes, cu.opt_nbufs) != 0) {
         fprintf(stderr, "meridian: cannot map CUPTI buffers; CUDA capture stays off\n");
         return -ENOMEM;
     }
-    cu.flush_ms = env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000);
     r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
     if (r != CUPTI_SUCCESS) {
         fprintf(stderr, "meridian: CUPTI timestamp callback: %s; CUDA capture stays off\n",

@@ -98,6 +98,7 @@ struct api_slot {
     _Atomic int64_t done_at;
     _Atomic uint64_t launch_id; /* GroupApi: the last kernel launch under it */
     struct api_slot *group;     /* CollApi/P2pApi: its GroupApi */
+    int graph_captured;         /* CollApi/P2pApi captured into a CUDA graph */
 };
 
 static struct op_slot ops[OP_SLOTS];
@@ -211,15 +212,24 @@ static void drop(void)
     mrd_agent_count_drop(MRD_DROP_NCCL_POOL, 1);
 }
 
-/* The launch id for an op started on this thread under parent (a CollApi/P2pApi). */
-static uint64_t launch_of(const struct comm_ctx *ctx, void *parent)
+/* The launch id for an op started on this thread under parent (a CollApi/P2pApi): the
+ * thread's last launch on this communicator; else (CUDA's host-callback thread) the last
+ * launch of the parent's group, if the parent is still the one NCCL meant (stopped less
+ * than the reuse grace ago). Graph-captured ops replay long after their capture and have
+ * no launch of their own: 0. */
+static uint64_t launch_of(const struct comm_ctx *ctx, void *parent, int64_t now)
 {
+    struct api_slot *api = as_api(parent, TAG_API);
+    if (api && api->graph_captured)
+        return 0;
     if (last_launch.ctx_id == ctx->id && last_launch.launch_id)
         return last_launch.launch_id;
-    struct api_slot *api = as_api(parent, TAG_API);
-    if (api && api->group)
-        return atomic_load_explicit(&api->group->launch_id, memory_order_relaxed);
-    return 0;
+    if (!api || !api->group)
+        return 0;
+    if (atomic_load_explicit(&api->state, memory_order_acquire) == SLOT_DONE &&
+        now - atomic_load_explicit(&api->done_at, memory_order_relaxed) >= REUSE_GRACE_NS)
+        return 0;
+    return atomic_load_explicit(&api->group->launch_id, memory_order_relaxed);
 }
 
 static void *op_start(const struct comm_ctx *ctx, const struct mrd_nccl_descr_v5 *d, int p2p)
@@ -241,7 +251,7 @@ static void *op_start(const struct comm_ctx *ctx, const struct mrd_nccl_descr_v5
     e->comm_rank = ctx->rank;
     e->comm_nranks = ctx->nranks;
     e->device = ctx->device;
-    e->launch_id = launch_of(ctx, d->parent);
+    e->launch_id = launch_of(ctx, d->parent, now);
     if (!p2p) {
         const struct mrd_nccl_coll_v5 *c = &d->u.coll;
         e->seq = c->seq;
@@ -325,10 +335,13 @@ static void *api_start(const struct mrd_nccl_descr_v5 *d)
     if (d->type == MRD_NCCL_EV_GROUP_API) {
         a->tag = TAG_GROUP;
         a->group = NULL;
+        a->graph_captured = d->u.group_api.graph_captured;
         last_launch.launch_id = 0; /* a new group: the next ops follow a new launch */
     } else {
         a->tag = TAG_API;
         a->group = as_api(d->parent, TAG_GROUP);
+        a->graph_captured = d->type == MRD_NCCL_EV_COLL_API ? d->u.coll_api.graph_captured
+                                                            : d->u.p2p_api.graph_captured;
     }
     atomic_store_explicit(&a->launch_id, 0, memory_order_relaxed);
     return a;
