@@ -6,9 +6,11 @@ deadline and a failed test kills what it started.
 """
 import argparse
 import os
+import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -53,6 +55,23 @@ class Workdir:
             shutil.rmtree(self.path, ignore_errors=True)
         else:
             print("work folder kept: " + self.path)
+
+
+def stable_port():
+    """A free port below the ephemeral range (32768+): a daemon restarted on it after SIGKILL
+    cannot find it taken by one of its own clients' outgoing connections (nor can a client
+    connect to itself while nothing listens there)."""
+    for _ in range(200):
+        port = random.randrange(20000, 32000)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    fail("no free port in 20000..32000")
 
 
 class Daemon:
