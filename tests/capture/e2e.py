@@ -20,6 +20,8 @@ p = argparse.ArgumentParser()
 p.add_argument("--meridiand", required=True)
 p.add_argument("--driver", required=True)
 p.add_argument("--agent", required=True)
+p.add_argument("--mpi", nargs=3, metavar=("MPIEXEC", "PRELOAD", "PROGRAM"),
+               help="instead: run PROGRAM as 2 MPI ranks with PRELOAD (libmeridian_mpi.so)")
 p.add_argument("--workdir", default=None)
 p.add_argument("--keep", action="store_true")
 args = p.parse_args()
@@ -34,6 +36,49 @@ for k in list(env):
 env.update({"MERIDIAN_FORCE": "1", "MERIDIAN_AGGREGATOR": d.addr(),
             "MERIDIAN_RUN_ID": d.run_id, "MERIDIAN_SECRET_FILE": d.secret_file,
             "NVTX_INJECTION64_PATH": os.path.abspath(args.agent)})
+
+
+def check_mpi():
+    """Two ranks under mpirun, the wrappers preloaded: every rank's calls are stored."""
+    mpiexec, preload, prog = args.mpi
+    del env["MERIDIAN_FORCE"]  # mpirun's OMPI_COMM_WORLD_RANK makes each process a rank
+    cmd = [mpiexec, "--allow-run-as-root", "--oversubscribe", "-np", "2",
+           "--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]
+    for k in ("MERIDIAN_AGGREGATOR", "MERIDIAN_RUN_ID", "MERIDIAN_SECRET_FILE"):
+        cmd += ["-x", k]
+    cmd += ["-x", "LD_PRELOAD=" + os.path.abspath(preload), prog]
+    env["OMPI_MCA_plm_rsh_agent"] = "false"
+    try:
+        r = subprocess.run(cmd, env=env, timeout=90, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    except subprocess.TimeoutExpired:
+        itest.fail("mpirun did not exit within 90 s")
+    print(r.stdout, end="")
+    if r.returncode != 0:
+        itest.fail("mpirun exited %d" % r.returncode)
+    lines = [l for l in r.stdout.splitlines() if "meridian: rank" in l]
+    if len(lines) != 2 or not all("lost 0" in l for l in lines):
+        itest.fail("expected one exit line per rank reporting no loss, got %r" % lines)
+    if d.stop() != 0:
+        itest.fail("meridiand did not exit 0")
+    db = sqlite3.connect(d.db)
+    rows = db.execute("SELECT m.rank, s.value, m.bytes, m.peer, m.tag, m.comm_size "
+                      "FROM mpi_calls m JOIN strings s ON s.id = m.call_id "
+                      "ORDER BY m.rank, m.start_ns").fetchall()
+    for rank in (0, 1):
+        got = [r[1:] for r in rows if r[0] == rank]
+        p2p = ("MPI_Send", 4, 1, 5, 2) if rank == 0 else ("MPI_Recv", 4, 0, 5, 2)
+        want = [("MPI_Init", 0, -1, -1, 2)] + [("MPI_Allreduce", 2048, -1, -1, 2)] * 3 + [
+            p2p, ("MPI_Barrier", 0, -1, -1, 2), ("MPI_Finalize", 0, -1, -1, 2)]
+        if got != want:
+            itest.fail("rank %d mpi_calls %r, want %r" % (rank, got, want))
+    itest.log("ok: both ranks' MPI calls stored, flushed before MPI_Finalize")
+    wd.done(True)
+    sys.exit(0)
+
+
+if args.mpi:
+    check_mpi()
 try:
     r = subprocess.run([args.driver, os.path.abspath(args.agent)], env=env, timeout=60,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
