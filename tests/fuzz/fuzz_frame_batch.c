@@ -6,7 +6,8 @@
  * mrd_batch_check and a full cursor walk of every kind, the way ingest and store use
  * them. Two properties are checked on whatever decodes, so the fuzzer finds wrong
  * results, not only crashes:
- *   - re-encoding a decoded message and decoding it again gives the same bytes;
+ *   - re-encoding a decoded message (raw or compressed) and decoding it again gives the
+ *     same bytes;
  *   - a checked batch fed event by event into a fresh builder (batch.c) comes back, after
  *     finish, decode and check, with identical events (string ids mapped through their
  *     definitions), so builder and reader agree on every value the fuzzer can express.
@@ -159,7 +160,7 @@ static Meridian__V1__Batch *decode_checked(const uint8_t *f, size_t len)
 static void rebuild(const Meridian__V1__Batch *m)
 {
     struct mrd_batch_builder_config cfg = {m->run_id, m->rank, m->agent_instance,
-                                           8 * MAX_FRAME, 1000000, 0};
+                                           8 * MAX_FRAME, 1000000, (int)(m->seq & 1)};
     struct mrd_batch_builder *b = NULL;
     struct idmap im = {m, NULL};
     Meridian__V1__Batch *m2 = NULL;
@@ -230,14 +231,14 @@ static void walk_batch(const Meridian__V1__Batch *m)
     rebuild(m);
 }
 
-static void reencode(uint8_t type, const ProtobufCMessage *m)
+static void reencode(uint8_t type, const ProtobufCMessage *m, int level)
 {
     uint8_t *f = NULL, *a = NULL, *b = NULL;
     size_t len, n1, n2;
     struct mrd_frame_header h;
     ProtobufCMessage *m2 = NULL;
 
-    if (mrd_frame_encode((enum mrd_frame_type)type, m, 0, MAX_FRAME, &f, &len) != 0)
+    if (mrd_frame_encode((enum mrd_frame_type)type, m, level, MAX_FRAME, &f, &len) != 0)
         return;
     REQUIRE(mrd_frame_header_parse(f, len, MAX_FRAME, &h) == 0);
     REQUIRE(mrd_frame_decode(&h, f + 8, MAX_FRAME, &m2) == 0);
@@ -282,7 +283,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         if (h.type == MRD_FRAME_BATCH)
             walk_batch((const Meridian__V1__Batch *)m);
-        reencode(h.type, m);
+        reencode(h.type, m, (int)(h.length & 1)); /* raw or zstd, whichever pays */
         protobuf_c_message_free_unpacked(m, NULL);
     }
     return 0;
