@@ -44,7 +44,12 @@ RUN_ID = "agent-test"
 
 def fail(msg):
     print("FAIL: " + msg, file=sys.stderr)
+    for s in SYNTHS:  # what the agent said, for the log
+        print("agent stderr:\n" + (getattr(s, "err", "") or ""), file=sys.stderr)
     sys.exit(1)
+
+
+SYNTHS = []
 
 
 def check(cond, msg):
@@ -113,6 +118,7 @@ class Synth:
     """Runs the synthetic rank; parses its stdout line and the agent's exit line."""
 
     def __init__(self, exe, env, args):
+        SYNTHS.append(self)
         self.t_start = time.monotonic()
         self.proc = subprocess.Popen([exe] + args, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
@@ -185,11 +191,11 @@ def exit_bound(s, deadline_ms):
 def sc_restart(a, wd):
     # slow commits keep a few batches unacknowledged at any moment: a kill then loses
     # them on the aggregator's side and the agent must resend them
-    d = Daemon(a.meridiand, wd, commit_ms=300)
+    d = Daemon(a.meridiand, wd, commit_ms=800)
     d.start()
-    s = Synth(a.synth, agent_env(d.port), ["--events", "120000", "--rate", "20000", "--mixed"])
+    s = Synth(a.synth, agent_env(d.port), ["--events", "140000", "--rate", "20000", "--mixed"])
     batches_before = []
-    for pause in (1.5, 1.5):
+    for pause in (1.8, 2.0):
         time.sleep(pause)
         d.kill9()
         batches_before.append(db_query(d.db, "SELECT COUNT(*) FROM batches")[0][0])
