@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """agent_exports: libmeridian.so exports exactly the global symbols of
-agent/libmeridian.map, needs no MPI symbol, and loads with RTLD_NOW in a process without
+agent/libmeridian.map, needs no MPI symbol, is never unloaded (NODELETE), and loads with RTLD_NOW in a process without
 MPI (as NCCL loads its profiler plugin) without becoming active.
 Usage: check_exports.py LIBMERIDIAN_SO LIBMERIDIAN_MAP"""
 import ctypes
@@ -37,6 +37,11 @@ mpi = [l.split()[-1] for l in out.splitlines()
        if re.match(r"(P?MPI_|ompi_|MPIR_)", l.split()[-1])]
 if mpi:
     fail("unresolved MPI symbols: %s" % mpi)
+
+# NCCL dlcloses its plugin: the agent must never be unloaded under its own thread.
+dyn = subprocess.run(["readelf", "-d", lib], capture_output=True, text=True, check=True).stdout
+if not re.search(r"FLAGS_1\).*NODELETE", dyn):
+    fail("libmeridian.so is not linked with -z nodelete")
 
 # Loading must work with RTLD_NOW and leave a non-rank process alone.
 for k in list(os.environ):
