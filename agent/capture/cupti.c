@@ -56,6 +56,9 @@ MRD_EXPORT int InitializeInjection(void);
 
 /* Weak: the ring may be built without mrd_ring_space; pacing is then skipped. */
 size_t mrd_ring_space(void) __attribute__((weak));
+/* Weak: the newest CUPTI entry we use. A libcupti.so.13 without it must not keep the agent
+ * from loading (NCCL loads it with RTLD_NOW); we then subscribe the old way. */
+#pragma weak cuptiSubscribe_v2
 
 static struct {
     _Atomic int called, owned, exiting;
@@ -310,7 +313,8 @@ static int other_owner(void)
     p.oldSubscriberName = owner;
     p.oldSubscriberSize = sizeof(owner) - 1;
     CUpti_SubscriberHandle sub;
-    CUptiResult r = cuptiSubscribe_v2(&sub, subscriber_cb, NULL, &p);
+    CUptiResult r = cuptiSubscribe_v2 ? cuptiSubscribe_v2(&sub, subscriber_cb, NULL, &p)
+                                      : cuptiSubscribe(&sub, subscriber_cb, NULL);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
         fprintf(stderr,
                 "meridian: CUPTI is already in use by %s; meridian's CUDA capture "
