@@ -321,6 +321,16 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
     if (f->record_only)
         return 1;
     int queue_empty = f->q.count == 0 && mrd_batch_builder_pending(f->b) == 0;
+    if (f->goodbye_state == 0 && queue_empty && now < f->deadline_ns &&
+        f->data.state == MRD_CONN_READY && !f->exit_rehello &&
+        mrd__gpus_generation() != f->hello_gpu_gen) {
+        /* GPUs registered since the Hello (CUPTI reports devices late): say hello again so
+         * the aggregator learns them, then goodbye */
+        f->exit_rehello = 1;
+        mrd_conn_close(&f->data);
+        f->next_connect_ns = now;
+        return 0;
+    }
     if (f->goodbye_state == 0 && (queue_empty || now >= f->deadline_ns)) {
         if (f->data.state == MRD_CONN_READY && f->write_off == 0) {
             account_unsent(f);

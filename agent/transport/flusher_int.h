@@ -83,6 +83,7 @@ struct mrd_flusher {
     int stopping;
     int64_t deadline_ns;
     int final_probes_done;
+    int exit_rehello;        /* the exit flush said hello again for new GPUs */
     int goodbye_state; /* 0 not yet, 1 queued, 2 written */
 };
 

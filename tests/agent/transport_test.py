@@ -383,7 +383,18 @@ def sc_gpu(a, wd):
                     "Synthetic GPU")], "gpus table %r" % gpus)
     check_exactly_once(d.db, s)
     check(s.lost == 0, "lost %r" % s.loss)
-    print("gpu: %r" % gpus)
+    # a GPU registered just before exit reaches the database through the exit flush
+    os.mkdir(os.path.join(wd, "late"))
+    d2 = Daemon(a.meridiand, os.path.join(wd, "late"))
+    d2.start()
+    s2 = Synth(a.synth, agent_env(d2.port), ["--events", "2000", "--rate", "10000",
+                                             "--gpu-after-ms", "150"])
+    check(s2.wait() == 0, "late-gpu exit code")
+    d2.stop()
+    gpus2 = db_query(d2.db, "SELECT rank, device FROM gpus")
+    check(gpus2 == [(3, 0)], "late gpu: gpus table %r" % gpus2)
+    check_exactly_once(d2.db, s2)
+    print("gpu: %r; registered 150 ms before exit: %r" % (gpus, gpus2))
 
 
 def sc_clock(a, wd):
