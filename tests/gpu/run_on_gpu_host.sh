@@ -216,7 +216,7 @@ stage_capture() {
         --slow-steps every:10
     run_logged check_ref 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
         --expect-colls "$(expected_colls "$WORK/logs/capture_ref.log")" --nvtx-prefix "step "
-    [ -f "$db" ] && cp "$db" "$OUT/ref_capture.db"
+    [ -f "$db" ] && gzip -c "$db" >"$OUT/ref_capture.db.gz"
     # the agents' own record of what they sent: the fixture CI replays (tests/data/)
     for f in "$WORK"/ref-rank*.mrdcap; do [ -f "$f" ] && cp "$f" "$OUT/"; done
     db=$WORK/ddp.db
@@ -226,6 +226,7 @@ stage_capture() {
         --mode kernel-dense --steps 20 --warmup 5
     run_logged check_ddp 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
         --nvtx-prefix "step "
+    [ -f "$db" ] && gzip -c "$db" >"$OUT/ddp_capture.db.gz"
     return 0
 }
 
