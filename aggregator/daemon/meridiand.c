@@ -377,10 +377,11 @@ int main(int argc, char **argv)
     if (verbose >= 0)
         fprintf(stderr,
                 "meridiand: stopped: %llu batches stored (%llu rows), %llu duplicates dropped, "
-                "%llu transactions (%llu failed)\n",
+                "%llu transactions (%llu failed); writer idle %.2f s, in COMMIT %.2f s\n",
                 (unsigned long long)st.batches, (unsigned long long)st.rows,
                 (unsigned long long)st.duplicates, (unsigned long long)st.transactions,
-                (unsigned long long)st.failed_transactions);
+                (unsigned long long)st.failed_transactions, (double)st.idle_ns / 1e9,
+                (double)st.commit_ns / 1e9);
     return rc < 0 ? 1 : 0;
 fail:
     g_ingest = NULL;

@@ -317,7 +317,9 @@ static void end_txn(struct mrd_store *s, int failed)
 {
     if (!s->txn_open)
         return;
+    int64_t t0 = clock_ns(CLOCK_MONOTONIC);
     if (!failed && step_simple(s, MRD__ST_COMMIT) == 0) {
+        s->wstats.commit_ns += (uint64_t)(clock_ns(CLOCK_MONOTONIC) - t0);
         complete_txn(s, 0);
         return;
     }
@@ -365,6 +367,7 @@ static void *writer_main(void *arg)
     struct timespec deadline = {0};
     pthread_mutex_lock(&s->mu);
     for (;;) {
+        int64_t idle0 = clock_ns(CLOCK_MONOTONIC);
         while (!s->q_head && !s->stop && !(s->txn_open && s->flush_req)) {
             if (!s->txn_open) {
                 pthread_cond_wait(&s->cv_work, &s->mu);
@@ -372,6 +375,7 @@ static void *writer_main(void *arg)
                 break; /* commit_ms passed */
             }
         }
+        s->wstats.idle_ns += (uint64_t)(clock_ns(CLOCK_MONOTONIC) - idle0);
         struct mrd_store_item *list = s->q_head;
         s->q_head = s->q_tail = NULL;
         int stop = s->stop;

@@ -123,6 +123,8 @@ int mrd_store_drain(struct mrd_store *s);
 /* Statistics (any thread, approximate while the writer runs). */
 struct mrd_store_stats {
     uint64_t batches, duplicates, rows, transactions, failed_transactions;
+    uint64_t idle_ns;   /* writer time spent waiting for work or for a commit deadline */
+    uint64_t commit_ns; /* writer time spent in COMMIT */
 };
 void mrd_store_get_stats(struct mrd_store *s, struct mrd_store_stats *st);
 
