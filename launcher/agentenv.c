@@ -17,6 +17,27 @@
 
 extern char **environ;
 
+/* Build-tree locations, compiled in by launcher/CMakeLists.txt ("" when not built). */
+#ifndef MRD_BUILTIN_DAEMON
+#define MRD_BUILTIN_DAEMON ""
+#endif
+#ifndef MRD_BUILTIN_AGENT
+#define MRD_BUILTIN_AGENT ""
+#endif
+#ifndef MRD_BUILTIN_MPI
+#define MRD_BUILTIN_MPI ""
+#endif
+
+static const char *const daemon_rel[] = {"meridiand", "../sbin/meridiand",
+                                         "../libexec/meridian/meridiand",
+                                         "../aggregator/daemon/meridiand", NULL};
+static const char *const agent_rel[] = {"libmeridian.so", "../lib/libmeridian.so",
+                                        "../lib/meridian/libmeridian.so",
+                                        "../agent/libmeridian.so", NULL};
+static const char *const mpi_rel[] = {"libmeridian_mpi.so", "../lib/libmeridian_mpi.so",
+                                      "../lib/meridian/libmeridian_mpi.so",
+                                      "../agent/mpi/libmeridian_mpi.so", NULL};
+
 static int add(struct mrd_agentenv *e, const char *name, const char *value)
 {
     for (int i = 0; i < e->n; i++)
@@ -245,4 +266,38 @@ int mrd_agentenv_locate(const char *explicit_path, const char *env, const char *
         path = colon ? colon + 1 : NULL;
     }
     return -ENOENT;
+}
+
+int mrd_agentenv_find_daemon(const char *explicit_path, char *out, size_t n)
+{
+    return mrd_agentenv_locate(explicit_path, "MERIDIAN_DAEMON", daemon_rel, MRD_BUILTIN_DAEMON,
+                               1, "meridiand", out, n);
+}
+
+int mrd_agentenv_find_agent(const char *explicit_path, char *out, size_t n)
+{
+    return mrd_agentenv_locate(explicit_path, "MERIDIAN_AGENT_LIB", agent_rel,
+                               MRD_BUILTIN_AGENT, 0, "libmeridian.so", out, n);
+}
+
+int mrd_agentenv_find_mpi(const char *explicit_path, char *out, size_t n)
+{
+    return mrd_agentenv_locate(explicit_path, "MERIDIAN_MPI_LIB", mpi_rel, MRD_BUILTIN_MPI, 0,
+                               "libmeridian_mpi.so", out, n);
+}
+
+int mrd_agentenv_abs_path(const char *path, char *out, size_t n)
+{
+    char dir[PATH_MAX], *real;
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    if (slash)
+        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
+    else
+        snprintf(dir, sizeof(dir), ".");
+    real = realpath(dir, NULL);
+    if (!real)
+        return -errno;
+    int ok = snprintf(out, n, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base) < (int)n;
+    free(real);
+    return ok && *base ? 0 : -EINVAL;
 }

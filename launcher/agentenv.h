@@ -72,4 +72,17 @@ int mrd_agentenv_locate(const char *explicit_path, const char *env, const char *
                         const char *builtin, int search_path, const char *file, char *out,
                         size_t n);
 
+/* The components, found as `meridian profile`, `run` and `doctor` agree to: an explicit
+ * path (must exist), then $MERIDIAN_DAEMON / $MERIDIAN_AGENT_LIB / $MERIDIAN_MPI_LIB,
+ * then next to the executable and in ../sbin, ../lib, ../lib/meridian, ../libexec/meridian
+ * (installed), then the build tree (paths compiled in), then (meridiand only) $PATH.
+ * Return 0 with an absolute path in out, or -ENOENT. */
+int mrd_agentenv_find_daemon(const char *explicit_path, char *out, size_t n);
+int mrd_agentenv_find_agent(const char *explicit_path, char *out, size_t n);
+int mrd_agentenv_find_mpi(const char *explicit_path, char *out, size_t n);
+
+/* Absolute form of a path whose folder exists (the file itself need not). Returns 0, or
+ * -errno / -EINVAL. */
+int mrd_agentenv_abs_path(const char *path, char *out, size_t n);
+
 #endif

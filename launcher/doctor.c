@@ -23,15 +23,6 @@
 #include "agentenv.h"
 #include "cli.h"
 
-#ifndef MRD_BUILTIN_DAEMON
-#define MRD_BUILTIN_DAEMON ""
-#endif
-#ifndef MRD_BUILTIN_AGENT
-#define MRD_BUILTIN_AGENT ""
-#endif
-#ifndef MRD_BUILTIN_MPI
-#define MRD_BUILTIN_MPI ""
-#endif
 #ifndef MRD_CUDA_ROOT_DIR
 #define MRD_CUDA_ROOT_DIR "/usr/local/cuda"
 #endif
@@ -68,11 +59,8 @@ static void *open_any(const char *const *names, const char **which)
 
 static void check_daemon(void)
 {
-    static const char *const rel[] = {"meridiand", "../sbin/meridiand",
-                                      "../aggregator/daemon/meridiand", NULL};
     char path[PATH_MAX];
-    if (mrd_agentenv_locate(NULL, "MERIDIAN_DAEMON", rel, MRD_BUILTIN_DAEMON, 1, "meridiand",
-                            path, sizeof(path)) == 0)
+    if (mrd_agentenv_find_daemon(NULL, path, sizeof(path)) == 0)
         report(OK, "meridiand: %s", path);
     else
         report(FAIL, "meridiand not found (build it, or set MERIDIAN_DAEMON)");
@@ -80,10 +68,6 @@ static void check_daemon(void)
 
 static void check_agent(const char *explicit_path)
 {
-    static const char *const rel[] = {"libmeridian.so", "../lib/libmeridian.so",
-                                      "../agent/libmeridian.so", NULL};
-    static const char *const mrel[] = {"libmeridian_mpi.so", "../lib/libmeridian_mpi.so",
-                                       "../agent/mpi/libmeridian_mpi.so", NULL};
     static const struct {
         const char *sym;
         int level;
@@ -96,8 +80,7 @@ static void check_agent(const char *explicit_path)
         {"InitializeInjectionNvtx2", WARN, "NVTX injection entry (NVTX_INJECTION64_PATH)"},
     };
     char path[PATH_MAX];
-    if (mrd_agentenv_locate(explicit_path, "MERIDIAN_AGENT_LIB", rel, MRD_BUILTIN_AGENT, 0,
-                            "libmeridian.so", path, sizeof(path)) != 0) {
+    if (mrd_agentenv_find_agent(explicit_path, path, sizeof(path)) != 0) {
         report(FAIL, "libmeridian.so not found (build the agent, or give --agent-lib)");
         return;
     }
@@ -114,8 +97,7 @@ static void check_agent(const char *explicit_path)
             report(syms[i].level, "  does not export %s (%s)", syms[i].sym, syms[i].what);
     }
     /* not dlclosed: an injected library is never unloaded */
-    if (mrd_agentenv_locate(NULL, "MERIDIAN_MPI_LIB", mrel, MRD_BUILTIN_MPI, 0,
-                            "libmeridian_mpi.so", path, sizeof(path)) == 0)
+    if (mrd_agentenv_find_mpi(NULL, path, sizeof(path)) == 0)
         report(OK, "MPI wrappers: %s", path);
     else
         report(WARN, "libmeridian_mpi.so not found: MPI calls will not be captured");

@@ -1,5 +1,4 @@
-/* `meridian profile` (wrap a whole job: aggregator, environment, wait, finalize, report)
- * and `meridian run` (wrap one rank).
+/* `meridian profile`: wrap a whole job (aggregator, environment, wait, finalize, report).
  *
  * Where it sits: the start of meridian's data flow: it creates the run (id, secret,
  * database), starts meridiand, hands every rank the agent's environment (agentenv.c),
@@ -30,26 +29,6 @@
 
 #include "agentenv.h"
 #include "cli.h"
-
-#ifndef MRD_BUILTIN_DAEMON
-#define MRD_BUILTIN_DAEMON ""
-#endif
-#ifndef MRD_BUILTIN_AGENT
-#define MRD_BUILTIN_AGENT ""
-#endif
-#ifndef MRD_BUILTIN_MPI
-#define MRD_BUILTIN_MPI ""
-#endif
-
-static const char *const daemon_rel[] = {"meridiand", "../sbin/meridiand",
-                                         "../libexec/meridian/meridiand",
-                                         "../aggregator/daemon/meridiand", NULL};
-static const char *const agent_rel[] = {"libmeridian.so", "../lib/libmeridian.so",
-                                        "../lib/meridian/libmeridian.so",
-                                        "../agent/libmeridian.so", NULL};
-static const char *const mpi_rel[] = {"libmeridian_mpi.so", "../lib/libmeridian_mpi.so",
-                                      "../lib/meridian/libmeridian_mpi.so",
-                                      "../agent/mpi/libmeridian_mpi.so", NULL};
 
 static volatile sig_atomic_t g_forward; /* signal to forward to the job, 0 = none */
 
@@ -130,23 +109,6 @@ static int write_secret(const char *path)
     if (close(fd) != 0 && rc == 0)
         rc = -errno;
     return rc;
-}
-
-/* Absolute path of a file that may not exist yet (its folder must). */
-static int abs_path(const char *path, char *out, size_t n)
-{
-    char dir[PATH_MAX], *real;
-    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    if (slash)
-        snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path == 0 ? 1 : slash - path), path);
-    else
-        snprintf(dir, sizeof(dir), ".");
-    real = realpath(dir, NULL);
-    if (!real)
-        return -errno;
-    int ok = snprintf(out, n, "%s%s%s", real, strcmp(real, "/") ? "/" : "", base) < (int)n;
-    free(real);
-    return ok && *base ? 0 : -EINVAL;
 }
 
 struct profile_opts {
@@ -521,7 +483,7 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         return -1;
     }
     snprintf(name, sizeof(name), "meridian-%s.db", s->run_id);
-    if (abs_path(o->db ? o->db : name, s->db, sizeof(s->db)) < 0) {
+    if (mrd_agentenv_abs_path(o->db ? o->db : name, s->db, sizeof(s->db)) < 0) {
         fprintf(stderr, "meridian profile: bad database path '%s'\n", o->db ? o->db : name);
         return -1;
     }
@@ -533,14 +495,11 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         }
         unlink_db(s->db);
     }
-    if (mrd_agentenv_locate(o->daemon, "MERIDIAN_DAEMON", daemon_rel, MRD_BUILTIN_DAEMON, 1,
-                            "meridiand", s->daemon, sizeof(s->daemon)) < 0) {
+    if (mrd_agentenv_find_daemon(o->daemon, s->daemon, sizeof(s->daemon)) < 0) {
         fprintf(stderr, "meridian profile: meridiand not found (give --meridiand PATH)\n");
         return -1;
     }
-    s->have_agent = mrd_agentenv_locate(o->agent_lib, "MERIDIAN_AGENT_LIB", agent_rel,
-                                        MRD_BUILTIN_AGENT, 0, "libmeridian.so", s->agent,
-                                        sizeof(s->agent)) == 0;
+    s->have_agent = mrd_agentenv_find_agent(o->agent_lib, s->agent, sizeof(s->agent)) == 0;
     if (!s->have_agent && o->agent_lib) {
         fprintf(stderr, "meridian profile: --agent-lib %s: no such file\n", o->agent_lib);
         return -1;
@@ -549,9 +508,8 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         fprintf(stderr, "meridian profile: warning: libmeridian.so not found: ranks will not "
                         "be instrumented (only programs that speak meridian's protocol "
                         "themselves, like `meridian replay`, will report)\n");
-    s->have_mpi = !o->no_mpi && mrd_agentenv_locate(o->mpi_lib, "MERIDIAN_MPI_LIB", mpi_rel,
-                                                    MRD_BUILTIN_MPI, 0, "libmeridian_mpi.so",
-                                                    s->mpi, sizeof(s->mpi)) == 0;
+    s->have_mpi =
+        !o->no_mpi && mrd_agentenv_find_mpi(o->mpi_lib, s->mpi, sizeof(s->mpi)) == 0;
     if (!s->have_mpi && o->mpi_lib && !o->no_mpi) {
         fprintf(stderr, "meridian profile: --mpi-lib %s: no such file\n", o->mpi_lib);
         return -1;
@@ -688,93 +646,4 @@ done:
     mrd_agentenv_free_argv(rewritten);
     free(command);
     return exit_code(st);
-}
-
-static void run_usage(FILE *f)
-{
-    fputs(
-"usage: meridian run [options] -- COMMAND [ARGS...]\n"
-"\n"
-"Wraps one rank: sets the agent's environment for this process and executes COMMAND in\n"
-"its place (same pid, exit status and signals). For ranks started by a launcher of your\n"
-"own, pointing at a meridiand you started:\n"
-"\n"
-"  mpirun -np 4 meridian run --aggregator host:47500 --run-id R --secret-file S -- ./app\n"
-"\n"
-"  --aggregator HOST:PORT  meridiand's address (default $MERIDIAN_AGGREGATOR)\n"
-"  --run-id ID             the run (default $MERIDIAN_RUN_ID)\n"
-"  --secret-file PATH      the run secret (default $MERIDIAN_SECRET_FILE)\n"
-"  --agent-lib PATH        libmeridian.so (default: next to meridian, the build tree,\n"
-"                          $MERIDIAN_AGENT_LIB)\n"
-"  --mpi-lib PATH          libmeridian_mpi.so, preloaded when this process is an MPI\n"
-"                          rank (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK is set)\n"
-"  --no-mpi-wrappers       do not preload the MPI wrappers\n"
-"  -h, --help              this text\n"
-"\n"
-"Without any rank variable (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID,\n"
-"RANK) the process is made rank 0 (MERIDIAN_FORCE=1).\n"
-"Exit status: COMMAND's; 125 on a usage or setup error, 126/127 when COMMAND cannot be\n"
-"executed / is not found.\n",
-        f);
-}
-
-int mrd_cli_run(int argc, char **argv)
-{
-    enum { O_AGG = 256, O_RUN, O_SECRET, O_AGENT, O_MPI, O_NOMPI };
-    static const struct option lo[] = {
-        {"aggregator", 1, 0, O_AGG}, {"run-id", 1, 0, O_RUN}, {"secret-file", 1, 0, O_SECRET},
-        {"agent-lib", 1, 0, O_AGENT}, {"mpi-lib", 1, 0, O_MPI},
-        {"no-mpi-wrappers", 0, 0, O_NOMPI}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    const char *agg = getenv("MERIDIAN_AGGREGATOR"), *run = getenv("MERIDIAN_RUN_ID");
-    const char *secret = getenv("MERIDIAN_SECRET_FILE"), *agent_opt = NULL, *mpi_opt = NULL;
-    char agent[PATH_MAX], mpi[PATH_MAX], secret_abs[PATH_MAX];
-    struct mrd_agentenv env;
-    int c, no_mpi = 0, rc;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_AGG: agg = optarg; break;
-        case O_RUN: run = optarg; break;
-        case O_SECRET: secret = optarg; break;
-        case O_AGENT: agent_opt = optarg; break;
-        case O_MPI: mpi_opt = optarg; break;
-        case O_NOMPI: no_mpi = 1; break;
-        case 'h': run_usage(stdout); return 0;
-        default: return MRD_CLI_EXIT_SETUP;
-        }
-    }
-    if (optind >= argc || !agg || !run || !secret) {
-        fprintf(stderr, "meridian run: %s (see --help)\n",
-                optind >= argc ? "no command given"
-                               : "needs --aggregator, --run-id and --secret-file (or "
-                                 "MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE)");
-        return MRD_CLI_EXIT_SETUP;
-    }
-    if (abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 || access(secret_abs, R_OK)) {
-        fprintf(stderr, "meridian run: cannot read the secret file %s\n", secret);
-        return MRD_CLI_EXIT_SETUP;
-    }
-    if (mrd_agentenv_locate(agent_opt, "MERIDIAN_AGENT_LIB", agent_rel, MRD_BUILTIN_AGENT, 0,
-                            "libmeridian.so", agent, sizeof(agent)) < 0) {
-        fprintf(stderr, "meridian run: libmeridian.so not found (give --agent-lib)\n");
-        return MRD_CLI_EXIT_SETUP;
-    }
-    int mpi_rank = getenv("OMPI_COMM_WORLD_RANK") || getenv("PMIX_RANK") || getenv("PMI_RANK");
-    int any_rank = mpi_rank || getenv("SLURM_PROCID") || getenv("RANK");
-    int have_mpi = !no_mpi && mpi_rank &&
-                   mrd_agentenv_locate(mpi_opt, "MERIDIAN_MPI_LIB", mpi_rel, MRD_BUILTIN_MPI, 0,
-                                       "libmeridian_mpi.so", mpi, sizeof(mpi)) == 0;
-    struct mrd_agentenv_config ec = {.aggregator = agg, .run_id = run,
-                                     .secret_file = secret_abs, .agent_lib = agent,
-                                     .mpi_lib = have_mpi ? mpi : NULL, .force = !any_rank};
-    if ((rc = mrd_agentenv_build(&ec, &env)) < 0 || (rc = mrd_agentenv_apply(&env)) < 0) {
-        fprintf(stderr, "meridian run: environment: %s\n", strerror(-rc));
-        return MRD_CLI_EXIT_SETUP;
-    }
-    mrd_agentenv_free(&env);
-    execvp(argv[optind], argv + optind);
-    rc = errno;
-    fprintf(stderr, "meridian run: cannot run %s: %s\n", argv[optind], strerror(rc));
-    return rc == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC;
 }

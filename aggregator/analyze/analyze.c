@@ -377,6 +377,26 @@ static int exec(sqlite3 *db, const char *sql)
     return 0;
 }
 
+/* 1 when kernels has an index starting (rank, correlation_id) (aggregator/clock creates
+ * one): then probing kernels per link is cheapest; without it the kernels are scanned once
+ * and each probes the small link table (CROSS JOIN fixes that order: SQLite would
+ * otherwise scan every kernel of the rank once per link). */
+static int has_corr_index(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT 1 FROM pragma_index_list('kernels') il JOIN "
+                           "pragma_index_info(il.name) a ON a.seqno = 0 AND a.name = 'rank' "
+                           "JOIN pragma_index_info(il.name) b ON b.seqno = 1 AND b.name = "
+                           "'correlation_id'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
 int mrd_analyze_prepare(sqlite3 *db)
 {
     int rc;
@@ -409,11 +429,17 @@ int mrd_analyze_prepare(sqlite3 *db)
     /* source 1: the linked kernels' interval (local clock); records lost by CUPTI's device
      * buffer carry start == end == 0 and are skipped. */
     if (have_ops && have_ec && have_k &&
-        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
-                       "MIN(k.start_ns), MAX(k.end_ns), 1 FROM main.kernels k JOIN "
-                       "temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = "
-                       "k.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
-                       "GROUP BY l.rank, l.op_id")) < 0)
+        (rc = exec(db, has_corr_index(db)
+                           ? "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
+                             "MIN(k.start_ns), MAX(k.end_ns), 1 FROM temp.mrd_link l JOIN "
+                             "main.kernels k ON k.rank = l.rank AND k.correlation_id = "
+                             "l.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
+                             "GROUP BY l.rank, l.op_id"
+                           : "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
+                             "MIN(k.start_ns), MAX(k.end_ns), 1 FROM main.kernels k CROSS "
+                             "JOIN temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = "
+                             "k.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
+                             "GROUP BY l.rank, l.op_id")) < 0)
         return rc;
     /* source 2: raw GPU timer values of the op's channels, for ops without a kernel */
     if (have_ch &&

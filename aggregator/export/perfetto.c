@@ -45,6 +45,7 @@ struct pf {
     struct mrd_timebase *tb;
     const struct mrd_perfetto_options *o;
     struct mrd_perfetto_stats st;
+    sqlite3_stmt *links; /* the NCCL ops a kernel launched, and each op's first kernel */
     struct track *tracks;
     size_t nslots, ntracks;
     int64_t origin;
@@ -288,12 +289,15 @@ static void kernel_row(struct pf *p, sqlite3_stmt *q)
     if (sqlite3_column_type(q, 13) != SQLITE_NULL)
         fprintf(p->f, ",\"nccl_op\":%" PRId64, col64(q, 13));
     fputs("}}", p->f);
-}
-
-static void kernel_flow_row(struct pf *p, sqlite3_stmt *q)
-{
-    flow(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 2, 3),
-         col64(q, 4), col64(q, 1), 0);
+    if (sqlite3_column_type(q, 13) == SQLITE_NULL)
+        return;
+    /* the flow arrow of each op ends at its first kernel (one primary-key probe) */
+    sqlite3_reset(p->links);
+    sqlite3_bind_int(p->links, 1, rank);
+    sqlite3_bind_int64(p->links, 2, col64(q, 5));
+    while (sqlite3_step(p->links) == SQLITE_ROW)
+        if (col64(p->links, 1) == col64(q, 3))
+            flow(p, rank, TR_STREAM, stream_key(q, 1, 2), col64(q, 3), col64(p->links, 0), 0);
 }
 
 static void memcpy_row(struct pf *p, sqlite3_stmt *q)
@@ -449,6 +453,14 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
     if ((rc = mrd_timebase_load(db, p.o->ignore_clock_models, &p.tb)) < 0 ||
         (rc = mrd_analyze_prepare(db)) < 0)
         goto fail;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
+                           "temp.mrd_op_time t ON t.rank = l.rank AND t.op_id = l.op_id AND "
+                           "t.source = 1 WHERE l.rank = ?1 AND l.correlation_id = ?2",
+                           -1, &p.links, NULL) != SQLITE_OK) {
+        rc = -MRD_ERR_SQLITE;
+        goto fail;
+    }
     p.origin = mrd_timebase_is_global(p.tb) ? mrd_timebase_anchor(p.tb) : local_origin(db);
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"meridian export\","
           "\"timebase\":",
@@ -462,12 +474,7 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
                         "l.rank = k.rank AND l.correlation_id = k.correlation_id LIMIT 1) "
                         "FROM main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id",
                         kernel_row)) < 0 ||
-        (rc = run_query(&p, "kernels",
-                        "SELECT l.rank, l.op_id, k.device, k.stream, MIN(k.start_ns) FROM "
-                        "main.kernels k JOIN temp.mrd_link l ON l.rank = k.rank AND "
-                        "l.correlation_id = k.correlation_id WHERE NOT (k.start_ns = 0 AND "
-                        "k.end_ns = 0) GROUP BY l.rank, l.op_id",
-                        kernel_flow_row)) < 0 ||
+
         (rc = run_query(&p, "memcpys",
                         "SELECT rank, device, stream, start_ns, end_ns, bytes, copy_kind "
                         "FROM main.memcpys WHERE NOT (start_ns = 0 AND end_ns = 0)",
@@ -517,6 +524,7 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
     if (stats)
         *stats = p.st;
 fail:
+    sqlite3_finalize(p.links);
     mrd_timebase_destroy(p.tb);
     free(p.tracks);
     return rc;

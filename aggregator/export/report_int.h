@@ -12,7 +12,8 @@
 /* "YYYY-mm-dd HH:MM:SS UTC" of a CLOCK_REALTIME ns value, "unknown" for <= 0. */
 void mrd__report_time(char *buf, size_t n, int64_t realtime_ns);
 
-/* Upper edge (ns) of the skew-histogram bin that holds quantile q; -1 without data. */
+/* Upper edge (ns) of the skew-histogram bin that holds quantile q, capped at the largest
+ * skew; -1 without data. */
 int64_t mrd__report_quantile(const struct mrd_analysis *a, double q);
 
 /* Ranks in straggler order (wait caused, then last arrivals, then rank): a malloc'd

@@ -48,7 +48,8 @@ void mrd__report_time(char *buf, size_t n, int64_t realtime_ns)
     strftime(buf, n, "%Y-%m-%d %H:%M:%S UTC", &tm);
 }
 
-/* The upper edge of the histogram bin holding quantile q, in ns (-1: no data). */
+/* The upper edge of the histogram bin holding quantile q (at most the largest skew), in
+ * ns; -1 without data. */
 int64_t mrd__report_quantile(const struct mrd_analysis *a, double q)
 {
     uint64_t total = 0, seen = 0;
@@ -61,8 +62,10 @@ int64_t mrd__report_quantile(const struct mrd_analysis *a, double q)
         target = 1;
     for (int i = 0; i < MRD_AN_HIST_BINS; i++) {
         seen += a->skew_hist[i];
-        if (seen >= target)
-            return (int64_t)1000 << i; /* bin i holds [2^(i-1), 2^i) us */
+        if (seen >= target) { /* bin i holds [2^(i-1), 2^i) us; never above the max */
+            int64_t edge = (int64_t)1000 << i;
+            return edge < a->skew_max_ns ? edge : a->skew_max_ns;
+        }
     }
     return a->skew_max_ns;
 }
@@ -255,7 +258,7 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
             a->causality_violations);
     if (timed == 0)
         return;
-    fprintf(f, "  arrival skew: mean %s, p50 < %s, p90 < %s, p99 < %s, max %s\n",
+    fprintf(f, "  arrival skew: mean %s, p50 <= %s, p90 <= %s, p99 <= %s, max %s\n",
             mrd_export_fmt_ns(b1, sizeof(b1), a->skew_sum_ns / (int64_t)timed),
             mrd_export_fmt_ns(b2, sizeof(b2), mrd__report_quantile(a, 0.5)),
             mrd_export_fmt_ns(b3, sizeof(b3), mrd__report_quantile(a, 0.9)),

@@ -1,0 +1,103 @@
+/* `meridian run`: wrap one rank. Sets the agent's environment (agentenv.c) for this
+ * process and executes the command in its place, so the rank keeps its pid, exit status
+ * and signals. For jobs whose ranks are started by the user's own launcher, pointing at a
+ * meridiand the user started; `meridian profile` does all of this for mpirun jobs.
+ * Main thread; nothing runs after the exec.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agentenv.h"
+#include "cli.h"
+
+static void run_usage(FILE *f)
+{
+    fputs(
+"usage: meridian run [options] -- COMMAND [ARGS...]\n"
+"\n"
+"Wraps one rank: sets the agent's environment for this process and executes COMMAND in\n"
+"its place (same pid, exit status and signals). For ranks started by a launcher of your\n"
+"own, pointing at a meridiand you started:\n"
+"\n"
+"  mpirun -np 4 meridian run --aggregator host:47500 --run-id R --secret-file S -- ./app\n"
+"\n"
+"  --aggregator HOST:PORT  meridiand's address (default $MERIDIAN_AGGREGATOR)\n"
+"  --run-id ID             the run (default $MERIDIAN_RUN_ID)\n"
+"  --secret-file PATH      the run secret (default $MERIDIAN_SECRET_FILE)\n"
+"  --agent-lib PATH        libmeridian.so (default: next to meridian, the build tree,\n"
+"                          $MERIDIAN_AGENT_LIB)\n"
+"  --mpi-lib PATH          libmeridian_mpi.so, preloaded when this process is an MPI\n"
+"                          rank (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK is set)\n"
+"  --no-mpi-wrappers       do not preload the MPI wrappers\n"
+"  -h, --help              this text\n"
+"\n"
+"Without any rank variable (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID,\n"
+"RANK) the process is made rank 0 (MERIDIAN_FORCE=1).\n"
+"Exit status: COMMAND's; 125 on a usage or setup error, 126/127 when COMMAND cannot be\n"
+"executed / is not found.\n",
+        f);
+}
+
+int mrd_cli_run(int argc, char **argv)
+{
+    enum { O_AGG = 256, O_RUN, O_SECRET, O_AGENT, O_MPI, O_NOMPI };
+    static const struct option lo[] = {
+        {"aggregator", 1, 0, O_AGG}, {"run-id", 1, 0, O_RUN}, {"secret-file", 1, 0, O_SECRET},
+        {"agent-lib", 1, 0, O_AGENT}, {"mpi-lib", 1, 0, O_MPI},
+        {"no-mpi-wrappers", 0, 0, O_NOMPI}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    const char *agg = getenv("MERIDIAN_AGGREGATOR"), *run = getenv("MERIDIAN_RUN_ID");
+    const char *secret = getenv("MERIDIAN_SECRET_FILE"), *agent_opt = NULL, *mpi_opt = NULL;
+    char agent[PATH_MAX], mpi[PATH_MAX], secret_abs[PATH_MAX];
+    struct mrd_agentenv env;
+    int c, no_mpi = 0, rc;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_AGG: agg = optarg; break;
+        case O_RUN: run = optarg; break;
+        case O_SECRET: secret = optarg; break;
+        case O_AGENT: agent_opt = optarg; break;
+        case O_MPI: mpi_opt = optarg; break;
+        case O_NOMPI: no_mpi = 1; break;
+        case 'h': run_usage(stdout); return 0;
+        default: return MRD_CLI_EXIT_SETUP;
+        }
+    }
+    if (optind >= argc || !agg || !run || !secret) {
+        fprintf(stderr, "meridian run: %s (see --help)\n",
+                optind >= argc ? "no command given"
+                               : "needs --aggregator, --run-id and --secret-file (or "
+                                 "MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE)");
+        return MRD_CLI_EXIT_SETUP;
+    }
+    if (mrd_agentenv_abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 ||
+        access(secret_abs, R_OK)) {
+        fprintf(stderr, "meridian run: cannot read the secret file %s\n", secret);
+        return MRD_CLI_EXIT_SETUP;
+    }
+    if (mrd_agentenv_find_agent(agent_opt, agent, sizeof(agent)) < 0) {
+        fprintf(stderr, "meridian run: libmeridian.so not found (give --agent-lib)\n");
+        return MRD_CLI_EXIT_SETUP;
+    }
+    int mpi_rank = getenv("OMPI_COMM_WORLD_RANK") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    int any_rank = mpi_rank || getenv("SLURM_PROCID") || getenv("RANK");
+    int have_mpi = !no_mpi && mpi_rank && mrd_agentenv_find_mpi(mpi_opt, mpi, sizeof(mpi)) == 0;
+    struct mrd_agentenv_config ec = {.aggregator = agg, .run_id = run,
+                                     .secret_file = secret_abs, .agent_lib = agent,
+                                     .mpi_lib = have_mpi ? mpi : NULL, .force = !any_rank};
+    if ((rc = mrd_agentenv_build(&ec, &env)) < 0 || (rc = mrd_agentenv_apply(&env)) < 0) {
+        fprintf(stderr, "meridian run: environment: %s\n", strerror(-rc));
+        return MRD_CLI_EXIT_SETUP;
+    }
+    mrd_agentenv_free(&env);
+    execvp(argv[optind], argv + optind);
+    rc = errno;
+    fprintf(stderr, "meridian run: cannot run %s: %s\n", argv[optind], strerror(rc));
+    return rc == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC;
+}
