@@ -49,12 +49,15 @@ struct mrd_perfetto_stats {
     uint64_t flows;          /* NCCL op -> kernel links */
     uint64_t tracks;
     uint64_t folded;         /* rows written to an "other" track (track cap reached) */
+    uint64_t overlapped;     /* slices that overlap another on their track (lanes full) */
 };
 
 /* Writes Chrome trace event JSON (Perfetto and chrome://tracing open it): one process per
- * rank, one thread (track) per GPU stream for kernels, memcpy and memset, one for the
- * rank's NCCL operations (host enqueue intervals), one per host thread for NVTX ranges and
- * MPI calls; flow arrows (and args) link each NCCL op to its kernel. Times are
+ * rank, one thread (track) per GPU stream for kernels, memcpy and memset, tracks for the
+ * rank's NCCL operations (host enqueue intervals), per host thread for NVTX ranges and MPI
+ * calls, for CUDA graph launches and host synchronizations (slices of a track always
+ * nest: overlapping ones go to extra lanes); flow arrows (and args) link each NCCL op to
+ * its kernel. Times are
  * microseconds with nanosecond precision relative to the run's anchor (global timebase)
  * or 0 (local clocks); the anchor is in metadata. Returns 0 and fills *st (may be NULL),
  * -EIO, -ENOMEM, or -MRD_ERR_SQLITE. */

@@ -5,11 +5,13 @@
  * (aggregator/analyze/timebase.h) and writes one JSON object per row.
  *
  * Layout: pid = rank + 1 (named "rank N (host)"; pid 0 is avoided because some importers
- * treat it as the idle process), one thread per (GPU, stream) for kernels, memcpy, memset
- * and graph launches, one "NCCL ops" thread per GPU (host enqueue interval of each
- * collective or p2p), one NVTX thread per host thread (push/pop ranges and marks; start/end
- * ranges, which need not nest, on their own thread), one MPI thread per host thread, one
- * "CUDA sync" thread. Flow arrows (ph s/f, id per op) and args link each NCCL op to its
+ * treat it as the idle process), one thread per (GPU, stream) for kernels, memcpy and
+ * memset (serialised by the stream, so they never overlap), one per (GPU, stream) for graph
+ * launches, "NCCL ops" threads per GPU (host enqueue interval of each collective or p2p),
+ * one NVTX thread per host thread (push/pop ranges, which nest, and marks), "NVTX
+ * start/end" threads per host thread, one MPI thread per host thread, "CUDA
+ * synchronization" threads. Slices of one thread must nest (Perfetto drops the others),
+ * so the classes that may overlap are spread over lanes (see struct lanes). Flow arrows (ph s/f, id per op) and args link each NCCL op to its
  * kernel. Times: microseconds with exactly three decimals, relative to the run's anchor
  * (global) or to the earliest kernel (local clocks), printed from integers.
  *
@@ -29,7 +31,20 @@
 #include "report_int.h"
 
 enum track_class {
-    TR_PROCESS = 0, TR_STREAM, TR_NCCL, TR_NVTX, TR_NVTX_SE, TR_MPI, TR_SYNC, TR_API, TR_OTHER
+    TR_PROCESS = 0, TR_STREAM, TR_NCCL, TR_NVTX, TR_NVTX_SE, TR_MPI, TR_SYNC, TR_API, TR_GRAPH
+};
+
+/* Lanes: slices of one track must nest perfectly in trace viewers, but NCCL enqueue
+ * intervals (grouped collectives), host synchronizations of several threads and NVTX
+ * start/end ranges may overlap. Their rows are read in start order per (rank, key) and
+ * each goes to the first lane free at its start (lane = one more thread track). Beyond
+ * MAX_LANES the earliest-ending lane is reused and the overlap counted. */
+#define MAX_LANES 32
+
+struct lanes {
+    int rank, n;
+    uint64_t key;
+    int64_t end[MAX_LANES];
 };
 
 struct track {
@@ -46,6 +61,8 @@ struct pf {
     const struct mrd_perfetto_options *o;
     struct mrd_perfetto_stats st;
     sqlite3_stmt *links; /* the NCCL ops a kernel launched, and each op's first kernel */
+    struct lanes lanes;  /* of the query being exported */
+    uint64_t overlapped; /* slices placed over another in a full set of lanes */
     struct track *tracks;
     size_t nslots, ntracks;
     int64_t origin;
@@ -63,6 +80,41 @@ static uint64_t mix(uint64_t x)
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
+}
+
+/* The lane (0..MAX_LANES-1) for a slice [start, end) of (rank, key); rows must come in
+ * start order per (rank, key). */
+static uint64_t lane_for(struct pf *p, int rank, uint64_t key, int64_t start, int64_t end)
+{
+    struct lanes *l = &p->lanes;
+    int best = 0;
+    if (l->n == 0 || l->rank != rank || l->key != key) {
+        l->rank = rank;
+        l->key = key;
+        l->n = 0;
+    }
+    for (int i = 0; i < l->n; i++) {
+        if (l->end[i] <= start) {
+            l->end[i] = end;
+            return (uint64_t)i;
+        }
+        if (l->end[i] < l->end[best])
+            best = i;
+    }
+    if (l->n < MAX_LANES) {
+        l->end[l->n] = end;
+        return (uint64_t)l->n++;
+    }
+    p->overlapped++;
+    if (end > l->end[best])
+        l->end[best] = end;
+    return (uint64_t)best;
+}
+
+/* Track ids of laned classes: key * 64 + lane. */
+static uint64_t laned(uint64_t key, uint64_t lane)
+{
+    return key * 64 + lane;
 }
 
 static void begin_event(struct pf *p)
@@ -168,20 +220,26 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
     }
     t->tid = proc->next_tid++;
     p->st.tracks++;
-    char name[96];
+    char name[96], lane[16] = "";
     uint32_t lo = (uint32_t)id, hi = (uint32_t)(id >> 32);
+    if ((cls == TR_NCCL || cls == TR_NVTX_SE || cls == TR_SYNC) && id % 64)
+        snprintf(lane, sizeof(lane), " #%u", (unsigned)(id % 64) + 1);
     switch (cls) {
     case TR_STREAM:
         snprintf(name, sizeof(name), "GPU %u stream %u", hi, lo);
         break;
+    case TR_GRAPH:
+        snprintf(name, sizeof(name), "GPU %u stream %u CUDA graphs", hi, lo);
+        break;
     case TR_NCCL:
-        snprintf(name, sizeof(name), "NCCL ops (GPU %u, host enqueue)", lo);
+        snprintf(name, sizeof(name), "NCCL ops (GPU %" PRIu64 ", host enqueue)%s", id / 64,
+                 lane);
         break;
     case TR_NVTX:
         snprintf(name, sizeof(name), "NVTX (thread %" PRIu64 ")", id);
         break;
     case TR_NVTX_SE:
-        snprintf(name, sizeof(name), "NVTX start/end (thread %" PRIu64 ")", id);
+        snprintf(name, sizeof(name), "NVTX start/end (thread %" PRIu64 ")%s", id / 64, lane);
         break;
     case TR_MPI:
         snprintf(name, sizeof(name), "MPI (thread %" PRIu64 ")", id);
@@ -190,7 +248,7 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
         snprintf(name, sizeof(name), "CUDA API (thread %" PRIu64 ")", id);
         break;
     default:
-        snprintf(name, sizeof(name), "CUDA synchronization");
+        snprintf(name, sizeof(name), "CUDA synchronization%s", lane);
         break;
     }
     meta(p, rank, t->tid, "thread_name", name, cls * 100000 + t->tid);
@@ -266,6 +324,7 @@ static int run_query(struct pf *p, const char *table, const char *sql,
         return 0;
     if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
+    p->lanes.n = 0;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW)
         row(p, q);
     sqlite3_finalize(q);
@@ -318,7 +377,7 @@ static void memset_row(struct pf *p, sqlite3_stmt *q)
 
 static void graph_row(struct pf *p, sqlite3_stmt *q)
 {
-    slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "graph", "CUDA graph",
+    slice(p, sqlite3_column_int(q, 0), TR_GRAPH, stream_key(q, 1, 2), "graph", "CUDA graph",
           col64(q, 3), col64(q, 4));
     fprintf(p->f, ",\"args\":{\"graph_id\":%" PRId64 "}}", col64(q, 5));
 }
@@ -329,7 +388,9 @@ static void nccl_row(struct pf *p, sqlite3_stmt *q)
     int64_t op = col64(q, 1), start = col64(q, 2);
     char name[96];
     int p2p = sqlite3_column_int(q, 13);
-    uint64_t dev = (uint32_t)sqlite3_column_int(q, 14);
+    uint64_t dev = laned((uint32_t)sqlite3_column_int(q, 14),
+                         lane_for(p, rank, (uint32_t)sqlite3_column_int(q, 14), start,
+                                  col64(q, 3)));
     if (p2p)
         snprintf(name, sizeof(name), "%s peer %d", text(q, 5, "p2p"), sqlite3_column_int(q, 11));
     else
@@ -378,8 +439,11 @@ static void nvtx_row(struct pf *p, sqlite3_stmt *q)
         fputs(",\"ts\":", p->f);
         mrd__json_us(p->f, mrd_timebase_map(p->tb, rank, col64(q, 2)) - origin);
     } else {
-        slice(p, rank, kind == 2 ? TR_NVTX_SE : TR_NVTX, thread, "nvtx", name,
-              col64(q, 2), col64(q, 3));
+        uint64_t track = kind == 2 ? laned(thread, lane_for(p, rank, thread, col64(q, 2),
+                                                            col64(q, 3)))
+                                   : thread;
+        slice(p, rank, kind == 2 ? TR_NVTX_SE : TR_NVTX, track, "nvtx", name, col64(q, 2),
+              col64(q, 3));
     }
     fputs(",\"args\":{\"domain\":", p->f);
     mrd__json_str(p->f, text(q, 6, ""));
@@ -401,8 +465,9 @@ static void mpi_row(struct pf *p, sqlite3_stmt *q)
 
 static void sync_row(struct pf *p, sqlite3_stmt *q)
 {
-    slice(p, sqlite3_column_int(q, 0), TR_SYNC, 0, "sync", "CUDA synchronize",
-          col64(q, 1), col64(q, 2));
+    int rank = sqlite3_column_int(q, 0);
+    slice(p, rank, TR_SYNC, laned(0, lane_for(p, rank, 0, col64(q, 1), col64(q, 2))), "sync",
+          "CUDA synchronize", col64(q, 1), col64(q, 2));
     fprintf(p->f, ",\"args\":{\"type\":%d,\"stream\":%" PRId64 "}}", sqlite3_column_int(q, 3),
             col64(q, 4));
 }
@@ -495,12 +560,20 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
                         "LEFT JOIN main.strings d ON d.id = n.datatype_id LEFT JOIN "
                         "main.strings a ON a.id = n.algo_id LEFT JOIN main.strings pr ON "
                         "pr.id = n.proto_id LEFT JOIN temp.mrd_op_time t ON t.rank = n.rank "
-                        "AND t.op_id = n.op_id AND t.source = 1",
+                        "AND t.op_id = n.op_id AND t.source = 1 "
+                        "ORDER BY n.rank, n.device, n.start_ns",
                         nccl_row)) < 0 ||
         (rc = run_query(&p, "nvtx",
                         "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
                         "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
-                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id",
+                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
+                        "WHERE n.kind <> 2",
+                        nvtx_row)) < 0 ||
+        (rc = run_query(&p, "nvtx",
+                        "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
+                        "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
+                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
+                        "WHERE n.kind = 2 ORDER BY n.rank, n.thread, n.start_ns",
                         nvtx_row)) < 0 ||
         (rc = run_query(&p, "mpi_calls",
                         "SELECT m.rank, m.thread, m.start_ns, m.end_ns, s.value, m.call_id, "
@@ -508,7 +581,8 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
                         "s ON s.id = m.call_id",
                         mpi_row)) < 0 ||
         (rc = run_query(&p, "syncs",
-                        "SELECT rank, start_ns, end_ns, type, stream FROM main.syncs",
+                        "SELECT rank, start_ns, end_ns, type, stream FROM main.syncs "
+                        "ORDER BY rank, start_ns",
                         sync_row)) < 0)
         goto fail;
     if (p.o->include_api &&
@@ -521,6 +595,7 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
     fputs("\n]}\n", f);
     fflush(f);
     rc = ferror(f) ? -EIO : 0;
+    p.st.overlapped = p.overlapped;
     if (stats)
         *stats = p.st;
 fail:

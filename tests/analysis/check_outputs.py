@@ -147,6 +147,46 @@ def check_perfetto(meridian, db, workdir):
     check(len(nvtx) == 13, "NVTX ranges: %d" % len(nvtx))
 
 
+def check_nesting(meridian, db, workdir):
+    """Perfetto drops slices that do not nest on their track: add rows that overlap
+    (host syncs of two threads, NVTX start/end ranges, grouped NCCL enqueues) and check
+    that every track of the trace nests perfectly."""
+    path = os.path.join(workdir, "overlap.db")
+    shutil.copy(db, path)
+    con = sqlite3.connect(path)
+    con.executemany("INSERT INTO syncs (rank, start_ns, end_ns, type, stream) VALUES (0,?,?,1,0)",
+                    [(100, 500), (200, 300), (250, 700), (600, 900)])
+    nid = con.execute("SELECT id FROM strings WHERE value = 'step 0'").fetchone()[0]
+    con.executemany("INSERT INTO nvtx (rank, thread, start_ns, end_ns, kind, domain_id, name_id,"
+                    " depth) VALUES (1, 7, ?, ?, 2, 0, ?, 0)",
+                    [(100, 400, nid), (300, 600, nid), (500, 800, nid)])
+    con.executemany("INSERT INTO nccl_ops (rank, op_id, start_ns, end_ns, comm_hash, seq, func_id,"
+                    " is_p2p, device) VALUES (2, ?, ?, ?, 99, ?, ?, 0, 0)",
+                    [(800 + i, 70000 + 10 * i, 70100 + 10 * i, i, nid) for i in range(3)])
+    con.commit()
+    con.close()
+    trace = os.path.join(workdir, "overlap.json")
+    p = run([meridian, "export", path, "--perfetto", trace])
+    with open(trace) as f:
+        ev = json.load(f)["traceEvents"]
+    tracks = {}
+    for e in ev:
+        if e["ph"] == "X":
+            tracks.setdefault((e["pid"], e["tid"]), []).append(
+                (round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)))
+    for key, sl in tracks.items():
+        stack = []
+        for s, e in sorted(sl, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            check(not stack or e <= stack[-1], "track %r: slice %r overlaps its parent" % (key, (s, e)))
+            stack.append(e)
+    names = {e["args"]["name"] for e in ev if e.get("name") == "thread_name"}
+    check("CUDA synchronization #2" in names, "a second sync lane: %r" % names)
+    check("NVTX start/end (thread 7) #2" in names, "a second NVTX start/end lane")
+    check("NCCL ops (GPU 0, host enqueue) #3" in names, "three NCCL lanes on rank 2")
+
+
 def check_errors(meridian, workdir):
     p = run([meridian, "report", os.path.join(workdir, "missing.db")], expect_rc=1)
     check("cannot read" in p.stderr, "missing database message")
@@ -175,6 +215,7 @@ def main():
     check_json(meridian, db)
     check_html(meridian, db, workdir)
     check_perfetto(meridian, db, workdir)
+    check_nesting(meridian, db, workdir)
     check_errors(meridian, workdir)
     print("analysis_report: ok")
 
