@@ -7,8 +7,9 @@
  * capture code does. Kernel i (1-based, over all threads) carries correlation id i, so a
  * test can check the database holds each written record exactly once. At the end it
  * prints one line on stdout:
- *   synth: active=A written=W refused=F idsum=S elapsed_ms=E
- * (W records accepted by the rings, F refused, S the sum of the accepted correlation ids)
+ *   synth: active=A written=W refused=F idsum=S elapsed_ms=E mixed_written=M mixed_refused=R
+ * (W kernel records accepted by the rings, F refused, S the sum of the accepted correlation
+ * ids; M and R the same counts for the NVTX/NCCL records of --mixed)
  * and leaves through exit() (the agent's atexit flush) or, with --shutdown, through an
  * explicit mrd_agent_shutdown() first (what the MPI_Finalize wrapper does).
  *
@@ -34,6 +35,7 @@ static unsigned o_threads = 1;
 static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed;
 
 static _Atomic uint64_t g_next_id = 1, g_written, g_refused, g_idsum;
+static _Atomic uint64_t g_mixed_written, g_mixed_refused; /* --mixed NVTX/NCCL records */
 
 static const char *const k_names[] = {
     "ampere_sgemm_128x64_nn",
@@ -110,7 +112,7 @@ static void write_mixed(uint64_t id)
     snprintf(r.inline_str, sizeof r.inline_str, "step %" PRIu64, id / 100);
     r.ev.nvtx =
         (struct mrd_nvtx){.start = now - 5000, .end = now, .kind = MRD_NVTX_PUSHPOP, .thread = 1};
-    (void)mrd_ring_write(&r);
+    atomic_fetch_add(mrd_ring_write(&r) == 0 ? &g_mixed_written : &g_mixed_refused, 1);
     memset(&r, 0, sizeof r);
     r.kind = MRD_EV_NCCL_OP;
     r.str[0] = "AllReduce";
@@ -127,7 +129,7 @@ static void write_mixed(uint64_t id)
                                         .comm_nranks = 2,
                                         .root = -1,
                                         .peer = -1};
-    (void)mrd_ring_write(&r);
+    atomic_fetch_add(mrd_ring_write(&r) == 0 ? &g_mixed_written : &g_mixed_refused, 1);
 }
 
 static void *writer(void *arg)
@@ -213,9 +215,10 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
 
     printf("synth: active=%d written=%" PRIu64 " refused=%" PRIu64 " idsum=%" PRIu64
-           " elapsed_ms=%" PRId64 "\n",
+           " elapsed_ms=%" PRId64 " mixed_written=%" PRIu64 " mixed_refused=%" PRIu64 "\n",
            active, atomic_load(&g_written), atomic_load(&g_refused), atomic_load(&g_idsum),
-           (mono_ns() - t0) / 1000000);
+           (mono_ns() - t0) / 1000000, atomic_load(&g_mixed_written),
+           atomic_load(&g_mixed_refused));
     fflush(stdout);
     if (o_shutdown)
         mrd_agent_shutdown();
