@@ -66,6 +66,8 @@ static void usage(FILE *f)
 "                         on the agents.\n"
 "  --commit-ms N          commit at most N ms after a transaction's first batch\n"
 "                         (default 50); larger means bigger transactions.\n"
+"  --hello-timeout-ms N   close a connection that sent no valid Hello within N ms\n"
+"                         (default 10000; checked once a second).\n"
 "  --sync-full            fsync every commit (survives power loss; slower). Default:\n"
 "                         WAL with synchronous=NORMAL, which survives the daemon being\n"
 "                         killed at any moment but not a power loss or kernel crash.\n"
@@ -220,7 +222,7 @@ static void raise_fd_limit(void)
 }
 
 enum { OPT_DB = 256, OPT_LISTEN, OPT_RUN, OPT_SECRET, OPT_MAXFRAME, OPT_MAXCONN, OPT_QUEUE,
-       OPT_COMMIT, OPT_SYNC, OPT_SHARD, OPT_PORTFILE, OPT_READYFD, OPT_QUIET, OPT_VERBOSE,
+       OPT_COMMIT, OPT_HELLO_TIMEOUT, OPT_SYNC, OPT_SHARD, OPT_PORTFILE, OPT_READYFD, OPT_QUIET, OPT_VERBOSE,
        OPT_HELP, OPT_VERSION };
 
 int main(int argc, char **argv)
@@ -234,6 +236,7 @@ int main(int argc, char **argv)
         {"max-connections", required_argument, 0, OPT_MAXCONN},
         {"queue-mb", required_argument, 0, OPT_QUEUE},
         {"commit-ms", required_argument, 0, OPT_COMMIT},
+        {"hello-timeout-ms", required_argument, 0, OPT_HELLO_TIMEOUT},
         {"sync-full", no_argument, 0, OPT_SYNC},
         {"shard-id", required_argument, 0, OPT_SHARD},
         {"port-file", required_argument, 0, OPT_PORTFILE},
@@ -279,6 +282,11 @@ int main(int argc, char **argv)
             if (parse_u64(optarg, 1, 60000, &v) < 0)
                 goto bad_value;
             sc.commit_ms = (uint32_t)v;
+            break;
+        case OPT_HELLO_TIMEOUT:
+            if (parse_u64(optarg, 1, 3600000, &v) < 0)
+                goto bad_value;
+            ic.hello_timeout_ms = (uint32_t)v;
             break;
         case OPT_SYNC: sc.sync_full = 1; break;
         case OPT_SHARD:

@@ -387,6 +387,8 @@ static int listen_on(struct mrd_ingest *g)
     }
     int one = 1;
     setsockopt(g->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (g->cfg.sock_rcvbuf > 0) /* set before listen: inherited, and sizes the TCP window */
+        setsockopt(g->lfd, SOL_SOCKET, SO_RCVBUF, &g->cfg.sock_rcvbuf, sizeof(int));
     if (bind(g->lfd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(g->lfd, 1024) < 0) {
         rc = -errno;
         goto fail;
@@ -443,6 +445,8 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
         g->cfg.rbuf_budget = 256u << 20;
     if (!g->cfg.wbuf_cap)
         g->cfg.wbuf_cap = 1u << 20;
+    if (!g->cfg.sock_rcvbuf)
+        g->cfg.sock_rcvbuf = 1 << 20;
     if (!g->cfg.hello_timeout_ms)
         g->cfg.hello_timeout_ms = 10000;
     g->secret = malloc(cfg->secret_len);

@@ -16,7 +16,9 @@
  *     reading (TCP pushes back on the agents) and resumes after the next commit;
  *   - write buffer per connection: wbuf_cap; above half of it the connection is not read
  *     (its acks are not being read), at the cap it is closed;
- *   - connections: max_connections; more are accepted and closed at once.
+ *   - connections: max_connections; more are accepted and closed at once;
+ *   - kernel receive buffer per connection: sock_rcvbuf, so that a connection the loop
+ *     does not read holds little kernel memory and its sender feels the pushback early.
  *
  * Threads: everything runs on the thread calling mrd_ingest_run, except mrd_ingest_stop
  * (any thread, async-signal-safe).
@@ -40,6 +42,9 @@ struct mrd_ingest_config {
     size_t conn_queue_cap;       /* default 4 * max_frame, at least 16 MiB */
     size_t rbuf_budget;          /* default 256 MiB */
     size_t wbuf_cap;             /* default 1 MiB */
+    int sock_rcvbuf;             /* SO_RCVBUF of every connection (default 1 MiB; -1 = the
+                                    kernel's autotuning, which may buffer tens of MiB per
+                                    connection that the loop is not reading) */
     uint32_t hello_timeout_ms;   /* default 10000: no valid Hello by then -> closed */
     const uint8_t *secret;       /* required; copied */
     size_t secret_len;

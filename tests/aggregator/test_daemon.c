@@ -11,203 +11,18 @@
  * acknowledges a resent batch as a duplicate. The log must name each rejection and never
  * contain the secret. Usage: test_aggregator_daemon PATH/TO/meridiand
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sqlite3.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "batch.h"
-#include "check.h"
-#include "error.h"
-#include "frame.h"
-
 #define SECRET "topsecret-0123456789"
 #define RUN "run-D"
 #define MAX_FRAME 65536u
 
-static char g_dir[64], g_db[128], g_log[128], g_portfile[128];
-static const char *g_meridiand;
-static pid_t g_pid;
-static uint16_t g_port;
-
-static void kill_daemon_at_exit(void)
-{
-    if (g_pid > 0 && waitpid(g_pid, NULL, WNOHANG) == 0) {
-        kill(g_pid, SIGKILL);
-        waitpid(g_pid, NULL, 0);
-    }
-}
+#include "client.h"
 
 static void start_daemon(const char *commit_ms, int with_run_id)
 {
-    unlink(g_portfile);
-    g_pid = fork();
-    CHECK(g_pid >= 0);
-    if (g_pid == 0) {
-        int fd = open(g_log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        setenv("MERIDIAN_SECRET", SECRET, 1);
-        char mf[16];
-        snprintf(mf, sizeof(mf), "%u", MAX_FRAME);
-        execl(g_meridiand, g_meridiand, "--db", g_db, "--listen", "127.0.0.1:0", "--port-file",
-              g_portfile, "--max-frame", mf, "--commit-ms", commit_ms, "--verbose",
-              with_run_id ? "--run-id" : NULL, RUN, (char *)NULL);
-        _exit(127);
-    }
-    for (int i = 0; i < 1000; i++) {
-        FILE *f = fopen(g_portfile, "r");
-        if (f) {
-            unsigned p = 0;
-            int ok = fscanf(f, "%u", &p) == 1;
-            fclose(f);
-            if (ok && p) {
-                g_port = (uint16_t)p;
-                return;
-            }
-        }
-        usleep(10000);
-    }
-    CHECK(!"meridiand did not write its port file within 10 s");
-}
-
-static int stop_daemon(void)
-{
-    CHECK_OK(kill(g_pid, SIGTERM));
-    int status = 0;
-    CHECK_EQ(waitpid(g_pid, &status, 0), g_pid);
-    g_pid = 0;
-    CHECK(WIFEXITED(status));
-    return WEXITSTATUS(status);
-}
-
-static int cl_connect(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(g_port)};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK_OK(connect(fd, (struct sockaddr *)&a, sizeof(a)));
-    struct timeval tv = {.tv_sec = 10};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return fd;
-}
-
-static void send_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-        CHECK(w > 0);
-        b += w;
-        n -= (size_t)w;
-    }
-}
-
-static void send_msg(int fd, enum mrd_frame_type t, const ProtobufCMessage *m)
-{
-    uint8_t *f;
-    size_t n;
-    CHECK_OK(mrd_frame_encode(t, m, 0, MRD_FRAME_DEFAULT_MAX, &f, &n));
-    send_all(fd, f, n);
-    free(f);
-}
-
-static int recv_all(int fd, void *p, size_t n)
-{
-    uint8_t *b = p;
-    while (n) {
-        ssize_t r = recv(fd, b, n, 0);
-        if (r <= 0)
-            return -1;
-        b += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-/* Next frame: its type and decoded message (caller frees), or 0 at EOF. */
-static int recv_msg(int fd, ProtobufCMessage **m)
-{
-    uint8_t hb[MRD_FRAME_HEADER_BYTES];
-    if (recv_all(fd, hb, sizeof(hb)) < 0)
-        return 0;
-    struct mrd_frame_header h;
-    CHECK_OK(mrd_frame_header_parse(hb, sizeof(hb), MRD_FRAME_DEFAULT_MAX, &h));
-    uint8_t *payload = malloc(h.length + 1);
-    CHECK_OK(recv_all(fd, payload, h.length));
-    CHECK_OK(mrd_frame_decode(&h, payload, MRD_FRAME_DEFAULT_MAX, m));
-    free(payload);
-    return h.type;
-}
-
-static void expect_eof(int fd)
-{
-    uint8_t b[256];
-    for (;;) {
-        ssize_t r = recv(fd, b, sizeof(b), 0);
-        if (r == 0 || (r < 0 && errno == ECONNRESET))
-            break;
-        CHECK(r > 0); /* r < 0 with EAGAIN: not closed within 10 s */
-    }
-    close(fd);
-}
-
-static void send_hello(int fd, const char *secret, uint32_t version, const char *run,
-                       int role, uint32_t rank)
-{
-    Meridian__V1__Hello h = MERIDIAN__V1__HELLO__INIT;
-    h.protocol_version = version;
-    h.run_id = (char *)run;
-    h.secret.data = (uint8_t *)secret;
-    h.secret.len = strlen(secret);
-    h.rank = rank;
-    h.world_size = 2;
-    h.host = "testhost";
-    h.pid = (uint32_t)getpid();
-    h.role = role;
-    send_msg(fd, MRD_FRAME_HELLO, &h.base);
-}
-
-/* Expects a HelloReply; returns accepted and its committed_seq. */
-static int expect_hello_reply(int fd, uint64_t *committed, const char *reason_has)
-{
-    ProtobufCMessage *m = NULL;
-    CHECK_EQ(recv_msg(fd, &m), MRD_FRAME_HELLO_REPLY);
-    Meridian__V1__HelloReply *r = (Meridian__V1__HelloReply *)m;
-    int ok = r->accepted;
-    if (committed)
-        *committed = r->committed_seq;
-    if (reason_has)
-        CHECK(r->reason && strstr(r->reason, reason_has));
-    protobuf_c_message_free_unpacked(m, NULL);
-    return ok;
-}
-
-static void expect_error(int fd, uint32_t code)
-{
-    ProtobufCMessage *m = NULL;
-    CHECK_EQ(recv_msg(fd, &m), MRD_FRAME_ERROR);
-    CHECK_EQ(((Meridian__V1__Error *)m)->code, code);
-    protobuf_c_message_free_unpacked(m, NULL);
-    expect_eof(fd);
-}
-
-static void expect_ack(int fd, uint64_t seq, int dup)
-{
-    ProtobufCMessage *m = NULL;
-    CHECK_EQ(recv_msg(fd, &m), MRD_FRAME_ACK);
-    CHECK_EQ(((Meridian__V1__Ack *)m)->seq, seq);
-    CHECK_EQ(((Meridian__V1__Ack *)m)->duplicate, dup);
-    protobuf_c_message_free_unpacked(m, NULL);
+    const char *args[] = {"--max-frame", "65536", "--commit-ms", commit_ms,
+                          "--hello-timeout-ms", "300", with_run_id ? "--run-id" : NULL, RUN,
+                          NULL};
+    start_daemon_args(args);
 }
 
 /* the good client: rank 0's builder and its frames (kept for the resend) */
@@ -262,41 +77,10 @@ static void bad_raw(int hello_first, const void *bytes, size_t n, uint32_t code)
     }
 }
 
-static int64_t q1(const char *sql)
-{
-    sqlite3 *db;
-    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
-    sqlite3_stmt *st;
-    CHECK_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    int64_t v = -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_close(db);
-    return v;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
 int main(int argc, char **argv)
 {
     CHECK_EQ(argc, 2);
-    g_meridiand = argv[1];
-    atexit(kill_daemon_at_exit); /* a failed CHECK exits: leave no daemon behind */
-    snprintf(g_dir, sizeof(g_dir), "/tmp/mrd-daemon-test-XXXXXX");
-    CHECK(mkdtemp(g_dir) != NULL);
-    snprintf(g_db, sizeof(g_db), "%s/t.db", g_dir);
-    snprintf(g_log, sizeof(g_log), "%s/log", g_dir);
-    snprintf(g_portfile, sizeof(g_portfile), "%s/port", g_dir);
+    setup_dirs(argv[1], "daemon-test");
     struct mrd_batch_builder_config bc = {.run_id = RUN, .rank = 0, .agent_instance = 1,
                                           .max_frame = MAX_FRAME, .target_events = 4096,
                                           .compress_level = 1};
@@ -353,6 +137,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < 32; i++)
         junk[MRD_FRAME_HEADER_BYTES + i] = (uint8_t)(0xff - i);
     bad_raw(1, junk, sizeof(junk), MRD_ERR_MALFORMED);
+    good_batch(good, seq++);
+
+    /* no Hello at all, and half a header: closed after --hello-timeout-ms (300) */
+    int silent = cl_connect(), partial = cl_connect();
+    send_all(partial, "\x01\x01\x00", 3);
+    CHECK_EQ(expect_hello_reply(silent, NULL, "no Hello within 300 ms"), 0);
+    expect_eof(silent);
+    CHECK_EQ(expect_hello_reply(partial, NULL, "no Hello within 300 ms"), 0);
+    expect_eof(partial);
     good_batch(good, seq++);
 
     /* an unexpected frame type on a data connection (an Ack) */
@@ -439,6 +232,8 @@ int main(int argc, char **argv)
     CHECK_GE(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_version'"), 3);
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_too_large'"), 1);
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_run_id'"), 1);
+    CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_hello_timeout'"),
+             2);
     CHECK_EQ(q1("SELECT goodbye FROM ranks WHERE rank = 0"), 1);
     CHECK_EQ(q1("SELECT value FROM agent_counters WHERE rank = 0 AND name = 'last_seq'"),
              (int64_t)(seq - 1));
@@ -457,9 +252,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < 64; i++)
         free(g_frames[i]);
     mrd_batch_builder_free(g_b);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", g_dir);
-    CHECK_EQ(system(cmd), 0);
+    remove_dirs();
     printf("aggregator_daemon: ok\n");
     return 0;
 }
