@@ -14,9 +14,11 @@
  * is a system of difference constraints: shortest paths (Bellman-Ford) give each rank's
  * feasible interval [lo_r, hi_r], and the centre of every interval is itself feasible
  * (the feasible set is convex), so each rank moves to its centre and its new bound is
- * half the interval. When the evidence contradicts the bounds (no feasible point), the
- * bounds are widened by the smallest factor (bisection) that makes it consistent, and that
- * factor is reported; when the pair constraints alone are contradictory nothing moves.
+ * half the interval. When the evidence contradicts the bounds (no feasible point), bounds
+ * are widened where it costs least (rank by rank, the smallest absolute widening that makes
+ * the evidence consistent: one bad clock among good ones is the one that moves) and the
+ * factors are reported; when the pair constraints alone are contradictory nothing moves.
+ * Ranks that share no instance are solved independently.
  *
  * Workload: O(instances x ranks^2) pair checks streamed from one SQL query (two passes),
  * memory O(ranks^2). Fine for the design point's instance counts at tens of ranks per
@@ -62,12 +64,15 @@ static int bellman_ford(int n, const int64_t *bnd, const struct mrd_clock_constr
     return -EDOM;
 }
 
-/* Feasibility with bounds scaled by lam; fills lo/hi when feasible. */
-static int feasible(int n, const int64_t *bound, double lam, const struct mrd_clock_constraint *cons,
-                    size_t ncons, int64_t *bnd, int64_t *lo, int64_t *hi)
+/* Feasibility with rank r's bound scaled by lam[r] (bounds of 0 count as 1 ns when
+ * widened); fills lo/hi when feasible. */
+static int feasible(int n, const int64_t *bound, const double *lam,
+                    const struct mrd_clock_constraint *cons, size_t ncons, int64_t *bnd,
+                    int64_t *lo, int64_t *hi)
 {
     for (int r = 0; r < n; r++) {
-        double b = floor((double)bound[r] * lam);
+        double b = lam[r] == 1 ? (double)bound[r]
+                               : floor((double)(bound[r] > 0 ? bound[r] : 1) * lam[r]);
         bnd[r] = b > 4e17 ? (int64_t)4e17 : (int64_t)b;
     }
     if (bellman_ford(n, bnd, cons, ncons, 0, hi) || bellman_ford(n, bnd, cons, ncons, 1, lo))
@@ -77,61 +82,142 @@ static int feasible(int n, const int64_t *bound, double lam, const struct mrd_cl
     return 1;
 }
 
-/* One connected set of ranks: see mrd_clock_tighten. Returns 0, -EDOM, -ENOMEM. */
+#define LAM_MAX 1e12
+
+/* Smallest factor (to 0.1%) for the ranks with which[r] set, the others' factors as in lam,
+ * that makes the set feasible; LAM_MAX + 1 when none does. lam is restored. */
+static double min_widening(int n, const int64_t *bound, double *lam, const int *which,
+                           const struct mrd_clock_constraint *cons, size_t ncons, int64_t *bnd,
+                           int64_t *lo, int64_t *hi)
+{
+    double *save = malloc(sizeof(double) * (size_t)n), a = 1, z = 2;
+    if (!save)
+        return LAM_MAX + 1;
+    memcpy(save, lam, sizeof(double) * (size_t)n);
+#define SET(f)                                                                                 \
+    for (int r = 0; r < n; r++)                                                                \
+        lam[r] = which[r] ? save[r] * (f) : save[r]
+    SET(z);
+    while (z < LAM_MAX && !feasible(n, bound, lam, cons, ncons, bnd, lo, hi)) {
+        a = z, z *= 4;
+        SET(z);
+    }
+    if (z >= LAM_MAX)
+        z = LAM_MAX + 1;
+    while (z <= LAM_MAX && z - a > 1e-3 * a) {
+        double mid = 0.5 * (a + z);
+        SET(mid);
+        if (feasible(n, bound, lam, cons, ncons, bnd, lo, hi))
+            z = mid;
+        else
+            a = mid;
+    }
+#undef SET
+    memcpy(lam, save, sizeof(double) * (size_t)n);
+    free(save);
+    return z;
+}
+
+/* Largest set handled by the rank-by-rank widening (n bisections per step); larger sets
+ * widen every bound by one common factor. */
+#define GREEDY_MAX_RANKS 64
+
+/* One connected set of ranks: see mrd_clock_tighten. When the evidence contradicts the
+ * bounds, the bounds are widened where that costs least: repeatedly the one rank whose
+ * bound alone needs the smallest absolute widening to make everything consistent (a
+ * single bad clock is then the only one that moves far; its bound is then widened to
+ * whatever the other ranks' instances allow on each side, so that it lands in the middle
+ * of the evidence rather than at the edge nearest its wrong fit); if no single rank can, all remaining factors are scaled together.
+ * Returns 0, -EDOM (contradictory constraints), -ENOMEM. */
 static int solve_component(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
                            size_t ncons, int64_t *c, int64_t *new_bound, double *scale)
 {
-    int64_t *bnd = NULL, *lo = NULL, *hi = NULL;
-    int rc = -ENOMEM;
-    if (n <= 0 || !bound || !c || (ncons && !cons))
-        return -EINVAL;
-    for (size_t k = 0; k < ncons; k++)
-        if (cons[k].a < 0 || cons[k].a >= n || cons[k].b < 0 || cons[k].b >= n)
-            return -EINVAL;
-    bnd = malloc(sizeof(*bnd) * (size_t)(n + 1));
-    lo = malloc(sizeof(*lo) * (size_t)(n + 1));
-    hi = malloc(sizeof(*hi) * (size_t)(n + 1));
-    if (!bnd || !lo || !hi)
+    int64_t *bnd = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *lo = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *hi = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    double *lam = malloc(sizeof(double) * (size_t)n);
+    int *which = malloc(sizeof(int) * (size_t)n), *alone = calloc((size_t)n, sizeof(int));
+    int rc = -ENOMEM, anchored = 0;
+    if (!bnd || !lo || !hi || !lam || !which || !alone)
         goto fail;
-    memset(c, 0, sizeof(*c) * (size_t)n);
-    if (scale)
-        *scale = 1;
-    double lam = 1;
+    for (int r = 0; r < n; r++)
+        lam[r] = 1, which[r] = 1;
     if (!feasible(n, bound, lam, cons, ncons, bnd, lo, hi)) {
-        /* widen: exponential search, then bisection to 0.1% */
-        double a = 1, z = 2;
-        while (z < 1e12 && !feasible(n, bound, z, cons, ncons, bnd, lo, hi))
-            a = z, z *= 2;
-        if (z >= 1e12) { /* contradictory constraints, or all bounds zero: nothing moves */
-            if (new_bound)
-                memcpy(new_bound, bound, sizeof(*bound) * (size_t)n);
-            rc = -EDOM;
+        if (min_widening(n, bound, lam, which, cons, ncons, bnd, lo, hi) > LAM_MAX) {
+            memcpy(new_bound, bound, sizeof(*bound) * (size_t)n);
+            memset(c, 0, sizeof(*c) * (size_t)n);
+            rc = -EDOM; /* contradictory constraints: nothing moves */
             goto fail;
         }
-        while (z - a > 1e-3 * a) {
-            double mid = 0.5 * (a + z);
-            if (feasible(n, bound, mid, cons, ncons, bnd, lo, hi))
-                z = mid;
-            else
-                a = mid;
+        for (int step = 0; step < n && !feasible(n, bound, lam, cons, ncons, bnd, lo, hi);
+             step++) {
+            int best = -1;
+            double best_cost = 0, best_lam = 0;
+            for (int r = 0; n <= GREEDY_MAX_RANKS && r < n; r++) {
+                memset(which, 0, sizeof(int) * (size_t)n);
+                which[r] = 1;
+                double l = min_widening(n, bound, lam, which, cons, ncons, bnd, lo, hi);
+                double cost = (l * lam[r] - lam[r]) * (double)(bound[r] > 0 ? bound[r] : 1);
+                if (l <= LAM_MAX && (best < 0 || cost < best_cost))
+                    best = r, best_cost = cost, best_lam = l * lam[r];
+            }
+            if (best >= 0) {
+                lam[best] = best_lam;
+                alone[best] = 1;
+                continue;
+            }
+            for (int r = 0; r < n; r++)
+                which[r] = 1;
+            double l = min_widening(n, bound, lam, which, cons, ncons, bnd, lo, hi);
+            for (int r = 0; r < n; r++)
+                lam[r] *= l;
         }
-        lam = z;
-        feasible(n, bound, lam, cons, ncons, bnd, lo, hi);
+        /* A clock whose bound the evidence refutes keeps no bound: its interval is what the
+         * other ranks' instances say (its minimal widening would pin it to the edge nearest
+         * its wrong fit). Only while some rank still anchors the set to the probes. */
+        for (int r = 0; r < n; r++)
+            anchored |= lam[r] == 1;
+        if (anchored) {
+            double *lam2 = malloc(sizeof(double) * (size_t)n);
+            if (!lam2)
+                goto fail;
+            for (int r = 0; r < n; r++)
+                lam2[r] = alone[r] ? LAM_MAX : lam[r];
+            /* where the evidence bounds such a rank on a side, its bound must reach that far */
+            if (feasible(n, bound, lam2, cons, ncons, bnd, lo, hi)) {
+                for (int r = 0; r < n; r++) {
+                    if (!alone[r])
+                        continue;
+                    double b = (double)(bound[r] > 0 ? bound[r] : 1), need = lam[r] * b;
+                    /* a side still at the released bound is not limited by evidence */
+                    if (hi[r] < bnd[r] && fabs((double)hi[r]) > need)
+                        need = fabs((double)hi[r]);
+                    if (lo[r] > -bnd[r] && fabs((double)lo[r]) > need)
+                        need = fabs((double)lo[r]);
+                    lam[r] = need / b;
+                }
+            }
+            free(lam2);
+        }
+        if (!feasible(n, bound, lam, cons, ncons, bnd, lo, hi)) { /* rounding: one more 0.1% */
+            for (int r = 0; r < n; r++)
+                lam[r] *= 1.001;
+            if (!feasible(n, bound, lam, cons, ncons, bnd, lo, hi)) {
+                rc = -EDOM;
+                goto fail;
+            }
+        }
     }
     for (int r = 0; r < n; r++) {
         /* floor of the midpoint keeps every difference constraint (integers) */
         int64_t s = lo[r] + hi[r];
         c[r] = s >= 0 ? s / 2 : -((-s + 1) / 2);
-        if (new_bound)
-            new_bound[r] = (hi[r] - lo[r] + 1) / 2;
+        new_bound[r] = (hi[r] - lo[r] + 1) / 2;
+        scale[r] = lam[r];
     }
-    if (scale)
-        *scale = lam;
     rc = 0;
 fail:
-    free(bnd);
-    free(lo);
-    free(hi);
+    free(bnd), free(lo), free(hi), free(lam), free(which), free(alone);
     return rc;
 }
 
@@ -148,6 +234,7 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
     int *parent = NULL, *local = NULL, *members = NULL, contradicted = 0, rc = -ENOMEM;
     struct mrd_clock_constraint *sub = NULL;
     int64_t *sb = NULL, *sc = NULL, *snb = NULL;
+    double *ssc = NULL;
     if (n <= 0 || !bound || !c || !new_bound || !scale || (ncons && !cons))
         return -EINVAL;
     for (size_t k = 0; k < ncons; k++)
@@ -157,8 +244,8 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
     members = malloc(sizeof(int) * (size_t)n);
     sub = malloc(sizeof(*sub) * (ncons ? ncons : 1));
     sb = malloc(sizeof(int64_t) * (size_t)n), sc = malloc(sizeof(int64_t) * (size_t)n);
-    snb = malloc(sizeof(int64_t) * (size_t)n);
-    if (!parent || !local || !members || !sub || !sb || !sc || !snb)
+    snb = malloc(sizeof(int64_t) * (size_t)n), ssc = malloc(sizeof(double) * (size_t)n);
+    if (!parent || !local || !members || !sub || !sb || !sc || !snb || !ssc)
         goto fail;
     for (int r = 0; r < n; r++)
         parent[r] = r;
@@ -179,20 +266,20 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
             if (uf_find(parent, cons[k].a) == root)
                 sub[ns++] = (struct mrd_clock_constraint){local[cons[k].a], local[cons[k].b],
                                                           cons[k].w};
-        double sscale = 1;
-        int e = solve_component(m, sb, sub, ns, sc, snb, &sscale);
+        int e = solve_component(m, sb, sub, ns, sc, snb, ssc);
         if (e == -ENOMEM)
             goto fail;
         for (int i = 0; i < m; i++) {
             c[members[i]] = e ? 0 : sc[i];
             new_bound[members[i]] = e ? bound[members[i]] : snb[i];
-            scale[members[i]] = e ? 0 : sscale;
+            scale[members[i]] = e ? 0 : ssc[i];
         }
         contradicted += e ? m : 0;
     }
     rc = contradicted;
 fail:
     free(parent), free(local), free(members), free(sub), free(sb), free(sc), free(snb);
+    free(ssc);
     return rc;
 }
 

@@ -136,9 +136,9 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log);
  * func_id; not p2p), each rank's kernel interval in the global timebase; a violation is
  * rank A's kernel ending before rank B's kernel of the same instance began. Violations are
  * counted per pair of ranks, then each rank's offset is shifted by the constant that keeps
- * every instance causal while staying inside the ranks' error bounds (the centre of the
- * feasible interval; bounds are widened by the smallest factor that makes the evidence
- * consistent when it contradicts them), and counted again. */
+ * every instance causal while staying inside the ranks' error bounds (the centre of its
+ * feasible interval; where the evidence contradicts the bounds, the bounds of the fewest
+ * ranks are widened by the least that makes it consistent), and counted again. */
 struct mrd_clock_causality_summary {
     uint64_t instances;            /* matched instances with >= 2 ranks */
     uint64_t violations_before;    /* (instance, rank pair) violations */
@@ -170,8 +170,9 @@ struct mrd_clock_constraint {
 /* Pure solver behind mrd_clock_causality_db, exposed for tests: n ranks with bounds
  * bound[r] >= 0 and constraints, solved separately per connected set of ranks. Writes per
  * rank the shift c[r] (the centre of its feasible interval), new_bound[r] (half that
- * interval) and scale[r]: 1 when the evidence fits the bounds, > 1 the factor by which the
- * bounds of its set had to be widened, 0 when its set's constraints contradict each other
+ * interval) and scale[r]: 1 when the evidence fits its bound, > 1 the factor by which its
+ * bound had to be widened (the rank whose widening costs least, repeatedly), 0 when its
+ * set's constraints contradict each other
  * (then c[r] = 0 and new_bound[r] = bound[r]). Returns the number of ranks in
  * contradictory sets (>= 0), -ENOMEM, -EINVAL. Pure. */
 int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
