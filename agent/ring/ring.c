@@ -16,9 +16,9 @@
  *  - A thread's first write claims a FREE ring with one compare-and-swap and remembers it
  *    in a pthread key (not __thread: in a dlopen'ed library, TLS is either allocated with
  *    malloc on a thread's first touch or, as initial-exec, can make dlopen fail with
- *    "cannot allocate memory in static TLS block"; pthread_getspecific/setspecific on one
- *    of the first 32 keys reads/writes the thread descriptor and never allocates). The
- *    key's destructor marks the ring ORPHAN when the thread exits; the flusher drains an
+ *    "cannot allocate memory in static TLS block"). pthread_getspecific only reads the
+ *    thread descriptor; pthread_setspecific runs on the claim only and allocates at most
+ *    once per thread, only when the process already holds 32 keys. The key's destructor marks the ring ORPHAN when the thread exits; the flusher drains an
  *    orphan and hands it back (FREE), so short-lived threads do not exhaust the array.
  *  - Producer: load head (own), load tail (acquire), copy the record, store head+1
  *    (release). Consumer: load head (acquire), read records, store tail (release). No
