@@ -409,6 +409,12 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
                 .n_gpus = hello->n_gpus,
                 .gpus = hello->gpus,
             };
+            if (o->as_rank) {
+                cc.rank = o->rank;
+                cc.world_size = o->world_size ? o->world_size : world;
+                if (o->local_rank != UINT32_MAX)
+                    cc.local_rank = o->local_rank;
+            }
             instance = cc.agent_instance =
                 hello->agent_instance ^ ((uint64_t)(o->copy + 1) << 48) ^ (uint64_t)getpid();
             r->res->rank = cc.rank;

@@ -36,6 +36,9 @@ struct mrd_rank_opts {
     const char *dump_path;    /* write the canonical text of every event sent */
     const char *capture_path; /* replay this capture instead of generating */
     uint32_t rank_offset, copy, copies;
+    /* capture replay as one rank of a launched job (--from-env): send as `rank`, with
+     * `world_size` and `local_rank` unless 0 / UINT32_MAX (then the capture's) */
+    int as_rank;
     uint32_t kinds;        /* capture replay: keep only these kinds (bit per kind) */
     uint32_t resend_acked; /* test hook: at the end, resend the first N batches */
 };

@@ -22,6 +22,7 @@
 
 #include "filter.h"
 #include "frame.h"
+#include "fromenv.h"
 #include "gen.h"
 #include "rank.h"
 
@@ -31,6 +32,7 @@
 
 static const char usage[] =
     "usage: meridian replay --aggregator HOST:PORT --run-id ID [options] [CAPTURE.mrdcap...]\n"
+    "       meridian replay --from-env CAPTURE_PATTERN [options]    (one rank of a job)\n"
     "\n"
     "Load generator speaking meridian's real protocol: simulated ranks (one process each)\n"
     "send batches to meridiand with at-least-once delivery and report, per rank, the events\n"
@@ -68,6 +70,20 @@ static const char usage[] =
     "  --kinds LIST            re-send only these kinds (kernel,memcpy,memset,sync,api,graph,\n"
     "                          extcorr,nvtx,nccl_op,nccl_channel,mpi,clock,gpu_clock) and the\n"
     "                          strings they use, e.g. the wire cost of kernels: --kinds kernel\n"
+    "one rank of a launched job:\n"
+    "  --from-env PATTERN      this process is one rank of an mpirun/srun job, e.g. under\n"
+    "                            meridian profile -- mpirun -np 2 meridian replay \\\n"
+    "                                --from-env tests/data/ref-rank%r.mrdcap\n"
+    "                          it replays the one capture PATTERN names with %r replaced by its\n"
+    "                          rank (%% = %) as that rank. The rank comes from the first of\n"
+    "                          OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK\n"
+    "                          that is set (local rank and world size likewise from the\n"
+    "                          agent's lists, else the capture's); the aggregator, run id and\n"
+    "                          secret from the agent's variables, which meridian profile sets:\n"
+    "                          MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET or\n"
+    "                          MERIDIAN_SECRET_FILE (agent/ENVIRONMENT.md). --aggregator,\n"
+    "                          --run-id, --secret-file, --rank-base (the rank) and --world-size\n"
+    "                          override them. Prints one line: the rank and what was replayed.\n"
     "output:\n"
     "  --report FILE           per-rank result lines (key=value) ('-' = stdout)\n"
     "  --record FILE           also write what is sent as a .mrdcap (one rank only)\n"
@@ -88,6 +104,9 @@ struct options {
     const char *report;
     char **captures;
     int ncaptures;
+    const char *from_env;  /* --from-env PATTERN, or NULL */
+    struct mrd_fromenv fe; /* what --from-env found */
+    char *fe_captures[1];  /* captures = this: fe.capture */
 };
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -157,6 +176,66 @@ static int read_secret(const char *path, uint8_t *buf, size_t *len)
     return 0;
 }
 
+/* --from-env: the rank, the capture and (unless given as options) the connection from the
+ * environment; each missing piece gets its own message. */
+static int from_env(struct options *o, int rank_base_set, int64_t world, const char **agg,
+                    const char **secret_file)
+{
+    struct mrd_rank_opts *r = &o->r;
+    struct mrd_fromenv *fe = &o->fe;
+    char why[512];
+    if (mrd_fromenv_read(o->from_env, rank_base_set ? (int64_t)o->rank_base : -1, fe, why,
+                         sizeof why) < 0) {
+        fprintf(stderr, "meridian replay: --from-env: %s\n", why);
+        return -EINVAL;
+    }
+    if (world >= 0)
+        fe->world_size = (uint32_t)world;
+    if (fe->world_size != MRD_FROMENV_UNSET && fe->rank >= fe->world_size) {
+        fprintf(stderr,
+                "meridian replay: --from-env: rank %u (%s) is not below the world "
+                "size %u\n",
+                fe->rank, fe->rank_var, fe->world_size);
+        return -EINVAL;
+    }
+    static const char hint[] = "meridian profile sets it for every rank of the job";
+    if (!*agg && !(*agg = fe->aggregator)) {
+        fprintf(stderr,
+                "meridian replay: --from-env: rank %u: MERIDIAN_AGGREGATOR is not set "
+                "(%s; or give --aggregator HOST:PORT)\n",
+                fe->rank, hint);
+        return -EINVAL;
+    }
+    if (!r->run_id && !(r->run_id = fe->run_id)) {
+        fprintf(stderr,
+                "meridian replay: --from-env: rank %u: MERIDIAN_RUN_ID is not set "
+                "(%s; or give --run-id ID)\n",
+                fe->rank, hint);
+        return -EINVAL;
+    }
+    /* the agent's order: MERIDIAN_SECRET wins over MERIDIAN_SECRET_FILE */
+    if (!*secret_file && !fe->secret && !(*secret_file = fe->secret_file)) {
+        fprintf(stderr,
+                "meridian replay: --from-env: rank %u: neither MERIDIAN_SECRET nor "
+                "MERIDIAN_SECRET_FILE is set (%s; or give --secret-file FILE)\n",
+                fe->rank, hint);
+        return -EINVAL;
+    }
+    if (access(fe->capture, R_OK) != 0) {
+        int err = errno;
+        fprintf(stderr, "meridian replay: --from-env: rank %u: capture %s (from '%s'): %s\n",
+                fe->rank, fe->capture, o->from_env, strerror(err));
+        return -err;
+    }
+    o->fe_captures[0] = fe->capture;
+    o->captures = o->fe_captures;
+    o->ncaptures = 1;
+    r->as_rank = 1;
+    r->rank = fe->rank;
+    r->local_rank = fe->local_rank; /* UNSET = UINT32_MAX = the capture's */
+    return 0;
+}
+
 static int parse_options(int argc, char **argv, struct options *o)
 {
     enum {
@@ -188,6 +267,7 @@ static int parse_options(int argc, char **argv, struct options *o)
         O_RESEND,
         O_DUMP,
         O_QUIET,
+        O_FROMENV,
         O_HELP
     };
     static const struct option longopts[] = {
@@ -219,13 +299,14 @@ static int parse_options(int argc, char **argv, struct options *o)
         {"resend-acked", 1, 0, O_RESEND},
         {"dump", 1, 0, O_DUMP},
         {"quiet", 0, 0, O_QUIET},
+        {"from-env", 1, 0, O_FROMENV},
         {"help", 0, 0, O_HELP},
         {0, 0, 0, 0},
     };
     struct mrd_rank_opts *r = &o->r;
     const char *agg = NULL, *secret_file = NULL;
     uint32_t world = 0, compress = 1;
-    int c, bad = 0;
+    int c, bad = 0, rank_base_set = 0, world_set = 0, ranks_set = 0, offset_set = 0;
     uint64_t v;
 
     r->window = 16;
@@ -261,12 +342,15 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_RANKS:
             bad |= parse_u32(optarg, &o->ranks) || !o->ranks || o->ranks > MAX_PROCS;
+            ranks_set = 1;
             break;
         case O_RANKBASE:
             bad |= parse_u32(optarg, &o->rank_base);
+            rank_base_set = 1;
             break;
         case O_WORLD:
             bad |= parse_u32(optarg, &world);
+            world_set = 1;
             break;
         case O_RATE:
             bad |= parse_double(optarg, &r->rate);
@@ -309,6 +393,7 @@ static int parse_options(int argc, char **argv, struct options *o)
             break;
         case O_OFFSET:
             bad |= parse_u32(optarg, &r->rank_offset);
+            offset_set = 1;
             break;
         case O_COPIES:
             bad |= parse_u32(optarg, &r->copies) || !r->copies;
@@ -332,6 +417,9 @@ static int parse_options(int argc, char **argv, struct options *o)
         case O_QUIET:
             r->quiet = 1;
             break;
+        case O_FROMENV:
+            o->from_env = optarg;
+            break;
         case O_HELP:
             fputs(usage, stdout);
             return 1;
@@ -348,6 +436,17 @@ static int parse_options(int argc, char **argv, struct options *o)
     r->compress = (int)compress;
     o->captures = argv + optind;
     o->ncaptures = argc - optind;
+    if (o->from_env) {
+        if (o->ncaptures || ranks_set || offset_set || r->copies != 1) {
+            fprintf(stderr, "meridian replay: --from-env plays the one capture its pattern "
+                            "names, as this process's rank: no CAPTURE files, --ranks, "
+                            "--rank-offset or --copies with it\n");
+            return -EINVAL;
+        }
+        int rc = from_env(o, rank_base_set, world_set ? (int64_t)world : -1, &agg, &secret_file);
+        if (rc < 0)
+            return rc;
+    }
     if (!agg || parse_addr(agg, o->host, sizeof o->host, o->port, sizeof o->port) < 0) {
         fprintf(stderr, "meridian replay: --aggregator HOST:PORT is required\n");
         return -EINVAL;
@@ -377,6 +476,8 @@ static int parse_options(int argc, char **argv, struct options *o)
     if (!r->events && r->seconds <= 0)
         r->events = 100000;
     r->world_size = world ? world : o->rank_base + o->ranks;
+    if (o->from_env) /* 0 = the capture's */
+        r->world_size = o->fe.world_size == MRD_FROMENV_UNSET ? 0 : o->fe.world_size;
     if (!o->ncaptures && (uint64_t)o->rank_base + o->ranks > r->world_size) {
         fprintf(stderr, "meridian replay: ranks %u..%u do not fit --world-size %u\n", o->rank_base,
                 o->rank_base + o->ranks - 1, r->world_size);
@@ -532,10 +633,17 @@ done:;
     }
     if (rep && rep != stdout && fclose(rep) != 0)
         failed = 1;
-    printf("replay: ranks=%u events=%" PRIu64 " seconds=%.3f events_per_s=%.0f bytes_sent=%" PRIu64
-           " bytes_per_event=%.2f failed=%u\n",
-           nprocs, events, secs, secs > 0 ? (double)events / secs : 0.0, bytes,
-           events ? (double)bytes / (double)events : 0.0, nfail);
+    if (o.from_env)
+        printf("meridian replay: rank %u: %s: %" PRIu64 " events in %" PRIu64
+               " batches in %.2f s, %s\n",
+               o.fe.rank, o.fe.capture, events, field(line, " batches="), secs,
+               failed ? "NOT all acknowledged (see above)" : "all acknowledged");
+    else
+        printf("replay: ranks=%u events=%" PRIu64
+               " seconds=%.3f events_per_s=%.0f bytes_sent=%" PRIu64
+               " bytes_per_event=%.2f failed=%u\n",
+               nprocs, events, secs, secs > 0 ? (double)events / secs : 0.0, bytes,
+               events ? (double)bytes / (double)events : 0.0, nfail);
     fflush(stdout);
     return failed ? 1 : 0;
 }
