@@ -32,8 +32,8 @@ static const char *const daemon_rel[] = {"meridiand", "../sbin/meridiand",
                                          "../libexec/meridian/meridiand",
                                          "../aggregator/daemon/meridiand", NULL};
 static const char *const agent_rel[] = {"libmeridian.so", "../lib/libmeridian.so",
-                                        "../lib/meridian/libmeridian.so",
-                                        "../agent/libmeridian.so", NULL};
+                                        "../lib/meridian/libmeridian.so", "../agent/libmeridian.so",
+                                        NULL};
 static const char *const mpi_rel[] = {"libmeridian_mpi.so", "../lib/libmeridian_mpi.so",
                                       "../lib/meridian/libmeridian_mpi.so",
                                       "../agent/mpi/libmeridian_mpi.so", NULL};
@@ -130,10 +130,10 @@ int mrd_agentenv_find_launcher(char *const *argv, int argc, int *style)
         const char *name;
         int style;
     } known[] = {
-        {"mpirun", MRD_LAUNCHER_OPENMPI},       {"mpiexec", MRD_LAUNCHER_OPENMPI},
-        {"orterun", MRD_LAUNCHER_OPENMPI},      {"mpirun.openmpi", MRD_LAUNCHER_OPENMPI},
+        {"mpirun", MRD_LAUNCHER_OPENMPI},          {"mpiexec", MRD_LAUNCHER_OPENMPI},
+        {"orterun", MRD_LAUNCHER_OPENMPI},         {"mpirun.openmpi", MRD_LAUNCHER_OPENMPI},
         {"mpiexec.openmpi", MRD_LAUNCHER_OPENMPI}, {"mpirun.mpich", MRD_LAUNCHER_MPICH},
-        {"mpiexec.mpich", MRD_LAUNCHER_MPICH},  {"mpiexec.hydra", MRD_LAUNCHER_MPICH},
+        {"mpiexec.mpich", MRD_LAUNCHER_MPICH},     {"mpiexec.hydra", MRD_LAUNCHER_MPICH},
     };
     *style = MRD_LAUNCHER_NONE;
     for (int i = 0; i < argc; i++) {
@@ -238,8 +238,7 @@ static int exists_abs(const char *path, char *out, size_t n)
 }
 
 int mrd_agentenv_locate(const char *explicit_path, const char *env, const char *const *rel,
-                        const char *builtin, int search_path, const char *file, char *out,
-                        size_t n)
+                        const char *builtin, int search_path, const char *file, char *out, size_t n)
 {
     char dir[PATH_MAX], cand[PATH_MAX * 2];
     const char *ev = env ? getenv(env) : NULL;
@@ -270,14 +269,14 @@ int mrd_agentenv_locate(const char *explicit_path, const char *env, const char *
 
 int mrd_agentenv_find_daemon(const char *explicit_path, char *out, size_t n)
 {
-    return mrd_agentenv_locate(explicit_path, "MERIDIAN_DAEMON", daemon_rel, MRD_BUILTIN_DAEMON,
-                               1, "meridiand", out, n);
+    return mrd_agentenv_locate(explicit_path, "MERIDIAN_DAEMON", daemon_rel, MRD_BUILTIN_DAEMON, 1,
+                               "meridiand", out, n);
 }
 
 int mrd_agentenv_find_agent(const char *explicit_path, char *out, size_t n)
 {
-    return mrd_agentenv_locate(explicit_path, "MERIDIAN_AGENT_LIB", agent_rel,
-                               MRD_BUILTIN_AGENT, 0, "libmeridian.so", out, n);
+    return mrd_agentenv_locate(explicit_path, "MERIDIAN_AGENT_LIB", agent_rel, MRD_BUILTIN_AGENT, 0,
+                               "libmeridian.so", out, n);
 }
 
 int mrd_agentenv_find_mpi(const char *explicit_path, char *out, size_t n)

@@ -21,12 +21,12 @@ struct mrd_agentenv {
 };
 
 struct mrd_agentenv_config {
-    const char *aggregator;   /* "host:port" */
+    const char *aggregator; /* "host:port" */
     const char *run_id;
-    const char *secret_file;  /* absolute path */
-    const char *agent_lib;    /* absolute path of libmeridian.so; NULL/"": not injected */
-    const char *mpi_lib;      /* absolute path of libmeridian_mpi.so, NULL: no MPI wrappers */
-    int force;                /* set MERIDIAN_FORCE=1 (a single process is rank 0) */
+    const char *secret_file; /* absolute path */
+    const char *agent_lib;   /* absolute path of libmeridian.so; NULL/"": not injected */
+    const char *mpi_lib;     /* absolute path of libmeridian_mpi.so, NULL: no MPI wrappers */
+    int force;               /* set MERIDIAN_FORCE=1 (a single process is rank 0) */
 };
 
 /* Fills *e with the variables a rank needs: MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID,

@@ -16,8 +16,8 @@
 #include <sqlite3.h>
 
 /* Exit statuses of meridian itself, as for env(1)/timeout(1). */
-#define MRD_CLI_EXIT_SETUP 125   /* meridian failed before the command ran */
-#define MRD_CLI_EXIT_NOEXEC 126  /* the command could not be executed */
+#define MRD_CLI_EXIT_SETUP    125 /* meridian failed before the command ran */
+#define MRD_CLI_EXIT_NOEXEC   126 /* the command could not be executed */
 #define MRD_CLI_EXIT_NOTFOUND 127 /* the command was not found */
 
 int mrd_cli_profile(int argc, char **argv);

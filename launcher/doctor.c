@@ -108,8 +108,7 @@ static void check_cuda(void)
     static const char *const drv[] = {"libcuda.so.1", NULL};
     static const char *const cupti[] = {"libcupti.so", "libcupti.so.13",
                                         MRD_CUDA_ROOT_DIR "/lib64/libcupti.so",
-                                        MRD_CUDA_ROOT_DIR "/extras/CUPTI/lib64/libcupti.so",
-                                        NULL};
+                                        MRD_CUDA_ROOT_DIR "/extras/CUPTI/lib64/libcupti.so", NULL};
     const char *which = NULL;
     void *h = open_any(drv, &which);
     if (h) {
@@ -154,8 +153,8 @@ static void check_nccl(void)
         return;
     }
     int major = v / 10000, minor = (v % 10000) / 100, patch = v % 100;
-    report(major > 2 || (major == 2 && minor >= 27) ? OK : WARN,
-           "NCCL: %s version %d.%d.%d%s", which, major, minor, patch,
+    report(major > 2 || (major == 2 && minor >= 27) ? OK : WARN, "NCCL: %s version %d.%d.%d%s",
+           which, major, minor, patch,
            major == 2 && minor < 27 ? " (profiler plugin v4+ needs 2.27 or later)" : "");
 }
 
@@ -183,14 +182,16 @@ static void check_other_profilers(void)
     const char *plugin = getenv("NCCL_PROFILER_PLUGIN");
     int any = 0;
     if (nsys) {
-        report(WARN, "running under Nsight Systems (NSYS_PROFILING_SESSION_ID=%s): it owns "
-                     "CUPTI, meridian's capture will stay out of the way",
+        report(WARN,
+               "running under Nsight Systems (NSYS_PROFILING_SESSION_ID=%s): it owns "
+               "CUPTI, meridian's capture will stay out of the way",
                nsys);
         any = 1;
     }
     if (inj && !strstr(inj, "libmeridian")) {
-        report(WARN, "CUDA_INJECTION64_PATH is already set (%s): another tool injects "
-                     "itself into CUDA; meridian profile replaces it for its job",
+        report(WARN,
+               "CUDA_INJECTION64_PATH is already set (%s): another tool injects "
+               "itself into CUDA; meridian profile replaces it for its job",
                inj);
         any = 1;
     }

@@ -31,23 +31,23 @@ sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who)
         fprintf(stderr, "%s: cannot read %s: %s\n", who, path, strerror(errno));
         return NULL;
     }
-    if (sqlite3_open_v2(path, &db, readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE,
-                        NULL) != SQLITE_OK) {
+    if (sqlite3_open_v2(path, &db, readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE, NULL) !=
+        SQLITE_OK) {
         fprintf(stderr, "%s: cannot open %s: %s\n", who, path,
                 db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return NULL;
     }
     sqlite3_busy_timeout(db, 5000);
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name IN "
-                               "('runs','kernels','nccl_ops')",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT 1 FROM sqlite_master WHERE type='table' AND name IN "
+                           "('runs','kernels','nccl_ops')",
                            -1, &st, NULL) == SQLITE_OK) {
         ok = sqlite3_step(st) == SQLITE_ROW;
         sqlite3_finalize(st);
     }
     if (!ok) {
-        fprintf(stderr, "%s: %s is not a meridian database (%s)\n", who, path,
-                sqlite3_errmsg(db));
+        fprintf(stderr, "%s: %s is not a meridian database (%s)\n", who, path, sqlite3_errmsg(db));
         sqlite3_close(db);
         return NULL;
     }
@@ -58,8 +58,9 @@ static int set_command(sqlite3 *db, const char *command)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (sqlite3_prepare_v2(db, "UPDATE runs SET command = ?1 WHERE command IS NULL OR "
-                               "command = ''",
+    if (sqlite3_prepare_v2(db,
+                           "UPDATE runs SET command = ?1 WHERE command IS NULL OR "
+                           "command = ''",
                            -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     sqlite3_bind_text(st, 1, command, -1, SQLITE_STATIC);
@@ -78,8 +79,7 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
 #ifdef MRD_HAVE_CLOCK
     int n = mrd_clock_fit_db(db, NULL, log);
     if (n < 0) {
-        fprintf(log, "meridian: clock fit failed: %s (%s)\n", mrd_strerror(n),
-                sqlite3_errmsg(db));
+        fprintf(log, "meridian: clock fit failed: %s (%s)\n", mrd_strerror(n), sqlite3_errmsg(db));
         return n;
     }
     fprintf(log, "meridian: clock models fitted for %d rank(s)\n", n);
@@ -98,8 +98,7 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
             fprintf(log,
                     "meridian: causality: %" PRIu64 " instances, violations %" PRIu64
                     " before / %" PRIu64 " after tightening, largest shift %" PRId64 " ns\n",
-                    sum.instances, sum.violations_before, sum.violations_after,
-                    sum.max_shift_ns);
+                    sum.instances, sum.violations_before, sum.violations_after, sum.max_shift_ns);
     }
 #else
     fprintf(log, "meridian: this build has no clock fit (aggregator/clock): the report uses "

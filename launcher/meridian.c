@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,76 +26,83 @@
 
 static void usage(FILE *f)
 {
-    fputs(
-"usage: meridian COMMAND [options]\n"
-"\n"
-"meridian: a cluster-wide GPU profiler for mpirun-launched training jobs.\n"
-"\n"
-"commands:\n"
-"  profile [opts] -- CMD  profile a whole job (mpirun ...): aggregator, agents, report\n"
-"  run [opts] -- CMD      wrap one rank (set the agent's environment, exec CMD)\n"
-"  report DB              text report; --html FILE, --json for scripts\n"
-"  export DB --perfetto FILE.json\n"
-"                         Chrome trace JSON for Perfetto / chrome://tracing\n"
-"  finalize DB            fit clock models, calibrate GPU timers, check causality\n"
-"                         (profile does this; for databases of interrupted runs)\n"
-"  replay [opts]          load generator / capture replay speaking the real protocol\n"
-"  doctor                 check this machine for profiling\n"
-"  help [COMMAND]         this text, or a command's --help\n"
-"  --version              print the version\n"
-"\n"
-"Quick start:  meridian profile -- mpirun -np 2 ./train\n"
-"Every command takes --help.\n",
-        f);
+    fputs("usage: meridian COMMAND [options]\n"
+          "\n"
+          "meridian: a cluster-wide GPU profiler for mpirun-launched training jobs.\n"
+          "\n"
+          "commands:\n"
+          "  profile [opts] -- CMD  profile a whole job (mpirun ...): aggregator, agents, report\n"
+          "  run [opts] -- CMD      wrap one rank (set the agent's environment, exec CMD)\n"
+          "  report DB              text report; --html FILE, --json for scripts\n"
+          "  export DB --perfetto FILE.json\n"
+          "                         Chrome trace JSON for Perfetto / chrome://tracing\n"
+          "  finalize DB            fit clock models, calibrate GPU timers, check causality\n"
+          "                         (profile does this; for databases of interrupted runs)\n"
+          "  replay [opts]          load generator / capture replay speaking the real protocol\n"
+          "  doctor                 check this machine for profiling\n"
+          "  help [COMMAND]         this text, or a command's --help\n"
+          "  --version              print the version\n"
+          "\n"
+          "Quick start:  meridian profile -- mpirun -np 2 ./train\n"
+          "Every command takes --help.\n",
+          f);
 }
 
 static void report_usage(FILE *f)
 {
     fputs(
-"usage: meridian report DB [options]\n"
-"\n"
-"Analyses a meridian database and prints the report: run, ranks (host, GPUs), events\n"
-"stored per kind per rank, dropped events per reason per rank, clock model and error\n"
-"bound per rank (\"not fitted\" when absent), collectives matched across ranks (arrival\n"
-"skew, causality), communication/compute overlap per rank, straggler ranking, per-step\n"
-"breakdown (NVTX \"step\" ranges), warnings. The database is opened read-only.\n"
-"\n"
-"  --html FILE       also write a self-contained HTML report with SVG plots\n"
-"  --json            print the report as JSON (schema meridian-report/1) instead of text\n"
-"  --json=FILE       also write the JSON to FILE\n"
-"  --local-clocks    ignore clock models (each rank's own clock)\n"
-"  --step-name NAME  NVTX ranges named NAME (followed by nothing, a digit or one of\n"
-"                    \" #:=-[(\") are steps; default: step, train_step, training step,\n"
-"                    ProfilerStep#N. Ranges nested in a step do not start a new one.\n"
-"  -h, --help        this text\n"
-"\n"
-"Exit status: 0, 1 when the database cannot be read or analysed, 2 on a usage error.\n",
+        "usage: meridian report DB [options]\n"
+        "\n"
+        "Analyses a meridian database and prints the report: run, ranks (host, GPUs), events\n"
+        "stored per kind per rank, dropped events per reason per rank, clock model and error\n"
+        "bound per rank (\"not fitted\" when absent), collectives matched across ranks (arrival\n"
+        "skew, causality), communication/compute overlap per rank, straggler ranking, per-step\n"
+        "breakdown (NVTX \"step\" ranges), warnings. The database is opened read-only.\n"
+        "\n"
+        "  --html FILE       also write a self-contained HTML report with SVG plots\n"
+        "  --json            print the report as JSON (schema meridian-report/1) instead of text\n"
+        "  --json=FILE       also write the JSON to FILE\n"
+        "  --local-clocks    ignore clock models (each rank's own clock)\n"
+        "  --step-name NAME  NVTX ranges named NAME (followed by nothing, a digit or one of\n"
+        "                    \" #:=-[(\") are steps; default: step, train_step, training step,\n"
+        "                    ProfilerStep#N. Ranges nested in a step do not start a new one.\n"
+        "  -h, --help        this text\n"
+        "\n"
+        "Exit status: 0, 1 when the database cannot be read or analysed, 2 on a usage error.\n",
         f);
 }
 
 static int cmd_report(int argc, char **argv)
 {
     enum { O_HTML = 256, O_JSON, O_LOCAL, O_STEP };
-    static const struct option lo[] = {{"html", 1, 0, O_HTML}, {"json", 2, 0, O_JSON},
-                                       {"local-clocks", 0, 0, O_LOCAL},
-                                       {"step-name", 1, 0, O_STEP}, {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"html", 1, 0, O_HTML},      {"json", 2, 0, O_JSON}, {"local-clocks", 0, 0, O_LOCAL},
+        {"step-name", 1, 0, O_STEP}, {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
     const char *html = NULL, *json = NULL, *step = NULL;
     int local = 0, c, json_stdout = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
-        case O_HTML: html = optarg; break;
+        case O_HTML:
+            html = optarg;
+            break;
         case O_JSON:
             if (optarg)
                 json = optarg;
             else
                 json_stdout = 1;
             break;
-        case O_LOCAL: local = 1; break;
-        case O_STEP: step = optarg; break;
-        case 'h': report_usage(stdout); return 0;
-        default: return 2;
+        case O_LOCAL:
+            local = 1;
+            break;
+        case O_STEP:
+            step = optarg;
+            break;
+        case 'h':
+            report_usage(stdout);
+            return 0;
+        default:
+            return 2;
         }
     }
     if (optind != argc - 1) {
@@ -108,40 +116,61 @@ static int cmd_report(int argc, char **argv)
     sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian report");
     if (!db)
         return 1;
-    int rc = mrd_cli_render(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json,
-                            local, step, "meridian report");
+    int rc = mrd_cli_render(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json, local,
+                            step, "meridian report");
     sqlite3_close(db);
     return rc;
 }
 
 static void export_usage(FILE *f)
 {
-    fputs(
-"usage: meridian export DB --perfetto FILE.json [options]\n"
-"\n"
-"Writes the run as Chrome trace event JSON, which ui.perfetto.dev and chrome://tracing\n"
-"open: one process per rank (\"rank N (host)\"), one thread per GPU stream (kernels,\n"
-"memcpy, memset, graph launches), an \"NCCL ops\" thread per GPU (host enqueue interval\n"
-"of each collective / p2p, with communicator, seq, bytes, algorithm, protocol, and the\n"
-"kernel's start and end), NVTX and MPI threads per host thread, CUDA synchronization;\n"
-"flow arrows from each NCCL op to its kernel. Times are in the global timebase,\n"
-"microseconds with nanosecond precision, relative to the run's anchor (otherData).\n"
-"\n"
-"  --perfetto FILE   output file ('-' = stdout)\n"
-"  --local-clocks    ignore clock models (each rank's own clock)\n"
-"  --api             also export the captured CUDA API calls\n"
-"  -h, --help        this text\n"
-"\n"
-"Exit status: 0, 1 on a read or write error, 2 on a usage error.\n",
-        f);
+    fputs("usage: meridian export DB --perfetto FILE.json [options]\n"
+          "\n"
+          "Writes the run as Chrome trace event JSON, which ui.perfetto.dev and chrome://tracing\n"
+          "open: one process per rank (\"rank N (host)\"), one thread per GPU stream (kernels,\n"
+          "memcpy, memset, graph launches), an \"NCCL ops\" thread per GPU (host enqueue interval\n"
+          "of each collective / p2p, with communicator, seq, bytes, algorithm, protocol, and the\n"
+          "kernel's start and end), NVTX and MPI threads per host thread, CUDA synchronization;\n"
+          "flow arrows from each NCCL op to its kernel. Times are in the global timebase,\n"
+          "microseconds with nanosecond precision, relative to the run's anchor (otherData).\n"
+          "\n"
+          "  --perfetto FILE   output file ('-' = stdout)\n"
+          "  --local-clocks    ignore clock models (each rank's own clock)\n"
+          "  --api             also export the captured CUDA API calls\n"
+          "  --window A:B      only events between A and B milliseconds after the origin (as\n"
+          "                    the trace shows times), e.g. --window 1200:1500 for a few\n"
+          "                    steps of a long run (trace viewers load ~1 GB at most)\n"
+          "  -h, --help        this text\n"
+          "\n"
+          "Exit status: 0, 1 on a read or write error, 2 on a usage error.\n",
+          f);
+}
+
+/* "A:B" in milliseconds (decimals allowed) -> ns; A < B. */
+static int parse_window(const char *s, int64_t *from, int64_t *to)
+{
+    char *end;
+    double a = strtod(s, &end), b;
+    if (end == s || *end != ':')
+        return -EINVAL;
+    s = end + 1;
+    b = strtod(s, &end);
+    if (end == s || *end || !(a < b) || b > 9e12)
+        return -EINVAL;
+    *from = (int64_t)(a * 1e6);
+    *to = (int64_t)(b * 1e6);
+    return 0;
 }
 
 static int cmd_export(int argc, char **argv)
 {
-    enum { O_PERFETTO = 256, O_LOCAL, O_API };
+    enum { O_PERFETTO = 256, O_LOCAL, O_API, O_WINDOW };
     static const struct option lo[] = {{"perfetto", 1, 0, O_PERFETTO},
-                                       {"local-clocks", 0, 0, O_LOCAL}, {"api", 0, 0, O_API},
-                                       {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+                                       {"local-clocks", 0, 0, O_LOCAL},
+                                       {"api", 0, 0, O_API},
+                                       {"window", 1, 0, O_WINDOW},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     struct mrd_perfetto_options po;
     struct mrd_perfetto_stats st;
     const char *out = NULL;
@@ -150,11 +179,26 @@ static int cmd_export(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
-        case O_PERFETTO: out = optarg; break;
-        case O_LOCAL: po.ignore_clock_models = 1; break;
-        case O_API: po.include_api = 1; break;
-        case 'h': export_usage(stdout); return 0;
-        default: return 2;
+        case O_PERFETTO:
+            out = optarg;
+            break;
+        case O_LOCAL:
+            po.ignore_clock_models = 1;
+            break;
+        case O_API:
+            po.include_api = 1;
+            break;
+        case O_WINDOW:
+            if (parse_window(optarg, &po.window_from_ns, &po.window_to_ns) < 0) {
+                fprintf(stderr, "meridian export: --window wants FROM_MS:TO_MS, FROM < TO\n");
+                return 2;
+            }
+            break;
+        case 'h':
+            export_usage(stdout);
+            return 0;
+        default:
+            return 2;
         }
     }
     if (optind != argc - 1 || !out) {
@@ -184,8 +228,7 @@ static int cmd_export(int argc, char **argv)
                 "meridian export: %s: %llu trace events, %llu tracks, %llu NCCL op -> kernel "
                 "flows%s\n",
                 out, (unsigned long long)st.events, (unsigned long long)st.tracks,
-                (unsigned long long)st.flows, st.folded ? " (track cap reached: see 'other')"
-                                                        : "");
+                (unsigned long long)st.flows, st.folded ? " (track cap reached: see 'other')" : "");
     return rc == 0 ? 0 : 1;
 }
 
@@ -241,8 +284,8 @@ static int cmd_replay(int argc, char **argv)
                     {"--world-size", "OMPI_COMM_WORLD_SIZE"}};
     enum { NEXTRA = sizeof(from_env) / sizeof(from_env[0]) };
     char buf[NEXTRA][1024], *v[256 + NEXTRA];
-    int n = 0, mpi_synthetic = !has_opt(argc, argv, "--rank-base") &&
-                               !has_opt(argc, argv, "--ranks");
+    int n = 0,
+        mpi_synthetic = !has_opt(argc, argv, "--rank-base") && !has_opt(argc, argv, "--ranks");
     if (argc > 256)
         return mrd_replay_main(argc, argv);
     v[n++] = argv[0];
@@ -269,8 +312,8 @@ static const struct {
     const char *name;
     int (*fn)(int, char **);
 } commands[] = {
-    {"profile", mrd_cli_profile}, {"run", mrd_cli_run},           {"report", cmd_report},
-    {"export", cmd_export},       {"finalize", cmd_finalize},     {"replay", cmd_replay},
+    {"profile", mrd_cli_profile}, {"run", mrd_cli_run},       {"report", cmd_report},
+    {"export", cmd_export},       {"finalize", cmd_finalize}, {"replay", cmd_replay},
     {"doctor", mrd_cli_doctor},
 };
 

@@ -87,8 +87,8 @@ static int make_run_id(char *out, size_t n)
         return rc;
     hex(rnd, sizeof(rnd), h);
     gmtime_r(&t, &tm);
-    snprintf(out, n, "r%04d%02d%02d-%02d%02d%02d-%s", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, h);
+    snprintf(out, n, "r%04d%02d%02d-%02d%02d%02d-%s", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+             tm.tm_hour, tm.tm_min, tm.tm_sec, h);
     return 0;
 }
 
@@ -121,61 +121,61 @@ struct profile_opts {
 static void profile_usage(FILE *f)
 {
     fputs(
-"usage: meridian profile [options] -- COMMAND [ARGS...]\n"
-"\n"
-"Profiles a whole job: creates a run id and a secret, starts meridiand on loopback with\n"
-"an ephemeral port, hands every rank the agent's environment, runs COMMAND, waits for\n"
-"it, stops meridiand (which commits everything), fits the clock models (clock fit, GPU\n"
-"timer calibration, causality check) and prints the report. For `mpirun`/`mpiexec` in\n"
-"COMMAND, `-x NAME=VALUE` (Open MPI) or `-genv NAME VALUE` (MPICH) is inserted after it\n"
-"for each variable, so ranks on every node receive them.\n"
-"\n"
-"  meridian profile -- mpirun -np 2 ./train --steps 100\n"
-"\n"
-"output:\n"
-"  -o, --output DB          database (default ./meridian-RUNID.db); must not exist\n"
-"      --overwrite          replace an existing DB\n"
-"      --html FILE          also write the HTML report\n"
-"      --json FILE          also write the JSON report ('-' = stdout instead of text)\n"
-"      --no-report          do not print the report\n"
-"      --no-finalize        skip the clock fit (run `meridian finalize DB` later)\n"
-"      --finalize-timeout S stop the clock fit after S seconds (default 300); the\n"
-"                           report then uses what was fitted, or local clocks\n"
-"run:\n"
-"      --run-id ID          run id (default rYYYYMMDD-HHMMSS-xxxxxx)\n"
-"      --single             the command is one process: make it rank 0 (MERIDIAN_FORCE=1)\n"
-"                           even without a launcher's rank variables\n"
-"      --job-timeout S      stop the job after S seconds: SIGTERM, SIGKILL 10 s later\n"
-"      --launcher-style S   openmpi | mpich | env: how variables reach the ranks\n"
-"                           (default: from the launcher's name; env = only this\n"
-"                           process's environment, inherited by local children)\n"
-"agent:\n"
-"      --agent-lib PATH     libmeridian.so (default: next to meridian, then the build\n"
-"                           tree, or $MERIDIAN_AGENT_LIB). Without it ranks are not\n"
-"                           instrumented (a warning says so).\n"
-"      --mpi-lib PATH       libmeridian_mpi.so, LD_PRELOADed into MPI ranks (default:\n"
-"                           found like the agent; $MERIDIAN_MPI_LIB)\n"
-"      --no-mpi-wrappers    do not preload the MPI wrappers\n"
-"aggregator:\n"
-"      --meridiand PATH     the daemon (default: next to meridian, the build tree,\n"
-"                           $MERIDIAN_DAEMON, then $PATH)\n"
-"      --listen ADDR:PORT   where meridiand listens (default 127.0.0.1:0 = loopback,\n"
-"                           ephemeral port). For ranks on other nodes listen on an\n"
-"                           interface they reach and give --advertise.\n"
-"      --advertise HOST     address the agents connect to (default: the listen address)\n"
-"      --daemon-timeout S   give meridiand S seconds to start listening (default 15)\n"
-"      --stop-timeout S     give meridiand S seconds to commit and exit (default 60)\n"
-"      --keep-secret        keep the secret file after the run\n"
-"  -v, --verbose            show meridiand's connection log\n"
-"  -h, --help               this text\n"
-"\n"
-"The secret is written to .meridian-RUNID.secret next to the database (mode 0600):\n"
-"ranks on other nodes must see that folder (a shared file system). Extra MERIDIAN_*\n"
-"variables in the environment (MERIDIAN_QUEUE_BYTES, MERIDIAN_RECORD_FILE, ...) and\n"
-"NCCL_NVLS_ENABLE are passed on to the ranks.\n"
-"\n"
-"Exit status: the job's (128+N if it died of signal N); 125 when meridian failed before\n"
-"starting the job, 126/127 when COMMAND could not be executed / was not found.\n",
+        "usage: meridian profile [options] -- COMMAND [ARGS...]\n"
+        "\n"
+        "Profiles a whole job: creates a run id and a secret, starts meridiand on loopback with\n"
+        "an ephemeral port, hands every rank the agent's environment, runs COMMAND, waits for\n"
+        "it, stops meridiand (which commits everything), fits the clock models (clock fit, GPU\n"
+        "timer calibration, causality check) and prints the report. For `mpirun`/`mpiexec` in\n"
+        "COMMAND, `-x NAME=VALUE` (Open MPI) or `-genv NAME VALUE` (MPICH) is inserted after it\n"
+        "for each variable, so ranks on every node receive them.\n"
+        "\n"
+        "  meridian profile -- mpirun -np 2 ./train --steps 100\n"
+        "\n"
+        "output:\n"
+        "  -o, --output DB          database (default ./meridian-RUNID.db); must not exist\n"
+        "      --overwrite          replace an existing DB\n"
+        "      --html FILE          also write the HTML report\n"
+        "      --json FILE          also write the JSON report ('-' = stdout instead of text)\n"
+        "      --no-report          do not print the report\n"
+        "      --no-finalize        skip the clock fit (run `meridian finalize DB` later)\n"
+        "      --finalize-timeout S stop the clock fit after S seconds (default 300); the\n"
+        "                           report then uses what was fitted, or local clocks\n"
+        "run:\n"
+        "      --run-id ID          run id (default rYYYYMMDD-HHMMSS-xxxxxx)\n"
+        "      --single             the command is one process: make it rank 0 (MERIDIAN_FORCE=1)\n"
+        "                           even without a launcher's rank variables\n"
+        "      --job-timeout S      stop the job after S seconds: SIGTERM, SIGKILL 10 s later\n"
+        "      --launcher-style S   openmpi | mpich | env: how variables reach the ranks\n"
+        "                           (default: from the launcher's name; env = only this\n"
+        "                           process's environment, inherited by local children)\n"
+        "agent:\n"
+        "      --agent-lib PATH     libmeridian.so (default: next to meridian, then the build\n"
+        "                           tree, or $MERIDIAN_AGENT_LIB). Without it ranks are not\n"
+        "                           instrumented (a warning says so).\n"
+        "      --mpi-lib PATH       libmeridian_mpi.so, LD_PRELOADed into MPI ranks (default:\n"
+        "                           found like the agent; $MERIDIAN_MPI_LIB)\n"
+        "      --no-mpi-wrappers    do not preload the MPI wrappers\n"
+        "aggregator:\n"
+        "      --meridiand PATH     the daemon (default: next to meridian, the build tree,\n"
+        "                           $MERIDIAN_DAEMON, then $PATH)\n"
+        "      --listen ADDR:PORT   where meridiand listens (default 127.0.0.1:0 = loopback,\n"
+        "                           ephemeral port). For ranks on other nodes listen on an\n"
+        "                           interface they reach and give --advertise.\n"
+        "      --advertise HOST     address the agents connect to (default: the listen address)\n"
+        "      --daemon-timeout S   give meridiand S seconds to start listening (default 15)\n"
+        "      --stop-timeout S     give meridiand S seconds to commit and exit (default 60)\n"
+        "      --keep-secret        keep the secret file after the run\n"
+        "  -v, --verbose            show meridiand's connection log\n"
+        "  -h, --help               this text\n"
+        "\n"
+        "The secret is written to .meridian-RUNID.secret next to the database (mode 0600):\n"
+        "ranks on other nodes must see that folder (a shared file system). Extra MERIDIAN_*\n"
+        "variables in the environment (MERIDIAN_QUEUE_BYTES, MERIDIAN_RECORD_FILE, ...) and\n"
+        "NCCL_NVLS_ENABLE are passed on to the ranks.\n"
+        "\n"
+        "Exit status: the job's (128+N if it died of signal N); 125 when meridian failed before\n"
+        "starting the job, 126/127 when COMMAND could not be executed / was not found.\n",
         f);
 }
 
@@ -191,19 +191,50 @@ static int parse_int(const char *s, int *out)
 
 static int parse_profile(int argc, char **argv, struct profile_opts *o)
 {
-    enum { O_OVER = 256, O_HTML, O_JSON, O_NOREP, O_NOFIN, O_RUN, O_SINGLE, O_JOBT, O_STYLE,
-           O_AGENT, O_MPI, O_NOMPI, O_DAEMON, O_LISTEN, O_ADV, O_DT, O_ST, O_KEEP, O_FT };
-    static const struct option lo[] = {
-        {"output", 1, 0, 'o'}, {"overwrite", 0, 0, O_OVER}, {"html", 1, 0, O_HTML},
-        {"json", 1, 0, O_JSON}, {"no-report", 0, 0, O_NOREP}, {"no-finalize", 0, 0, O_NOFIN},
-        {"run-id", 1, 0, O_RUN}, {"single", 0, 0, O_SINGLE}, {"job-timeout", 1, 0, O_JOBT},
-        {"launcher-style", 1, 0, O_STYLE}, {"agent-lib", 1, 0, O_AGENT},
-        {"mpi-lib", 1, 0, O_MPI}, {"no-mpi-wrappers", 0, 0, O_NOMPI},
-        {"meridiand", 1, 0, O_DAEMON}, {"listen", 1, 0, O_LISTEN},
-        {"advertise", 1, 0, O_ADV}, {"daemon-timeout", 1, 0, O_DT},
-        {"stop-timeout", 1, 0, O_ST}, {"keep-secret", 0, 0, O_KEEP},
-        {"finalize-timeout", 1, 0, O_FT},
-        {"verbose", 0, 0, 'v'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    enum {
+        O_OVER = 256,
+        O_HTML,
+        O_JSON,
+        O_NOREP,
+        O_NOFIN,
+        O_RUN,
+        O_SINGLE,
+        O_JOBT,
+        O_STYLE,
+        O_AGENT,
+        O_MPI,
+        O_NOMPI,
+        O_DAEMON,
+        O_LISTEN,
+        O_ADV,
+        O_DT,
+        O_ST,
+        O_KEEP,
+        O_FT
+    };
+    static const struct option lo[] = {{"output", 1, 0, 'o'},
+                                       {"overwrite", 0, 0, O_OVER},
+                                       {"html", 1, 0, O_HTML},
+                                       {"json", 1, 0, O_JSON},
+                                       {"no-report", 0, 0, O_NOREP},
+                                       {"no-finalize", 0, 0, O_NOFIN},
+                                       {"run-id", 1, 0, O_RUN},
+                                       {"single", 0, 0, O_SINGLE},
+                                       {"job-timeout", 1, 0, O_JOBT},
+                                       {"launcher-style", 1, 0, O_STYLE},
+                                       {"agent-lib", 1, 0, O_AGENT},
+                                       {"mpi-lib", 1, 0, O_MPI},
+                                       {"no-mpi-wrappers", 0, 0, O_NOMPI},
+                                       {"meridiand", 1, 0, O_DAEMON},
+                                       {"listen", 1, 0, O_LISTEN},
+                                       {"advertise", 1, 0, O_ADV},
+                                       {"daemon-timeout", 1, 0, O_DT},
+                                       {"stop-timeout", 1, 0, O_ST},
+                                       {"keep-secret", 0, 0, O_KEEP},
+                                       {"finalize-timeout", 1, 0, O_FT},
+                                       {"verbose", 0, 0, 'v'},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int c;
     memset(o, 0, sizeof(*o));
     o->listen = "127.0.0.1:0";
@@ -215,29 +246,74 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
     while ((c = getopt_long(argc, argv, "+o:vh", lo, NULL)) != -1) {
         int bad = 0;
         switch (c) {
-        case 'o': o->db = optarg; break;
-        case O_OVER: o->overwrite = 1; break;
-        case O_HTML: o->html = optarg; break;
-        case O_JSON: o->json = optarg; break;
-        case O_NOREP: o->no_report = 1; break;
-        case O_NOFIN: o->no_finalize = 1; break;
-        case O_RUN: o->run_id = optarg; break;
-        case O_SINGLE: o->single = 1; break;
-        case O_JOBT: bad = parse_int(optarg, &o->job_timeout_s); break;
-        case O_STYLE: o->style = optarg; break;
-        case O_AGENT: o->agent_lib = optarg; break;
-        case O_MPI: o->mpi_lib = optarg; break;
-        case O_NOMPI: o->no_mpi = 1; break;
-        case O_DAEMON: o->daemon = optarg; break;
-        case O_LISTEN: o->listen = optarg; break;
-        case O_ADV: o->advertise = optarg; break;
-        case O_DT: bad = parse_int(optarg, &o->daemon_timeout_s); break;
-        case O_ST: bad = parse_int(optarg, &o->stop_timeout_s); break;
-        case O_KEEP: o->keep_secret = 1; break;
-        case O_FT: bad = parse_int(optarg, &o->finalize_timeout_s); break;
-        case 'v': o->verbose = 1; break;
-        case 'h': profile_usage(stdout); return 0;
-        default: return -EINVAL;
+        case 'o':
+            o->db = optarg;
+            break;
+        case O_OVER:
+            o->overwrite = 1;
+            break;
+        case O_HTML:
+            o->html = optarg;
+            break;
+        case O_JSON:
+            o->json = optarg;
+            break;
+        case O_NOREP:
+            o->no_report = 1;
+            break;
+        case O_NOFIN:
+            o->no_finalize = 1;
+            break;
+        case O_RUN:
+            o->run_id = optarg;
+            break;
+        case O_SINGLE:
+            o->single = 1;
+            break;
+        case O_JOBT:
+            bad = parse_int(optarg, &o->job_timeout_s);
+            break;
+        case O_STYLE:
+            o->style = optarg;
+            break;
+        case O_AGENT:
+            o->agent_lib = optarg;
+            break;
+        case O_MPI:
+            o->mpi_lib = optarg;
+            break;
+        case O_NOMPI:
+            o->no_mpi = 1;
+            break;
+        case O_DAEMON:
+            o->daemon = optarg;
+            break;
+        case O_LISTEN:
+            o->listen = optarg;
+            break;
+        case O_ADV:
+            o->advertise = optarg;
+            break;
+        case O_DT:
+            bad = parse_int(optarg, &o->daemon_timeout_s);
+            break;
+        case O_ST:
+            bad = parse_int(optarg, &o->stop_timeout_s);
+            break;
+        case O_KEEP:
+            o->keep_secret = 1;
+            break;
+        case O_FT:
+            bad = parse_int(optarg, &o->finalize_timeout_s);
+            break;
+        case 'v':
+            o->verbose = 1;
+            break;
+        case 'h':
+            profile_usage(stdout);
+            return 0;
+        default:
+            return -EINVAL;
         }
         if (bad) {
             fprintf(stderr, "meridian profile: bad value '%s' for an option\n", optarg);
@@ -274,9 +350,8 @@ static pid_t start_daemon(const char *daemon, const char *db, const char *listen
             dup2(null, STDIN_FILENO);
             dup2(null, STDOUT_FILENO); /* the "listening" line; we read the port file */
         }
-        execl(daemon, daemon, "--db", db, "--listen", listen, "--run-id", run_id,
-              "--secret-file", secret, "--port-file", port_file,
-              verbose ? "--verbose" : "--quiet", (char *)NULL);
+        execl(daemon, daemon, "--db", db, "--listen", listen, "--run-id", run_id, "--secret-file",
+              secret, "--port-file", port_file, verbose ? "--verbose" : "--quiet", (char *)NULL);
         fprintf(stderr, "meridian profile: cannot run %s: %s\n", daemon, strerror(errno));
         _exit(127);
     }
@@ -291,16 +366,18 @@ static pid_t start_daemon(const char *daemon, const char *db, const char *listen
                 return pid;
         }
         if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "meridian profile: meridiand exited (%s %d) before listening; "
-                            "its messages are above\n",
+            fprintf(stderr,
+                    "meridian profile: meridiand exited (%s %d) before listening; "
+                    "its messages are above\n",
                     WIFEXITED(st) ? "status" : "signal",
                     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             return -1;
         }
         nap_ms(20);
     }
-    fprintf(stderr, "meridian profile: meridiand did not start listening within %d s; "
-                    "stopping it\n",
+    fprintf(stderr,
+            "meridian profile: meridiand did not start listening within %d s; "
+            "stopping it\n",
             timeout_s);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -314,8 +391,9 @@ static int stop_daemon(pid_t pid, int timeout_s)
     int st = 0;
     int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
     if (waitpid(pid, &st, WNOHANG) == pid) {
-        fprintf(stderr, "meridian profile: meridiand had already exited (%s %d) during the "
-                        "run\n",
+        fprintf(stderr,
+                "meridian profile: meridiand had already exited (%s %d) during the "
+                "run\n",
                 WIFEXITED(st) ? "status" : "signal",
                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return -1;
@@ -326,8 +404,9 @@ static int stop_daemon(pid_t pid, int timeout_s)
             return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
         nap_ms(20);
     }
-    fprintf(stderr, "meridian profile: meridiand did not exit within %d s of SIGTERM; "
-                    "killing it (committed batches are safe in the WAL)\n",
+    fprintf(stderr,
+            "meridian profile: meridiand did not exit within %d s of SIGTERM; "
+            "killing it (committed batches are safe in the WAL)\n",
             timeout_s);
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
@@ -374,8 +453,7 @@ static int run_job(char **argv, int timeout_s, pid_t daemon)
             g_forward = 0;
         }
         if (deadline && !kill_at && now_ms() > deadline) {
-            fprintf(stderr, "meridian profile: job timeout (%d s): sending SIGTERM\n",
-                    timeout_s);
+            fprintf(stderr, "meridian profile: job timeout (%d s): sending SIGTERM\n", timeout_s);
             kill(pid, SIGTERM);
             kill_at = now_ms() + 10000;
         }
@@ -425,9 +503,10 @@ static int finalize_with_timeout(const char *db_path, const char *command, int t
         if (r < 0 && errno != EINTR)
             return -1;
         if (now_ms() > deadline) {
-            fprintf(stderr, "meridian profile: the clock fit did not finish within %d s: "
-                            "stopped (run `meridian finalize %s` to retry); the report uses "
-                            "what is in the database\n",
+            fprintf(stderr,
+                    "meridian profile: the clock fit did not finish within %d s: "
+                    "stopped (run `meridian finalize %s` to retry); the report uses "
+                    "what is in the database\n",
                     timeout_s, db_path);
             kill(pid, SIGKILL);
             waitpid(pid, &st, 0);
@@ -508,16 +587,15 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         fprintf(stderr, "meridian profile: warning: libmeridian.so not found: ranks will not "
                         "be instrumented (only programs that speak meridian's protocol "
                         "themselves, like `meridian replay`, will report)\n");
-    s->have_mpi =
-        !o->no_mpi && mrd_agentenv_find_mpi(o->mpi_lib, s->mpi, sizeof(s->mpi)) == 0;
+    s->have_mpi = !o->no_mpi && mrd_agentenv_find_mpi(o->mpi_lib, s->mpi, sizeof(s->mpi)) == 0;
     if (!s->have_mpi && o->mpi_lib && !o->no_mpi) {
         fprintf(stderr, "meridian profile: --mpi-lib %s: no such file\n", o->mpi_lib);
         return -1;
     }
     /* the secret next to the database (visible to other nodes on a shared file system) */
     const char *slash = strrchr(s->db, '/');
-    snprintf(s->secret, sizeof(s->secret), "%.*s/.meridian-%s.secret", (int)(slash - s->db),
-             s->db, s->run_id);
+    snprintf(s->secret, sizeof(s->secret), "%.*s/.meridian-%s.secret", (int)(slash - s->db), s->db,
+             s->run_id);
     int rc = write_secret(s->secret);
     if (rc < 0) {
         fprintf(stderr, "meridian profile: cannot create %s: %s\n", s->secret, strerror(-rc));
@@ -531,8 +609,8 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         return -1;
     }
     snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->tmpdir);
-    s->daemon_pid = start_daemon(s->daemon, s->db, o->listen, s->run_id, s->secret,
-                                 s->port_file, o->verbose, o->daemon_timeout_s, &s->port);
+    s->daemon_pid = start_daemon(s->daemon, s->db, o->listen, s->run_id, s->secret, s->port_file,
+                                 o->verbose, o->daemon_timeout_s, &s->port);
     if (s->daemon_pid < 0)
         return -1;
     /* agents connect to --advertise, else the listen host (a wildcard means this host) */
@@ -590,9 +668,12 @@ int mrd_cli_profile(int argc, char **argv)
         style = strcmp(o.style, "openmpi") == 0 ? MRD_LAUNCHER_OPENMPI
                 : strcmp(o.style, "mpich") == 0 ? MRD_LAUNCHER_MPICH
                                                 : MRD_LAUNCHER_NONE;
-    struct mrd_agentenv_config ec = {
-        .aggregator = s.aggregator, .run_id = s.run_id, .secret_file = s.secret,
-        .agent_lib = s.have_agent ? s.agent : NULL, .mpi_lib = NULL, .force = o.single};
+    struct mrd_agentenv_config ec = {.aggregator = s.aggregator,
+                                     .run_id = s.run_id,
+                                     .secret_file = s.secret,
+                                     .agent_lib = s.have_agent ? s.agent : NULL,
+                                     .mpi_lib = NULL,
+                                     .force = o.single};
     if (s.have_mpi && at >= 0)
         ec.mpi_lib = s.mpi;
     if ((rc = mrd_agentenv_build(&ec, &env)) < 0) {

@@ -18,38 +18,42 @@
 static void run_usage(FILE *f)
 {
     fputs(
-"usage: meridian run [options] -- COMMAND [ARGS...]\n"
-"\n"
-"Wraps one rank: sets the agent's environment for this process and executes COMMAND in\n"
-"its place (same pid, exit status and signals). For ranks started by a launcher of your\n"
-"own, pointing at a meridiand you started:\n"
-"\n"
-"  mpirun -np 4 meridian run --aggregator host:47500 --run-id R --secret-file S -- ./app\n"
-"\n"
-"  --aggregator HOST:PORT  meridiand's address (default $MERIDIAN_AGGREGATOR)\n"
-"  --run-id ID             the run (default $MERIDIAN_RUN_ID)\n"
-"  --secret-file PATH      the run secret (default $MERIDIAN_SECRET_FILE)\n"
-"  --agent-lib PATH        libmeridian.so (default: next to meridian, the build tree,\n"
-"                          $MERIDIAN_AGENT_LIB)\n"
-"  --mpi-lib PATH          libmeridian_mpi.so, preloaded when this process is an MPI\n"
-"                          rank (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK is set)\n"
-"  --no-mpi-wrappers       do not preload the MPI wrappers\n"
-"  -h, --help              this text\n"
-"\n"
-"Without any rank variable (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID,\n"
-"RANK) the process is made rank 0 (MERIDIAN_FORCE=1).\n"
-"Exit status: COMMAND's; 125 on a usage or setup error, 126/127 when COMMAND cannot be\n"
-"executed / is not found.\n",
+        "usage: meridian run [options] -- COMMAND [ARGS...]\n"
+        "\n"
+        "Wraps one rank: sets the agent's environment for this process and executes COMMAND in\n"
+        "its place (same pid, exit status and signals). For ranks started by a launcher of your\n"
+        "own, pointing at a meridiand you started:\n"
+        "\n"
+        "  mpirun -np 4 meridian run --aggregator host:47500 --run-id R --secret-file S -- ./app\n"
+        "\n"
+        "  --aggregator HOST:PORT  meridiand's address (default $MERIDIAN_AGGREGATOR)\n"
+        "  --run-id ID             the run (default $MERIDIAN_RUN_ID)\n"
+        "  --secret-file PATH      the run secret (default $MERIDIAN_SECRET_FILE)\n"
+        "  --agent-lib PATH        libmeridian.so (default: next to meridian, the build tree,\n"
+        "                          $MERIDIAN_AGENT_LIB)\n"
+        "  --mpi-lib PATH          libmeridian_mpi.so, preloaded when this process is an MPI\n"
+        "                          rank (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK is set)\n"
+        "  --no-mpi-wrappers       do not preload the MPI wrappers\n"
+        "  -h, --help              this text\n"
+        "\n"
+        "Without any rank variable (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID,\n"
+        "RANK) the process is made rank 0 (MERIDIAN_FORCE=1).\n"
+        "Exit status: COMMAND's; 125 on a usage or setup error, 126/127 when COMMAND cannot be\n"
+        "executed / is not found.\n",
         f);
 }
 
 int mrd_cli_run(int argc, char **argv)
 {
     enum { O_AGG = 256, O_RUN, O_SECRET, O_AGENT, O_MPI, O_NOMPI };
-    static const struct option lo[] = {
-        {"aggregator", 1, 0, O_AGG}, {"run-id", 1, 0, O_RUN}, {"secret-file", 1, 0, O_SECRET},
-        {"agent-lib", 1, 0, O_AGENT}, {"mpi-lib", 1, 0, O_MPI},
-        {"no-mpi-wrappers", 0, 0, O_NOMPI}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"aggregator", 1, 0, O_AGG},
+                                       {"run-id", 1, 0, O_RUN},
+                                       {"secret-file", 1, 0, O_SECRET},
+                                       {"agent-lib", 1, 0, O_AGENT},
+                                       {"mpi-lib", 1, 0, O_MPI},
+                                       {"no-mpi-wrappers", 0, 0, O_NOMPI},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     const char *agg = getenv("MERIDIAN_AGGREGATOR"), *run = getenv("MERIDIAN_RUN_ID");
     const char *secret = getenv("MERIDIAN_SECRET_FILE"), *agent_opt = NULL, *mpi_opt = NULL;
     char agent[PATH_MAX], mpi[PATH_MAX], secret_abs[PATH_MAX];
@@ -59,14 +63,29 @@ int mrd_cli_run(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
         switch (c) {
-        case O_AGG: agg = optarg; break;
-        case O_RUN: run = optarg; break;
-        case O_SECRET: secret = optarg; break;
-        case O_AGENT: agent_opt = optarg; break;
-        case O_MPI: mpi_opt = optarg; break;
-        case O_NOMPI: no_mpi = 1; break;
-        case 'h': run_usage(stdout); return 0;
-        default: return MRD_CLI_EXIT_SETUP;
+        case O_AGG:
+            agg = optarg;
+            break;
+        case O_RUN:
+            run = optarg;
+            break;
+        case O_SECRET:
+            secret = optarg;
+            break;
+        case O_AGENT:
+            agent_opt = optarg;
+            break;
+        case O_MPI:
+            mpi_opt = optarg;
+            break;
+        case O_NOMPI:
+            no_mpi = 1;
+            break;
+        case 'h':
+            run_usage(stdout);
+            return 0;
+        default:
+            return MRD_CLI_EXIT_SETUP;
         }
     }
     if (optind >= argc || !agg || !run || !secret) {
@@ -88,9 +107,12 @@ int mrd_cli_run(int argc, char **argv)
     int mpi_rank = getenv("OMPI_COMM_WORLD_RANK") || getenv("PMIX_RANK") || getenv("PMI_RANK");
     int any_rank = mpi_rank || getenv("SLURM_PROCID") || getenv("RANK");
     int have_mpi = !no_mpi && mpi_rank && mrd_agentenv_find_mpi(mpi_opt, mpi, sizeof(mpi)) == 0;
-    struct mrd_agentenv_config ec = {.aggregator = agg, .run_id = run,
-                                     .secret_file = secret_abs, .agent_lib = agent,
-                                     .mpi_lib = have_mpi ? mpi : NULL, .force = !any_rank};
+    struct mrd_agentenv_config ec = {.aggregator = agg,
+                                     .run_id = run,
+                                     .secret_file = secret_abs,
+                                     .agent_lib = agent,
+                                     .mpi_lib = have_mpi ? mpi : NULL,
+                                     .force = !any_rank};
     if ((rc = mrd_agentenv_build(&ec, &env)) < 0 || (rc = mrd_agentenv_apply(&env)) < 0) {
         fprintf(stderr, "meridian run: environment: %s\n", strerror(-rc));
         return MRD_CLI_EXIT_SETUP;

@@ -21,9 +21,19 @@
 #define MRD_AN_MAX_RANKS 65536 /* distinct ranks tracked; rows of other ranks are ignored */
 
 static const char *const kind_tables[MRD_AN_NKINDS] = {
-    "kernels", "memcpys",     "memsets",  "syncs",         "api_calls",
-    "graph_launches", "external_correlations", "nvtx", "nccl_ops", "nccl_channels",
-    "mpi_calls", "clock_samples", "gpu_clock_samples",
+    "kernels",
+    "memcpys",
+    "memsets",
+    "syncs",
+    "api_calls",
+    "graph_launches",
+    "external_correlations",
+    "nvtx",
+    "nccl_ops",
+    "nccl_channels",
+    "mpi_calls",
+    "clock_samples",
+    "gpu_clock_samples",
 };
 
 static char sql_msg[512];
@@ -72,8 +82,8 @@ int mrd__analyze_has_table(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st = NULL;
     int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", -1,
+                           &st, NULL) != SQLITE_OK)
         return 0;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     found = sqlite3_step(st) == SQLITE_ROW;
@@ -142,8 +152,8 @@ static int load_run(sqlite3 *db, struct mrd_analysis *a)
         return mrd__analyze_sqlerr(db);
     if (sqlite3_step(st) == SQLITE_ROW) {
         copy_text(a->run_id, sizeof(a->run_id), st, 0);
-        a->world_size = sqlite3_column_type(st, 1) == SQLITE_NULL ? -1
-                                                                  : sqlite3_column_int64(st, 1);
+        a->world_size =
+            sqlite3_column_type(st, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 1);
         a->anchor_realtime_ns = sqlite3_column_int64(st, 2);
         a->created_ns = sqlite3_column_int64(st, 3);
         copy_text(a->command, sizeof(a->command), st, 4);
@@ -181,8 +191,9 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
     }
     if (!mrd__analyze_has_table(db, "gpus"))
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
-                               "ORDER BY rank, device",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
+                           "ORDER BY rank, device",
                            -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -210,8 +221,7 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
         int rc;
         if (!mrd__analyze_has_table(db, kind_tables[k]))
             continue;
-        snprintf(sql, sizeof(sql), "SELECT rank, COUNT(*) FROM %s GROUP BY rank",
-                 kind_tables[k]);
+        snprintf(sql, sizeof(sql), "SELECT rank, COUNT(*) FROM %s GROUP BY rank", kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -406,8 +416,8 @@ int mrd_analyze_prepare(sqlite3 *db)
     int have_ch = mrd__analyze_has_table(db, "nccl_channels");
     sqlite3_stmt *st = NULL;
 
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='mrd_op_time'", -1,
-                           &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='mrd_op_time'", -1, &st,
+                           NULL) == SQLITE_OK) {
         int done = sqlite3_step(st) == SQLITE_ROW;
         sqlite3_finalize(st);
         if (done)
@@ -450,8 +460,8 @@ int mrd_analyze_prepare(sqlite3 *db)
     return 0;
 }
 
-int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts,
-                struct mrd_analysis **out, const char **err_msg)
+int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_analysis **out,
+                const char **err_msg)
 {
     static const struct mrd_analyze_options defaults;
     const struct mrd_analyze_options *o = opts ? opts : &defaults;
@@ -476,8 +486,9 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts,
     }
     a->global_timebase = mrd_timebase_is_global(tb);
     if (!a->global_timebase)
-        mrd__analyze_warn(a, "%s: cross-rank times use each rank's local clock (valid only "
-                             "for ranks on one host)",
+        mrd__analyze_warn(a,
+                          "%s: cross-rank times use each rank's local clock (valid only "
+                          "for ranks on one host)",
                           o->ignore_clock_models ? "clock models ignored on request"
                                                  : "no clock model fitted");
     else {
@@ -485,8 +496,9 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts,
         for (int i = 0; i < a->nranks; i++)
             unfitted += !mrd_timebase_rank_fitted(tb, a->ranks[i].rank);
         if (unfitted)
-            mrd__analyze_warn(a, "%d rank(s) have no clock model: left out of cross-rank "
-                                 "timing",
+            mrd__analyze_warn(a,
+                              "%d rank(s) have no clock model: left out of cross-rank "
+                              "timing",
                               unfitted);
     }
     if ((rc = mrd_analyze_prepare(db)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||

@@ -39,33 +39,36 @@
 
 #include "timebase.h"
 
-#define MRD_AN_NKINDS 13       /* event tables counted per rank, see mrd_analyze_kind_name */
-#define MRD_AN_MAX_GPUS 16     /* GPUs listed per rank; more are counted in ngpus_total */
-#define MRD_AN_MAX_DROPS 16    /* drop reasons kept per rank; more are summed in "other" */
-#define MRD_AN_MAX_DEVICES 16  /* devices swept per rank; more are folded into the last */
-#define MRD_AN_MAX_STEPS 1024  /* steps broken down; later ones are counted only */
-#define MRD_AN_MAX_COLLS 64    /* (communicator, function) summaries; more into "other" */
+#define MRD_AN_NKINDS       13   /* event tables counted per rank, see mrd_analyze_kind_name */
+#define MRD_AN_MAX_GPUS     16   /* GPUs listed per rank; more are counted in ngpus_total */
+#define MRD_AN_MAX_DROPS    16   /* drop reasons kept per rank; more are summed in "other" */
+#define MRD_AN_MAX_DEVICES  16   /* devices swept per rank; more are folded into the last */
+#define MRD_AN_MAX_STEPS    1024 /* steps broken down; later ones are counted only */
+#define MRD_AN_MAX_COLLS    64   /* (communicator, function) summaries; more into "other" */
 #define MRD_AN_MAX_WARNINGS 16
-#define MRD_AN_MAX_PAIRS 16    /* rank pairs with causality violations listed (the worst) */
-#define MRD_AN_HIST_BINS 40    /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
+#define MRD_AN_MAX_PAIRS    16 /* rank pairs with causality violations listed (the worst) */
+#define MRD_AN_HIST_BINS    40 /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
 
 /* How a rank's communication kernels were recognised: all through correlation, all by
  * name, or both (some NCCL-named kernels had no correlation record). */
 enum mrd_an_method {
-    MRD_AN_METHOD_NONE = 0, MRD_AN_METHOD_CORRELATION, MRD_AN_METHOD_NAME, MRD_AN_METHOD_MIXED
+    MRD_AN_METHOD_NONE = 0,
+    MRD_AN_METHOD_CORRELATION,
+    MRD_AN_METHOD_NAME,
+    MRD_AN_METHOD_MIXED
 };
 
 struct mrd_an_overlap {
-    int64_t comm_ns;     /* |union of communication kernels| */
-    int64_t compute_ns;  /* |union of compute kernels| */
-    int64_t hidden_ns;   /* comm time covered by compute on the same GPU */
-    int64_t exposed_ns;  /* comm_ns - hidden_ns */
-    int64_t busy_ns;     /* |union of all kernels| */
-    int64_t span_ns;     /* first kernel start .. last kernel end (summed over devices) */
+    int64_t comm_ns;    /* |union of communication kernels| */
+    int64_t compute_ns; /* |union of compute kernels| */
+    int64_t hidden_ns;  /* comm time covered by compute on the same GPU */
+    int64_t exposed_ns; /* comm_ns - hidden_ns */
+    int64_t busy_ns;    /* |union of all kernels| */
+    int64_t span_ns;    /* first kernel start .. last kernel end (summed over devices) */
     uint64_t comm_kernels, compute_kernels;
     uint64_t name_only_kernels; /* comm kernels found by name only, not by correlation */
-    double ratio;        /* hidden / comm, 0 when comm_ns == 0 */
-    int method;          /* enum mrd_an_method */
+    double ratio;               /* hidden / comm, 0 when comm_ns == 0 */
+    int method;                 /* enum mrd_an_method */
 };
 
 struct mrd_an_gpu {
@@ -93,15 +96,15 @@ struct mrd_an_rank {
     int64_t clock_offset_ns, clock_error_bound_ns, clock_samples;
     double clock_drift_ppm;
     char clock_method[32];
-    int clock_adjusted;       /* the causality check moved this rank's offset */
-    int64_t clock_shift_ns;   /* ... by this much (clock_adjustments.shift_ns) */
+    int clock_adjusted;     /* the causality check moved this rank's offset */
+    int64_t clock_shift_ns; /* ... by this much (clock_adjustments.shift_ns) */
     struct mrd_an_overlap ov;
     /* collectives and stragglers */
-    uint64_t instances;      /* instances this rank took part in with a timed interval */
-    uint64_t times_last;     /* instances in which it arrived last (of >= 2 timed ranks) */
-    int64_t wait_caused_ns;  /* sum of costs of those instances */
-    int64_t wait_suffered_ns;/* sum of its own waits */
-    uint64_t steps;          /* NVTX step ranges found on this rank */
+    uint64_t instances;       /* instances this rank took part in with a timed interval */
+    uint64_t times_last;      /* instances in which it arrived last (of >= 2 timed ranks) */
+    int64_t wait_caused_ns;   /* sum of costs of those instances */
+    int64_t wait_suffered_ns; /* sum of its own waits */
+    uint64_t steps;           /* NVTX step ranges found on this rank */
 };
 
 struct mrd_an_coll {
@@ -123,7 +126,7 @@ struct mrd_an_step {
     int64_t start_ns, end_ns; /* earliest start / latest end over ranks (global) */
     uint64_t instances;
     int64_t cost_ns, max_skew_ns;
-    int worst_rank;           /* rank that caused the most wait in the step, -1 if none */
+    int worst_rank; /* rank that caused the most wait in the step, -1 if none */
     int64_t worst_caused_ns;
 };
 
@@ -131,20 +134,20 @@ struct mrd_an_step {
 struct mrd_an_instance {
     uint64_t comm_hash, seq;
     const char *func;
-    int nranks;        /* rows found */
-    int ntimed;        /* rows with an interval in the comparable timebase */
-    int comm_nranks;   /* communicator size the rows declare (max) */
-    const int *ranks;  /* [ntimed] */
+    int nranks;                 /* rows found */
+    int ntimed;                 /* rows with an interval in the comparable timebase */
+    int comm_nranks;            /* communicator size the rows declare (max) */
+    const int *ranks;           /* [ntimed] */
     const int64_t *start, *end; /* [ntimed] global (or local) ns */
-    int last_rank;     /* -1 when ntimed < 2 */
+    int last_rank;              /* -1 when ntimed < 2 */
     int64_t skew_ns, cost_ns;
-    int64_t step;      /* -1 when no step range holds it */
+    int64_t step; /* -1 when no step range holds it */
 };
 
 struct mrd_analyze_options {
-    int ignore_clock_models;   /* use local clocks even when models exist */
-    const char *step_name;     /* NVTX step range prefix; NULL = "step", "train_step",
-                                  "training step", "ProfilerStep#" (see match.c) */
+    int ignore_clock_models; /* use local clocks even when models exist */
+    const char *step_name;   /* NVTX step range prefix; NULL = "step", "train_step",
+                                "training step", "ProfilerStep#" (see match.c) */
     void (*on_instance)(const struct mrd_an_instance *in, void *ctx);
     void *ctx;
 };
@@ -153,7 +156,7 @@ struct mrd_analysis {
     char run_id[128];
     char command[512];
     int64_t world_size, anchor_realtime_ns, created_ns;
-    int global_timebase;     /* 1 when clock models were used */
+    int global_timebase; /* 1 when clock models were used */
     int nranks;
     struct mrd_an_rank *ranks; /* [nranks], ascending rank */
     /* aggregator-side counters */
@@ -171,10 +174,10 @@ struct mrd_analysis {
     /* the clock fit's causality check (tables clock_causality, clock_adjustments), when run */
     int clock_checked;
     uint64_t clock_violations_before, clock_violations_after;
-    int npairs;                          /* worst pairs by violations before, at most cap */
+    int npairs; /* worst pairs by violations before, at most cap */
     struct mrd_an_pair pairs[MRD_AN_MAX_PAIRS];
     /* steps */
-    int nsteps;                          /* broken-down steps in steps[] */
+    int nsteps; /* broken-down steps in steps[] */
     uint64_t steps_beyond_cap;
     struct mrd_an_step *steps;
     /* warnings, in the order found */
@@ -187,8 +190,8 @@ struct mrd_analysis {
  * *out (caller frees with mrd_analysis_free), -ENOMEM, -E2BIG (a cap that cannot degrade
  * gracefully), or -MRD_ERR_SQLITE (the SQLite message is in *err_msg when err_msg is not
  * NULL; static buffer valid until the next call). Single thread per db connection. */
-int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts,
-                struct mrd_analysis **out, const char **err_msg);
+int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_analysis **out,
+                const char **err_msg);
 
 /* Accepts NULL. */
 void mrd_analysis_free(struct mrd_analysis *a);

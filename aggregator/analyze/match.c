@@ -22,7 +22,7 @@
 #include "error.h"
 
 #define MRD_AN_MAX_INSTANCE_ROWS 65536
-#define MRD_AN_MAX_STEP_CELLS (1u << 22) /* steps x ranks cells for "worst rank per step" */
+#define MRD_AN_MAX_STEP_CELLS    (1u << 22) /* steps x ranks cells for "worst rank per step" */
 
 struct step_list {
     int n;
@@ -85,8 +85,8 @@ static int is_step_name(const char *name, const char *prefix)
     if (strncasecmp(name, p, n) != 0)
         return 0;
     char c = name[n];
-    return c == '\0' || c == ' ' || c == '#' || c == ':' || c == '=' || c == '-' ||
-           c == '[' || c == '(' || (c >= '0' && c <= '9');
+    return c == '\0' || c == ' ' || c == '#' || c == ':' || c == '=' || c == '-' || c == '[' ||
+           c == '(' || (c >= '0' && c <= '9');
 }
 
 static int load_steps(sqlite3 *db, struct matcher *m)
@@ -465,15 +465,17 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
     flush_instance(&m);
     finish_steps(&m);
     if (m.dup_rows)
-        mrd__analyze_warn(a, "%d NCCL op rows repeat a (communicator, seq, function) already "
-                             "seen on the same rank: ignored",
+        mrd__analyze_warn(a,
+                          "%d NCCL op rows repeat a (communicator, seq, function) already "
+                          "seen on the same rank: ignored",
                           m.dup_rows);
     if (m.overflow_rows)
         mrd__analyze_warn(a, "%d rows beyond %d per instance ignored", m.overflow_rows,
                           MRD_AN_MAX_INSTANCE_ROWS);
     if (a->untimed)
-        mrd__analyze_warn(a, "%llu collective instances have fewer than 2 ranks with a "
-                             "timed kernel: no skew computed for them",
+        mrd__analyze_warn(a,
+                          "%llu collective instances have fewer than 2 ranks with a "
+                          "timed kernel: no skew computed for them",
                           (unsigned long long)a->untimed);
 fail:
     sqlite3_finalize(q);

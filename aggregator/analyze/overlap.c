@@ -165,8 +165,9 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
             goto fail;
         if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME ||
             a->ranks[i].ov.method == MRD_AN_METHOD_MIXED)
-            mrd__analyze_warn(a, "rank %d: %llu communication kernel(s) recognised by name "
-                                 "(\"nccl*\") only, without an NCCL op correlation",
+            mrd__analyze_warn(a,
+                              "rank %d: %llu communication kernel(s) recognised by name "
+                              "(\"nccl*\") only, without an NCCL op correlation",
                               a->ranks[i].rank,
                               (unsigned long long)a->ranks[i].ov.name_only_kernels);
     }

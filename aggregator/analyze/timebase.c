@@ -38,8 +38,8 @@ static int table_exists(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st = NULL;
     int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &st,
+                           NULL) != SQLITE_OK)
         return 0;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     found = sqlite3_step(st) == SQLITE_ROW;
@@ -236,8 +236,8 @@ int64_t mrd_timebase_unmap(const struct mrd_timebase *tb, int rank, int64_t glob
     return local;
 }
 
-int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int device,
-                              int64_t gpu_ns, int64_t *local)
+int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int device, int64_t gpu_ns,
+                              int64_t *local)
 {
     size_t lo = 0, hi = tb->ngpu;
     while (lo < hi) {

@@ -52,8 +52,8 @@ int64_t mrd_timebase_unmap(const struct mrd_timebase *tb, int rank, int64_t glob
 /* Converts a raw GPU timer value of (rank, device) to the rank-local host clock with
  * gpu_timer_models (local = gpu * slope + intercept). Returns 0 and *local, or -ENOENT
  * when that GPU has no calibration. */
-int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int device,
-                              int64_t gpu_ns, int64_t *local);
+int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int device, int64_t gpu_ns,
+                              int64_t *local);
 
 /* The run's anchor (runs.anchor_realtime_ns), 0 when there is no runs row. Exports
  * subtract it (global) so that times stay small enough for exact float microseconds. */

@@ -22,9 +22,9 @@
 
 #include "analyze.h"
 
-#define MRD_EXPORT_HTML_MAX_RANKS 32
+#define MRD_EXPORT_HTML_MAX_RANKS   32
 #define MRD_EXPORT_HTML_MAX_KERNELS 4000
-#define MRD_EXPORT_MAX_TRACKS 65536
+#define MRD_EXPORT_MAX_TRACKS       65536
 
 /* Writes the human-readable report. Returns 0 or -EIO when writing failed. */
 int mrd_export_text(FILE *f, const struct mrd_analysis *a);
@@ -42,14 +42,17 @@ int mrd_export_html(FILE *f, sqlite3 *db, const struct mrd_analysis *a);
 struct mrd_perfetto_options {
     int ignore_clock_models; /* keep each rank's local clock */
     int include_api;         /* also export api_calls (off by default: large) */
+    /* only events meeting [window_from_ns, window_to_ns], in ns after the trace's origin
+     * (as the trace shows them); window_to_ns = 0: everything */
+    int64_t window_from_ns, window_to_ns;
 };
 
 struct mrd_perfetto_stats {
-    uint64_t events;         /* trace events written (slices, flows, metadata) */
-    uint64_t flows;          /* NCCL op -> kernel links */
+    uint64_t events; /* trace events written (slices, flows, metadata) */
+    uint64_t flows;  /* NCCL op -> kernel links */
     uint64_t tracks;
-    uint64_t folded;         /* rows written to an "other" track (track cap reached) */
-    uint64_t overlapped;     /* slices that overlap another on their track (lanes full) */
+    uint64_t folded;     /* rows written to an "other" track (track cap reached) */
+    uint64_t overlapped; /* slices that overlap another on their track (lanes full) */
 };
 
 /* Writes Chrome trace event JSON (Perfetto and chrome://tracing open it): one process per

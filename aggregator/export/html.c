@@ -107,8 +107,8 @@ static void ranks_table(FILE *f, const struct mrd_analysis *a)
             fprintf(f, "%s%d: ", g ? "; " : "", r->gpus[g].device);
             esc(f, r->gpus[g].name);
         }
-        fprintf(f, "</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%" PRIu64
-                   "</td><td class=\"l\">",
+        fprintf(f,
+                "</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td>%" PRIu64 "</td><td class=\"l\">",
                 r->events[0], r->events[8], r->dropped_total);
         for (int d = 0; d < r->ndrops; d++) {
             fprintf(f, "%s", d ? ", " : "");
@@ -122,8 +122,9 @@ static void ranks_table(FILE *f, const struct mrd_analysis *a)
         else
             fputs("</td><td colspan=\"3\">not fitted</td></tr>\n", f);
     }
-    fprintf(f, "</table>\n<p class=\"note\">aggregator: %" PRIu64 " duplicate batches dropped, "
-               "%" PRIu64 " connections rejected</p>\n",
+    fprintf(f,
+            "</table>\n<p class=\"note\">aggregator: %" PRIu64 " duplicate batches dropped, "
+            "%" PRIu64 " connections rejected</p>\n",
             a->duplicates, a->rejected);
 }
 
@@ -179,8 +180,8 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
     fputs("<h2>Timeline</h2>\n", f);
     if ((rc = mrd_timebase_load(db, !a->global_timebase, &tb)) < 0)
         return rc;
-    if (!pick_window(db, a, tb, &ws, &we, what, sizeof(what)) || !mrd__export_has_table(db,
-                                                                                   "kernels")) {
+    if (!pick_window(db, a, tb, &ws, &we, what, sizeof(what)) ||
+        !mrd__export_has_table(db, "kernels")) {
         fputs("<p>no kernels to draw</p>\n", f);
         mrd_timebase_destroy(tb);
         return 0;
@@ -197,17 +198,18 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
     }
     double scale = (double)(W - left - 10) / (double)(we - ws);
     char b1[32];
-    fprintf(f, "<p class=\"note\">%s, %s wide. Upper lane: compute kernels (blue); lower lane: "
-               "communication kernels (orange). Hover for names.</p>\n",
+    fprintf(f,
+            "<p class=\"note\">%s, %s wide. Upper lane: compute kernels (blue); lower lane: "
+            "communication kernels (orange). Hover for names.</p>\n",
             what, ns(b1, we - ws));
     fprintf(f, "<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\">\n", W,
             shown * row + 30);
     for (int s = 0; s < a->nsteps; s++) {
         int64_t t = a->steps[s].start_ns;
         if (t >= ws && t <= we)
-            fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"0\" y2=\"%d\" stroke=\"#999\" "
-                       "stroke-dasharray=\"3,3\"/><text x=\"%.1f\" y=\"%d\">step %" PRId64
-                       "</text>\n",
+            fprintf(f,
+                    "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"0\" y2=\"%d\" stroke=\"#999\" "
+                    "stroke-dasharray=\"3,3\"/><text x=\"%.1f\" y=\"%d\">step %" PRId64 "</text>\n",
                     left + (double)(t - ws) * scale, left + (double)(t - ws) * scale,
                     shown * row + 5, left + (double)(t - ws) * scale + 2, shown * row + 18,
                     a->steps[s].index);
@@ -215,8 +217,8 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
     for (int i = 0; i < shown; i++) {
         const struct mrd_an_rank *r = &a->ranks[i];
         int y = i * row + 4, n = 0;
-        int64_t lws = mrd_timebase_unmap(tb, r->rank, ws), lwe = mrd_timebase_unmap(tb, r->rank,
-                                                                                    we);
+        int64_t lws = mrd_timebase_unmap(tb, r->rank, ws),
+                lwe = mrd_timebase_unmap(tb, r->rank, we);
         fprintf(f, "<text x=\"4\" y=\"%d\">rank %d</text>\n", y + 13, r->rank);
         sqlite3_reset(q);
         sqlite3_bind_int(q, 1, r->rank);
@@ -232,8 +234,9 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
             double x0 = (double)((s < ws ? ws : s) - ws) * scale;
             double x1 = (double)((e > we ? we : e) - ws) * scale;
             n++;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"8\" fill=\"%s\">"
-                       "<title>",
+            fprintf(f,
+                    "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"8\" fill=\"%s\">"
+                    "<title>",
                     left + x0, y + (comm ? 9 : 0), x1 - x0 < 0.5 ? 0.5 : x1 - x0,
                     comm ? "#e8892b" : "#3a78c2");
             esc(f, name ? name : "kernel");
@@ -271,11 +274,13 @@ static void overlap_plot(FILE *f, const struct mrd_analysis *a)
         int y = i * row + 4;
         double wh = (double)o->hidden_ns * scale, wx = (double)o->exposed_ns * scale;
         fprintf(f, "<text x=\"4\" y=\"%d\">rank %d</text>", y + 12, a->ranks[i].rank);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"#4caf50\">"
-                   "<title>hidden %s</title></rect>",
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"#4caf50\">"
+                "<title>hidden %s</title></rect>",
                 left, y, wh, ns(b1, o->hidden_ns));
-        fprintf(f, "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"#d9534f\">"
-                   "<title>exposed %s</title></rect>",
+        fprintf(f,
+                "<rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" height=\"14\" fill=\"#d9534f\">"
+                "<title>exposed %s</title></rect>",
                 left + wh, y, wx, ns(b2, o->exposed_ns));
         fprintf(f, "<text x=\"%.1f\" y=\"%d\">%.1f%% of %s hidden (%s)</text>\n",
                 left + wh + wx + 6, y + 12, 100.0 * o->ratio, ns(b3, o->comm_ns),
@@ -287,8 +292,9 @@ static void overlap_plot(FILE *f, const struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_overlap *o = &a->ranks[i].ov;
         char b4[32];
-        fprintf(f, "<tr><td>%d</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td>"
-                   "<td>%s</td><td>%.1f%%</td></tr>\n",
+        fprintf(f,
+                "<tr><td>%d</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td>"
+                "<td>%s</td><td>%.1f%%</td></tr>\n",
                 a->ranks[i].rank, mrd_analyze_method_name(o->method), ns(b1, o->comm_ns),
                 ns(b2, o->hidden_ns), ns(b3, o->exposed_ns), ns(b4, o->compute_ns),
                 100.0 * o->ratio);
@@ -302,9 +308,10 @@ static void skew_plot(FILE *f, const struct mrd_analysis *a)
     int lo = MRD_AN_HIST_BINS, hi = -1;
     uint64_t max = 1;
     fputs("<h2>Collectives: arrival skew</h2>\n", f);
-    fprintf(f, "<p>%" PRIu64 " instances matched (%" PRIu64 " complete, %" PRIu64
-               " missing ranks, %" PRIu64 " untimed); causality violations: %" PRIu64
-               "; max skew %s; total wait %s.</p>\n",
+    fprintf(f,
+            "<p>%" PRIu64 " instances matched (%" PRIu64 " complete, %" PRIu64
+            " missing ranks, %" PRIu64 " untimed); causality violations: %" PRIu64
+            "; max skew %s; total wait %s.</p>\n",
             a->instances, a->complete, a->partial, a->untimed, a->causality_violations,
             ns(b1, a->skew_max_ns), ns(b2, a->cost_ns));
     for (int i = 0; i < MRD_AN_HIST_BINS; i++) {
@@ -323,11 +330,13 @@ static void skew_plot(FILE *f, const struct mrd_analysis *a)
     for (int i = lo; i <= hi; i++) {
         double h = 150.0 * (double)a->skew_hist[i] / (double)max;
         int x = 40 + (i - lo) * bw;
-        fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"#6a5acd\">"
-                   "<title>%" PRIu64 " instances</title></rect>",
+        fprintf(f,
+                "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"#6a5acd\">"
+                "<title>%" PRIu64 " instances</title></rect>",
                 x, 165 - h, bw - 2, h, a->skew_hist[i]);
-        fprintf(f, "<text x=\"%d\" y=\"180\">&lt;%s</text><text x=\"%d\" y=\"%.1f\">%" PRIu64
-                   "</text>\n",
+        fprintf(f,
+                "<text x=\"%d\" y=\"180\">&lt;%s</text><text x=\"%d\" y=\"%.1f\">%" PRIu64
+                "</text>\n",
                 x, ns(b1, (int64_t)1000 << i), x, 162 - h, a->skew_hist[i]);
     }
     fputs("<text x=\"40\" y=\"196\">arrival skew (max start - min start), log2 bins</text>"
@@ -370,19 +379,18 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         int y = i * row + 4;
         fprintf(f, "<text x=\"4\" y=\"%d\">rank %d</text>", y + 12, v[i]->rank);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"7\" fill=\"#d9534f\"/>",
-                left, y, (double)v[i]->wait_caused_ns * scale);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"7\" fill=\"#d9534f\"/>", left,
+                y, (double)v[i]->wait_caused_ns * scale);
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"7\" fill=\"#999\"/>", left,
                 y + 7, (double)v[i]->wait_suffered_ns * scale);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\">caused %s, suffered %s, last %" PRIu64
-                   "x</text>\n",
-                left + (double)(v[i]->wait_caused_ns > v[i]->wait_suffered_ns
-                                    ? v[i]->wait_caused_ns
-                                    : v[i]->wait_suffered_ns) *
-                           scale +
-                    6,
-                y + 12, ns(b1, v[i]->wait_caused_ns), ns(b2, v[i]->wait_suffered_ns),
-                v[i]->times_last);
+        fprintf(
+            f, "<text x=\"%.1f\" y=\"%d\">caused %s, suffered %s, last %" PRIu64 "x</text>\n",
+            left +
+                (double)(v[i]->wait_caused_ns > v[i]->wait_suffered_ns ? v[i]->wait_caused_ns
+                                                                       : v[i]->wait_suffered_ns) *
+                    scale +
+                6,
+            y + 12, ns(b1, v[i]->wait_caused_ns), ns(b2, v[i]->wait_suffered_ns), v[i]->times_last);
     }
     fputs("</svg>\n", f);
     free(v);
@@ -399,8 +407,9 @@ static void steps_table(FILE *f, const struct mrd_analysis *a)
           f);
     for (int s = 0; s < a->nsteps && s < 200; s++) {
         const struct mrd_an_step *st = &a->steps[s];
-        fprintf(f, "<tr><td>%" PRId64 "</td><td>%s</td><td>%" PRIu64 "</td><td>%s</td>"
-                   "<td>%s</td><td>%d</td></tr>\n",
+        fprintf(f,
+                "<tr><td>%" PRId64 "</td><td>%s</td><td>%" PRIu64 "</td><td>%s</td>"
+                "<td>%s</td><td>%d</td></tr>\n",
                 st->index, ns(b1, st->end_ns - st->start_ns), st->instances,
                 ns(b2, st->max_skew_ns), ns(b3, st->cost_ns), st->worst_rank);
     }

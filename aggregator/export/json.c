@@ -70,8 +70,8 @@ static void rank_obj(FILE *f, const struct mrd_an_rank *r)
         fprintf(f,
                 "{\"offset_ns\":%" PRId64 ",\"drift_ppm\":%.6f,\"error_bound_ns\":%" PRId64
                 ",\"segments\":%d,\"samples\":%" PRId64 ",\"method\":",
-                r->clock_offset_ns, r->clock_drift_ppm, r->clock_error_bound_ns,
-                r->clock_segments, r->clock_samples);
+                r->clock_offset_ns, r->clock_drift_ppm, r->clock_error_bound_ns, r->clock_segments,
+                r->clock_samples);
         mrd__json_str(f, r->clock_method);
         if (r->clock_adjusted)
             fprintf(f, ",\"causal_shift_ns\":%" PRId64, r->clock_shift_ns);
@@ -85,8 +85,8 @@ static void rank_obj(FILE *f, const struct mrd_an_rank *r)
             ",\"span_ns\":%" PRId64 ",\"ratio\":%.6f,\"comm_kernels\":%" PRIu64
             ",\"compute_kernels\":%" PRIu64 ",\"name_only_kernels\":%" PRIu64 "}",
             mrd_analyze_method_name(o->method), o->comm_ns, o->hidden_ns, o->exposed_ns,
-            o->compute_ns, o->busy_ns, o->span_ns, o->ratio, o->comm_kernels,
-            o->compute_kernels, o->name_only_kernels);
+            o->compute_ns, o->busy_ns, o->span_ns, o->ratio, o->comm_kernels, o->compute_kernels,
+            o->name_only_kernels);
     key(f, &first, "straggler");
     fprintf(f,
             "{\"instances\":%" PRIu64 ",\"times_last\":%" PRIu64 ",\"wait_caused_ns\":%" PRId64
@@ -100,14 +100,15 @@ static void collectives_obj(FILE *f, const struct mrd_analysis *a)
 {
     fprintf(f,
             "{\"instances\":%" PRIu64 ",\"complete\":%" PRIu64 ",\"partial\":%" PRIu64
-            ",\"untimed\":%" PRIu64 ",\"causality_violations\":%" PRIu64
-            ",\"skew_sum_ns\":%" PRId64 ",\"skew_max_ns\":%" PRId64 ",\"wait_cost_ns\":%" PRId64
+            ",\"untimed\":%" PRIu64 ",\"causality_violations\":%" PRIu64 ",\"skew_sum_ns\":%" PRId64
+            ",\"skew_max_ns\":%" PRId64 ",\"wait_cost_ns\":%" PRId64
             ",\"skew_p50_upper_ns\":%" PRId64 ",\"skew_p99_upper_ns\":%" PRId64,
             a->instances, a->complete, a->partial, a->untimed, a->causality_violations,
             a->skew_sum_ns, a->skew_max_ns, a->cost_ns, mrd__report_quantile(a, 0.5),
             mrd__report_quantile(a, 0.99));
-    fprintf(f, ",\"worst\":{\"comm\":\"%016" PRIx64 "\",\"seq\":%" PRIu64 ",\"func\":",
-            a->worst_comm, a->worst_seq);
+    fprintf(f,
+            ",\"worst\":{\"comm\":\"%016" PRIx64 "\",\"seq\":%" PRIu64 ",\"func\":", a->worst_comm,
+            a->worst_seq);
     mrd__json_str(f, a->worst_func);
     fprintf(f, ",\"last_rank\":%d,\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 "}",
             a->worst_last_rank, a->worst_start_ns, a->worst_end_ns);
@@ -121,10 +122,9 @@ static void collectives_obj(FILE *f, const struct mrd_analysis *a)
         mrd__json_str(f, c->func);
         fprintf(f,
                 ",\"instances\":%" PRIu64 ",\"complete\":%" PRIu64 ",\"timed\":%" PRIu64
-                ",\"skew_sum_ns\":%" PRId64 ",\"skew_max_ns\":%" PRId64
-                ",\"wait_cost_ns\":%" PRId64 "}",
-                c->instances, c->complete, c->timed, c->skew_sum_ns, c->skew_max_ns,
-                c->cost_ns);
+                ",\"skew_sum_ns\":%" PRId64 ",\"skew_max_ns\":%" PRId64 ",\"wait_cost_ns\":%" PRId64
+                "}",
+                c->instances, c->complete, c->timed, c->skew_sum_ns, c->skew_max_ns, c->cost_ns);
     }
     fputs("]}", f);
 }
@@ -139,8 +139,8 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
     fputs(",\"command\":", f);
     mrd__json_str(f, a->command);
     fprintf(f,
-            ",\"world_size\":%" PRId64 ",\"anchor_realtime_ns\":%" PRId64
-            ",\"created_ns\":%" PRId64 ",\"timebase\":\"%s\"},",
+            ",\"world_size\":%" PRId64 ",\"anchor_realtime_ns\":%" PRId64 ",\"created_ns\":%" PRId64
+            ",\"timebase\":\"%s\"},",
             a->world_size, a->anchor_realtime_ns, a->created_ns,
             a->global_timebase ? "global" : "local");
     fprintf(f, "\"aggregator\":{\"duplicates\":%" PRIu64 ",\"rejected\":%" PRIu64 "},",
@@ -156,8 +156,8 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
     if (!a->clock_checked) {
         fputs("null", f);
     } else {
-        fprintf(f, "{\"violations_before\":%" PRIu64 ",\"violations_after\":%" PRIu64
-                   ",\"pairs\":[",
+        fprintf(f,
+                "{\"violations_before\":%" PRIu64 ",\"violations_after\":%" PRIu64 ",\"pairs\":[",
                 a->clock_violations_before, a->clock_violations_after);
         for (int i = 0; i < a->npairs; i++) {
             const struct mrd_an_pair *p = &a->pairs[i];
@@ -179,11 +179,10 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
         const struct mrd_an_step *st = &a->steps[s];
         fprintf(f,
                 "%s{\"index\":%" PRId64 ",\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
-                ",\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64
-                ",\"max_skew_ns\":%" PRId64 ",\"worst_rank\":%d,\"worst_caused_ns\":%" PRId64
-                "}",
-                s ? ",\n" : "\n", st->index, st->start_ns, st->end_ns, st->instances,
-                st->cost_ns, st->max_skew_ns, st->worst_rank, st->worst_caused_ns);
+                ",\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64 ",\"max_skew_ns\":%" PRId64
+                ",\"worst_rank\":%d,\"worst_caused_ns\":%" PRId64 "}",
+                s ? ",\n" : "\n", st->index, st->start_ns, st->end_ns, st->instances, st->cost_ns,
+                st->max_skew_ns, st->worst_rank, st->worst_caused_ns);
     }
     fprintf(f, "],\n\"steps_beyond_cap\":%" PRIu64 ",\n\"warnings\":[", a->steps_beyond_cap);
     for (int i = 0; i < a->nwarnings; i++) {

@@ -11,9 +11,10 @@
  * one NVTX thread per host thread (push/pop ranges, which nest, and marks), "NVTX
  * start/end" threads per host thread, one MPI thread per host thread, "CUDA
  * synchronization" threads. Slices of one thread must nest (Perfetto drops the others),
- * so the classes that may overlap are spread over lanes (see struct lanes). Flow arrows (ph s/f, id per op) and args link each NCCL op to its
- * kernel. Times: microseconds with exactly three decimals, relative to the run's anchor
- * (global) or to the earliest kernel (local clocks), printed from integers.
+ * so the classes that may overlap are spread over lanes (see struct lanes). Flow arrows (ph s/f, id
+ * per op) and args link each NCCL op to its kernel. Times: microseconds with exactly three
+ * decimals, relative to the run's anchor (global) or to the earliest kernel (local clocks), printed
+ * from integers.
  *
  * Workload: hundreds of millions of rows stream through; memory is the track table only
  * (open addressing, MRD_EXPORT_MAX_TRACKS entries; beyond, a process's further rows go to
@@ -31,7 +32,15 @@
 #include "report_int.h"
 
 enum track_class {
-    TR_PROCESS = 0, TR_STREAM, TR_NCCL, TR_NVTX, TR_NVTX_SE, TR_MPI, TR_SYNC, TR_API, TR_GRAPH
+    TR_PROCESS = 0,
+    TR_STREAM,
+    TR_NCCL,
+    TR_NVTX,
+    TR_NVTX_SE,
+    TR_MPI,
+    TR_SYNC,
+    TR_API,
+    TR_GRAPH
 };
 
 /* Lanes: slices of one track must nest perfectly in trace viewers, but NCCL enqueue
@@ -50,7 +59,7 @@ struct lanes {
 struct track {
     int used, rank, cls, tid;
     uint64_t id;
-    int next_tid; /* TR_PROCESS entries: next free tid of the process */
+    int next_tid;   /* TR_PROCESS entries: next free tid of the process */
     int64_t origin; /* TR_PROCESS entries: the origin subtracted from this rank's times */
 };
 
@@ -148,8 +157,9 @@ static struct track *lookup(struct pf *p, int rank, int cls, uint64_t id, int cr
 static void meta(struct pf *p, int rank, int tid, const char *what, const char *name, int sort)
 {
     begin_event(p);
-    fprintf(p->f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":",
-            rank + 1, tid, what);
+    fprintf(p->f,
+            "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{\"name\":", rank + 1,
+            tid, what);
     mrd__json_str(p->f, name);
     fputs("}}", p->f);
     begin_event(p);
@@ -168,8 +178,8 @@ static int64_t rank_origin(struct pf *p, int rank, int *aligned)
         return p->origin;
     int64_t o = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db, "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?", -1,
-                           &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(p->db, "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?", -1, &st,
+                           NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, rank);
         if (sqlite3_step(st) == SQLITE_ROW)
             o = sqlite3_column_int64(st, 0);
@@ -232,8 +242,7 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
         snprintf(name, sizeof(name), "GPU %u stream %u CUDA graphs", hi, lo);
         break;
     case TR_NCCL:
-        snprintf(name, sizeof(name), "NCCL ops (GPU %" PRIu64 ", host enqueue)%s", id / 64,
-                 lane);
+        snprintf(name, sizeof(name), "NCCL ops (GPU %" PRIu64 ", host enqueue)%s", id / 64, lane);
         break;
     case TR_NVTX:
         snprintf(name, sizeof(name), "NVTX (thread %" PRIu64 ")", id);
@@ -255,13 +264,26 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
     return t->tid;
 }
 
-/* Writes the common head of an X (complete) event; the caller adds args and "}". */
-static void slice(struct pf *p, int rank, int cls, uint64_t track, const char *cat,
-                  const char *name, int64_t start, int64_t end)
+/* 1 when [gs, ge] (global) meets the requested window (always without one). */
+static int in_window(struct pf *p, int rank, int64_t gs, int64_t ge)
+{
+    if (!p->o->window_to_ns)
+        return 1;
+    struct track *proc = process(p, rank);
+    int64_t origin = proc ? proc->origin : p->origin;
+    return ge - origin >= p->o->window_from_ns && gs - origin <= p->o->window_to_ns;
+}
+
+/* Writes the common head of an X (complete) event and returns 1; the caller adds args and
+ * "}". Returns 0 (nothing written) for a slice outside the window. */
+static int slice(struct pf *p, int rank, int cls, uint64_t track, const char *cat, const char *name,
+                 int64_t start, int64_t end)
 {
     int64_t origin;
-    int tid = track_tid(p, rank, cls, track, &origin);
     int64_t gs = mrd_timebase_map(p->tb, rank, start), ge = mrd_timebase_map(p->tb, rank, end);
+    if (!in_window(p, rank, gs, ge))
+        return 0;
+    int tid = track_tid(p, rank, cls, track, &origin);
     begin_event(p);
     fprintf(p->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"name\":", rank + 1, tid,
             cat);
@@ -270,6 +292,7 @@ static void slice(struct pf *p, int rank, int cls, uint64_t track, const char *c
     mrd__json_us(p->f, gs - origin);
     fputs(",\"dur\":", p->f);
     mrd__json_us(p->f, ge > gs ? ge - gs : 0);
+    return 1;
 }
 
 static uint64_t flow_id(int rank, int64_t op_id)
@@ -280,15 +303,16 @@ static uint64_t flow_id(int rank, int64_t op_id)
 static void flow(struct pf *p, int rank, int cls, uint64_t track, int64_t t, int64_t op_id,
                  int start)
 {
-    int64_t origin;
+    int64_t origin, g = mrd_timebase_map(p->tb, rank, t);
+    if (!in_window(p, rank, g, g))
+        return;
     int tid = track_tid(p, rank, cls, track, &origin);
     begin_event(p);
     fprintf(p->f,
             "{\"ph\":\"%s\",%s\"pid\":%d,\"tid\":%d,\"cat\":\"nccl\",\"name\":\"nccl launch\","
             "\"id\":%" PRIu64 ",\"ts\":",
-            start ? "s" : "f", start ? "" : "\"bp\":\"e\",", rank + 1, tid,
-            flow_id(rank, op_id));
-    mrd__json_us(p->f, mrd_timebase_map(p->tb, rank, t) - origin);
+            start ? "s" : "f", start ? "" : "\"bp\":\"e\",", rank + 1, tid, flow_id(rank, op_id));
+    mrd__json_us(p->f, g - origin);
     fputc('}', p->f);
     if (start)
         p->st.flows++;
@@ -296,10 +320,9 @@ static void flow(struct pf *p, int rank, int cls, uint64_t track, int64_t t, int
 
 static const char *copy_kind(int k)
 {
-    static const char *const names[] = {"memcpy",      "memcpy HtoD", "memcpy DtoH",
-                                        "memcpy HtoA", "memcpy AtoH", "memcpy AtoA",
-                                        "memcpy AtoD", "memcpy DtoA", "memcpy DtoD",
-                                        "memcpy HtoH", "memcpy PtoP"};
+    static const char *const names[] = {"memcpy",      "memcpy HtoD", "memcpy DtoH", "memcpy HtoA",
+                                        "memcpy AtoH", "memcpy AtoA", "memcpy AtoD", "memcpy DtoA",
+                                        "memcpy DtoD", "memcpy HtoH", "memcpy PtoP"};
     return k > 0 && k <= 10 ? names[k] : names[0];
 }
 
@@ -338,13 +361,13 @@ static void kernel_row(struct pf *p, sqlite3_stmt *q)
     int rank = sqlite3_column_int(q, 0);
     if (col64(q, 3) == 0 && col64(q, 4) == 0)
         return; /* lost by CUPTI's device buffer */
-    slice(p, rank, TR_STREAM, stream_key(q, 1, 2), "kernel", text(q, 6, "kernel"),
-          col64(q, 3), col64(q, 4));
-    fprintf(p->f,
-            ",\"args\":{\"correlation\":%" PRId64 ",\"grid\":\"%d,%d,%d\",\"block\":\"%d,%d,%d\"",
-            col64(q, 5), sqlite3_column_int(q, 7), sqlite3_column_int(q, 8),
-            sqlite3_column_int(q, 9), sqlite3_column_int(q, 10), sqlite3_column_int(q, 11),
-            sqlite3_column_int(q, 12));
+    if (!slice(p, rank, TR_STREAM, stream_key(q, 1, 2), "kernel", text(q, 6, "kernel"), col64(q, 3),
+               col64(q, 4)))
+        return;
+    fprintf(
+        p->f, ",\"args\":{\"correlation\":%" PRId64 ",\"grid\":\"%d,%d,%d\",\"block\":\"%d,%d,%d\"",
+        col64(q, 5), sqlite3_column_int(q, 7), sqlite3_column_int(q, 8), sqlite3_column_int(q, 9),
+        sqlite3_column_int(q, 10), sqlite3_column_int(q, 11), sqlite3_column_int(q, 12));
     if (sqlite3_column_type(q, 13) != SQLITE_NULL)
         fprintf(p->f, ",\"nccl_op\":%" PRId64, col64(q, 13));
     fputs("}}", p->f);
@@ -361,24 +384,26 @@ static void kernel_row(struct pf *p, sqlite3_stmt *q)
 
 static void memcpy_row(struct pf *p, sqlite3_stmt *q)
 {
-    slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "memcpy",
-          copy_kind(sqlite3_column_int(q, 6)), col64(q, 3),
-          col64(q, 4));
-    fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 ",\"copy_kind\":%d}}",
-            col64(q, 5), sqlite3_column_int(q, 6));
+    if (!slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "memcpy",
+               copy_kind(sqlite3_column_int(q, 6)), col64(q, 3), col64(q, 4)))
+        return;
+    fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 ",\"copy_kind\":%d}}", col64(q, 5),
+            sqlite3_column_int(q, 6));
 }
 
 static void memset_row(struct pf *p, sqlite3_stmt *q)
 {
-    slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "memset", "memset",
-          col64(q, 3), col64(q, 4));
+    if (!slice(p, sqlite3_column_int(q, 0), TR_STREAM, stream_key(q, 1, 2), "memset", "memset",
+               col64(q, 3), col64(q, 4)))
+        return;
     fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 "}}", col64(q, 5));
 }
 
 static void graph_row(struct pf *p, sqlite3_stmt *q)
 {
-    slice(p, sqlite3_column_int(q, 0), TR_GRAPH, stream_key(q, 1, 2), "graph", "CUDA graph",
-          col64(q, 3), col64(q, 4));
+    if (!slice(p, sqlite3_column_int(q, 0), TR_GRAPH, stream_key(q, 1, 2), "graph", "CUDA graph",
+               col64(q, 3), col64(q, 4)))
+        return;
     fprintf(p->f, ",\"args\":{\"graph_id\":%" PRId64 "}}", col64(q, 5));
 }
 
@@ -388,21 +413,21 @@ static void nccl_row(struct pf *p, sqlite3_stmt *q)
     int64_t op = col64(q, 1), start = col64(q, 2);
     char name[96];
     int p2p = sqlite3_column_int(q, 13);
-    uint64_t dev = laned((uint32_t)sqlite3_column_int(q, 14),
-                         lane_for(p, rank, (uint32_t)sqlite3_column_int(q, 14), start,
-                                  col64(q, 3)));
+    uint64_t dev =
+        laned((uint32_t)sqlite3_column_int(q, 14),
+              lane_for(p, rank, (uint32_t)sqlite3_column_int(q, 14), start, col64(q, 3)));
     if (p2p)
         snprintf(name, sizeof(name), "%s peer %d", text(q, 5, "p2p"), sqlite3_column_int(q, 11));
     else
-        snprintf(name, sizeof(name), "%s #%" PRId64, text(q, 5, "collective"),
-                 col64(q, 4));
-    slice(p, rank, TR_NCCL, dev, "nccl", name, start, col64(q, 3));
+        snprintf(name, sizeof(name), "%s #%" PRId64, text(q, 5, "collective"), col64(q, 4));
+    if (!slice(p, rank, TR_NCCL, dev, "nccl", name, start, col64(q, 3)))
+        return;
     fprintf(p->f, ",\"args\":{\"op_id\":%" PRId64 ",\"comm\":\"%016" PRIx64 "\"", op,
             (uint64_t)col64(q, 15));
     if (!p2p)
         fprintf(p->f, ",\"seq\":%" PRId64, col64(q, 4));
-    fprintf(p->f, ",\"count\":%" PRId64 ",\"bytes\":%" PRId64 ",\"datatype\":",
-            col64(q, 6), col64(q, 7));
+    fprintf(p->f, ",\"count\":%" PRId64 ",\"bytes\":%" PRId64 ",\"datatype\":", col64(q, 6),
+            col64(q, 7));
     mrd__json_str(p->f, text(q, 8, ""));
     fputs(",\"algo\":", p->f);
     mrd__json_str(p->f, text(q, 9, ""));
@@ -429,21 +454,24 @@ static void nvtx_row(struct pf *p, sqlite3_stmt *q)
     uint64_t thread = (uint64_t)col64(q, 1);
     const char *name = text(q, 5, "(unnamed)");
     if (kind == 3) { /* mark: an instant event */
-        int64_t origin;
+        int64_t origin, g = mrd_timebase_map(p->tb, rank, col64(q, 2));
+        if (!in_window(p, rank, g, g))
+            return;
         int tid = track_tid(p, rank, TR_NVTX, thread, &origin);
         begin_event(p);
-        fprintf(p->f, "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"cat\":\"nvtx\","
-                      "\"name\":",
+        fprintf(p->f,
+                "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"cat\":\"nvtx\","
+                "\"name\":",
                 rank + 1, tid);
         mrd__json_str(p->f, name);
         fputs(",\"ts\":", p->f);
         mrd__json_us(p->f, mrd_timebase_map(p->tb, rank, col64(q, 2)) - origin);
     } else {
-        uint64_t track = kind == 2 ? laned(thread, lane_for(p, rank, thread, col64(q, 2),
-                                                            col64(q, 3)))
-                                   : thread;
-        slice(p, rank, kind == 2 ? TR_NVTX_SE : TR_NVTX, track, "nvtx", name, col64(q, 2),
-              col64(q, 3));
+        uint64_t track =
+            kind == 2 ? laned(thread, lane_for(p, rank, thread, col64(q, 2), col64(q, 3))) : thread;
+        if (!slice(p, rank, kind == 2 ? TR_NVTX_SE : TR_NVTX, track, "nvtx", name, col64(q, 2),
+                   col64(q, 3)))
+            return;
     }
     fputs(",\"args\":{\"domain\":", p->f);
     mrd__json_str(p->f, text(q, 6, ""));
@@ -457,17 +485,19 @@ static void mpi_row(struct pf *p, sqlite3_stmt *q)
         snprintf(name, sizeof(name), "%s", text(q, 4, "MPI"));
     else
         snprintf(name, sizeof(name), "MPI call %d", sqlite3_column_int(q, 5));
-    slice(p, sqlite3_column_int(q, 0), TR_MPI, (uint64_t)col64(q, 1), "mpi",
-          name, col64(q, 2), col64(q, 3));
-    fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 ",\"peer\":%d,\"tag\":%d}}",
-            col64(q, 6), sqlite3_column_int(q, 7), sqlite3_column_int(q, 8));
+    if (!slice(p, sqlite3_column_int(q, 0), TR_MPI, (uint64_t)col64(q, 1), "mpi", name, col64(q, 2),
+               col64(q, 3)))
+        return;
+    fprintf(p->f, ",\"args\":{\"bytes\":%" PRId64 ",\"peer\":%d,\"tag\":%d}}", col64(q, 6),
+            sqlite3_column_int(q, 7), sqlite3_column_int(q, 8));
 }
 
 static void sync_row(struct pf *p, sqlite3_stmt *q)
 {
     int rank = sqlite3_column_int(q, 0);
-    slice(p, rank, TR_SYNC, laned(0, lane_for(p, rank, 0, col64(q, 1), col64(q, 2))), "sync",
-          "CUDA synchronize", col64(q, 1), col64(q, 2));
+    if (!slice(p, rank, TR_SYNC, laned(0, lane_for(p, rank, 0, col64(q, 1), col64(q, 2))), "sync",
+               "CUDA synchronize", col64(q, 1), col64(q, 2)))
+        return;
     fprintf(p->f, ",\"args\":{\"type\":%d,\"stream\":%" PRId64 "}}", sqlite3_column_int(q, 3),
             col64(q, 4));
 }
@@ -476,10 +506,11 @@ static void api_row(struct pf *p, sqlite3_stmt *q)
 {
     char name[64];
     snprintf(name, sizeof(name), "%s", text(q, 4, "CUDA API"));
-    slice(p, sqlite3_column_int(q, 0), TR_API, (uint64_t)col64(q, 1), "api",
-          name, col64(q, 2), col64(q, 3));
-    fprintf(p->f, ",\"args\":{\"cbid\":%d,\"correlation\":%" PRId64 "}}",
-            sqlite3_column_int(q, 5), col64(q, 6));
+    if (!slice(p, sqlite3_column_int(q, 0), TR_API, (uint64_t)col64(q, 1), "api", name, col64(q, 2),
+               col64(q, 3)))
+        return;
+    fprintf(p->f, ",\"args\":{\"cbid\":%d,\"correlation\":%" PRId64 "}}", sqlite3_column_int(q, 5),
+            col64(q, 6));
 }
 
 static int64_t local_origin(sqlite3 *db)
@@ -488,8 +519,8 @@ static int64_t local_origin(sqlite3 *db)
     sqlite3_stmt *st = NULL;
     if (!mrd__export_has_table(db, "kernels"))
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0", -1,
-                           &st, NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0", -1, &st,
+                           NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             o = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);

@@ -18,8 +18,8 @@
 #define MAX_STEP_LINES 50
 
 static const char *const kind_short[MRD_AN_NKINDS] = {
-    "kernel", "memcpy", "memset", "sync", "api", "graph", "extcorr",
-    "nvtx", "nccl_op", "nccl_ch", "mpi", "clock", "gpuclk",
+    "kernel", "memcpy",  "memset",  "sync", "api",   "graph",  "extcorr",
+    "nvtx",   "nccl_op", "nccl_ch", "mpi",  "clock", "gpuclk",
 };
 
 const char *mrd_export_fmt_ns(char *buf, size_t n, int64_t ns)
@@ -74,8 +74,8 @@ int mrd__export_has_table(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st = NULL;
     int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", -1,
+                           &st, NULL) != SQLITE_OK)
         return 0;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     found = sqlite3_step(st) == SQLITE_ROW;
@@ -138,14 +138,14 @@ static void print_ranks(FILE *f, const struct mrd_analysis *a)
     fprintf(f, "  %-5s %-24s %-8s %-5s %-7s GPUs\n", "rank", "host", "pid", "local", "goodbye");
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_rank *r = &a->ranks[i];
-        fprintf(f, "  %-5d %-24.24s %-8d %-5d %-7s", r->rank, r->host[0] ? r->host : "?",
-                r->pid, r->local_rank, r->goodbye ? "yes" : "NO");
+        fprintf(f, "  %-5d %-24.24s %-8d %-5d %-7s", r->rank, r->host[0] ? r->host : "?", r->pid,
+                r->local_rank, r->goodbye ? "yes" : "NO");
         if (r->ngpus == 0)
             fprintf(f, " none reported");
         for (int g = 0; g < r->ngpus; g++)
             fprintf(f, "%s%d: %s%s%s", g ? "; " : " ", r->gpus[g].device,
-                    r->gpus[g].name[0] ? r->gpus[g].name : "GPU",
-                    r->gpus[g].pci[0] ? " @" : "", r->gpus[g].pci);
+                    r->gpus[g].name[0] ? r->gpus[g].name : "GPU", r->gpus[g].pci[0] ? " @" : "",
+                    r->gpus[g].pci);
         if (r->ngpus_total > r->ngpus)
             fprintf(f, " (+%d more)", r->ngpus_total - r->ngpus);
         fputc('\n', f);
@@ -196,8 +196,9 @@ static void print_drops(FILE *f, const struct mrd_analysis *a)
             fprintf(f, "  [no goodbye: the agent's final counts may be missing]");
         fputc('\n', f);
     }
-    fprintf(f, "  all ranks: %" PRIu64 " dropped; aggregator: %" PRIu64
-               " duplicate batches dropped, %" PRIu64 " connections rejected\n",
+    fprintf(f,
+            "  all ranks: %" PRIu64 " dropped; aggregator: %" PRIu64
+            " duplicate batches dropped, %" PRIu64 " connections rejected\n",
             total, a->duplicates, a->rejected);
 }
 
@@ -205,8 +206,8 @@ static void print_clock(FILE *f, const struct mrd_analysis *a)
 {
     char b1[48], b2[32];
     section(f, "Clock models (local -> global timebase)");
-    fprintf(f, "  %-5s %-20s %-12s %-12s %-8s %-8s %-12s %s\n", "rank", "offset",
-            "drift(ppm)", "error bound", "segments", "samples", "causal shift", "method");
+    fprintf(f, "  %-5s %-20s %-12s %-12s %-8s %-8s %-12s %s\n", "rank", "offset", "drift(ppm)",
+            "error bound", "segments", "samples", "causal shift", "method");
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_rank *r = &a->ranks[i];
         if (!r->clock_fitted) {
@@ -219,24 +220,25 @@ static void print_clock(FILE *f, const struct mrd_analysis *a)
         /* offsets are often epoch-sized (realtime vs monotonic): keep microseconds */
         snprintf(b1, sizeof(b1), "%+.6f s", (double)r->clock_offset_ns / 1e9);
         fprintf(f, "  %-5d %-20s %-+12.3f %-12s %-8d %-8" PRId64 " %-12s %s\n", r->rank, b1,
-                r->clock_drift_ppm,
-                mrd_export_fmt_ns(b2, sizeof(b2), r->clock_error_bound_ns), r->clock_segments,
-                r->clock_samples, b3, r->clock_method[0] ? r->clock_method : "-");
+                r->clock_drift_ppm, mrd_export_fmt_ns(b2, sizeof(b2), r->clock_error_bound_ns),
+                r->clock_segments, r->clock_samples, b3,
+                r->clock_method[0] ? r->clock_method : "-");
     }
     if (!a->clock_checked) {
         fprintf(f, "  causality check of the clock fit: not run\n");
         return;
     }
-    fprintf(f, "  causality check of the clock fit: %" PRIu64 " violations (instance x rank "
-               "pair) before tightening, %" PRIu64 " after\n",
+    fprintf(f,
+            "  causality check of the clock fit: %" PRIu64 " violations (instance x rank "
+            "pair) before tightening, %" PRIu64 " after\n",
             a->clock_violations_before, a->clock_violations_after);
     for (int i = 0; i < a->npairs; i++) {
         const struct mrd_an_pair *p = &a->pairs[i];
-        fprintf(f, "    ranks %d-%d: %" PRIu64 " of %" PRIu64 " instances violated (max %s), %" PRIu64
-                   " after (max %s)\n",
+        fprintf(f,
+                "    ranks %d-%d: %" PRIu64 " of %" PRIu64 " instances violated (max %s), %" PRIu64
+                " after (max %s)\n",
                 p->rank_a, p->rank_b, p->violations_before, p->instances,
-                mrd_export_fmt_ns(b1, sizeof(b1), p->max_violation_before_ns),
-                p->violations_after,
+                mrd_export_fmt_ns(b1, sizeof(b1), p->max_violation_before_ns), p->violations_after,
                 mrd_export_fmt_ns(b2, sizeof(b2), p->max_violation_after_ns));
     }
 }
@@ -250,11 +252,13 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
         fprintf(f, "  no NCCL collectives with sequence numbers in the database\n");
         return;
     }
-    fprintf(f, "  %" PRIu64 " instances: %" PRIu64 " complete, %" PRIu64
-               " missing ranks, %" PRIu64 " untimed\n",
+    fprintf(f,
+            "  %" PRIu64 " instances: %" PRIu64 " complete, %" PRIu64 " missing ranks, %" PRIu64
+            " untimed\n",
             a->instances, a->complete, a->partial, a->untimed);
-    fprintf(f, "  causality violations after alignment: %" PRIu64
-               " instance(s) where a rank's kernel ended before another's began\n",
+    fprintf(f,
+            "  causality violations after alignment: %" PRIu64
+            " instance(s) where a rank's kernel ended before another's began\n",
             a->causality_violations);
     if (timed == 0)
         return;
@@ -268,8 +272,8 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
             a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank);
     fprintf(f, "  total wait (sum over instances of every rank's wait for the last): %s\n",
             mrd_export_fmt_ns(b1, sizeof(b1), a->cost_ns));
-    fprintf(f, "  %-16s %-16s %10s %10s %12s %12s %12s\n", "communicator", "function",
-            "instances", "complete", "mean skew", "max skew", "wait cost");
+    fprintf(f, "  %-16s %-16s %10s %10s %12s %12s %12s\n", "communicator", "function", "instances",
+            "complete", "mean skew", "max skew", "wait cost");
     for (int i = 0; i < a->ncolls; i++) {
         const struct mrd_an_coll *c = &a->colls[i];
         uint64_t ct = c->timed ? c->timed : 1;
@@ -287,15 +291,14 @@ static void print_overlap(FILE *f, const struct mrd_analysis *a)
     section(f, "Communication / compute overlap per rank (same GPU)");
     fprintf(f, "  comm = NCCL kernels (method: correlation = linked to NCCL ops, kernel-name "
                "= \"nccl*\" names); hidden = comm under compute\n");
-    fprintf(f, "  %-5s %-12s %12s %12s %12s %12s %7s %16s\n", "rank", "method", "comm",
-            "hidden", "exposed", "compute", "overlap", "kernels c/comp");
+    fprintf(f, "  %-5s %-12s %12s %12s %12s %12s %7s %16s\n", "rank", "method", "comm", "hidden",
+            "exposed", "compute", "overlap", "kernels c/comp");
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_overlap *o = &a->ranks[i].ov;
         char kc[40];
         snprintf(kc, sizeof(kc), "%" PRIu64 "/%" PRIu64, o->comm_kernels, o->compute_kernels);
         fprintf(f, "  %-5d %-12s %12s %12s %12s %12s %6.1f%% %16s\n", a->ranks[i].rank,
-                mrd_analyze_method_name(o->method),
-                mrd_export_fmt_ns(b1, sizeof(b1), o->comm_ns),
+                mrd_analyze_method_name(o->method), mrd_export_fmt_ns(b1, sizeof(b1), o->comm_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), o->hidden_ns),
                 mrd_export_fmt_ns(b3, sizeof(b3), o->exposed_ns),
                 mrd_export_fmt_ns(b4, sizeof(b4), o->compute_ns), 100.0 * o->ratio, kc);
@@ -318,8 +321,8 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_rank *r = v[i];
         double share = r->instances ? 100.0 * (double)r->times_last / (double)r->instances : 0;
-        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, r->rank,
-                r->times_last, share, mrd_export_fmt_ns(b1, sizeof(b1), r->wait_caused_ns),
+        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, r->rank, r->times_last,
+                share, mrd_export_fmt_ns(b1, sizeof(b1), r->wait_caused_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), r->wait_suffered_ns));
     }
     free(v);

@@ -145,6 +145,19 @@ def check_perfetto(meridian, db, workdir):
     check(len(marks) == 1 and marks[0]["name"] == "step 9", "NVTX mark as instant")
     nvtx = [e for e in ev if e["ph"] == "X" and e["cat"] == "nvtx"]
     check(len(nvtx) == 13, "NVTX ranges: %d" % len(nvtx))
+    # a window: 0.004 to 0.0055 ms after the anchor = global 5000..6500 ns holds the
+    # kernels of AllReduce seq 1 (starts 5000..5900, ends 6000) of all 4 ranks, and the
+    # 4 ranks' step 0 ranges (0..10000) that overlap it; nothing of step 2 (1.5 s)
+    win = os.path.join(workdir, "window.json")
+    run([meridian, "export", db, "--perfetto", win, "--window", "0.004:0.0055"])
+    with open(win) as f:
+        wev = json.load(f)["traceEvents"]
+    wk = [e for e in wev if e["ph"] == "X" and e["cat"] == "kernel"]
+    check(sorted(e["args"].get("nccl_op") for e in wk) == [200, 201, 202, 203],
+          "window kernels %r" % [(e["pid"], e["ts"], e["args"]) for e in wk])
+    check(all(e["ts"] <= 5.5 and e["ts"] + e["dur"] >= 4.0 for e in wev if e["ph"] == "X"),
+          "window bounds")
+    run([meridian, "export", db, "--perfetto", win, "--window", "5:1"], expect_rc=2)
 
 
 def check_nesting(meridian, db, workdir):

@@ -20,9 +20,12 @@ static const char *value(const struct mrd_agentenv *e, const char *name)
 static void test_build(void)
 {
     struct mrd_agentenv e;
-    struct mrd_agentenv_config c = {.aggregator = "127.0.0.1:4000", .run_id = "R1",
-                                    .secret_file = "/tmp/s", .agent_lib = "/x/libmeridian.so",
-                                    .mpi_lib = "/x/libmeridian_mpi.so", .force = 0};
+    struct mrd_agentenv_config c = {.aggregator = "127.0.0.1:4000",
+                                    .run_id = "R1",
+                                    .secret_file = "/tmp/s",
+                                    .agent_lib = "/x/libmeridian.so",
+                                    .mpi_lib = "/x/libmeridian_mpi.so",
+                                    .force = 0};
     setenv("MERIDIAN_QUEUE_BYTES", "1048576", 1);
     setenv("MERIDIAN_SECRET", "do-not-pass", 1);
     setenv("MERIDIAN_RUN_ID", "stale", 1); /* the launcher's own value must win */
@@ -80,16 +83,36 @@ static void test_rewrite(void)
     e.value[1] = "/x/a.so";
     char **out = NULL;
     CHECK_OK(mrd_agentenv_rewrite(cmd, 8, at, MRD_LAUNCHER_OPENMPI, &e, &out));
-    const char *want[] = {"env", "A=1", "/usr/bin/mpirun", "-x", "MERIDIAN_RUN_ID=R1", "-x",
-                          "LD_PRELOAD=/x/a.so", "-np", "4", "./app", "--lr", "1", NULL};
+    const char *want[] = {"env",
+                          "A=1",
+                          "/usr/bin/mpirun",
+                          "-x",
+                          "MERIDIAN_RUN_ID=R1",
+                          "-x",
+                          "LD_PRELOAD=/x/a.so",
+                          "-np",
+                          "4",
+                          "./app",
+                          "--lr",
+                          "1",
+                          NULL};
     for (int i = 0; want[i]; i++)
         CHECK_STREQ(out[i], want[i]);
     CHECK(out[12] == NULL);
     mrd_agentenv_free_argv(out);
 
     CHECK_OK(mrd_agentenv_rewrite(hydra, 4, 0, MRD_LAUNCHER_MPICH, &e, &out));
-    const char *want2[] = {"mpiexec.hydra", "-genv", "MERIDIAN_RUN_ID", "R1", "-genv",
-                           "LD_PRELOAD", "/x/a.so", "-n", "2", "./app", NULL};
+    const char *want2[] = {"mpiexec.hydra",
+                           "-genv",
+                           "MERIDIAN_RUN_ID",
+                           "R1",
+                           "-genv",
+                           "LD_PRELOAD",
+                           "/x/a.so",
+                           "-n",
+                           "2",
+                           "./app",
+                           NULL};
     for (int i = 0; want2[i]; i++)
         CHECK_STREQ(out[i], want2[i]);
     CHECK(out[10] == NULL);
@@ -102,8 +125,7 @@ static void test_locate(void)
     char out[4096], dir[4096];
     const char *rel[] = {"no-such-file", NULL};
     CHECK_OK(mrd_agentenv_self_dir(dir, sizeof(dir)));
-    CHECK_EQ(mrd_agentenv_locate("/nonexistent/libx.so", NULL, rel, NULL, 0, "x", out,
-                                 sizeof(out)),
+    CHECK_EQ(mrd_agentenv_locate("/nonexistent/libx.so", NULL, rel, NULL, 0, "x", out, sizeof(out)),
              -ENOENT);
     CHECK_EQ(mrd_agentenv_locate(NULL, NULL, rel, NULL, 0, "x", out, sizeof(out)), -ENOENT);
     /* the test binary itself, found relative to its own folder */
