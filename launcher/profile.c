@@ -10,8 +10,8 @@
  * be given --job-timeout (SIGTERM, then SIGKILL 10 s later). Signals: SIGTERM/SIGHUP to
  * meridian are forwarded to the job; Ctrl-C reaches the job through the terminal while
  * meridian survives it to finalize. meridiand runs in its own process group so Ctrl-C
- * does not stop it before the data is committed. One process, main thread only; the
- * waits poll every 20-50 ms.
+ * does not stop it before the data is committed, and gets SIGTERM if meridian itself
+ * dies (PR_SET_PDEATHSIG). One process, main thread only; the waits poll every 20-50 ms.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -345,6 +346,11 @@ static pid_t start_daemon(const char *daemon, const char *db, const char *listen
     }
     if (pid == 0) {
         setpgid(0, 0); /* Ctrl-C on the job's terminal must not stop the aggregator */
+        /* ... but if meridian itself dies, the daemon commits and exits instead of
+         * lingering: SIGTERM is its clean stop */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() == 1)
+            _exit(1);
         int null = open("/dev/null", O_RDWR);
         if (null >= 0) {
             dup2(null, STDIN_FILENO);
@@ -543,7 +549,7 @@ static void unlink_db(const char *db)
     unlink(p);
 }
 
-/* Prepares the run: paths, secret, daemon. Returns 0 or -1 (message printed). */
+/* One run's names, paths and processes. */
 struct run_state {
     char run_id[128], db[PATH_MAX], secret[PATH_MAX + 64], tmpdir[64], port_file[128];
     char daemon[PATH_MAX], agent[PATH_MAX], mpi[PATH_MAX], aggregator[300];
@@ -551,6 +557,8 @@ struct run_state {
     pid_t daemon_pid;
 };
 
+/* Prepares the run: run id, paths, secret, meridiand started and listening. Returns 0 or
+ * -1 (message printed); what was created is undone by cleanup_run / stop_daemon. */
 static int setup_run(const struct profile_opts *o, struct run_state *s)
 {
     char name[PATH_MAX];
