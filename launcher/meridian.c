@@ -269,9 +269,10 @@ static int has_opt(int argc, char **argv, const char *opt)
 
 /* `meridian replay` inside a profiled job: options the user left out are taken from the
  * agent's environment (MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE) and,
- * in an MPI rank of a synthetic run, the rank and world size from Open MPI's variables,
- * so that `meridian profile -- mpirun -np 4 meridian replay --events 10000` needs nothing
- * else. Explicit options always win. */
+ * in an MPI rank of a synthetic run (no .mrdcap arguments), the rank and world size from
+ * Open MPI's variables, so that `meridian profile -- mpirun -np 4 meridian replay
+ * --events 10000` needs nothing else. Explicit options always win; with --from-env
+ * (one rank replaying its own capture) replay reads the environment itself. */
 static int cmd_replay(int argc, char **argv)
 {
 #ifdef MRD_HAVE_REPLAY
@@ -286,7 +287,13 @@ static int cmd_replay(int argc, char **argv)
     char buf[NEXTRA][1024], *v[256 + NEXTRA];
     int n = 0,
         mpi_synthetic = !has_opt(argc, argv, "--rank-base") && !has_opt(argc, argv, "--ranks");
-    if (argc > 256)
+    for (int i = 1; i < argc; i++) { /* capture files: the captures carry their ranks */
+        size_t len = strlen(argv[i]);
+        if (argv[i][0] != '-' && len > 7 && strcmp(argv[i] + len - 7, ".mrdcap") == 0)
+            mpi_synthetic = 0;
+    }
+    /* --from-env: replay itself reads the same variables for one rank of a job */
+    if (argc > 256 || has_opt(argc, argv, "--from-env"))
         return mrd_replay_main(argc, argv);
     v[n++] = argv[0];
     for (int i = 0; i < NEXTRA; i++) {

@@ -203,7 +203,16 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
             "communication kernels (orange). Hover for names.</p>\n",
             what, ns(b1, we - ws));
     fprintf(f, "<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\">\n", W,
-            shown * row + 30);
+            shown * row + 48);
+    /* time axis under the lanes: 5 ticks, labelled from the window's start */
+    for (int k = 0; k <= 4; k++) {
+        double x = left + (double)(W - left - 10) * k / 4.0;
+        fprintf(f,
+                "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#666\"/>"
+                "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">+%s</text>\n",
+                x, x, shown * row + 22, shown * row + 27, x, shown * row + 40,
+                k == 0 ? "start" : k == 4 ? "end" : "middle", ns(b1, (we - ws) * k / 4));
+    }
     for (int s = 0; s < a->nsteps; s++) {
         int64_t t = a->steps[s].start_ns;
         if (t >= ws && t <= we)
@@ -373,7 +382,7 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
         if (v[i]->wait_suffered_ns > max)
             max = v[i]->wait_suffered_ns;
     }
-    double scale = (double)(W - left - 200) / (double)max;
+    double scale = (double)(W - left - 300) / (double)max;
     fprintf(f, "<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\">\n", W,
             a->nranks * row + 8);
     for (int i = 0; i < a->nranks; i++) {
