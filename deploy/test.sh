@@ -8,7 +8,5 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 build=${MRD_BUILD_DIR:-$top/build}
 jobs=${MRD_JOBS:-$(nproc)}
 
-"$top/deploy/install-deps.sh"
-cmake -S "$top" -B "$build" -G Ninja -DMRD_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-cmake --build "$build" -j "$jobs"
+"$top/deploy/build.sh" # install-deps.sh, configure, build (shared with quickstart.sh)
 ctest --test-dir "$build" --output-on-failure --timeout 600 -j "$jobs" "$@"
