@@ -7,13 +7,16 @@
 #   B. ranks = `meridian replay` (connection and rank taken from the environment):
 #      synthetic training traffic with NCCL collectives matched across ranks, NVTX steps
 #      and clock probes;
-#   C. the MPI wrapper library is preloaded into the ranks (not into mpirun).
+#   C. the MPI wrapper library is preloaded into the ranks (not into mpirun);
+#   D. the capture recorded on the GPU host (tests/data), one rank per mpirun rank: the
+#      known straggler and slowed steps are found.
 # usage: profile_e2e.sh MERIDIAN WORKDIR [MERIDIAN_AGENT_SYNTH]   (exit 77 = skipped)
 set -u
 M=$1
 W=$2
 SYNTH=${3:-}
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
+DATA=$(cd "$(dirname "$0")/../data" 2>/dev/null && pwd)
 rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
 MPI=(mpirun -np 4 --allow-run-as-root --oversubscribe --mca btl self,tcp)
 fails=0
@@ -88,6 +91,24 @@ elif grep -q "^P=$" c.out; then
     echo "note: libmeridian_mpi.so not built: scenario C checked nothing"
 else
     fail "C: unexpected LD_PRELOAD in the ranks: $(cat c.out)"
+fi
+
+# --- D: the GPU capture recorded on the H200 host, replayed rank by rank -----------------
+# tests/data/README.md: reference workload, 2 ranks, 50 steps (+5 warm-up), rank 1 slowed
+# by 500 us every 10th step. The analysis must find exactly that.
+if [ -n "$DATA" ] && [ -f "$DATA/ref-rank0.mrdcap" ] && [ -f "$DATA/ref-rank1.mrdcap" ]; then
+    timeout 120 "$M" profile -o gpu.db --json gpu.json -- mpirun -np 2 --allow-run-as-root \
+        --oversubscribe "$M" replay --from-env "$DATA/ref-rank%r.mrdcap" --quiet >d.out 2>d.err
+    rc=$?
+    [ $rc = 0 ] || { fail "D: profile exit $rc"; tail -20 d.err; }
+    JSON=gpu.json
+    py_check "D: 110 collectives matched on both ranks, causal, nothing dropped" \
+        "doc['collectives']['complete'] == 110 and doc['collectives']['causality_violations'] == 0 and all(r['dropped_total'] == 0 and r['overlap']['method'] == 'correlation' and r['overlap']['comm_kernels'] == 110 for r in ranks.values())"
+    py_check "D: rank 1 is the straggler" "doc['straggler_ranking'] == [1, 0]"
+    py_check "D: the slowed steps (every 10th) are longer and caused by rank 1" \
+        "len(doc['steps']) == 50 and all(doc['steps'][i]['worst_rank'] == 1 and doc['steps'][i]['end_ns'] - doc['steps'][i]['start_ns'] > sorted(s['end_ns'] - s['start_ns'] for s in doc['steps'])[25] + 300000 for i in (0, 10, 20, 30, 40))"
+else
+    echo "note: tests/data captures not found: scenario D skipped"
 fi
 
 [ "$fails" = 0 ] && echo "analysis_profile_e2e: ok" && exit 0
