@@ -85,7 +85,7 @@ int mrd_clock_fit_db(sqlite3 *db, const struct mrd_clock_fit_options *o, FILE *l
 
 /* All ranks' models as stored in clock_models (tightened ones included). */
 struct mrd_clock_models {
-    int max_rank;                   /* models are indexed 0..max_rank */
+    int max_rank;                     /* models are indexed 0..max_rank */
     struct mrd_clock_model **by_rank; /* NULL where a rank has no model */
 };
 
@@ -140,15 +140,15 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log);
  * feasible interval; where the evidence contradicts the bounds, the bounds of the fewest
  * ranks are widened by the least that makes it consistent), and counted again. */
 struct mrd_clock_causality_summary {
-    uint64_t instances;            /* matched instances with >= 2 ranks */
-    uint64_t violations_before;    /* (instance, rank pair) violations */
+    uint64_t instances;         /* matched instances with >= 2 ranks */
+    uint64_t violations_before; /* (instance, rank pair) violations */
     uint64_t violations_after;
     int64_t max_violation_before_ns, max_violation_after_ns;
-    int64_t max_shift_ns;          /* largest |offset change| of any rank */
-    double bound_scale;            /* 1 when the evidence fits the stored bounds, else the
-                                      largest widening factor needed */
-    int consistent;                /* 0: some ranks' evidence cannot be satisfied by any
-                                      offsets (those ranks were not moved) */
+    int64_t max_shift_ns; /* largest |offset change| of any rank */
+    double bound_scale;   /* 1 when the evidence fits the stored bounds, else the
+                             largest widening factor needed */
+    int consistent;       /* 0: some ranks' evidence cannot be satisfied by any
+                             offsets (those ranks were not moved) */
     int ranks;
 };
 

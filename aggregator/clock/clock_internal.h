@@ -36,13 +36,11 @@ struct mrd__clock_probe_stats {
     uint64_t valid, invalid, thinned, kept, windows;
     int64_t fastest_rtt;
 };
-int mrd__clock_probes_create(const struct mrd_clock_fit_options *o,
-                             struct mrd__clock_probes **out);
+int mrd__clock_probes_create(const struct mrd_clock_fit_options *o, struct mrd__clock_probes **out);
 int mrd__clock_probes_add(struct mrd__clock_probes *p, const struct mrd_clock_sample *x);
 /* Fits what was added; the set stays valid (stats readable) until destroyed. */
 int mrd__clock_probes_fit(struct mrd__clock_probes *p, struct mrd_clock_model **out);
-void mrd__clock_probes_stats(const struct mrd__clock_probes *p,
-                             struct mrd__clock_probe_stats *st);
+void mrd__clock_probes_stats(const struct mrd__clock_probes *p, struct mrd__clock_probe_stats *st);
 void mrd__clock_probes_destroy(struct mrd__clock_probes *p);
 
 #endif

@@ -35,7 +35,7 @@
 #include "error.h"
 
 #define MRD_CLOCK_MAX_SEGMENTS 256
-#define MRD_CLOCK_METHOD "minrtt-envelope-v1"
+#define MRD_CLOCK_METHOD       "minrtt-envelope-v1"
 
 struct probe {
     int64_t t0, t3, m; /* local: sent, answer received, midpoint */
@@ -103,8 +103,7 @@ static double median_of(double *v, size_t n) /* sorts v */
 
 /* ---- probe collection ------------------------------------------------------------------ */
 
-int mrd__clock_probes_create(const struct mrd_clock_fit_options *o,
-                             struct mrd__clock_probes **out)
+int mrd__clock_probes_create(const struct mrd_clock_fit_options *o, struct mrd__clock_probes **out)
 {
     struct mrd__clock_probes *p = calloc(1, sizeof(*p));
     if (!p)
@@ -130,8 +129,7 @@ void mrd__clock_probes_destroy(struct mrd__clock_probes *p)
     free(p);
 }
 
-void mrd__clock_probes_stats(const struct mrd__clock_probes *p,
-                             struct mrd__clock_probe_stats *st)
+void mrd__clock_probes_stats(const struct mrd__clock_probes *p, struct mrd__clock_probe_stats *st)
 {
     *st = p->st;
 }
@@ -270,8 +268,8 @@ static int fit_points(const struct point *k, size_t n, int nseg, int64_t begin, 
     w.seg = malloc(n * sizeof(int)), w.knot = malloc((size_t)(nseg + 1) * sizeof(double));
     w.A = malloc((size_t)w.p * (size_t)w.p * sizeof(double));
     w.b = malloc((size_t)w.p * sizeof(double)), w.inv = malloc((size_t)w.p * sizeof(double));
-    if (!w.y || !w.var || !w.h || !w.r || !w.tmp || !w.u || !w.seg || !w.knot || !w.A ||
-        !w.b || !w.inv)
+    if (!w.y || !w.var || !w.h || !w.r || !w.tmp || !w.u || !w.seg || !w.knot || !w.A || !w.b ||
+        !w.inv)
         goto fail;
     for (int j = 0; j <= nseg; j++)
         w.knot[j] = span * j / nseg;

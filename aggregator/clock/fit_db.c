@@ -39,8 +39,8 @@ static int store_model(sqlite3_stmt *del, sqlite3_stmt *ins, const struct mrd_cl
 
 /* Fits the rank whose probes are in p, stores it and logs one line. Returns 1 when a
  * model was stored, 0 when the rank could not be fitted, negative on errors. */
-static int finish_rank(sqlite3_stmt *del, sqlite3_stmt *ins, struct mrd__clock_probes *p,
-                       int rank, FILE *log)
+static int finish_rank(sqlite3_stmt *del, sqlite3_stmt *ins, struct mrd__clock_probes *p, int rank,
+                       FILE *log)
 {
     struct mrd_clock_model *m = NULL;
     struct mrd__clock_probe_stats st;
@@ -79,13 +79,16 @@ int mrd_clock_fit_db(sqlite3 *db, const struct mrd_clock_fit_options *o, FILE *l
     int rc, step, cur = -1, fitted = 0, in_tx = 0;
     if ((rc = mrd__clock_ensure_tables(db, log)))
         return rc;
-    if (sqlite3_prepare_v2(db, "SELECT rank, t0, t1, t2, t3 FROM clock_samples"
-                               " ORDER BY rank, t0", -1, &sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "DELETE FROM clock_models WHERE rank = ?1", -1, &del,
-                           NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "INSERT INTO clock_models (rank, segment, local_begin_ns,"
-                               " local_end_ns, offset_ns, drift_ppm, error_bound_ns, samples,"
-                               " method) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rank, t0, t1, t2, t3 FROM clock_samples"
+                           " ORDER BY rank, t0",
+                           -1, &sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "DELETE FROM clock_models WHERE rank = ?1", -1, &del, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "INSERT INTO clock_models (rank, segment, local_begin_ns,"
+                           " local_end_ns, offset_ns, drift_ppm, error_bound_ns, samples,"
+                           " method) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
                            -1, &ins, NULL) != SQLITE_OK) {
         rc = mrd__clock_sqlerr(db, log, "prepare");
         goto fail;

@@ -36,14 +36,14 @@
 #include "clock_internal.h"
 #include "error.h"
 
-#define MRD_GPU_BRACKET_CAP (1u << 21)
+#define MRD_GPU_BRACKET_CAP     (1u << 21)
 #define MRD_GPU_SLOPE_RANGE_PPM 1000.0 /* search |slope - 1| up to this */
-#define MRD_GPU_TRIM 0.01
+#define MRD_GPU_TRIM            0.01
 
 struct gctx {
     const struct mrd_gpu_bracket *b;
     size_t n, trim;
-    int64_t g0, l0; /* reference point */
+    int64_t g0, l0;  /* reference point */
     double *lo, *hi; /* scratch */
 };
 
@@ -274,9 +274,11 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
         rc = -ENOMEM;
         goto fail;
     }
-    if (sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO gpu_timer_models (rank, device, slope,"
-                               " intercept_ns, error_bound_ns, samples, method)"
-                               " VALUES (?1,?2,?3,?4,?5,?6,?7)", -1, &ins, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db,
+                           "INSERT OR REPLACE INTO gpu_timer_models (rank, device, slope,"
+                           " intercept_ns, error_bound_ns, samples, method)"
+                           " VALUES (?1,?2,?3,?4,?5,?6,?7)",
+                           -1, &ins, NULL) != SQLITE_OK) {
         rc = mrd__clock_sqlerr(db, log, "prepare");
         goto fail;
     }

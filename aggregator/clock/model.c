@@ -18,8 +18,7 @@
 /* Highest rank number accepted from clock_models (the by-rank table is dense). */
 #define MRD_CLOCK_MAX_RANK 65535
 
-static const struct mrd_clock_segment *find_segment(const struct mrd_clock_model *m,
-                                                    int64_t local)
+static const struct mrd_clock_segment *find_segment(const struct mrd_clock_model *m, int64_t local)
 {
     uint32_t lo = 0, hi = m->nseg - 1;
     while (lo < hi) { /* last segment whose begin <= local (or the first one) */
@@ -107,8 +106,7 @@ int mrd_clock_models_load(sqlite3 *db, struct mrd_clock_models **out)
     rc = mrd__clock_table_exists(db, "clock_models");
     if (rc <= 0) /* no table: an empty set */
         goto done;
-    if (sqlite3_prepare_v2(db, "SELECT max(rank) FROM clock_models", -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT max(rank) FROM clock_models", -1, &st, NULL) != SQLITE_OK)
         goto sqlfail;
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
         int64_t mr = sqlite3_column_int64(st, 0);
@@ -142,8 +140,7 @@ int mrd_clock_models_load(sqlite3 *db, struct mrd_clock_models **out)
             .error_bound_ns = sqlite3_column_int64(st, 5),
             .samples = (uint32_t)sqlite3_column_int64(st, 6),
         };
-        rc = add_row(ms, sqlite3_column_int(st, 0), &s,
-                     (const char *)sqlite3_column_text(st, 7));
+        rc = add_row(ms, sqlite3_column_int(st, 0), &s, (const char *)sqlite3_column_text(st, 7));
         if (rc)
             goto fail;
     }

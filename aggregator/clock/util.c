@@ -52,8 +52,8 @@ int mrd__clock_table_exists(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1", -1,
+                           &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);

@@ -69,8 +69,12 @@ static void write_kernel(uint64_t id)
     r.kind = MRD_EV_KERNEL;
     r.str[0] = "clock_bed_kernel";
     int64_t now = mrd_clock_now();
-    r.ev.kernel = (struct mrd_kernel){.start = now, .end = now + 2000, .correlation = id,
-                                      .device = 0, .stream = 7, .grid = {1, 1, 1},
+    r.ev.kernel = (struct mrd_kernel){.start = now,
+                                      .end = now + 2000,
+                                      .correlation = id,
+                                      .device = 0,
+                                      .stream = 7,
+                                      .grid = {1, 1, 1},
                                       .block = {32, 1, 1}};
     put(&r);
 }
@@ -97,11 +101,20 @@ static void write_collective(uint64_t k, int64_t t, int rank, int world)
     memset(&r, 0, sizeof r);
     r.kind = MRD_EV_NCCL_OP;
     r.str[0] = "AllReduce", r.str[1] = "ncclFloat32", r.str[2] = "RING", r.str[3] = "SIMPLE";
-    r.ev.nccl_op = (struct mrd_nccl_op){
-        .op_id = k + 1, .start = now - half - 5000, .end = now - half, .comm_hash = o_comm,
-        .seq = k, .count = 1 << 20, .bytes = 4 << 20, .launch_id = launch,
-        .comm_rank = (uint32_t)rank, .comm_nranks = (uint32_t)world, .channels = 2,
-        .warps = 8, .root = -1, .peer = -1};
+    r.ev.nccl_op = (struct mrd_nccl_op){.op_id = k + 1,
+                                        .start = now - half - 5000,
+                                        .end = now - half,
+                                        .comm_hash = o_comm,
+                                        .seq = k,
+                                        .count = 1 << 20,
+                                        .bytes = 4 << 20,
+                                        .launch_id = launch,
+                                        .comm_rank = (uint32_t)rank,
+                                        .comm_nranks = (uint32_t)world,
+                                        .channels = 2,
+                                        .warps = 8,
+                                        .root = -1,
+                                        .peer = -1};
     put(&r);
     memset(&r, 0, sizeof r);
     r.kind = MRD_EV_EXTCORR;
@@ -110,18 +123,23 @@ static void write_collective(uint64_t k, int64_t t, int rank, int world)
     memset(&r, 0, sizeof r);
     r.kind = MRD_EV_KERNEL;
     r.str[0] = "ncclDevKernel_AllReduce_Sum_f32_RING_LL";
-    r.ev.kernel = (struct mrd_kernel){.start = now - half, .end = now + half,
-                                      .correlation = corr, .device = 0, .stream = 9,
-                                      .grid = {2, 1, 1}, .block = {256, 1, 1}};
+    r.ev.kernel = (struct mrd_kernel){.start = now - half,
+                                      .end = now + half,
+                                      .correlation = corr,
+                                      .device = 0,
+                                      .stream = 9,
+                                      .grid = {2, 1, 1},
+                                      .block = {256, 1, 1}};
     put(&r);
     for (uint32_t ch = 0; ch < 2; ch++) {
         memset(&r, 0, sizeof r);
         r.kind = MRD_EV_NCCL_CHANNEL;
-        r.ev.nccl_channel = (struct mrd_nccl_channel){
-            .op_id = k + 1, .channel = ch,
-            .gpu_start = gpu_timer(now - half + 2000 + 700 * (int64_t)ch),
-            .gpu_end = gpu_timer(now + half - 2000 - 900 * (int64_t)ch),
-            .host_start = now + half + 50000};
+        r.ev.nccl_channel =
+            (struct mrd_nccl_channel){.op_id = k + 1,
+                                      .channel = ch,
+                                      .gpu_start = gpu_timer(now - half + 2000 + 700 * (int64_t)ch),
+                                      .gpu_end = gpu_timer(now + half - 2000 - 900 * (int64_t)ch),
+                                      .host_start = now + half + 50000};
         put(&r);
     }
 }
@@ -188,7 +206,7 @@ int main(int argc, char **argv)
             write_kernel(++nk);
     }
     mrd_agent_shutdown();
-    printf("clock_agent: rank %d kernels=%" PRIu64 " collectives=%" PRIu64 " refused=%" PRIu64
-           "\n", rank, nk, nc, g_refused);
+    printf("clock_agent: rank %d kernels=%" PRIu64 " collectives=%" PRIu64 " refused=%" PRIu64 "\n",
+           rank, nk, nc, g_refused);
     return 0;
 }

@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #define MAX_LISTEN 64
-#define MAX_PAIRS 256
-#define CHUNK 65536
+#define MAX_PAIRS  256
+#define CHUNK      65536
 #define MAX_QUEUED (8u << 20)
 
 struct chunk {
@@ -58,7 +58,7 @@ struct pair {
     int used, connected;
     int cfd, ufd;
     uint32_t cmask, umask; /* epoll interest currently registered */
-    struct dir d[2]; /* 0: client -> upstream, 1: upstream -> client */
+    struct dir d[2];       /* 0: client -> upstream, 1: upstream -> client */
 };
 
 static struct pair g_pairs[MAX_PAIRS];

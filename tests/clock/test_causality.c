@@ -117,8 +117,8 @@ static void test_solver_random(void)
 
 /* ---- database pass ---------------------------------------------------------------- */
 
-#define W 20000LL     /* kernels span +-20 us around the instant */
-#define X 200000LL    /* rank 2's stored offset is 200 us wrong */
+#define W      20000LL  /* kernels span +-20 us around the instant */
+#define X      200000LL /* rank 2's stored offset is 200 us wrong */
 #define PERIOD 10000000LL
 
 static void add_model(sqlite3 *db, int rank, int64_t begin, int64_t off, int64_t bound)
@@ -149,8 +149,8 @@ static void fill_db(sqlite3 *db)
             snprintf(sql, sizeof sql,
                      "INSERT INTO nccl_ops (rank, op_id, start_ns, end_ns, comm_hash, seq,"
                      " func_id, launch_id, is_p2p, device) VALUES (%d, %d, %lld, %lld, 42, %d,"
-                     " 7, %d, 0, 0)", r, k + 1, (long long)(l - W - 100), (long long)(l - W),
-                     k, 1000 + k);
+                     " 7, %d, 0, 0)",
+                     r, k + 1, (long long)(l - W - 100), (long long)(l - W), k, 1000 + k);
             tu_exec(db, sql);
             if (r == 1) { /* no kernel record: channel times on the raw GPU timer */
                 snprintf(sql, sizeof sql,
@@ -163,8 +163,8 @@ static void fill_db(sqlite3 *db)
             snprintf(sql, sizeof sql,
                      "INSERT INTO external_correlations VALUES (%d, %d, %d, 2);"
                      "INSERT INTO kernels (rank, device, start_ns, end_ns, correlation_id)"
-                     " VALUES (%d, 0, %lld, %lld, %d)", r, 5000 + k, 1000 + k, r,
-                     (long long)(l - W), (long long)(l + W), 5000 + k);
+                     " VALUES (%d, 0, %lld, %lld, %d)",
+                     r, 5000 + k, 1000 + k, r, (long long)(l - W), (long long)(l + W), 5000 + k);
             tu_exec(db, sql);
         }
     }
@@ -198,9 +198,11 @@ static void test_db(void)
     /* rank 2 relative to rank 0 moved back to within the kernels' overlap of the truth */
     CHECK_LE(llabs((c2 - c0) + X), 2 * W);
     CHECK_EQ(tu_query_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
-                              " AND rank_b = 2"), 50);
+                              " AND rank_b = 2"),
+             50);
     CHECK_EQ(tu_query_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
-                              " AND rank_b = 1"), 0);
+                              " AND rank_b = 1"),
+             0);
     CHECK_EQ(tu_query_int(db, "SELECT sum(violations_after) FROM clock_causality"), 0);
     int64_t off2 = tu_query_int(db, "SELECT offset_ns FROM clock_models WHERE rank = 2");
     CHECK_EQ(off2, 123456 + X + c2);

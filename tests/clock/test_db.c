@@ -12,12 +12,17 @@
 #define S 1000000000LL
 
 static const struct tu_clock k_clocks[3] = {
-    {.l0 = 3000 * S, .off = 1700000000LL * S + 30 * S, .knee = INT64_MAX / 4, .ppm0 = 100,
+    {.l0 = 3000 * S,
+     .off = 1700000000LL * S + 30 * S,
+     .knee = INT64_MAX / 4,
+     .ppm0 = 100,
      .ppm1 = 100},
-    {.l0 = 2970 * S, .off = 1700000000LL * S - 2 * S, .knee = INT64_MAX / 4, .ppm0 = -100,
+    {.l0 = 2970 * S,
+     .off = 1700000000LL * S - 2 * S,
+     .knee = INT64_MAX / 4,
+     .ppm0 = -100,
      .ppm1 = -100},
-    {.l0 = 2990 * S, .off = 1700000000LL * S + 777, .knee = INT64_MAX / 4, .ppm0 = 3,
-     .ppm1 = 3},
+    {.l0 = 2990 * S, .off = 1700000000LL * S + 777, .knee = INT64_MAX / 4, .ppm0 = 3, .ppm1 = 3},
 };
 
 static void insert_probes(sqlite3 *db)
@@ -27,8 +32,9 @@ static void insert_probes(sqlite3 *db)
                                {.floor_ns = 700000, .unif_ns = 600000, .proc_ns = 5000},
                                {.floor_ns = 40000, .mean_ns = 5000, .proc_ns = 1000}};
     tu_exec(db, "BEGIN");
-    CHECK_EQ(sqlite3_prepare_v2(db, "INSERT INTO clock_samples VALUES (?1,?2,?3,?4,?5)", -1, &st,
-                                NULL), SQLITE_OK);
+    CHECK_EQ(
+        sqlite3_prepare_v2(db, "INSERT INTO clock_samples VALUES (?1,?2,?3,?4,?5)", -1, &st, NULL),
+        SQLITE_OK);
     for (int r = 0; r < 3; r++) {
         for (int64_t t = 0; t < 60 * S; t += S / 16) {
             struct mrd_clock_sample x = tu_probe(&k_clocks[r], &paths[r], k_clocks[r].l0 + t);

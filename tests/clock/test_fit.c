@@ -74,8 +74,8 @@ static struct outcome run(const struct tu_clock *c, const struct tu_path *p, int
 static void test_loopback_positive(void)
 {
     tu_seed(1);
-    struct tu_clock c = {.l0 = 5000 * S, .off = 30 * S + 123456, .knee = INT64_MAX / 4,
-                         .ppm0 = 100, .ppm1 = 100};
+    struct tu_clock c = {
+        .l0 = 5000 * S, .off = 30 * S + 123456, .knee = INT64_MAX / 4, .ppm0 = 100, .ppm1 = 100};
     struct tu_path p = {.floor_ns = 15000, .mean_ns = 20000, .proc_ns = 3000};
     struct mrd_clock_model *m = NULL;
     struct outcome o = run(&c, &p, 60 * S, S / 10, 0, &m);
@@ -84,8 +84,9 @@ static void test_loopback_positive(void)
     CHECK_LE(o.bound_median, 15000);
     CHECK_EQ(m->nseg, 1);
     CHECK(fabs(m->seg[0].drift_ppm - 100) < 0.1);
-    CHECK_LE(llabs(m->seg[0].offset_ns - (tu_true_global(&c, m->seg[0].local_begin) -
-                                          m->seg[0].local_begin)), 2000);
+    CHECK_LE(llabs(m->seg[0].offset_ns -
+                   (tu_true_global(&c, m->seg[0].local_begin) - m->seg[0].local_begin)),
+             2000);
     mrd_clock_model_destroy(m);
 }
 
@@ -93,8 +94,8 @@ static void test_loopback_positive(void)
 static void test_jitter_negative(void)
 {
     tu_seed(2);
-    struct tu_clock c = {.l0 = 900 * S, .off = -30 * S - 777, .knee = INT64_MAX / 4,
-                         .ppm0 = -100, .ppm1 = -100};
+    struct tu_clock c = {
+        .l0 = 900 * S, .off = -30 * S - 777, .knee = INT64_MAX / 4, .ppm0 = -100, .ppm1 = -100};
     struct tu_path p = {.floor_ns = 700000, .unif_ns = 600000, .proc_ns = 5000};
     struct outcome o = run(&c, &p, 60 * S, S / 10, 0, NULL);
     CHECK_LE(o.p99_err, 30000);
@@ -106,8 +107,8 @@ static void test_jitter_negative(void)
 static void test_outliers(void)
 {
     tu_seed(3);
-    struct tu_clock c = {.l0 = 100 * S, .off = 7 * S, .knee = INT64_MAX / 4, .ppm0 = 20,
-                         .ppm1 = 20};
+    struct tu_clock c = {
+        .l0 = 100 * S, .off = 7 * S, .knee = INT64_MAX / 4, .ppm0 = 20, .ppm1 = 20};
     struct tu_path p = {.floor_ns = 15000, .mean_ns = 20000, .proc_ns = 3000};
     struct outcome o = run(&c, &p, 60 * S, S / 10, 0.02, NULL);
     CHECK_LE(o.p99_err, 3000);
@@ -119,8 +120,7 @@ static void test_outliers(void)
 static void test_drift_change(void)
 {
     tu_seed(4);
-    struct tu_clock c = {.l0 = 100 * S, .off = -2 * S, .knee = 120 * S, .ppm0 = 55,
-                         .ppm1 = 45};
+    struct tu_clock c = {.l0 = 100 * S, .off = -2 * S, .knee = 120 * S, .ppm0 = 55, .ppm1 = 45};
     struct tu_path p = {.floor_ns = 15000, .mean_ns = 20000, .proc_ns = 3000};
     struct mrd_clock_model *m = NULL;
     struct outcome o = run(&c, &p, 240 * S, S / 10, 0, &m);
@@ -130,9 +130,9 @@ static void test_drift_change(void)
     /* continuous: both neighbours map a boundary to within 1 ns */
     for (uint32_t j = 0; j + 1 < m->nseg; j++) {
         const struct mrd_clock_segment *a = &m->seg[j], *b = &m->seg[j + 1];
-        int64_t via_a = b->local_begin + a->offset_ns +
-                        (int64_t)llround(a->drift_ppm * (double)(b->local_begin -
-                                                                a->local_begin) / 1e6);
+        int64_t via_a =
+            b->local_begin + a->offset_ns +
+            (int64_t)llround(a->drift_ppm * (double)(b->local_begin - a->local_begin) / 1e6);
         CHECK_LE(llabs(via_a - (b->local_begin + b->offset_ns)), 1);
         CHECK_EQ(a->local_end, b->local_begin);
     }
@@ -146,8 +146,7 @@ static void test_drift_change(void)
 static void test_drift_step_inside(void)
 {
     tu_seed(5);
-    struct tu_clock c = {.l0 = 100 * S, .off = 3 * S, .knee = 40 * S, .ppm0 = 10.5,
-                         .ppm1 = 11.5};
+    struct tu_clock c = {.l0 = 100 * S, .off = 3 * S, .knee = 40 * S, .ppm0 = 10.5, .ppm1 = 11.5};
     struct tu_path p = {.floor_ns = 15000, .mean_ns = 20000, .proc_ns = 3000};
     struct mrd_clock_model *m = NULL;
     struct outcome o = run(&c, &p, 60 * S, S / 10, 0, &m);
@@ -164,12 +163,14 @@ static void test_edges(void)
     CHECK_EQ(mrd_clock_fit_samples(&one, 1, NULL, &m), -ENODATA);
     CHECK_EQ(mrd_clock_fit_samples(NULL, 0, NULL, &m), -ENODATA);
     /* broken probes (reply before probe; t2 < t1) are not used */
-    struct mrd_clock_sample bad[3] = {{100, 200, 210, 50}, {100, 200, 190, 300},
-                                      {100, 1000, 1030, 120}};
+    struct mrd_clock_sample bad[3] = {
+        {100, 200, 210, 50}, {100, 200, 190, 300}, {100, 1000, 1030, 120}};
     CHECK_EQ(mrd_clock_fit_samples(bad, 3, NULL, &m), -ENODATA);
     /* a single burst: offset only, drift 0 */
-    struct mrd_clock_sample b[4] = {{1000, 5000, 5010, 1030}, {2000, 6004, 6010, 2030},
-                                    {3000, 7005, 7009, 3028}, {4000, 8001, 8003, 4010}};
+    struct mrd_clock_sample b[4] = {{1000, 5000, 5010, 1030},
+                                    {2000, 6004, 6010, 2030},
+                                    {3000, 7005, 7009, 3028},
+                                    {4000, 8001, 8003, 4010}};
     CHECK_OK(mrd_clock_fit_samples(b, 4, NULL, &m));
     CHECK_EQ(m->nseg, 1);
     CHECK(m->seg[0].drift_ppm == 0);
@@ -188,11 +189,16 @@ static void test_edges(void)
 /* mapping uses the right segment and extends the end segments outward */
 static void test_map_segments(void)
 {
-    struct mrd_clock_segment seg[2] = {
-        {.local_begin = 1000, .local_end = 2000, .offset_ns = 100, .drift_ppm = 1e4,
-         .error_bound_ns = 7},
-        {.local_begin = 2000, .local_end = 3000, .offset_ns = 110, .drift_ppm = -2e4,
-         .error_bound_ns = 9}};
+    struct mrd_clock_segment seg[2] = {{.local_begin = 1000,
+                                        .local_end = 2000,
+                                        .offset_ns = 100,
+                                        .drift_ppm = 1e4,
+                                        .error_bound_ns = 7},
+                                       {.local_begin = 2000,
+                                        .local_end = 3000,
+                                        .offset_ns = 110,
+                                        .drift_ppm = -2e4,
+                                        .error_bound_ns = 9}};
     struct mrd_clock_model m = {.rank = 0, .nseg = 2, .seg = seg};
     CHECK_EQ(mrd_clock_map(&m, 1000), 1100);
     CHECK_EQ(mrd_clock_map(&m, 1500), 1605);

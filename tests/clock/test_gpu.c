@@ -35,10 +35,11 @@ static struct mrd_gpu_bracket *make(const struct gtruth *t, size_t n, double bad
     struct mrd_gpu_bracket *b = malloc(n * sizeof(*b));
     CHECK(b != NULL);
     for (size_t i = 0; i < n; i++) {
-        int64_t s = t->l0 + (int64_t)(tu_unif() * 60.0 * S), d = 50000 + (int64_t)(tu_unif() * 450000);
+        int64_t s = t->l0 + (int64_t)(tu_unif() * 60.0 * S),
+                d = 50000 + (int64_t)(tu_unif() * 450000);
         int64_t a = 1000 + (int64_t)(tu_unif() * 19000), z = 1000 + (int64_t)(tu_unif() * 19000);
-        b[i] = (struct mrd_gpu_bracket){.g_lo = t_gpu(t, s + a), .lo = s,
-                                        .g_hi = t_gpu(t, s + d - z), .hi = s + d};
+        b[i] = (struct mrd_gpu_bracket){
+            .g_lo = t_gpu(t, s + a), .lo = s, .g_hi = t_gpu(t, s + d - z), .hi = s + d};
         if (tu_unif() < bad_frac) /* a mismatched record: channels 1 ms outside */
             b[i].g_lo -= 1000000, b[i].g_hi -= 1000000;
     }
@@ -115,8 +116,10 @@ static void test_db(void)
                      r, k, k, 700 + k, r, 90 + k, 700 + k, r, (long long)s, (long long)e, 90 + k);
             tu_exec(db, sql);
             for (int ch = 0; ch < 3; ch++) {
-                snprintf(sql, sizeof sql, "INSERT INTO nccl_channels VALUES (%d, %d, %d, %lld,"
-                         " %lld, 0)", r, k, ch, (long long)t_gpu(&t[r], s + 3000 + ch * 500),
+                snprintf(sql, sizeof sql,
+                         "INSERT INTO nccl_channels VALUES (%d, %d, %d, %lld,"
+                         " %lld, 0)",
+                         r, k, ch, (long long)t_gpu(&t[r], s + 3000 + ch * 500),
                          (long long)t_gpu(&t[r], e - 2000 - ch * 700));
                 tu_exec(db, sql);
             }
@@ -136,8 +139,10 @@ static void test_db(void)
     CHECK_EQ(tu_query_int(db, "SELECT samples FROM gpu_timer_models WHERE rank = 0"), 200);
     for (int r = 0; r < 3; r++) {
         sqlite3_stmt *st = NULL;
-        CHECK_EQ(sqlite3_prepare_v2(db, "SELECT slope, intercept_ns, error_bound_ns FROM"
-                                        " gpu_timer_models WHERE rank = ?1", -1, &st, NULL),
+        CHECK_EQ(sqlite3_prepare_v2(db,
+                                    "SELECT slope, intercept_ns, error_bound_ns FROM"
+                                    " gpu_timer_models WHERE rank = ?1",
+                                    -1, &st, NULL),
                  SQLITE_OK);
         sqlite3_bind_int(st, 1, r);
         CHECK_EQ(sqlite3_step(st), SQLITE_ROW);

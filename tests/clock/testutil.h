@@ -74,7 +74,7 @@ struct tu_path {
 
 /* One probe sent at local t0. */
 static inline struct mrd_clock_sample tu_probe(const struct tu_clock *c, const struct tu_path *p,
-                                        int64_t t0)
+                                               int64_t t0)
 {
     struct mrd_clock_sample s;
     double fwd = p->floor_ns + p->asym_ns + tu_exp(p->mean_ns) + p->unif_ns * tu_unif();
