@@ -14,6 +14,8 @@
  */
 #include "analyze_int.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -81,7 +83,32 @@ static struct sweep *device_slot(struct sweep *sw, int device)
     return &sw[MRD_AN_MAX_DEVICES - 1]; /* folded: documented in analyze.h */
 }
 
-static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd_an_rank *r)
+/* Kernel names are few (hundreds to thousands) and repeat millions of times: the "nccl*"
+ * test is cached per name id in a direct-mapped table (a miss looks the name up). */
+#define NAME_CACHE 4096
+
+struct name_cache {
+    int64_t id[NAME_CACHE]; /* -1 = empty */
+    char nccl[NAME_CACHE];
+    sqlite3_stmt *lookup;
+};
+
+static int name_is_nccl(struct name_cache *c, int64_t name_id)
+{
+    size_t slot = (size_t)((uint64_t)name_id * 0x9e3779b97f4a7c15ull >> 52) % NAME_CACHE;
+    if (c->id[slot] == name_id)
+        return c->nccl[slot];
+    sqlite3_reset(c->lookup);
+    sqlite3_bind_int64(c->lookup, 1, name_id);
+    int nccl = sqlite3_step(c->lookup) == SQLITE_ROW &&
+               mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->lookup, 0));
+    c->id[slot] = name_id;
+    c->nccl[slot] = (char)nccl;
+    return nccl;
+}
+
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names,
+                      struct mrd_an_rank *r)
 {
     struct sweep sw[MRD_AN_MAX_DEVICES];
     struct mrd_an_overlap *ov = &r->ov;
@@ -96,7 +123,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd_an_rank *r)
         int device = sqlite3_column_int(q, 0);
         int64_t start = sqlite3_column_int64(q, 1), end = sqlite3_column_int64(q, 2);
         int is_linked = sqlite3_column_int(q, 3);
-        int by_name = mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(q, 4));
+        int by_name = sqlite3_column_type(q, 4) != SQLITE_NULL &&
+                      name_is_nccl(names, sqlite3_column_int64(q, 4));
         int comm = is_linked || by_name;
         if (start == 0 && end == 0)
             continue; /* lost by CUPTI's device buffer: counted as a drop, not timed */
@@ -145,15 +173,25 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd_an_rank *r)
 int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *q = NULL;
+    struct name_cache *names = NULL;
     int rc = 0;
     if (!mrd__analyze_has_table(db, "kernels"))
         return 0;
+    names = malloc(sizeof(*names));
+    if (!names)
+        return -ENOMEM;
+    memset(names->id, 0xff, sizeof(names->id));
+    names->lookup = NULL;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM main.strings WHERE id = ?1", -1,
+                           &names->lookup, NULL) != SQLITE_OK) {
+        rc = mrd__analyze_sqlerr(db);
+        goto fail;
+    }
     if (sqlite3_prepare_v2(db,
                            "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
                            "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
-                           "k.correlation_id), s.value FROM main.kernels k LEFT JOIN "
-                           "main.strings s ON s.id = k.name_id WHERE k.rank = ?1 "
-                           "ORDER BY k.start_ns",
+                           "k.correlation_id), k.name_id FROM main.kernels k "
+                           "WHERE k.rank = ?1 ORDER BY k.start_ns",
                            -1, &q, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
         goto fail;
@@ -161,7 +199,7 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         if (a->ranks[i].events[0] == 0)
             continue;
-        if ((rc = sweep_rank(db, q, &a->ranks[i])) < 0)
+        if ((rc = sweep_rank(db, q, names, &a->ranks[i])) < 0)
             goto fail;
         if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME ||
             a->ranks[i].ov.method == MRD_AN_METHOD_MIXED)
@@ -173,5 +211,8 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
     }
 fail:
     sqlite3_finalize(q);
+    if (names)
+        sqlite3_finalize(names->lookup);
+    free(names);
     return rc;
 }
