@@ -515,8 +515,10 @@ int mrd_clock_fit_samples(const struct mrd_clock_sample *s, size_t n,
     rc = -ENOMEM;
     if (!(copy = malloc((n ? n : 1) * sizeof(*copy))))
         goto fail;
-    memcpy(copy, s, n * sizeof(*copy));
-    qsort(copy, n, sizeof(*copy), cmp_sample_t0);
+    if (n) {
+        memcpy(copy, s, n * sizeof(*copy));
+        qsort(copy, n, sizeof(*copy), cmp_sample_t0);
+    }
     for (size_t i = 0; i < n; i++)
         if ((rc = mrd__clock_probes_add(p, &copy[i])))
             goto fail;
