@@ -346,6 +346,7 @@ static uint64_t dur(int64_t start, int64_t end)
     commit(b, kind, v, ids, nids, need);                                                       \
     return 0
 
+/* Appends one kernel (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_kernel(struct mrd_batch_builder *b, const struct mrd_kernel *e)
 {
     ADD_BEGIN(MRD_EV_KERNEL, e->name);
@@ -368,6 +369,7 @@ int mrd_batch_add_kernel(struct mrd_batch_builder *b, const struct mrd_kernel *e
     ADD_END(MRD_EV_KERNEL);
 }
 
+/* Appends one memcpy (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_memcpy(struct mrd_batch_builder *b, const struct mrd_memcpy *e)
 {
     ADD_BEGIN(MRD_EV_MEMCPY, 0);
@@ -384,6 +386,7 @@ int mrd_batch_add_memcpy(struct mrd_batch_builder *b, const struct mrd_memcpy *e
     ADD_END(MRD_EV_MEMCPY);
 }
 
+/* Appends one memset (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_memset(struct mrd_batch_builder *b, const struct mrd_memset *e)
 {
     ADD_BEGIN(MRD_EV_MEMSET, 0);
@@ -398,6 +401,7 @@ int mrd_batch_add_memset(struct mrd_batch_builder *b, const struct mrd_memset *e
     ADD_END(MRD_EV_MEMSET);
 }
 
+/* Appends one synchronization (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_sync(struct mrd_batch_builder *b, const struct mrd_sync *e)
 {
     ADD_BEGIN(MRD_EV_SYNC, 0);
@@ -410,6 +414,7 @@ int mrd_batch_add_sync(struct mrd_batch_builder *b, const struct mrd_sync *e)
     ADD_END(MRD_EV_SYNC);
 }
 
+/* Appends one API call (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_api(struct mrd_batch_builder *b, const struct mrd_api *e)
 {
     ADD_BEGIN(MRD_EV_API, e->name);
@@ -423,6 +428,7 @@ int mrd_batch_add_api(struct mrd_batch_builder *b, const struct mrd_api *e)
     ADD_END(MRD_EV_API);
 }
 
+/* Appends one graph launch (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_graph(struct mrd_batch_builder *b, const struct mrd_graph *e)
 {
     ADD_BEGIN(MRD_EV_GRAPH, 0);
@@ -435,6 +441,7 @@ int mrd_batch_add_graph(struct mrd_batch_builder *b, const struct mrd_graph *e)
     ADD_END(MRD_EV_GRAPH);
 }
 
+/* Appends one external correlation (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_extcorr(struct mrd_batch_builder *b, const struct mrd_extcorr *e)
 {
     ADD_BEGIN(MRD_EV_EXTCORR, 0);
@@ -444,6 +451,7 @@ int mrd_batch_add_extcorr(struct mrd_batch_builder *b, const struct mrd_extcorr 
     ADD_END(MRD_EV_EXTCORR);
 }
 
+/* Appends one NVTX range or mark (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_nvtx(struct mrd_batch_builder *b, const struct mrd_nvtx *e)
 {
     ADD_BEGIN(MRD_EV_NVTX, e->domain, e->name);
@@ -458,6 +466,7 @@ int mrd_batch_add_nvtx(struct mrd_batch_builder *b, const struct mrd_nvtx *e)
     ADD_END(MRD_EV_NVTX);
 }
 
+/* Appends one NCCL operation (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_nccl_op(struct mrd_batch_builder *b, const struct mrd_nccl_op *e)
 {
     ADD_BEGIN(MRD_EV_NCCL_OP, e->func, e->datatype, e->algo, e->proto);
@@ -484,6 +493,7 @@ int mrd_batch_add_nccl_op(struct mrd_batch_builder *b, const struct mrd_nccl_op 
     ADD_END(MRD_EV_NCCL_OP);
 }
 
+/* Appends one NCCL channel timing (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_nccl_channel(struct mrd_batch_builder *b, const struct mrd_nccl_channel *e)
 {
     ADD_BEGIN(MRD_EV_NCCL_CHANNEL, 0);
@@ -495,6 +505,7 @@ int mrd_batch_add_nccl_channel(struct mrd_batch_builder *b, const struct mrd_ncc
     ADD_END(MRD_EV_NCCL_CHANNEL);
 }
 
+/* Appends one MPI call (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_mpi(struct mrd_batch_builder *b, const struct mrd_mpi *e)
 {
     ADD_BEGIN(MRD_EV_MPI, e->call);
@@ -509,6 +520,7 @@ int mrd_batch_add_mpi(struct mrd_batch_builder *b, const struct mrd_mpi *e)
     ADD_END(MRD_EV_MPI);
 }
 
+/* Appends one clock probe sample (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_clock_sample(struct mrd_batch_builder *b, const struct mrd_clock_sample *e)
 {
     ADD_BEGIN(MRD_EV_CLOCK, 0);
@@ -519,6 +531,7 @@ int mrd_batch_add_clock_sample(struct mrd_batch_builder *b, const struct mrd_clo
     ADD_END(MRD_EV_CLOCK);
 }
 
+/* Appends one GPU timer calibration sample (results as for every mrd_batch_add_*, above). */
 int mrd_batch_add_gpu_clock_sample(struct mrd_batch_builder *b,
                                    const struct mrd_gpu_clock_sample *e)
 {

@@ -247,6 +247,7 @@ int mrd_batch_next_kernel(struct mrd_batch_cursor *c, struct mrd_kernel *e)
     return 1;
 }
 
+/* Next memcpy of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_memcpy(struct mrd_batch_cursor *c, struct mrd_memcpy *e)
 {
     CURSOR_HEAD(memcpys, start);
@@ -263,6 +264,7 @@ int mrd_batch_next_memcpy(struct mrd_batch_cursor *c, struct mrd_memcpy *e)
     return 1;
 }
 
+/* Next memset of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_memset(struct mrd_batch_cursor *c, struct mrd_memset *e)
 {
     CURSOR_HEAD(memsets, start);
@@ -277,6 +279,7 @@ int mrd_batch_next_memset(struct mrd_batch_cursor *c, struct mrd_memset *e)
     return 1;
 }
 
+/* Next synchronization of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_sync(struct mrd_batch_cursor *c, struct mrd_sync *e)
 {
     CURSOR_HEAD(syncs, start);
@@ -289,6 +292,7 @@ int mrd_batch_next_sync(struct mrd_batch_cursor *c, struct mrd_sync *e)
     return 1;
 }
 
+/* Next API call of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_api(struct mrd_batch_cursor *c, struct mrd_api *e)
 {
     CURSOR_HEAD(api_calls, start);
@@ -302,6 +306,7 @@ int mrd_batch_next_api(struct mrd_batch_cursor *c, struct mrd_api *e)
     return 1;
 }
 
+/* Next graph launch of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_graph(struct mrd_batch_cursor *c, struct mrd_graph *e)
 {
     CURSOR_HEAD(graphs, start);
@@ -314,6 +319,7 @@ int mrd_batch_next_graph(struct mrd_batch_cursor *c, struct mrd_graph *e)
     return 1;
 }
 
+/* Next external correlation of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_extcorr(struct mrd_batch_cursor *c, struct mrd_extcorr *e)
 {
     CURSOR_HEAD(ext_correlations, correlation);
@@ -323,6 +329,7 @@ int mrd_batch_next_extcorr(struct mrd_batch_cursor *c, struct mrd_extcorr *e)
     return 1;
 }
 
+/* Next NVTX range or mark of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_nvtx(struct mrd_batch_cursor *c, struct mrd_nvtx *e)
 {
     CURSOR_HEAD(nvtx, start);
@@ -337,6 +344,7 @@ int mrd_batch_next_nvtx(struct mrd_batch_cursor *c, struct mrd_nvtx *e)
     return 1;
 }
 
+/* Next NCCL operation of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_nccl_op(struct mrd_batch_cursor *c, struct mrd_nccl_op *e)
 {
     CURSOR_HEAD(nccl_ops, op_id);
@@ -363,6 +371,7 @@ int mrd_batch_next_nccl_op(struct mrd_batch_cursor *c, struct mrd_nccl_op *e)
     return 1;
 }
 
+/* Next NCCL channel timing of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_nccl_channel(struct mrd_batch_cursor *c, struct mrd_nccl_channel *e)
 {
     CURSOR_HEAD(nccl_channels, op_id);
@@ -374,6 +383,7 @@ int mrd_batch_next_nccl_channel(struct mrd_batch_cursor *c, struct mrd_nccl_chan
     return 1;
 }
 
+/* Next MPI call of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_mpi(struct mrd_batch_cursor *c, struct mrd_mpi *e)
 {
     CURSOR_HEAD(mpi, start);
@@ -388,6 +398,7 @@ int mrd_batch_next_mpi(struct mrd_batch_cursor *c, struct mrd_mpi *e)
     return 1;
 }
 
+/* Next clock probe sample of the batch: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_clock_sample(struct mrd_batch_cursor *c, struct mrd_clock_sample *e)
 {
     CURSOR_HEAD(clock_samples, t0);
@@ -398,6 +409,7 @@ int mrd_batch_next_clock_sample(struct mrd_batch_cursor *c, struct mrd_clock_sam
     return 1;
 }
 
+/* Next GPU timer calibration sample: 1 and *e filled, or 0 at the end. Cursor thread. */
 int mrd_batch_next_gpu_clock_sample(struct mrd_batch_cursor *c, struct mrd_gpu_clock_sample *e)
 {
     CURSOR_HEAD(gpu_clock_samples, device);
