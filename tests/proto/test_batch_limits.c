@@ -400,8 +400,57 @@ static void test_wrap(void)
     mrd_batch_builder_free(b);
 }
 
+/* The definition log (which ids each unacknowledged batch defined) holds 131,072
+ * entries. Three unacknowledged batches of 65,536 definitions overflow it: the oldest
+ * batch's entries are forgotten, so its ack no longer commits anything (its strings are
+ * simply defined again), while a later batch's ack still does. */
+static size_t defs_in(struct mrd_batch_builder *b, uint64_t seq, uint32_t n)
+{
+    struct mrd_api a = {.start = 1};
+    uint8_t *f;
+    size_t len, nd;
+    Meridian__V1__Batch *m;
+
+    for (uint32_t id = 1; id <= n; id++) {
+        a.name = id;
+        CHECK_OK(mrd_batch_add_api(b, &a));
+    }
+    CHECK_OK(mrd_batch_builder_finish(b, seq, &f, &len));
+    m = tu_decode_batch(f, len, MRD_FRAME_DEFAULT_MAX);
+    nd = m->n_strings;
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    free(f);
+    return nd;
+}
+
+static void test_def_log_cap(void)
+{
+    struct mrd_batch_builder *b = builder(0, 1000000, 1);
+    const uint32_t n = 65536;
+
+    for (uint32_t i = 1; i <= n; i++) {
+        char s[16];
+
+        snprintf(s, sizeof(s), "%u", i);
+        CHECK_EQ(mrd_batch_builder_intern(b, s), i);
+    }
+    CHECK_UEQ(defs_in(b, 1, n), n);
+    CHECK_UEQ(defs_in(b, 2, n), n);
+    CHECK_UEQ(defs_in(b, 3, n), n); /* the log is over its cap: batch 1 forgotten */
+    mrd_batch_builder_acked(b, 1);
+    CHECK_UEQ(defs_in(b, 4, n), n); /* still defined: 1's ack could not be applied */
+    mrd_batch_builder_acked(b, 3);
+    CHECK_UEQ(defs_in(b, 5, 10), 0); /* 3's entries were kept: all committed */
+    mrd_batch_builder_acked(b, 2);
+    mrd_batch_builder_acked(b, 4);
+    mrd_batch_builder_acked(b, 5);
+    CHECK_UEQ(defs_in(b, 6, n), 0);
+    mrd_batch_builder_free(b);
+}
+
 int main(void)
 {
+    test_def_log_cap();
     test_layout();
     test_check();
     test_builder_config();
