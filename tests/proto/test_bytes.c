@@ -8,7 +8,7 @@
  * and a base duration of 2-50 us with +-10% noise, 1-8 us gaps, correlation ids that
  * advance by 1-3 (API records in between), occasionally a kernel out of sequence.
  * 20 batches of 16,384 events at zstd level 1 (the agent's default), acks after each.
- * Run: build/tests/proto/test_proto_bytes [events_per_batch] [batches] */
+ * Run: build/tests/proto/test_proto_bytes [events_per_batch] [batches] [zstd_level] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,9 +61,10 @@ int main(int argc, char **argv)
 {
     uint32_t per_batch = argc > 1 ? (uint32_t)atoi(argv[1]) : 16384;
     int batches = argc > 2 ? atoi(argv[2]) : 20;
+    int level = argc > 3 ? atoi(argv[3]) : 1;
     uint64_t seed = 2026;
     struct kinfo k[NK];
-    struct mrd_batch_builder_config cfg = {"bench-run", 17, 99, 0, per_batch, 1};
+    struct mrd_batch_builder_config cfg = {"bench-run", 17, 99, 0, per_batch, level};
     struct mrd_batch_builder *b;
     uint64_t wire = 0, raw_wire = 0, events = 0, corr = 5000000, dropped[MRD_DROP__COUNT] = {0};
     int64_t t = 1700000000000000000ll;
@@ -124,11 +125,12 @@ int main(int argc, char **argv)
         mrd_batch_builder_acked(b, (uint64_t)bi);
     }
     mrd_batch_builder_free(b);
-    printf("kernel events=%llu batches=%d wire_bytes=%llu bytes_per_kernel_event=%.2f "
+    printf("zstd_level=%d kernel events=%llu batches=%d wire_bytes=%llu bytes_per_kernel_event=%.2f "
            "(uncompressed %.2f) encode_ns_per_event=%.0f decode_ns_per_event=%.0f\n",
-           (unsigned long long)events, batches, (unsigned long long)wire,
+           level, (unsigned long long)events, batches, (unsigned long long)wire,
            (double)wire / (double)events, (double)raw_wire / (double)events,
            enc * 1e9 / (double)events, dec * 1e9 / (double)events);
-    CHECK_LE(wire, 16 * events);
+    if (level > 0)
+        CHECK_LE(wire, 16 * events); /* the goal is for the default, compressed, form */
     return 0;
 }
