@@ -45,7 +45,10 @@ void mrd_batch_builder_free(struct mrd_batch_builder *b);
 uint32_t mrd_batch_builder_intern(struct mrd_batch_builder *b, const char *s);
 
 /* Append one event. Return 0, or -EAGAIN when the batch already holds target_events
- * (finish it, then append again), or -ENOMEM. */
+ * or the event would push the encoded batch over max_frame (finish it, then append
+ * again), or -ENOMEM. Also -MRD_ERR_TOO_LARGE when the event, with the string
+ * definitions it needs, cannot fit even an empty batch (drop it, count DROP_TOO_LARGE),
+ * and -EINVAL for a string id this builder never handed out. */
 int mrd_batch_add_kernel(struct mrd_batch_builder *b, const struct mrd_kernel *e);
 int mrd_batch_add_memcpy(struct mrd_batch_builder *b, const struct mrd_memcpy *e);
 int mrd_batch_add_memset(struct mrd_batch_builder *b, const struct mrd_memset *e);
@@ -72,7 +75,8 @@ size_t mrd_batch_builder_pending(const struct mrd_batch_builder *b);
 /* Encodes the pending events as batch `seq` into a complete BATCH frame (malloc'd,
  * caller frees) and resets the builder for the next batch. Returns 0; -ENOMEM;
  * -MRD_ERR_TOO_LARGE if the frame would exceed max_frame (the builder then keeps the
- * events: lower target_events). An empty batch is allowed (it may carry counters). */
+ * events: lower target_events; not expected, since appends keep the encoded size within
+ * max_frame); -EINVAL for seq 0. An empty batch is allowed (it may carry counters). */
 int mrd_batch_builder_finish(struct mrd_batch_builder *b, uint64_t seq, uint8_t **frame,
                              size_t *frame_len);
 
