@@ -334,6 +334,7 @@ int main(int argc, char **argv)
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
 
+    mrd_store_process_init();
     sc.verbose = verbose;
     struct mrd_store *store = NULL;
     struct mrd_ingest *ingest = NULL;

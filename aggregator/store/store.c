@@ -13,7 +13,8 @@
  * cap). One transaction holds at most commit_rows rows (+ one batch).
  *
  * Threads: see store.h. The writer thread owns the sqlite3 handle from the moment it
- * starts until close joins it; it runs with all signals blocked.
+ * starts until close joins it; it runs with all signals blocked. WAL checkpoints run on
+ * a third thread with its own connection (ckpt.c), so COMMIT never waits for one.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -47,6 +48,13 @@ const char *mrd_store_schema_sql(void)
 const char *mrd_store_pragmas(void)
 {
     return pragmas;
+}
+
+void mrd_store_process_init(void)
+{
+    /* SQLite's memory statistics take a global mutex around every allocation; the store
+     * does not use them (no soft heap limit). Fails harmlessly once SQLite is initialized. */
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
 void mrd__store_log(const struct mrd_store *s, int level, const char *fmt, ...)
@@ -534,6 +542,8 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
         goto fail;
     if (cfg->sync_full && (rc = exec(s, "PRAGMA synchronous=FULL", "pragmas")) < 0)
         goto fail;
+    /* checkpoints run on their own thread (ckpt.c), not inside our COMMITs */
+    sqlite3_wal_hook(s->db, mrd__store_wal_hook, s);
     char mode[16];
     if ((rc = query_text(s, "PRAGMA journal_mode", mode, sizeof(mode))) < 0)
         goto fail;
@@ -553,7 +563,8 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
             goto fail;
         }
     }
-    if ((rc = mrd__store_strmap_load(s)) < 0)
+    if ((rc = mrd__store_strmap_load(s)) < 0 ||
+        (rc = mrd__store_ckpt_start(s, cfg->db_path)) < 0)
         goto fail;
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->efd < 0) {
@@ -581,6 +592,7 @@ void mrd_store_close(struct mrd_store *s)
         pthread_join(s->writer, NULL);
         s->writer_started = 0;
     }
+    mrd__store_ckpt_stop(s);
     struct mrd_store_item *it = s->done_head;
     while (it) {
         struct mrd_store_item *next = it->next;

@@ -18,6 +18,13 @@
  * the WAL file (written with write(2)) before COMMIT returns, so it survives the daemon
  * being killed (SIGKILL) at any moment; it may be lost on power loss or a kernel crash
  * (the WAL is fsynced only at checkpoints). Pass sync_full for power-loss durability.
+ *
+ * Checkpoints: the pragmas set wal_autocheckpoint=16384 pages (so does every program that
+ * applies mrd_store_pragmas()); the store instead checkpoints at that WAL size on a
+ * background thread with its own connection, so a COMMIT (and the acks behind it) never
+ * waits for a checkpoint's copying and fsync. If that thread falls behind and the WAL
+ * reaches 4 x 16384 pages (256 MiB), the writer checkpoints itself after its commit:
+ * the WAL file stays bounded.
  */
 #ifndef MRD_STORE_H
 #define MRD_STORE_H
@@ -127,6 +134,11 @@ struct mrd_store_stats {
     uint64_t commit_ns; /* writer time spent in COMMIT */
 };
 void mrd_store_get_stats(struct mrd_store *s, struct mrd_store_stats *st);
+
+/* Process-wide SQLite settings for a process whose SQLite work is the store's: turns
+ * off SQLite's memory statistics (a global mutex on every allocation). Call once from
+ * main before any thread uses SQLite (meridiand does); optional. */
+void mrd_store_process_init(void);
 
 /* The schema text (schema.sql, embedded at build time) and the pragma statements the
  * store executes on every connection, so other programs (the ingest benchmark's ceiling)
