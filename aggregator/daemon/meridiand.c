@@ -76,7 +76,7 @@ static void usage(FILE *f)
 "                         PATH (written to a temporary file, then renamed).\n"
 "  --ready-fd FD          once listening, write the bound port and a newline to file\n"
 "                         descriptor FD, then close it.\n"
-"  --quiet                log errors only.\n"
+"  --quiet                log only errors and rejected connections.\n"
 "  --verbose              also log every connection, hello and goodbye.\n"
 "  --help                 this text.\n"
 "  --version              print the version.\n"
@@ -86,6 +86,11 @@ static void usage(FILE *f)
 "A rejected connection (wrong or missing secret, wrong protocol version, wrong run,\n"
 "oversized or malformed frame, unexpected message) is logged with the peer and the\n"
 "reason and closed; other connections are not affected.\n"
+"\n"
+"Files: PATH, PATH-wal and PATH-shm while running (SQLite WAL mode; readers may open\n"
+"PATH read-only at any time); after a clean stop only PATH remains.\n"
+"\n"
+"Environment: MERIDIAN_SECRET (the run secret, when --secret-file is not given).\n"
 "\n"
 "Signals: SIGINT or SIGTERM stops accepting, commits everything received, sends the\n"
 "last acknowledgements and exits 0.\n"
@@ -340,8 +345,9 @@ int main(int argc, char **argv)
     struct mrd_ingest *ingest = NULL;
     int rc = mrd_store_open(&sc, &store);
     if (rc < 0) {
-        fprintf(stderr, "meridiand: cannot open the database %s: %s\n", sc.db_path,
-                mrd_strerror(rc));
+        if (rc != -MRD_ERR_CONFIG && rc != -MRD_ERR_SQLITE) /* those were logged with details */
+            fprintf(stderr, "meridiand: cannot open the database %s: %s\n", sc.db_path,
+                    mrd_strerror(rc));
         goto fail;
     }
     ic.host = host;
