@@ -20,8 +20,16 @@
 #define MRD_CLI_EXIT_NOEXEC   126 /* the command could not be executed */
 #define MRD_CLI_EXIT_NOTFOUND 127 /* the command was not found */
 
+/* `meridian profile ...` (profile.c): runs a whole job under a fresh meridiand, then
+ * finalizes and reports. Returns the job's exit status (128+N for signal N), 125 when
+ * meridian failed before the job started, 126/127 when the job could not be executed. */
 int mrd_cli_profile(int argc, char **argv);
+
+/* `meridian run ...` (run.c): sets the agent environment and execs the command; returns
+ * only on failure (125 usage/setup, 126/127 exec). */
 int mrd_cli_run(int argc, char **argv);
+
+/* `meridian doctor` (doctor.c): prints one line per check; 0 when none FAILed, else 1. */
 int mrd_cli_doctor(int argc, char **argv);
 
 /* Completes a database whose daemon has stopped: writes runs.command when `command` is
