@@ -89,7 +89,8 @@ void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c)
     uint32_t ev = 0;
     if (c->state == MRD__CONN_CLOSING)
         ev = EPOLLIN;
-    else if (!mrd__ingest_paused(g, c) && !c->want_big && (c->rcap == 0 || c->rlen < c->rcap))
+    else if (!c->eof && !mrd__ingest_paused(g, c) && !c->want_big &&
+             (c->rcap == 0 || c->rlen < c->rcap))
         ev = EPOLLIN;
     if (c->wpos < c->wlen)
         ev |= EPOLLOUT;
@@ -199,6 +200,10 @@ void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c)
         }
         if (c->state == MRD__CONN_CLOSING)
             shutdown(c->fd, SHUT_WR);
+        if (c->state != MRD__CONN_CLOSING && mrd__conn_linger_done(c)) {
+            mrd__conn_close(g, c);
+            return;
+        }
     }
     mrd__conn_update_interest(g, c);
 }
@@ -583,24 +588,38 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
     return 0;
 }
 
-static void conn_eof(struct mrd_ingest *g, struct mrd__conn *c, const char *how)
+/* The peer closed its side (linger = 1: a FIN, it may still read) or the connection broke.
+ * Complete frames already buffered are stored either way (caps or not: bounded by the
+ * buffer already held). After a FIN the connection stays, not read any more, until the
+ * acks of what it sent went out (mrd__conn_linger_done), so an agent that shuts down its
+ * sending side still learns what was committed. */
+static void conn_eof(struct mrd_ingest *g, struct mrd__conn *c, const char *how, int linger)
 {
     if (c->state != MRD__CONN_CLOSING) {
-        c->eof = 1; /* store what was received completely, caps or not: it is bounded by
-                       the buffer already held */
+        c->eof = 1;
         if (mrd__conn_process(g, c) < 0)
             return;
         if (c->has_rank)
             mrd__ingest_log(g, 1, "rank %u (%s) disconnected%s", c->rank, c->peer, how);
         else
             mrd__ingest_log(g, 1, "%s disconnected before hello%s", c->peer, how);
+        if (linger && c->state != MRD__CONN_CLOSING && !mrd__conn_linger_done(c)) {
+            rbuf_release(g, c);
+            mrd__conn_update_interest(g, c);
+            return;
+        }
     }
     mrd__conn_close(g, c);
 }
 
+int mrd__conn_linger_done(const struct mrd__conn *c)
+{
+    return c->eof && c->queued == 0 && c->wpos == c->wlen;
+}
+
 void mrd__conn_on_hangup(struct mrd_ingest *g, struct mrd__conn *c)
 {
-    conn_eof(g, c, " (hang-up)");
+    conn_eof(g, c, " (hang-up)", 0);
 }
 
 void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c)
@@ -627,7 +646,7 @@ void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c)
     }
     ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen, MSG_DONTWAIT);
     if (n == 0) {
-        conn_eof(g, c, "");
+        conn_eof(g, c, "", 1);
         return;
     }
     if (n < 0) {
@@ -635,7 +654,7 @@ void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c)
             return;
         char how[96];
         snprintf(how, sizeof(how), " (%s)", strerror(errno));
-        conn_eof(g, c, how);
+        conn_eof(g, c, how, 0);
         return;
     }
     c->t_read = mrd_store_global_now(g->store);

@@ -176,6 +176,11 @@ static void resume_all(struct mrd_ingest *g)
         struct mrd__conn *c = g->conns[i];
         if (!c || c->state == MRD__CONN_CLOSING)
             continue;
+        if (c->eof) { /* lingering after FIN until its acks are out */
+            if (mrd__conn_linger_done(c))
+                mrd__conn_close(g, c);
+            continue;
+        }
         if (mrd__ingest_paused(g, c)) {
             mrd__conn_update_interest(g, c);
             continue;

@@ -38,7 +38,8 @@ struct mrd__conn {
     size_t rcap, rpos, rlen; /* unprocessed bytes are rbuf[rpos..rlen) */
     size_t rbig;             /* bytes of rcap drawn from the global budget */
     int want_big;            /* waiting for budget to grow rbuf */
-    int eof;                 /* peer closed: process what is buffered, caps or not */
+    int eof;                 /* peer closed its side: not read any more; buffered frames
+                                are stored caps or not; closed once its acks went out */
     int64_t t_read;          /* global time of the last read that returned data */
     uint8_t *wbuf;
     size_t wcap, wpos, wlen; /* unsent bytes are wbuf[wpos..wlen) */
@@ -81,6 +82,8 @@ void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c);
 void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c);
 void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c);
 void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c);
+/* 1 when a connection whose peer sent FIN has nothing left to acknowledge or send. */
+int mrd__conn_linger_done(const struct mrd__conn *c);
 /* EPOLLHUP / EPOLLERR: stores what is buffered, then closes. */
 void mrd__conn_on_hangup(struct mrd_ingest *g, struct mrd__conn *c);
 /* Processes complete frames already buffered (after a resume). Returns 0, or -1 when

@@ -20,8 +20,8 @@
 static void start_daemon(const char *commit_ms, int with_run_id)
 {
     const char *args[] = {"--max-frame", "65536", "--commit-ms", commit_ms,
-                          "--hello-timeout-ms", "300", with_run_id ? "--run-id" : NULL, RUN,
-                          NULL};
+                          "--hello-timeout-ms", "300", "--max-connections", "8",
+                          with_run_id ? "--run-id" : NULL, RUN, NULL};
     start_daemon_args(args);
 }
 
@@ -178,6 +178,19 @@ int main(int argc, char **argv)
     CHECK_LT(llabs(cr->t2 - rt), 5000000000LL);
     protobuf_c_message_free_unpacked(m, NULL);
     close(clk);
+    /* --max-connections 8: with the good client and 7 more open, a ninth is closed at once */
+    usleep(300000); /* the rejected connections above are gone by now */
+    int extra[7];
+    for (int i = 0; i < 7; i++)
+        extra[i] = cl_connect();
+    int over = cl_connect();
+    uint8_t byte;
+    CHECK_EQ(recv(over, &byte, 1, 0), 0); /* closed without a word: no memory spent on it */
+    close(over);
+    for (int i = 0; i < 7; i++)
+        close(extra[i]);
+    good_batch(good, seq++);
+
     uint64_t last_before_restart = seq - 1;
     close(good);
     CHECK_EQ(stop_daemon(), 0);
@@ -212,12 +225,17 @@ int main(int argc, char **argv)
     good_batch(good, seq++);
     send_all(good, g_frames[1], g_frame_len[1]);
     expect_ack(good, 1, 1);
+    /* a last batch, Goodbye, then only the sending side shut: the ack still arrives */
+    make_batch(seq, 100);
+    send_all(good, g_frames[seq], g_frame_len[seq]);
     Meridian__V1__Goodbye gb = MERIDIAN__V1__GOODBYE__INIT;
-    gb.last_seq = seq - 1;
-    gb.batches_sent = seq - 1;
+    gb.last_seq = seq;
+    gb.batches_sent = seq;
     send_msg(good, MRD_FRAME_GOODBYE, &gb.base);
-    close(good);
-    usleep(100000);
+    CHECK_OK(shutdown(good, SHUT_WR));
+    expect_ack(good, seq, 0);
+    seq++;
+    expect_eof(good); /* and then the daemon closes it */
     CHECK_EQ(stop_daemon(), 0);
 
     CHECK_EQ(q1("SELECT count(*) FROM runs"), 1);
@@ -232,8 +250,10 @@ int main(int argc, char **argv)
     CHECK_GE(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_version'"), 3);
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_too_large'"), 1);
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_run_id'"), 1);
-    CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_hello_timeout'"),
+    CHECK_GE(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_hello_timeout'"),
              2);
+    CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'connections_over_limit'"),
+             1);
     CHECK_EQ(q1("SELECT goodbye FROM ranks WHERE rank = 0"), 1);
     CHECK_EQ(q1("SELECT value FROM agent_counters WHERE rank = 0 AND name = 'last_seq'"),
              (int64_t)(seq - 1));
