@@ -59,7 +59,8 @@ static void usage(FILE *f)
 "                         one must already belong to it. Agents must present it.\n"
 "  --secret-file PATH     read the run secret from PATH (trailing newlines removed;\n"
 "                         at most %d bytes). Overrides MERIDIAN_SECRET.\n"
-"  --max-frame BYTES      largest frame accepted (default %u, minimum %u).\n"
+"  --max-frame BYTES      largest frame accepted (default %u, minimum %u, maximum\n"
+"                         64 MiB).\n"
 "  --max-connections N    connections open at once (default 1024: two per rank).\n"
 "  --queue-mb N           memory for batches received but not yet committed (default\n"
 "                         256). When full, meridiand stops reading and TCP pushes back\n"
@@ -269,7 +270,7 @@ int main(int argc, char **argv)
         case OPT_RUN: sc.run_id = optarg; break;
         case OPT_SECRET: secret_file = optarg; break;
         case OPT_MAXFRAME:
-            if (parse_u64(optarg, MRD_FRAME_MIN_MAX, 1u << 30, &v) < 0)
+            if (parse_u64(optarg, MRD_FRAME_MIN_MAX, 64u << 20, &v) < 0)
                 goto bad_value;
             ic.max_frame = (uint32_t)v;
             break;

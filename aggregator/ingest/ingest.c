@@ -448,6 +448,8 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
     }
     if (!g->cfg.rbuf_budget)
         g->cfg.rbuf_budget = 256u << 20;
+    if (g->cfg.rbuf_budget < (size_t)g->cfg.max_frame + MRD_FRAME_HEADER_BYTES)
+        g->cfg.rbuf_budget = (size_t)g->cfg.max_frame + MRD_FRAME_HEADER_BYTES; /* one fits */
     if (!g->cfg.wbuf_cap)
         g->cfg.wbuf_cap = 1u << 20;
     if (!g->cfg.sock_rcvbuf)

@@ -31,9 +31,12 @@ static uint64_t rnd(void)
     return g_rng;
 }
 
+static size_t g_cache_max; /* 0 = default */
+
 static struct mrd_store *open_store(const char *run_id)
 {
-    struct mrd_store_config cfg = {.db_path = g_db, .run_id = run_id, .commit_ms = 5};
+    struct mrd_store_config cfg = {.db_path = g_db, .run_id = run_id, .commit_ms = 5,
+                                   .string_cache_max = g_cache_max};
     struct mrd_store *s = NULL;
     CHECK_OK(mrd_store_open(&cfg, &s));
     return s;
@@ -341,7 +344,9 @@ int main(void)
     CHECK_EQ(mrd_store_open(&bad, &sb), -MRD_ERR_CONFIG);
     CHECK(sb == NULL);
 
-    /* reopen (no run id given): same run, continuous timebase, strings from rank_strings */
+    /* reopen (no run id given): same run, continuous timebase, strings from rank_strings;
+     * with a string cache of 2 entries, most lookups miss and go to rank_strings */
+    g_cache_max = 2;
     s = open_store(NULL);
     CHECK_STREQ(mrd_store_run_id(s), "run-A");
     int64_t g2 = mrd_store_global_now(s);
@@ -379,6 +384,21 @@ int main(void)
     CHECK_EQ(q1(db, "SELECT pid FROM ranks WHERE rank = 3"), 4242);
     CHECK_EQ(q1(db, "SELECT count(*) FROM gpus WHERE rank = 3 AND uuid = 'GPU-1234'"), 1);
     CHECK_EQ(q1(db, "SELECT world_size FROM runs"), 4);
+    /* the database as if written before a reboot of this host: the anchors are replaced
+     * (global time restarts from realtime), the boot id updated, the run kept */
+    CHECK_EQ(sqlite3_exec(db, "UPDATE runs SET boot_id = 'another-boot', anchor_realtime_ns = 5,"
+                              " anchor_monotonic_ns = 7", NULL, NULL, NULL),
+             SQLITE_OK);
+    sqlite3_close(db);
+    s = open_store("run-A");
+    clock_gettime(CLOCK_REALTIME, &rt);
+    now_rt = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec;
+    CHECK_LT(llabs(mrd_store_global_now(s) - now_rt), 1000000000LL);
+    mrd_store_close(s);
+    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
+    CHECK_GT(q1(db, "SELECT anchor_realtime_ns FROM runs"), 5);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs WHERE boot_id = 'another-boot'"), 0);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM runs WHERE run_id = 'run-A'"), 1);
     sqlite3_close(db);
 
     char cmd[300];
