@@ -26,13 +26,15 @@
 #include "store.h"
 
 #define DEFAULT_PORT 47500
-#define SECRET_MAX 4096
+#define SECRET_MAX   4096
 
 static struct mrd_ingest *g_ingest;
 static volatile sig_atomic_t g_signal;
 
 static void usage(FILE *f)
 {
+    /* the text as it prints: */
+    // clang-format off
     fprintf(f,
 "Usage: meridiand --db PATH [options]\n"
 "\n"
@@ -98,6 +100,7 @@ static void usage(FILE *f)
 "\n"
 "Exit status: 0 after a clean stop, 1 when it cannot start, 2 on a usage error.\n",
             DEFAULT_PORT, SECRET_MAX, MRD_FRAME_DEFAULT_MAX, MRD_FRAME_MIN_MAX);
+    // clang-format on
 }
 
 static void on_signal(int sig)
@@ -161,8 +164,10 @@ static long read_secret(const char *path, uint8_t *buf, size_t cap)
         }
         struct stat st;
         if (fstat(fd, &st) == 0 && (st.st_mode & 0077))
-            fprintf(stderr, "meridiand: warning: secret file %s is readable by other users "
-                            "(chmod 600 it)\n", path);
+            fprintf(stderr,
+                    "meridiand: warning: secret file %s is readable by other users "
+                    "(chmod 600 it)\n",
+                    path);
         for (;;) {
             ssize_t r = read(fd, buf + n, cap - n);
             if (r < 0 && errno == EINTR)
@@ -227,9 +232,26 @@ static void raise_fd_limit(void)
     }
 }
 
-enum { OPT_DB = 256, OPT_LISTEN, OPT_RUN, OPT_SECRET, OPT_MAXFRAME, OPT_MAXCONN, OPT_QUEUE,
-       OPT_COMMIT, OPT_HELLO_TIMEOUT, OPT_SYNC, OPT_SHARD, OPT_PORTFILE, OPT_READYFD, OPT_QUIET, OPT_VERBOSE,
-       OPT_HELP, OPT_VERSION };
+/* same order as opts[] in main (the error message indexes it) */
+enum {
+    OPT_DB = 256,
+    OPT_LISTEN,
+    OPT_RUN,
+    OPT_SECRET,
+    OPT_MAXFRAME,
+    OPT_MAXCONN,
+    OPT_QUEUE,
+    OPT_COMMIT,
+    OPT_HELLO_TIMEOUT,
+    OPT_SYNC,
+    OPT_SHARD,
+    OPT_PORTFILE,
+    OPT_READYFD,
+    OPT_QUIET,
+    OPT_VERBOSE,
+    OPT_HELP,
+    OPT_VERSION
+};
 
 int main(int argc, char **argv)
 {
@@ -262,13 +284,19 @@ int main(int argc, char **argv)
     unsigned long long v;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
-        case OPT_DB: sc.db_path = optarg; break;
+        case OPT_DB:
+            sc.db_path = optarg;
+            break;
         case OPT_LISTEN:
             if (parse_listen(optarg, host, sizeof(host), &port) < 0)
                 goto bad_value;
             break;
-        case OPT_RUN: sc.run_id = optarg; break;
-        case OPT_SECRET: secret_file = optarg; break;
+        case OPT_RUN:
+            sc.run_id = optarg;
+            break;
+        case OPT_SECRET:
+            secret_file = optarg;
+            break;
         case OPT_MAXFRAME:
             if (parse_u64(optarg, MRD_FRAME_MIN_MAX, 64u << 20, &v) < 0)
                 goto bad_value;
@@ -294,24 +322,35 @@ int main(int argc, char **argv)
                 goto bad_value;
             ic.hello_timeout_ms = (uint32_t)v;
             break;
-        case OPT_SYNC: sc.sync_full = 1; break;
+        case OPT_SYNC:
+            sc.sync_full = 1;
+            break;
         case OPT_SHARD:
             if (parse_u64(optarg, 0, UINT32_MAX, &v) < 0)
                 goto bad_value;
             sc.shard_id = (uint32_t)v;
             break;
-        case OPT_PORTFILE: port_file = optarg; break;
+        case OPT_PORTFILE:
+            port_file = optarg;
+            break;
         case OPT_READYFD:
             if (parse_u64(optarg, 0, INT_MAX, &v) < 0)
                 goto bad_value;
             ready_fd = (int)v;
             break;
-        case OPT_QUIET: verbose = -1; break;
-        case OPT_VERBOSE: verbose = 1; break;
+        case OPT_QUIET:
+            verbose = -1;
+            break;
+        case OPT_VERBOSE:
+            verbose = 1;
+            break;
         case 'h':
-        case OPT_HELP: usage(stdout); return 0;
-        case OPT_VERSION: printf("meridiand 0.1.0 (protocol %d, schema %d)\n",
-                                 MRD_PROTOCOL_VERSION, MRD_STORE_SCHEMA_VERSION);
+        case OPT_HELP:
+            usage(stdout);
+            return 0;
+        case OPT_VERSION:
+            printf("meridiand 0.1.0 (protocol %d, schema %d)\n", MRD_PROTOCOL_VERSION,
+                   MRD_STORE_SCHEMA_VERSION);
             return 0;
         default:
             fprintf(stderr, "meridiand: see --help\n");
@@ -367,8 +406,7 @@ int main(int argc, char **argv)
 
     uint16_t bound = mrd_ingest_port(ingest);
     if (port_file && (rc = write_port_file(port_file, bound)) < 0) {
-        fprintf(stderr, "meridiand: cannot write the port file %s: %s\n", port_file,
-                strerror(-rc));
+        fprintf(stderr, "meridiand: cannot write the port file %s: %s\n", port_file, strerror(-rc));
         goto fail;
     }
     if (ready_fd >= 0) {
@@ -378,7 +416,8 @@ int main(int argc, char **argv)
     if (verbose >= 0)
         fprintf(stderr, "meridiand: run %s, database %s\n", mrd_store_run_id(store), sc.db_path);
     printf(strchr(host, ':') ? "meridiand: listening on [%s]:%u\n"
-                             : "meridiand: listening on %s:%u\n", host, bound);
+                             : "meridiand: listening on %s:%u\n",
+           host, bound);
     fflush(stdout);
 
     rc = mrd_ingest_run(ingest);

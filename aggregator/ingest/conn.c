@@ -31,13 +31,13 @@
 
 static const char *type_name(uint32_t t)
 {
-    static const char *const names[] = {"?",     "Hello", "HelloReply", "ClockProbe",
-                                        "ClockReply", "Batch", "Ack", "Goodbye", "Error"};
+    static const char *const names[] = {"?",     "Hello", "HelloReply", "ClockProbe", "ClockReply",
+                                        "Batch", "Ack",   "Goodbye",    "Error"};
     return t <= MRD_FRAME__MAX ? names[t] : "?";
 }
 
-int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token,
-                   const char *peer, struct mrd__conn **out)
+int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, const char *peer,
+                   struct mrd__conn **out)
 {
     struct mrd__conn *c = calloc(1, sizeof(*c));
     if (!c)
@@ -141,8 +141,7 @@ static int conn_write(struct mrd_ingest *g, struct mrd__conn *c, const uint8_t *
                 cap = g->cfg.wbuf_cap;
             uint8_t *nb = realloc(c->wbuf, cap);
             if (!nb) {
-                mrd__ingest_log(g, 0, "%s: out of memory for the write buffer: closing",
-                                c->peer);
+                mrd__ingest_log(g, 0, "%s: out of memory for the write buffer: closing", c->peer);
                 mrd__conn_close(g, c);
                 return -1;
             }
@@ -168,8 +167,8 @@ int mrd__conn_send(struct mrd_ingest *g, struct mrd__conn *c, enum mrd_frame_typ
             return -1;
         }
     }
-    struct mrd_frame_header h = {.version = MRD_PROTOCOL_VERSION, .type = (uint8_t)type,
-                                 .flags = 0, .length = (uint32_t)n};
+    struct mrd_frame_header h = {
+        .version = MRD_PROTOCOL_VERSION, .type = (uint8_t)type, .flags = 0, .length = (uint32_t)n};
     mrd_frame_header_write(buf, &h);
     protobuf_c_message_pack(msg, buf + MRD_FRAME_HEADER_BYTES);
     int rc = conn_write(g, c, buf, n + MRD_FRAME_HEADER_BYTES);
@@ -334,8 +333,8 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
         return -1;
     }
     c->state = MRD__CONN_DATA;
-    mrd__ingest_log(g, 1, "rank %u data connection from %s (host %s, pid %u)", h->rank,
-                    c->peer, h->host ? h->host : "?", h->pid);
+    mrd__ingest_log(g, 1, "rank %u data connection from %s (host %s, pid %u)", h->rank, c->peer,
+                    h->host ? h->host : "?", h->pid);
     it->rank = h->rank;
     it->received_ns = c->t_read;
     it->cost = 1024;
@@ -426,8 +425,8 @@ static int on_probe(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
 }
 
 /* Returns 0 (c alive, maybe CLOSING) or -1 (c closed and freed). */
-static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c,
-                        const struct mrd_frame_header *h, const uint8_t *payload)
+static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_frame_header *h,
+                        const uint8_t *payload)
 {
     ProtobufCMessage *m = NULL;
     uint32_t limit = c->state == MRD__CONN_HELLO ? MRD__RBUF_SMALL : g->cfg.max_frame;
@@ -552,9 +551,8 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
             break;
         size_t avail = c->rlen - c->rpos;
         struct mrd_frame_header h;
-        uint32_t limit =
-            c->state == MRD__CONN_HELLO ? MRD__RBUF_SMALL - MRD_FRAME_HEADER_BYTES
-                                        : g->cfg.max_frame;
+        uint32_t limit = c->state == MRD__CONN_HELLO ? MRD__RBUF_SMALL - MRD_FRAME_HEADER_BYTES
+                                                     : g->cfg.max_frame;
         int rc = mrd_frame_header_parse(c->rbuf + c->rpos, avail, limit, &h);
         if (rc == -EAGAIN)
             break;

@@ -28,9 +28,9 @@
 #include "ingest_internal.h"
 #include "store.h"
 
-#define EV_LISTEN 1u
-#define EV_STOP 2u
-#define EV_STORE 3u
+#define EV_LISTEN        1u
+#define EV_STOP          2u
+#define EV_STORE         3u
 #define REJECT_LOG_PER_S 20u
 
 static const char *const counter_names[MRD__CNT__COUNT] = {
@@ -147,8 +147,8 @@ static void on_accept(struct mrd_ingest *g)
         format_peer(&ss, peer, sizeof(peer));
         if (g->nconns >= g->cfg.max_connections) {
             g->counters[MRD__CNT_OVER_LIMIT]++;
-            mrd__ingest_log(g, -1, "rejected %s (before hello): %u connections already open",
-                            peer, g->nconns);
+            mrd__ingest_log(g, -1, "rejected %s (before hello): %u connections already open", peer,
+                            g->nconns);
             close(fd);
             continue;
         }
@@ -259,8 +259,8 @@ static void tick(struct mrd_ingest *g)
         if (!c || now < c->deadline_ms)
             continue;
         if (c->state == MRD__CONN_HELLO)
-            mrd__conn_reject(g, c, MRD__CNT_REJ_TIMEOUT, MRD_ERR_AUTH,
-                             "no Hello within %u ms", g->cfg.hello_timeout_ms);
+            mrd__conn_reject(g, c, MRD__CNT_REJ_TIMEOUT, MRD_ERR_AUTH, "no Hello within %u ms",
+                             g->cfg.hello_timeout_ms);
         else if (c->state == MRD__CONN_CLOSING)
             mrd__conn_close(g, c);
     }
@@ -376,7 +376,8 @@ uint16_t mrd_ingest_port(const struct mrd_ingest *g)
 static int listen_on(struct mrd_ingest *g)
 {
     struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV | AI_PASSIVE,
-                             .ai_socktype = SOCK_STREAM}, *ai = NULL;
+                             .ai_socktype = SOCK_STREAM},
+                    *ai = NULL;
     char port[8];
     snprintf(port, sizeof(port), "%u", g->cfg.port);
     int rc = getaddrinfo(g->cfg.host, port, &hints, &ai);
@@ -402,12 +403,11 @@ static int listen_on(struct mrd_ingest *g)
     socklen_t sl = sizeof(ss);
     getsockname(g->lfd, (struct sockaddr *)&ss, &sl);
     g->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                              : ((struct sockaddr_in *)&ss)->sin_port);
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
     freeaddrinfo(ai);
     return 0;
 fail:
-    mrd__ingest_log(g, 0, "cannot listen on %s:%u: %s", g->cfg.host, g->cfg.port,
-                    strerror(-rc));
+    mrd__ingest_log(g, 0, "cannot listen on %s:%u: %s", g->cfg.host, g->cfg.port, strerror(-rc));
     freeaddrinfo(ai);
     return rc;
 }

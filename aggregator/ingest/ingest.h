@@ -34,22 +34,22 @@ struct mrd_store;
 struct mrd_ingest;
 
 struct mrd_ingest_config {
-    const char *host;            /* numeric address to listen on ("127.0.0.1", "::1") */
-    uint16_t port;               /* 0 = ephemeral (see mrd_ingest_port) */
-    uint32_t max_frame;          /* largest frame accepted (default MRD_FRAME_DEFAULT_MAX) */
-    uint32_t max_connections;    /* default 1024 */
-    size_t queue_cap;            /* default 256 MiB */
-    size_t conn_queue_cap;       /* default 4 * max_frame, at least 16 MiB */
-    size_t rbuf_budget;          /* default 256 MiB */
-    size_t wbuf_cap;             /* default 1 MiB */
-    int sock_rcvbuf;             /* SO_RCVBUF of every connection (default 1 MiB; -1 = the
-                                    kernel's autotuning, which may buffer tens of MiB per
-                                    connection that the loop is not reading) */
-    uint32_t hello_timeout_ms;   /* default 10000: no valid Hello by then -> closed */
-    const uint8_t *secret;       /* required; copied */
+    const char *host;          /* numeric address to listen on ("127.0.0.1", "::1") */
+    uint16_t port;             /* 0 = ephemeral (see mrd_ingest_port) */
+    uint32_t max_frame;        /* largest frame accepted (default MRD_FRAME_DEFAULT_MAX) */
+    uint32_t max_connections;  /* default 1024 */
+    size_t queue_cap;          /* default 256 MiB */
+    size_t conn_queue_cap;     /* default 4 * max_frame, at least 16 MiB */
+    size_t rbuf_budget;        /* default 256 MiB */
+    size_t wbuf_cap;           /* default 1 MiB */
+    int sock_rcvbuf;           /* SO_RCVBUF of every connection (default 1 MiB; -1 = the
+                                  kernel's autotuning, which may buffer tens of MiB per
+                                  connection that the loop is not reading) */
+    uint32_t hello_timeout_ms; /* default 10000: no valid Hello by then -> closed */
+    const uint8_t *secret;     /* required; copied */
     size_t secret_len;
-    int verbose;                 /* -1 errors only, 0 default, 1 one line per connection */
-    FILE *log;                   /* NULL: stderr */
+    int verbose; /* -1 errors only, 0 default, 1 one line per connection */
+    FILE *log;   /* NULL: stderr */
 };
 
 /* Binds and listens (SO_REUSEADDR) on cfg->host:cfg->port. The store must outlive the

@@ -9,8 +9,8 @@
 #include "frame.h"
 #include "ingest.h"
 
-#define MRD__RBUF_SMALL (64u * 1024u) /* initial read buffer; also the pre-Hello frame cap */
-#define MRD__CLOSING_LINGER_MS 1000   /* how long a rejected peer gets to read our reason */
+#define MRD__RBUF_SMALL        (64u * 1024u) /* initial read buffer; also the pre-Hello frame cap */
+#define MRD__CLOSING_LINGER_MS 1000          /* how long a rejected peer gets to read our reason */
 
 enum mrd__conn_state {
     MRD__CONN_HELLO,   /* waiting for a valid Hello */
@@ -21,17 +21,26 @@ enum mrd__conn_state {
 
 /* aggregator_counters maintained by the loop, flushed to the store once a second */
 enum {
-    MRD__CNT_ACCEPTED, MRD__CNT_OVER_LIMIT, MRD__CNT_REJ_AUTH, MRD__CNT_REJ_VERSION,
-    MRD__CNT_REJ_RUN, MRD__CNT_REJ_MALFORMED, MRD__CNT_REJ_TOO_LARGE, MRD__CNT_REJ_PROTOCOL,
-    MRD__CNT_REJ_TIMEOUT, MRD__CNT_STORAGE_ERRORS, MRD__CNT_PROBES, MRD__CNT__COUNT
+    MRD__CNT_ACCEPTED,
+    MRD__CNT_OVER_LIMIT,
+    MRD__CNT_REJ_AUTH,
+    MRD__CNT_REJ_VERSION,
+    MRD__CNT_REJ_RUN,
+    MRD__CNT_REJ_MALFORMED,
+    MRD__CNT_REJ_TOO_LARGE,
+    MRD__CNT_REJ_PROTOCOL,
+    MRD__CNT_REJ_TIMEOUT,
+    MRD__CNT_STORAGE_ERRORS,
+    MRD__CNT_PROBES,
+    MRD__CNT__COUNT
 };
 
 struct mrd__conn {
     int fd;
     uint32_t slot;
-    uint64_t token;          /* generation << 32 | slot: names it in store items */
+    uint64_t token; /* generation << 32 | slot: names it in store items */
     enum mrd__conn_state state;
-    char peer[64];           /* "addr:port" */
+    char peer[64]; /* "addr:port" */
     int has_rank;
     uint32_t rank;
     uint8_t *rbuf;
@@ -59,13 +68,13 @@ struct mrd_ingest {
     struct mrd__conn **conns; /* max_connections slots */
     uint32_t *gens;
     uint32_t nconns;
-    size_t queued;            /* cost submitted to the store, not yet completed */
+    size_t queued; /* cost submitted to the store, not yet completed */
     int global_paused;
     size_t rbig_used;
-    int budget_freed;         /* rbuf budget returned: retry connections with want_big */
+    int budget_freed; /* rbuf budget returned: retry connections with want_big */
     int stopping;
     uint64_t counters[MRD__CNT__COUNT];
-    int64_t log_window_ms;    /* rejection log rate limit: per second */
+    int64_t log_window_ms; /* rejection log rate limit: per second */
     uint32_t log_lines, log_suppressed;
 };
 
@@ -76,8 +85,8 @@ void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
 int mrd__ingest_paused(const struct mrd_ingest *g, const struct mrd__conn *c);
 
 /* conn.c */
-int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token,
-                   const char *peer, struct mrd__conn **out);
+int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, const char *peer,
+                   struct mrd__conn **out);
 void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c);
 void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c);
 void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c);

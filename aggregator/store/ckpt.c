@@ -50,11 +50,12 @@ static void *ckpt_main(void *arg)
             break;
         s->ckpt_req = 0;
         pthread_mutex_unlock(&s->ckpt_mu);
-        int rc = sqlite3_wal_checkpoint_v2(s->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL,
-                                           NULL);
+        int rc = sqlite3_wal_checkpoint_v2(s->ckpt_db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         if (rc != SQLITE_OK && rc != SQLITE_BUSY && !logged++)
-            mrd__store_log(s, 0, "background checkpoint failed: %s (the writer will "
-                                 "checkpoint itself)", sqlite3_errmsg(s->ckpt_db));
+            mrd__store_log(s, 0,
+                           "background checkpoint failed: %s (the writer will "
+                           "checkpoint itself)",
+                           sqlite3_errmsg(s->ckpt_db));
         pthread_mutex_lock(&s->ckpt_mu);
     }
     pthread_mutex_unlock(&s->ckpt_mu);
@@ -65,8 +66,7 @@ int mrd__store_ckpt_start(struct mrd_store *s, const char *path)
 {
     pthread_mutex_init(&s->ckpt_mu, NULL);
     pthread_cond_init(&s->ckpt_cv, NULL);
-    int rc = sqlite3_open_v2(path, &s->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX,
-                             NULL);
+    int rc = sqlite3_open_v2(path, &s->ckpt_db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK)
         rc = sqlite3_exec(s->ckpt_db, mrd_store_pragmas(), NULL, NULL, NULL);
     if (rc != SQLITE_OK) {

@@ -168,8 +168,8 @@ static int apply_schema(struct mrd_store *s)
         if ((rc = exec(s, sql, "schema_version")) < 0)
             goto fail;
     } else if (atoi(v) > MRD_STORE_SCHEMA_VERSION) {
-        mrd__store_log(s, 0, "database has schema version %s, newer than this meridiand's %d",
-                       v, MRD_STORE_SCHEMA_VERSION);
+        mrd__store_log(s, 0, "database has schema version %s, newer than this meridiand's %d", v,
+                       MRD_STORE_SCHEMA_VERSION);
         rc = -MRD_ERR_CONFIG;
         goto fail;
     }
@@ -548,8 +548,8 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
     if ((rc = query_text(s, "PRAGMA journal_mode", mode, sizeof(mode))) < 0)
         goto fail;
     if (strcmp(mode, "wal") != 0) {
-        mrd__store_log(s, 0, "database %s: cannot use WAL mode (journal_mode=%s)",
-                       cfg->db_path, mode);
+        mrd__store_log(s, 0, "database %s: cannot use WAL mode (journal_mode=%s)", cfg->db_path,
+                       mode);
         rc = -MRD_ERR_SQLITE;
         goto fail;
     }
@@ -563,8 +563,7 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
             goto fail;
         }
     }
-    if ((rc = mrd__store_strmap_load(s)) < 0 ||
-        (rc = mrd__store_ckpt_start(s, cfg->db_path)) < 0)
+    if ((rc = mrd__store_strmap_load(s)) < 0 || (rc = mrd__store_ckpt_start(s, cfg->db_path)) < 0)
         goto fail;
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->efd < 0) {

@@ -40,48 +40,48 @@
 struct mrd_store;
 
 struct mrd_store_config {
-    const char *db_path;       /* required; created if absent */
-    const char *run_id;        /* NULL: reuse the database's run, or generate one */
+    const char *db_path; /* required; created if absent */
+    const char *run_id;  /* NULL: reuse the database's run, or generate one */
     uint32_t shard_id;
-    const char *command;       /* stored in runs.command for a new run; may be NULL */
-    uint32_t commit_ms;        /* commit a transaction at most this long after its first
-                                  item (default 50) */
-    uint32_t commit_rows;      /* ... or once it holds this many rows (default 200000) */
-    size_t string_cache_max;   /* (rank, local id) entries cached (default 1<<21); at the
-                                  cap the cache is cleared and refilled from rank_strings */
-    int sync_full;             /* 1: synchronous=FULL (power-loss durable, slower) */
-    int verbose;               /* 0 errors and notices, 1 more, -1 errors only */
-    FILE *log;                 /* NULL: stderr; lines start with "meridiand: " */
+    const char *command;     /* stored in runs.command for a new run; may be NULL */
+    uint32_t commit_ms;      /* commit a transaction at most this long after its first
+                                item (default 50) */
+    uint32_t commit_rows;    /* ... or once it holds this many rows (default 200000) */
+    size_t string_cache_max; /* (rank, local id) entries cached (default 1<<21); at the
+                                cap the cache is cleared and refilled from rank_strings */
+    int sync_full;           /* 1: synchronous=FULL (power-loss durable, slower) */
+    int verbose;             /* 0 errors and notices, 1 more, -1 errors only */
+    FILE *log;               /* NULL: stderr; lines start with "meridiand: " */
 };
 
 /* What an item asks the writer to do. The writer owns the message after submit and
  * frees it with protobuf_c_message_free_unpacked. */
 enum mrd_store_item_kind {
-    MRD_STORE_HELLO = 1,   /* ranks + gpus rows; completion carries committed_seq */
-    MRD_STORE_BATCH,       /* events, strings, counters; de-duplicated by (rank, seq) */
-    MRD_STORE_GOODBYE,     /* agent_counters (max) and ranks.goodbye = 1 */
-    MRD_STORE_COUNTER,     /* aggregator_counters[name] += delta (no message) */
-    MRD_STORE_BARRIER,     /* nothing: completes once everything before it committed */
+    MRD_STORE_HELLO = 1, /* ranks + gpus rows; completion carries committed_seq */
+    MRD_STORE_BATCH,     /* events, strings, counters; de-duplicated by (rank, seq) */
+    MRD_STORE_GOODBYE,   /* agent_counters (max) and ranks.goodbye = 1 */
+    MRD_STORE_COUNTER,   /* aggregator_counters[name] += delta (no message) */
+    MRD_STORE_BARRIER,   /* nothing: completes once everything before it committed */
 };
 
 /* One unit of work, allocated by the submitter (mrd_store_item_new) and returned in the
  * completion list after its transaction committed (or failed). */
 struct mrd_store_item {
-    struct mrd_store_item *next;     /* queue link: owned by the store while submitted */
+    struct mrd_store_item *next; /* queue link: owned by the store while submitted */
     enum mrd_store_item_kind kind;
-    uint64_t token;                  /* submitter's tag (the connection), returned as is */
+    uint64_t token; /* submitter's tag (the connection), returned as is */
     uint32_t rank;
-    uint32_t wire_bytes;             /* frame bytes, stored in batches.wire_bytes */
-    size_t cost;                     /* bytes charged against the caller's caps */
-    int64_t received_ns;             /* global time the frame was read */
-    ProtobufCMessage *msg;           /* Hello, Batch or Goodbye; freed by the writer */
-    const char *counter_name;        /* MRD_STORE_COUNTER: static string */
+    uint32_t wire_bytes;      /* frame bytes, stored in batches.wire_bytes */
+    size_t cost;              /* bytes charged against the caller's caps */
+    int64_t received_ns;      /* global time the frame was read */
+    ProtobufCMessage *msg;    /* Hello, Batch or Goodbye; freed by the writer */
+    const char *counter_name; /* MRD_STORE_COUNTER: static string */
     int64_t counter_delta;
     /* results, valid in a completion */
-    int status;                      /* 0 committed; negative error (not stored) */
-    int duplicate;                   /* BATCH: (rank, seq) had been stored before */
-    uint64_t seq;                    /* BATCH: its seq */
-    uint64_t committed_seq;          /* HELLO: max committed seq of the rank (0 = none) */
+    int status;             /* 0 committed; negative error (not stored) */
+    int duplicate;          /* BATCH: (rank, seq) had been stored before */
+    uint64_t seq;           /* BATCH: its seq */
+    uint64_t committed_seq; /* HELLO: max committed seq of the rank (0 = none) */
 };
 
 /* Opens or creates the database at cfg->db_path: pragmas, schema (embedded schema.sql),

@@ -199,9 +199,10 @@ int mrd__store_strmap_load(struct mrd_store *s)
         return mrd__store_sqlite_err(s, rc, "loading rank_strings");
     size_t n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < s->strmap.max) {
-        strmap_put(&s->strmap, strkey((uint32_t)sqlite3_column_int64(st, 0),
-                                      (uint32_t)sqlite3_column_int64(st, 1)),
-                   sqlite3_column_int64(st, 2));
+        strmap_put(
+            &s->strmap,
+            strkey((uint32_t)sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1)),
+            sqlite3_column_int64(st, 2));
         n++;
     }
     sqlite3_finalize(st);
@@ -272,8 +273,8 @@ static int agg_counter(struct mrd_store *s, const char *name, int64_t delta)
     return run(s, st, "aggregator_counters");
 }
 
-static int agent_counter(struct mrd_store *s, uint32_t rank, const char *category,
-                         const char *name, uint64_t value)
+static int agent_counter(struct mrd_store *s, uint32_t rank, const char *category, const char *name,
+                         uint64_t value)
 {
     sqlite3_stmt *st = s->st[MRD__ST_AGENT_COUNTER];
     BIND(st, 1, rank);
@@ -289,8 +290,8 @@ static int counter_list(struct mrd_store *s, uint32_t rank, const char *category
 {
     for (size_t i = 0; i < n; i++) {
         char buf[32];
-        const char *name = by_kind ? mrd_event_kind_name((int)c[i]->key)
-                                   : mrd_drop_reason_name((int)c[i]->key);
+        const char *name =
+            by_kind ? mrd_event_kind_name((int)c[i]->key) : mrd_drop_reason_name((int)c[i]->key);
         if (!name || strcmp(name, "unknown") == 0) {
             snprintf(buf, sizeof(buf), "unknown_%u", c[i]->key);
             name = buf;
@@ -406,22 +407,24 @@ static int write_strings(struct mrd_store *s, uint32_t rank, const Meridian__V1_
 
 /* One macro per event loop: init a cursor, bind each event, step. `body` binds columns
  * 2.. of statement `st` from event `e`; column 1 is always the rank. */
-#define EVENTS(stidx, type, next, body)                                                        \
-    do {                                                                                       \
-        sqlite3_stmt *st = s->st[stidx];                                                       \
-        struct type e;                                                                         \
-        mrd_batch_cursor_init(&c, b);                                                          \
-        while (next(&c, &e)) {                                                                 \
-            BIND(st, 1, rank);                                                                 \
-            body;                                                                              \
-            int r_ = sqlite3_step(st);                                                         \
-            sqlite3_reset(st);                                                                 \
-            if (r_ != SQLITE_DONE)                                                             \
-                return mrd__store_sqlite_err(s, r_, #type);                                    \
-            rows++;                                                                            \
-        }                                                                                      \
+#define EVENTS(stidx, type, next, body)                                                            \
+    do {                                                                                           \
+        sqlite3_stmt *st = s->st[stidx];                                                           \
+        struct type e;                                                                             \
+        mrd_batch_cursor_init(&c, b);                                                              \
+        while (next(&c, &e)) {                                                                     \
+            BIND(st, 1, rank);                                                                     \
+            body;                                                                                  \
+            int r_ = sqlite3_step(st);                                                             \
+            sqlite3_reset(st);                                                                     \
+            if (r_ != SQLITE_DONE)                                                                 \
+                return mrd__store_sqlite_err(s, r_, #type);                                        \
+            rows++;                                                                                \
+        }                                                                                          \
     } while (0)
 
+/* one line per group of columns reads better than one bind per line: */
+// clang-format off
 static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__Batch *b,
                         uint64_t *nrows)
 {
@@ -516,6 +519,7 @@ static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__
     *nrows = rows;
     return 0;
 }
+// clang-format on
 
 static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
 {

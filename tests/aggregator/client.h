@@ -48,8 +48,8 @@ static inline void start_daemon_args(const char *const *extra)
         dup2(fd, 1);
         dup2(fd, 2);
         setenv("MERIDIAN_SECRET", SECRET, 1);
-        const char *argv[32] = {g_meridiand, "--db", g_db, "--listen", "127.0.0.1:0",
-                                "--port-file", g_portfile, "--verbose"};
+        const char *argv[32] = {g_meridiand,   "--db",        g_db,       "--listen",
+                                "127.0.0.1:0", "--port-file", g_portfile, "--verbose"};
         int n = 8;
         for (int i = 0; extra && extra[i] && n < 31; i++)
             argv[n++] = extra[i];
@@ -156,7 +156,7 @@ static inline void expect_eof(int fd)
 }
 
 static inline void send_hello(int fd, const char *secret, uint32_t version, const char *run,
-                       int role, uint32_t rank)
+                              int role, uint32_t rank)
 {
     Meridian__V1__Hello h = MERIDIAN__V1__HELLO__INIT;
     h.protocol_version = version;
@@ -228,7 +228,6 @@ static inline char *slurp(const char *path)
     fclose(f);
     return buf;
 }
-
 
 /* Creates the test's directory and file names; registers the daemon's cleanup. */
 static inline void setup_dirs(const char *meridiand, const char *name)

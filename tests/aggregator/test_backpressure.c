@@ -12,13 +12,13 @@
  * resumed after every pause. Usage: test_aggregator_backpressure PATH/TO/meridiand
  */
 #define SECRET "bp-secret-0123456789"
-#define RUN "run-BP"
+#define RUN    "run-BP"
 
 #include <poll.h>
 
 #include "client.h"
 
-#define NB 400
+#define NB     400
 #define EVENTS 4096
 
 static uint8_t *g_f[NB + 1];
@@ -26,9 +26,12 @@ static size_t g_n[NB + 1];
 
 static void build_batches(void)
 {
-    struct mrd_batch_builder_config bc = {.run_id = RUN, .rank = 5, .agent_instance = 1,
+    struct mrd_batch_builder_config bc = {.run_id = RUN,
+                                          .rank = 5,
+                                          .agent_instance = 1,
                                           .max_frame = MRD_FRAME_DEFAULT_MAX,
-                                          .target_events = EVENTS, .compress_level = 1};
+                                          .target_events = EVENTS,
+                                          .compress_level = 1};
     struct mrd_batch_builder *b;
     CHECK_OK(mrd_batch_builder_new(&bc, &b));
     uint32_t name = mrd_batch_builder_intern(b, "bp_kernel");
@@ -39,9 +42,12 @@ static void build_batches(void)
             r ^= r >> 7;
             r ^= r << 17;
             int64_t t = (int64_t)s * 100000000 + i * 1000 + (int64_t)(r % 1000);
-            struct mrd_kernel k = {.start = t, .end = t + (int64_t)(r >> 40),
-                                   .correlation = r >> 20, .name = name,
-                                   .grid = {(uint32_t)r, 1, 1}, .block = {128, 1, 1}};
+            struct mrd_kernel k = {.start = t,
+                                   .end = t + (int64_t)(r >> 40),
+                                   .correlation = r >> 20,
+                                   .name = name,
+                                   .grid = {(uint32_t)r, 1, 1},
+                                   .block = {128, 1, 1}};
             CHECK_OK(mrd_batch_add_kernel(b, &k));
         }
         CHECK_OK(mrd_batch_builder_finish(b, (uint64_t)s, &g_f[s], &g_n[s]));
@@ -110,8 +116,8 @@ int main(int argc, char **argv)
     CHECK(blocked);
     CHECK_LT(s, NB / 2);
     long kb = rss_kb(g_pid);
-    printf("phase A: socket blocked after %d of %d batches; meridiand VmRSS %ld kB\n", s - 1,
-           NB, kb);
+    printf("phase A: socket blocked after %d of %d batches; meridiand VmRSS %ld kB\n", s - 1, NB,
+           kb);
     CHECK_LT(kb, 120 * 1024); /* reading all would hold > 200 MB of decoded batches */
     CHECK_OK(kill(g_pid, SIGTERM));
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);

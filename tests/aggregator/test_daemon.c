@@ -11,17 +11,25 @@
  * acknowledges a resent batch as a duplicate. The log must name each rejection and never
  * contain the secret. Usage: test_aggregator_daemon PATH/TO/meridiand
  */
-#define SECRET "topsecret-0123456789"
-#define RUN "run-D"
+#define SECRET    "topsecret-0123456789"
+#define RUN       "run-D"
 #define MAX_FRAME 65536u
 
 #include "client.h"
 
 static void start_daemon(const char *commit_ms, int with_run_id)
 {
-    const char *args[] = {"--max-frame", "65536", "--commit-ms", commit_ms,
-                          "--hello-timeout-ms", "300", "--max-connections", "8",
-                          with_run_id ? "--run-id" : NULL, RUN, NULL};
+    const char *args[] = {"--max-frame",
+                          "65536",
+                          "--commit-ms",
+                          commit_ms,
+                          "--hello-timeout-ms",
+                          "300",
+                          "--max-connections",
+                          "8",
+                          with_run_id ? "--run-id" : NULL,
+                          RUN,
+                          NULL};
     start_daemon_args(args);
 }
 
@@ -36,7 +44,8 @@ static void make_batch(uint64_t seq, int nk)
     for (int i = 0; i < nk; i++) {
         struct mrd_kernel k = {.start = (int64_t)(seq * 1000000 + (uint64_t)i * 100),
                                .end = (int64_t)(seq * 1000000 + (uint64_t)i * 100 + 50),
-                               .correlation = seq * 1000 + (uint64_t)i, .device = 0,
+                               .correlation = seq * 1000 + (uint64_t)i,
+                               .device = 0,
                                .stream = 7};
         k.name = mrd_batch_builder_intern(g_b, i % 2 ? "kernel_odd" : "kernel_even");
         CHECK_OK(mrd_batch_add_kernel(g_b, &k));
@@ -81,8 +90,11 @@ int main(int argc, char **argv)
 {
     CHECK_EQ(argc, 2);
     setup_dirs(argv[1], "daemon-test");
-    struct mrd_batch_builder_config bc = {.run_id = RUN, .rank = 0, .agent_instance = 1,
-                                          .max_frame = MAX_FRAME, .target_events = 4096,
+    struct mrd_batch_builder_config bc = {.run_id = RUN,
+                                          .rank = 0,
+                                          .agent_instance = 1,
+                                          .max_frame = MAX_FRAME,
+                                          .target_events = 4096,
                                           .compress_level = 1};
     CHECK_OK(mrd_batch_builder_new(&bc, &g_b));
 
@@ -122,8 +134,7 @@ int main(int argc, char **argv)
 
     /* oversized: a header announcing max_frame + 1 bytes */
     uint8_t big[MRD_FRAME_HEADER_BYTES];
-    struct mrd_frame_header bh = {.version = 1, .type = MRD_FRAME_BATCH,
-                                  .length = MAX_FRAME + 1};
+    struct mrd_frame_header bh = {.version = 1, .type = MRD_FRAME_BATCH, .length = MAX_FRAME + 1};
     mrd_frame_header_write(big, &bh);
     bad_raw(1, big, sizeof(big), MRD_ERR_TOO_LARGE);
     good_batch(good, seq++);
@@ -250,10 +261,8 @@ int main(int argc, char **argv)
     CHECK_GE(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_version'"), 3);
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_too_large'"), 1);
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_run_id'"), 1);
-    CHECK_GE(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_hello_timeout'"),
-             2);
-    CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'connections_over_limit'"),
-             1);
+    CHECK_GE(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_hello_timeout'"), 2);
+    CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'connections_over_limit'"), 1);
     CHECK_EQ(q1("SELECT goodbye FROM ranks WHERE rank = 0"), 1);
     CHECK_EQ(q1("SELECT value FROM agent_counters WHERE rank = 0 AND name = 'last_seq'"),
              (int64_t)(seq - 1));

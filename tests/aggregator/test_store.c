@@ -35,8 +35,8 @@ static size_t g_cache_max; /* 0 = default */
 
 static struct mrd_store *open_store(const char *run_id)
 {
-    struct mrd_store_config cfg = {.db_path = g_db, .run_id = run_id, .commit_ms = 5,
-                                   .string_cache_max = g_cache_max};
+    struct mrd_store_config cfg = {
+        .db_path = g_db, .run_id = run_id, .commit_ms = 5, .string_cache_max = g_cache_max};
     struct mrd_store *s = NULL;
     CHECK_OK(mrd_store_open(&cfg, &s));
     return s;
@@ -212,8 +212,9 @@ static void check_nccl(sqlite3 *db, int n)
     CHECK_EQ(sqlite3_prepare_v2(db,
                                 "SELECT op_id, start_ns, end_ns, comm_hash, seq,"
                                 " (SELECT value FROM strings WHERE id = func_id),"
-                                " (SELECT value FROM strings WHERE id = algo_id), algo_id IS NULL,"
-                                " bytes, root, peer, launch_id, is_p2p FROM nccl_ops ORDER BY rowid",
+                                " (SELECT value FROM strings WHERE id = algo_id),"
+                                " algo_id IS NULL, bytes, root, peer, launch_id, is_p2p"
+                                " FROM nccl_ops ORDER BY rowid",
                                 -1, &st, NULL),
              SQLITE_OK);
     int i = 0;
@@ -284,9 +285,12 @@ int main(void)
     int64_t g1 = mrd_store_global_now(s);
     CHECK_LT(llabs(g1 - now_rt), 1000000000LL); /* global time starts at realtime */
 
-    struct mrd_batch_builder_config bc = {.run_id = "run-A", .rank = 3, .agent_instance = 9,
+    struct mrd_batch_builder_config bc = {.run_id = "run-A",
+                                          .rank = 3,
+                                          .agent_instance = 9,
                                           .max_frame = MRD_FRAME_DEFAULT_MAX,
-                                          .target_events = 100000, .compress_level = 1};
+                                          .target_events = 100000,
+                                          .compress_level = 1};
     struct mrd_batch_builder *b;
     CHECK_OK(mrd_batch_builder_new(&bc, &b));
 
@@ -386,8 +390,10 @@ int main(void)
     CHECK_EQ(q1(db, "SELECT world_size FROM runs"), 4);
     /* the database as if written before a reboot of this host: the anchors are replaced
      * (global time restarts from realtime), the boot id updated, the run kept */
-    CHECK_EQ(sqlite3_exec(db, "UPDATE runs SET boot_id = 'another-boot', anchor_realtime_ns = 5,"
-                              " anchor_monotonic_ns = 7", NULL, NULL, NULL),
+    CHECK_EQ(sqlite3_exec(db,
+                          "UPDATE runs SET boot_id = 'another-boot', anchor_realtime_ns = 5,"
+                          " anchor_monotonic_ns = 7",
+                          NULL, NULL, NULL),
              SQLITE_OK);
     sqlite3_close(db);
     s = open_store("run-A");
