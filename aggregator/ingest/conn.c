@@ -86,12 +86,12 @@ void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c)
 
 void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c)
 {
-    uint32_t ev = 0;
-    if (c->state == MRD__CONN_CLOSING)
-        ev = EPOLLIN;
-    else if (!c->eof && !mrd__ingest_paused(g, c) && !c->want_big &&
-             (c->rcap == 0 || c->rlen < c->rcap))
-        ev = EPOLLIN;
+    /* CLOSING: read (and discard) until the peer's EOF; otherwise read while nothing
+     * holds the connection back and there is room */
+    int readable =
+        c->state == MRD__CONN_CLOSING || (!c->eof && !mrd__ingest_paused(g, c) && !c->want_big &&
+                                          (c->rcap == 0 || c->rlen < c->rcap));
+    uint32_t ev = readable ? EPOLLIN : 0;
     if (c->wpos < c->wlen)
         ev |= EPOLLOUT;
     if (ev == c->events)

@@ -132,7 +132,7 @@ static void set_listen_interest(struct mrd_ingest *g, int on)
 static void on_accept(struct mrd_ingest *g)
 {
     for (int i = 0; i < 64; i++) {
-        struct sockaddr_storage ss;
+        struct sockaddr_storage ss = {0};
         socklen_t sl = sizeof(ss);
         int fd = accept4(g->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
@@ -399,9 +399,12 @@ static int listen_on(struct mrd_ingest *g)
         rc = -errno;
         goto fail;
     }
-    struct sockaddr_storage ss;
+    struct sockaddr_storage ss = {0};
     socklen_t sl = sizeof(ss);
-    getsockname(g->lfd, (struct sockaddr *)&ss, &sl);
+    if (getsockname(g->lfd, (struct sockaddr *)&ss, &sl) < 0) {
+        rc = -errno;
+        goto fail;
+    }
     g->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                              : ((struct sockaddr_in *)&ss)->sin_port);
     freeaddrinfo(ai);
