@@ -378,6 +378,7 @@ int main(int argc, char **argv)
     struct sigaction sa = {0};
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
+    sigaction(SIGXFSZ, &sa, NULL); /* a file size limit: an error to handle, not a crash */
 
     mrd_store_process_init();
     sc.verbose = verbose;

@@ -288,10 +288,15 @@ static void complete_txn(struct mrd_store *s, int status)
     s->txn_head = s->txn_tail = NULL;
     s->txn_open = 0;
     s->txn_rows = 0;
-    if (status == 0)
+    if (status == 0) { /* what a failed transaction held was not stored */
         s->wstats.transactions++;
-    else
+        s->wstats.batches += s->txn.batches;
+        s->wstats.duplicates += s->txn.duplicates;
+        s->wstats.rows += s->txn.rows;
+    } else {
         s->wstats.failed_transactions++;
+    }
+    memset(&s->txn, 0, sizeof(s->txn));
     pthread_mutex_lock(&s->mu);
     if (head) {
         if (s->done_tail)

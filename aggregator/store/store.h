@@ -127,7 +127,7 @@ struct mrd_store_item *mrd_store_take_completions(struct mrd_store *s);
  * when the writer stopped on an error. Loop thread (used at shutdown and in tests). */
 int mrd_store_drain(struct mrd_store *s);
 
-/* Statistics (any thread, approximate while the writer runs). */
+/* Statistics of committed transactions (any thread; updated at each commit). */
 struct mrd_store_stats {
     uint64_t batches, duplicates, rows, transactions, failed_transactions;
     uint64_t idle_ns;   /* writer time spent waiting for work or for a commit deadline */

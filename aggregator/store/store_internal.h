@@ -65,6 +65,7 @@ struct mrd_store {
     struct mrd__strmap strmap;
     int txn_open;
     uint64_t txn_rows;
+    struct mrd_store_stats txn; /* batches, duplicates, rows of the open transaction */
     struct mrd_store_item *txn_head, *txn_tail;
     uint64_t undefined_refs; /* string ids referenced but never defined (this txn) */
     struct mrd_store_stats wstats;

@@ -539,7 +539,7 @@ static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
         return rc;
     if (sqlite3_changes(s->db) == 0) {
         it->duplicate = 1;
-        s->wstats.duplicates++;
+        s->txn.duplicates++;
         return agg_counter(s, "duplicate_batches", 1);
     }
     if ((rc = write_strings(s, it->rank, b)) < 0)
@@ -548,8 +548,8 @@ static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
     if ((rc = write_events(s, it->rank, b, &rows)) < 0)
         return rc;
     s->txn_rows += rows + 1;
-    s->wstats.rows += rows;
-    s->wstats.batches++;
+    s->txn.rows += rows;
+    s->txn.batches++;
     if ((rc = counter_list(s, it->rank, "dropped", b->dropped, b->n_dropped, 0)) < 0)
         return rc;
     if (s->undefined_refs) {
