@@ -571,9 +571,9 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
         }
         size_t need = MRD_FRAME_HEADER_BYTES + (size_t)h.length;
         if (avail < need) {
-            if (c->rpos + need > c->rcap && rbuf_reserve(g, c, need) < 0)
-                break;
-            break;
+            if (c->rpos + need > c->rcap)
+                rbuf_reserve(g, c, need); /* may set want_big: retried when budget frees */
+            break;                        /* read the rest */
         }
         const uint8_t *payload = c->rbuf + c->rpos + MRD_FRAME_HEADER_BYTES;
         c->rpos += need; /* the frame stays valid in rbuf until the next read */
