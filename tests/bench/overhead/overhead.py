@@ -67,6 +67,13 @@ def parse_metrics(workload, text):
     return out
 
 
+def captured_something(text):
+    """True when every agent of a meridian run reported sending events (its exit line
+    `meridian: rank N: sent E events ...` with E > 0)."""
+    sent = [int(v) for v in re.findall(r"meridian: rank \d+: sent (\d+) events", text)]
+    return bool(sent) and min(sent) > 0
+
+
 def parse_kinds(text, who):
     """The set of kinds a tool printed (`<who>...: kinds=A,B,C`), or None."""
     m = re.search(who + r"[a-z_]*: .*?kinds=([A-Z0-9_,]+)", text)
@@ -126,8 +133,13 @@ class Harness:
             base = base[:n] + [a for k, v in sorted(env.items()) for a in ("-x", f"{k}={v}")] \
                 + base[n:]
         if variant == "meridian":
-            base = shlex.split(c.meridian_cmd.format(meridian=c.meridian, agent_lib=c.agent_lib,
-                                                     db=db)) + base
+            cmd = shlex.split(c.meridian_cmd.format(meridian=c.meridian, agent_lib=c.agent_lib,
+                                                    db=db))
+            if workload == "storm" and "profile" in cmd and "--single" not in cmd:
+                # one process without a launcher: without --single it is no rank and the
+                # agent stays inert (the first run measured an idle agent this way)
+                cmd.insert(cmd.index("profile") + 1, "--single")
+            base = cmd + base
         return base, env
 
     def available(self, workload, variant):
@@ -148,6 +160,9 @@ class Harness:
         rc, text = self.runner(argv, env, log)
         secs = time.monotonic() - t0
         metrics = parse_metrics(workload, text) if rc == 0 else {}
+        if variant == "meridian" and not captured_something(text):
+            metrics = {}  # an inert agent measures nothing: the run does not count
+            rc = rc or 99
         for who in ("bare_consumer", "meridian"):
             k = parse_kinds(text, who)
             if k is not None and who not in self.kinds:

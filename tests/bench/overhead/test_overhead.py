@@ -28,7 +28,8 @@ KINDS = "CONCURRENT_KERNEL,MEMCPY,MEMSET,DRIVER"
 
 
 class Model:
-    def __init__(self, fail=None, meridian_kinds=KINDS):
+    def __init__(self, fail=None, meridian_kinds=KINDS, inert=False):
+        self.inert = inert  # the agent stays inert (sends nothing), as without --single
         self.calls = []
         self.fail = fail or set()
         self.meridian_kinds = meridian_kinds
@@ -60,6 +61,8 @@ class Model:
             lines.append(f"bare_consumer: kinds={KINDS}")
         if v == "meridian":
             lines.append(f"meridian: agent rank 0 kinds={self.meridian_kinds}")
+            if not self.inert:
+                lines.append("meridian: rank 0: sent 1234 events in 2 batches; lost 0")
         if wl == "storm":
             lines.append(f"kernel_storm: launches=200000 wall_s=1.0 us_per_launch={val['storm']:.4f}")
         elif wl == "ref":
@@ -124,7 +127,7 @@ def test_full_run(tmp):
     prog = [i for i, a in enumerate(bare_ref) if a.endswith("ref_workload")]
     expect(len(inj) == 1 and bare_ref[inj[0] - 1] == "-x" and inj[0] < prog[0],
            f"bare ref command passes the injection path through mpirun: {bare_ref}")
-    mer = [c for c in model.calls if c[1] == "meridian"][0][2]
+    mer = [c for c in model.calls if c[1] == "meridian" and c[0] != "storm"][0][2]
     expect(mer[1:3] == ["profile", "-o"] and "--agent-lib" in mer and "--" in mer,
            f"meridian prefix {mer[:8]}")
     mer_ref = [c for c in model.calls if c[0] == "ref" and c[1] == "meridian"][0][2]
@@ -177,6 +180,19 @@ def test_bare_env(tmp):
            f"bare env reaches the ranks: {argv}")
 
 
+def test_inert_agent_does_not_count(tmp):
+    # The storm is one process: meridian must be asked to make it a rank (--single), and a
+    # meridian run whose agents sent nothing must not give a sample.
+    argv, _ = overhead.Harness(config(tmp), None).command("storm", "meridian", "x.db")
+    expect(argv[argv.index("profile") + 1] == "--single", f"storm under --single: {argv[:6]}")
+    argv, _ = overhead.Harness(config(tmp), None).command("ref", "meridian", "x.db")
+    expect("--single" not in argv, f"mpirun jobs are not --single: {argv[:6]}")
+    h = overhead.Harness(config(tmp, workloads="storm"), Model(inert=True))
+    h.run()
+    expect(h.samples("storm", "meridian") == [], "an inert agent's runs give no sample")
+    expect(len(h.samples("storm", "plain")) == 10, "plain runs still count")
+
+
 def test_parse():
     expect(overhead.parse_metrics("ref", "ref_workload: world=2 measured_wall_s=1.5 check=FAILED") == {},
            "a failed result check gives no metric")
@@ -193,6 +209,8 @@ def main():
         test_budget_and_kinds(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_bare_env(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_inert_agent_does_not_count(tmp)
     test_parse()
     print(f"test_overhead: {'all checks passed' if not FAILS else f'{len(FAILS)} checks failed'}")
     return 1 if FAILS else 0
