@@ -279,6 +279,7 @@ static int charge(struct mrd_ingest *g, struct mrd__conn *c, struct mrd_store_it
     g->queued += it->cost;
     if (!g->global_paused && g->queued >= g->cfg.queue_cap) {
         g->global_paused = 1;
+        g->global_pauses++;
         mrd__ingest_log(g, 1, "writer behind (%zu bytes queued): pausing reads", g->queued);
     }
     mrd_store_submit(g->store, it);
@@ -495,6 +496,7 @@ static int rbuf_reserve(struct mrd_ingest *g, struct mrd__conn *c, size_t need)
         return 0;
     size_t big = need > MRD__RBUF_SMALL ? need - MRD__RBUF_SMALL : 0;
     if (big > c->rbig && g->rbig_used - c->rbig + big > g->cfg.rbuf_budget) {
+        g->budget_waits += !c->want_big;
         c->want_big = 1;
         return -EAGAIN;
     }

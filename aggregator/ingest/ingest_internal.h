@@ -72,6 +72,8 @@ struct mrd_ingest {
     int global_paused;
     size_t rbig_used;
     int budget_freed; /* rbuf budget returned: retry connections with want_big */
+    uint64_t budget_waits;  /* times a connection waited for read budget (tests look) */
+    uint64_t global_pauses; /* times reading stopped at queue_cap (tests look) */
     int stopping;
     uint64_t counters[MRD__CNT__COUNT];
     int64_t log_window_ms; /* rejection log rate limit: per second */
