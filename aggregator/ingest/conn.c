@@ -277,12 +277,17 @@ static int charge(struct mrd_ingest *g, struct mrd__conn *c, struct mrd_store_it
     it->token = c->token;
     c->queued += it->cost;
     g->queued += it->cost;
+    int stall = 0;
     if (!g->global_paused && g->queued >= g->cfg.queue_cap) {
         g->global_paused = 1;
         g->global_pauses++;
+        stall = 1;
         mrd__ingest_log(g, 1, "writer behind (%zu bytes queued): pausing reads", g->queued);
     }
+    stall |= c->queued >= g->cfg.conn_queue_cap;
     mrd_store_submit(g->store, it);
+    if (stall) /* reading waits for this commit: do not let it wait for commit_ms too */
+        mrd_store_commit_soon(g->store);
     return 0;
 }
 

@@ -381,7 +381,7 @@ static void *writer_main(void *arg)
     pthread_mutex_lock(&s->mu);
     for (;;) {
         int64_t idle0 = clock_ns(CLOCK_MONOTONIC);
-        while (!s->q_head && !s->stop && !(s->txn_open && s->flush_req)) {
+        while (!s->q_head && !s->stop && !(s->txn_open && (s->flush_req || s->commit_soon))) {
             if (!s->txn_open) {
                 pthread_cond_wait(&s->cv_work, &s->mu);
             } else if (pthread_cond_timedwait(&s->cv_work, &s->mu, &deadline) != 0) {
@@ -415,7 +415,8 @@ static void *writer_main(void *arg)
             clock_gettime(CLOCK_MONOTONIC, &now);
             int due = now.tv_sec > deadline.tv_sec ||
                       (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
-            if (due || s->flush_req || s->stop) {
+            if (due || s->flush_req || s->commit_soon || s->stop) {
+                s->commit_soon = 0;
                 pthread_mutex_unlock(&s->mu);
                 end_txn(s, 0);
                 pthread_mutex_lock(&s->mu);
@@ -459,6 +460,14 @@ void mrd_store_submit(struct mrd_store *s, struct mrd_store_item *it)
         s->q_head = it;
     s->q_tail = it;
     s->submitted++;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mrd_store_commit_soon(struct mrd_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->commit_soon = 1;
     pthread_cond_signal(&s->cv_work);
     pthread_mutex_unlock(&s->mu);
 }

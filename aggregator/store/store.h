@@ -114,6 +114,11 @@ void mrd_store_item_free(struct mrd_store_item *it);
  * its own caps, see ingest). Loop thread. */
 void mrd_store_submit(struct mrd_store *s, struct mrd_store_item *it);
 
+/* Asks the writer to commit as soon as it has written everything queued, instead of
+ * waiting for commit_ms: the submitter stopped reading at its cap and waits for the
+ * release that comes with the commit. Cheap; loop thread. */
+void mrd_store_commit_soon(struct mrd_store *s);
+
 /* A file descriptor (eventfd) that is readable while completions are pending. */
 int mrd_store_notify_fd(const struct mrd_store *s);
 

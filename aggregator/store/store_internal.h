@@ -76,7 +76,7 @@ struct mrd_store {
     struct mrd_store_item *q_head, *q_tail;
     struct mrd_store_item *done_head, *done_tail;
     uint64_t submitted, completed;
-    int flush_req, stop;
+    int flush_req, commit_soon, stop;
     struct mrd_store_stats stats; /* copied from wstats at each commit */
 
     pthread_t writer;
