@@ -54,22 +54,28 @@ int64_t mrd__ingest_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* level -1: a rejection (rate-limited, always shown unless quiet... shown at verbose >= 0
- * as errors are); 0: error; 1: per-connection detail (verbose) */
+/* Rejections are logged at most REJECT_LOG_PER_S a second; the rest are counted and the
+ * count is logged when the second is over (here, or from the tick). */
+static void log_window(struct mrd_ingest *g, int64_t now)
+{
+    if (now - g->log_window_ms < 1000)
+        return;
+    if (g->log_suppressed)
+        fprintf(g->cfg.log ? g->cfg.log : stderr, "meridiand: %u more rejections not logged\n",
+                g->log_suppressed);
+    g->log_window_ms = now;
+    g->log_lines = 0;
+    g->log_suppressed = 0;
+}
+
+/* One "meridiand: ..." line. level -1: a rejected connection (always shown, rate-limited);
+ * 0: an error (always shown); 1: per-connection detail (only with --verbose). */
 void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
 {
     if (level > 0 && g->cfg.verbose < 1)
         return;
     if (level < 0) {
-        int64_t now = mrd__ingest_mono_ms();
-        if (now - g->log_window_ms >= 1000) {
-            if (g->log_suppressed)
-                fprintf(g->cfg.log ? g->cfg.log : stderr,
-                        "meridiand: %u more rejections not logged\n", g->log_suppressed);
-            g->log_window_ms = now;
-            g->log_lines = 0;
-            g->log_suppressed = 0;
-        }
+        log_window(g, mrd__ingest_mono_ms());
         if (++g->log_lines > REJECT_LOG_PER_S) {
             g->log_suppressed++;
             return;
@@ -254,6 +260,7 @@ static void flush_counters(struct mrd_ingest *g)
 static void tick(struct mrd_ingest *g)
 {
     int64_t now = mrd__ingest_mono_ms();
+    log_window(g, now);
     for (uint32_t i = 0; i < g->cfg.max_connections; i++) {
         struct mrd__conn *c = g->conns[i];
         if (!c || now < c->deadline_ms)
