@@ -31,8 +31,9 @@ static struct mrd_clock_model *fit_rank(int rank, int64_t local_shift)
     CHECK(s != NULL);
     for (size_t i = 0; i < total; i++)
         if (h200_samples[i][0] == rank)
-            s[n++] = (struct mrd_clock_sample){h200_samples[i][1] + local_shift, h200_samples[i][2],
-                                               h200_samples[i][3], h200_samples[i][4] + local_shift};
+            s[n++] =
+                (struct mrd_clock_sample){h200_samples[i][1] + local_shift, h200_samples[i][2],
+                                          h200_samples[i][3], h200_samples[i][4] + local_shift};
     CHECK_GE(n, 40);
     struct mrd_clock_model *m = NULL;
     CHECK_OK(mrd_clock_fit_samples(s, n, NULL, &m));
@@ -52,8 +53,10 @@ static void test_h200_replay(void)
         /* the stored bounds of both ranks together cover the recovered shift's error */
         CHECK_LE(llabs(err), mrd_clock_bound(m0, l0) + mrd_clock_bound(m1, l0 + H200_SHIFT_NS));
     }
-    fprintf(stderr, "  replay: shift recovered to %.3f us; drift %+.3f / %+.3f ppm, bounds"
-            " %.2f / %.2f us\n", (double)worst / 1e3, m0->seg[0].drift_ppm, m1->seg[0].drift_ppm,
+    fprintf(stderr,
+            "  replay: shift recovered to %.3f us; drift %+.3f / %+.3f ppm, bounds"
+            " %.2f / %.2f us\n",
+            (double)worst / 1e3, m0->seg[0].drift_ppm, m1->seg[0].drift_ppm,
             (double)m0->seg[0].error_bound_ns / 1e3, (double)m1->seg[0].error_bound_ns / 1e3);
     CHECK_LE(worst, 5 * US);
     /* one oscillator: both ranks see the same drift of the aggregator's clock (+- noise) */
@@ -130,9 +133,10 @@ static void test_short_runs_large_shift(void)
         mrd_clock_model_destroy(m);
         cases++;
     }
-    fprintf(stderr, "  %d short runs (1-2 s, shifts -3000..+5000 s): worst error %.3f us, worst"
-            " drift error %.3f ppm, bound coverage %.4f\n", cases, worst / 1e3, worst_drift,
-            (double)covered / points);
+    fprintf(stderr,
+            "  %d short runs (1-2 s, shifts -3000..+5000 s): worst error %.3f us, worst"
+            " drift error %.3f ppm, bound coverage %.4f\n",
+            cases, worst / 1e3, worst_drift, (double)covered / points);
     CHECK(worst <= 5 * US);
     CHECK(worst_drift < 5);
     CHECK((double)covered / points >= 0.95);
