@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "clock.h"
 #include "clock_internal.h"
@@ -50,6 +51,7 @@ struct gpumodels {
 
 struct member {
     int idx;
+    int is_root; /* its comm_rank is the instance's root (rooted collectives only) */
     int64_t s, e;
 };
 
@@ -65,6 +67,7 @@ struct cctx {
     int64_t *shift;     /* per index, applied in pass 2 */
     struct member *mem;
     size_t nmem, capmem;
+    enum mrd_clock_coll_order order; /* of the current instance */
     uint64_t instances, unmapped;
 };
 
@@ -102,10 +105,26 @@ static int load_gpu_models(sqlite3 *db, struct gpumodels *g)
     return step == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
-/* One row per (rank, op): kernel interval (local clock) or channel interval (GPU timer). */
+enum mrd_clock_coll_order mrd_clock_coll_order(const char *func)
+{
+    static const char *const from_root[] = {"Broadcast", "Scatter"};
+    static const char *const to_root[] = {"Reduce", "Gather"};
+    for (size_t i = 0; func && i < sizeof(from_root) / sizeof(from_root[0]); i++)
+        if (!strcasecmp(func, from_root[i]))
+            return MRD_CLOCK_FROM_ROOT;
+    for (size_t i = 0; func && i < sizeof(to_root) / sizeof(to_root[0]); i++)
+        if (!strcasecmp(func, to_root[i]))
+            return MRD_CLOCK_TO_ROOT;
+    return MRD_CLOCK_ALL_TO_ALL;
+}
+
+/* One row per (rank, op): kernel interval (local clock) or channel interval (GPU timer),
+ * the function's name and whether this rank is the root. */
 static const char instances_sql[] =
     "SELECT o.comm_hash, o.seq, o.func_id, o.rank, COALESCE(o.device, 0),"
-    "       MIN(k.start_ns), MAX(k.end_ns), ch.gs, ch.ge"
+    "       MIN(k.start_ns), MAX(k.end_ns), ch.gs, ch.ge,"
+    "       (SELECT value FROM strings f WHERE f.id = o.func_id),"
+    "       o.root IS NOT NULL AND o.comm_rank IS NOT NULL AND o.comm_rank = o.root"
     " FROM nccl_ops o"
     " LEFT JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
     " LEFT JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
@@ -118,7 +137,10 @@ static const char instances_sql[] =
     " ORDER BY o.comm_hash, o.seq, o.func_id, o.rank";
 
 /* Checks one instance's members; pass 1 accumulates constraints and "before" counts,
- * pass 2 the "after" counts with the shifts applied. */
+ * pass 2 the "after" counts with the shifts applied. Only what the collective's data flow
+ * guarantees is required: "a ends after b began" (a depends on b) for every pair of an
+ * AllReduce-like instance; for a Broadcast/Scatter only non-roots depend on the root, for
+ * a Reduce/Gather only the root depends on the others (see mrd_clock_coll_order). */
 static void check_instance(struct cctx *c, int pass)
 {
     size_t m = c->nmem;
@@ -131,6 +153,13 @@ static void check_instance(struct cctx *c, int pass)
             int a = x->idx, b = y->idx;
             if (a == b)
                 continue;
+            int dab = 1, dba = 1; /* a depends on b, b depends on a */
+            if (c->order == MRD_CLOCK_FROM_ROOT)
+                dab = y->is_root, dba = x->is_root;
+            else if (c->order == MRD_CLOCK_TO_ROOT)
+                dab = x->is_root, dba = y->is_root;
+            if (!dab && !dba)
+                continue; /* e.g. two non-roots of a Broadcast: no order between them */
             int64_t sa = x->s, ea = x->e, sb = y->s, eb = y->e;
             if (pass == 2) {
                 sa += c->shift[a], ea += c->shift[a];
@@ -138,7 +167,11 @@ static void check_instance(struct cctx *c, int pass)
             }
             int lo = a < b ? a : b, hi = a < b ? b : a;
             struct pairacc *p = &c->pa[lo * c->n + hi];
-            int64_t v = sb - ea > sa - eb ? sb - ea : sa - eb; /* > 0: a violation */
+            int64_t v = INT64_MIN; /* > 0: a violation */
+            if (dab)
+                v = sb - ea;
+            if (dba && sa - eb > v)
+                v = sa - eb;
             if (pass == 1) {
                 p->inst++;
                 if (v > 0)
@@ -146,9 +179,9 @@ static void check_instance(struct cctx *c, int pass)
                 if (v > p->maxvb)
                     p->maxvb = v;
                 struct pairacc *ab = &c->pa[a * c->n + b], *ba = &c->pa[b * c->n + a];
-                if (ea - sb < ab->w)
+                if (dab && ea - sb < ab->w)
                     ab->w = ea - sb;
-                if (eb - sa < ba->w)
+                if (dba && eb - sa < ba->w)
                     ba->w = eb - sa;
             } else {
                 if (v > 0)
@@ -181,9 +214,10 @@ static int add_member(struct cctx *c, sqlite3_stmt *st)
         e = mrd_clock_gpu_map(g, sqlite3_column_int64(st, 8));
     }
     s = mrd_clock_map(cm, s), e = mrd_clock_map(cm, e);
-    int idx = c->idx_of[rank];
+    int idx = c->idx_of[rank], is_root = sqlite3_column_int(st, 10) != 0;
     for (size_t i = 0; i < c->nmem; i++) { /* same rank twice: merge */
         if (c->mem[i].idx == idx) {
+            c->mem[i].is_root |= is_root;
             if (s < c->mem[i].s)
                 c->mem[i].s = s;
             if (e > c->mem[i].e)
@@ -198,7 +232,7 @@ static int add_member(struct cctx *c, sqlite3_stmt *st)
             return -ENOMEM;
         c->mem = p, c->capmem = nc;
     }
-    c->mem[c->nmem++] = (struct member){idx, s, e};
+    c->mem[c->nmem++] = (struct member){idx, is_root, s, e};
     return 0;
 }
 
@@ -217,6 +251,7 @@ static int run_pass(struct cctx *c, int pass)
             check_instance(c, pass);
             c->nmem = 0;
             kh = h, ks = s, kf = f, have = 1;
+            c->order = mrd_clock_coll_order((const char *)sqlite3_column_text(st, 9));
         }
         if ((rc = add_member(c, st)))
             goto fail;

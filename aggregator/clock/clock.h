@@ -134,7 +134,9 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log);
 /* ---- causality check --------------------------------------------------------------------
  * For every collective instance matched across ranks (nccl_ops with equal comm_hash, seq,
  * func_id; not p2p), each rank's kernel interval in the global timebase; a violation is
- * rank A's kernel ending before rank B's kernel of the same instance began. Violations are
+ * rank A's kernel ending before rank B's kernel of the same instance began, where A
+ * depends on B's data (any pair, except in rooted collectives: mrd_clock_coll_order
+ * below). Violations are
  * counted per pair of ranks, then each rank's offset is shifted by the constant that keeps
  * every instance causal while staying inside the ranks' error bounds (the centre of its
  * feasible interval; where the evidence contradicts the bounds, the bounds of the fewest
@@ -160,6 +162,21 @@ struct mrd_clock_causality_summary {
  * -ENOMEM. */
 int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_summary *sum,
                            FILE *log);
+
+/* What a collective's data flow guarantees about the order of its ranks' kernels, by
+ * NCCL function name (nccl_ops.func_id's string):
+ *   ALL_TO_ALL  every rank's output depends on every rank's input: no rank's kernel can end
+ *               before another's began (AllReduce, AllGather, ReduceScatter, AlltoAll, and
+ *               any name not listed below, NULL included);
+ *   FROM_ROOT   only the non-roots depend on the root (Broadcast, Scatter): the root can
+ *               finish before a peer starts (its data waits in the peer's buffers; seen on
+ *               the H200 host: a 3840-byte Broadcast's root ended 414 us before the
+ *               receiver's kernel began);
+ *   TO_ROOT     only the root depends on the others (Reduce, Gather).
+ * The root is the rank whose nccl_ops.comm_rank equals nccl_ops.root. Case-insensitive;
+ * pure, any thread. */
+enum mrd_clock_coll_order { MRD_CLOCK_ALL_TO_ALL, MRD_CLOCK_FROM_ROOT, MRD_CLOCK_TO_ROOT };
+enum mrd_clock_coll_order mrd_clock_coll_order(const char *func);
 
 /* One rank's pair constraint for the pure solver: c[b] - c[a] <= w. */
 struct mrd_clock_constraint {

@@ -220,12 +220,92 @@ static void test_db(void)
     sqlite3_close(db);
 }
 
+/* ---- rooted collectives ----------------------------------------------------------------
+ * A Broadcast's root may finish before its peers begin (its data waits in their buffers:
+ * PyTorch DDP's first 3840-byte Broadcast on the H200 host, root ended 414 us before the
+ * receiver's kernel began); only the peers depend on the root. A Reduce is the mirror. */
+
+/* One op of rank r (comm_rank r) with its kernel [ks, ke]. */
+static void rooted_op(sqlite3 *db, int r, int op, int seq, int func_id, int root, int64_t ks,
+                      int64_t ke)
+{
+    char sql[640];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO nccl_ops (rank, op_id, start_ns, end_ns, comm_hash, comm_rank,"
+             " comm_nranks, seq, func_id, root, launch_id, is_p2p, device) VALUES (%d, %d,"
+             " %lld, %lld, 77, %d, 2, %d, %d, %d, %d, 0, 0);"
+             "INSERT INTO external_correlations VALUES (%d, %d, %d, 2);"
+             "INSERT INTO kernels (rank, device, start_ns, end_ns, correlation_id)"
+             " VALUES (%d, 0, %lld, %lld, %d)",
+             r, op, (long long)ks - 100, (long long)ks - 50, r, seq, func_id, root, op, r,
+             9000 + op, op, r, (long long)ks, (long long)ke, 9000 + op);
+    tu_exec(db, sql);
+}
+
+static void test_rooted(void)
+{
+    CHECK_EQ(mrd_clock_coll_order("Broadcast"), MRD_CLOCK_FROM_ROOT);
+    CHECK_EQ(mrd_clock_coll_order("scatter"), MRD_CLOCK_FROM_ROOT);
+    CHECK_EQ(mrd_clock_coll_order("Reduce"), MRD_CLOCK_TO_ROOT);
+    CHECK_EQ(mrd_clock_coll_order("Gather"), MRD_CLOCK_TO_ROOT);
+    CHECK_EQ(mrd_clock_coll_order("ReduceScatter"), MRD_CLOCK_ALL_TO_ALL);
+    CHECK_EQ(mrd_clock_coll_order("AllReduce"), MRD_CLOCK_ALL_TO_ALL);
+    CHECK_EQ(mrd_clock_coll_order(NULL), MRD_CLOCK_ALL_TO_ALL);
+
+    sqlite3 *db = tu_open_db();
+    const int64_t t = 1000000000000LL, us = 1000;
+    tu_exec(db, "BEGIN; INSERT INTO strings VALUES (15, 'Broadcast'), (16, 'Reduce'),"
+                " (34, 'AllReduce')");
+    add_model(db, 0, t - 1000 * us, 0, 1000);
+    add_model(db, 1, t - 1000 * us, 0, 1000);
+    /* Broadcast 0, root 0: the root ends 400 us before rank 1 begins (fine) */
+    rooted_op(db, 0, 1, 0, 15, 0, t, t + 100 * us);
+    rooted_op(db, 1, 1, 0, 15, 0, t + 500 * us, t + 505 * us);
+    /* Broadcast 1, root 1: the same the other way round (fine) */
+    rooted_op(db, 1, 2, 1, 15, 1, t + 1000 * us, t + 1100 * us);
+    rooted_op(db, 0, 2, 1, 15, 1, t + 1500 * us, t + 1505 * us);
+    /* Reduce 0, root 0: rank 1 ends before the root begins (fine) */
+    rooted_op(db, 1, 3, 0, 16, 0, t + 2000 * us, t + 2010 * us);
+    rooted_op(db, 0, 3, 0, 16, 0, t + 2300 * us, t + 2310 * us);
+    tu_exec(db, "COMMIT");
+    struct mrd_clock_causality_summary s;
+    CHECK_OK(mrd_clock_causality_db(db, 1, &s, stderr));
+    CHECK_EQ(s.instances, 3);
+    CHECK_EQ(s.violations_before, 0);
+    CHECK(s.consistent);
+    /* only the dependent direction constrains: c1 - c0 >= -(E1 - S0) = -505 us (rank 1
+     * after root 0's Broadcast 0); c1 - c0 <= E0 - S1 = min(505 us of Broadcast 1,
+     * 310 us of Reduce 0 whose root is 0). Not used: the roots' early ends (-400 us) */
+    CHECK_EQ(tu_query_int(db, "SELECT feasible_lo_ns FROM clock_causality"), -505 * us);
+    CHECK_EQ(tu_query_int(db, "SELECT feasible_hi_ns FROM clock_causality"), 310 * us);
+
+    /* real violations: a Broadcast peer ends before its root begins, a Reduce root ends
+     * before a peer begins, an AllReduce rank ends before the other begins */
+    tu_exec(db, "BEGIN");
+    rooted_op(db, 1, 4, 2, 15, 0, t + 3000 * us, t + 3005 * us);
+    rooted_op(db, 0, 4, 2, 15, 0, t + 3300 * us, t + 3400 * us);
+    rooted_op(db, 0, 5, 1, 16, 0, t + 4000 * us, t + 4010 * us);
+    rooted_op(db, 1, 5, 1, 16, 0, t + 4300 * us, t + 4310 * us);
+    rooted_op(db, 0, 6, 0, 34, 0, t + 5000 * us, t + 5010 * us);
+    rooted_op(db, 1, 6, 0, 34, 0, t + 5300 * us, t + 5310 * us);
+    /* a Broadcast whose root no rank claims (comm_rank unknown): nothing to require */
+    rooted_op(db, 0, 7, 3, 15, 0, t + 6000 * us, t + 6010 * us);
+    rooted_op(db, 1, 7, 3, 15, 0, t + 6300 * us, t + 6310 * us);
+    tu_exec(db, "UPDATE nccl_ops SET comm_rank = NULL WHERE op_id = 7; COMMIT");
+    CHECK_OK(mrd_clock_causality_db(db, 0, &s, NULL));
+    CHECK_EQ(s.instances, 7);
+    CHECK_EQ(s.violations_before, 3);
+    CHECK_EQ(s.max_violation_before_ns, 295 * us);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     test_solver_cases();
     test_solver_one_bad_clock();
     test_solver_random();
     test_db();
+    test_rooted();
     fprintf(stderr, "clock_causality: ok\n");
     return 0;
 }
