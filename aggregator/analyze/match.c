@@ -19,6 +19,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "clock.h"
 #include "error.h"
 
 #define MRD_AN_MAX_INSTANCE_ROWS 65536
@@ -33,6 +34,7 @@ struct row {
     int rank;
     int64_t start, end; /* comparable timebase */
     int64_t lstart;     /* rank-local start, for step lookup */
+    int is_root;        /* its comm_rank is the op's root */
 };
 
 struct matcher {
@@ -306,7 +308,24 @@ static void flush_instance(struct matcher *m)
         a->worst_start_ns = min_start;
         a->worst_end_ns = max_end;
     }
-    if (min_end < max_start)
+    /* a rank's kernel ended before one it depends on began (by the data flow of the
+     * function: in a Broadcast only the non-roots depend on the root, whose kernel may
+     * end before theirs begin; mrd_clock_coll_order) */
+    enum mrd_clock_coll_order order = mrd_clock_coll_order(m->func);
+    int64_t root_s = INT64_MIN, root_e = INT64_MAX, other_min_end = INT64_MAX;
+    int64_t other_max_start = INT64_MIN;
+    for (int i = 0; order != MRD_CLOCK_ALL_TO_ALL && i < m->nrows; i++) {
+        const struct row *r = &m->rows[i];
+        if (r->is_root) {
+            root_s = r->start, root_e = r->end;
+        } else {
+            other_min_end = r->end < other_min_end ? r->end : other_min_end;
+            other_max_start = r->start > other_max_start ? r->start : other_max_start;
+        }
+    }
+    if (order == MRD_CLOCK_ALL_TO_ALL  ? min_end < max_start
+        : order == MRD_CLOCK_FROM_ROOT ? root_s != INT64_MIN && other_min_end < root_s
+                                       : root_e != INT64_MAX && root_e < other_max_start)
         a->causality_violations++;
     /* the step: the last arriver's, else the first row found inside a step */
     in.step = step_of(&m->steps[li], m->rows[last].lstart);
@@ -388,6 +407,7 @@ static int add_row(struct matcher *m, sqlite3_stmt *q)
         return -ENOMEM;
     struct row *r = &m->rows[m->nrows++];
     r->rank = rank;
+    r->is_root = sqlite3_column_int(q, 10) != 0;
     r->lstart = s;
     r->start = mrd_timebase_map(m->tb, rank, s);
     r->end = mrd_timebase_map(m->tb, rank, e);
@@ -432,7 +452,9 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
         goto fail;
     if (sqlite3_prepare_v2(db,
                            "SELECT n.comm_hash, n.seq, n.func_id, n.rank, n.comm_nranks, "
-                           "n.device, t.start_ns, t.end_ns, t.source, s.value "
+                           "n.device, t.start_ns, t.end_ns, t.source, s.value, "
+                           "n.root IS NOT NULL AND n.comm_rank IS NOT NULL AND "
+                           "n.comm_rank = n.root "
                            "FROM main.nccl_ops n LEFT JOIN temp.mrd_op_time t ON "
                            "t.rank = n.rank AND t.op_id = n.op_id LEFT JOIN main.strings s "
                            "ON s.id = n.func_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "

@@ -229,6 +229,40 @@ static void check_step_names(const char *path)
     sqlite3_close(db);
 }
 
+static void check_rooted(const char *path)
+{
+    /* A Broadcast's root may end before its peer begins (PyTorch DDP on the H200 host:
+     * 414 us): only the peers depend on the root, so that is not a causality violation;
+     * a peer ending before its root began is one. Reduce: the mirror. */
+    char p2[1024];
+    snprintf(p2, sizeof(p2), "%s.rooted", path);
+    sqlite3 *db = fx_create(p2);
+    struct mrd_analyze_options o;
+    struct mrd_analysis *a = NULL;
+    fx_op(db, 0, 1, 9, 0, "Broadcast", 2, 1000, 1100, 0); /* root 0 ends first: fine */
+    fx_op(db, 1, 1, 9, 0, "Broadcast", 2, 1500, 1505, 0);
+    fx_op(db, 0, 2, 9, 0, "Reduce", 2, 2300, 2310, 0); /* peer ends first: fine */
+    fx_op(db, 1, 2, 9, 0, "Reduce", 2, 2000, 2010, 0);
+    fx_exec(db, "UPDATE nccl_ops SET root = 0");
+    memset(&o, 0, sizeof(o));
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->instances, 2);
+    CHECK_EQ(a->causality_violations, 0);
+    mrd_analysis_free(a);
+    fx_op(db, 0, 3, 9, 1, "Broadcast", 2, 3300, 3400, 0); /* peer ends before the root */
+    fx_op(db, 1, 3, 9, 1, "Broadcast", 2, 3000, 3005, 0);
+    fx_op(db, 0, 4, 9, 1, "Reduce", 2, 4000, 4010, 0); /* root ends before the peer */
+    fx_op(db, 1, 4, 9, 1, "Reduce", 2, 4300, 4310, 0);
+    fx_exec(db, "UPDATE nccl_ops SET root = 0");
+    sqlite3_close(db); /* a new connection: the analysis keeps TEMP tables per connection */
+    CHECK_EQ(sqlite3_open(p2, &db), SQLITE_OK);
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->instances, 4);
+    CHECK_EQ(a->causality_violations, 2);
+    mrd_analysis_free(a);
+    sqlite3_close(db);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "analysis_match.db";
@@ -254,6 +288,7 @@ int main(int argc, char **argv)
     check_local(db);
     sqlite3_close(db);
     check_step_names(path);
+    check_rooted(path);
     printf("analysis_match: ok\n");
     return 0;
 }
