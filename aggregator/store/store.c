@@ -543,28 +543,9 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
     if ((rc = mrd__store_strmap_init(&s->strmap,
                                      cfg->string_cache_max ? cfg->string_cache_max : 1u << 21)) < 0)
         goto fail;
-    rc = sqlite3_open_v2(cfg->db_path, &s->db,
-                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-        mrd__store_log(s, 0, "cannot open database %s: %s", cfg->db_path,
-                       s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
-        rc = -MRD_ERR_SQLITE;
-        goto fail;
-    }
-    sqlite3_extended_result_codes(s->db, 1);
-    if ((rc = exec(s, pragmas, "pragmas")) < 0)
-        goto fail;
-    if (cfg->sync_full && (rc = exec(s, "PRAGMA synchronous=FULL", "pragmas")) < 0)
-        goto fail;
-    /* checkpoints run on their own thread (ckpt.c), not inside our COMMITs */
-    sqlite3_wal_hook(s->db, mrd__store_wal_hook, s);
-    char mode[16];
-    if ((rc = query_text(s, "PRAGMA journal_mode", mode, sizeof(mode))) < 0)
-        goto fail;
-    if (strcmp(mode, "wal") != 0) {
-        mrd__store_log(s, 0, "database %s: cannot use WAL mode (journal_mode=%s)", cfg->db_path,
-                       mode);
-        rc = -MRD_ERR_SQLITE;
+    char why[512];
+    if ((rc = mrd_store_sqlite_open(cfg->db_path, cfg->sync_full, &s->db, why, sizeof(why))) < 0) {
+        mrd__store_log(s, 0, "%s", why);
         goto fail;
     }
     if ((rc = apply_schema(s)) < 0 || (rc = setup_run(s, cfg)) < 0)
@@ -577,7 +558,10 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
             goto fail;
         }
     }
-    if ((rc = mrd__store_strmap_load(s)) < 0 || (rc = mrd__store_ckpt_start(s, cfg->db_path)) < 0)
+    /* checkpoints run on their own thread (ckpt.c), not inside our COMMITs */
+    struct mrd_store_ckpt_config cc = {.path = cfg->db_path, .log = s->log};
+    if ((rc = mrd__store_strmap_load(s)) < 0 ||
+        (rc = mrd_store_ckpt_start(s->db, &cc, &s->ckpt)) < 0)
         goto fail;
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->efd < 0) {
@@ -605,7 +589,8 @@ void mrd_store_close(struct mrd_store *s)
         pthread_join(s->writer, NULL);
         s->writer_started = 0;
     }
-    mrd__store_ckpt_stop(s);
+    mrd_store_ckpt_stop(s->ckpt);
+    s->ckpt = NULL;
     struct mrd_store_item *it = s->done_head;
     while (it) {
         struct mrd_store_item *next = it->next;

@@ -24,7 +24,9 @@
  * background thread with its own connection, so a COMMIT (and the acks behind it) never
  * waits for a checkpoint's copying and fsync. If that thread falls behind and the WAL
  * reaches 4 x 16384 pages (256 MiB), the writer checkpoints itself after its commit:
- * the WAL file stays bounded.
+ * the WAL file stays bounded. The connection setup and the checkpointer are exported
+ * (end of this file) so that other programs writing a database the way meridiand does
+ * (the ingest benchmark's ceiling) take the same storage path from here.
  */
 #ifndef MRD_STORE_H
 #define MRD_STORE_H
@@ -150,5 +152,51 @@ void mrd_store_process_init(void);
  * create exactly the same database. Static strings. */
 const char *mrd_store_schema_sql(void);
 const char *mrd_store_pragmas(void);
+
+/* ---- the storage path, for any program that writes a database like the store ---- */
+
+struct sqlite3; /* sqlite3.h's handle */
+
+/* Opens (creating if absent) the database at path the way the store opens its writer
+ * connection: READWRITE | CREATE | NOMUTEX (one thread owns it), extended result codes,
+ * mrd_store_pragmas() (then synchronous=FULL if sync_full), and checks that WAL mode took.
+ * It applies no schema and installs no checkpointer (mrd_store_ckpt_start). Returns 0 and
+ * *out (the caller closes it with sqlite3_close), or -MRD_ERR_SQLITE with a one-line
+ * reason in err[errlen] (nothing is logged). Any thread. */
+int mrd_store_sqlite_open(const char *path, int sync_full, struct sqlite3 **out, char *err,
+                          size_t errlen);
+
+#define MRD_STORE_CKPT_PAGES 16384 /* = the wal_autocheckpoint of mrd_store_pragmas() */
+
+struct mrd_store_ckpt; /* a WAL checkpointer: one thread with its own connection */
+struct mrd_store_ckpt_config {
+    const char *path; /* the database file the writer connection has open; required */
+    int pages;        /* WAL size (pages) that wakes the checkpointer; 0: MRD_STORE_CKPT_PAGES.
+                         At 4 x pages the writer checkpoints inline after its commit. */
+    FILE *log;        /* NULL: stderr; only failures are logged */
+    const char *who;  /* log line prefix; NULL: "meridiand" */
+};
+
+/* Moves the WAL checkpoints of `writer` (a connection from mrd_store_sqlite_open) off its
+ * commits: opens a second connection to cfg->path, starts a thread (all signals blocked)
+ * and installs a WAL hook on writer that replaces SQLite's automatic checkpoint. Call it
+ * on the thread that owns writer, before writer is used by another thread. Returns 0 and
+ * *out; -EINVAL, -ENOMEM, -MRD_ERR_SQLITE (logged), or a negative errno. */
+int mrd_store_ckpt_start(struct sqlite3 *writer, const struct mrd_store_ckpt_config *cfg,
+                         struct mrd_store_ckpt **out);
+
+/* Stops the thread, closes its connection, and gives writer back SQLite's automatic
+ * checkpoint (at MRD_STORE_CKPT_PAGES). Call when no thread is using writer; writer stays
+ * open. Accepts NULL. */
+void mrd_store_ckpt_stop(struct mrd_store_ckpt *c);
+
+/* What the checkpointer did so far. Any thread. */
+struct mrd_store_ckpt_stats {
+    uint64_t requests;    /* commits that left >= pages (and < 4 x pages) in the WAL */
+    uint64_t served;      /* of those, the ones a finished background run came after */
+    uint64_t background;  /* background checkpoints run (requests merge into one run) */
+    uint64_t inline_runs; /* checkpoints the writer ran itself at the 4 x pages cap */
+};
+void mrd_store_ckpt_get_stats(struct mrd_store_ckpt *c, struct mrd_store_ckpt_stats *st);
 
 #endif

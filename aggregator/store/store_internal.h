@@ -83,13 +83,7 @@ struct mrd_store {
     int writer_started;
     int efd;
 
-    /* checkpointer (ckpt.c): its own connection and thread; ckpt_req/ckpt_stop under
-     * ckpt_mu */
-    sqlite3 *ckpt_db;
-    pthread_t ckpt_thread;
-    int ckpt_started, ckpt_req, ckpt_stop;
-    pthread_mutex_t ckpt_mu;
-    pthread_cond_t ckpt_cv;
+    struct mrd_store_ckpt *ckpt; /* WAL checkpoints on their own thread (ckpt.c) */
 };
 
 /* write.c */
@@ -99,12 +93,6 @@ int mrd__store_strmap_init(struct mrd__strmap *m, size_t max);
 void mrd__store_strmap_clear(struct mrd__strmap *m);
 void mrd__store_strmap_free(struct mrd__strmap *m);
 int mrd__store_strmap_load(struct mrd_store *s);
-
-/* ckpt.c */
-#define MRD__CKPT_PAGES 16384 /* = the wal_autocheckpoint of mrd_store_pragmas() */
-int mrd__store_ckpt_start(struct mrd_store *s, const char *path);
-void mrd__store_ckpt_stop(struct mrd_store *s);
-int mrd__store_wal_hook(void *arg, sqlite3 *db, const char *name, int pages);
 
 /* store.c */
 void mrd__store_log(const struct mrd_store *s, int level, const char *fmt, ...)
