@@ -104,6 +104,8 @@ int main(int argc, char **argv)
     }
     /* the big variants compress: keep one, it is a few hundred bytes */
     put_frame("hello_big_zstd", MRD_FRAME_HELLO, tu_sample(MRD_FRAME_HELLO, 1), 3);
+    /* the goodbye's Ack (Ack.goodbye, added to v1) */
+    put_frame("ack_goodbye_raw", MRD_FRAME_ACK, tu_sample(MRD_FRAME_ACK, 1), 0);
 
     batch(&f, &n, 13, 13, 0, 1);
     put("batch_each_kind_raw", f, n);

@@ -312,6 +312,7 @@ static inline const ProtobufCMessage *tu_sample(enum mrd_frame_type type, int bi
         reply.reason = big ? text : "wrong secret";
         reply.max_frame_bytes = MRD_FRAME_DEFAULT_MAX;
         reply.committed_seq = 18446744073709551615ull;
+        reply.goodbye_acks = 1;
         return &reply.base;
     case MRD_FRAME_CLOCK_PROBE:
         meridian__v1__clock_probe__init(&probe);
@@ -327,8 +328,9 @@ static inline const ProtobufCMessage *tu_sample(enum mrd_frame_type type, int bi
         return &creply.base;
     case MRD_FRAME_ACK:
         meridian__v1__ack__init(&ack);
-        ack.seq = 123456789;
-        ack.duplicate = 1;
+        ack.seq = big ? 0 : 123456789; /* big: a goodbye's Ack */
+        ack.duplicate = !big;
+        ack.goodbye = big;
         return &ack.base;
     case MRD_FRAME_GOODBYE:
         meridian__v1__goodbye__init(&bye);

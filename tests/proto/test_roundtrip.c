@@ -78,6 +78,12 @@ int main(void)
                 CHECK_EQ(((const Meridian__V1__ClockReply *)out)->t2, 1793692800000012345ll);
             } else if (type == MRD_FRAME_HELLO_REPLY) {
                 CHECK_UEQ(((const Meridian__V1__HelloReply *)out)->committed_seq, UINT64_MAX);
+                CHECK_EQ(((const Meridian__V1__HelloReply *)out)->goodbye_acks, 1);
+            } else if (type == MRD_FRAME_ACK) {
+                const Meridian__V1__Ack *ak = (const Meridian__V1__Ack *)out;
+
+                CHECK_EQ(ak->goodbye, big);
+                CHECK_UEQ(ak->seq, big ? 0 : 123456789);
             }
             protobuf_c_message_free_unpacked(out, NULL);
         }
