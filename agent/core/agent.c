@@ -220,9 +220,12 @@ void mrd_agent_shutdown(void)
         dropped[MRD_DROP_UNSENT_AT_EXIT] += st.events_queued;
     char loss[512];
     uint64_t lost = format_loss(dropped, loss, sizeof loss);
-    char tail[sizeof g_cfg.aggregator + sizeof st.last_error + 32] = "";
+    char tail[sizeof g_cfg.aggregator + sizeof st.last_error + 64] = "";
     if (lost && st.last_error[0])
         snprintf(tail, sizeof tail, "; aggregator %s: %s", g_cfg.aggregator, st.last_error);
+    else if (st.goodbye == MRD_TX_GOODBYE_UNACKED) /* the totals may be missing there */
+        snprintf(tail, sizeof tail, "; goodbye not acknowledged by aggregator %s",
+                 g_cfg.aggregator);
     fprintf(stderr, "meridian: rank %d: %s %llu events in %llu batches; lost %llu%s%s%s%s\n",
             g_cfg.rank, st.record_only ? "recorded" : "sent", (unsigned long long)st.events_acked,
             (unsigned long long)st.batches_acked, (unsigned long long)lost, lost ? " (" : "", loss,

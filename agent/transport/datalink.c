@@ -9,6 +9,13 @@
  * slowest pace. A GPU registered after the Hello makes the agent say hello again once the
  * queue is idle, so the aggregator's gpus table learns it.
  *
+ * Goodbye: queued like any control frame, then our sending side is shut (the aggregator
+ * reads everything before it sees EOF). An aggregator that announced goodbye_acks in its
+ * HelloReply answers with Ack{goodbye} once the Goodbye is committed; if the connection
+ * breaks before that Ack, the Goodbye is sent again after the next successful Hello
+ * (the flusher's exit flush drives this until its deadline + MRD_GOODBYE_GRACE_MS). With
+ * an older aggregator the Goodbye is done once it is written and the aggregator closed.
+ *
  * Workload: a few batch frames per second per rank (up to ~16k events, tens to hundreds of
  * KiB each), one Ack per batch.
  */
@@ -22,8 +29,23 @@
 #include "flusher_int.h"
 #include "gpus.h"
 
+static void goodbye_over(struct mrd_flusher *f, int outcome)
+{
+    f->goodbye_state = MRD_GB_DONE;
+    atomic_store(&f->sh->goodbye, outcome);
+}
+
 static void data_fail(struct mrd_flusher *f, int64_t now, const char *what, int err)
 {
+    if (f->goodbye_state == MRD_GB_SENT) {
+        if (f->peer_acks_goodbye) {
+            f->goodbye_state = MRD_GB_RESEND; /* not committed as far as we know */
+        } else { /* an older aggregator: the Goodbye was all we had to say */
+            goodbye_over(f, MRD_TX_GOODBYE_SENT_ONLY);
+            mrd_conn_close(&f->data);
+            return;
+        }
+    }
     if (err != 0)
         mrd__tx_set_error(f, "%s: %s", what, mrd_strerror(err));
     else
@@ -60,6 +82,7 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
         return;
     }
     f->peer_max_frame = r->max_frame_bytes ? r->max_frame_bytes : MRD_FRAME_DEFAULT_MAX;
+    f->peer_acks_goodbye = r->goodbye_acks;
     if (r->committed_seq >= f->next_seq) {
         /* Not ours: another process used this rank in this run with later sequence
          * numbers. Ours would be taken for duplicates: move past them. */
@@ -97,8 +120,14 @@ static int process_frames(struct mrd_flusher *f, int64_t now)
         if (type == MRD_FRAME_HELLO_REPLY && f->data.state == MRD_CONN_HELLO) {
             on_hello_reply(f, (Meridian__V1__HelloReply *)m, now);
         } else if (type == MRD_FRAME_ACK && f->data.state == MRD_CONN_READY) {
-            mrd_txq_ack(&f->q, ((Meridian__V1__Ack *)m)->seq, on_acked, f);
-            sync_stats(f);
+            const Meridian__V1__Ack *a = (const Meridian__V1__Ack *)m;
+            if (a->goodbye) {
+                if (f->goodbye_state == MRD_GB_SENT)
+                    goodbye_over(f, MRD_TX_GOODBYE_ACKED);
+            } else {
+                mrd_txq_ack(&f->q, a->seq, on_acked, f);
+                sync_stats(f);
+            }
         } else if (type == MRD_FRAME_ERROR) {
             Meridian__V1__Error *er = (Meridian__V1__Error *)m;
             mrd__tx_set_error(f, "aggregator error %u: %.90s", er->code,
@@ -185,7 +214,7 @@ void mrd__data_step(struct mrd_flusher *f, int64_t now)
     struct mrd_conn *c = &f->data;
     const char *why = "";
     int e;
-    if (f->goodbye_state != 0)
+    if (f->goodbye_state == MRD_GB_DONE)
         return;
     switch (c->state) {
     case MRD_CONN_CLOSED:
@@ -240,6 +269,10 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
             return;
         }
         if (rd < 0 && c->state != MRD_CONN_CLOSED) {
+            if (f->goodbye_state == MRD_GB_DONE) { /* the aggregator closes after the Ack */
+                mrd_conn_close(c);
+                return;
+            }
             data_fail(f, now, rd == -ECONNRESET ? "connection closed by the aggregator" : "receive",
                       rd == -ECONNRESET ? 0 : rd);
             return;
@@ -254,48 +287,47 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
     }
 }
 
-/* Waits up to `until` for the data socket to be ready for `events`; returns poll's revents. */
-static short wait_fd(int fd, short events, int64_t until)
-{
-    int64_t left = until - mrd__mono_ns();
-    if (left <= 0)
-        return 0;
-    struct pollfd p = {.fd = fd, .events = events};
-    int ms = (int)((left + 999999) / 1000000);
-    return poll(&p, 1, ms) > 0 ? p.revents : 0;
-}
-
 void mrd__data_goodbye(struct mrd_flusher *f, int64_t now)
 {
     struct mrd_conn *c = &f->data;
     struct mrd_goodbye_buf gb;
-    int64_t limit = f->deadline_ns + (int64_t)MRD_GOODBYE_GRACE_MS * 1000000;
-    if (limit < now + 50 * 1000000ll)
-        limit = now + 50 * 1000000ll;
 
     mrd__tx_fill_goodbye(f, &gb);
-    f->goodbye_state = 2; /* whatever happens below, the exit flush is over */
-    if (mrd_conn_queue(c, MRD_FRAME_GOODBYE, &gb.g.base) != 0)
+    if (mrd_conn_queue(c, MRD_FRAME_GOODBYE, &gb.g.base) != 0) {
+        goodbye_over(f, MRD_TX_GOODBYE_NONE); /* cannot even encode it: nothing to wait for */
         return;
-    int e;
-    while ((e = mrd_conn_flush(c)) == -EAGAIN)
-        if (!wait_fd(c->fd, POLLOUT, limit))
-            break;
+    }
+    f->goodbye_state = MRD_GB_SENT;
+    f->goodbye_shut = 0;
+    atomic_store(&f->sh->goodbye, MRD_TX_GOODBYE_UNACKED);
+    mrd__data_goodbye_progress(f, now);
+}
+
+void mrd__data_goodbye_progress(struct mrd_flusher *f, int64_t now)
+{
+    struct mrd_conn *c = &f->data;
+    if (f->goodbye_state != MRD_GB_SENT || c->state != MRD_CONN_READY)
+        return;
+    if (f->goodbye_shut) {
+        /* an older aggregator never answers: done once it closed, or after 100 ms */
+        if (!f->peer_acks_goodbye && now - f->goodbye_shut_ns > 100 * 1000000ll) {
+            goodbye_over(f, MRD_TX_GOODBYE_SENT_ONLY);
+            mrd_conn_close(c);
+        }
+        return;
+    }
+    int e = mrd_conn_flush(c);
     sync_stats(f);
+    if (e == -EAGAIN)
+        return; /* POLLOUT finishes it (write_batches) */
     if (e != 0) {
-        mrd_conn_close(c);
+        data_fail(f, now, "send goodbye", e);
         return;
     }
-    /* Half-close and read until the aggregator closes (briefly): closing a socket with
-     * unread input makes TCP send a reset, which can discard the Goodbye on its side. */
+    /* Shut our side: the aggregator reads everything before it sees EOF, answers, and then
+     * closes. Closing instead with unread input would make TCP send a reset, which can
+     * discard the Goodbye on its side before it is read. */
     shutdown(c->fd, SHUT_WR);
-    int64_t linger = now + 100 * 1000000ll;
-    if (linger > limit)
-        linger = limit;
-    while (wait_fd(c->fd, POLLIN, linger)) {
-        c->in_len = 0; /* late Acks: the queue is already accounted for */
-        if (mrd_conn_read(c) < 0)
-            break;
-    }
-    mrd_conn_close(c);
+    f->goodbye_shut = 1;
+    f->goodbye_shut_ns = now;
 }

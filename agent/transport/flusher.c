@@ -22,7 +22,9 @@
  *
  * Exit (mrd__transport_stop): drain every ring, a burst of clock probes, finish the last
  * batch, send and wait for acks until the deadline, count what is still unacknowledged as
- * MRD_DROP_UNSENT_AT_EXIT, send the Goodbye with the totals, close.
+ * MRD_DROP_UNSENT_AT_EXIT, send the Goodbye with the totals, wait for its Ack{goodbye}
+ * (resending it after a reconnect if the connection broke first), close. The Goodbye and
+ * its Ack may use MRD_GOODBYE_GRACE_MS past the deadline, never more.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -331,7 +333,7 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
         f->next_connect_ns = now;
         return 0;
     }
-    if (f->goodbye_state == 0 && (queue_empty || now >= f->deadline_ns)) {
+    if (f->goodbye_state == MRD_GB_NONE && (queue_empty || now >= f->deadline_ns)) {
         if (f->data.state == MRD_CONN_READY && f->write_off == 0) {
             account_unsent(f);
             mrd__data_goodbye(f, now);
@@ -340,7 +342,10 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
             return 1;
         }
     }
-    if (f->goodbye_state == 2)
+    if (f->goodbye_state == MRD_GB_RESEND && f->data.state == MRD_CONN_READY && f->write_off == 0)
+        mrd__data_goodbye(f, now); /* reconnected: the Goodbye again, totals as of now */
+    mrd__data_goodbye_progress(f, now);
+    if (f->goodbye_state == MRD_GB_DONE)
         return 1;
     return now >= f->deadline_ns + (int64_t)MRD_GOODBYE_GRACE_MS * 1000000;
 }
@@ -571,6 +576,7 @@ void mrd__transport_stats(struct mrd_transport_stats *s)
     s->clock_samples = atomic_load(&g_sh.clock_samples);
     s->connects = atomic_load(&g_sh.connects);
     s->finished = atomic_load(&g_sh.finished);
+    s->goodbye = atomic_load(&g_sh.goodbye);
     s->record_only = g_f ? g_f->record_only : 0;
     pthread_mutex_lock(&g_sh.err_lock);
     memcpy(s->last_error, g_sh.last_error, sizeof s->last_error);

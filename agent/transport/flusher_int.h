@@ -27,13 +27,16 @@
 #define MRD_PROBE_BURST          16u        /* probes at connect and before goodbye */
 #define MRD_PROBE_ROUND          8u         /* probes per periodic round */
 #define MRD_NEW_STRING_BYTES_MAX (1u << 20) /* finish a batch once it defines this much */
-#define MRD_GOODBYE_GRACE_MS     150u       /* goodbye may use this much past the deadline */
+/* the goodbye (its send, its Ack, resends after a reconnect) may use this much past the
+ * deadline */
+#define MRD_GOODBYE_GRACE_MS 150u
 
 /* Totals readable from any thread (the exit line, tests). */
 struct mrd_tx_shared {
     _Atomic uint64_t events_acked, batches_acked, batches_sent, batches_resent, bytes_sent;
     _Atomic uint64_t events_queued, clock_samples, connects;
     _Atomic int finished;
+    _Atomic int goodbye;      /* MRD_TX_GOODBYE_* (transport.h) */
     pthread_mutex_t err_lock; /* guards last_error */
     char last_error[128];
 };
@@ -84,7 +87,20 @@ struct mrd_flusher {
     int64_t deadline_ns;
     int final_probes_done;
     int exit_rehello;        /* the exit flush said hello again for new GPUs */
-    int goodbye_state; /* 0 not yet, 1 queued, 2 written */
+    int goodbye_state;       /* enum mrd_gb_state */
+    int goodbye_shut;        /* SENT: the Goodbye is written and our side shut ... */
+    int64_t goodbye_shut_ns; /* ... at this time */
+    int peer_acks_goodbye;   /* the last HelloReply had goodbye_acks set */
+};
+
+/* The Goodbye's way through the exit flush (f->goodbye_state). */
+enum mrd_gb_state {
+    MRD_GB_NONE = 0, /* not sent yet */
+    MRD_GB_SENT,     /* on the current data connection: waiting for Ack{goodbye}, or for
+                        the EOF of an aggregator that does not acknowledge goodbyes */
+    MRD_GB_RESEND,   /* its connection broke before the Ack: send it again once reconnected
+                        (until the deadline + MRD_GOODBYE_GRACE_MS) */
+    MRD_GB_DONE,     /* acknowledged, or given up: the exit flush is over */
 };
 
 /* A Goodbye message with its storage. */
@@ -108,7 +124,10 @@ uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms);
 void mrd__data_step(struct mrd_flusher *f, int64_t now);
 void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now);
 short mrd__data_poll_events(const struct mrd_flusher *f);
+/* Queues the Goodbye (totals as of now) on the READY data connection: state SENT. */
 void mrd__data_goodbye(struct mrd_flusher *f, int64_t now);
+/* SENT: shuts our sending side once the Goodbye is completely written. */
+void mrd__data_goodbye_progress(struct mrd_flusher *f, int64_t now);
 
 /* clocklink.c */
 void mrd__clock_step(struct mrd_flusher *f, int64_t now);

@@ -12,6 +12,15 @@
 
 #include "agent.h"
 
+/* What became of the Goodbye (mrd_transport_stats.goodbye). */
+enum {
+    MRD_TX_GOODBYE_NONE = 0,  /* not sent (record-only, never connected, or not yet) */
+    MRD_TX_GOODBYE_UNACKED,   /* sent to an aggregator that acknowledges goodbyes, but its
+                                 Ack{goodbye} did not come before the deadline */
+    MRD_TX_GOODBYE_ACKED,     /* committed by the aggregator (Ack{goodbye} received) */
+    MRD_TX_GOODBYE_SENT_ONLY, /* sent to an older aggregator that never acknowledges one */
+};
+
 /* Totals for the exit line and for tests. */
 struct mrd_transport_stats {
     uint64_t events_acked; /* events in batches the aggregator acknowledged (or recorded,
@@ -24,6 +33,7 @@ struct mrd_transport_stats {
     uint64_t clock_samples;  /* completed clock probes */
     uint64_t connects;       /* accepted data-connection hellos */
     int finished;            /* the flusher completed its exit flush */
+    int goodbye;             /* MRD_TX_GOODBYE_*: what became of the Goodbye */
     int record_only;         /* no aggregator: frames only go to the record file */
     char last_error[128];    /* why the aggregator was not reachable, "" if it was */
 };

@@ -2,10 +2,12 @@
  * once-a-second tick (hello timeouts, lingering closes, counters) and the shutdown.
  *
  * Where it sits: between the agents' sockets and the store's writer thread (store.h).
- * Per-connection work lives in conn.c. Backpressure: every submitted item carries a cost
- * charged to its connection and to the loop; at conn_queue_cap a connection is not read,
- * at queue_cap no data connection is read (until the queue falls to 3/4 of the cap); a
- * commit's completions release the cost and resume whoever can go on.
+ * Per-connection work lives in conn.c. Replies that wait for a commit go out here: the
+ * HelloReply (after the rank row), an Ack per batch, and Ack{goodbye} per Goodbye.
+ * Backpressure: every submitted item carries a cost charged to its connection and to the
+ * loop; at conn_queue_cap a connection is not read, at queue_cap no data connection is
+ * read (until the queue falls to 3/4 of the cap); a commit's completions release the cost
+ * and resume whoever can go on.
  *
  * Workload: one thread, hundreds of connections, tens of thousands of frames a second;
  * per wakeup at most 64 events, per listener event at most 64 accepts.
@@ -222,11 +224,18 @@ static void on_completions(struct mrd_ingest *g)
                 r.accepted = 1;
                 r.max_frame_bytes = g->cfg.max_frame;
                 r.committed_seq = it->committed_seq;
+                r.goodbye_acks = 1;
                 mrd__conn_send(g, c, MRD_FRAME_HELLO_REPLY, &r.base);
             } else if (it->kind == MRD_STORE_BATCH) {
                 Meridian__V1__Ack a = MERIDIAN__V1__ACK__INIT;
                 a.seq = it->seq;
                 a.duplicate = it->duplicate != 0;
+                mrd__conn_send(g, c, MRD_FRAME_ACK, &a.base);
+            } else if (it->kind == MRD_STORE_GOODBYE) {
+                /* its counters and ranks.goodbye are committed: the agent may stop waiting
+                 * (it resends the Goodbye on a new connection until this Ack comes) */
+                Meridian__V1__Ack a = MERIDIAN__V1__ACK__INIT;
+                a.goodbye = 1;
                 mrd__conn_send(g, c, MRD_FRAME_ACK, &a.base);
             }
         }

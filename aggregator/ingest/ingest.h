@@ -3,8 +3,9 @@
  * Where it sits: agents connect over TCP; this loop authenticates them (Hello with the
  * run secret), answers clock probes at once, decodes Batch frames (mrd_frame_decode +
  * mrd_batch_check) and submits them to the store's writer thread; when the writer
- * reports a commit it sends the Acks. Connection code never parses protobuf itself: it
- * only uses proto/frame.h and proto/batch.h.
+ * reports a commit it sends the Acks (one per Batch, and Ack{goodbye} per Goodbye).
+ * Connection code never parses protobuf itself: it only uses proto/frame.h and
+ * proto/batch.h.
  *
  * Workload: hundreds of agents (two connections each: data and clock), up to 512 ranks x
  * 50,000 events/s. Memory is bounded by the caps below and nothing else:

@@ -9,6 +9,11 @@
  *
  * I/O: a non-blocking socket driven by poll(); Hello/HelloReply and Goodbye use bounded
  * blocking helpers. No threads, no signals (SIGPIPE is avoided with MSG_NOSIGNAL).
+ *
+ * Goodbye: written, then our side shut; an aggregator that announced goodbye_acks answers
+ * with Ack{goodbye} once it is committed. Until that Ack the Goodbye is not known to be
+ * stored: if the connection ends first (the aggregator died), the client reconnects and
+ * sends it again, until its timeout.
  */
 #include "client.h"
 
@@ -51,6 +56,7 @@ struct mrd_client {
     struct mrd_client_stats st;
     void (*on_ack)(void *ctx, uint64_t seq, int dup);
     void *ack_ctx;
+    int peer_acks_goodbye; /* the last HelloReply had goodbye_acks set */
 };
 
 static int64_t now_ms(void)
@@ -275,6 +281,7 @@ static int try_connect(struct mrd_client *c)
         goto fail;
     }
     c->st.last_committed_seq = r->committed_seq;
+    c->peer_acks_goodbye = r->goodbye_acks;
     /* batches the aggregator already committed need not be sent again */
     while (c->count > 0 && ent(c, 0)->seq <= r->committed_seq) {
         c->st.committed_on_hello++;
@@ -465,50 +472,113 @@ int mrd_client_send_raw(struct mrd_client *c, const uint8_t *frame, size_t len)
     return write_all(c, frame, len);
 }
 
-int mrd_client_goodbye(struct mrd_client *c, Meridian__V1__Goodbye *bye, int timeout_ms)
+/* Writes the Goodbye (transport fields filled here, its own bytes counted) and shuts our
+ * sending side: the aggregator reads everything before it sees EOF; closing instead with
+ * unread acks in our receive queue would send RST and could discard the Goodbye. */
+static int send_goodbye(struct mrd_client *c, Meridian__V1__Goodbye *bye)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    int rc;
-    if (c->fd < 0 && (rc = mrd_client_connect(c)) < 0)
-        return rc;
     bye->batches_sent = c->st.batches_sent;
     bye->batches_resent = c->st.batches_resent;
     bye->last_seq = c->last_seq;
     bye->bytes_sent = c->st.bytes_sent;
-    rc = mrd_frame_encode(MRD_FRAME_GOODBYE, &bye->base, 0, MRD_FRAME_DEFAULT_MAX, &buf, &len);
+    int rc = mrd_frame_encode(MRD_FRAME_GOODBYE, &bye->base, 0, MRD_FRAME_DEFAULT_MAX, &buf, &len);
     if (rc < 0)
-        goto fail;
+        return rc;
     bye->bytes_sent += len; /* count the goodbye itself */
     free(buf);
     buf = NULL;
     rc = mrd_frame_encode(MRD_FRAME_GOODBYE, &bye->base, 0, MRD_FRAME_DEFAULT_MAX, &buf, &len);
     if (rc < 0)
-        goto fail;
+        return rc;
+    c->st.goodbyes_sent++;
     rc = write_all(c, buf, len);
-    if (rc < 0)
-        goto fail;
-    /* half-close and let the aggregator read everything before it sees EOF; closing with
-     * unread acks in our receive queue would send RST and could discard the goodbye */
-    shutdown(c->fd, SHUT_WR);
-    int64_t deadline = now_ms() + timeout_ms;
-    for (;;) {
-        ssize_t n = recv(c->fd, c->rbuf, RBUF_CAP, 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-            break;
-        int left = (int)(deadline - now_ms());
-        if (left <= 0)
-            break;
-        if (n < 0) {
-            struct pollfd p = {c->fd, POLLIN, 0};
-            poll(&p, 1, left);
+    free(buf);
+    if (rc == 0)
+        shutdown(c->fd, SHUT_WR);
+    return rc;
+}
+
+/* After send_goodbye: 0 once Ack{goodbye} arrives (late batch acks are handled on the
+ * way), -ETIMEDOUT at `deadline`, or a negative errno when the connection ended first (the
+ * Goodbye may be lost). An aggregator that does not acknowledge goodbyes (no goodbye_acks
+ * in its HelloReply): 0 at its EOF or after at most 1 s. */
+static int wait_goodbye_ack(struct mrd_client *c, int64_t deadline)
+{
+    if (!c->peer_acks_goodbye) {
+        int64_t until = now_ms() + 1000 < deadline ? now_ms() + 1000 : deadline;
+        for (;;) {
+            ssize_t n = recv(c->fd, c->rbuf, RBUF_CAP, MSG_DONTWAIT);
+            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+                return 0;
+            int left = (int)(until - now_ms());
+            if (left <= 0)
+                return 0;
+            if (n < 0) {
+                struct pollfd p = {c->fd, POLLIN, 0};
+                poll(&p, 1, left);
+            }
         }
     }
-    rc = 0;
-fail:
-    free(buf);
-    close_fd(c);
-    return rc;
+    for (;;) {
+        struct mrd_frame_header h;
+        size_t flen;
+        ProtobufCMessage *msg = NULL;
+        int left = (int)(deadline - now_ms());
+        int rc = read_frame(c, left > 0 ? left : 0, &h, &flen);
+        if (rc < 0)
+            return rc;
+        rc = mrd_frame_decode(&h, c->rbuf + MRD_FRAME_HEADER_BYTES, RBUF_CAP, &msg);
+        consume(c, flen);
+        if (rc < 0)
+            return rc;
+        int acked = 0;
+        if (h.type == MRD_FRAME_ACK && ((Meridian__V1__Ack *)msg)->goodbye)
+            acked = 1;
+        else if (h.type == MRD_FRAME_ACK)
+            handle_ack(c, (Meridian__V1__Ack *)msg);
+        else if (h.type == MRD_FRAME_ERROR)
+            rc = -ECONNABORTED;
+        protobuf_c_message_free_unpacked(msg, NULL);
+        if (acked || rc < 0)
+            return rc;
+    }
+}
+
+int mrd_client_goodbye(struct mrd_client *c, Meridian__V1__Goodbye *bye, int timeout_ms)
+{
+    int64_t deadline = now_ms() + timeout_ms;
+    int backoff = BACKOFF_MIN_MS, rc = -ETIMEDOUT;
+    for (;;) {
+        if (c->fd < 0) {
+            rc = try_connect(c);
+            if (rc == -MRD_ERR_AUTH)
+                return rc;
+        } else {
+            rc = 0;
+        }
+        if (rc == 0) {
+            rc = send_goodbye(c, bye);
+            if (rc == 0)
+                rc = wait_goodbye_ack(c, deadline);
+            close_fd(c);
+            if (rc == 0) {
+                c->st.goodbye_acked = c->peer_acks_goodbye;
+                return 0;
+            }
+            logf_(c, "goodbye not acknowledged, sending it again", rc);
+            c->st.reconnects++;
+        }
+        /* lost with its connection (or no connection): reconnect and say it again */
+        int left = (int)(deadline - now_ms());
+        if (left <= 0)
+            return -ETIMEDOUT;
+        c->jitter = c->jitter * 6364136223846793005ull + 1442695040888963407ull;
+        int pause = backoff + (int)((c->jitter >> 33) % (uint64_t)(backoff / 2 + 1));
+        sleep_ms(pause < left ? pause : left);
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+    }
 }
 
 void mrd_client_get_stats(const struct mrd_client *c, struct mrd_client_stats *out)

@@ -58,6 +58,9 @@ struct mrd_client_stats {
     uint64_t committed_on_hello; /* batches dropped from the queue by committed_seq */
     uint64_t reconnects;
     uint64_t last_committed_seq; /* committed_seq of the latest HelloReply */
+    uint64_t goodbyes_sent;      /* Goodbye frames written (more than 1: resent after the
+                                    connection broke before its Ack) */
+    int goodbye_acked;           /* 1: the aggregator acknowledged the Goodbye (committed) */
 };
 
 struct mrd_client;
@@ -100,8 +103,12 @@ void mrd_client_disconnect(struct mrd_client *c);
 int mrd_client_send_raw(struct mrd_client *c, const uint8_t *frame, size_t len);
 
 /* Sends Goodbye (counters filled by the caller; bytes/batch fields are filled here), then
- * half-closes and waits up to timeout_ms for the aggregator to close. Returns 0 or a
- * negative errno (the data is committed either way: only acked batches count). */
+ * half-closes and waits for Ack{goodbye} (the Goodbye is committed); if the connection
+ * ends first, reconnects with backoff and sends it again, all within timeout_ms. Returns
+ * 0 when acknowledged, -ETIMEDOUT, -MRD_ERR_AUTH, or another negative errno (batches are
+ * unaffected: only acked batches count). An aggregator that does not acknowledge
+ * goodbyes (no HelloReply.goodbye_acks): 0 once it closed or after at most 1 s, and
+ * stats.goodbye_acked stays 0. The connection is closed afterwards. */
 int mrd_client_goodbye(struct mrd_client *c, Meridian__V1__Goodbye *bye, int timeout_ms);
 
 /* Current counters. */

@@ -535,7 +535,7 @@ int mrd_rank_run(const struct mrd_rank_opts *o, struct mrd_rank_result *res)
         }
         bye.captured = cptr;
     }
-    rc = mrd_client_goodbye(r.c, &bye, 1000);
+    rc = mrd_client_goodbye(r.c, &bye, (int)o->retry_ms);
     if (rc < 0)
         fail_why(res, rc, "goodbye");
     res->seconds = now_s() - t0;
@@ -579,10 +579,12 @@ void mrd_rank_format(const struct mrd_rank_result *r, char *buf, size_t cap)
         "rank=%u events=%" PRIu64 " checksum=%016" PRIx64 " batches=%" PRIu64 " first_seq=%" PRIu64
         " last_seq=%" PRIu64 " acked_events=%" PRIu64 " acked_checksum=%016" PRIx64
         " acked_batches=%" PRIu64 " bytes_sent=%" PRIu64 " resent=%" PRIu64 " reconnects=%" PRIu64
-        " dup_acks=%" PRIu64 " committed_on_hello=%" PRIu64 " seconds=%.3f",
+        " dup_acks=%" PRIu64 " committed_on_hello=%" PRIu64 " goodbyes_sent=%" PRIu64
+        " goodbye_acked=%d seconds=%.3f",
         r->rank, r->events, r->checksum, r->batches, r->first_seq, r->last_seq, r->net.acked_events,
         r->net.acked_checksum, r->net.batches_acked, r->net.bytes_sent, r->net.batches_resent,
-        r->net.reconnects, r->net.dup_acks, r->net.committed_on_hello, r->seconds);
+        r->net.reconnects, r->net.dup_acks, r->net.committed_on_hello, r->net.goodbyes_sent,
+        r->net.goodbye_acked, r->seconds);
     for (int k = 1; k < MRD_EV__COUNT && n < cap; k++)
         n += (size_t)snprintf(buf + n, cap - n, " n_%s=%" PRIu64, names[k], r->by_kind[k]);
     if (n < cap) {

@@ -23,6 +23,13 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
             batch, Goodbye last; record-only mode (no aggregator) exits at once.
   gpu       a GPU registered after the Hello reaches the gpus table (hello again).
   clock     the probe connection: clock_samples rows with t0 <= t3, a connect burst.
+  goodbye   through a relay that loses the agent's first Goodbye together with its
+            connection (as if meridiand died right after reading it): the agent
+            reconnects, sends the Goodbye again, gets it acknowledged; the database has
+            ranks.goodbye = 1 and the agent's transport totals, the exit line no loss.
+  goodbye_unacked  a relay that swallows every Goodbye and keeps the connection open:
+            the agent waits for the Ack only until the flush deadline (+ the small goodbye
+            grace), says "goodbye not acknowledged", and ranks.goodbye stays 0.
 Usage: transport_test.py SCENARIO --meridiand PATH --synth PATH [--workdir DIR]
 """
 import argparse
@@ -36,6 +43,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 SECRET = "agent-test-secret"
@@ -420,9 +428,136 @@ def sc_clock(a, wd):
           (len(rows), rtts[0], rtts[len(rtts) // 2]))
 
 
+class GoodbyeRelay:
+    """TCP relay in front of meridiand that inspects the agent's frames (8-byte header:
+    version, type, flags, length LE) and does something to Goodbyes (type 7): mode "lose1"
+    drops the first one and closes both sides at once (an aggregator dying after reading
+    it); mode "swallow" drops every one and keeps both sides open (one that never
+    answers)."""
+
+    def __init__(self, port, mode):
+        self.target, self.mode = port, mode
+        self.goodbyes = 0
+        self.lock = threading.Lock()
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(16)
+        self.port = self.ls.getsockname()[1]
+        self.socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                a, _ = self.ls.accept()
+            except OSError:
+                return
+            b = socket.create_connection(("127.0.0.1", self.target))
+            self.socks += [a, b]
+            threading.Thread(target=self._up, args=(a, b), daemon=True).start()
+            threading.Thread(target=self._down, args=(b, a), daemon=True).start()
+
+    def _down(self, src, dst):  # meridiand -> agent: as is
+        try:
+            while True:
+                d = src.recv(65536)
+                if not d:
+                    break
+                dst.sendall(d)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _up(self, src, dst):  # agent -> meridiand: frame by frame
+        buf = b""
+        try:
+            while True:
+                d = src.recv(65536)
+                if not d:
+                    if self.mode != "swallow":
+                        dst.shutdown(socket.SHUT_WR)
+                    return
+                buf += d
+                while len(buf) >= 8:
+                    typ, length = buf[1], struct.unpack_from("<I", buf, 4)[0]
+                    if len(buf) < 8 + length:
+                        break
+                    frame, buf = buf[:8 + length], buf[8 + length:]
+                    if typ == 7:
+                        with self.lock:
+                            self.goodbyes += 1
+                            n = self.goodbyes
+                        if self.mode == "swallow":
+                            continue
+                        if self.mode == "lose1" and n == 1:
+                            src.close()
+                            dst.close()
+                            return
+                    dst.sendall(frame)
+        except OSError:
+            pass
+
+    def close(self):
+        self.ls.close()
+        for x in self.socks:
+            try:
+                x.close()
+            except OSError:
+                pass
+
+
+def sc_goodbye(a, wd):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    relay = GoodbyeRelay(d.port, "lose1")
+    s = Synth(a.synth, agent_env(relay.port), ["--events", "20000", "--rate", "20000"])
+    rc = s.wait()
+    relay.close()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    check(relay.goodbyes == 2, "the relay saw %d Goodbyes, expected the lost one and its "
+                               "resend" % relay.goodbyes)
+    check(s.lost == 0 and "not acknowledged" not in s.exit_lines[-1],
+          "exit line %r" % s.exit_lines[-1])
+    check(db_query(d.db, "SELECT goodbye FROM ranks WHERE rank = 3") == [(1,)],
+          "ranks.goodbye %r" % db_query(d.db, "SELECT goodbye FROM ranks"))
+    transport = dict(db_query(d.db, "SELECT name, value FROM agent_counters"
+                                    " WHERE rank = 3 AND category = 'transport'"))
+    check(transport.get("last_seq", 0) > 0 and transport.get("batches_sent") == s.batches,
+          "transport totals %r, exit line %d batches" % (transport, s.batches))
+    check_exactly_once(d.db, s)
+    print("goodbye: lost with its connection, sent again: %d Goodbyes through the relay; %s"
+          % (relay.goodbyes, s.exit_lines[-1]))
+
+
+def sc_goodbye_unacked(a, wd, deadline_ms=1500):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    relay = GoodbyeRelay(d.port, "swallow")
+    s = Synth(a.synth, agent_env(relay.port, MERIDIAN_FLUSH_DEADLINE_MS=deadline_ms),
+              ["--events", "5000", "--rate", "20000"])
+    rc = s.wait()
+    relay.close()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    took = exit_bound(s, deadline_ms)
+    # it waited for the Ack (it does not give up at once) but not past the bound
+    check(took >= deadline_ms / 1000.0 * 0.5, "exit after %.2f s: did not wait for the Ack"
+          % took)
+    check(relay.goodbyes >= 1, "no Goodbye reached the relay")
+    check(s.lost == 0 and "goodbye not acknowledged" in s.exit_lines[-1],
+          "exit line %r" % s.exit_lines[-1])
+    check(db_query(d.db, "SELECT goodbye FROM ranks WHERE rank = 3") == [(0,)],
+          "ranks.goodbye %r" % db_query(d.db, "SELECT goodbye FROM ranks"))
+    check_exactly_once(d.db, s)
+    print("goodbye_unacked: exit %.2f s after the workload (deadline %d ms); %s"
+          % (took, deadline_ms, s.exit_lines[-1]))
+
+
 SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "queue": sc_queue,
              "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
-             "gpu": sc_gpu, "clock": sc_clock}
+             "gpu": sc_gpu, "clock": sc_clock, "goodbye": sc_goodbye,
+             "goodbye_unacked": sc_goodbye_unacked}
 
 
 def main():

@@ -8,12 +8,16 @@
  * must still be acknowledged. Then: a clock probe is answered; SIGTERM commits a batch
  * that was received but not yet committed (long --commit-ms), acks it and exits 0; a
  * restart on the same database continues the same run, reports the committed seq and
- * acknowledges a resent batch as a duplicate. The log must name each rejection and never
- * contain the secret. Usage: test_aggregator_daemon PATH/TO/meridiand
+ * acknowledges a resent batch as a duplicate; a Goodbye gets Ack{goodbye}, and only once
+ * it is committed (the test holds SQLite's write lock meanwhile: nothing may arrive). The
+ * log must name each rejection and never contain the secret.
+ * Usage: test_aggregator_daemon PATH/TO/meridiand
  */
 #define SECRET    "topsecret-0123456789"
 #define RUN       "run-D"
 #define MAX_FRAME 65536u
+
+#include <poll.h>
 
 #include "client.h"
 
@@ -84,6 +88,53 @@ static void bad_raw(int hello_first, const void *bytes, size_t n, uint32_t code)
         CHECK_EQ(expect_hello_reply(fd, NULL, NULL), 0);
         expect_eof(fd);
     }
+}
+
+static void expect_goodbye_ack(int fd)
+{
+    ProtobufCMessage *m = NULL;
+    CHECK_EQ(recv_msg(fd, &m), MRD_FRAME_ACK);
+    CHECK_EQ(((Meridian__V1__Ack *)m)->goodbye, 1);
+    CHECK_EQ(((Meridian__V1__Ack *)m)->seq, 0);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* Ack{goodbye} comes only once the Goodbye is committed: while the test holds SQLite's
+ * write lock the writer cannot store it, and nothing may arrive; the Ack comes after the
+ * lock is released, and by then the database already shows the goodbye. */
+static void goodbye_after_commit(void)
+{
+    start_daemon("20", 1);
+    int fd = cl_connect();
+    send_hello(fd, SECRET, 1, RUN, 0, 2);
+    ProtobufCMessage *m = NULL;
+    CHECK_EQ(recv_msg(fd, &m), MRD_FRAME_HELLO_REPLY);
+    CHECK_EQ(((Meridian__V1__HelloReply *)m)->accepted, 1);
+    CHECK_EQ(((Meridian__V1__HelloReply *)m)->goodbye_acks, 1); /* announced */
+    protobuf_c_message_free_unpacked(m, NULL);
+
+    sqlite3 *lock;
+    CHECK_EQ(sqlite3_open(g_db, &lock), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    Meridian__V1__Goodbye gb = MERIDIAN__V1__GOODBYE__INIT;
+    Meridian__V1__Counter k = MERIDIAN__V1__COUNTER__INIT, *kp[1] = {&k};
+    k.key = MRD_EV_KERNEL;
+    k.value = 4242;
+    gb.n_captured = 1;
+    gb.captured = kp;
+    send_msg(fd, MRD_FRAME_GOODBYE, &gb.base);
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    CHECK_EQ(poll(&p, 1, 600), 0); /* 30 commit intervals: no Ack while not committed */
+    CHECK_EQ(q1("SELECT goodbye FROM ranks WHERE rank = 2"), 0);
+    CHECK_EQ(sqlite3_exec(lock, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(lock);
+    expect_goodbye_ack(fd);
+    CHECK_EQ(q1("SELECT goodbye FROM ranks WHERE rank = 2"), 1);
+    CHECK_EQ(q1("SELECT value FROM agent_counters WHERE rank = 2 AND category = 'captured'"
+                " AND name = 'kernel'"),
+             4242);
+    close(fd);
+    CHECK_EQ(stop_daemon(), 0);
 }
 
 int main(int argc, char **argv)
@@ -251,8 +302,10 @@ int main(int argc, char **argv)
     CHECK_OK(shutdown(good, SHUT_WR));
     expect_ack(good, seq, 0);
     seq++;
+    expect_goodbye_ack(good);
     expect_eof(good); /* and then the daemon closes it */
     CHECK_EQ(stop_daemon(), 0);
+    goodbye_after_commit();
 
     CHECK_EQ(q1("SELECT count(*) FROM runs"), 1);
     CHECK_EQ(q1("SELECT count(*) FROM runs WHERE run_id = '" RUN "'"), 1);
