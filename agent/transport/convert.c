@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "error.h"
+
 /* Interns s, counting the bytes of strings seen for the first time. */
 static uint32_t intern(struct mrd_convert *cv, const char *s)
 {
@@ -74,5 +76,16 @@ int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)
         return mrd_batch_add_gpu_clock_sample(b, &r->ev.gpu_clock);
     default:
         return -EINVAL; /* unknown kind (or MRD_EV_CLOCK, which never travels in rings) */
+    }
+}
+
+int mrd__convert_drop_reason(int err)
+{
+    switch (err) {
+    case -MRD_ERR_TOO_LARGE:
+    case -EAGAIN:
+        return MRD_DROP_TOO_LARGE;
+    default: /* -EINVAL, -ENOMEM (see convert.h): DROP_UNKNOWN, 0, named "unknown" */
+        return MERIDIAN__V1__DROP_REASON__DROP_UNKNOWN;
     }
 }

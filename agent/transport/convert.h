@@ -16,8 +16,20 @@ struct mrd_convert {
 };
 
 /* Adds record *r to cv->b. Returns 0; -EAGAIN when the batch is full (nothing added:
- * finish the batch and call again); -EINVAL for an unknown kind (dropped: the caller
- * counts it); -ENOMEM. Flusher thread only. */
+ * finish the batch and call again); -MRD_ERR_TOO_LARGE when the event with its strings
+ * cannot fit even an empty batch; -EINVAL for a kind this agent cannot encode (or a
+ * string id the builder never handed out); -ENOMEM. Any error but -EAGAIN means the
+ * record is dropped: the caller counts it (mrd__convert_drop_reason). Flusher thread. */
 int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r);
+
+/* The drop reason (enum mrd_drop_reason) under which a record is counted when adding it
+ * failed with `err` for good (after finishing the batch and trying again):
+ *   -MRD_ERR_TOO_LARGE, and -EAGAIN (the full batch could not be encoded, so the record
+ *   never got a batch) -> MRD_DROP_TOO_LARGE;
+ *   -EINVAL (a record this agent cannot encode: unknown kind, bad string id), -ENOMEM and
+ *   anything else -> DROP_UNKNOWN (0, "unknown"): none of the specific reasons describes them, and
+ *   counting them as one would send users after the wrong cause.
+ * Pure; any thread. */
+int mrd__convert_drop_reason(int err);
 
 #endif

@@ -239,8 +239,10 @@ void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_samp
     int e = mrd_batch_add_clock_sample(f->b, s);
     if (e == -EAGAIN && finish_batch(f, mrd__mono_ns()) == 0)
         e = mrd_batch_add_clock_sample(f->b, s);
-    if (e != 0)
+    if (e != 0) {
+        count_drop_events(mrd__convert_drop_reason(e), 1);
         return;
+    }
     if (f->batch_first_ns == 0)
         f->batch_first_ns = mrd__mono_ns();
     mrd_agent_count_captured(MRD_EV_CLOCK, 1);
@@ -259,8 +261,9 @@ static void drain_one(const struct mrd_record *r, void *arg)
         if (f->batch_first_ns == 0)
             f->batch_first_ns = mrd__mono_ns();
     } else {
-        /* -EAGAIN here: the full batch could not be encoded (too large) */
-        count_drop_events(e == -EAGAIN ? MRD_DROP_TOO_LARGE : 0, 1);
+        /* e.g. -MRD_ERR_TOO_LARGE: the record cannot fit even an empty batch; -EAGAIN
+         * here: the full batch could not be encoded, so the record never got one */
+        count_drop_events(mrd__convert_drop_reason(e), 1);
     }
 }
 
