@@ -7,9 +7,11 @@
 # quickstart/ (replaced on every run).
 #
 # The job: with NVIDIA GPUs (nvidia-smi -L) and the reference workload built (nvcc, MPI,
-# NCCL), tests/workloads/ref_workload on every GPU (at most 8), rank 1 made slower on every
-# 10th step. Otherwise each of 2 mpirun ranks replays what one rank's agent sent during
-# that job on a 2 x H200 host (tests/data/ref-rank%r.mrdcap, via `meridian replay
+# NCCL), tests/workloads/ref_workload on every GPU (at most 8), rank 1 made 2 ms slower on
+# every 5th step (a 500 us delay every 10th step, as in the recording below, is of the size
+# of the workload's own arrival jitter on H200s: a second recording ranked rank 0 first).
+# Otherwise each of 2 mpirun ranks replays what one rank's agent sent during the recorded
+# job (500 us every 10th step) on a 2 x H200 host (tests/data/ref-rank%r.mrdcap, via `meridian replay
 # --from-env`) through the same protocol, aggregator, database and analysis: the report
 # shows 110 collectives matched across the 2 ranks and rank 1 as the top straggler.
 #
@@ -78,7 +80,7 @@ if [ "$replay" = 0 ] && [ "$gpus" -gt 0 ] && [ -x "$workload" ]; then
     np=$((gpus > 8 ? 8 : gpus))
     echo "quickstart: $gpus GPU(s): profiling the reference workload on $np rank(s)"
     job=(mpirun "${as_root[@]}" -np "$np" -x NCCL_NVLS_ENABLE=0 "$workload"
-         --steps 50 --warmup 5 --slow-rank 1 --slow-us 500 --slow-steps every:10)
+         --steps 50 --warmup 5 --slow-rank 1 --slow-us 2000 --slow-steps every:5)
 else
     if [ "$replay" = 1 ]; then
         why="--replay"
