@@ -120,7 +120,7 @@ for gpus, want_np in ((3, 3), (10, 8)):
         itest.fail("--dry-run with %d GPUs: rc %d" % (gpus, rc))
     if os.access(workload, os.X_OK):
         want = ("mpirun.* -np %d -x NCCL_NVLS_ENABLE=0 \\S*ref_workload --steps 50 --warmup 5 "
-                "--slow-rank 1 --slow-us 500 --slow-steps every:10" % want_np)
+                "--slow-rank 1 --slow-us 2000 --slow-steps every:5" % want_np)
     else:  # built without nvcc/NCCL: the recorded job, and the reason
         want = "no ref_workload in .*\n.* --oversubscribe -np 2 .*replay --from-env"
     if not re.search(want, text):
