@@ -5,8 +5,9 @@
  * frame version, wrong Hello version, wrong run id, an oversized frame, garbage bytes,
  * an undecodable batch, an unexpected frame type. Each must get its reason (HelloReply
  * accepted = false, or an Error frame) and be closed, and the good client's next batch
- * must still be acknowledged. Then: a clock probe is answered; SIGTERM commits a batch
- * that was received but not yet committed (long --commit-ms), acks it and exits 0; a
+ * must still be acknowledged. Then: clock probes are answered (t1/t2 exact ns, not on the
+ * 256 ns grid of a double); SIGTERM commits a batch that was received but not yet
+ * committed (long --commit-ms), acks it and exits 0; a
  * restart on the same database continues the same run, reports the committed seq and
  * acknowledges a resent batch as a duplicate; a Goodbye gets Ack{goodbye}, and only once
  * it is committed (the test holds SQLite's write lock meanwhile: nothing may arrive). The
@@ -239,6 +240,20 @@ int main(int argc, char **argv)
     CHECK_LE(cr->t1, cr->t2);
     CHECK_LT(llabs(cr->t2 - rt), 5000000000LL);
     protobuf_c_message_free_unpacked(m, NULL);
+    /* t1/t2 are exact nanoseconds: a trip through a double would put every one on a
+     * 256 ns grid (the chance that 64 exact values all are on it is 256^-64) */
+    int t1_off = 0, t2_off = 0;
+    for (int i = 0; i < 64; i++) {
+        send_msg(clk, MRD_FRAME_CLOCK_PROBE, &pr.base);
+        CHECK_EQ(recv_msg(clk, &m), MRD_FRAME_CLOCK_REPLY);
+        cr = (Meridian__V1__ClockReply *)m;
+        CHECK_LE(cr->t1, cr->t2);
+        t1_off += cr->t1 % 256 != 0;
+        t2_off += cr->t2 % 256 != 0;
+        protobuf_c_message_free_unpacked(m, NULL);
+    }
+    CHECK_GT(t1_off, 0);
+    CHECK_GT(t2_off, 0);
     close(clk);
     /* --max-connections 8: nine more connections on top of the good one: at least one is
      * closed at once without a word (EOF, no memory spent on it); the others get the

@@ -6,7 +6,8 @@
  * checks: duplicates are acknowledged as such, counted and not stored; string ids resolve
  * across batches and across a reopen (the cache is rebuilt from rank_strings); a reopen
  * continues the same run with the same timebase; a foreign run id is refused; agent
- * counters keep the largest value; Hello reports the committed seq.
+ * counters keep the largest value; Hello reports the committed seq; the global time is
+ * exact int64 nanoseconds (no 256 ns grid of a double).
  */
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -267,6 +268,26 @@ static struct mrd_store_item *goodbye_item(uint32_t rank, uint64_t kernels, uint
     return it;
 }
 
+/* The global time is exact int64 ns: anchor_realtime + (monotonic now - anchor_monotonic)
+ * never passes through a double (at ~1.8e18 ns a double holds only multiples of 256 ns,
+ * which would quantize every clock probe reply). Consecutive calls, tens of ns apart, must
+ * differ by less than 256 ns somewhere, and the values must not all be multiples of 256. */
+static void check_global_now_exact(const struct mrd_store *s)
+{
+    int64_t prev = mrd_store_global_now(s), min_step = INT64_MAX;
+    int off_grid = 0;
+    for (int i = 0; i < 1000; i++) {
+        int64_t v = mrd_store_global_now(s);
+        CHECK_GE(v, prev); /* monotonic */
+        if (v > prev && v - prev < min_step)
+            min_step = v - prev;
+        off_grid += v % 256 != 0;
+        prev = v;
+    }
+    CHECK_LT(min_step, 256);
+    CHECK_GT(off_grid, 0);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/mrd-store-test-XXXXXX";
@@ -284,6 +305,7 @@ int main(void)
     int64_t now_rt = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec;
     int64_t g1 = mrd_store_global_now(s);
     CHECK_LT(llabs(g1 - now_rt), 1000000000LL); /* global time starts at realtime */
+    check_global_now_exact(s);
 
     struct mrd_batch_builder_config bc = {.run_id = "run-A",
                                           .rank = 3,
