@@ -268,7 +268,8 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
     if (over && log)
         fprintf(log, "clock: gpu: %llu brackets over the cap of %u ignored\n",
                 (unsigned long long)over, MRD_GPU_BRACKET_CAP);
-    qsort(v, n, sizeof(*v), cmp_gbr);
+    if (n > 1) /* qsort(NULL, 0, ...) is undefined behaviour (UBSan stops there) */
+        qsort(v, n, sizeof(*v), cmp_gbr);
     tmp = malloc((n ? n : 1) * sizeof(*tmp));
     if (!tmp) {
         rc = -ENOMEM;
