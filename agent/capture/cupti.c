@@ -245,6 +245,11 @@ static void *flusher_main(void *arg)
 }
 
 /* Exit hook (mrd_agent_shutdown): deliver everything CUPTI still holds. */
+void mrd__cupti_exit_begin(void)
+{
+    atomic_store(&cu.exiting, 1);
+}
+
 static void cupti_flush_hook(void)
 {
     if (!atomic_load(&cu.owned))
@@ -253,7 +258,7 @@ static void cupti_flush_hook(void)
     cu.stop = 1;
     pthread_cond_signal(&cu.wake);
     pthread_mutex_unlock(&cu.lock);
-    atomic_store(&cu.exiting, 1);
+    mrd__cupti_exit_begin();
     cuptiActivityFlushAll(0);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     count_host_drops(NULL, 0);

@@ -67,6 +67,11 @@ void CUPTIAPI mrd__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_
  * never at exit). Returns the number of records written. */
 size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid);
 
+/* Marks the exit flush (cupti.c's flush hook calls it before its final
+ * cuptiActivityFlushAll; tests that deliver buffers themselves call it the same way):
+ * buffers completed from now on are paced only within the exit's time (see cupti.c). */
+void mrd__cupti_exit_begin(void);
+
 /* Times the request callback found no free buffer. */
 uint64_t mrd__cupti_pool_misses(void);
 
