@@ -15,6 +15,8 @@
 
 #include "record.h"
 
+#define MRD_RING_RELEASE_EVERY 1024
+
 /* Allocates `max_threads` rings of `records_per_ring` records each (power of two).
  * Call once, before any writer, from the agent's init. Returns 0, -EINVAL, -ENOMEM. */
 int mrd_ring_init(unsigned max_threads, unsigned records_per_ring);
@@ -29,8 +31,25 @@ int mrd_ring_write(const struct mrd_record *r);
  * of overflowing. No lock, no allocation, no system call. Added after v1 (additive). */
 size_t mrd_ring_space(void);
 
+/* Paced producers only: a thread that writes bursts on its own time, never an application,
+ * CUDA or NCCL callback thread (CUPTI's buffer-completion worker, which converts a whole
+ * CUPTI buffer at once). May make system calls and sleep. Once the calling thread's ring
+ * is at least half full it wakes the consumer (the function given to
+ * mrd_ring_set_consumer_wake; at most once per consumer pass over this ring); then, if
+ * fewer than `want` records are free and timeout_ns > 0, sleeps until the consumer frees
+ * records of this ring or timeout_ns (relative) has passed. Returns the free records
+ * afterwards (0 when disabled or no ring could be claimed). Added after v1 (additive). */
+size_t mrd_ring_pace(size_t want, int64_t timeout_ns);
+
+/* Consumer: how mrd_ring_pace wakes it (e.g. a write to the flusher's eventfd); NULL
+ * removes it. The function must be cheap and safe from any thread. Added after v1
+ * (additive). */
+void mrd_ring_set_consumer_wake(void (*fn)(void));
+
 /* Flusher thread only: hands every pending record of every ring to fn (in per-ring
- * order), up to max records in all. Returns the number handed over. */
+ * order), up to max records in all. Returns the number handed over. Space is released to
+ * the producer every MRD_RING_RELEASE_EVERY records of a ring (a paced producer refills
+ * while the rest is converted). */
 size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *arg, size_t max);
 
 /* Adds the ring drop counters into dropped[MRD_DROP__COUNT] (any thread). */
