@@ -7,8 +7,11 @@
  *
  * Workload: up to 50,000 events/s per rank sustained, bursts of 200,000/s, spread over a
  * handful of threads (the application thread, CUPTI's worker, NCCL's proxy thread). A
- * record is ~200 bytes; a ring holds `records_per_ring` of them (16384 by default, about
- * 80 ms of a burst), so the flusher has time to come round.
+ * record is 216 bytes; a ring holds `records_per_ring` of them (16384 by default, about
+ * 80 ms of a 200,000/s burst), so the flusher has time to come round. CUPTI's worker is
+ * the exception: it writes a whole completed CUPTI buffer (up to ~65,000 records) in a few
+ * milliseconds, at any rate the application produced them (a launch storm: 400,000/s),
+ * and paces itself against its ring (mrd_ring_pace below) rather than overflowing it.
  *
  * Design:
  *  - A fixed array of `max_threads` rings is mapped once at init (MAP_NORESERVE: pages are
@@ -18,8 +21,9 @@
  *    malloc on a thread's first touch or, as initial-exec, can make dlopen fail with
  *    "cannot allocate memory in static TLS block"). pthread_getspecific only reads the
  *    thread descriptor; pthread_setspecific runs on the claim only and allocates at most
- *    once per thread, only when the process already holds 32 keys. The key's destructor marks the ring ORPHAN when the thread exits; the flusher drains an
- *    orphan and hands it back (FREE), so short-lived threads do not exhaust the array.
+ *    once per thread, only when the process already holds 32 keys. The key's destructor
+ *    marks the ring ORPHAN when the thread exits; the flusher drains an orphan and hands it
+ *    back (FREE), so short-lived threads do not exhaust the array.
  *  - Producer: load head (own), load tail (acquire), copy the record, store head+1
  *    (release). Consumer: load head (acquire), read records, store tail (release). No
  *    lock, no allocation, no system call after the claim.
@@ -27,14 +31,26 @@
  *    MRD_DROP_RING_FULL); a thread that finds no FREE ring (or writes before init) drops
  *    and counts MRD_DROP_NO_THREAD_SLOT, and retries the claim only every 1024 drops.
  *  - mrd_ring_disable() (fork child) makes every write refuse its record, uncounted.
+ *  - Paced producers (mrd_ring_pace; CUPTI's completion worker, never an application
+ *    thread) write a whole CUPTI buffer (up to ~65,000 records) at once, faster than any
+ *    consumer. Instead of overflowing they wake the consumer once their ring is half full
+ *    (the consumer's eventfd, through the function it registered) and sleep on a futex
+ *    until the consumer frees records of that ring. The consumer releases space every
+ *    MRD_RING_RELEASE_EVERY records, and wakes a sleeping producer then (the Dekker pair
+ *    `waiting` / `tail` with a full fence on each side, so a wake-up is never missed); it
+ *    makes no system call unless a producer sleeps. mrd_ring_write is unchanged by this.
  */
 #include "ring.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 enum { RING_FREE = 0, RING_OWNED = 1, RING_ORPHAN = 2 };
 
@@ -44,7 +60,11 @@ enum { RING_FREE = 0, RING_OWNED = 1, RING_ORPHAN = 2 };
 struct ring {
     _Alignas(CACHE_LINE) _Atomic uint64_t head; /* written by the producer only */
     _Atomic uint64_t dropped;                   /* written by the producer only */
+    _Atomic uint32_t waiting;                   /* producer asleep in mrd_ring_pace */
+    uint64_t kicked;                            /* producer only: tail + 1 at its last wake */
     _Alignas(CACHE_LINE) _Atomic uint64_t tail; /* written by the consumer only */
+    _Atomic uint32_t released;                  /* futex word: bumped when space is freed
+                                                   while the producer waits */
     _Atomic int state;                          /* RING_* */
     struct mrd_record *slots;
 };
@@ -58,6 +78,7 @@ static _Atomic int g_enabled;  /* 0 before init, after shutdown and after disabl
 static _Atomic int g_disabled; /* sticky (fork child) */
 static _Atomic uint64_t g_drop_noslot;
 static unsigned g_drain_start; /* flusher only: rotates which ring drains first */
+static void (*_Atomic g_consumer_wake)(void);
 
 /* Per-thread state in two pthread keys (see above):
  *   g_key      (generation & 0xffffff) << 24 | (ring index + 1), 0 when none;
@@ -215,6 +236,65 @@ size_t mrd_ring_space(void)
     return (size_t)(g_mask + 1 - (h - t));
 }
 
+void mrd_ring_set_consumer_wake(void (*fn)(void))
+{
+    atomic_store(&g_consumer_wake, fn);
+}
+
+/* Wakes the consumer once the ring is half full, once per consumer pass (tail moved). */
+static void pace_kick(struct ring *rg, uint64_t h, uint64_t t)
+{
+    if (h - t < (g_mask + 1) / 2 || rg->kicked == t + 1)
+        return;
+    rg->kicked = t + 1;
+    void (*fn)(void) = atomic_load(&g_consumer_wake);
+    if (fn)
+        fn();
+}
+
+size_t mrd_ring_pace(size_t want, int64_t timeout_ns)
+{
+    if (atomic_load_explicit(&g_disabled, memory_order_relaxed))
+        return 0;
+    struct ring *rg = ring_self();
+    if (rg == NULL)
+        return 0;
+    uint64_t cap = g_mask + 1;
+    uint64_t h = atomic_load_explicit(&rg->head, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&rg->tail, memory_order_acquire);
+    pace_kick(rg, h, t);
+    if (cap - (h - t) >= want || timeout_ns <= 0)
+        return (size_t)(cap - (h - t));
+
+    uint32_t seen = atomic_load_explicit(&rg->released, memory_order_acquire);
+    atomic_store_explicit(&rg->waiting, 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in ring_release */
+    t = atomic_load_explicit(&rg->tail, memory_order_acquire);
+    if (cap - (h - t) < want) {
+        pace_kick(rg, h, t);
+        struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
+                              .tv_nsec = (long)(timeout_ns % 1000000000)};
+        /* returns at once if `released` moved since `seen` (EAGAIN), on a wake, a signal
+         * or the timeout: the caller re-checks in every case */
+        syscall(SYS_futex, (uint32_t *)&rg->released, FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
+    }
+    atomic_store_explicit(&rg->waiting, 0, memory_order_relaxed);
+    t = atomic_load_explicit(&rg->tail, memory_order_acquire);
+    return (size_t)(cap - (h - t));
+}
+
+/* Consumer: makes records up to new_tail free again, and wakes a producer sleeping in
+ * mrd_ring_pace (no system call when none is). */
+static void ring_release(struct ring *rg, uint64_t new_tail)
+{
+    atomic_store_explicit(&rg->tail, new_tail, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in mrd_ring_pace */
+    if (atomic_load_explicit(&rg->waiting, memory_order_relaxed)) {
+        atomic_fetch_add_explicit(&rg->released, 1, memory_order_release);
+        syscall(SYS_futex, (uint32_t *)&rg->released, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    }
+}
+
 size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *arg, size_t max)
 {
     if (!atomic_load_explicit(&g_enabled, memory_order_acquire) || g_rings == NULL)
@@ -232,9 +312,13 @@ size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *a
         uint64_t avail = h - t;
         if (avail > max - done)
             avail = max - done;
-        for (uint64_t i = 0; i < avail; i++)
+        for (uint64_t i = 0; i < avail; i++) {
             fn(&rg->slots[(t + i) & g_mask], arg);
-        atomic_store_explicit(&rg->tail, t + avail, memory_order_release);
+            if ((i + 1) % MRD_RING_RELEASE_EVERY == 0 && i + 1 < avail)
+                ring_release(rg, t + i + 1);
+        }
+        if (avail)
+            ring_release(rg, t + avail);
         done += avail;
         /* The owner has exited (ORPHAN was stored after its last write): once empty, the
          * ring may be claimed again. */

@@ -10,14 +10,24 @@
  * 3. Thread slots: more threads than rings are refused and counted as NO_THREAD_SLOT; a
  *    ring whose thread exited is drained and handed to a new thread.
  * 4. Before init and after mrd_ring_disable(): writes are refused.
+ * 5. Paced producer (mrd_ring_pace, what CUPTI's completion worker uses): a thread writes
+ *    200,000 records flat out into a 4096-record ring, asking mrd_ring_pace for room when
+ *    it is full; the consumer drains only when the producer's wake function tells it to
+ *    (its own timeout is 10 s). Nothing may be dropped, every record arrives in order, no
+ *    wait may run into its 2 s timeout (a lost wake-up, of the consumer or of the sleeping
+ *    producer, would), and the wakes are far fewer than the records. Without a consumer
+ *    a wait ends at its timeout.
  * Built twice: plain (agent_ring) and with ThreadSanitizer (agent_ring_tsan).
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "ring.h"
@@ -277,11 +287,124 @@ static void test_before_init_and_disable(void)
     mrd_ring_shutdown();
 }
 
+/* ---- 5. paced producer ---- */
+
+#define PACE_RECORDS 200000
+#define PACE_RING    4096
+
+static int pace_pipe[2];
+static _Atomic uint64_t pace_kicks;
+static _Atomic int pace_done;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void pace_wake(void)
+{
+    char c = 1;
+    atomic_fetch_add(&pace_kicks, 1);
+    ssize_t r = write(pace_pipe[1], &c, 1);
+    (void)r;
+}
+
+struct pace_stats {
+    uint64_t written, timeouts;
+    int64_t max_wait_ns;
+};
+
+static void *paced_writer(void *arg)
+{
+    struct pace_stats *ps = arg;
+    struct mrd_record r;
+    for (uint64_t n = 1; n <= PACE_RECORDS; n++) {
+        if (mrd_ring_pace(1, 0) == 0) {
+            int64_t t0 = mono_ns();
+            size_t space = 0;
+            while (space == 0 && mono_ns() - t0 < 2000000000) /* early returns: re-wait */
+                space = mrd_ring_pace(1, 2000000000 - (mono_ns() - t0));
+            int64_t w = mono_ns() - t0;
+            if (w > ps->max_wait_ns)
+                ps->max_wait_ns = w;
+            ps->timeouts += space == 0;
+        }
+        make_record(&r, 9, n);
+        ps->written += mrd_ring_write(&r) == 0;
+    }
+    atomic_store(&pace_done, 1);
+    pace_wake();
+    return NULL;
+}
+
+static void check_paced(const struct mrd_record *r, void *arg)
+{
+    uint64_t *next = arg;
+    CHECK_UEQ(r->ev.kernel.correlation, *next);
+    (*next)++;
+}
+
+static void test_paced(void)
+{
+    CHECK_OK(mrd_ring_init(2, PACE_RING));
+    CHECK_OK(pipe(pace_pipe));
+    mrd_ring_set_consumer_wake(pace_wake);
+    struct pace_stats ps = {0};
+    pthread_t t;
+    CHECK_OK(pthread_create(&t, NULL, paced_writer, &ps));
+    uint64_t next = 1, passes = 0;
+    while (!atomic_load(&pace_done)) {
+        struct pollfd p = {.fd = pace_pipe[0], .events = POLLIN};
+        char buf[256];
+        if (poll(&p, 1, 10000) > 0) {
+            ssize_t r = read(pace_pipe[0], buf, sizeof buf);
+            (void)r;
+        }
+        mrd_ring_drain(check_paced, &next, SIZE_MAX);
+        passes++;
+    }
+    pthread_join(t, NULL);
+    mrd_ring_drain(check_paced, &next, SIZE_MAX);
+    CHECK_UEQ(ps.written, PACE_RECORDS);
+    CHECK_UEQ(next - 1, PACE_RECORDS);
+    CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), 0);
+    CHECK_UEQ(ps.timeouts, 0);
+    CHECK_LT(ps.max_wait_ns, 1000000000);
+    uint64_t kicks = atomic_load(&pace_kicks);
+    CHECK_GT(kicks, 0);
+    CHECK_LT(kicks, PACE_RECORDS / 64);
+    printf("agent_ring paced: %llu records, %llu wakes, %llu passes, longest wait %.1f ms\n",
+           (unsigned long long)PACE_RECORDS, (unsigned long long)kicks, (unsigned long long)passes,
+           (double)ps.max_wait_ns / 1e6);
+
+    /* No consumer: the wait ends at its timeout, with the ring still full. */
+    struct mrd_record r;
+    make_record(&r, 0, 1);
+    while (mrd_ring_write(&r) == 0)
+        ;
+    int64_t t0 = mono_ns();
+    CHECK_UEQ(mrd_ring_pace(1, 50000000), 0);
+    int64_t took = mono_ns() - t0;
+    CHECK_GE(took, 40000000);
+    CHECK_LT(took, 1000000000);
+    mrd_ring_set_consumer_wake(NULL);
+    CHECK_UEQ(mrd_ring_pace(1, 0), 0); /* no consumer registered: no wake, no crash */
+    size_t n = 0;
+    CHECK_UEQ(mrd_ring_drain(count_records, &n, SIZE_MAX), PACE_RING);
+    CHECK_UEQ(mrd_ring_pace(1, 0), PACE_RING);
+    close(pace_pipe[0]);
+    close(pace_pipe[1]);
+    mrd_ring_shutdown();
+}
+
 int main(void)
 {
     test_differential();
     test_concurrent();
     test_slots();
+    test_paced();
     test_before_init_and_disable(); /* last: disabling is permanent */
     return 0;
 }
