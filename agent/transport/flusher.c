@@ -9,7 +9,10 @@
  * finished every MERIDIAN_BATCH_EVENTS events (16384) or MERIDIAN_BATCH_MS (150 ms) after
  * its first event, whichever comes first, or once it defines 1 MiB of new strings; an empty
  * batch carries changed drop counters once a second. Wake-ups: every 2 ms while records
- * flow, every 10 ms when idle (a ring of 16384 records lasts ~80 ms at 200,000/s).
+ * flow, every 10 ms when idle (a ring of 16384 records lasts ~80 ms at 200,000/s), and at
+ * once when CUPTI's completion worker finds its ring half full (mrd_ring_pace writes the
+ * eventfd; application threads never do). A pass drains up to 4 batches' worth of records;
+ * the ring releases space to a waiting producer every 1024 records of it.
  *
  * Sequence numbers start at the agent's CLOCK_REALTIME in microseconds and grow by one per
  * batch: unique per (run, rank) even if a rank's process is restarted within a run, so a
@@ -397,6 +400,18 @@ static void record_goodbye(struct mrd_flusher *f)
 
 /* ---- the thread ------------------------------------------------------------------- */
 
+/* mrd_ring_pace (CUPTI's completion worker, never an application thread) wakes the loop
+ * when its ring is half full. */
+static void flusher_wake(void)
+{
+    int fd = atomic_load(&g_wake_fd);
+    uint64_t one = 1;
+    if (fd >= 0) {
+        ssize_t r = write(fd, &one, sizeof one);
+        (void)r;
+    }
+}
+
 static void *flusher_main(void *arg)
 {
     struct mrd_flusher *f = arg;
@@ -517,6 +532,7 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     pthread_condattr_destroy(&ca);
     rec_open(f);
     atomic_store(&g_wake_fd, wake);
+    mrd_ring_set_consumer_wake(flusher_wake);
     g_f = f;
 
     sigfillset(&all);
@@ -529,6 +545,7 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     return 0;
 fail:
     g_f = NULL;
+    mrd_ring_set_consumer_wake(NULL);
     atomic_store(&g_wake_fd, -1);
     if (wake >= 0)
         close(wake);
