@@ -25,9 +25,21 @@
  *    buffer is out, the request callback returns none: CUPTI drops those records and
  *    counts them; we read that count (cuptiActivityGetNumDroppedRecords) after every
  *    buffer and at exit and add it to MRD_DROP_CUPTI_HOST.
- *  - the completion thread writes into its own ring; when that ring is nearly full it
- *    waits (1 ms steps, at most 200 ms per buffer) for the flusher to drain it. Waiting
- *    there only delays buffer reuse, never an application thread. At exit it never waits.
+ *  - the completion thread writes into its own ring, a whole buffer at once (an 8 MiB
+ *    buffer of a launch storm holds ~65,000 kernel + API records; the ring 16,384). It
+ *    paces itself every PACE_CHUNK records (mrd_ring_pace): past half full it wakes the
+ *    flusher, and when fewer than PACE_CHUNK records are free it sleeps until the flusher
+ *    frees some. It keeps waiting as long as the flusher makes progress, up to
+ *    PACE_BUFFER_MAX_MS per buffer; PACE_STALL_MS without any progress means the flusher
+ *    is gone: the rest is dropped and counted (ring_full) and later buffers of that thread
+ *    do not wait until space shows up again. Waiting there only delays buffer reuse (the
+ *    pool absorbs it; past the pool CUPTI drops and counts), never an application thread.
+ *  - at exit the buffers still open arrive through cuptiActivityFlushAll on the exiting
+ *    thread (the flusher still runs then: the flush hooks come before the transport's
+ *    exit flush): they are paced the same way, but only until half of
+ *    MERIDIAN_FLUSH_DEADLINE_MS has passed (the other half is the transport's), and a
+ *    buffer already being paced when the exit begins stops waiting then too. The exit's
+ *    overall bound (the deadline plus a small margin) is unchanged.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -48,20 +60,24 @@
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
-#define POOL_MAX         64
-#define PACE_CHUNK       256 /* records converted between ring-space checks */
-#define PACE_WAIT_MAX_MS 200 /* longest wait for ring space per buffer */
+#define POOL_MAX           64
+#define PACE_CHUNK         256  /* records converted between ring-space checks */
+#define PACE_STALL_MS      200  /* no progress for this long: the flusher is gone */
+#define PACE_BUFFER_MAX_MS 1000 /* longest one buffer may hold the completion thread */
 
 MRD_EXPORT int InitializeInjection(void);
 
-/* Weak: the ring may be built without mrd_ring_space; pacing is then skipped. */
+/* Weak: the ring may be built without mrd_ring_space (pacing is then skipped) or without
+ * mrd_ring_pace (pacing then polls mrd_ring_space every millisecond). */
 size_t mrd_ring_space(void) __attribute__((weak));
+size_t mrd_ring_pace(size_t want, int64_t timeout_ns) __attribute__((weak));
 /* Weak: the newest CUPTI entry we use. A libcupti.so.13 without it must not keep the agent
  * from loading (NCCL loads it with RTLD_NOW); we then subscribe the old way. */
 #pragma weak cuptiSubscribe_v2
 
 static struct {
     _Atomic int called, owned, exiting;
+    _Atomic int64_t exit_until; /* CLOCK_MONOTONIC ns: no pacing wait past this at exit */
     uint8_t *pool;
     size_t buf_bytes;
     unsigned nbufs;
@@ -163,42 +179,78 @@ void CUPTIAPI mrd__cupti_buffer_requested(uint8_t **buffer, size_t *size, size_t
     *size = 0;
 }
 
-/* Set on a completion thread whose last wait ran out without the flusher freeing any
- * space (flusher gone, or no ring for this thread): it then stops waiting until it sees
- * space again, so a dead consumer costs one wait, not one per buffer. */
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Set on a completion thread whose last wait saw no progress for PACE_STALL_MS (flusher
+ * gone, or no ring for this thread): it then stops waiting until it sees space again, so a
+ * dead consumer costs one wait, not one per buffer. */
 static __thread int pace_stalled;
 
-/* Waits (bounded) until this thread's ring can take a chunk; never at exit. */
-static void pace(int64_t *waited_ms)
+/* Free records in this thread's ring after waking the flusher if it is half full and, when
+ * fewer than `want` are free, waiting up to timeout_ns for the flusher to free some. */
+static size_t ring_pace(size_t want, int64_t timeout_ns)
 {
-    if (!mrd_ring_space || atomic_load(&cu.exiting))
+    if (mrd_ring_pace)
+        return mrd_ring_pace(want, timeout_ns);
+    size_t space = mrd_ring_space();
+    if (space < want && timeout_ns > 0) {
+        struct timespec ts = {0, timeout_ns < 1000000 ? (long)timeout_ns : 1000000};
+        nanosleep(&ts, NULL);
+        space = mrd_ring_space();
+    }
+    return space;
+}
+
+/* Before each chunk of records: waits (bounded, see the top of this file) until this
+ * thread's ring can take the chunk. limit_ns: when this buffer stops waiting (earlier once
+ * the exit flush has begun). */
+static void pace(int64_t limit_ns)
+{
+    if (!mrd_ring_space)
         return;
-    size_t space = mrd_ring_space(), first = space;
+    if (atomic_load_explicit(&cu.exiting, memory_order_acquire)) {
+        int64_t until = atomic_load(&cu.exit_until);
+        if (until < limit_ns)
+            limit_ns = until;
+    }
+    size_t space = ring_pace(PACE_CHUNK, 0);
     if (space >= PACE_CHUNK) {
         pace_stalled = 0;
         return;
     }
     if (pace_stalled)
         return;
-    while (space < PACE_CHUNK && *waited_ms < PACE_WAIT_MAX_MS) {
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-        (*waited_ms)++;
-        space = mrd_ring_space();
+    int64_t now = mono_ns(), progress_ns = now, stall = (int64_t)PACE_STALL_MS * 1000000;
+    while (space < PACE_CHUNK) {
+        if (now >= limit_ns)
+            return; /* this buffer's time is up: the rest that does not fit is dropped */
+        if (now - progress_ns >= stall) {
+            pace_stalled = 1;
+            return;
+        }
+        int64_t until = progress_ns + stall < limit_ns ? progress_ns + stall : limit_ns;
+        size_t before = space;
+        space = ring_pace(PACE_CHUNK, until - now);
+        now = mono_ns();
+        if (space > before)
+            progress_ns = now;
     }
-    if (space < PACE_CHUNK && space <= first)
-        pace_stalled = 1;
 }
 
 size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid)
 {
     CUpti_Activity *rec = NULL;
-    int64_t waited_ms = 0;
     size_t n = 0, written = 0;
+    int64_t limit = mono_ns() + (int64_t)PACE_BUFFER_MAX_MS * 1000000;
 
     while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (n++ % PACE_CHUNK == 0)
-            pace(&waited_ms);
+            pace(limit);
         written += (size_t)mrd__cupti_emit(rec);
     }
     return written;
@@ -247,6 +299,9 @@ static void *flusher_main(void *arg)
 /* Exit hook (mrd_agent_shutdown): deliver everything CUPTI still holds. */
 void mrd__cupti_exit_begin(void)
 {
+    const struct mrd_agent_config *c = mrd_agent_config();
+    int64_t half = c ? (int64_t)c->flush_deadline_ms * 1000000 / 2 : 0;
+    atomic_store(&cu.exit_until, mono_ns() + half);
     atomic_store(&cu.exiting, 1);
 }
 

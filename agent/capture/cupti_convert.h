@@ -63,13 +63,15 @@ void CUPTIAPI mrd__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_
                                           size_t size, size_t valid);
 
 /* Converts and writes every record of a completed buffer, pacing itself against the
- * calling thread's ring (waits up to 200 ms per buffer for the flusher to make room,
- * never at exit). Returns the number of records written. */
+ * calling thread's ring (waits for the flusher to make room while it makes progress, up
+ * to 1 s per buffer, and at exit only within half the flush deadline; see cupti.c).
+ * Returns the number of records written. */
 size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid);
 
 /* Marks the exit flush (cupti.c's flush hook calls it before its final
  * cuptiActivityFlushAll; tests that deliver buffers themselves call it the same way):
- * buffers completed from now on are paced only within the exit's time (see cupti.c). */
+ * buffers completed from now on are paced only until half of MERIDIAN_FLUSH_DEADLINE_MS
+ * from now has passed (see cupti.c). Any thread. */
 void mrd__cupti_exit_begin(void);
 
 /* Times the request callback found no free buffer. */
