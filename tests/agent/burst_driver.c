@@ -21,14 +21,13 @@
  * MERIDIAN_FORCE=1, ...). Output on stdout, when the bursts are over and after the exit
  * buffer:
  *   burst: records=R launches=L buffers=B elapsed_ms=E rate=ACHIEVED hold_max_ms=H
- *          hold_sum_ms=S late_max_ms=T
+ *          hold_sum_ms=S late_max_ms=T flusher_cpu_ms=C
  *   burst-exit: records=X hold_ms=H
- *          flusher_cpu_ms=C
  * (hold: time a completion call held the worker, i.e. the pacing waits plus conversion;
  * late_max: the most the worker was behind the schedule when a buffer was due, i.e. how
  * long CUPTI would have had to keep that buffer (and the ones after it) in its pool;
- * flusher_cpu_ms: CPU time of the agent's flusher thread so far, 10 ms resolution). The agent's own exit line on
- * stderr says what was sent and lost.
+ * flusher_cpu_ms: CPU time of the agent's flusher thread so far, 10 ms resolution).
+ * The agent's own exit line on stderr says what was sent and lost.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -147,8 +146,8 @@ static double thread_cpu_ms(const char *comm)
             /* fields after the ")" of comm: state is field 3, utime 14, stime 15 */
             const char *p = strrchr(buf, ')');
             unsigned long ut = 0, st = 0;
-            if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut,
-                            &st) == 2)
+            if (p &&
+                sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
                 ms = (double)(ut + st) * 1000.0 / 100.0; /* USER_HZ */
         }
         if (f)
