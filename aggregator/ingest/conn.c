@@ -291,6 +291,22 @@ static int charge(struct mrd_ingest *g, struct mrd__conn *c, struct mrd_store_it
     return 0;
 }
 
+/* The live data connection of another agent process for `rank`, or NULL. Live: it said
+ * a valid Hello and neither closed its side nor was rejected (a vanished host's connection
+ * is ended by TCP keepalive, see ingest.c). Loop thread; a scan of the connection table,
+ * once per data Hello. */
+static const struct mrd__conn *rank_holder(const struct mrd_ingest *g, const struct mrd__conn *c,
+                                           uint32_t rank, uint64_t instance)
+{
+    for (uint32_t i = 0; i < g->cfg.max_connections; i++) {
+        const struct mrd__conn *o = g->conns[i];
+        if (o && o != c && o->state == MRD__CONN_DATA && !o->eof && o->rank == rank &&
+            o->instance != instance)
+            return o;
+    }
+    return NULL;
+}
+
 static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
 {
     Meridian__V1__Hello *h = (Meridian__V1__Hello *)m;
@@ -331,6 +347,18 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
                          (int)h->role);
         goto drop;
     }
+    /* one agent process per rank at a time: a second one's batches would mix two event
+     * streams into one rank's rows and race the first one's sequence numbers */
+    const struct mrd__conn *holder = rank_holder(g, c, h->rank, h->agent_instance);
+    if (holder) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_RANK_HELD, MRD_ERR_CONFIG,
+                         "rank %u is held by another live agent process (instance %016llx, "
+                         "pid %u, %s); this one is instance %016llx, pid %u, host %.64s",
+                         h->rank, (unsigned long long)holder->instance, holder->pid,
+                         holder->peer, (unsigned long long)h->agent_instance, h->pid,
+                         h->host ? h->host : "?");
+        goto drop;
+    }
     struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
     if (!it) {
         mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
@@ -339,9 +367,12 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
         return -1;
     }
     c->state = MRD__CONN_DATA;
+    c->instance = h->agent_instance;
+    c->pid = h->pid;
     mrd__ingest_log(g, 1, "rank %u data connection from %s (host %s, pid %u)", h->rank, c->peer,
                     h->host ? h->host : "?", h->pid);
     it->rank = h->rank;
+    it->agent_instance = h->agent_instance;
     it->received_ns = c->t_read;
     it->cost = 1024;
     it->msg = m;
@@ -388,6 +419,7 @@ static int on_batch(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_
     for (size_t i = 0; i < b->n_strings; i++)
         strbytes += 64 + (b->strings[i]->value ? strlen(b->strings[i]->value) : 0);
     it->rank = c->rank;
+    it->agent_instance = c->instance; /* the Hello's: what this connection authenticated */
     it->seq = b->seq;
     it->wire_bytes = MRD_FRAME_HEADER_BYTES + fh->length;
     it->received_ns = c->t_read;

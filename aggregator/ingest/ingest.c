@@ -45,6 +45,7 @@ static const char *const counter_names[MRD__CNT__COUNT] = {
     [MRD__CNT_REJ_TOO_LARGE] = "rejected_too_large",
     [MRD__CNT_REJ_PROTOCOL] = "rejected_protocol",
     [MRD__CNT_REJ_TIMEOUT] = "rejected_hello_timeout",
+    [MRD__CNT_REJ_RANK_HELD] = "rejected_rank_held",
     [MRD__CNT_STORAGE_ERRORS] = "storage_errors",
     [MRD__CNT_PROBES] = "clock_probes_answered",
 };
@@ -137,6 +138,21 @@ static void set_listen_interest(struct mrd_ingest *g, int on)
     g->accept_paused = !on;
 }
 
+/* A peer whose host vanished (crashed, cut off) is found within about a minute, idle or
+ * not: keepalive probes after 10 s of silence (3 misses, 5 s apart), and a 60 s limit on
+ * unacknowledged data we sent. Its connection is then closed, which also frees its rank
+ * for the process that replaces it (conn.c lets one live agent process hold a rank). */
+static void set_keepalive(int fd)
+{
+    int one = 1, idle = 10, intvl = 5, cnt = 3;
+    unsigned user_timeout_ms = 60000;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
+}
+
 static void on_accept(struct mrd_ingest *g)
 {
     for (int i = 0; i < 64; i++) {
@@ -167,6 +183,7 @@ static void on_accept(struct mrd_ingest *g)
         uint64_t token = ((uint64_t)g->gens[slot] << 32) | slot;
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        set_keepalive(fd);
         struct mrd__conn *c;
         if (mrd__conn_open(g, fd, slot, token, peer, &c) < 0) {
             close(fd);

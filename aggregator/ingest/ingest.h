@@ -21,6 +21,12 @@
  *   - kernel receive buffer per connection: sock_rcvbuf, so that a connection the loop
  *     does not read holds little kernel memory and its sender feels the pushback early.
  *
+ * One agent process per rank: a data Hello for a rank whose data connection from another
+ * agent process (Hello.agent_instance) is still live is refused (HelloReply accepted =
+ * false, one log line naming both processes, counter rejected_rank_held); the agent
+ * retries and gets the rank once the holder closed. TCP keepalive (about a minute) ends
+ * the connection of a host that vanished, so a dead holder does not keep its rank.
+ *
  * Threads: everything runs on the thread calling mrd_ingest_run, except mrd_ingest_stop
  * (any thread, async-signal-safe).
  */

@@ -30,6 +30,7 @@ enum {
     MRD__CNT_REJ_TOO_LARGE,
     MRD__CNT_REJ_PROTOCOL,
     MRD__CNT_REJ_TIMEOUT,
+    MRD__CNT_REJ_RANK_HELD,
     MRD__CNT_STORAGE_ERRORS,
     MRD__CNT_PROBES,
     MRD__CNT__COUNT
@@ -43,6 +44,8 @@ struct mrd__conn {
     char peer[64]; /* "addr:port" */
     int has_rank;
     uint32_t rank;
+    uint64_t instance; /* Hello.agent_instance (DATA): the agent process it speaks for */
+    uint32_t pid;      /* Hello.pid, for the log line of a refused second process */
     uint8_t *rbuf;
     size_t rcap, rpos, rlen; /* unprocessed bytes are rbuf[rpos..rlen) */
     size_t rbig;             /* bytes of rcap drawn from the global budget */

@@ -42,10 +42,12 @@ CREATE TABLE IF NOT EXISTS strings (
     value TEXT NOT NULL UNIQUE
 );
 
--- agent-local string ids -> strings.id, per rank (wire ids are small per-rank integers)
+-- agent-local string ids -> strings.id, per agent process (wire ids are small integers
+-- that each agent process of a rank assigns from 1 again)
 CREATE TABLE IF NOT EXISTS rank_strings (
-    rank INTEGER NOT NULL, local_id INTEGER NOT NULL, string_id INTEGER NOT NULL,
-    PRIMARY KEY (rank, local_id)
+    rank INTEGER NOT NULL, agent_instance INTEGER NOT NULL, local_id INTEGER NOT NULL,
+    string_id INTEGER NOT NULL,
+    PRIMARY KEY (rank, agent_instance, local_id)
 ) WITHOUT ROWID;
 
 -- one row per committed batch: the de-duplication key and ingest accounting
@@ -53,6 +55,7 @@ CREATE TABLE IF NOT EXISTS batches (
     rank INTEGER NOT NULL, seq INTEGER NOT NULL,
     events INTEGER NOT NULL, wire_bytes INTEGER NOT NULL,
     received_ns INTEGER NOT NULL,
+    agent_instance INTEGER,               -- the sending agent process (Hello.agent_instance)
     PRIMARY KEY (rank, seq)
 ) WITHOUT ROWID;
 

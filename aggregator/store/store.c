@@ -151,6 +151,43 @@ static int valid_run_id(const char *r)
     return 1;
 }
 
+/* 1 when table has a column named col, 0 when not, or a negative error. */
+static int has_column(struct mrd_store *s, const char *table, const char *col)
+{
+    char sql[160], v[32];
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
+             table, col);
+    int rc = query_text(s, sql, v, sizeof(v));
+    return rc < 0 ? rc : atoi(v) > 0;
+}
+
+/* A database written before string ids and batches were keyed by agent process: its
+ * rank_strings (key rank, local_id) is rebuilt with each rank's latest agent_instance,
+ * and batches gets its agent_instance column (NULL for the rows already there: a process
+ * that sent them gets the rank's highest seq as committed_seq, as it did then). Runs
+ * inside apply_schema's transaction. */
+static int migrate_agent_instance(struct mrd_store *s)
+{
+    int rc = has_column(s, "rank_strings", "agent_instance");
+    if (rc == 0) {
+        if ((rc = exec(s, "ALTER TABLE rank_strings RENAME TO rank_strings_v0", "migrate")) < 0 ||
+            (rc = exec(s, mrd__store_schema_text, "schema")) < 0 || /* the new rank_strings */
+            (rc = exec(s,
+                       "INSERT INTO rank_strings(rank, agent_instance, local_id, string_id)"
+                       " SELECT o.rank, coalesce(r.agent_instance, 0), o.local_id, o.string_id"
+                       " FROM rank_strings_v0 o LEFT JOIN ranks r ON r.rank = o.rank;"
+                       "DROP TABLE rank_strings_v0",
+                       "migrate rank_strings")) < 0)
+            return rc;
+        mrd__store_log(s, 0, "database migrated: string ids are kept per agent process");
+    }
+    if (rc < 0 || (rc = has_column(s, "batches", "agent_instance")) < 0)
+        return rc;
+    if (rc == 0)
+        return exec(s, "ALTER TABLE batches ADD COLUMN agent_instance INTEGER", "migrate batches");
+    return 0;
+}
+
 /* Schema and version: the whole schema.sql, then the version row (inside one transaction,
  * so a crash while creating leaves no half database). */
 static int apply_schema(struct mrd_store *s)
@@ -158,7 +195,8 @@ static int apply_schema(struct mrd_store *s)
     int rc = exec(s, "BEGIN IMMEDIATE", "begin schema");
     if (rc < 0)
         return rc;
-    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0)
+    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0 ||
+        (rc = migrate_agent_instance(s)) < 0)
         goto fail;
     char v[32];
     if ((rc = query_text(s, "SELECT max(version) FROM schema_version", v, sizeof(v))) < 0)
@@ -543,7 +581,9 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&s->cv_done, NULL);
     if ((rc = mrd__store_strmap_init(&s->strmap,
-                                     cfg->string_cache_max ? cfg->string_cache_max : 1u << 21)) < 0)
+                                     cfg->string_cache_max ? cfg->string_cache_max : 1u << 21)) <
+            0 ||
+        (rc = mrd__store_strmap_init(&s->instmap, 1u << 16)) < 0)
         goto fail;
     char why[512];
     if ((rc = mrd_store_sqlite_open(cfg->db_path, cfg->sync_full, &s->db, why, sizeof(why))) < 0) {
@@ -607,6 +647,7 @@ void mrd_store_close(struct mrd_store *s)
         sqlite3_close(s->db);
     }
     mrd__store_strmap_free(&s->strmap);
+    mrd__store_strmap_free(&s->instmap);
     if (s->efd >= 0)
         close(s->efd);
     pthread_cond_destroy(&s->cv_work);

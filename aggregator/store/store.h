@@ -60,7 +60,8 @@ struct mrd_store_config {
  * frees it with protobuf_c_message_free_unpacked. */
 enum mrd_store_item_kind {
     MRD_STORE_HELLO = 1, /* ranks + gpus rows; completion carries committed_seq */
-    MRD_STORE_BATCH,     /* events, strings, counters; de-duplicated by (rank, seq) */
+    MRD_STORE_BATCH,     /* events, strings, counters; de-duplicated by (rank, seq); string
+                            ids resolved per (rank, agent_instance) */
     MRD_STORE_GOODBYE,   /* agent_counters (max) and ranks.goodbye = 1 */
     MRD_STORE_COUNTER,   /* aggregator_counters[name] += delta (no message) */
     MRD_STORE_BARRIER,   /* nothing: completes once everything before it committed */
@@ -73,6 +74,8 @@ struct mrd_store_item {
     enum mrd_store_item_kind kind;
     uint64_t token; /* submitter's tag (the connection), returned as is */
     uint32_t rank;
+    uint64_t agent_instance;  /* HELLO, BATCH: the connection's Hello.agent_instance: string
+                                 ids and committed_seq are this agent process's */
     uint32_t wire_bytes;      /* frame bytes, stored in batches.wire_bytes */
     size_t cost;              /* bytes charged against the caller's caps */
     int64_t received_ns;      /* global time the frame was read */
@@ -83,7 +86,9 @@ struct mrd_store_item {
     int status;             /* 0 committed; negative error (not stored) */
     int duplicate;          /* BATCH: (rank, seq) had been stored before */
     uint64_t seq;           /* BATCH: its seq */
-    uint64_t committed_seq; /* HELLO: max committed seq of the rank (0 = none) */
+    uint64_t committed_seq; /* HELLO: max committed seq of this agent instance's batches;
+                               if it has none, of the rank's (0 = none): a new process
+                               moves past its predecessor's numbers */
 };
 
 /* Opens or creates the database at cfg->db_path: pragmas, schema (embedded schema.sql),

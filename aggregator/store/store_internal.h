@@ -40,12 +40,16 @@ enum {
     MRD__ST_RANK_SEEN,
     MRD__ST_RANK_GOODBYE,
     MRD__ST_MAX_SEQ,
+    MRD__ST_MAX_SEQ_OWN,
     MRD__ST__COUNT
 };
 
 /* (rank, local string id) -> strings.id, open addressing, linear probing. Value -1 caches
  * "not defined" (a reference to an id no batch defined). Cap: max entries; at the cap
- * the map is emptied (a cache: misses fall back to rank_strings). */
+ * the map is emptied (a cache: misses fall back to rank_strings). The entries of a rank
+ * are those of the agent instance that `instmap` names for it (the same structure, key
+ * rank + 1, value the instance's bits); a batch of another instance empties `strmap`
+ * first, and so does `instmap` reaching its cap. */
 struct mrd__strmap {
     uint64_t *keys; /* 0 = empty slot; key = (rank << 32 | local_id) + 1 is never 0 */
     int64_t *vals;
@@ -63,6 +67,7 @@ struct mrd_store {
 
     /* writer thread private */
     struct mrd__strmap strmap;
+    struct mrd__strmap instmap; /* rank + 1 -> agent instance whose ids strmap caches */
     int txn_open;
     uint64_t txn_rows;
     struct mrd_store_stats txn; /* batches, duplicates, rows of the open transaction */

@@ -3,9 +3,17 @@
  * Runs only on the writer thread (store.c), inside the transaction the writer opened.
  * The hot path is mrd__store_write_item for a BATCH: one INSERT OR IGNORE into `batches`
  * (the de-duplication key), the string definitions, then for every event one bind+step of
- * a prepared statement; string ids are mapped (rank, local id) -> strings.id through an
- * in-memory hash map. No allocation per row. All SQL text of the store lives in this
- * file (plus schema.sql).
+ * a prepared statement; string ids are mapped (rank, agent instance, local id) ->
+ * strings.id through an in-memory hash map. No allocation per row. All SQL text of the
+ * store lives in this file (plus schema.sql).
+ *
+ * Agent processes: string ids and HelloReply.committed_seq belong to one agent process
+ * (Hello.agent_instance), not to the rank: a rank's process restarted within a run
+ * numbers its strings from 1 again, and an older process of the rank that comes back
+ * after a newer one held the rank must neither resolve its ids to the newer one's
+ * strings nor drop its queued batches below the newer one's sequence numbers. Ingest
+ * lets only one process per rank send at a time (the others are refused while it is
+ * connected); the de-duplication key stays (rank, seq).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +28,8 @@ const char *const mrd__store_sql[MRD__ST__COUNT] = {
     [MRD__ST_BEGIN] = "BEGIN",
     [MRD__ST_COMMIT] = "COMMIT",
     [MRD__ST_ROLLBACK] = "ROLLBACK",
-    [MRD__ST_BATCH] = "INSERT OR IGNORE INTO batches(rank, seq, events, wire_bytes, received_ns)"
-                      " VALUES(?1, ?2, ?3, ?4, ?5)",
+    [MRD__ST_BATCH] = "INSERT OR IGNORE INTO batches(rank, seq, events, wire_bytes, received_ns,"
+                      " agent_instance) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
     [MRD__ST_KERNEL] = "INSERT INTO kernels(rank, device, stream, context, start_ns, end_ns,"
                        " correlation_id, name_id, grid_x, grid_y, grid_z, block_x, block_y,"
                        " block_z, shared_bytes, registers, graph_id)"
@@ -56,9 +64,10 @@ const char *const mrd__store_sql[MRD__ST__COUNT] = {
                           " uncertainty_ns) VALUES(?1,?2,?3,?4,?5)",
     [MRD__ST_STR_FIND] = "SELECT id FROM strings WHERE value = ?1",
     [MRD__ST_STR_INS] = "INSERT INTO strings(value) VALUES(?1)",
-    [MRD__ST_RSTR_PUT] = "INSERT OR REPLACE INTO rank_strings(rank, local_id, string_id)"
-                         " VALUES(?1,?2,?3)",
-    [MRD__ST_RSTR_GET] = "SELECT string_id FROM rank_strings WHERE rank = ?1 AND local_id = ?2",
+    [MRD__ST_RSTR_PUT] = "INSERT OR REPLACE INTO rank_strings(rank, agent_instance, local_id,"
+                         " string_id) VALUES(?1,?2,?3,?4)",
+    [MRD__ST_RSTR_GET] = "SELECT string_id FROM rank_strings WHERE rank = ?1 AND agent_instance = ?2"
+                         " AND local_id = ?3",
     [MRD__ST_AGENT_COUNTER] = "INSERT INTO agent_counters(rank, category, name, value)"
                               " VALUES(?1,?2,?3,?4) ON CONFLICT(rank, category, name)"
                               " DO UPDATE SET value = max(value, excluded.value)",
@@ -79,6 +88,9 @@ const char *const mrd__store_sql[MRD__ST__COUNT] = {
                           " WHERE rank = ?1",
     [MRD__ST_RANK_GOODBYE] = "UPDATE ranks SET goodbye = 1, last_seen_ns = ?2 WHERE rank = ?1",
     [MRD__ST_MAX_SEQ] = "SELECT coalesce(max(seq), 0) FROM batches WHERE rank = ?1",
+    /* walks the (rank, seq) key down from the top: the process's latest batch is near it */
+    [MRD__ST_MAX_SEQ_OWN] = "SELECT seq FROM batches WHERE rank = ?1 AND agent_instance = ?2"
+                            " ORDER BY seq DESC LIMIT 1",
 };
 
 /* ---- string map ---- */
@@ -162,20 +174,24 @@ static int strmap_grow(struct mrd__strmap *m)
 }
 
 /* Inserts or updates; at the entry cap (or when growing fails) the map is emptied first:
- * it is a cache and rank_strings stays the truth. */
-static void strmap_put(struct mrd__strmap *m, uint64_t key, int64_t val)
+ * it is a cache and rank_strings stays the truth. Returns 1 when it emptied the map. */
+static int strmap_put(struct mrd__strmap *m, uint64_t key, int64_t val)
 {
     int64_t *v = strmap_find(m, key);
     if (v) {
         *v = val;
-        return;
+        return 0;
     }
-    if (m->n + 1 > m->max)
+    int cleared = 0;
+    if (m->n + 1 > m->max) {
         mrd__store_strmap_clear(m);
+        cleared = 1;
+    }
     if ((m->n + 1) * 2 > m->slots && strmap_grow(m) < 0) {
         mrd__store_strmap_clear(m);
         if (m->slots < 2)
-            return;
+            return 1;
+        cleared = 1;
     }
     size_t i = strmap_hash(key) & (m->slots - 1);
     while (m->keys[i])
@@ -183,6 +199,7 @@ static void strmap_put(struct mrd__strmap *m, uint64_t key, int64_t val)
     m->keys[i] = key;
     m->vals[i] = val;
     m->n++;
+    return cleared;
 }
 
 static uint64_t strkey(uint32_t rank, uint32_t local)
@@ -190,19 +207,41 @@ static uint64_t strkey(uint32_t rank, uint32_t local)
     return (((uint64_t)rank << 32) | local) + 1;
 }
 
+/* Makes strmap's entries for `rank` those of agent instance `inst`: when the rank's cached
+ * ids belong to another instance (a restarted process, or an older one back after a newer
+ * one), the whole cache is emptied (rare: a change of process; misses go to rank_strings).
+ * Emptying instmap at its cap empties strmap too, so every cached id has a known owner. */
+static void strmap_use_instance(struct mrd_store *s, uint32_t rank, uint64_t inst)
+{
+    int64_t *v = strmap_find(&s->instmap, (uint64_t)rank + 1);
+    if (v && (uint64_t)*v == inst)
+        return;
+    if (v) {
+        mrd__store_strmap_clear(&s->strmap);
+        *v = (int64_t)inst;
+        return;
+    }
+    if (strmap_put(&s->instmap, (uint64_t)rank + 1, (int64_t)inst))
+        mrd__store_strmap_clear(&s->strmap);
+}
+
 int mrd__store_strmap_load(struct mrd_store *s)
 {
+    /* the ids of each rank's latest process (the one most likely to send again) */
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db, "SELECT rank, local_id, string_id FROM rank_strings", -1,
-                                &st, NULL);
+    int rc = sqlite3_prepare_v2(s->db,
+                                "SELECT rs.rank, rs.local_id, rs.string_id, rs.agent_instance"
+                                " FROM rank_strings rs JOIN ranks r ON r.rank = rs.rank"
+                                " AND r.agent_instance = rs.agent_instance",
+                                -1, &st, NULL);
     if (rc != SQLITE_OK)
         return mrd__store_sqlite_err(s, rc, "loading rank_strings");
     size_t n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < s->strmap.max) {
-        strmap_put(
-            &s->strmap,
-            strkey((uint32_t)sqlite3_column_int64(st, 0), (uint32_t)sqlite3_column_int64(st, 1)),
-            sqlite3_column_int64(st, 2));
+        uint32_t rank = (uint32_t)sqlite3_column_int64(st, 0);
+        strmap_use_instance(s, rank, (uint64_t)sqlite3_column_int64(st, 3));
+        strmap_put(&s->strmap, strkey(rank, (uint32_t)sqlite3_column_int64(st, 1)),
+                   sqlite3_column_int64(st, 2));
         n++;
     }
     sqlite3_finalize(st);
@@ -211,8 +250,9 @@ int mrd__store_strmap_load(struct mrd_store *s)
     return 0;
 }
 
-/* strings.id for (rank, local id), or 0 (stored as NULL) for id 0 or an undefined id. */
-static int64_t string_id(struct mrd_store *s, uint32_t rank, uint32_t local)
+/* strings.id for (rank, inst, local id), or 0 (stored as NULL) for id 0 or an undefined
+ * id. strmap_use_instance(s, rank, inst) was called for this batch. */
+static int64_t string_id(struct mrd_store *s, uint32_t rank, uint64_t inst, uint32_t local)
 {
     if (local == 0)
         return 0;
@@ -222,7 +262,8 @@ static int64_t string_id(struct mrd_store *s, uint32_t rank, uint32_t local)
         return *v > 0 ? *v : 0;
     sqlite3_stmt *st = s->st[MRD__ST_RSTR_GET];
     sqlite3_bind_int64(st, 1, rank);
-    sqlite3_bind_int64(st, 2, local);
+    sqlite3_bind_int64(st, 2, (int64_t)inst);
+    sqlite3_bind_int64(st, 3, local);
     int64_t id = -1;
     if (sqlite3_step(st) == SQLITE_ROW)
         id = sqlite3_column_int64(st, 0);
@@ -305,6 +346,31 @@ static int counter_list(struct mrd_store *s, uint32_t rank, const char *category
 
 /* ---- items ---- */
 
+/* HelloReply.committed_seq: the highest seq committed from this agent process, so that it
+ * drops exactly its own committed batches; a process with none committed gets the rank's
+ * highest (a restarted process moves its numbering past its predecessor's). */
+static int committed_seq(struct mrd_store *s, struct mrd_store_item *it)
+{
+    sqlite3_stmt *st = s->st[MRD__ST_MAX_SEQ_OWN];
+    BIND(st, 1, it->rank);
+    BIND(st, 2, it->agent_instance);
+    int r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        it->committed_seq = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (r == SQLITE_ROW)
+        return 0;
+    if (r != SQLITE_DONE)
+        return mrd__store_sqlite_err(s, r, "max(seq) of the agent process");
+    st = s->st[MRD__ST_MAX_SEQ];
+    BIND(st, 1, it->rank);
+    r = sqlite3_step(st);
+    if (r == SQLITE_ROW)
+        it->committed_seq = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return r == SQLITE_ROW ? 0 : mrd__store_sqlite_err(s, r, "max(seq)");
+}
+
 static int write_hello(struct mrd_store *s, struct mrd_store_item *it)
 {
     const Meridian__V1__Hello *h = (const Meridian__V1__Hello *)it->msg;
@@ -332,16 +398,8 @@ static int write_hello(struct mrd_store *s, struct mrd_store_item *it)
         BIND(st, 1, h->world_size);
         rc = run(s, st, "runs.world_size");
     }
-    if (rc == 0) {
-        st = s->st[MRD__ST_MAX_SEQ];
-        BIND(st, 1, h->rank);
-        int r = sqlite3_step(st);
-        if (r == SQLITE_ROW)
-            it->committed_seq = (uint64_t)sqlite3_column_int64(st, 0);
-        sqlite3_reset(st);
-        if (r != SQLITE_ROW)
-            rc = mrd__store_sqlite_err(s, r, "max(seq)");
-    }
+    if (rc == 0)
+        rc = committed_seq(s, it);
     return rc;
 }
 
@@ -368,7 +426,8 @@ static int write_goodbye(struct mrd_store *s, struct mrd_store_item *it)
     return rc;
 }
 
-static int write_strings(struct mrd_store *s, uint32_t rank, const Meridian__V1__Batch *b)
+static int write_strings(struct mrd_store *s, uint32_t rank, uint64_t inst,
+                         const Meridian__V1__Batch *b)
 {
     for (size_t i = 0; i < b->n_strings; i++) {
         const Meridian__V1__StringDef *d = b->strings[i];
@@ -396,8 +455,9 @@ static int write_strings(struct mrd_store *s, uint32_t rank, const Meridian__V1_
             continue;
         st = s->st[MRD__ST_RSTR_PUT];
         BIND(st, 1, rank);
-        BIND(st, 2, d->id);
-        BIND(st, 3, id);
+        BIND(st, 2, inst);
+        BIND(st, 3, d->id);
+        BIND(st, 4, id);
         if ((rc = run(s, st, "rank_strings")) < 0)
             return rc;
         strmap_put(&s->strmap, key, id);
@@ -425,8 +485,8 @@ static int write_strings(struct mrd_store *s, uint32_t rank, const Meridian__V1_
 
 /* one line per group of columns reads better than one bind per line: */
 // clang-format off
-static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__Batch *b,
-                        uint64_t *nrows)
+static int write_events(struct mrd_store *s, uint32_t rank, uint64_t inst,
+                        const Meridian__V1__Batch *b, uint64_t *nrows)
 {
     struct mrd_batch_cursor c;
     uint64_t rows = 0;
@@ -434,7 +494,7 @@ static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__
         EVENTS(MRD__ST_KERNEL, mrd_kernel, mrd_batch_next_kernel, {
             BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.context);
             BIND(st, 5, e.start); BIND(st, 6, e.end); BIND(st, 7, e.correlation);
-            bind_str_id(st, 8, string_id(s, rank, e.name));
+            bind_str_id(st, 8, string_id(s, rank, inst, e.name));
             BIND(st, 9, e.grid[0]); BIND(st, 10, e.grid[1]); BIND(st, 11, e.grid[2]);
             BIND(st, 12, e.block[0]); BIND(st, 13, e.block[1]); BIND(st, 14, e.block[2]);
             BIND(st, 15, e.shared_bytes); BIND(st, 16, e.registers);
@@ -462,7 +522,7 @@ static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__
         EVENTS(MRD__ST_API, mrd_api, mrd_batch_next_api, {
             BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
             BIND(st, 5, e.correlation); BIND(st, 6, e.domain); BIND(st, 7, e.cbid);
-            bind_str_id(st, 8, string_id(s, rank, e.name));
+            bind_str_id(st, 8, string_id(s, rank, inst, e.name));
         });
     if (b->graphs)
         EVENTS(MRD__ST_GRAPH, mrd_graph, mrd_batch_next_graph, {
@@ -476,8 +536,8 @@ static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__
     if (b->nvtx)
         EVENTS(MRD__ST_NVTX, mrd_nvtx, mrd_batch_next_nvtx, {
             BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
-            BIND(st, 5, e.kind); bind_str_id(st, 6, string_id(s, rank, e.domain));
-            bind_str_id(st, 7, string_id(s, rank, e.name));
+            BIND(st, 5, e.kind); bind_str_id(st, 6, string_id(s, rank, inst, e.domain));
+            bind_str_id(st, 7, string_id(s, rank, inst, e.name));
             BIND(st, 8, e.depth); BIND(st, 9, e.color);
         });
     if (b->nccl_ops)
@@ -488,11 +548,11 @@ static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__
                 sqlite3_bind_null(st, 8);
             else
                 BIND(st, 8, e.seq);
-            bind_str_id(st, 9, string_id(s, rank, e.func)); BIND(st, 10, e.count);
-            bind_str_id(st, 11, string_id(s, rank, e.datatype)); BIND(st, 12, e.bytes);
+            bind_str_id(st, 9, string_id(s, rank, inst, e.func)); BIND(st, 10, e.count);
+            bind_str_id(st, 11, string_id(s, rank, inst, e.datatype)); BIND(st, 12, e.bytes);
             BIND(st, 13, e.root); BIND(st, 14, e.peer);
-            bind_str_id(st, 15, string_id(s, rank, e.algo));
-            bind_str_id(st, 16, string_id(s, rank, e.proto));
+            bind_str_id(st, 15, string_id(s, rank, inst, e.algo));
+            bind_str_id(st, 16, string_id(s, rank, inst, e.proto));
             BIND(st, 17, e.channels); BIND(st, 18, e.warps); BIND(st, 19, e.launch_id);
             BIND(st, 20, e.is_p2p); BIND(st, 21, e.device);
         });
@@ -504,7 +564,7 @@ static int write_events(struct mrd_store *s, uint32_t rank, const Meridian__V1__
     if (b->mpi)
         EVENTS(MRD__ST_MPI, mrd_mpi, mrd_batch_next_mpi, {
             BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
-            bind_str_id(st, 5, string_id(s, rank, e.call)); BIND(st, 6, e.bytes);
+            bind_str_id(st, 5, string_id(s, rank, inst, e.call)); BIND(st, 6, e.bytes);
             BIND(st, 7, e.peer); BIND(st, 8, e.tag); BIND(st, 9, e.comm_size);
         });
     if (b->clock_samples)
@@ -534,6 +594,7 @@ static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
     BIND(st, 3, events);
     BIND(st, 4, it->wire_bytes);
     BIND(st, 5, it->received_ns);
+    BIND(st, 6, it->agent_instance);
     int rc = run(s, st, "batches");
     if (rc < 0)
         return rc;
@@ -542,10 +603,11 @@ static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
         s->txn.duplicates++;
         return agg_counter(s, "duplicate_batches", 1);
     }
-    if ((rc = write_strings(s, it->rank, b)) < 0)
+    strmap_use_instance(s, it->rank, it->agent_instance);
+    if ((rc = write_strings(s, it->rank, it->agent_instance, b)) < 0)
         return rc;
     uint64_t rows = 0;
-    if ((rc = write_events(s, it->rank, b, &rows)) < 0)
+    if ((rc = write_events(s, it->rank, it->agent_instance, b, &rows)) < 0)
         return rc;
     s->txn_rows += rows + 1;
     s->txn.rows += rows;

@@ -155,10 +155,12 @@ static inline void expect_eof(int fd)
     close(fd);
 }
 
-static inline void send_hello(int fd, const char *secret, uint32_t version, const char *run,
-                              int role, uint32_t rank)
+/* A Hello of agent process `instance` (Hello.agent_instance). */
+static inline void send_hello_of(int fd, const char *secret, uint32_t version, const char *run,
+                                 int role, uint32_t rank, uint64_t instance)
 {
     Meridian__V1__Hello h = MERIDIAN__V1__HELLO__INIT;
+    h.agent_instance = instance;
     h.protocol_version = version;
     h.run_id = (char *)run;
     h.secret.data = (uint8_t *)secret;
@@ -169,6 +171,12 @@ static inline void send_hello(int fd, const char *secret, uint32_t version, cons
     h.pid = (uint32_t)getpid();
     h.role = role;
     send_msg(fd, MRD_FRAME_HELLO, &h.base);
+}
+
+static inline void send_hello(int fd, const char *secret, uint32_t version, const char *run,
+                              int role, uint32_t rank)
+{
+    send_hello_of(fd, secret, version, run, role, rank, 0);
 }
 
 /* Expects a HelloReply; returns accepted and its committed_seq. */

@@ -7,7 +7,8 @@
  * across batches and across a reopen (the cache is rebuilt from rank_strings); a reopen
  * continues the same run with the same timebase; a foreign run id is refused; agent
  * counters keep the largest value; Hello reports the committed seq; the global time is
- * exact int64 nanoseconds (no 256 ns grid of a double).
+ * exact int64 nanoseconds (no 256 ns grid of a double); string ids and committed seq are
+ * per agent process of a rank; a database of the older rank_strings layout is migrated.
  */
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -83,7 +84,7 @@ static struct mrd_store_item *batch_item(struct mrd_batch_builder *b, uint32_t r
     return it;
 }
 
-static struct mrd_store_item *hello_item(uint32_t rank)
+static struct mrd_store_item *hello_of(uint32_t rank, uint64_t instance)
 {
     /* a decoded message is what the store receives: encode + decode a real one */
     Meridian__V1__Hello src = MERIDIAN__V1__HELLO__INIT;
@@ -94,6 +95,7 @@ static struct mrd_store_item *hello_item(uint32_t rank)
     src.world_size = 4;
     src.host = "node7";
     src.pid = 4242;
+    src.agent_instance = instance;
     src.n_gpus = 1;
     src.gpus = gpus;
     gpu.device = 0;
@@ -104,9 +106,15 @@ static struct mrd_store_item *hello_item(uint32_t rank)
     CHECK_OK(mrd_frame_encode(MRD_FRAME_HELLO, &src.base, 0, MRD_FRAME_DEFAULT_MAX, &f, &n));
     struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
     it->rank = rank;
+    it->agent_instance = instance;
     it->received_ns = 500;
     it->msg = decode(f, n);
     return it;
+}
+
+static struct mrd_store_item *hello_item(uint32_t rank)
+{
+    return hello_of(rank, 0);
 }
 
 static int64_t q1(sqlite3 *db, const char *sql)
@@ -288,6 +296,143 @@ static void check_global_now_exact(const struct mrd_store *s)
     CHECK_GT(off_grid, 0);
 }
 
+/* One kernel named `name` into builder b, finished as batch seq of (rank, instance). */
+static struct mrd_store_item *named_batch(struct mrd_batch_builder *b, uint32_t rank,
+                                          uint64_t instance, uint64_t seq, const char *name)
+{
+    struct mrd_kernel k = {.start = (int64_t)seq, .end = (int64_t)seq + 10};
+    k.name = mrd_batch_builder_intern(b, name);
+    CHECK_OK(mrd_batch_add_kernel(b, &k));
+    struct mrd_store_item *it = batch_item(b, rank, seq);
+    it->agent_instance = instance;
+    return it;
+}
+
+static uint64_t hello_committed(struct mrd_store *s, uint32_t rank, uint64_t instance)
+{
+    struct mrd_store_item *it[1] = {hello_of(rank, instance)};
+    run_items(s, it, 1);
+    uint64_t c = it[0]->committed_seq;
+    mrd_store_item_free(it[0]);
+    return c;
+}
+
+static void run_one(struct mrd_store *s, struct mrd_store_item *item)
+{
+    struct mrd_store_item *it[1] = {item};
+    run_items(s, it, 1);
+    mrd_store_item_free(item);
+}
+
+static struct mrd_batch_builder *builder(const char *run, uint32_t rank, uint64_t instance)
+{
+    struct mrd_batch_builder_config bc = {.run_id = run,
+                                          .rank = rank,
+                                          .agent_instance = instance,
+                                          .max_frame = MRD_FRAME_DEFAULT_MAX,
+                                          .target_events = 1000,
+                                          .compress_level = 1};
+    struct mrd_batch_builder *b;
+    CHECK_OK(mrd_batch_builder_new(&bc, &b));
+    return b;
+}
+
+/* Two agent processes of one rank, one after the other and back (the ingest refuses them
+ * side by side): each one's string id 1 keeps its own string, and each one's HelloReply
+ * committed_seq is its own highest batch, so the older one keeps its queued batches below
+ * the newer one's numbers; a process with nothing committed gets the rank's highest. */
+static void check_agent_processes(const char *dir)
+{
+    snprintf(g_db, sizeof(g_db), "%s/procs.db", dir);
+    g_cache_max = 0;
+    struct mrd_store *s = open_store("run-P");
+    struct mrd_batch_builder *a = builder("run-P", 5, 0xA), *b = builder("run-P", 5, 0xB);
+    CHECK_EQ(hello_committed(s, 5, 0xA), 0);
+    run_one(s, named_batch(a, 5, 0xA, 100, "alpha_kernel")); /* defines A's id 1 */
+    mrd_batch_builder_acked(a, 100);
+    CHECK_EQ(hello_committed(s, 5, 0xB), 100); /* new process: moves past A's numbers */
+    run_one(s, named_batch(b, 5, 0xB, 200, "beta_kernel")); /* defines B's id 1 */
+    mrd_batch_builder_acked(b, 200);
+    CHECK_EQ(hello_committed(s, 5, 0xA), 100); /* A is back: its own, not B's 200 */
+    struct mrd_store_item *it = named_batch(a, 5, 0xA, 101, "alpha_kernel");
+    CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0); /* id 1 is committed for A */
+    run_one(s, it);
+    CHECK_EQ(hello_committed(s, 5, 0xA), 101);
+    CHECK_EQ(hello_committed(s, 5, 0xC), 200);
+    mrd_store_close(s);
+    /* and after a reopen (the cache loaded from rank_strings holds the latest process's) */
+    g_cache_max = 2;
+    s = open_store(NULL);
+    CHECK_EQ(hello_committed(s, 5, 0xB), 200);
+    it = named_batch(b, 5, 0xB, 201, "beta_kernel");
+    CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0);
+    run_one(s, it);
+    it = named_batch(a, 5, 0xA, 102, "alpha_kernel");
+    CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0);
+    run_one(s, it);
+    mrd_store_close(s);
+    g_cache_max = 0;
+    mrd_batch_builder_free(a);
+    mrd_batch_builder_free(b);
+
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
+    const char *by_name = "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id"
+                          " WHERE k.rank = 5 AND s.value = '%s'";
+    char sql[256];
+    snprintf(sql, sizeof(sql), by_name, "alpha_kernel");
+    CHECK_EQ(q1(db, sql), 3);
+    snprintf(sql, sizeof(sql), by_name, "beta_kernel");
+    CHECK_EQ(q1(db, sql), 2);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM kernels WHERE name_id IS NULL"), 0);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM batches WHERE agent_instance = 10"), 3);
+    sqlite3_close(db);
+}
+
+/* A database of the layout before agent processes had their own string ids (rank_strings
+ * keyed by rank and local id, batches without agent_instance) is migrated at open: its
+ * bindings go to the rank's latest process, which can go on using its committed ids. */
+static void check_migration(const char *dir)
+{
+    snprintf(g_db, sizeof(g_db), "%s/old.db", dir);
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db, mrd_store_schema_sql(), NULL, NULL, NULL), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db,
+                          "DROP TABLE rank_strings;"
+                          "CREATE TABLE rank_strings (rank INTEGER NOT NULL, local_id INTEGER"
+                          " NOT NULL, string_id INTEGER NOT NULL, PRIMARY KEY (rank, local_id))"
+                          " WITHOUT ROWID;"
+                          "ALTER TABLE batches DROP COLUMN agent_instance;"
+                          "INSERT INTO schema_version VALUES(1);"
+                          "INSERT INTO ranks(rank, agent_instance) VALUES(2, 77);"
+                          "INSERT INTO strings(id, value) VALUES(40, 'old_kernel');"
+                          "INSERT INTO rank_strings VALUES(2, 1, 40);"
+                          "INSERT INTO batches VALUES(2, 7, 1, 100, 5);",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    sqlite3_close(db);
+    struct mrd_store *s = open_store("run-M");
+    struct mrd_batch_builder *b = builder("run-M", 2, 77);
+    struct mrd_store_item *it = named_batch(b, 2, 77, 7, "old_kernel"); /* seq 7 was stored */
+    mrd_batch_builder_acked(b, 7);
+    mrd_store_item_free(it);
+    CHECK_EQ(hello_committed(s, 2, 77), 7); /* rows before the migration: the rank's max */
+    it = named_batch(b, 2, 77, 8, "old_kernel");
+    CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0);
+    run_one(s, it);
+    CHECK_EQ(hello_committed(s, 2, 77), 8);
+    mrd_store_close(s);
+    mrd_batch_builder_free(b);
+    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id"
+                    " WHERE s.value = 'old_kernel'"),
+             1);
+    CHECK_EQ(q1(db, "SELECT agent_instance FROM rank_strings WHERE rank = 2 AND local_id = 1"), 77);
+    CHECK_EQ(q1(db, "SELECT count(*) FROM batches WHERE agent_instance IS NULL"), 1);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/mrd-store-test-XXXXXX";
@@ -428,6 +573,9 @@ int main(void)
     CHECK_EQ(q1(db, "SELECT count(*) FROM runs WHERE boot_id = 'another-boot'"), 0);
     CHECK_EQ(q1(db, "SELECT count(*) FROM runs WHERE run_id = 'run-A'"), 1);
     sqlite3_close(db);
+
+    check_agent_processes(dir);
+    check_migration(dir);
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

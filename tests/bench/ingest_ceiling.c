@@ -85,8 +85,8 @@ static const char *const sql[T__COUNT] = {
     [T_BATCH] = "INSERT INTO batches(rank, seq, events, wire_bytes, received_ns)"
                 " VALUES(?,?,?,?,?)",
     [T_STRING] = "INSERT OR IGNORE INTO strings(value) VALUES(?)",
-    [T_RSTRING] = "INSERT OR REPLACE INTO rank_strings(rank, local_id, string_id)"
-                  " SELECT ?, ?, id FROM strings WHERE value = ?",
+    [T_RSTRING] = "INSERT OR REPLACE INTO rank_strings(rank, agent_instance, local_id,"
+                  " string_id) SELECT ?, 0, ?, id FROM strings WHERE value = ?",
 };
 
 struct rank_state {
