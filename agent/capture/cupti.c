@@ -236,6 +236,10 @@ static void pace(int64_t limit_ns)
         int64_t until = progress_ns + stall < limit_ns ? progress_ns + stall : limit_ns;
         size_t before = space;
         space = ring_pace(PACE_CHUNK, until - now);
+        if (space <= before) { /* timed out, woken early, or no ring at all: never spin */
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
         now = mono_ns();
         if (space > before)
             progress_ns = now;
