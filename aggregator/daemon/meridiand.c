@@ -64,6 +64,11 @@ static void usage(FILE *f)
 "  --max-frame BYTES      largest frame accepted (default %u, minimum %u, maximum\n"
 "                         64 MiB).\n"
 "  --max-connections N    connections open at once (default 1024: two per rank).\n"
+"  --max-unauthenticated N\n"
+"                         of those, connections that have not sent a valid Hello yet\n"
+"                         (default 128). At the limit the oldest of them is closed\n"
+"                         for a new one (after reading whatever it sent): peers\n"
+"                         without the secret cannot take the slots of the agents.\n"
 "  --queue-mb N           memory for batches received but not yet committed (default\n"
 "                         256). When full, meridiand stops reading and TCP pushes back\n"
 "                         on the agents.\n"
@@ -240,6 +245,7 @@ enum {
     OPT_SECRET,
     OPT_MAXFRAME,
     OPT_MAXCONN,
+    OPT_MAXPRE,
     OPT_QUEUE,
     OPT_COMMIT,
     OPT_HELLO_TIMEOUT,
@@ -262,6 +268,7 @@ int main(int argc, char **argv)
         {"secret-file", required_argument, 0, OPT_SECRET},
         {"max-frame", required_argument, 0, OPT_MAXFRAME},
         {"max-connections", required_argument, 0, OPT_MAXCONN},
+        {"max-unauthenticated", required_argument, 0, OPT_MAXPRE},
         {"queue-mb", required_argument, 0, OPT_QUEUE},
         {"commit-ms", required_argument, 0, OPT_COMMIT},
         {"hello-timeout-ms", required_argument, 0, OPT_HELLO_TIMEOUT},
@@ -306,6 +313,11 @@ int main(int argc, char **argv)
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
                 goto bad_value;
             ic.max_connections = (uint32_t)v;
+            break;
+        case OPT_MAXPRE:
+            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
+                goto bad_value;
+            ic.max_prehello = (uint32_t)v;
             break;
         case OPT_QUEUE:
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)

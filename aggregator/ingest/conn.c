@@ -57,6 +57,7 @@ int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, 
     c->events = EPOLLIN;
     g->conns[slot] = c;
     g->nconns++;
+    g->nprehello++;
     *out = c;
     return 0;
 }
@@ -73,8 +74,16 @@ static void rbuf_release(struct mrd_ingest *g, struct mrd__conn *c)
     c->rcap = c->rpos = c->rlen = 0;
 }
 
+void mrd__conn_set_state(struct mrd_ingest *g, struct mrd__conn *c, enum mrd__conn_state st)
+{
+    if (c->state == MRD__CONN_HELLO && st != MRD__CONN_HELLO)
+        g->nprehello--;
+    c->state = st;
+}
+
 void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c)
 {
+    mrd__conn_set_state(g, c, MRD__CONN_CLOSING);
     epoll_ctl(g->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     rbuf_release(g, c);
@@ -223,7 +232,7 @@ void mrd__conn_reject(struct mrd_ingest *g, struct mrd__conn *c, int counter, ui
     else
         mrd__ingest_log(g, -1, "rejected %s (before hello): %s", c->peer, why);
     int in_hello = c->state == MRD__CONN_HELLO;
-    c->state = MRD__CONN_CLOSING;
+    mrd__conn_set_state(g, c, MRD__CONN_CLOSING);
     c->deadline_ms = mrd__ingest_mono_ms() + MRD__CLOSING_LINGER_MS;
     rbuf_release(g, c);
     int rc;
@@ -334,7 +343,7 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
         goto drop;
     }
     if (h->role == MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK) {
-        c->state = MRD__CONN_CLOCK;
+        mrd__conn_set_state(g, c, MRD__CONN_CLOCK);
         mrd__ingest_log(g, 1, "rank %u clock connection from %s", h->rank, c->peer);
         protobuf_c_message_free_unpacked(m, NULL);
         Meridian__V1__HelloReply r = MERIDIAN__V1__HELLO_REPLY__INIT;
@@ -366,7 +375,7 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
         mrd__conn_close(g, c);
         return -1;
     }
-    c->state = MRD__CONN_DATA;
+    mrd__conn_set_state(g, c, MRD__CONN_DATA);
     c->instance = h->agent_instance;
     c->pid = h->pid;
     mrd__ingest_log(g, 1, "rank %u data connection from %s (host %s, pid %u)", h->rank, c->peer,

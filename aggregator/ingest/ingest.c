@@ -38,6 +38,7 @@
 static const char *const counter_names[MRD__CNT__COUNT] = {
     [MRD__CNT_ACCEPTED] = "connections_accepted",
     [MRD__CNT_OVER_LIMIT] = "connections_over_limit",
+    [MRD__CNT_PREHELLO_EVICTED] = "connections_prehello_evicted",
     [MRD__CNT_REJ_AUTH] = "rejected_auth",
     [MRD__CNT_REJ_VERSION] = "rejected_version",
     [MRD__CNT_REJ_RUN] = "rejected_run_id",
@@ -153,6 +154,39 @@ static void set_keepalive(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
 
+/* At the max_prehello cap: makes room for one more connection without a Hello. The
+ * oldest such connection is read first (its Hello may be waiting in the kernel, as after a
+ * burst of agents connecting); if it still has none it is closed at once. Returns 0, or
+ * -EAGAIN when none could be freed (the new connection is then refused). */
+static int make_prehello_room(struct mrd_ingest *g)
+{
+    for (int tries = 0; tries < 4 && g->nprehello >= g->cfg.max_prehello; tries++) {
+        struct mrd__conn *old = NULL;
+        for (uint32_t i = 0; i < g->cfg.max_connections; i++) {
+            struct mrd__conn *c = g->conns[i];
+            if (c && c->state == MRD__CONN_HELLO && (!old || c->deadline_ms < old->deadline_ms))
+                old = c;
+        }
+        if (!old)
+            return -EAGAIN;
+        uint64_t token = old->token;
+        mrd__conn_on_readable(g, old);
+        old = conn_by_token(g, token);
+        if (!old || old->state != MRD__CONN_HELLO)
+            continue; /* it said its Hello (or was rejected, or closed): room made */
+        g->counters[MRD__CNT_PREHELLO_EVICTED]++;
+        mrd__ingest_log(g, -1,
+                        "closed %s (before hello, open %lld ms): %u connections without a "
+                        "valid Hello, the limit",
+                        old->peer,
+                        (long long)(mrd__ingest_mono_ms() -
+                                    (old->deadline_ms - g->cfg.hello_timeout_ms)),
+                        g->nprehello);
+        mrd__conn_close(g, old);
+    }
+    return g->nprehello < g->cfg.max_prehello ? 0 : -EAGAIN;
+}
+
 static void on_accept(struct mrd_ingest *g)
 {
     for (int i = 0; i < 64; i++) {
@@ -173,6 +207,13 @@ static void on_accept(struct mrd_ingest *g)
             g->counters[MRD__CNT_OVER_LIMIT]++;
             mrd__ingest_log(g, -1, "rejected %s (before hello): %u connections already open", peer,
                             g->nconns);
+            close(fd);
+            continue;
+        }
+        if (g->nprehello >= g->cfg.max_prehello && make_prehello_room(g) < 0) {
+            g->counters[MRD__CNT_OVER_LIMIT]++;
+            mrd__ingest_log(g, -1, "rejected %s (before hello): %u connections without a Hello",
+                            peer, g->nprehello);
             close(fd);
             continue;
         }
@@ -475,6 +516,10 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
         g->cfg.max_frame = MRD_FRAME_MIN_MAX;
     if (!g->cfg.max_connections)
         g->cfg.max_connections = 1024;
+    if (!g->cfg.max_prehello)
+        g->cfg.max_prehello = 128;
+    if (g->cfg.max_prehello > g->cfg.max_connections)
+        g->cfg.max_prehello = g->cfg.max_connections;
     if (!g->cfg.queue_cap)
         g->cfg.queue_cap = 256u << 20;
     if (!g->cfg.conn_queue_cap) {

@@ -18,6 +18,13 @@
  *   - write buffer per connection: wbuf_cap; above half of it the connection is not read
  *     (its acks are not being read), at the cap it is closed;
  *   - connections: max_connections; more are accepted and closed at once;
+ *   - connections that have not yet sent a valid Hello (unauthenticated): max_prehello.
+ *     At the cap a new connection first makes the loop read the oldest such connection
+ *     (its Hello may be waiting in the kernel); if that one still has no Hello it is
+ *     closed without a word (a rate-limited log line, counter
+ *     connections_prehello_evicted). Peers without the secret can so hold at most
+ *     max_prehello slots, each only until newer connections push it out, and never
+ *     starve the agents of the other slots;
  *   - kernel receive buffer per connection: sock_rcvbuf, so that a connection the loop
  *     does not read holds little kernel memory and its sender feels the pushback early.
  *
@@ -45,6 +52,8 @@ struct mrd_ingest_config {
     uint16_t port;             /* 0 = ephemeral (see mrd_ingest_port) */
     uint32_t max_frame;        /* largest frame accepted (default MRD_FRAME_DEFAULT_MAX) */
     uint32_t max_connections;  /* default 1024 */
+    uint32_t max_prehello;     /* connections without a valid Hello yet (default 128, at
+                                  most max_connections) */
     size_t queue_cap;          /* default 256 MiB */
     size_t conn_queue_cap;     /* default 4 * max_frame, at least 16 MiB */
     size_t rbuf_budget;        /* default 256 MiB */

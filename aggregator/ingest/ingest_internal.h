@@ -23,6 +23,7 @@ enum mrd__conn_state {
 enum {
     MRD__CNT_ACCEPTED,
     MRD__CNT_OVER_LIMIT,
+    MRD__CNT_PREHELLO_EVICTED,
     MRD__CNT_REJ_AUTH,
     MRD__CNT_REJ_VERSION,
     MRD__CNT_REJ_RUN,
@@ -71,6 +72,7 @@ struct mrd_ingest {
     struct mrd__conn **conns; /* max_connections slots */
     uint32_t *gens;
     uint32_t nconns;
+    uint32_t nprehello; /* connections in MRD__CONN_HELLO (mrd__conn_set_state keeps it) */
     size_t queued; /* cost submitted to the store, not yet completed */
     int global_paused;
     size_t rbig_used;
@@ -93,6 +95,8 @@ int mrd__ingest_paused(const struct mrd_ingest *g, const struct mrd__conn *c);
 int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, const char *peer,
                    struct mrd__conn **out);
 void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c);
+/* Moves c to state st, keeping g->nprehello (connections still in MRD__CONN_HELLO). */
+void mrd__conn_set_state(struct mrd_ingest *g, struct mrd__conn *c, enum mrd__conn_state st);
 void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c);
 void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c);
 void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c);
