@@ -30,6 +30,7 @@
 
 #include "agentenv.h"
 #include "cli.h"
+#include "runcfg.h"
 
 static volatile sig_atomic_t g_forward; /* signal to forward to the job, 0 = none */
 
@@ -617,19 +618,24 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         return -1;
     }
     snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->tmpdir);
+    /* agents connect to --advertise, else the listen host (a wildcard means this host) */
+    char host[256];
+    uint16_t listen_port;
+    if (mrd_hostport_split(o->listen, host, sizeof(host), &listen_port) < 0) {
+        fprintf(stderr, "meridian profile: --listen %s is not ADDR:PORT ([IPv6]:PORT)\n",
+                o->listen);
+        return -1;
+    }
     s->daemon_pid = start_daemon(s->daemon, s->db, o->listen, s->run_id, s->secret, s->port_file,
                                  o->verbose, o->daemon_timeout_s, &s->port);
     if (s->daemon_pid < 0)
         return -1;
-    /* agents connect to --advertise, else the listen host (a wildcard means this host) */
-    char host[256];
-    const char *colon = strrchr(o->listen, ':');
-    snprintf(host, sizeof(host), "%.*s", colon ? (int)(colon - o->listen) : 0, o->listen);
     if (o->advertise)
         snprintf(host, sizeof(host), "%s", o->advertise);
-    else if (!host[0] || strcmp(host, "0.0.0.0") == 0 || strcmp(host, "[::]") == 0)
+    else if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0)
         gethostname(host, sizeof(host));
-    snprintf(s->aggregator, sizeof(s->aggregator), "%s:%d", host, s->port);
+    int bracket = strchr(host, ':') && host[0] != '['; /* an IPv6 address, not yet [..] */
+    snprintf(s->aggregator, sizeof(s->aggregator), bracket ? "[%s]:%d" : "%s:%d", host, s->port);
     return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "runcfg.h"
 
 /* Parses a non-negative integer with an optional k/m/g suffix into [lo, hi]. */
 static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -93,24 +94,6 @@ static int copy_str(char *dst, size_t cap, const char *src)
     if (n >= cap)
         return -ENAMETOOLONG;
     memcpy(dst, src, n + 1);
-    return 0;
-}
-
-/* Reads a secret file (first line, at most cap-1 bytes, trailing CR/LF removed). */
-static int read_secret_file(const char *path, char *dst, size_t cap)
-{
-    FILE *f = fopen(path, "re");
-    if (f == NULL)
-        return -errno;
-    size_t n = fread(dst, 1, cap - 1, f);
-    int err = ferror(f) ? -EIO : 0;
-    if (!err && n == cap - 1 && fgetc(f) != EOF)
-        err = -ENAMETOOLONG;
-    fclose(f);
-    if (err)
-        return err;
-    dst[n] = '\0';
-    dst[strcspn(dst, "\r\n")] = '\0';
     return 0;
 }
 
@@ -215,7 +198,10 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
 
     s = get("MERIDIAN_AGGREGATOR", arg);
     if (s != NULL && *s != '\0') {
-        if (copy_str(c->aggregator, sizeof c->aggregator, s) != 0 || strchr(s, ':') == NULL)
+        char host[sizeof c->aggregator];
+        uint16_t port;
+        if (copy_str(c->aggregator, sizeof c->aggregator, s) != 0 ||
+            mrd_hostport_split(s, host, sizeof host, &port) != 0 || port == 0)
             FAIL("MERIDIAN_AGGREGATOR=%.64s is not host:port", s);
     } else if (c->record_file[0] == '\0') {
         FAIL("MERIDIAN_AGGREGATOR is not set (expected host:port of meridiand)");
@@ -227,13 +213,13 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
         FAIL("MERIDIAN_RUN_ID is longer than %zu bytes", sizeof c->run_id - 1);
 
     s = get("MERIDIAN_SECRET", arg);
+    const char *sw = NULL;
     if (s != NULL && *s != '\0') {
-        if (copy_str(c->secret, sizeof c->secret, s) != 0)
-            FAIL("MERIDIAN_SECRET is longer than %zu bytes", sizeof c->secret - 1);
+        if (mrd_secret_read(NULL, s, c->secret, &sw) < 0)
+            FAIL("MERIDIAN_SECRET: %s", sw);
     } else if ((s = get("MERIDIAN_SECRET_FILE", arg)) != NULL && *s != '\0') {
-        int e = read_secret_file(s, c->secret, sizeof c->secret);
-        if (e != 0)
-            FAIL("MERIDIAN_SECRET_FILE %.200s: %s", s, mrd_strerror(e));
+        if (mrd_secret_read(s, NULL, c->secret, &sw) < 0)
+            FAIL("MERIDIAN_SECRET_FILE %.200s: %s", s, sw);
     }
 
     uint64_t ring_records = c->ring_records, ring_threads = c->ring_threads;

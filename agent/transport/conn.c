@@ -10,12 +10,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "runcfg.h"
 #include "transport.h"
 
 void mrd_conn_init(struct mrd_conn *c)
@@ -36,34 +38,6 @@ void mrd_conn_close(struct mrd_conn *c)
     c->state = MRD_CONN_CLOSED;
     c->state_since_ns = mrd__mono_ns();
     c->in_len = c->out_len = c->out_off = 0;
-}
-
-/* Splits "host:port" / "[v6]:port" into host[] and port[]. */
-static int split_hostport(const char *hp, char *host, size_t hcap, char *port, size_t pcap)
-{
-    const char *colon;
-    const char *h = hp;
-    size_t hlen;
-    if (*hp == '[') {
-        const char *close_br = strchr(hp, ']');
-        if (close_br == NULL || close_br[1] != ':')
-            return -EINVAL;
-        h = hp + 1;
-        hlen = (size_t)(close_br - h);
-        colon = close_br + 1;
-    } else {
-        colon = strrchr(hp, ':');
-        if (colon == NULL)
-            return -EINVAL;
-        hlen = (size_t)(colon - hp);
-    }
-    size_t plen = strlen(colon + 1);
-    if (hlen == 0 || hlen >= hcap || plen == 0 || plen >= pcap)
-        return -EINVAL;
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    memcpy(port, colon + 1, plen + 1);
-    return 0;
 }
 
 /* Tries one address: 0 with c->fd set (connecting or connected), or -errno. */
@@ -93,8 +67,10 @@ int mrd_conn_open(struct mrd_conn *c, const char *hostport, const char **why)
 
     mrd_conn_close(c);
     *why = "bad address";
-    if (split_hostport(hostport, host, sizeof host, port, sizeof port) != 0)
+    uint16_t portnum;
+    if (mrd_hostport_split(hostport, host, sizeof host, &portnum) != 0)
         return -EINVAL;
+    snprintf(port, sizeof port, "%u", portnum);
     int gai = getaddrinfo(host, port, &hints, &res);
     if (gai != 0) {
         *why = gai == EAI_NONAME ? "unknown host" : "name resolution failed";

@@ -9,7 +9,6 @@
  * the store's writer).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -23,10 +22,10 @@
 #include "error.h"
 #include "frame.h"
 #include "ingest.h"
+#include "runcfg.h"
 #include "store.h"
 
 #define DEFAULT_PORT 47500
-#define SECRET_MAX   4096
 
 static struct mrd_ingest *g_ingest;
 static volatile sig_atomic_t g_signal;
@@ -59,8 +58,9 @@ static void usage(FILE *f)
 "  --run-id ID            the run this database holds (printable ASCII, < 128 chars).\n"
 "                         A new database takes it (default: a random id); an existing\n"
 "                         one must already belong to it. Agents must present it.\n"
-"  --secret-file PATH     read the run secret from PATH (trailing newlines removed;\n"
-"                         at most %d bytes). Overrides MERIDIAN_SECRET.\n"
+"  --secret-file PATH     read the run secret from PATH: the whole file, trailing CR/LF\n"
+"                         removed, 1 to %d bytes, no NUL byte (the rule of every\n"
+"                         meridian component). Overrides MERIDIAN_SECRET.\n"
 "  --max-frame BYTES      largest frame accepted (default %u, minimum %u, maximum\n"
 "                         64 MiB).\n"
 "  --max-connections N    connections open at once (default 1024: two per rank).\n"
@@ -104,7 +104,7 @@ static void usage(FILE *f)
 "last acknowledgements and exits 0.\n"
 "\n"
 "Exit status: 0 after a clean stop, 1 when it cannot start, 2 on a usage error.\n",
-            DEFAULT_PORT, SECRET_MAX, MRD_FRAME_DEFAULT_MAX, MRD_FRAME_MIN_MAX);
+            DEFAULT_PORT, MRD_SECRET_MAX, MRD_FRAME_DEFAULT_MAX, MRD_FRAME_MIN_MAX);
     // clang-format on
 }
 
@@ -113,35 +113,6 @@ static void on_signal(int sig)
     g_signal = sig;
     if (g_ingest)
         mrd_ingest_stop(g_ingest);
-}
-
-/* Parses ADDR:PORT ("127.0.0.1:47500", "[::1]:0", "0.0.0.0:47500") into host and port. */
-static int parse_listen(const char *arg, char *host, size_t hlen, uint16_t *port)
-{
-    const char *colon;
-    if (arg[0] == '[') {
-        const char *end = strchr(arg, ']');
-        if (!end || end[1] != ':')
-            return -EINVAL;
-        if ((size_t)(end - arg - 1) >= hlen)
-            return -EINVAL;
-        memcpy(host, arg + 1, (size_t)(end - arg - 1));
-        host[end - arg - 1] = 0;
-        colon = end + 1;
-    } else {
-        colon = strrchr(arg, ':');
-        if (!colon || (size_t)(colon - arg) >= hlen || colon == arg)
-            return -EINVAL;
-        memcpy(host, arg, (size_t)(colon - arg));
-        host[colon - arg] = 0;
-    }
-    char *end;
-    errno = 0;
-    unsigned long p = strtoul(colon + 1, &end, 10);
-    if (errno || *end || end == colon + 1 || p > 65535)
-        return -EINVAL;
-    *port = (uint16_t)p;
-    return 0;
 }
 
 static int parse_u64(const char *s, unsigned long long min, unsigned long long max,
@@ -156,59 +127,31 @@ static int parse_u64(const char *s, unsigned long long min, unsigned long long m
     return 0;
 }
 
-/* Reads the secret from path or MERIDIAN_SECRET into buf. Returns its length, or -1. */
-static long read_secret(const char *path, uint8_t *buf, size_t cap)
+/* Reads the run secret from path, else MERIDIAN_SECRET, by the rule every component shares
+ * (proto/runcfg.h) into buf[MRD_SECRET_MAX + 1]. Returns its length, or -1 (reported). */
+static int read_secret(const char *path, char *buf)
 {
-    size_t n = 0;
-    if (path) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) {
-            fprintf(stderr, "meridiand: cannot read the secret file %s: %s\n", path,
-                    strerror(errno));
-            return -1;
-        }
-        struct stat st;
-        if (fstat(fd, &st) == 0 && (st.st_mode & 0077))
-            fprintf(stderr,
-                    "meridiand: warning: secret file %s is readable by other users "
-                    "(chmod 600 it)\n",
-                    path);
-        for (;;) {
-            ssize_t r = read(fd, buf + n, cap - n);
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r <= 0)
-                break;
-            n += (size_t)r;
-            if (n == cap) {
-                fprintf(stderr, "meridiand: secret file %s is larger than %zu bytes\n", path,
-                        cap - 1);
-                close(fd);
-                return -1;
-            }
-        }
-        close(fd);
-    } else {
-        const char *env = getenv("MERIDIAN_SECRET");
-        if (!env) {
-            fprintf(stderr, "meridiand: no run secret: pass --secret-file PATH or set "
-                            "MERIDIAN_SECRET\n");
-            return -1;
-        }
-        n = strlen(env);
-        if (n >= cap) {
-            fprintf(stderr, "meridiand: MERIDIAN_SECRET is longer than %zu bytes\n", cap - 1);
-            return -1;
-        }
-        memcpy(buf, env, n);
-    }
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
-        n--;
-    if (n == 0) {
-        fprintf(stderr, "meridiand: the run secret is empty\n");
+    const char *env = getenv("MERIDIAN_SECRET");
+    if (!path && !env) {
+        fprintf(stderr, "meridiand: no run secret: pass --secret-file PATH or set "
+                        "MERIDIAN_SECRET\n");
         return -1;
     }
-    return (long)n;
+    struct stat st;
+    if (path && stat(path, &st) == 0 && (st.st_mode & 0077))
+        fprintf(stderr,
+                "meridiand: warning: secret file %s is readable by other users (chmod 600 it)\n",
+                path);
+    const char *why = NULL;
+    int n = mrd_secret_read(path, env, buf, &why);
+    if (n < 0) {
+        if (path)
+            fprintf(stderr, "meridiand: cannot use the secret file %s: %s\n", path, why);
+        else
+            fprintf(stderr, "meridiand: cannot use MERIDIAN_SECRET: %s\n", why);
+        return -1;
+    }
+    return n;
 }
 
 static int write_port_file(const char *path, uint16_t port)
@@ -295,7 +238,7 @@ int main(int argc, char **argv)
             sc.db_path = optarg;
             break;
         case OPT_LISTEN:
-            if (parse_listen(optarg, host, sizeof(host), &port) < 0)
+            if (mrd_hostport_split(optarg, host, sizeof(host), &port) < 0)
                 goto bad_value;
             break;
         case OPT_RUN:
@@ -382,8 +325,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "meridiand: --db PATH is required (see --help)\n");
         return 2;
     }
-    static uint8_t secret[SECRET_MAX + 1];
-    long slen = read_secret(secret_file, secret, sizeof(secret));
+    static char secret[MRD_SECRET_MAX + 1];
+    int slen = read_secret(secret_file, secret);
     if (slen < 0)
         return 1;
     raise_fd_limit();
@@ -405,7 +348,7 @@ int main(int argc, char **argv)
     }
     ic.host = host;
     ic.port = port;
-    ic.secret = secret;
+    ic.secret = (const uint8_t *)secret;
     ic.secret_len = (size_t)slen;
     ic.verbose = verbose;
     if ((rc = mrd_ingest_new(&ic, store, &ingest)) < 0)

@@ -25,10 +25,10 @@
 #include "fromenv.h"
 #include "gen.h"
 #include "rank.h"
+#include "runcfg.h"
 
 #define MAX_PROCS  4096
 #define LINE_MAX_  1024 /* one report line; < PIPE_BUF */
-#define SECRET_MAX 4096
 
 static const char usage[] =
     "usage: meridian replay --aggregator HOST:PORT --run-id ID [options] [CAPTURE.mrdcap...]\n"
@@ -43,7 +43,7 @@ static const char usage[] =
     "connection:\n"
     "  --aggregator HOST:PORT  meridiand's address (required)\n"
     "  --run-id ID             run id the aggregator expects (required)\n"
-    "  --secret-file FILE      the run secret (whole file, one trailing newline removed);\n"
+    "  --secret-file FILE      the run secret (whole file, trailing CR/LF removed, 1-255 bytes);\n"
     "                          default: the MERIDIAN_SECRET environment variable\n"
     "  --window N              unacknowledged batches in flight per rank (default 16)\n"
     "  --retry-ms MS           give up after MS without a successful reconnect (default 60000)\n"
@@ -100,7 +100,7 @@ struct options {
     struct mrd_rank_opts r;
     uint32_t ranks, rank_base;
     char host[256], port[32];
-    uint8_t secret[SECRET_MAX];
+    char secret[MRD_SECRET_MAX + 1];
     const char *report;
     char **captures;
     int ncaptures;
@@ -137,42 +137,6 @@ static int parse_double(const char *s, double *out)
     if (errno || end == s || *end || v < 0)
         return -EINVAL;
     *out = v;
-    return 0;
-}
-
-static int parse_addr(const char *s, char *host, size_t hcap, char *port, size_t pcap)
-{
-    const char *colon = strrchr(s, ':');
-    if (!colon || colon == s || !colon[1] || strlen(colon + 1) >= pcap)
-        return -EINVAL;
-    size_t hl = (size_t)(colon - s);
-    if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') { /* [::1]:port */
-        s++;
-        hl -= 2;
-    }
-    if (hl >= hcap)
-        return -EINVAL;
-    memcpy(host, s, hl);
-    host[hl] = '\0';
-    strcpy(port, colon + 1);
-    return 0;
-}
-
-static int read_secret(const char *path, uint8_t *buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -errno;
-    size_t n = fread(buf, 1, SECRET_MAX, f);
-    int more = fgetc(f) != EOF;
-    fclose(f);
-    if (more)
-        return -E2BIG;
-    if (n > 0 && buf[n - 1] == '\n')
-        n--;
-    if (n > 0 && buf[n - 1] == '\r')
-        n--;
-    *len = n;
     return 0;
 }
 
@@ -447,30 +411,33 @@ static int parse_options(int argc, char **argv, struct options *o)
         if (rc < 0)
             return rc;
     }
-    if (!agg || parse_addr(agg, o->host, sizeof o->host, o->port, sizeof o->port) < 0) {
-        fprintf(stderr, "meridian replay: --aggregator HOST:PORT is required\n");
+    uint16_t port = 0;
+    if (!agg || mrd_hostport_split(agg, o->host, sizeof o->host, &port) < 0 || port == 0) {
+        fprintf(stderr, "meridian replay: --aggregator HOST:PORT is required (HOST:PORT or "
+                        "[IPv6]:PORT, port 1-65535)\n");
         return -EINVAL;
     }
+    snprintf(o->port, sizeof o->port, "%u", port);
     if (!r->run_id || !*r->run_id) {
         fprintf(stderr, "meridian replay: --run-id is required\n");
         return -EINVAL;
     }
-    if (secret_file) {
-        int rc = read_secret(secret_file, o->secret, &r->secret_len);
-        if (rc < 0) {
-            fprintf(stderr, "meridian replay: cannot read secret file %s: %s\n", secret_file,
-                    strerror(-rc));
-            return rc;
-        }
-    } else if (getenv("MERIDIAN_SECRET")) {
-        const char *s = getenv("MERIDIAN_SECRET");
-        r->secret_len = strlen(s) < SECRET_MAX ? strlen(s) : SECRET_MAX;
-        memcpy(o->secret, s, r->secret_len);
-    } else {
+    if (!secret_file && !getenv("MERIDIAN_SECRET")) {
         fprintf(stderr, "meridian replay: no secret: --secret-file or MERIDIAN_SECRET\n");
         return -EINVAL;
     }
-    r->secret = o->secret;
+    const char *why = NULL;
+    int slen = mrd_secret_read(secret_file, getenv("MERIDIAN_SECRET"), o->secret, &why);
+    if (slen < 0) {
+        if (secret_file)
+            fprintf(stderr, "meridian replay: cannot use the secret file %s: %s\n", secret_file,
+                    why);
+        else
+            fprintf(stderr, "meridian replay: cannot use MERIDIAN_SECRET: %s\n", why);
+        return slen;
+    }
+    r->secret_len = (size_t)slen;
+    r->secret = (const uint8_t *)o->secret;
     r->host = o->host;
     r->port = o->port;
     if (!r->events && r->seconds <= 0)

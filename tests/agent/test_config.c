@@ -121,15 +121,23 @@ int main(void)
         CHECK(strstr(why, bad[i][0]) != NULL);
     }
 
-    /* secrets: the variable, else the file (first line), else an unreadable file fails */
+    /* secrets: the variable, else the file (the whole file less trailing CR/LF, the rule
+     * of proto/runcfg.h that meridiand applies too), else an unreadable file fails */
     char path[] = "/tmp/mrd_test_secretXXXXXX";
     int fd = mkstemp(path);
     CHECK_GE(fd, 0);
-    CHECK_EQ(write(fd, "from-file\nsecond line\n", 22), 22);
+    CHECK_EQ(write(fd, "from-file\nsecond line\r\n", 23), 23);
     close(fd);
     struct env e10 = {{BASE, {"RANK", "0"}, {"MERIDIAN_SECRET_FILE", path}}};
     CHECK_EQ(parse(&e10, &c, why), 1);
-    CHECK_STREQ(c.secret, "from-file");
+    CHECK_STREQ(c.secret, "from-file\nsecond line");
+    struct env e12 = {{BASE, {"RANK", "0"}, {"MERIDIAN_SECRET", "env\r\n"}}};
+    CHECK_EQ(parse(&e12, &c, why), 1);
+    CHECK_STREQ(c.secret, "env");
+    struct env e13 = {{BASE, {"RANK", "0"}}};
+    e13.kv[0][1] = "::1:47500";
+    CHECK_EQ(parse(&e13, &c, why), -MRD_ERR_CONFIG); /* IPv6 must be [bracketed] */
+    CHECK(strstr(why, "MERIDIAN_AGGREGATOR") != NULL);
     struct env e11 = {
         {BASE, {"RANK", "0"}, {"MERIDIAN_SECRET", "env"}, {"MERIDIAN_SECRET_FILE", path}}};
     CHECK_EQ(parse(&e11, &c, why), 1);
