@@ -78,7 +78,7 @@ void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
     va_end(ap);
 }
 
-int mrd__analyze_has_table(sqlite3 *db, const char *name)
+int mrd_analyze_has_table(sqlite3 *db, const char *name)
 {
     sqlite3_stmt *st = NULL;
     int found = 0;
@@ -143,7 +143,7 @@ static void copy_text(char *dst, size_t n, sqlite3_stmt *st, int col)
 static int load_run(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
-    if (!mrd__analyze_has_table(db, "runs"))
+    if (!mrd_analyze_has_table(db, "runs"))
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT run_id, world_size, anchor_realtime_ns, created_ns, command "
@@ -166,7 +166,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (mrd__analyze_has_table(db, "ranks")) {
+    if (mrd_analyze_has_table(db, "ranks")) {
         if (sqlite3_prepare_v2(db,
                                "SELECT rank, local_rank, world_size, host, pid, goodbye "
                                "FROM ranks ORDER BY rank",
@@ -189,7 +189,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
         if (rc != SQLITE_DONE)
             return mrd__analyze_sqlerr(db);
     }
-    if (!mrd__analyze_has_table(db, "gpus"))
+    if (!mrd_analyze_has_table(db, "gpus"))
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
@@ -219,7 +219,7 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
         char sql[160];
         sqlite3_stmt *st = NULL;
         int rc;
-        if (!mrd__analyze_has_table(db, kind_tables[k]))
+        if (!mrd_analyze_has_table(db, kind_tables[k]))
             continue;
         snprintf(sql, sizeof(sql), "SELECT rank, COUNT(*) FROM %s GROUP BY rank", kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -260,7 +260,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (mrd__analyze_has_table(db, "agent_counters")) {
+    if (mrd_analyze_has_table(db, "agent_counters")) {
         if (sqlite3_prepare_v2(db,
                                "SELECT rank, category, name, value FROM agent_counters "
                                "WHERE category IN ('captured','dropped') ORDER BY rank, name",
@@ -282,7 +282,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
         if (rc != SQLITE_DONE)
             return mrd__analyze_sqlerr(db);
     }
-    if (!mrd__analyze_has_table(db, "aggregator_counters"))
+    if (!mrd_analyze_has_table(db, "aggregator_counters"))
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters", -1, &st, NULL) !=
         SQLITE_OK)
@@ -303,7 +303,7 @@ static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd__analyze_has_table(db, "clock_models"))
+    if (!mrd_analyze_has_table(db, "clock_models"))
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, segment, offset_ns, drift_ppm, error_bound_ns, "
@@ -336,7 +336,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd__analyze_has_table(db, "clock_causality"))
+    if (!mrd_analyze_has_table(db, "clock_causality"))
         return 0;
     a->clock_checked = 1;
     if (sqlite3_prepare_v2(db,
@@ -364,7 +364,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
-    if (!mrd__analyze_has_table(db, "clock_adjustments"))
+    if (!mrd_analyze_has_table(db, "clock_adjustments"))
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
         SQLITE_OK)
@@ -410,10 +410,10 @@ static int has_corr_index(sqlite3 *db)
 int mrd_analyze_prepare(sqlite3 *db)
 {
     int rc;
-    int have_ops = mrd__analyze_has_table(db, "nccl_ops");
-    int have_ec = mrd__analyze_has_table(db, "external_correlations");
-    int have_k = mrd__analyze_has_table(db, "kernels");
-    int have_ch = mrd__analyze_has_table(db, "nccl_channels");
+    int have_ops = mrd_analyze_has_table(db, "nccl_ops");
+    int have_ec = mrd_analyze_has_table(db, "external_correlations");
+    int have_k = mrd_analyze_has_table(db, "kernels");
+    int have_ch = mrd_analyze_has_table(db, "nccl_channels");
     sqlite3_stmt *st = NULL;
 
     if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='mrd_op_time'", -1, &st,

@@ -211,4 +211,9 @@ int mrd_analyze_prepare(sqlite3 *db);
 /* 1 when a kernel name names an NCCL kernel ("nccl..." or "_Z<len>nccl..."), else 0. */
 int mrd_analyze_is_nccl_name(const char *name);
 
+/* 1 when table `name` exists in db's main schema, 0 when not or when the query fails (a
+ * database written by an older or partial run lacks some tables: callers skip what is
+ * absent). Any thread that may use db. */
+int mrd_analyze_has_table(sqlite3 *db, const char *name);
+
 #endif

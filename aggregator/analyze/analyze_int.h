@@ -21,9 +21,6 @@ void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
 /* The entry of `rank` in a->ranks, NULL when the rank is unknown. */
 struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank);
 
-/* 1 when table `name` exists in db's main schema. */
-int mrd__analyze_has_table(sqlite3 *db, const char *name);
-
 /* Records SQLite's current message for mrd_analyze's err_msg; returns -MRD_ERR_SQLITE. */
 int mrd__analyze_sqlerr(sqlite3 *db);
 

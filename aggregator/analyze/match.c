@@ -53,19 +53,6 @@ struct matcher {
     int64_t *start_buf, *end_buf;
 };
 
-static int rank_index(const struct mrd_analysis *a, int rank)
-{
-    int lo = 0, hi = a->nranks;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (a->ranks[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < a->nranks && a->ranks[lo].rank == rank ? lo : -1;
-}
-
 /* A step range: `prefix` (case-insensitive) followed by the end, a separator or a digit.
  * Without a prefix: "step", "train_step", "training step" (same rule), or PyTorch's
  * "ProfilerStep#N"; "optimizer_step" and "stepper" are not steps. */
@@ -96,7 +83,7 @@ static int load_steps(sqlite3 *db, struct matcher *m)
     struct mrd_analysis *a = m->a;
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd__analyze_has_table(db, "nvtx"))
+    if (!mrd_analyze_has_table(db, "nvtx"))
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN "
@@ -109,14 +96,14 @@ static int load_steps(sqlite3 *db, struct matcher *m)
     sqlite3_bind_text(st, 1, m->o->step_name ? m->o->step_name : "step", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, m->o->step_name == NULL);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int ri = rank_index(a, sqlite3_column_int(st, 0));
+        struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
         int64_t s = sqlite3_column_int64(st, 1), e = sqlite3_column_int64(st, 2);
-        if (ri < 0 || !is_step_name((const char *)sqlite3_column_text(st, 3), m->o->step_name))
+        if (!r || !is_step_name((const char *)sqlite3_column_text(st, 3), m->o->step_name))
             continue;
-        struct step_list *l = &m->steps[ri];
+        struct step_list *l = &m->steps[r - a->ranks];
         if (l->n > 0 && s < l->end[l->n - 1])
             continue; /* nested in (or overlapping) the previous step: not a new step */
-        a->ranks[ri].steps++;
+        r->steps++;
         if (l->n >= MRD_AN_MAX_STEPS) {
             a->steps_beyond_cap++;
             continue;
@@ -282,13 +269,13 @@ static void flush_instance(struct matcher *m)
     in.last_rank = m->rows[last].rank;
     in.skew_ns = max_start - min_start;
     for (int i = 0; i < m->nrows; i++) {
-        struct mrd_an_rank *r = &a->ranks[rank_index(a, m->rows[i].rank)];
+        struct mrd_an_rank *r = mrd__analyze_rank(a, m->rows[i].rank);
         int64_t wait = max_start - m->rows[i].start;
         r->instances++;
         r->wait_suffered_ns += wait;
         in.cost_ns += wait;
     }
-    int li = rank_index(a, in.last_rank);
+    int li = (int)(mrd__analyze_rank(a, in.last_rank) - a->ranks); /* rows are known ranks */
     a->ranks[li].times_last++;
     a->ranks[li].wait_caused_ns += in.cost_ns;
     a->skew_sum_ns += in.skew_ns;
@@ -330,7 +317,8 @@ static void flush_instance(struct matcher *m)
     /* the step: the last arriver's, else the first row found inside a step */
     in.step = step_of(&m->steps[li], m->rows[last].lstart);
     for (int i = 0; in.step < 0 && i < m->nrows; i++)
-        in.step = step_of(&m->steps[rank_index(a, m->rows[i].rank)], m->rows[i].lstart);
+        in.step = step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
+                          m->rows[i].lstart);
     if (in.step >= 0 && in.step < a->nsteps) {
         struct mrd_an_step *st = &a->steps[in.step];
         st->instances++;
@@ -374,9 +362,8 @@ static int grow_rows(struct matcher *m)
 static int add_row(struct matcher *m, sqlite3_stmt *q)
 {
     int rank = sqlite3_column_int(q, 3);
-    int ri = rank_index(m->a, rank);
     int64_t s, e;
-    if (ri < 0)
+    if (!mrd__analyze_rank(m->a, rank))
         return 0;
     for (int i = 0; i < m->nrows; i++) {
         if (m->rows[i].rank == rank) {
@@ -441,7 +428,7 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
     m.a = a;
     m.tb = tb;
     m.o = o;
-    if (a->nranks == 0 || !mrd__analyze_has_table(db, "nccl_ops"))
+    if (a->nranks == 0 || !mrd_analyze_has_table(db, "nccl_ops"))
         return 0;
     m.steps = calloc((size_t)a->nranks, sizeof(*m.steps));
     if (!m.steps || grow_rows(&m) < 0) {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze.h"
 #include "error.h"
 
 struct tb_segment {
@@ -34,25 +35,12 @@ struct mrd_timebase {
     int64_t anchor;
 };
 
-static int table_exists(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", -1, &st,
-                           NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
 static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
 {
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc;
-    if (!table_exists(db, "clock_models"))
+    if (!mrd_analyze_has_table(db, "clock_models"))
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm "
@@ -90,7 +78,7 @@ static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc;
-    if (!table_exists(db, "gpu_timer_models"))
+    if (!mrd_analyze_has_table(db, "gpu_timer_models"))
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, device, slope, intercept_ns FROM gpu_timer_models "
@@ -129,7 +117,7 @@ int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
     int rc = -ENOMEM;
     if (!tb)
         goto fail;
-    if (table_exists(db, "runs") &&
+    if (mrd_analyze_has_table(db, "runs") &&
         sqlite3_prepare_v2(db, "SELECT anchor_realtime_ns FROM runs LIMIT 1", -1, &st, NULL) ==
             SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)

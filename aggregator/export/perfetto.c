@@ -343,7 +343,7 @@ static int run_query(struct pf *p, const char *table, const char *sql,
 {
     sqlite3_stmt *q = NULL;
     int rc;
-    if (table && !mrd__export_has_table(p->db, table))
+    if (table && !mrd_analyze_has_table(p->db, table))
         return 0;
     if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
@@ -517,7 +517,7 @@ static int64_t local_origin(sqlite3 *db)
 {
     int64_t o = 0;
     sqlite3_stmt *st = NULL;
-    if (!mrd__export_has_table(db, "kernels"))
+    if (!mrd_analyze_has_table(db, "kernels"))
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0", -1, &st,
                            NULL) == SQLITE_OK) {

@@ -20,7 +20,4 @@ int64_t mrd__report_quantile(const struct mrd_analysis *a, double q);
  * array of a->nranks pointers into a->ranks (caller frees), NULL on -ENOMEM. */
 const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a);
 
-/* 1 when table `name` exists in db's main schema. */
-int mrd__export_has_table(sqlite3 *db, const char *name);
-
 #endif

@@ -70,19 +70,6 @@ int64_t mrd__report_quantile(const struct mrd_analysis *a, double q)
     return a->skew_max_ns;
 }
 
-int mrd__export_has_table(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
 static int cmp_straggler(const void *x, const void *y)
 {
     const struct mrd_an_rank *a = *(const struct mrd_an_rank *const *)x;
