@@ -160,6 +160,28 @@ const char *mrd_store_pragmas(void);
 
 /* ---- the storage path, for any program that writes a database like the store ---- */
 
+/* The SQL text of the rows the writer adds for a batch, so that a program writing the same
+ * rows (the ingest benchmark's ceiling) prepares exactly the store's statements instead of
+ * copies (SQL text lives in one place: write.c). Parameters are numbered ?1.. as noted;
+ * every statement is a single INSERT or SELECT to prepare once and bind per row. */
+enum mrd_store_sql {
+    MRD_STORE_SQL_BATCH,       /* INSERT OR IGNORE a batches row: ?1 rank, ?2 seq, ?3 events,
+                                  ?4 wire_bytes, ?5 received_ns, ?6 agent_instance */
+    MRD_STORE_SQL_STRING_FIND, /* SELECT strings.id of the text ?1 (no row: not stored yet) */
+    MRD_STORE_SQL_STRING_ADD,  /* INSERT the text ?1 into strings (its id: last_insert_rowid) */
+    MRD_STORE_SQL_RANK_STRING, /* bind a wire string id: ?1 rank, ?2 agent_instance, ?3 local
+                                  id, ?4 strings.id */
+};
+
+/* The statement `which` (static string), or NULL for a value outside the enum. Any thread. */
+const char *mrd_store_sql_text(enum mrd_store_sql which);
+
+/* The INSERT of one event of `kind` (enum mrd_event_kind, MRD_EV_KERNEL..MRD_EV_GPU_CLOCK)
+ * into its table: ?1 is the rank, then one parameter per column in the table's order in
+ * schema.sql (string columns take strings.id, NULL for none). Static string, or NULL for
+ * an unknown kind. Any thread. */
+const char *mrd_store_event_sql(int kind);
+
 struct sqlite3; /* sqlite3.h's handle */
 
 /* Opens (creating if absent) the database at path the way the store opens its writer

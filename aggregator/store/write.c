@@ -66,8 +66,8 @@ const char *const mrd__store_sql[MRD__ST__COUNT] = {
     [MRD__ST_STR_INS] = "INSERT INTO strings(value) VALUES(?1)",
     [MRD__ST_RSTR_PUT] = "INSERT OR REPLACE INTO rank_strings(rank, agent_instance, local_id,"
                          " string_id) VALUES(?1,?2,?3,?4)",
-    [MRD__ST_RSTR_GET] = "SELECT string_id FROM rank_strings WHERE rank = ?1 AND agent_instance = ?2"
-                         " AND local_id = ?3",
+    [MRD__ST_RSTR_GET] = "SELECT string_id FROM rank_strings WHERE rank = ?1"
+                         " AND agent_instance = ?2 AND local_id = ?3",
     [MRD__ST_AGENT_COUNTER] = "INSERT INTO agent_counters(rank, category, name, value)"
                               " VALUES(?1,?2,?3,?4) ON CONFLICT(rank, category, name)"
                               " DO UPDATE SET value = max(value, excluded.value)",
@@ -92,6 +92,35 @@ const char *const mrd__store_sql[MRD__ST__COUNT] = {
     [MRD__ST_MAX_SEQ_OWN] = "SELECT seq FROM batches WHERE rank = ?1 AND agent_instance = ?2"
                             " ORDER BY seq DESC LIMIT 1",
 };
+
+const char *mrd_store_sql_text(enum mrd_store_sql which)
+{
+    switch (which) {
+    case MRD_STORE_SQL_BATCH:
+        return mrd__store_sql[MRD__ST_BATCH];
+    case MRD_STORE_SQL_STRING_FIND:
+        return mrd__store_sql[MRD__ST_STR_FIND];
+    case MRD_STORE_SQL_STRING_ADD:
+        return mrd__store_sql[MRD__ST_STR_INS];
+    case MRD_STORE_SQL_RANK_STRING:
+        return mrd__store_sql[MRD__ST_RSTR_PUT];
+    }
+    return NULL;
+}
+
+const char *mrd_store_event_sql(int kind)
+{
+    static const int st[MRD_EV__COUNT] = {
+        [MRD_EV_KERNEL] = MRD__ST_KERNEL,   [MRD_EV_MEMCPY] = MRD__ST_MEMCPY,
+        [MRD_EV_MEMSET] = MRD__ST_MEMSET,   [MRD_EV_SYNC] = MRD__ST_SYNC,
+        [MRD_EV_API] = MRD__ST_API,         [MRD_EV_GRAPH] = MRD__ST_GRAPH,
+        [MRD_EV_EXTCORR] = MRD__ST_EXTCORR, [MRD_EV_NVTX] = MRD__ST_NVTX,
+        [MRD_EV_NCCL_OP] = MRD__ST_NCCL_OP, [MRD_EV_NCCL_CHANNEL] = MRD__ST_NCCL_CH,
+        [MRD_EV_MPI] = MRD__ST_MPI,         [MRD_EV_CLOCK] = MRD__ST_CLOCK,
+        [MRD_EV_GPU_CLOCK] = MRD__ST_GPU_CLOCK,
+    };
+    return kind > 0 && kind < MRD_EV__COUNT ? mrd__store_sql[st[kind]] : NULL;
+}
 
 /* ---- string map ---- */
 

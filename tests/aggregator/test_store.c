@@ -442,6 +442,30 @@ int main(void)
     /* schema text and pragmas are exported for the benchmark's ceiling program */
     CHECK(strstr(mrd_store_schema_sql(), "CREATE TABLE IF NOT EXISTS kernels") != NULL);
     CHECK(strstr(mrd_store_pragmas(), "journal_mode=WAL") != NULL);
+    /* ... and so is the SQL of its rows: every statement prepares against the schema, with
+     * one parameter per column it names (the rank first for events) */
+    sqlite3 *mem;
+    CHECK_EQ(sqlite3_open(":memory:", &mem), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(mem, mrd_store_schema_sql(), NULL, NULL, NULL), SQLITE_OK);
+    static const int nparams[] = {6, 1, 1, 4};
+    for (int k = 0; k < MRD_EV__COUNT + 4; k++) {
+        enum mrd_store_sql which = (enum mrd_store_sql)(k - MRD_EV__COUNT);
+        const char *sql = k < MRD_EV__COUNT ? mrd_store_event_sql(k) : mrd_store_sql_text(which);
+        if (k == 0) {
+            CHECK(sql == NULL);
+            continue;
+        }
+        sqlite3_stmt *ps = NULL;
+        CHECK_EQ(sqlite3_prepare_v2(mem, sql, -1, &ps, NULL), SQLITE_OK);
+        if (k < MRD_EV__COUNT)
+            CHECK(strncmp(sql, "INSERT INTO ", 12) == 0 && strstr(sql, "(rank, ") != NULL);
+        else
+            CHECK_EQ(sqlite3_bind_parameter_count(ps), nparams[k - MRD_EV__COUNT]);
+        sqlite3_finalize(ps);
+    }
+    CHECK(mrd_store_event_sql(MRD_EV__COUNT) == NULL);
+    CHECK(mrd_store_sql_text((enum mrd_store_sql)99) == NULL);
+    sqlite3_close(mem);
 
     struct mrd_store *s = open_store("run-A");
     CHECK_STREQ(mrd_store_run_id(s), "run-A");

@@ -7,9 +7,10 @@
  * off), the same connection (mrd_store_sqlite_open: open flags, pragmas, WAL), the same
  * schema (mrd_store_schema_sql) and the same WAL checkpoints on a background thread
  * (mrd_store_ckpt_start), so that no storage-level advantage of the daemon is missing
- * here and the ceiling stays a ceiling. Then: prepared INSERT statements, one big
- * transaction per `--txn-rows` event rows (default 200,000, the store's commit_rows). The
- * rows: per rank, the events of launcher/replay's generator (same seed, mix and count as
+ * here and the ceiling stays a ceiling. Then: the store's own INSERT statements (their
+ * SQL text from store.h, never copied), prepared once, and one big transaction per
+ * `--txn-rows` event rows (default 200,000, the store's commit_rows). The rows: per rank,
+ * the events of launcher/replay's generator (same seed, mix and count as
  * the load generator), one `batches` row per batch of `--batch-events`, and the rank's
  * strings (strings + rank_strings) once; ranks interleaved batch by batch, as the daemon
  * receives them. Generating events costs a few percent of the loop and is included.
@@ -32,62 +33,24 @@
 #include "gen.h"
 #include "store.h"
 
-enum {
-    T_KERNEL,
-    T_MEMCPY,
-    T_MEMSET,
-    T_SYNC,
-    T_API,
-    T_GRAPH,
-    T_EXTCORR,
-    T_NVTX,
-    T_NCCL_OP,
-    T_NCCL_CH,
-    T_MPI,
-    T_CLOCK,
-    T_GPU_CLOCK,
-    T_BATCH,
-    T_STRING,
-    T_RSTRING,
-    T__COUNT
-};
-static const char *const sql[T__COUNT] = {
-    [T_KERNEL] = "INSERT INTO kernels(rank, device, stream, context, start_ns, end_ns,"
-                 " correlation_id, name_id, grid_x, grid_y, grid_z, block_x, block_y, block_z,"
-                 " shared_bytes, registers, graph_id)"
-                 " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    [T_MEMCPY] = "INSERT INTO memcpys(rank, device, stream, start_ns, end_ns, correlation_id,"
-                 " bytes, copy_kind, src_kind, dst_kind, peer_device)"
-                 " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
-    [T_MEMSET] = "INSERT INTO memsets(rank, device, stream, start_ns, end_ns, correlation_id,"
-                 " bytes, value, memory_kind) VALUES(?,?,?,?,?,?,?,?,?)",
-    [T_SYNC] = "INSERT INTO syncs(rank, context, stream, start_ns, end_ns, correlation_id, type)"
-               " VALUES(?,?,?,?,?,?,?)",
-    [T_API] = "INSERT INTO api_calls(rank, thread, start_ns, end_ns, correlation_id, domain,"
-              " cbid, name_id) VALUES(?,?,?,?,?,?,?,?)",
-    [T_GRAPH] = "INSERT INTO graph_launches(rank, device, stream, start_ns, end_ns,"
-                " correlation_id, graph_id) VALUES(?,?,?,?,?,?,?)",
-    [T_EXTCORR] = "INSERT INTO external_correlations(rank, correlation_id, external_id, kind)"
-                  " VALUES(?,?,?,?)",
-    [T_NVTX] = "INSERT INTO nvtx(rank, thread, start_ns, end_ns, kind, domain_id, name_id, depth,"
-               " color) VALUES(?,?,?,?,?,?,?,?,?)",
-    [T_NCCL_OP] = "INSERT INTO nccl_ops(rank, op_id, start_ns, end_ns, comm_hash, comm_rank,"
-                  " comm_nranks, seq, func_id, count, datatype_id, bytes, root, peer, algo_id,"
-                  " proto_id, channels, warps, launch_id, is_p2p, device)"
-                  " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-    [T_NCCL_CH] = "INSERT INTO nccl_channels(rank, op_id, channel, gpu_start, gpu_end,"
-                  " host_start_ns) VALUES(?,?,?,?,?,?)",
-    [T_MPI] = "INSERT INTO mpi_calls(rank, thread, start_ns, end_ns, call_id, bytes, peer, tag,"
-              " comm_size) VALUES(?,?,?,?,?,?,?,?,?)",
-    [T_CLOCK] = "INSERT INTO clock_samples(rank, t0, t1, t2, t3) VALUES(?,?,?,?,?)",
-    [T_GPU_CLOCK] = "INSERT INTO gpu_clock_samples(rank, device, host_ns, gpu_ns,"
-                    " uncertainty_ns) VALUES(?,?,?,?,?)",
-    [T_BATCH] = "INSERT INTO batches(rank, seq, events, wire_bytes, received_ns)"
-                " VALUES(?,?,?,?,?)",
-    [T_STRING] = "INSERT OR IGNORE INTO strings(value) VALUES(?)",
-    [T_RSTRING] = "INSERT OR REPLACE INTO rank_strings(rank, agent_instance, local_id,"
-                  " string_id) SELECT ?, 0, ?, id FROM strings WHERE value = ?",
-};
+/* Statements, prepared from the store's own SQL text (store.h): one per event kind
+ * (indexed by enum mrd_event_kind), then the batch row and the string definitions. */
+enum { T_BATCH = MRD_EV__COUNT, T_STR_FIND, T_STR_ADD, T_RSTRING, T__COUNT };
+
+static const char *sql_of(int t)
+{
+    switch (t) {
+    case T_BATCH:
+        return mrd_store_sql_text(MRD_STORE_SQL_BATCH);
+    case T_STR_FIND:
+        return mrd_store_sql_text(MRD_STORE_SQL_STRING_FIND);
+    case T_STR_ADD:
+        return mrd_store_sql_text(MRD_STORE_SQL_STRING_ADD);
+    case T_RSTRING:
+        return mrd_store_sql_text(MRD_STORE_SQL_RANK_STRING);
+    }
+    return mrd_store_event_sql(t);
+}
 
 struct rank_state {
     struct mrd_batch_builder *b; /* used only to intern the generator's strings */
@@ -125,99 +88,108 @@ static int insert_event(int64_t r, const struct mrd_canon_event *e)
     switch (e->kind) {
     case MRD_EV_KERNEL: {
         const struct mrd_kernel *k = &e->u.kernel;
-        ROW(T_KERNEL, r, k->device, k->stream, k->context, k->start, k->end,
+        ROW(MRD_EV_KERNEL, r, k->device, k->stream, k->context, k->start, k->end,
             (int64_t)k->correlation, k->name, k->grid[0], k->grid[1], k->grid[2], k->block[0],
             k->block[1], k->block[2], k->shared_bytes, k->registers, k->graph_id);
         break;
     }
     case MRD_EV_MEMCPY: {
         const struct mrd_memcpy *m = &e->u.memcpy;
-        ROW(T_MEMCPY, r, m->device, m->stream, m->start, m->end, (int64_t)m->correlation,
+        ROW(MRD_EV_MEMCPY, r, m->device, m->stream, m->start, m->end, (int64_t)m->correlation,
             (int64_t)m->bytes, m->copy_kind, m->src_kind, m->dst_kind, m->peer_device);
         break;
     }
     case MRD_EV_MEMSET: {
         const struct mrd_memset *m = &e->u.memset;
-        ROW(T_MEMSET, r, m->device, m->stream, m->start, m->end, (int64_t)m->correlation,
+        ROW(MRD_EV_MEMSET, r, m->device, m->stream, m->start, m->end, (int64_t)m->correlation,
             (int64_t)m->bytes, m->value, m->memory_kind);
         break;
     }
     case MRD_EV_SYNC: {
         const struct mrd_sync *s = &e->u.sync;
-        ROW(T_SYNC, r, s->context, s->stream, s->start, s->end, (int64_t)s->correlation, s->type);
+        ROW(MRD_EV_SYNC, r, s->context, s->stream, s->start, s->end, (int64_t)s->correlation,
+            s->type);
         break;
     }
     case MRD_EV_API: {
         const struct mrd_api *a = &e->u.api;
-        ROW(T_API, r, a->thread, a->start, a->end, (int64_t)a->correlation, a->domain, a->cbid,
+        ROW(MRD_EV_API, r, a->thread, a->start, a->end, (int64_t)a->correlation, a->domain, a->cbid,
             a->name);
         break;
     }
     case MRD_EV_GRAPH: {
         const struct mrd_graph *g = &e->u.graph;
-        ROW(T_GRAPH, r, g->device, g->stream, g->start, g->end, (int64_t)g->correlation,
+        ROW(MRD_EV_GRAPH, r, g->device, g->stream, g->start, g->end, (int64_t)g->correlation,
             g->graph_id);
         break;
     }
     case MRD_EV_EXTCORR: {
         const struct mrd_extcorr *x = &e->u.extcorr;
-        ROW(T_EXTCORR, r, (int64_t)x->correlation, (int64_t)x->external_id, x->kind);
+        ROW(MRD_EV_EXTCORR, r, (int64_t)x->correlation, (int64_t)x->external_id, x->kind);
         break;
     }
     case MRD_EV_NVTX: {
         const struct mrd_nvtx *n = &e->u.nvtx;
-        ROW(T_NVTX, r, n->thread, n->start, n->end, n->kind, n->domain, n->name, n->depth,
+        ROW(MRD_EV_NVTX, r, n->thread, n->start, n->end, n->kind, n->domain, n->name, n->depth,
             n->color);
         break;
     }
     case MRD_EV_NCCL_OP: {
         const struct mrd_nccl_op *o = &e->u.nccl_op;
-        ROW(T_NCCL_OP, r, (int64_t)o->op_id, o->start, o->end, (int64_t)o->comm_hash, o->comm_rank,
-            o->comm_nranks, (int64_t)o->seq, o->func, (int64_t)o->count, o->datatype,
+        ROW(MRD_EV_NCCL_OP, r, (int64_t)o->op_id, o->start, o->end, (int64_t)o->comm_hash,
+            o->comm_rank, o->comm_nranks, (int64_t)o->seq, o->func, (int64_t)o->count, o->datatype,
             (int64_t)o->bytes, o->root, o->peer, o->algo, o->proto, o->channels, o->warps,
             (int64_t)o->launch_id, o->is_p2p, o->device);
         break;
     }
     case MRD_EV_NCCL_CHANNEL: {
         const struct mrd_nccl_channel *c = &e->u.nccl_channel;
-        ROW(T_NCCL_CH, r, (int64_t)c->op_id, c->channel, c->gpu_start, c->gpu_end, c->host_start);
+        ROW(MRD_EV_NCCL_CHANNEL, r, (int64_t)c->op_id, c->channel, c->gpu_start, c->gpu_end,
+            c->host_start);
         break;
     }
     case MRD_EV_MPI: {
         const struct mrd_mpi *m = &e->u.mpi;
-        ROW(T_MPI, r, m->thread, m->start, m->end, m->call, (int64_t)m->bytes, m->peer, m->tag,
+        ROW(MRD_EV_MPI, r, m->thread, m->start, m->end, m->call, (int64_t)m->bytes, m->peer, m->tag,
             m->comm_size);
         break;
     }
     case MRD_EV_CLOCK: {
         const struct mrd_clock_sample *c = &e->u.clock;
-        ROW(T_CLOCK, r, c->t0, c->t1, c->t2, c->t3);
+        ROW(MRD_EV_CLOCK, r, c->t0, c->t1, c->t2, c->t3);
         break;
     }
     case MRD_EV_GPU_CLOCK: {
         const struct mrd_gpu_clock_sample *g = &e->u.gpu_clock;
-        ROW(T_GPU_CLOCK, r, g->device, g->host_ns, g->gpu_ns, (int64_t)g->uncertainty_ns);
+        ROW(MRD_EV_GPU_CLOCK, r, g->device, g->host_ns, g->gpu_ns, (int64_t)g->uncertainty_ns);
         break;
     }
     }
     return rc;
 }
 
+/* The rank's strings the way the store defines them (find, else add, then bind the wire
+ * id to strings.id), with the store's statements. */
 static int insert_strings(sqlite3 *db, int64_t r, struct mrd_gen *g)
 {
     for (uint32_t id = 1;; id++) {
         const char *s = mrd_gen_string(g, id);
         if (!s)
             return 0;
-        sqlite3_bind_text(st[T_STRING], 1, s, -1, SQLITE_STATIC);
-        int rc = sqlite3_step(st[T_STRING]);
-        sqlite3_reset(st[T_STRING]);
-        sqlite3_bind_int64(st[T_RSTRING], 1, r);
-        sqlite3_bind_int64(st[T_RSTRING], 2, id);
-        sqlite3_bind_text(st[T_RSTRING], 3, s, -1, SQLITE_STATIC);
-        if (rc == SQLITE_DONE)
-            rc = sqlite3_step(st[T_RSTRING]);
-        sqlite3_reset(st[T_RSTRING]);
+        sqlite3_bind_text(st[T_STR_FIND], 1, s, -1, SQLITE_STATIC);
+        int rc = sqlite3_step(st[T_STR_FIND]);
+        int64_t sid = rc == SQLITE_ROW ? sqlite3_column_int64(st[T_STR_FIND], 0) : 0;
+        sqlite3_reset(st[T_STR_FIND]);
+        if (rc == SQLITE_DONE) {
+            sqlite3_bind_text(st[T_STR_ADD], 1, s, -1, SQLITE_STATIC);
+            rc = sqlite3_step(st[T_STR_ADD]);
+            sqlite3_reset(st[T_STR_ADD]);
+            sid = sqlite3_last_insert_rowid(db);
+        }
+        if (rc == SQLITE_DONE || rc == SQLITE_ROW) {
+            const int64_t v[] = {r, 0, id, sid}; /* agent_instance 0 */
+            rc = run(st[T_RSTRING], v, 4) == 0 ? SQLITE_DONE : SQLITE_ERROR;
+        }
         if (rc != SQLITE_DONE) {
             fprintf(stderr, "ingest_ceiling: strings: %s\n", sqlite3_errmsg(db));
             return -1;
@@ -288,10 +260,10 @@ int main(int argc, char **argv)
     struct mrd_store_ckpt_config cc = {.path = path, .who = "ingest_ceiling"};
     if (mrd_store_ckpt_start(db, &cc, &ckpt) < 0)
         goto done;
-    for (int t = 0; t < T__COUNT; t++)
-        if (sqlite3_prepare_v3(db, sql[t], -1, SQLITE_PREPARE_PERSISTENT, &st[t], NULL) !=
+    for (int t = MRD_EV_KERNEL; t < T__COUNT; t++)
+        if (sqlite3_prepare_v3(db, sql_of(t), -1, SQLITE_PREPARE_PERSISTENT, &st[t], NULL) !=
             SQLITE_OK) {
-            fprintf(stderr, "ingest_ceiling: %s: %s\n", sql[t], sqlite3_errmsg(db));
+            fprintf(stderr, "ingest_ceiling: %s: %s\n", sql_of(t), sqlite3_errmsg(db));
             goto done;
         }
     rs = calloc(ranks, sizeof *rs);
