@@ -55,8 +55,14 @@ int main(int argc, char **argv)
 {
     CHECK_EQ(argc, 2);
     setup_dirs(argv[1], "prehello");
-    const char *args[] = {"--run-id",           RUN,     "--max-connections",     "8",
-                          "--hello-timeout-ms", "10000", "--max-unauthenticated", "3",
+    const char *args[] = {"--run-id",
+                          RUN,
+                          "--max-connections",
+                          "8",
+                          "--hello-timeout-ms",
+                          "10000",
+                          "--max-unauthenticated",
+                          "3",
                           NULL};
     start_daemon_args(args);
 

@@ -90,8 +90,9 @@ int main(int argc, char **argv)
     /* B while A is live: refused, with the holder named */
     int fd = cl_connect();
     send_hello_of(fd, SECRET, 1, RUN, 0, 3, 0xB);
-    CHECK_EQ(expect_hello_reply(fd, NULL, "held by another live agent process (instance "
-                                          "000000000000000a"),
+    CHECK_EQ(expect_hello_reply(fd, NULL,
+                                "held by another live agent process (instance "
+                                "000000000000000a"),
              0);
     expect_eof(fd);
     /* A's own second data connection (a reconnect racing the old one) and B's clock
@@ -110,7 +111,7 @@ int main(int argc, char **argv)
     int b = data_hello_after_close(0xB, &committed);
     CHECK_EQ(committed, 100);
     CHECK_EQ(send_named(b, bb, 200, "beta_kernel"), 1); /* B's id 1 */
-    CHECK_EQ(data_hello(0xA, NULL), -1);                 /* now A is refused */
+    CHECK_EQ(data_hello(0xA, NULL), -1);                /* now A is refused */
 
     /* B leaves, A is back: its own committed seq, and its id 1 is still its string */
     close(b);

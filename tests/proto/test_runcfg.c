@@ -85,7 +85,7 @@ int main(void)
     char big[MRD_SECRET_FILE_MAX + 8];
     memset(big, 's', sizeof(big));
     big[MRD_SECRET_MAX] = '\n';
-    file_case(big, MRD_SECRET_MAX + 1, MRD_SECRET_MAX, big);  /* 255 + LF */
+    file_case(big, MRD_SECRET_MAX + 1, MRD_SECRET_MAX, big);     /* 255 + LF */
     file_case(big, MRD_SECRET_MAX + 1 - 1, MRD_SECRET_MAX, big); /* exactly 255 */
     memset(big, 's', sizeof(big));
     file_case(big, MRD_SECRET_MAX + 1, -E2BIG, NULL);
