@@ -10,8 +10,8 @@
  *
  * Reader (aggregator): mrd_batch_check() validates a decoded Meridian__V1__Batch
  * (equal column lengths, string ids < 2^31, counts within limits) before anything uses
- * it; mrd_batch_get_*() then returns the i-th event of a kind, undoing the deltas.
- * Cursor-based so a batch is never copied.
+ * it; a cursor (mrd_batch_cursor_init, then mrd_batch_next_<kind>()) then yields the
+ * events of one kind in order, undoing the deltas, so a batch is never copied.
  */
 #ifndef MRD_BATCH_H
 #define MRD_BATCH_H
@@ -90,7 +90,7 @@ void mrd_batch_builder_reset_unacked(struct mrd_batch_builder *b);
 /* ---- reading ---- */
 
 /* Validates a decoded batch. Returns 0, or -MRD_ERR_MALFORMED with a static reason in
- * *why (may be NULL). Must succeed before any mrd_batch_get_* call on the batch. */
+ * *why (may be NULL). Must succeed before mrd_batch_count or a cursor reads the batch. */
 int mrd_batch_check(const Meridian__V1__Batch *m, const char **why);
 
 /* Number of events of `kind` (enum mrd_event_kind) in a checked batch. */

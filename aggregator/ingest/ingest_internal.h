@@ -86,19 +86,45 @@ struct mrd_ingest {
 };
 
 /* ingest.c */
+
+/* CLOCK_MONOTONIC now in milliseconds: the clock of every loop deadline (hello timeout,
+ * closing linger, the tick). Any thread; never fails. */
 int64_t mrd__ingest_mono_ms(void);
+
+/* Writes one line "meridiand: <fmt...>" (at most 1 KiB, longer is cut) to cfg.log, else
+ * stderr. level -1: a rejected or closed connection: always shown, but at most 20 lines a
+ * second, the rest counted and reported as "N more rejections not logged" once the second
+ * is over; 0: an error, always shown; 1: per-connection detail, only with cfg.verbose >= 1.
+ * Never logs the secret (callers never pass it). Loop thread (the rate limit is not
+ * locked). */
 void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* 1 when the loop must not read c now: stopping; c's unsent replies exceed half of
+ * wbuf_cap (its peer is not reading its acks); or, for a data connection, reading is
+ * paused globally (queue_cap reached) or c's own queued cost reached conn_queue_cap.
+ * 0 otherwise (a connection before its Hello, or a clock connection, is held back only by
+ * the first two). Pure; loop thread. */
 int mrd__ingest_paused(const struct mrd_ingest *g, const struct mrd__conn *c);
 
-/* conn.c */
+/* conn.c (all loop thread) */
+
+/* Registers accepted socket fd (non-blocking) as connection `slot` in state HELLO with
+ * its hello deadline, reading. Returns 0 and *out (owned by g->conns[slot]); -ENOMEM or
+ * the negative errno of epoll_ctl (fd is then still the caller's to close). */
 int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, const char *peer,
                    struct mrd__conn **out);
+/* Closes the socket, returns c's read budget, frees c and its slot. Items of c still in
+ * the store complete later and find no connection (their cost is released then). */
 void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c);
 /* Moves c to state st, keeping g->nprehello (connections still in MRD__CONN_HELLO). */
 void mrd__conn_set_state(struct mrd_ingest *g, struct mrd__conn *c, enum mrd__conn_state st);
+/* Sets c's epoll interest from its state: EPOLLIN unless paused, waiting for read budget
+ * or at EOF; EPOLLOUT while replies are unsent. */
 void mrd__conn_update_interest(struct mrd_ingest *g, struct mrd__conn *c);
+/* Reads once and processes every complete frame (may close and free c). */
 void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c);
+/* Sends buffered replies (may close and free c on a write error or a finished linger). */
 void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c);
 /* 1 when a connection whose peer sent FIN has nothing left to acknowledge or send. */
 int mrd__conn_linger_done(const struct mrd__conn *c);
