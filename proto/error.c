@@ -124,6 +124,8 @@ static const char *const drop_names[MRD_DROP__COUNT] = {
     [MRD_DROP_UNSENT_AT_EXIT] = "unsent_at_exit",
     [MRD_DROP_TOO_LARGE] = "too_large",
     [MRD_DROP_NO_THREAD_SLOT] = "no_thread_slot",
+    [MRD_DROP_UNENCODABLE] = "unencodable",
+    [MRD_DROP_NVTX_CAP] = "nvtx_cap",
 };
 
 /* Stable lower-case name of an event kind (enum mrd_event_kind); "unknown" when out of
