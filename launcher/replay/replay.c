@@ -200,79 +200,83 @@ static int from_env(struct options *o, int rank_base_set, int64_t world, const c
     return 0;
 }
 
-static int parse_options(int argc, char **argv, struct options *o)
-{
-    enum {
-        O_AGG = 256,
-        O_RUN,
-        O_SECRET,
-        O_WINDOW,
-        O_RETRY,
-        O_MAXFRAME,
-        O_RANKS,
-        O_RANKBASE,
-        O_WORLD,
-        O_RATE,
-        O_BRATE,
-        O_BMS,
-        O_BPERIOD,
-        O_SECONDS,
-        O_EVENTS,
-        O_BATCH,
-        O_FLUSH,
-        O_MIX,
-        O_SEED,
-        O_COMPRESS,
-        O_OFFSET,
-        O_COPIES,
-        O_KINDS,
-        O_REPORT,
-        O_RECORD,
-        O_RESEND,
-        O_DUMP,
-        O_QUIET,
-        O_FROMENV,
-        O_HELP
-    };
-    static const struct option longopts[] = {
-        {"aggregator", 1, 0, O_AGG},
-        {"run-id", 1, 0, O_RUN},
-        {"secret-file", 1, 0, O_SECRET},
-        {"window", 1, 0, O_WINDOW},
-        {"retry-ms", 1, 0, O_RETRY},
-        {"max-frame", 1, 0, O_MAXFRAME},
-        {"ranks", 1, 0, O_RANKS},
-        {"rank-base", 1, 0, O_RANKBASE},
-        {"world-size", 1, 0, O_WORLD},
-        {"rate", 1, 0, O_RATE},
-        {"burst-rate", 1, 0, O_BRATE},
-        {"burst-ms", 1, 0, O_BMS},
-        {"burst-period-ms", 1, 0, O_BPERIOD},
-        {"seconds", 1, 0, O_SECONDS},
-        {"events", 1, 0, O_EVENTS},
-        {"batch-events", 1, 0, O_BATCH},
-        {"flush-ms", 1, 0, O_FLUSH},
-        {"mix", 1, 0, O_MIX},
-        {"seed", 1, 0, O_SEED},
-        {"compress", 1, 0, O_COMPRESS},
-        {"rank-offset", 1, 0, O_OFFSET},
-        {"copies", 1, 0, O_COPIES},
-        {"kinds", 1, 0, O_KINDS},
-        {"report", 1, 0, O_REPORT},
-        {"record", 1, 0, O_RECORD},
-        {"resend-acked", 1, 0, O_RESEND},
-        {"dump", 1, 0, O_DUMP},
-        {"quiet", 0, 0, O_QUIET},
-        {"from-env", 1, 0, O_FROMENV},
-        {"help", 0, 0, O_HELP},
-        {0, 0, 0, 0},
-    };
-    struct mrd_rank_opts *r = &o->r;
-    const char *agg = NULL, *secret_file = NULL;
-    uint32_t world = 0, compress = 1;
-    int c, bad = 0, rank_base_set = 0, world_set = 0, ranks_set = 0, offset_set = 0;
-    uint64_t v;
+/* Command-line options of `meridian replay` (same order as longopts: the error message
+ * indexes it). */
+enum {
+    O_AGG = 256,
+    O_RUN,
+    O_SECRET,
+    O_WINDOW,
+    O_RETRY,
+    O_MAXFRAME,
+    O_RANKS,
+    O_RANKBASE,
+    O_WORLD,
+    O_RATE,
+    O_BRATE,
+    O_BMS,
+    O_BPERIOD,
+    O_SECONDS,
+    O_EVENTS,
+    O_BATCH,
+    O_FLUSH,
+    O_MIX,
+    O_SEED,
+    O_COMPRESS,
+    O_OFFSET,
+    O_COPIES,
+    O_KINDS,
+    O_REPORT,
+    O_RECORD,
+    O_RESEND,
+    O_DUMP,
+    O_QUIET,
+    O_FROMENV,
+    O_HELP
+};
+static const struct option longopts[] = {
+    {"aggregator", 1, 0, O_AGG},
+    {"run-id", 1, 0, O_RUN},
+    {"secret-file", 1, 0, O_SECRET},
+    {"window", 1, 0, O_WINDOW},
+    {"retry-ms", 1, 0, O_RETRY},
+    {"max-frame", 1, 0, O_MAXFRAME},
+    {"ranks", 1, 0, O_RANKS},
+    {"rank-base", 1, 0, O_RANKBASE},
+    {"world-size", 1, 0, O_WORLD},
+    {"rate", 1, 0, O_RATE},
+    {"burst-rate", 1, 0, O_BRATE},
+    {"burst-ms", 1, 0, O_BMS},
+    {"burst-period-ms", 1, 0, O_BPERIOD},
+    {"seconds", 1, 0, O_SECONDS},
+    {"events", 1, 0, O_EVENTS},
+    {"batch-events", 1, 0, O_BATCH},
+    {"flush-ms", 1, 0, O_FLUSH},
+    {"mix", 1, 0, O_MIX},
+    {"seed", 1, 0, O_SEED},
+    {"compress", 1, 0, O_COMPRESS},
+    {"rank-offset", 1, 0, O_OFFSET},
+    {"copies", 1, 0, O_COPIES},
+    {"kinds", 1, 0, O_KINDS},
+    {"report", 1, 0, O_REPORT},
+    {"record", 1, 0, O_RECORD},
+    {"resend-acked", 1, 0, O_RESEND},
+    {"dump", 1, 0, O_DUMP},
+    {"quiet", 0, 0, O_QUIET},
+    {"from-env", 1, 0, O_FROMENV},
+    {"help", 0, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+/* What the options say beyond struct options, until parse_options resolves it. */
+struct cli_state {
+    const char *agg, *secret_file;
+    uint32_t world, compress;
+    int rank_base_set, world_set, ranks_set, offset_set;
+};
 
+static void set_defaults(struct options *o, struct cli_state *cs)
+{
+    struct mrd_rank_opts *r = &o->r;
     r->window = 16;
     r->retry_ms = 60000;
     r->max_frame = MRD_FRAME_DEFAULT_MAX;
@@ -283,136 +287,131 @@ static int parse_options(int argc, char **argv, struct options *o)
     r->seed = 1;
     r->copies = 1;
     o->ranks = 1;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        switch (c) {
-        case O_AGG:
-            agg = optarg;
-            break;
-        case O_RUN:
-            r->run_id = optarg;
-            break;
-        case O_SECRET:
-            secret_file = optarg;
-            break;
-        case O_WINDOW:
-            bad |= parse_u32(optarg, &r->window) || !r->window || r->window > 65536;
-            break;
-        case O_RETRY:
-            bad |= parse_u32(optarg, &r->retry_ms);
-            break;
-        case O_MAXFRAME:
-            bad |= parse_u32(optarg, &r->max_frame) || r->max_frame < MRD_FRAME_MIN_MAX;
-            break;
-        case O_RANKS:
-            bad |= parse_u32(optarg, &o->ranks) || !o->ranks || o->ranks > MAX_PROCS;
-            ranks_set = 1;
-            break;
-        case O_RANKBASE:
-            bad |= parse_u32(optarg, &o->rank_base);
-            rank_base_set = 1;
-            break;
-        case O_WORLD:
-            bad |= parse_u32(optarg, &world);
-            world_set = 1;
-            break;
-        case O_RATE:
-            bad |= parse_double(optarg, &r->rate);
-            break;
-        case O_BRATE:
-            bad |= parse_double(optarg, &r->burst_rate);
-            break;
-        case O_BMS:
-            bad |= parse_u32(optarg, &r->burst_ms);
-            break;
-        case O_BPERIOD:
-            bad |= parse_u32(optarg, &r->burst_period_ms);
-            break;
-        case O_SECONDS:
-            bad |= parse_double(optarg, &r->seconds);
-            break;
-        case O_EVENTS:
-            bad |= parse_u64(optarg, UINT64_MAX, &r->events);
-            break;
-        case O_BATCH:
-            bad |= parse_u32(optarg, &r->batch_events) || !r->batch_events ||
-                   r->batch_events > 1000000;
-            break;
-        case O_FLUSH:
-            bad |= parse_u32(optarg, &r->flush_ms);
-            break;
-        case O_MIX:
-            if (strcmp(optarg, "training") == 0)
-                r->mix = MRD_GEN_MIX_TRAINING;
-            else if (strcmp(optarg, "kernels") == 0)
-                r->mix = MRD_GEN_MIX_KERNELS;
-            else
-                bad = 1;
-            break;
-        case O_SEED:
-            bad |= parse_u64(optarg, UINT64_MAX, &r->seed);
-            break;
-        case O_COMPRESS:
-            bad |= parse_u32(optarg, &compress) || compress > 19;
-            break;
-        case O_OFFSET:
-            bad |= parse_u32(optarg, &r->rank_offset);
-            offset_set = 1;
-            break;
-        case O_COPIES:
-            bad |= parse_u32(optarg, &r->copies) || !r->copies;
-            break;
-        case O_KINDS:
-            bad |= mrd_filter_parse(optarg, &r->kinds) < 0;
-            break;
-        case O_REPORT:
-            o->report = optarg;
-            break;
-        case O_RECORD:
-            r->record_path = optarg;
-            break;
-        case O_RESEND:
-            bad |= parse_u64(optarg, 1024, &v);
-            r->resend_acked = (uint32_t)v;
-            break;
-        case O_DUMP:
-            r->dump_path = optarg;
-            break;
-        case O_QUIET:
-            r->quiet = 1;
-            break;
-        case O_FROMENV:
-            o->from_env = optarg;
-            break;
-        case O_HELP:
-            fputs(usage, stdout);
-            return 1;
-        default:
+    cs->compress = 1;
+}
+
+/* Applies option c with argument arg. Returns 0, 1 after --help (printed), or -EINVAL for
+ * a bad value. */
+static int apply_option(int c, const char *arg, struct options *o, struct cli_state *cs)
+{
+    struct mrd_rank_opts *r = &o->r;
+    int bad = 0;
+    uint64_t v;
+    switch (c) {
+    case O_AGG:
+        cs->agg = arg;
+        break;
+    case O_RUN:
+        r->run_id = arg;
+        break;
+    case O_SECRET:
+        cs->secret_file = arg;
+        break;
+    case O_WINDOW:
+        bad |= parse_u32(arg, &r->window) || !r->window || r->window > 65536;
+        break;
+    case O_RETRY:
+        bad |= parse_u32(arg, &r->retry_ms);
+        break;
+    case O_MAXFRAME:
+        bad |= parse_u32(arg, &r->max_frame) || r->max_frame < MRD_FRAME_MIN_MAX;
+        break;
+    case O_RANKS:
+        bad |= parse_u32(arg, &o->ranks) || !o->ranks || o->ranks > MAX_PROCS;
+        cs->ranks_set = 1;
+        break;
+    case O_RANKBASE:
+        bad |= parse_u32(arg, &o->rank_base);
+        cs->rank_base_set = 1;
+        break;
+    case O_WORLD:
+        bad |= parse_u32(arg, &cs->world);
+        cs->world_set = 1;
+        break;
+    case O_RATE:
+        bad |= parse_double(arg, &r->rate);
+        break;
+    case O_BRATE:
+        bad |= parse_double(arg, &r->burst_rate);
+        break;
+    case O_BMS:
+        bad |= parse_u32(arg, &r->burst_ms);
+        break;
+    case O_BPERIOD:
+        bad |= parse_u32(arg, &r->burst_period_ms);
+        break;
+    case O_SECONDS:
+        bad |= parse_double(arg, &r->seconds);
+        break;
+    case O_EVENTS:
+        bad |= parse_u64(arg, UINT64_MAX, &r->events);
+        break;
+    case O_BATCH:
+        bad |= parse_u32(arg, &r->batch_events) || !r->batch_events || r->batch_events > 1000000;
+        break;
+    case O_FLUSH:
+        bad |= parse_u32(arg, &r->flush_ms);
+        break;
+    case O_MIX:
+        if (strcmp(arg, "training") == 0)
+            r->mix = MRD_GEN_MIX_TRAINING;
+        else if (strcmp(arg, "kernels") == 0)
+            r->mix = MRD_GEN_MIX_KERNELS;
+        else
             bad = 1;
-            break;
-        }
-        if (bad) {
-            fprintf(stderr, "meridian replay: bad value for --%s\n",
-                    c >= O_AGG && c <= O_HELP ? longopts[c - O_AGG].name : "?");
-            return -EINVAL;
-        }
+        break;
+    case O_SEED:
+        bad |= parse_u64(arg, UINT64_MAX, &r->seed);
+        break;
+    case O_COMPRESS:
+        bad |= parse_u32(arg, &cs->compress) || cs->compress > 19;
+        break;
+    case O_OFFSET:
+        bad |= parse_u32(arg, &r->rank_offset);
+        cs->offset_set = 1;
+        break;
+    case O_COPIES:
+        bad |= parse_u32(arg, &r->copies) || !r->copies;
+        break;
+    case O_KINDS:
+        bad |= mrd_filter_parse(arg, &r->kinds) < 0;
+        break;
+    case O_REPORT:
+        o->report = arg;
+        break;
+    case O_RECORD:
+        r->record_path = arg;
+        break;
+    case O_RESEND:
+        bad |= parse_u64(arg, 1024, &v);
+        r->resend_acked = (uint32_t)v;
+        break;
+    case O_DUMP:
+        r->dump_path = arg;
+        break;
+    case O_QUIET:
+        r->quiet = 1;
+        break;
+    case O_FROMENV:
+        o->from_env = arg;
+        break;
+    case O_HELP:
+        fputs(usage, stdout);
+        return 1;
+    default:
+        bad = 1;
+        break;
     }
-    r->compress = (int)compress;
-    o->captures = argv + optind;
-    o->ncaptures = argc - optind;
-    if (o->from_env) {
-        if (o->ncaptures || ranks_set || offset_set || r->copies != 1) {
-            fprintf(stderr, "meridian replay: --from-env plays the one capture its pattern "
-                            "names, as this process's rank: no CAPTURE files, --ranks, "
-                            "--rank-offset or --copies with it\n");
-            return -EINVAL;
-        }
-        int rc = from_env(o, rank_base_set, world_set ? (int64_t)world : -1, &agg, &secret_file);
-        if (rc < 0)
-            return rc;
-    }
+    return bad ? -EINVAL : 0;
+}
+
+/* The aggregator's address, the run id and the secret (by the rule of proto/runcfg.h),
+ * each missing or invalid one with its own message. Returns 0 or a negative code. */
+static int resolve_connection(struct options *o, const struct cli_state *cs)
+{
+    struct mrd_rank_opts *r = &o->r;
     uint16_t port = 0;
-    if (!agg || mrd_hostport_split(agg, o->host, sizeof o->host, &port) < 0 || port == 0) {
+    if (!cs->agg || mrd_hostport_split(cs->agg, o->host, sizeof o->host, &port) < 0 || port == 0) {
         fprintf(stderr, "meridian replay: --aggregator HOST:PORT is required (HOST:PORT or "
                         "[IPv6]:PORT, port 1-65535)\n");
         return -EINVAL;
@@ -422,15 +421,15 @@ static int parse_options(int argc, char **argv, struct options *o)
         fprintf(stderr, "meridian replay: --run-id is required\n");
         return -EINVAL;
     }
-    if (!secret_file && !getenv("MERIDIAN_SECRET")) {
+    if (!cs->secret_file && !getenv("MERIDIAN_SECRET")) {
         fprintf(stderr, "meridian replay: no secret: --secret-file or MERIDIAN_SECRET\n");
         return -EINVAL;
     }
     const char *why = NULL;
-    int slen = mrd_secret_read(secret_file, getenv("MERIDIAN_SECRET"), o->secret, &why);
+    int slen = mrd_secret_read(cs->secret_file, getenv("MERIDIAN_SECRET"), o->secret, &why);
     if (slen < 0) {
-        if (secret_file)
-            fprintf(stderr, "meridian replay: cannot use the secret file %s: %s\n", secret_file,
+        if (cs->secret_file)
+            fprintf(stderr, "meridian replay: cannot use the secret file %s: %s\n", cs->secret_file,
                     why);
         else
             fprintf(stderr, "meridian replay: cannot use MERIDIAN_SECRET: %s\n", why);
@@ -440,9 +439,17 @@ static int parse_options(int argc, char **argv, struct options *o)
     r->secret = (const uint8_t *)o->secret;
     r->host = o->host;
     r->port = o->port;
+    return 0;
+}
+
+/* The world size and the process count, and the options that need a given shape. Returns
+ * 0 or -EINVAL (reported). */
+static int check_shape(struct options *o, const struct cli_state *cs)
+{
+    struct mrd_rank_opts *r = &o->r;
     if (!r->events && r->seconds <= 0)
         r->events = 100000;
-    r->world_size = world ? world : o->rank_base + o->ranks;
+    r->world_size = cs->world ? cs->world : o->rank_base + o->ranks;
     if (o->from_env) /* 0 = the capture's */
         r->world_size = o->fe.world_size == MRD_FROMENV_UNSET ? 0 : o->fe.world_size;
     if (!o->ncaptures && (uint64_t)o->rank_base + o->ranks > r->world_size) {
@@ -464,6 +471,43 @@ static int parse_options(int argc, char **argv, struct options *o)
         return -EINVAL;
     }
     return 0;
+}
+
+/* Parses argv into o. Returns 0, 1 after --help, or a negative code (reported). */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+    struct cli_state cs = {0};
+    int c, rc;
+    set_defaults(o, &cs);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        rc = apply_option(c, optarg, o, &cs);
+        if (rc == 1)
+            return 1;
+        if (rc < 0) {
+            fprintf(stderr, "meridian replay: bad value for --%s\n",
+                    c >= O_AGG && c <= O_HELP ? longopts[c - O_AGG].name : "?");
+            return -EINVAL;
+        }
+    }
+    o->r.compress = (int)cs.compress;
+    o->captures = argv + optind;
+    o->ncaptures = argc - optind;
+    if (o->from_env) {
+        if (o->ncaptures || cs.ranks_set || cs.offset_set || o->r.copies != 1) {
+            fprintf(stderr, "meridian replay: --from-env plays the one capture its pattern "
+                            "names, as this process's rank: no CAPTURE files, --ranks, "
+                            "--rank-offset or --copies with it\n");
+            return -EINVAL;
+        }
+        rc = from_env(o, cs.rank_base_set, cs.world_set ? (int64_t)cs.world : -1, &cs.agg,
+                      &cs.secret_file);
+        if (rc < 0)
+            return rc;
+    }
+    if ((rc = resolve_connection(o, &cs)) < 0)
+        return rc;
+    return check_shape(o, &cs);
 }
 
 /* Runs process i's rank and formats its line. */
