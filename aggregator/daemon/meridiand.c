@@ -180,7 +180,7 @@ static void raise_fd_limit(void)
     }
 }
 
-/* same order as opts[] in main (the error message indexes it) */
+/* same order as opts[] (the error message indexes it) */
 enum {
     OPT_DB = 256,
     OPT_LISTEN,
@@ -202,111 +202,122 @@ enum {
     OPT_VERSION
 };
 
-int main(int argc, char **argv)
+static const struct option opts[] = {
+    {"db", required_argument, 0, OPT_DB},
+    {"listen", required_argument, 0, OPT_LISTEN},
+    {"run-id", required_argument, 0, OPT_RUN},
+    {"secret-file", required_argument, 0, OPT_SECRET},
+    {"max-frame", required_argument, 0, OPT_MAXFRAME},
+    {"max-connections", required_argument, 0, OPT_MAXCONN},
+    {"max-unauthenticated", required_argument, 0, OPT_MAXPRE},
+    {"queue-mb", required_argument, 0, OPT_QUEUE},
+    {"commit-ms", required_argument, 0, OPT_COMMIT},
+    {"hello-timeout-ms", required_argument, 0, OPT_HELLO_TIMEOUT},
+    {"sync-full", no_argument, 0, OPT_SYNC},
+    {"shard-id", required_argument, 0, OPT_SHARD},
+    {"port-file", required_argument, 0, OPT_PORTFILE},
+    {"ready-fd", required_argument, 0, OPT_READYFD},
+    {"quiet", no_argument, 0, OPT_QUIET},
+    {"verbose", no_argument, 0, OPT_VERBOSE},
+    {"help", no_argument, 0, OPT_HELP},
+    {"version", no_argument, 0, OPT_VERSION},
+    {0, 0, 0, 0},
+};
+
+/* Everything the command line sets. */
+struct daemon_opts {
+    struct mrd_store_config sc;
+    struct mrd_ingest_config ic;
+    char host[128];
+    uint16_t port;
+    const char *secret_file, *port_file;
+    int ready_fd, verbose;
+};
+
+/* Parses argv into d. Returns 0 to go on, 1 after --help or --version (printed: exit 0),
+ * or 2 on a usage error (reported). */
+static int parse_args(int argc, char **argv, struct daemon_opts *d)
 {
-    static const struct option opts[] = {
-        {"db", required_argument, 0, OPT_DB},
-        {"listen", required_argument, 0, OPT_LISTEN},
-        {"run-id", required_argument, 0, OPT_RUN},
-        {"secret-file", required_argument, 0, OPT_SECRET},
-        {"max-frame", required_argument, 0, OPT_MAXFRAME},
-        {"max-connections", required_argument, 0, OPT_MAXCONN},
-        {"max-unauthenticated", required_argument, 0, OPT_MAXPRE},
-        {"queue-mb", required_argument, 0, OPT_QUEUE},
-        {"commit-ms", required_argument, 0, OPT_COMMIT},
-        {"hello-timeout-ms", required_argument, 0, OPT_HELLO_TIMEOUT},
-        {"sync-full", no_argument, 0, OPT_SYNC},
-        {"shard-id", required_argument, 0, OPT_SHARD},
-        {"port-file", required_argument, 0, OPT_PORTFILE},
-        {"ready-fd", required_argument, 0, OPT_READYFD},
-        {"quiet", no_argument, 0, OPT_QUIET},
-        {"verbose", no_argument, 0, OPT_VERBOSE},
-        {"help", no_argument, 0, OPT_HELP},
-        {"version", no_argument, 0, OPT_VERSION},
-        {0, 0, 0, 0},
-    };
-    struct mrd_store_config sc = {0};
-    struct mrd_ingest_config ic = {0};
-    char host[128] = "127.0.0.1";
-    uint16_t port = DEFAULT_PORT;
-    const char *secret_file = NULL, *port_file = NULL;
-    int ready_fd = -1, verbose = 0, opt;
+    int opt;
     unsigned long long v;
+    snprintf(d->host, sizeof(d->host), "127.0.0.1");
+    d->port = DEFAULT_PORT;
+    d->ready_fd = -1;
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (opt) {
         case OPT_DB:
-            sc.db_path = optarg;
+            d->sc.db_path = optarg;
             break;
         case OPT_LISTEN:
-            if (mrd_hostport_split(optarg, host, sizeof(host), &port) < 0)
+            if (mrd_hostport_split(optarg, d->host, sizeof(d->host), &d->port) < 0)
                 goto bad_value;
             break;
         case OPT_RUN:
-            sc.run_id = optarg;
+            d->sc.run_id = optarg;
             break;
         case OPT_SECRET:
-            secret_file = optarg;
+            d->secret_file = optarg;
             break;
         case OPT_MAXFRAME:
             if (parse_u64(optarg, MRD_FRAME_MIN_MAX, 64u << 20, &v) < 0)
                 goto bad_value;
-            ic.max_frame = (uint32_t)v;
+            d->ic.max_frame = (uint32_t)v;
             break;
         case OPT_MAXCONN:
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
                 goto bad_value;
-            ic.max_connections = (uint32_t)v;
+            d->ic.max_connections = (uint32_t)v;
             break;
         case OPT_MAXPRE:
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
                 goto bad_value;
-            ic.max_prehello = (uint32_t)v;
+            d->ic.max_prehello = (uint32_t)v;
             break;
         case OPT_QUEUE:
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
                 goto bad_value;
-            ic.queue_cap = (size_t)v << 20;
+            d->ic.queue_cap = (size_t)v << 20;
             break;
         case OPT_COMMIT:
             if (parse_u64(optarg, 1, 60000, &v) < 0)
                 goto bad_value;
-            sc.commit_ms = (uint32_t)v;
+            d->sc.commit_ms = (uint32_t)v;
             break;
         case OPT_HELLO_TIMEOUT:
             if (parse_u64(optarg, 1, 3600000, &v) < 0)
                 goto bad_value;
-            ic.hello_timeout_ms = (uint32_t)v;
+            d->ic.hello_timeout_ms = (uint32_t)v;
             break;
         case OPT_SYNC:
-            sc.sync_full = 1;
+            d->sc.sync_full = 1;
             break;
         case OPT_SHARD:
             if (parse_u64(optarg, 0, UINT32_MAX, &v) < 0)
                 goto bad_value;
-            sc.shard_id = (uint32_t)v;
+            d->sc.shard_id = (uint32_t)v;
             break;
         case OPT_PORTFILE:
-            port_file = optarg;
+            d->port_file = optarg;
             break;
         case OPT_READYFD:
             if (parse_u64(optarg, 0, INT_MAX, &v) < 0)
                 goto bad_value;
-            ready_fd = (int)v;
+            d->ready_fd = (int)v;
             break;
         case OPT_QUIET:
-            verbose = -1;
+            d->verbose = -1;
             break;
         case OPT_VERBOSE:
-            verbose = 1;
+            d->verbose = 1;
             break;
         case 'h':
         case OPT_HELP:
             usage(stdout);
-            return 0;
+            return 1;
         case OPT_VERSION:
             printf("meridiand 0.1.0 (protocol %d, schema %d)\n", MRD_PROTOCOL_VERSION,
                    MRD_STORE_SCHEMA_VERSION);
-            return 0;
+            return 1;
         default:
             fprintf(stderr, "meridiand: see --help\n");
             return 2;
@@ -321,78 +332,113 @@ int main(int argc, char **argv)
         fprintf(stderr, "meridiand: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
-    if (!sc.db_path) {
+    if (!d->sc.db_path) {
         fprintf(stderr, "meridiand: --db PATH is required (see --help)\n");
         return 2;
     }
-    static char secret[MRD_SECRET_MAX + 1];
-    int slen = read_secret(secret_file, secret);
-    if (slen < 0)
-        return 1;
-    raise_fd_limit();
+    return 0;
+}
+
+/* Once listening: the port file, the ready fd, and the "listening" line. Returns 0, or -1
+ * when the port file cannot be written (reported). */
+static int announce(const struct daemon_opts *d, struct mrd_store *store, uint16_t bound)
+{
+    int rc;
+    if (d->port_file && (rc = write_port_file(d->port_file, bound)) < 0) {
+        fprintf(stderr, "meridiand: cannot write the port file %s: %s\n", d->port_file,
+                strerror(-rc));
+        return -1;
+    }
+    if (d->ready_fd >= 0) {
+        dprintf(d->ready_fd, "%u\n", bound);
+        close(d->ready_fd);
+    }
+    if (d->verbose >= 0)
+        fprintf(stderr, "meridiand: run %s, database %s\n", mrd_store_run_id(store), d->sc.db_path);
+    printf(strchr(d->host, ':') ? "meridiand: listening on [%s]:%u\n"
+                                : "meridiand: listening on %s:%u\n",
+           d->host, bound);
+    fflush(stdout);
+    return 0;
+}
+
+static void install_signals(void)
+{
     struct sigaction sa = {0};
     sa.sa_handler = SIG_IGN;
     sigaction(SIGPIPE, &sa, NULL);
     sigaction(SIGXFSZ, &sa, NULL); /* a file size limit: an error to handle, not a crash */
+}
 
-    mrd_store_process_init();
-    sc.verbose = verbose;
-    struct mrd_store *store = NULL;
-    struct mrd_ingest *ingest = NULL;
-    int rc = mrd_store_open(&sc, &store);
-    if (rc < 0) {
-        if (rc != -MRD_ERR_CONFIG && rc != -MRD_ERR_SQLITE) /* those were logged with details */
-            fprintf(stderr, "meridiand: cannot open the database %s: %s\n", sc.db_path,
-                    mrd_strerror(rc));
-        goto fail;
-    }
-    ic.host = host;
-    ic.port = port;
-    ic.secret = (const uint8_t *)secret;
-    ic.secret_len = (size_t)slen;
-    ic.verbose = verbose;
-    if ((rc = mrd_ingest_new(&ic, store, &ingest)) < 0)
-        goto fail;
-    explicit_bzero(secret, sizeof(secret));
-    g_ingest = ingest;
+static void on_stop_signals(void)
+{
+    struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
 
-    uint16_t bound = mrd_ingest_port(ingest);
-    if (port_file && (rc = write_port_file(port_file, bound)) < 0) {
-        fprintf(stderr, "meridiand: cannot write the port file %s: %s\n", port_file, strerror(-rc));
+static void print_stats(struct mrd_store *store)
+{
+    struct mrd_store_stats st;
+    mrd_store_get_stats(store, &st);
+    fprintf(stderr,
+            "meridiand: stopped: %llu batches stored (%llu rows), %llu duplicates dropped, "
+            "%llu transactions (%llu failed); writer idle %.2f s, in COMMIT %.2f s\n",
+            (unsigned long long)st.batches, (unsigned long long)st.rows,
+            (unsigned long long)st.duplicates, (unsigned long long)st.transactions,
+            (unsigned long long)st.failed_transactions, (double)st.idle_ns / 1e9,
+            (double)st.commit_ns / 1e9);
+}
+
+int main(int argc, char **argv)
+{
+    static struct daemon_opts d;
+    int rc = parse_args(argc, argv, &d);
+    if (rc != 0)
+        return rc == 1 ? 0 : rc;
+    static char secret[MRD_SECRET_MAX + 1];
+    int slen = read_secret(d.secret_file, secret);
+    if (slen < 0)
+        return 1;
+    raise_fd_limit();
+    install_signals();
+
+    mrd_store_process_init();
+    d.sc.verbose = d.verbose;
+    struct mrd_store *store = NULL;
+    struct mrd_ingest *ingest = NULL;
+    rc = mrd_store_open(&d.sc, &store);
+    if (rc < 0) {
+        if (rc != -MRD_ERR_CONFIG && rc != -MRD_ERR_SQLITE) /* those were logged with details */
+            fprintf(stderr, "meridiand: cannot open the database %s: %s\n", d.sc.db_path,
+                    mrd_strerror(rc));
         goto fail;
     }
-    if (ready_fd >= 0) {
-        dprintf(ready_fd, "%u\n", bound);
-        close(ready_fd);
-    }
-    if (verbose >= 0)
-        fprintf(stderr, "meridiand: run %s, database %s\n", mrd_store_run_id(store), sc.db_path);
-    printf(strchr(host, ':') ? "meridiand: listening on [%s]:%u\n"
-                             : "meridiand: listening on %s:%u\n",
-           host, bound);
-    fflush(stdout);
+    d.ic.host = d.host;
+    d.ic.port = d.port;
+    d.ic.secret = (const uint8_t *)secret;
+    d.ic.secret_len = (size_t)slen;
+    d.ic.verbose = d.verbose;
+    rc = mrd_ingest_new(&d.ic, store, &ingest);
+    explicit_bzero(secret, sizeof(secret)); /* the ingest holds its own copy */
+    if (rc < 0)
+        goto fail;
+    g_ingest = ingest;
+    on_stop_signals();
+    if (announce(&d, store, mrd_ingest_port(ingest)) < 0)
+        goto fail;
 
     rc = mrd_ingest_run(ingest);
-    if (g_signal && verbose >= 0)
+    if (g_signal && d.verbose >= 0)
         fprintf(stderr, "meridiand: stopping on %s: everything received is committed\n",
                 g_signal == SIGINT ? "SIGINT" : "SIGTERM");
     g_ingest = NULL;
     mrd_ingest_free(ingest);
-    struct mrd_store_stats st;
-    mrd_store_get_stats(store, &st);
+    if (d.verbose >= 0)
+        print_stats(store); /* final: the writer committed everything before the loop ended */
     mrd_store_close(store);
-    if (verbose >= 0)
-        fprintf(stderr,
-                "meridiand: stopped: %llu batches stored (%llu rows), %llu duplicates dropped, "
-                "%llu transactions (%llu failed); writer idle %.2f s, in COMMIT %.2f s\n",
-                (unsigned long long)st.batches, (unsigned long long)st.rows,
-                (unsigned long long)st.duplicates, (unsigned long long)st.transactions,
-                (unsigned long long)st.failed_transactions, (double)st.idle_ns / 1e9,
-                (double)st.commit_ns / 1e9);
     return rc < 0 ? 1 : 0;
 fail:
     g_ingest = NULL;
