@@ -191,52 +191,137 @@ static int parse_int(const char *s, int *out)
     return 0;
 }
 
+/* Options of `meridian profile`. */
+enum {
+    O_OVER = 256,
+    O_HTML,
+    O_JSON,
+    O_NOREP,
+    O_NOFIN,
+    O_RUN,
+    O_SINGLE,
+    O_JOBT,
+    O_STYLE,
+    O_AGENT,
+    O_MPI,
+    O_NOMPI,
+    O_DAEMON,
+    O_LISTEN,
+    O_ADV,
+    O_DT,
+    O_ST,
+    O_KEEP,
+    O_FT
+};
+static const struct option lo[] = {{"output", 1, 0, 'o'},
+                                   {"overwrite", 0, 0, O_OVER},
+                                   {"html", 1, 0, O_HTML},
+                                   {"json", 1, 0, O_JSON},
+                                   {"no-report", 0, 0, O_NOREP},
+                                   {"no-finalize", 0, 0, O_NOFIN},
+                                   {"run-id", 1, 0, O_RUN},
+                                   {"single", 0, 0, O_SINGLE},
+                                   {"job-timeout", 1, 0, O_JOBT},
+                                   {"launcher-style", 1, 0, O_STYLE},
+                                   {"agent-lib", 1, 0, O_AGENT},
+                                   {"mpi-lib", 1, 0, O_MPI},
+                                   {"no-mpi-wrappers", 0, 0, O_NOMPI},
+                                   {"meridiand", 1, 0, O_DAEMON},
+                                   {"listen", 1, 0, O_LISTEN},
+                                   {"advertise", 1, 0, O_ADV},
+                                   {"daemon-timeout", 1, 0, O_DT},
+                                   {"stop-timeout", 1, 0, O_ST},
+                                   {"keep-secret", 0, 0, O_KEEP},
+                                   {"finalize-timeout", 1, 0, O_FT},
+                                   {"verbose", 0, 0, 'v'},
+                                   {"help", 0, 0, 'h'},
+                                   {0, 0, 0, 0}};
+/* Applies option c with argument arg to o. Returns 0, 1 after --help (printed), or
+ * -EINVAL (reported, except an unknown option, which getopt reported). */
+static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
+{
+    int bad = 0;
+    switch (c) {
+    case 'o':
+        o->db = arg;
+        break;
+    case O_OVER:
+        o->overwrite = 1;
+        break;
+    case O_HTML:
+        o->html = arg;
+        break;
+    case O_JSON:
+        o->json = arg;
+        break;
+    case O_NOREP:
+        o->no_report = 1;
+        break;
+    case O_NOFIN:
+        o->no_finalize = 1;
+        break;
+    case O_RUN:
+        o->run_id = arg;
+        break;
+    case O_SINGLE:
+        o->single = 1;
+        break;
+    case O_JOBT:
+        bad = parse_int(arg, &o->job_timeout_s);
+        break;
+    case O_STYLE:
+        o->style = arg;
+        break;
+    case O_AGENT:
+        o->agent_lib = arg;
+        break;
+    case O_MPI:
+        o->mpi_lib = arg;
+        break;
+    case O_NOMPI:
+        o->no_mpi = 1;
+        break;
+    case O_DAEMON:
+        o->daemon = arg;
+        break;
+    case O_LISTEN:
+        o->listen = arg;
+        break;
+    case O_ADV:
+        o->advertise = arg;
+        break;
+    case O_DT:
+        bad = parse_int(arg, &o->daemon_timeout_s);
+        break;
+    case O_ST:
+        bad = parse_int(arg, &o->stop_timeout_s);
+        break;
+    case O_KEEP:
+        o->keep_secret = 1;
+        break;
+    case O_FT:
+        bad = parse_int(arg, &o->finalize_timeout_s);
+        break;
+    case 'v':
+        o->verbose = 1;
+        break;
+    case 'h':
+        profile_usage(stdout);
+        return 1;
+    default:
+        return -EINVAL;
+    }
+    if (bad) {
+        fprintf(stderr, "meridian profile: bad value '%s' for an option\n", arg);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* Parses the options before the job's command into o. Returns 1 to run the job (argv from
+ * optind on), 0 after --help, or -EINVAL (reported). */
 static int parse_profile(int argc, char **argv, struct profile_opts *o)
 {
-    enum {
-        O_OVER = 256,
-        O_HTML,
-        O_JSON,
-        O_NOREP,
-        O_NOFIN,
-        O_RUN,
-        O_SINGLE,
-        O_JOBT,
-        O_STYLE,
-        O_AGENT,
-        O_MPI,
-        O_NOMPI,
-        O_DAEMON,
-        O_LISTEN,
-        O_ADV,
-        O_DT,
-        O_ST,
-        O_KEEP,
-        O_FT
-    };
-    static const struct option lo[] = {{"output", 1, 0, 'o'},
-                                       {"overwrite", 0, 0, O_OVER},
-                                       {"html", 1, 0, O_HTML},
-                                       {"json", 1, 0, O_JSON},
-                                       {"no-report", 0, 0, O_NOREP},
-                                       {"no-finalize", 0, 0, O_NOFIN},
-                                       {"run-id", 1, 0, O_RUN},
-                                       {"single", 0, 0, O_SINGLE},
-                                       {"job-timeout", 1, 0, O_JOBT},
-                                       {"launcher-style", 1, 0, O_STYLE},
-                                       {"agent-lib", 1, 0, O_AGENT},
-                                       {"mpi-lib", 1, 0, O_MPI},
-                                       {"no-mpi-wrappers", 0, 0, O_NOMPI},
-                                       {"meridiand", 1, 0, O_DAEMON},
-                                       {"listen", 1, 0, O_LISTEN},
-                                       {"advertise", 1, 0, O_ADV},
-                                       {"daemon-timeout", 1, 0, O_DT},
-                                       {"stop-timeout", 1, 0, O_ST},
-                                       {"keep-secret", 0, 0, O_KEEP},
-                                       {"finalize-timeout", 1, 0, O_FT},
-                                       {"verbose", 0, 0, 'v'},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
     int c;
     memset(o, 0, sizeof(*o));
     o->listen = "127.0.0.1:0";
@@ -246,81 +331,9 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
     optind = 1;
     /* '+': stop at the first non-option, so the job's own options are never parsed here */
     while ((c = getopt_long(argc, argv, "+o:vh", lo, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'o':
-            o->db = optarg;
-            break;
-        case O_OVER:
-            o->overwrite = 1;
-            break;
-        case O_HTML:
-            o->html = optarg;
-            break;
-        case O_JSON:
-            o->json = optarg;
-            break;
-        case O_NOREP:
-            o->no_report = 1;
-            break;
-        case O_NOFIN:
-            o->no_finalize = 1;
-            break;
-        case O_RUN:
-            o->run_id = optarg;
-            break;
-        case O_SINGLE:
-            o->single = 1;
-            break;
-        case O_JOBT:
-            bad = parse_int(optarg, &o->job_timeout_s);
-            break;
-        case O_STYLE:
-            o->style = optarg;
-            break;
-        case O_AGENT:
-            o->agent_lib = optarg;
-            break;
-        case O_MPI:
-            o->mpi_lib = optarg;
-            break;
-        case O_NOMPI:
-            o->no_mpi = 1;
-            break;
-        case O_DAEMON:
-            o->daemon = optarg;
-            break;
-        case O_LISTEN:
-            o->listen = optarg;
-            break;
-        case O_ADV:
-            o->advertise = optarg;
-            break;
-        case O_DT:
-            bad = parse_int(optarg, &o->daemon_timeout_s);
-            break;
-        case O_ST:
-            bad = parse_int(optarg, &o->stop_timeout_s);
-            break;
-        case O_KEEP:
-            o->keep_secret = 1;
-            break;
-        case O_FT:
-            bad = parse_int(optarg, &o->finalize_timeout_s);
-            break;
-        case 'v':
-            o->verbose = 1;
-            break;
-        case 'h':
-            profile_usage(stdout);
-            return 0;
-        default:
-            return -EINVAL;
-        }
-        if (bad) {
-            fprintf(stderr, "meridian profile: bad value '%s' for an option\n", optarg);
-            return -EINVAL;
-        }
+        int rc = apply_profile_option(c, optarg, o);
+        if (rc != 0)
+            return rc == 1 ? 0 : rc;
     }
     if (o->style && strcmp(o->style, "openmpi") && strcmp(o->style, "mpich") &&
         strcmp(o->style, "env")) {
