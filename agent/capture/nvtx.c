@@ -28,8 +28,8 @@
  * push/pop ranges (start time, domain, message copy); start/end ranges, which may end on
  * another thread, live in a shared table of RANGE_SLOTS slots claimed by compare-and-swap.
  * Caps and policies: a push beyond NVTX_DEPTH, or a start with no free slot, is not
- * recorded and counted as MRD_DROP_RING_FULL (a capture-side per-thread buffer was full);
- * pops still balance. Domains and registered strings are copied once into a fixed arena
+ * recorded and counted as MRD_DROP_NVTX_CAP ("nvtx_cap": the ring was not full, the
+ * agent's NVTX bookkeeping was); pops still balance. Domains and registered strings are copied once into a fixed arena
  * (ARENA_BYTES); when it is full, registration returns NULL (names then read as empty).
  */
 #define NVTX_NO_IMPL
@@ -204,7 +204,7 @@ static int push(const char *domain, const struct msg *m, uint32_t color)
         return 0;
     if (stack.depth >= NVTX_DEPTH) {
         stack.overflow++;
-        mrd_agent_count_drop(MRD_DROP_RING_FULL, 1);
+        mrd_agent_count_drop(MRD_DROP_NVTX_CAP, 1);
         return (int)(stack.depth + stack.overflow - 1);
     }
     struct frame *f = &stack.f[stack.depth];
@@ -256,7 +256,7 @@ static nvtxRangeId_t range_start(const char *domain, const struct msg *m, uint32
         atomic_store_explicit(&s->id, id, memory_order_release);
         return id;
     }
-    mrd_agent_count_drop(MRD_DROP_RING_FULL, 1);
+    mrd_agent_count_drop(MRD_DROP_NVTX_CAP, 1);
     return 0;
 }
 

@@ -79,13 +79,25 @@ int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)
     }
 }
 
+int mrd__convert_add(struct mrd_convert *cv, const struct mrd_record *r, int (*finish)(void *),
+                     void *arg)
+{
+    int e = mrd__convert_record(cv, r);
+    if (e != -EAGAIN)
+        return e;
+    int fe = finish(arg);
+    if (fe != 0)
+        return fe; /* the full batch could not be encoded: this record never got one */
+    return mrd__convert_record(cv, r);
+}
+
 int mrd__convert_drop_reason(int err)
 {
     switch (err) {
     case -MRD_ERR_TOO_LARGE:
-    case -EAGAIN:
+    case -EAGAIN: /* even an empty batch had no room for it */
         return MRD_DROP_TOO_LARGE;
-    default: /* -EINVAL, -ENOMEM (see convert.h): DROP_UNKNOWN, 0, named "unknown" */
-        return MERIDIAN__V1__DROP_REASON__DROP_UNKNOWN;
+    default: /* -EINVAL, -ENOMEM and anything else: the agent could not encode it */
+        return MRD_DROP_UNENCODABLE;
     }
 }

@@ -22,13 +22,20 @@ struct mrd_convert {
  * record is dropped: the caller counts it (mrd__convert_drop_reason). Flusher thread. */
 int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r);
 
+/* Adds record *r; when the batch is full (-EAGAIN), calls finish(arg) to encode and queue
+ * it, then tries once more. Returns 0, or the error that lost the record: the add's, or
+ * finish's own when the full batch could not be encoded (e.g. -ENOMEM: the record never
+ * got a batch, and that is not its size). Flusher thread. */
+int mrd__convert_add(struct mrd_convert *cv, const struct mrd_record *r, int (*finish)(void *),
+                     void *arg);
+
 /* The drop reason (enum mrd_drop_reason) under which a record is counted when adding it
- * failed with `err` for good (after finishing the batch and trying again):
- *   -MRD_ERR_TOO_LARGE, and -EAGAIN (the full batch could not be encoded, so the record
- *   never got a batch) -> MRD_DROP_TOO_LARGE;
- *   -EINVAL (a record this agent cannot encode: unknown kind, bad string id), -ENOMEM and
- *   anything else -> DROP_UNKNOWN (0, "unknown"): none of the specific reasons describes them, and
- *   counting them as one would send users after the wrong cause.
+ * failed with `err` for good (mrd__convert_add's result):
+ *   -MRD_ERR_TOO_LARGE, and -EAGAIN after the batch was finished (even an empty batch had
+ *   no room) -> MRD_DROP_TOO_LARGE;
+ *   -EINVAL (a record this agent cannot encode: unknown kind, bad string id), -ENOMEM (the
+ *   builder or the encoder ran out of memory) and anything else -> MRD_DROP_UNENCODABLE
+ *   ("unencodable"). Never 0: reason 0 ("unknown") does not travel with batches.
  * Pure; any thread. */
 int mrd__convert_drop_reason(int err);
 

@@ -240,8 +240,10 @@ static int finish_batch(struct mrd_flusher *f, int64_t now)
 void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s)
 {
     int e = mrd_batch_add_clock_sample(f->b, s);
-    if (e == -EAGAIN && finish_batch(f, mrd__mono_ns()) == 0)
-        e = mrd_batch_add_clock_sample(f->b, s);
+    if (e == -EAGAIN) { /* as mrd__convert_add: a failed finish is the sample's loss */
+        int fe = finish_batch(f, mrd__mono_ns());
+        e = fe == 0 ? mrd_batch_add_clock_sample(f->b, s) : fe;
+    }
     if (e != 0) {
         count_drop_events(mrd__convert_drop_reason(e), 1);
         return;
@@ -252,20 +254,23 @@ void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_samp
     atomic_fetch_add(&f->sh->clock_samples, 1);
 }
 
+static int finish_now(void *arg)
+{
+    return finish_batch(arg, mrd__mono_ns());
+}
+
 static void drain_one(const struct mrd_record *r, void *arg)
 {
     struct mrd_flusher *f = arg;
-    int e = mrd__convert_record(&f->cv, r);
-    if (e == -EAGAIN && finish_batch(f, mrd__mono_ns()) == 0)
-        e = mrd__convert_record(&f->cv, r);
+    int e = mrd__convert_add(&f->cv, r, finish_now, f);
     if (e == 0) {
         if (r->kind < MRD_EV__COUNT)
             f->captured_local[r->kind]++;
         if (f->batch_first_ns == 0)
             f->batch_first_ns = mrd__mono_ns();
     } else {
-        /* e.g. -MRD_ERR_TOO_LARGE: the record cannot fit even an empty batch; -EAGAIN
-         * here: the full batch could not be encoded, so the record never got one */
+        /* -MRD_ERR_TOO_LARGE: the record cannot fit even an empty batch (too_large);
+         * -EINVAL, or -ENOMEM from the add or from encoding the full batch (unencodable) */
         count_drop_events(mrd__convert_drop_reason(e), 1);
     }
 }

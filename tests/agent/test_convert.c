@@ -6,9 +6,12 @@
  * a record of a kind the agent does not know fails with -EINVAL; a record arriving when
  * the batch holds target_events gets -EAGAIN (not a drop: the caller finishes the batch).
  * Each failure must map to the drop reason the flusher counts (mrd__convert_drop_reason):
- * too_large for the first (it was counted as "unknown" before), "unknown" (0) for a record
- * it cannot encode, and the batch is unharmed: an ordinary record still goes in and the
- * batch still finishes.
+ * too_large for the first (it was counted as "unknown" before), "unencodable" for a record
+ * it cannot encode (it was reason 0, "unknown", which never travels with batches), and
+ * the batch is unharmed: an ordinary record still goes in and the batch still finishes.
+ * mrd__convert_add (what the flusher calls): a full batch is finished and the record
+ * added; when finishing fails for lack of memory the record is lost as "unencodable", not
+ * "too_large" (it was counted as too_large before: its size had nothing to do with it).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -18,6 +21,27 @@
 #include "convert.h"
 #include "error.h"
 #include "frame.h"
+
+/* The flusher's finish: encode the pending batch (seq counts up), or fail with `fail`. */
+struct fin {
+    struct mrd_batch_builder *b;
+    int fail, calls;
+    uint64_t seq;
+};
+
+static int fin_call(void *arg)
+{
+    struct fin *f = arg;
+    f->calls++;
+    if (f->fail)
+        return f->fail;
+    uint8_t *frame;
+    size_t len;
+    int e = mrd_batch_builder_finish(f->b, 100 + ++f->seq, &frame, &len);
+    if (e == 0)
+        free(frame);
+    return e;
+}
 
 int main(void)
 {
@@ -44,8 +68,8 @@ int main(void)
     struct mrd_record odd = {.kind = 99};
     e = mrd__convert_record(&cv, &odd);
     CHECK_EQ(e, -EINVAL);
-    CHECK_EQ(mrd__convert_drop_reason(e), 0);
-    CHECK_STREQ(mrd_drop_reason_name(mrd__convert_drop_reason(e)), "unknown");
+    CHECK_EQ(mrd__convert_drop_reason(e), MRD_DROP_UNENCODABLE);
+    CHECK_STREQ(mrd_drop_reason_name(mrd__convert_drop_reason(e)), "unencodable");
     struct mrd_record clock = {.kind = MRD_EV_CLOCK}; /* never travels in rings */
     CHECK_EQ(mrd__convert_record(&cv, &clock), -EINVAL);
 
@@ -66,10 +90,35 @@ int main(void)
     CHECK_LE(len, MRD_FRAME_MIN_MAX);
     free(frame);
 
-    /* the other mappings: -EAGAIN for good (the full batch could not be encoded, so the
-     * record never got one) is too_large; no memory is not any specific cause */
+    /* the other mappings: -EAGAIN for good (even an empty batch had no room) is
+     * too_large; no memory is "unencodable"; no reason is ever 0 (it never travels) */
     CHECK_EQ(mrd__convert_drop_reason(-EAGAIN), MRD_DROP_TOO_LARGE);
-    CHECK_EQ(mrd__convert_drop_reason(-ENOMEM), 0);
+    CHECK_EQ(mrd__convert_drop_reason(-ENOMEM), MRD_DROP_UNENCODABLE);
+    for (int err = -200; err < 0; err++)
+        CHECK(mrd__convert_drop_reason(err) > 0);
+
+    /* mrd__convert_add: a full batch is finished through the callback, then the record
+     * goes in; a finish that fails (-ENOMEM) is the record's loss, as "unencodable" */
+    struct fin real = {.b = b};
+    for (int i = 0; i < 4; i++) {
+        struct mrd_record k = {.kind = MRD_EV_KERNEL};
+        k.ev.kernel.start = 100 + i;
+        CHECK_OK(mrd__convert_add(&cv, &k, fin_call, &real));
+    }
+    CHECK_EQ(real.calls, 0);
+    struct mrd_record k6 = {.kind = MRD_EV_SYNC};
+    CHECK_OK(mrd__convert_add(&cv, &k6, fin_call, &real));
+    CHECK_EQ(real.calls, 1);
+    CHECK_EQ(mrd_batch_builder_pending(b), 1);
+    for (int i = 0; i < 3; i++)
+        CHECK_OK(mrd__convert_record(&cv, &k6));
+    struct fin broken = {.b = b, .fail = -ENOMEM};
+    e = mrd__convert_add(&cv, &k6, fin_call, &broken);
+    CHECK_EQ(broken.calls, 1);
+    CHECK_EQ(e, -ENOMEM);
+    CHECK_EQ(mrd__convert_drop_reason(e), MRD_DROP_UNENCODABLE);
+    CHECK_STREQ(mrd_drop_reason_name(mrd__convert_drop_reason(e)), "unencodable");
+    CHECK_EQ(mrd_batch_builder_pending(b), 4); /* the batch kept its events */
 
     mrd_batch_builder_free(b);
     printf("agent_convert: ok\n");
