@@ -1,8 +1,9 @@
 /* Small helpers every capture source uses on the hot path (see capture.h).
  *
- * The thread id is cached in a thread-local variable: the first call on a thread makes
- * one gettid system call, every later call is a load. Capture runs on threads we do not
- * own, so there is no thread-start hook to fill it earlier.
+ * The thread id is cached in the thread's capture state (struct mrd__capture_thread, in
+ * its ring's state area; not a __thread variable, see capture.h): the first call on a
+ * thread makes one gettid system call, every later call is a load. Capture runs on threads
+ * we do not own, so there is no thread-start hook to fill it earlier.
  */
 #include "capture.h"
 
@@ -12,7 +13,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-static __thread uint32_t cached_tid;
 static atomic_int pinned;
 
 void mrd__capture_pin(void)
@@ -26,11 +26,19 @@ void mrd__capture_pin(void)
         dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
+struct mrd__capture_thread *mrd__capture_thread(void)
+{
+    return mrd_ring_thread_state();
+}
+
 uint32_t mrd__capture_tid(void)
 {
-    if (cached_tid == 0)
-        cached_tid = (uint32_t)syscall(SYS_gettid);
-    return cached_tid;
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    if (t == NULL)
+        return (uint32_t)syscall(SYS_gettid);
+    if (t->tid == 0)
+        t->tid = (uint32_t)syscall(SYS_gettid);
+    return t->tid;
 }
 
 void mrd__capture_copy_str(char *dst, size_t cap, const char *s)

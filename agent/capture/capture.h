@@ -6,6 +6,13 @@
  * fills a struct mrd_record on the stack and hands it to mrd_ring_write (agent/ring).
  * The helpers below are hot-path safe: no lock, no allocation, no system call after a
  * thread's first use (mrd__capture_tid caches gettid() per thread).
+ *
+ * Per-thread state: capture code has no __thread variables. In a dlopen'ed library (which
+ * the agent always is: CUDA, NCCL and NVTX all dlopen it) glibc allocates a module's TLS
+ * block with malloc, possibly under its TLS lock, on each thread's first touch, i.e. on
+ * the application's thread inside its first NVTX or NCCL call. Instead, every per-thread
+ * variable lives in struct mrd__capture_thread, inside the state area of the ring the
+ * thread claims anyway (mrd_ring_thread_state, reached through the ring's pthread key).
  */
 #ifndef MRD_CAPTURE_H
 #define MRD_CAPTURE_H
@@ -14,11 +21,46 @@
 #include <stdint.h>
 
 #include "record.h"
+#include "ring.h"
 
 /* Fixed pool sizes of the NCCL plugin (nccl_plugin.c): Coll/P2p ops and KernelCh
  * channels in flight. */
 #define MRD_NCCL_OP_SLOTS 8192
 #define MRD_NCCL_CH_SLOTS 4096
+
+/* nvtx.c's per-thread push/pop stack: NVTX_DEPTH open ranges, each with its message as
+ * NVTX passed it (registered: lives forever; otherwise copied). */
+#define MRD_NVTX_DEPTH 32
+struct mrd__nvtx_msg {
+    const char *reg;
+    char text[MRD_RECORD_INLINE_STR];
+};
+struct mrd__nvtx_frame {
+    int64_t start;
+    const char *domain;
+    uint32_t color;
+    struct mrd__nvtx_msg m;
+};
+
+/* Every per-thread variable of the capture sources (see the top of this file). Zero-filled
+ * when the thread claims its ring; only the owning thread reads or writes it. */
+struct mrd__capture_thread {
+    uint32_t tid;             /* gettid(), 0 until mrd__capture_tid first runs */
+    int cupti_pace_stalled;   /* cupti.c: this completion thread's last wait saw no progress */
+    uint64_t nccl_ctx_id;     /* nccl_plugin.c: the communicator context and ... */
+    uint64_t nccl_launch_id;  /* ... launch id of this thread's last kernel launch */
+    uint32_t nvtx_depth;      /* nvtx.c: open push/pop ranges recorded in nvtx[] ... */
+    uint32_t nvtx_overflow;   /* ... and pushed beyond MRD_NVTX_DEPTH (not recorded) */
+    struct mrd__nvtx_frame nvtx[MRD_NVTX_DEPTH];
+};
+
+_Static_assert(sizeof(struct mrd__capture_thread) <= MRD_RING_THREAD_STATE_BYTES,
+               "the capture state must fit the ring's per-thread area");
+
+/* The calling thread's capture state (claiming its ring if it has none yet), or NULL when
+ * there is none: agent not started, fork child, or no free ring. Callers then do without
+ * (and count MRD_DROP_NO_THREAD_SLOT where that loses an event). Hot-path safe. */
+struct mrd__capture_thread *mrd__capture_thread(void);
 
 /* Makes this shared object impossible to unload (RTLD_NODELETE), once. NCCL dlcloses
  * its profiler plugin after the last communicator is destroyed, and NVTX dlcloses an
@@ -26,7 +68,8 @@
  * Called by those entry points when the agent is active. Not for hot paths. */
 void mrd__capture_pin(void);
 
-/* The calling thread's OS thread id (gettid), cached per thread after the first call. */
+/* The calling thread's OS thread id (gettid), cached in its capture state after the first
+ * call (a system call every time for a thread without one). */
 uint32_t mrd__capture_tid(void);
 
 /* Copies at most cap - 1 bytes of s (NULL = empty) into dst, always NUL-terminated (cap

@@ -186,11 +186,6 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Set on a completion thread whose last wait saw no progress for PACE_STALL_MS (flusher
- * gone, or no ring for this thread): it then stops waiting until it sees space again, so a
- * dead consumer costs one wait, not one per buffer. */
-static __thread int pace_stalled;
-
 /* Free records in this thread's ring after waking the flusher if it is half full and, when
  * fewer than `want` are free, waiting up to timeout_ns for the flusher to free some. */
 static size_t ring_pace(size_t want, int64_t timeout_ns)
@@ -208,7 +203,11 @@ static size_t ring_pace(size_t want, int64_t timeout_ns)
 
 /* Before each chunk of records: waits (bounded, see the top of this file) until this
  * thread's ring can take the chunk. limit_ns: when this buffer stops waiting (earlier once
- * the exit flush has begun). */
+ * the exit flush has begun). A completion thread whose last wait saw no progress for
+ * PACE_STALL_MS (the flusher is gone) stops waiting until it sees space again, so a dead
+ * consumer costs one wait, not one per buffer: the flag is its capture state's
+ * cupti_pace_stalled (capture.h says why not a __thread variable). A thread without
+ * capture state has no ring: it never waits. */
 static void pace(int64_t limit_ns)
 {
     if (!mrd_ring_space)
@@ -218,19 +217,23 @@ static void pace(int64_t limit_ns)
         if (until < limit_ns)
             limit_ns = until;
     }
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    if (t == NULL)
+        return; /* no ring (none free, fork child): its records are dropped, not waited for */
+    int *stalled = &t->cupti_pace_stalled;
     size_t space = ring_pace(PACE_CHUNK, 0);
     if (space >= PACE_CHUNK) {
-        pace_stalled = 0;
+        *stalled = 0;
         return;
     }
-    if (pace_stalled)
+    if (*stalled)
         return;
     int64_t now = mono_ns(), progress_ns = now, stall = (int64_t)PACE_STALL_MS * 1000000;
     while (space < PACE_CHUNK) {
         if (now >= limit_ns)
             return; /* this buffer's time is up: the rest that does not fit is dropped */
         if (now - progress_ns >= stall) {
-            pace_stalled = 1;
+            *stalled = 1;
             return;
         }
         int64_t until = progress_ns + stall < limit_ns ? progress_ns + stall : limit_ns;

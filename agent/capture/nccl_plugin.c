@@ -107,11 +107,10 @@ static struct api_slot apis[API_SLOTS];
 static _Atomic uint64_t op_cursor, ch_cursor, api_cursor, next_op_id, next_launch_id, next_ctx;
 static const uint64_t launch_token = TAG_LAUNCH; /* the handle of every KernelLaunch */
 
-/* The launching thread's last kernel launch (a plan's ops follow it on that thread). */
-static __thread struct {
-    uint64_t ctx_id;
-    uint64_t launch_id;
-} last_launch;
+/* The launching thread's last kernel launch (a plan's ops follow it on that thread) is
+ * kept in its capture state (nccl_ctx_id, nccl_launch_id; capture.h says why not in a
+ * __thread variable). A thread without one (no free ring) finds its launch through the
+ * GroupApi parent instead, as CUDA's host-callback thread does. */
 
 /* NCCL names its types ncclInt8 .. ncclFloat64, ncclBfloat16, ncclFloat8e4m3/e5m2: the
  * width is in the name. */
@@ -222,8 +221,9 @@ static uint64_t launch_of(const struct comm_ctx *ctx, void *parent, int64_t now)
     struct api_slot *api = as_api(parent, TAG_API);
     if (api && api->graph_captured)
         return 0;
-    if (last_launch.ctx_id == ctx->id && last_launch.launch_id)
-        return last_launch.launch_id;
+    const struct mrd__capture_thread *t = mrd__capture_thread();
+    if (t && t->nccl_ctx_id == ctx->id && t->nccl_launch_id)
+        return t->nccl_launch_id;
     if (!api || !api->group)
         return 0;
     if (atomic_load_explicit(&api->state, memory_order_acquire) == SLOT_DONE &&
@@ -336,7 +336,9 @@ static void *api_start(const struct mrd_nccl_descr_v5 *d)
         a->tag = TAG_GROUP;
         a->group = NULL;
         a->graph_captured = d->u.group_api.graph_captured;
-        last_launch.launch_id = 0; /* a new group: the next ops follow a new launch */
+        struct mrd__capture_thread *t = mrd__capture_thread();
+        if (t)
+            t->nccl_launch_id = 0; /* a new group: the next ops follow a new launch */
     } else {
         a->tag = TAG_API;
         a->group = as_api(d->parent, TAG_GROUP);
@@ -353,8 +355,11 @@ static void *launch_start(const struct comm_ctx *ctx, const struct mrd_nccl_desc
     struct api_slot *g = as_api(d->parent, TAG_GROUP);
     if (g)
         atomic_store_explicit(&g->launch_id, id, memory_order_relaxed);
-    last_launch.ctx_id = ctx->id;
-    last_launch.launch_id = id;
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    if (t) {
+        t->nccl_ctx_id = ctx->id;
+        t->nccl_launch_id = id;
+    }
     mrd__cupti_extcorr_push(id);
     return (void *)&launch_token;
 }

@@ -25,8 +25,12 @@
  * is the thread's name and whose thread is the named thread.
  *
  * Hot path (application threads): a per-thread stack of NVTX_DEPTH frames holds open
- * push/pop ranges (start time, domain, message copy); start/end ranges, which may end on
- * another thread, live in a shared table of RANGE_SLOTS slots claimed by compare-and-swap.
+ * push/pop ranges (start time, domain, message copy), in the thread's capture state (its
+ * ring's state area, capture.h; not __thread: that would make glibc malloc ~3 KB on the
+ * thread's first NVTX call); start/end ranges, which may end on another thread, live in a
+ * shared table of RANGE_SLOTS slots claimed by compare-and-swap. A thread that gets no
+ * ring (more threads than MERIDIAN_RING_THREADS) has no stack: its pushes are counted as
+ * MRD_DROP_NO_THREAD_SLOT, as its other records are.
  * Caps and policies: a push beyond NVTX_DEPTH, or a start with no free slot, is not
  * recorded and counted as MRD_DROP_NVTX_CAP ("nvtx_cap": the ring was not full, the
  * agent's NVTX bookkeeping was); pops still balance. Domains and registered strings are copied once into a fixed arena
@@ -45,7 +49,7 @@
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
-#define NVTX_DEPTH     32
+#define NVTX_DEPTH     MRD_NVTX_DEPTH
 #define RANGE_SLOTS    1024
 #define RANGE_PROBES   16
 #define ARENA_BYTES    (256 * 1024)
@@ -53,30 +57,12 @@
 
 MRD_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
 
-/* A message as NVTX passed it: registered (lives forever) or copied. */
-struct msg {
-    const char *reg;
-    char text[MRD_RECORD_INLINE_STR];
-};
-
-struct frame {
-    int64_t start;
-    const char *domain;
-    uint32_t color;
-    struct msg m;
-};
-
-static __thread struct {
-    uint32_t depth, overflow;
-    struct frame f[NVTX_DEPTH];
-} stack;
-
 struct range_slot {
     _Atomic uint64_t id; /* 0 free, ~0 being filled, else the range id */
     int64_t start;
     const char *domain;
     uint32_t color, thread;
-    struct msg m;
+    struct mrd__nvtx_msg m;
 };
 
 static struct range_slot ranges[RANGE_SLOTS];
@@ -143,7 +129,7 @@ static const char *arena_copy_wide(const wchar_t *w)
 }
 
 /* The message of an event attribute structure (older, shorter structures: none). */
-static void attr_msg(const nvtxEventAttributes_t *a, struct msg *m, uint32_t *color)
+static void attr_msg(const nvtxEventAttributes_t *a, struct mrd__nvtx_msg *m, uint32_t *color)
 {
     m->reg = NULL;
     m->text[0] = '\0';
@@ -172,7 +158,7 @@ static void attr_msg(const nvtxEventAttributes_t *a, struct msg *m, uint32_t *co
 
 /* ---- records ---------------------------------------------------------------------- */
 
-static void emit(uint32_t kind, int64_t start, int64_t end, const char *domain, const struct msg *m,
+static void emit(uint32_t kind, int64_t start, int64_t end, const char *domain, const struct mrd__nvtx_msg *m,
                  uint32_t color, uint32_t thread, uint32_t depth)
 {
     struct mrd_record r;
@@ -190,7 +176,7 @@ static void emit(uint32_t kind, int64_t start, int64_t end, const char *domain, 
     mrd_ring_write(&r);
 }
 
-static void mark(const char *domain, const struct msg *m, uint32_t color)
+static void mark(const char *domain, const struct mrd__nvtx_msg *m, uint32_t color)
 {
     if (!mrd_agent_active())
         return;
@@ -198,44 +184,52 @@ static void mark(const char *domain, const struct msg *m, uint32_t color)
     emit(MRD_NVTX_MARK, now, now, domain, m, color, mrd__capture_tid(), 0);
 }
 
-static int push(const char *domain, const struct msg *m, uint32_t color)
+static int push(const char *domain, const struct mrd__nvtx_msg *m, uint32_t color)
 {
     if (!mrd_agent_active())
         return 0;
-    if (stack.depth >= NVTX_DEPTH) {
-        stack.overflow++;
-        mrd_agent_count_drop(MRD_DROP_NVTX_CAP, 1);
-        return (int)(stack.depth + stack.overflow - 1);
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    if (t == NULL) { /* no ring for this thread: nothing it writes is kept either */
+        mrd_agent_count_drop(MRD_DROP_NO_THREAD_SLOT, 1);
+        return 0;
     }
-    struct frame *f = &stack.f[stack.depth];
+    if (t->nvtx_depth >= NVTX_DEPTH) {
+        t->nvtx_overflow++;
+        mrd_agent_count_drop(MRD_DROP_NVTX_CAP, 1);
+        return (int)(t->nvtx_depth + t->nvtx_overflow - 1);
+    }
+    struct mrd__nvtx_frame *f = &t->nvtx[t->nvtx_depth];
     f->domain = domain;
     f->color = color;
     f->m = *m;
     f->start = mrd_clock_now();
-    return (int)stack.depth++;
+    return (int)t->nvtx_depth++;
 }
 
 static int pop(const char *domain)
 {
-    if (stack.overflow > 0) {
-        stack.overflow--;
-        return (int)(stack.depth + stack.overflow);
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    if (t == NULL)
+        return -1;
+    if (t->nvtx_overflow > 0) {
+        t->nvtx_overflow--;
+        return (int)(t->nvtx_depth + t->nvtx_overflow);
     }
     int64_t now = mrd_clock_now();
-    for (uint32_t i = stack.depth; i-- > 0;) {
-        struct frame *f = &stack.f[i];
+    for (uint32_t i = t->nvtx_depth; i-- > 0;) {
+        struct mrd__nvtx_frame *f = &t->nvtx[i];
         if (f->domain != domain)
             continue;
         if (mrd_agent_active())
             emit(MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color, mrd__capture_tid(), i);
-        memmove(f, f + 1, (stack.depth - i - 1) * sizeof(*f));
-        stack.depth--;
+        memmove(f, f + 1, (t->nvtx_depth - i - 1) * sizeof(*f));
+        t->nvtx_depth--;
         return (int)i;
     }
     return -1; /* NVTX: negative when there was no open range */
 }
 
-static nvtxRangeId_t range_start(const char *domain, const struct msg *m, uint32_t color)
+static nvtxRangeId_t range_start(const char *domain, const struct mrd__nvtx_msg *m, uint32_t color)
 {
     if (!mrd_agent_active())
         return 0;
@@ -280,7 +274,7 @@ _Static_assert(RANGE_SLOTS == 1 << 10, "range ids keep the slot in their low 10 
 
 static void NVTX_API mark_ex(const nvtxEventAttributes_t *a)
 {
-    struct msg m;
+    struct mrd__nvtx_msg m;
     uint32_t color;
     attr_msg(a, &m, &color);
     mark(NULL, &m, color);
@@ -288,21 +282,21 @@ static void NVTX_API mark_ex(const nvtxEventAttributes_t *a)
 
 static void NVTX_API mark_a(const char *s)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     ascii_copy(s, m.text);
     mark(NULL, &m, 0);
 }
 
 static void NVTX_API mark_w(const wchar_t *s)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     wide_to_utf8(s, m.text, sizeof(m.text));
     mark(NULL, &m, 0);
 }
 
 static nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t *a)
 {
-    struct msg m;
+    struct mrd__nvtx_msg m;
     uint32_t color;
     attr_msg(a, &m, &color);
     return range_start(NULL, &m, color);
@@ -310,14 +304,14 @@ static nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t *a)
 
 static nvtxRangeId_t NVTX_API range_start_a(const char *s)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     ascii_copy(s, m.text);
     return range_start(NULL, &m, 0);
 }
 
 static nvtxRangeId_t NVTX_API range_start_w(const wchar_t *s)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     wide_to_utf8(s, m.text, sizeof(m.text));
     return range_start(NULL, &m, 0);
 }
@@ -329,7 +323,7 @@ static void NVTX_API range_end_fn(nvtxRangeId_t id)
 
 static int NVTX_API push_ex(const nvtxEventAttributes_t *a)
 {
-    struct msg m;
+    struct mrd__nvtx_msg m;
     uint32_t color;
     attr_msg(a, &m, &color);
     return push(NULL, &m, color);
@@ -337,14 +331,14 @@ static int NVTX_API push_ex(const nvtxEventAttributes_t *a)
 
 static int NVTX_API push_a(const char *s)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     ascii_copy(s, m.text);
     return push(NULL, &m, 0);
 }
 
 static int NVTX_API push_w(const wchar_t *s)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     wide_to_utf8(s, m.text, sizeof(m.text));
     return push(NULL, &m, 0);
 }
@@ -354,7 +348,7 @@ static int NVTX_API pop_fn(void)
     return pop(NULL);
 }
 
-static void name_thread(uint32_t tid, const struct msg *m)
+static void name_thread(uint32_t tid, const struct mrd__nvtx_msg *m)
 {
     if (!mrd_agent_active())
         return;
@@ -364,14 +358,14 @@ static void name_thread(uint32_t tid, const struct msg *m)
 
 static void NVTX_API name_os_thread_a(uint32_t tid, const char *name)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     ascii_copy(name, m.text);
     name_thread(tid, &m);
 }
 
 static void NVTX_API name_os_thread_w(uint32_t tid, const wchar_t *name)
 {
-    struct msg m = {NULL, ""};
+    struct mrd__nvtx_msg m = {NULL, ""};
     wide_to_utf8(name, m.text, sizeof(m.text));
     name_thread(tid, &m);
 }
@@ -385,7 +379,7 @@ static const char *dom(nvtxDomainHandle_t d)
 
 static void NVTX_API domain_mark_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-    struct msg m;
+    struct mrd__nvtx_msg m;
     uint32_t color;
     attr_msg(a, &m, &color);
     mark(dom(d), &m, color);
@@ -394,7 +388,7 @@ static void NVTX_API domain_mark_ex(nvtxDomainHandle_t d, const nvtxEventAttribu
 static nvtxRangeId_t NVTX_API domain_range_start_ex(nvtxDomainHandle_t d,
                                                     const nvtxEventAttributes_t *a)
 {
-    struct msg m;
+    struct mrd__nvtx_msg m;
     uint32_t color;
     attr_msg(a, &m, &color);
     return range_start(dom(d), &m, color);
@@ -408,7 +402,7 @@ static void NVTX_API domain_range_end(nvtxDomainHandle_t d, nvtxRangeId_t id)
 
 static int NVTX_API domain_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-    struct msg m;
+    struct mrd__nvtx_msg m;
     uint32_t color;
     attr_msg(a, &m, &color);
     return push(dom(d), &m, color);

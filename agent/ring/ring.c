@@ -16,6 +16,10 @@
  * Design:
  *  - A fixed array of `max_threads` rings is mapped once at init (MAP_NORESERVE: pages are
  *    committed only when a thread actually writes), so the hot path never allocates.
+ *  - Each ring also carries MRD_RING_THREAD_STATE_BYTES of per-thread capture state (the
+ *    NVTX push/pop stack, the cached thread id, ...: mrd_ring_thread_state), in the same
+ *    mapping, after the records; zeroed by the thread that claims the ring. Capture code
+ *    keeps no __thread variables for the same reason as below.
  *  - A thread's first write claims a FREE ring with one compare-and-swap and remembers it
  *    in a pthread key (not __thread: in a dlopen'ed library, TLS is either allocated with
  *    malloc on a thread's first touch or, as initial-exec, can make dlopen fail with
@@ -70,6 +74,7 @@ struct ring {
 };
 
 static struct ring *g_rings;
+static unsigned char *g_states; /* g_nrings * MRD_RING_THREAD_STATE_BYTES, after the slots */
 static unsigned g_nrings;
 static uint64_t g_mask;
 static size_t g_map_bytes;
@@ -121,9 +126,11 @@ int mrd_ring_init(unsigned max_threads, unsigned records_per_ring)
     size_t header = ((size_t)max_threads * sizeof(struct ring) + 4095) & ~(size_t)4095;
     size_t per_ring = (size_t)records_per_ring * sizeof(struct mrd_record);
     if (per_ring / sizeof(struct mrd_record) != records_per_ring ||
-        (SIZE_MAX - header) / max_threads < per_ring)
+        (SIZE_MAX - header - 4096) / max_threads < per_ring + MRD_RING_THREAD_STATE_BYTES)
         return -EINVAL;
-    size_t bytes = header + (size_t)max_threads * per_ring;
+    /* page-aligned, so each thread's state is a page of its own */
+    size_t states = (header + (size_t)max_threads * per_ring + 4095) & ~(size_t)4095;
+    size_t bytes = states + (size_t)max_threads * MRD_RING_THREAD_STATE_BYTES;
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
     if (p == MAP_FAILED)
@@ -133,6 +140,7 @@ int mrd_ring_init(unsigned max_threads, unsigned records_per_ring)
     for (unsigned i = 0; i < max_threads; i++)
         rings[i].slots = (struct mrd_record *)((char *)p + header + (size_t)i * per_ring);
     g_rings = rings;
+    g_states = (unsigned char *)p + states;
     g_nrings = max_threads;
     g_mask = records_per_ring - 1;
     g_map_bytes = bytes;
@@ -152,6 +160,9 @@ static struct ring *ring_claim(unsigned gen)
         if (atomic_load_explicit(&g_rings[i].state, memory_order_relaxed) != RING_FREE)
             continue;
         if (atomic_compare_exchange_strong(&g_rings[i].state, &expect, RING_OWNED)) {
+            /* the previous owner's capture state, if any, is not ours */
+            memset(g_states + (size_t)i * MRD_RING_THREAD_STATE_BYTES, 0,
+                   MRD_RING_THREAD_STATE_BYTES);
             uintptr_t key = ((uintptr_t)(gen & 0xffffffu) << 24) | (uintptr_t)(i + 1);
             (void)pthread_setspecific(g_key, (void *)key);
             return &g_rings[i];
@@ -212,6 +223,18 @@ int mrd_ring_write(const struct mrd_record *r)
     memcpy(&rg->slots[h & g_mask], r, sizeof *r);
     atomic_store_explicit(&rg->head, h + 1, memory_order_release);
     return 0;
+}
+
+void *mrd_ring_thread_state(void)
+{
+    if (atomic_load_explicit(&g_disabled, memory_order_relaxed) ||
+        !atomic_load_explicit(&g_keys_ready, memory_order_acquire))
+        return NULL;
+    unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
+    struct ring *rg = ring_current(gen);
+    if (rg == NULL && (rg = ring_claim_throttled(gen)) == NULL)
+        return NULL;
+    return g_states + (size_t)(rg - g_rings) * MRD_RING_THREAD_STATE_BYTES;
 }
 
 /* The calling thread's ring, claiming one if needed; NULL when none. */
@@ -353,6 +376,7 @@ void mrd_ring_shutdown(void)
     atomic_fetch_add(&g_gen, 1); /* every thread's claim is now stale */
     munmap(g_rings, g_map_bytes);
     g_rings = NULL;
+    g_states = NULL;
     g_nrings = 0;
     atomic_store(&g_drop_noslot, 0);
 }

@@ -17,6 +17,10 @@
 
 #define MRD_RING_RELEASE_EVERY 1024
 
+/* Bytes of per-thread capture state carried by every ring for the thread that owns it
+ * (mrd_ring_thread_state). Added after v1 (additive). */
+#define MRD_RING_THREAD_STATE_BYTES 4096
+
 /* Allocates `max_threads` rings of `records_per_ring` records each (power of two).
  * Call once, before any writer, from the agent's init. Returns 0, -EINVAL, -ENOMEM. */
 int mrd_ring_init(unsigned max_threads, unsigned records_per_ring);
@@ -24,6 +28,17 @@ int mrd_ring_init(unsigned max_threads, unsigned records_per_ring);
 /* Hot path, any thread: copy *r into this thread's ring. Returns 0, or -EAGAIN when the
  * record was dropped (counted). Safe to call before mrd_ring_init (drops, counted). */
 int mrd_ring_write(const struct mrd_record *r);
+
+/* Hot path, any thread: the calling thread's capture state, MRD_RING_THREAD_STATE_BYTES
+ * bytes (64-byte aligned) that belong to the ring it owns, claiming a ring as
+ * mrd_ring_write does when it has none yet. Capture code keeps its per-thread variables
+ * here instead of in __thread ones (which glibc allocates with malloc on each thread's
+ * first touch in a dlopen'ed library). Zero-filled when the thread claims its ring; only
+ * that thread uses it; it goes with the ring when the thread exits (and is zeroed again for
+ * the next owner). NULL when disabled, before init, or when no ring is free (the caller
+ * then does without and counts what it loses as MRD_DROP_NO_THREAD_SLOT). No lock, no
+ * allocation, no system call after the thread's claim. Added after v1 (additive). */
+void *mrd_ring_thread_state(void);
 
 /* Free records in the calling thread's ring (claiming one if the thread has none yet;
  * 0 when disabled or no ring is free). Lets a producer that writes in bursts from its own

@@ -17,6 +17,11 @@
  *    wait may run into its 2 s timeout (a lost wake-up, of the consumer or of the sleeping
  *    producer, would), and the wakes are far fewer than the records. Without a consumer
  *    a wait ends at its timeout.
+ * 6. Per-thread capture state (mrd_ring_thread_state): one area per ring, 64-byte aligned,
+ *    zeroed for each new owner (also when a ring is handed from an exited thread to a new
+ *    one), the same on every call of a thread, private to it (THREADS_STATE threads fill
+ *    theirs at once and find only their own bytes), NULL for a thread without a ring,
+ *    before init and after mrd_ring_disable.
  * Built twice: plain (agent_ring) and with ThreadSanitizer (agent_ring_tsan).
  */
 #include <errno.h>
@@ -266,6 +271,97 @@ static void test_slots(void)
     mrd_ring_shutdown();
 }
 
+/* ---- 6. per-thread capture state ---- */
+
+#define THREADS_STATE 16
+
+static pthread_barrier_t state_barrier;
+
+static int all_bytes(const unsigned char *p, unsigned char v)
+{
+    for (size_t i = 0; i < MRD_RING_THREAD_STATE_BYTES; i++)
+        if (p[i] != v)
+            return 0;
+    return 1;
+}
+
+/* Fills its state with its own byte, waits for every other thread to do the same, checks
+ * nothing else wrote there, and returns the area (or NULL when it got none). */
+static void *fill_state(void *arg)
+{
+    unsigned char mark = (unsigned char)(uintptr_t)arg;
+    unsigned char *st = mrd_ring_thread_state();
+    if (st != NULL) {
+        CHECK(all_bytes(st, 0));
+        CHECK_EQ((uintptr_t)st % 64, 0);
+        memset(st, mark, MRD_RING_THREAD_STATE_BYTES);
+    }
+    pthread_barrier_wait(&state_barrier);
+    if (st != NULL) {
+        CHECK(mrd_ring_thread_state() == st);
+        CHECK(all_bytes(st, mark));
+    }
+    pthread_barrier_wait(&state_barrier);
+    return st;
+}
+
+static void test_thread_state(void)
+{
+    CHECK_OK(mrd_ring_init(THREADS_STATE + 1, 16));
+    unsigned char *mine = mrd_ring_thread_state();
+    CHECK(mine != NULL && all_bytes(mine, 0));
+    mine[0] = 42;
+    struct mrd_record r;
+    make_record(&r, 0, 1);
+    CHECK_OK(mrd_ring_write(&r)); /* the ring behind the state is this thread's ring */
+    CHECK_UEQ(mrd_ring_space(), 15);
+    CHECK(mrd_ring_thread_state() == mine && mine[0] == 42);
+
+    /* THREADS_STATE threads at once: each its own area */
+    pthread_t t[THREADS_STATE];
+    void *got[THREADS_STATE];
+    CHECK_OK(pthread_barrier_init(&state_barrier, NULL, THREADS_STATE));
+    for (uintptr_t i = 0; i < THREADS_STATE; i++)
+        CHECK_OK(pthread_create(&t[i], NULL, fill_state, (void *)(i + 1)));
+    for (int i = 0; i < THREADS_STATE; i++) {
+        pthread_join(t[i], &got[i]);
+        CHECK(got[i] != NULL && got[i] != (void *)mine);
+        for (int j = 0; j < i; j++)
+            CHECK(got[j] != got[i]);
+    }
+    CHECK(mine[0] == 42);
+
+    /* their rings (no records) are orphans; once the consumer has passed, new threads get
+     * them back, zeroed: the old owners' bytes are gone */
+    size_t n = 0;
+    CHECK_UEQ(mrd_ring_drain(count_records, &n, SIZE_MAX), 1);
+    CHECK_OK(pthread_barrier_destroy(&state_barrier));
+    CHECK_OK(pthread_barrier_init(&state_barrier, NULL, THREADS_STATE));
+    for (uintptr_t i = 0; i < THREADS_STATE; i++)
+        CHECK_OK(pthread_create(&t[i], NULL, fill_state, (void *)(i + 100)));
+    for (int i = 0; i < THREADS_STATE; i++) {
+        void *again;
+        pthread_join(t[i], &again);
+        int reused = 0;
+        for (int j = 0; j < THREADS_STATE; j++)
+            reused |= again == got[j];
+        CHECK(reused); /* fill_state found it zeroed */
+    }
+    CHECK_OK(pthread_barrier_destroy(&state_barrier));
+    mrd_ring_shutdown();
+
+    /* more threads than rings: no state for the one without a ring */
+    CHECK_OK(mrd_ring_init(1, 16));
+    CHECK(mrd_ring_thread_state() != NULL);
+    CHECK_OK(pthread_barrier_init(&state_barrier, NULL, 1));
+    void *none = (void *)1;
+    CHECK_OK(pthread_create(&t[0], NULL, fill_state, (void *)7));
+    pthread_join(t[0], &none);
+    CHECK(none == NULL);
+    CHECK_OK(pthread_barrier_destroy(&state_barrier));
+    mrd_ring_shutdown();
+}
+
 /* ---- 4. before init, disabled ---- */
 
 static void test_before_init_and_disable(void)
@@ -273,13 +369,16 @@ static void test_before_init_and_disable(void)
     struct mrd_record r;
     make_record(&r, 0, 1);
     CHECK_EQ(mrd_ring_write(&r), -EAGAIN); /* no rings yet */
+    CHECK(mrd_ring_thread_state() == NULL);
     CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 1);
     CHECK_EQ(mrd_ring_init(3, 100), -EINVAL); /* not a power of two */
     CHECK_EQ(mrd_ring_init(0, 64), -EINVAL);
     CHECK_OK(mrd_ring_init(1, 64));
     CHECK_OK(mrd_ring_write(&r));
+    CHECK(mrd_ring_thread_state() != NULL);
     mrd_ring_disable();
     CHECK_EQ(mrd_ring_write(&r), -EAGAIN);
+    CHECK(mrd_ring_thread_state() == NULL);
     CHECK_UEQ(mrd_ring_space(), 0);
     CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), 0);
     size_t n = 0;
@@ -405,6 +504,7 @@ int main(void)
     test_concurrent();
     test_slots();
     test_paced();
+    test_thread_state();
     test_before_init_and_disable(); /* last: disabling is permanent */
     return 0;
 }

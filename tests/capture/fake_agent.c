@@ -7,12 +7,14 @@
 #include "fake_agent.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#define MAX_GPUS  16
-#define MAX_HOOKS 8
+#define MAX_GPUS    16
+#define MAX_HOOKS   8
+#define MAX_THREADS 512 /* threads holding capture state at once (mrd_ring_thread_state) */
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -261,6 +263,40 @@ size_t mrd_ring_space(void)
     size_t n = fk.cap > fk.count ? fk.cap - fk.count : 0;
     pthread_mutex_unlock(&mu);
     return n;
+}
+
+/* Per-thread state as the real ring keeps it: a fixed pool, one slot per live thread,
+ * found through a pthread key, zeroed for each new owner, freed at thread exit. */
+static _Alignas(64) unsigned char states[MAX_THREADS][MRD_RING_THREAD_STATE_BYTES];
+static _Atomic int state_used[MAX_THREADS];
+static pthread_key_t state_key;
+static pthread_once_t state_once = PTHREAD_ONCE_INIT;
+
+static void state_release(void *v)
+{
+    atomic_store(&state_used[(unsigned char(*)[MRD_RING_THREAD_STATE_BYTES])v - states], 0);
+}
+
+static void state_key_create(void)
+{
+    pthread_key_create(&state_key, state_release);
+}
+
+void *mrd_ring_thread_state(void)
+{
+    pthread_once(&state_once, state_key_create);
+    void *v = pthread_getspecific(state_key);
+    if (v)
+        return v;
+    for (int i = 0; i < MAX_THREADS; i++) {
+        int expect = 0;
+        if (atomic_compare_exchange_strong(&state_used[i], &expect, 1)) {
+            memset(states[i], 0, sizeof(states[i]));
+            pthread_setspecific(state_key, states[i]);
+            return states[i];
+        }
+    }
+    return NULL;
 }
 
 size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *arg, size_t max)

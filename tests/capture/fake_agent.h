@@ -2,7 +2,7 @@
  *
  * It implements agent/core/agent.h and agent/ring/ring.h with observable state: one
  * mutex-protected record store instead of per-thread rings (its capacity can be shrunk
- * to test drops), counters that tests read back, a settable clock, and the GPUs, flush
+ * to test drops), per-thread capture state from a fixed pool of 512 (mrd_ring_thread_state), counters that tests read back, a settable clock, and the GPUs, flush
  * hooks and shutdown calls the capture code made. Test-only: it locks on the hot path.
  */
 #ifndef MRD_TEST_FAKE_AGENT_H
