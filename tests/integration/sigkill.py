@@ -29,7 +29,7 @@ d.start()
 report = wd.file("report.txt")
 ranks = 16
 cmd = itest.replay_cmd(
-    args, d, report, "--ranks", str(ranks), "--events", "60000", "--batch-events", "1500",
+    args, d, report, "--ranks", str(ranks), "--events", "200000", "--batch-events", "1500",
     "--rate", "12000", "--burst-rate", "48000", "--burst-ms", "150", "--burst-period-ms", "700",
     "--window", "8", "--retry-ms", "40000", "--seed", "23", "--quiet")
 itest.log("run: " + " ".join(cmd))
