@@ -17,7 +17,9 @@
  * pre-zeroed pool, buffer callbacks, then the kinds: CONCURRENT_KERNEL (never KERNEL),
  * MEMCPY, MEMCPY2, MEMSET, SYNCHRONIZATION, EXTERNAL_CORRELATION, GRAPH_TRACE (unless
  * MERIDIAN_GRAPH_NODES=1 asks for per-node kernels), OVERHEAD, DEVICE, and API records for
- * the whitelist in cupti_convert.c only.
+ * the whitelist in cupti_convert.c only. A step that fails undoes the earlier ones on one
+ * cleanup path (kinds off, cuptiUnsubscribe, pool unmapped): CUPTI is left free for
+ * another tool and the 128 MiB pool is not kept for nothing.
  *
  * Workload: up to a few hundred thousand records a second. Caps and policies:
  *  - buffer pool: MERIDIAN_CUPTI_BUFFERS buffers (default 16, at most 64) of
@@ -356,8 +358,10 @@ int mrd__cupti_pool_create(size_t buf_bytes, unsigned nbufs)
     return 0;
 }
 
-/* Another tool owns CUPTI, or this CUPTI is not the one we were built for: say so once. */
-static int other_owner(void)
+/* Claims CUPTI: 0 with *sub our subscriber (the caller unsubscribes it if set-up fails
+ * later), or 1 when another tool owns CUPTI or this CUPTI is not the one we were built
+ * for (said once on stderr; no subscriber then). */
+static int claim_cupti(CUpti_SubscriberHandle *sub)
 {
     uint32_t version = 0;
     if (getenv("NSYS_PROFILING_SESSION_ID")) {
@@ -379,9 +383,8 @@ static int other_owner(void)
     p.subscriberName = "meridian";
     p.oldSubscriberName = owner;
     p.oldSubscriberSize = sizeof(owner) - 1;
-    CUpti_SubscriberHandle sub;
-    CUptiResult r = cuptiSubscribe_v2 ? cuptiSubscribe_v2(&sub, subscriber_cb, NULL, &p)
-                                      : cuptiSubscribe(&sub, subscriber_cb, NULL);
+    CUptiResult r = cuptiSubscribe_v2 ? cuptiSubscribe_v2(sub, subscriber_cb, NULL, &p)
+                                      : cuptiSubscribe(sub, subscriber_cb, NULL);
     if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
         fprintf(stderr,
                 "meridian: CUPTI is already in use by %s; meridian's CUDA capture "
@@ -463,25 +466,49 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
     return 0;
 }
 
-static int setup(void)
+/* The activity kinds enable_kinds may have turned on (a failed set-up turns them off). */
+static const CUpti_ActivityKind all_kinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
+    CUPTI_ACTIVITY_KIND_DEVICE,
+};
+
+void mrd__cupti_pool_destroy(void)
+{
+    if (cu.pool)
+        munmap(cu.pool, cu.buf_bytes * cu.nbufs);
+    cu.pool = NULL;
+    cu.nbufs = 0; /* the request callback hands out nothing from now on */
+    cu.buf_bytes = 0;
+    for (unsigned i = 0; i < POOL_MAX; i++) /* a new pool starts with every buffer free */
+        atomic_store(&cu.busy[i], 0);
+}
+
+int mrd__cupti_setup(void)
 {
     uint8_t one = 1;
     size_t sz = sizeof(one);
+    CUpti_SubscriberHandle sub = NULL;
     CUptiResult r;
+    int e;
 
     if (read_options())
         return -EINVAL;
-    if (other_owner())
-        return -EBUSY;
-    if (mrd__cupti_pool_create(cu.opt_buf_bytes, cu.opt_nbufs) != 0) {
+    if (claim_cupti(&sub))
+        return -EBUSY; /* nothing claimed, nothing to undo */
+    e = mrd__cupti_pool_create(cu.opt_buf_bytes, cu.opt_nbufs);
+    if (e != 0) {
         fprintf(stderr, "meridian: cannot map CUPTI buffers; CUDA capture stays off\n");
-        return -ENOMEM;
+        goto fail;
     }
+    e = -EIO;
     r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
     if (r != CUPTI_SUCCESS) {
         fprintf(stderr, "meridian: CUPTI timestamp callback: %s; CUDA capture stays off\n",
                 cupti_err(r));
-        return -EIO;
+        goto fail;
     }
     r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
     if (r != CUPTI_SUCCESS)
@@ -490,9 +517,22 @@ static int setup(void)
     if (r != CUPTI_SUCCESS) {
         fprintf(stderr, "meridian: CUPTI buffer callbacks: %s; CUDA capture stays off\n",
                 cupti_err(r));
-        return -EIO;
+        goto fail;
     }
-    return enable_kinds(mrd_agent_config());
+    e = enable_kinds(mrd_agent_config());
+    if (e != 0)
+        goto fail;
+    return 0;
+
+fail:
+    /* Leave CUPTI as we found it: no kind of ours on, our subscriber gone (another tool, or
+     * a later InitializeInjection of someone else, may take it), the pool unmapped. The
+     * buffer callbacks cannot be unregistered; with no pool they hand out nothing. */
+    for (size_t i = 0; i < sizeof(all_kinds) / sizeof(all_kinds[0]); i++)
+        cuptiActivityDisable(all_kinds[i]);
+    cuptiUnsubscribe(sub);
+    mrd__cupti_pool_destroy();
+    return e;
 }
 
 /* The CUDA driver's injection entry: called once, on the thread initialising CUDA,
@@ -506,7 +546,7 @@ MRD_EXPORT int InitializeInjection(void)
         return 1;
     if (!mrd_agent_start())
         return 1;
-    if (setup() != 0)
+    if (mrd__cupti_setup() != 0)
         return 1; /* inert for CUDA; NCCL/NVTX capture may still run */
     atomic_store(&cu.owned, 1);
     mrd_agent_on_flush(cupti_flush_hook);

@@ -52,6 +52,16 @@ void mrd__cupti_convert_stats(uint64_t *overhead_records, uint64_t *overhead_ns,
  * -EINVAL (bad size, or called twice) or -errno from mmap. */
 int mrd__cupti_pool_create(size_t buf_bytes, unsigned nbufs);
 
+/* Unmaps the pool (none: nothing). The request callback then hands out no buffer. Only
+ * while CUPTI holds none of them (a failed set-up; tests). */
+void mrd__cupti_pool_destroy(void);
+
+/* InitializeInjection's set-up (cupti.c): options, claim CUPTI (subscriber), pool,
+ * timestamp callback, buffer callbacks, kinds. Returns 0 with all of it in place, or a
+ * negative code with none of it: kinds turned off, subscriber released, pool unmapped
+ * (said once on stderr). Exposed for tests, which fail each step in turn. */
+int mrd__cupti_setup(void);
+
 /* CUPTI's buffer-request callback: hands out a free pool buffer, or none (NULL, size 0:
  * CUPTI then drops and counts) when all are out. Any thread; lock-free. */
 void CUPTIAPI mrd__cupti_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records);
