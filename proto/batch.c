@@ -703,6 +703,20 @@ fail:
     return rc;
 }
 
+/* A new frame limit for later appends; refused while the pending events exceed it (their
+ * batch was sized for the old one). Builder thread. */
+int mrd_batch_builder_set_max_frame(struct mrd_batch_builder *b, uint32_t max_frame)
+{
+    uint32_t m = max_frame ? max_frame : MRD_FRAME_DEFAULT_MAX;
+
+    if (!b || m < MRD_FRAME_MIN_MAX)
+        return -EINVAL;
+    if (b->bytes > m)
+        return -EBUSY;
+    b->max_frame = m;
+    return 0;
+}
+
 /* Marks every string that batch seq defined as acknowledged (committed by the
  * aggregator): no later batch defines it again. Exactly the ids batch seq carried, in
  * whatever order acks arrive; unknown or repeated seqs change nothing. Builder thread. */

@@ -64,6 +64,13 @@ int mrd_batch_add_clock_sample(struct mrd_batch_builder *b, const struct mrd_clo
 int mrd_batch_add_gpu_clock_sample(struct mrd_batch_builder *b,
                                    const struct mrd_gpu_clock_sample *e);
 
+/* Sets the frame limit for events appended from now on (the peer announced its own:
+ * HelloReply.max_frame_bytes); 0 means MRD_FRAME_DEFAULT_MAX. Returns 0; -EINVAL below
+ * MRD_FRAME_MIN_MAX; -EBUSY, changing nothing, when the events already pending need more
+ * than the new limit (finish the batch first, then set it). Builder thread. Added after
+ * v1 (additive). */
+int mrd_batch_builder_set_max_frame(struct mrd_batch_builder *b, uint32_t max_frame);
+
 /* Sets the cumulative drop counters (indexed by enum mrd_drop_reason) sent with the next
  * batch. */
 void mrd_batch_builder_set_dropped(struct mrd_batch_builder *b,
