@@ -7,7 +7,8 @@
  * sent again, oldest first (at-least-once; the aggregator de-duplicates by (run, rank,
  * seq)). A refused Hello (wrong secret, wrong run) is logged once and retried at the
  * slowest pace. A GPU registered after the Hello makes the agent say hello again once the
- * queue is idle, so the aggregator's gpus table learns it.
+ * queue is idle, so the aggregator's gpus table learns it. The HelloReply's frame limit
+ * applies to every batch built afterwards; a queued frame over it is re-split (resplit.c).
  *
  * Goodbye: queued like any control frame, then our sending side is shut (the aggregator
  * reads everything before it sees EOF). An aggregator that announced goodbye_acks in its
@@ -81,7 +82,6 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
         f->next_connect_ns = now + (int64_t)MRD_BACKOFF_MAX_MS * 1000000;
         return;
     }
-    f->peer_max_frame = r->max_frame_bytes ? r->max_frame_bytes : MRD_FRAME_DEFAULT_MAX;
     f->peer_acks_goodbye = r->goodbye_acks;
     if (r->committed_seq >= f->next_seq) {
         /* Not ours: another process used this rank in this run with later sequence
@@ -97,6 +97,9 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
     if (f->ever_connected)
         mrd_batch_builder_reset_unacked(f->b);
     mrd_txq_rewind(&f->q);
+    /* batches built from now on fit this aggregator's limit; queued ones over it are
+     * re-split when the cursor reaches them (write_batches) */
+    mrd__tx_apply_peer_limit(f, r->max_frame_bytes, now);
     f->write_off = 0;
     f->ever_connected = 1;
     f->backoff_ms = 0;
@@ -156,8 +159,13 @@ static void write_batches(struct mrd_flusher *f, int64_t now)
     }
     struct mrd_txq_entry *en;
     while ((en = mrd_txq_peek_unsent(&f->q)) != NULL) {
-        if (f->write_off == 0 && en->len > f->peer_max_frame) {
-            mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
+        if (f->write_off == 0 && en->len - MRD_FRAME_HEADER_BYTES > f->peer_max_frame) {
+            /* built before this aggregator's limit was known (resplit.c) */
+            if (f->builder_max_frame == f->peer_max_frame && en->seq < f->builder_limit_seq)
+                mrd__tx_resplit(f, now);
+            else /* built for this limit and still over it (cannot happen), or the builder
+                    cannot go that low: re-splitting would not make it fit */
+                mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
             continue;
         }
         ssize_t n = mrd_conn_write(&f->data, en->frame + f->write_off, en->len - f->write_off);

@@ -193,7 +193,7 @@ static void count_drop_events(int reason, uint64_t n)
 
 /* Encodes the pending events (and current drop counters) as the next batch and queues
  * it. Returns 0, or a negative code when the builder could not finish (events stay). */
-static int finish_batch(struct mrd_flusher *f, int64_t now)
+int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now)
 {
     uint64_t captured[MRD_EV__COUNT], dropped[MRD_DROP__COUNT], drops = 0;
     mrd_agent_counters(captured, dropped);
@@ -218,7 +218,8 @@ static int finish_batch(struct mrd_flusher *f, int64_t now)
     f->last_batch_ns = now;
     f->drops_in_last_batch = drops;
     f->cv.new_string_bytes = 0;
-    mrd__tx_record_frame(f, frame, len);
+    if (!f->resplitting) /* a re-split frame's events are in the file already (resplit.c) */
+        mrd__tx_record_frame(f, frame, len);
 
     if (f->record_only) {
         mrd_batch_builder_acked(f->b, seq);
@@ -241,7 +242,7 @@ void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_samp
 {
     int e = mrd_batch_add_clock_sample(f->b, s);
     if (e == -EAGAIN) { /* as mrd__convert_add: a failed finish is the sample's loss */
-        int fe = finish_batch(f, mrd__mono_ns());
+        int fe = mrd__tx_finish_batch(f, mrd__mono_ns());
         e = fe == 0 ? mrd_batch_add_clock_sample(f->b, s) : fe;
     }
     if (e != 0) {
@@ -256,7 +257,7 @@ void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_samp
 
 static int finish_now(void *arg)
 {
-    return finish_batch(arg, mrd__mono_ns());
+    return mrd__tx_finish_batch(arg, mrd__mono_ns());
 }
 
 static void drain_one(const struct mrd_record *r, void *arg)
@@ -303,7 +304,7 @@ static void maybe_finish(struct mrd_flusher *f, int64_t now, int force)
         due = drops != f->drops_in_last_batch;
     }
     if (due)
-        (void)finish_batch(f, now);
+        (void)mrd__tx_finish_batch(f, now);
 }
 
 /* ---- exit ------------------------------------------------------------------------- */
@@ -523,7 +524,7 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     if (e != 0)
         goto fail;
     f->cv = (struct mrd_convert){.b = f->b, .target_events = cfg->batch_events};
-    f->peer_max_frame = MRD_FRAME_DEFAULT_MAX;
+    f->peer_max_frame = f->builder_max_frame = f->builder_max_ever = MRD_FRAME_DEFAULT_MAX;
 
     wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake < 0) {

@@ -65,7 +65,11 @@ struct mrd_flusher {
     uint32_t backoff_ms;
     int ever_connected;
     int refusal_logged;
-    uint32_t peer_max_frame;
+    uint32_t peer_max_frame;    /* HelloReply.max_frame_bytes (payload bytes) */
+    uint32_t builder_max_frame; /* the limit the builder applies now (resplit.c) ... */
+    uint32_t builder_max_ever;  /* ... and the largest it ever applied */
+    uint64_t builder_limit_seq; /* first batch seq built under builder_max_frame */
+    int resplitting;            /* batches finished now hold a re-split frame's events */
     uint64_t hello_gpu_gen;
     int64_t hello_ns;
     struct mrd_gpu gpus[MRD_MAX_GPUS]; /* snapshot for the Hello being built */
@@ -119,6 +123,19 @@ void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian_
                         Meridian__V1__GpuInfo *gp[], int role, int with_secret);
 void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s);
 uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms);
+
+/* Encodes the pending events (and current drop counters) as the next batch and queues it
+ * (and records it, unless re-splitting). Returns 0, or a negative code when the builder
+ * could not finish (the events stay pending). */
+int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now);
+
+/* resplit.c: the builder takes the limit a HelloReply announced (0: the default), finishing
+ * the pending batch first if it was sized for a larger one. */
+void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t now);
+/* The unsent frame at the queue's cursor is over the peer's limit: takes it out and queues
+ * its events again in batches within the limit (new seqs). Returns 0, or a negative code
+ * when it could not be decoded (its events are counted as unencodable). */
+int mrd__tx_resplit(struct mrd_flusher *f, int64_t now);
 
 /* datalink.c */
 void mrd__data_step(struct mrd_flusher *f, int64_t now);

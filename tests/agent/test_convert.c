@@ -12,6 +12,8 @@
  * mrd__convert_add (what the flusher calls): a full batch is finished and the record
  * added; when finishing fails for lack of memory the record is lost as "unencodable", not
  * "too_large" (it was counted as too_large before: its size had nothing to do with it).
+ * mrd_batch_builder_set_max_frame: refused below the protocol's minimum and while the
+ * pending batch is bigger than the new limit; afterwards every batch fits it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -120,6 +122,45 @@ int main(void)
     CHECK_STREQ(mrd_drop_reason_name(mrd__convert_drop_reason(e)), "unencodable");
     CHECK_EQ(mrd_batch_builder_pending(b), 4); /* the batch kept its events */
 
+    mrd_batch_builder_free(b);
+
+    /* mrd_batch_builder_set_max_frame (the aggregator's HelloReply.max_frame_bytes): not
+     * below the smallest frame a peer may announce; refused while the pending batch is
+     * bigger than the new limit; once set, every batch fits it */
+    bc.max_frame = 0;
+    bc.target_events = 100000;
+    CHECK_OK(mrd_batch_builder_new(&bc, &b));
+    cv = (struct mrd_convert){.b = b, .target_events = 100000};
+    CHECK_EQ(mrd_batch_builder_set_max_frame(b, MRD_FRAME_MIN_MAX - 1), -EINVAL);
+    for (int i = 0; i < 2000; i++) {
+        struct mrd_record k = {.kind = MRD_EV_KERNEL};
+        k.ev.kernel.start = (int64_t)i * 7919 * 7919;
+        k.ev.kernel.correlation = (uint64_t)i * 104729;
+        CHECK_OK(mrd__convert_record(&cv, &k));
+    }
+    CHECK_EQ(mrd_batch_builder_set_max_frame(b, 8192), -EBUSY);
+    CHECK_EQ(mrd_batch_builder_pending(b), 2000);
+    CHECK_OK(mrd_batch_builder_finish(b, 50, &frame, &len));
+    CHECK(len > 8192 + MRD_FRAME_HEADER_BYTES); /* built for the 4 MiB default */
+    free(frame);
+    CHECK_OK(mrd_batch_builder_set_max_frame(b, 8192));
+    int batches = 0, added = 0;
+    for (int i = 0; i < 2000; i++) {
+        struct mrd_record k = {.kind = MRD_EV_KERNEL};
+        k.ev.kernel.start = (int64_t)i * 7919 * 7919;
+        k.ev.kernel.correlation = (uint64_t)i * 104729;
+        e = mrd__convert_record(&cv, &k);
+        if (e == -EAGAIN) {
+            CHECK_OK(mrd_batch_builder_finish(b, 51 + (uint64_t)batches++, &frame, &len));
+            CHECK_LE(len - MRD_FRAME_HEADER_BYTES, 8192);
+            free(frame);
+            e = mrd__convert_record(&cv, &k);
+        }
+        CHECK_OK(e);
+        added++;
+    }
+    CHECK(batches >= 2);
+    CHECK_EQ(added, 2000);
     mrd_batch_builder_free(b);
     printf("agent_convert: ok\n");
     return 0;

@@ -27,6 +27,10 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
             connection (as if meridiand died right after reading it): the agent
             reconnects, sends the Goodbye again, gets it acknowledged; the database has
             ranks.goodbye = 1 and the agent's transport totals, the exit line no loss.
+  maxframe  meridiand --max-frame 65536, started 1.5 s after the agent: the batches built
+            before the HelloReply (sized for the 4 MiB default) are re-split to fit, the
+            later ones are built to fit; every record is stored exactly once, nothing is
+            lost or rejected as too large, no stored batch is over the limit.
   goodbye_unacked  a relay that swallows every Goodbye and keeps the connection open:
             the agent waits for the Ack only until the flush deadline (+ the small goodbye
             grace), says "goodbye not acknowledged", and ranks.goodbye stays 0.
@@ -69,9 +73,10 @@ DAEMONS = []
 
 
 class Daemon:
-    def __init__(self, exe, workdir, port=0, commit_ms=20):
+    def __init__(self, exe, workdir, port=0, commit_ms=20, extra=()):
         DAEMONS.append(self)
         self.commit_ms = commit_ms
+        self.extra = list(extra)
         self.exe, self.workdir = exe, workdir
         self.db = os.path.join(workdir, "run.db")
         self.port = port
@@ -85,7 +90,8 @@ class Daemon:
         env = dict(os.environ, MERIDIAN_SECRET=SECRET)
         self.proc = subprocess.Popen(
             [self.exe, "--db", self.db, "--listen", "127.0.0.1:%d" % self.port,
-             "--run-id", RUN_ID, "--port-file", port_file, "--commit-ms", str(self.commit_ms)],
+             "--run-id", RUN_ID, "--port-file", port_file, "--commit-ms", str(self.commit_ms)]
+            + self.extra,
             env=env, stdout=self.log, stderr=self.log)
         deadline = time.time() + 10
         while not os.path.exists(port_file):
@@ -554,10 +560,39 @@ def sc_goodbye_unacked(a, wd, deadline_ms=1500):
           % (took, deadline_ms, s.exit_lines[-1]))
 
 
+def sc_maxframe(a, wd, limit=65536):
+    port = free_port()
+    # big batches while no aggregator is there: one batch for everything before the Hello
+    s = Synth(a.synth, agent_env(port, MERIDIAN_BATCH_EVENTS=200000, MERIDIAN_BATCH_MS=4000),
+              ["--events", "200000", "--rate", "40000", "--mixed"])
+    time.sleep(1.5)
+    d = Daemon(a.meridiand, wd, port=port, extra=["--max-frame", str(limit)])
+    d.start()
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    check(s.active == 1 and s.refused == 0 and s.mixed_refused == 0,
+          "active=%d refused=%d/%d" % (s.active, s.refused, s.mixed_refused))
+    check(s.lost == 0, "lost %d: %r" % (s.lost, s.loss))
+    check_exactly_once(d.db, s)
+    nvtx = db_query(d.db, "SELECT COUNT(*) FROM nvtx")[0][0]
+    ops = db_query(d.db, "SELECT COUNT(*) FROM nccl_ops")[0][0]
+    check(nvtx + ops == s.mixed_written, "nvtx %d + nccl_ops %d stored, %d written"
+          % (nvtx, ops, s.mixed_written))
+    unnamed = db_query(d.db, "SELECT COUNT(*) FROM nvtx WHERE name_id IS NULL")[0][0]
+    check(unnamed == 0, "%d nvtx rows lost their name" % unnamed)
+    n, biggest = db_query(d.db, "SELECT COUNT(*), MAX(wire_bytes) FROM batches")[0]
+    check(biggest <= limit + 8, "a stored batch of %d bytes over the %d limit" % (biggest, limit))
+    rejected = dict(db_query(d.db, "SELECT name, value FROM aggregator_counters"))
+    check(rejected.get("rejected_too_large", 0) == 0, "rejected as too large: %r" % rejected)
+    print("maxframe: %d records in %d batches of at most %d bytes; %s"
+          % (s.written + s.mixed_written, n, biggest, s.exit_lines[-1]))
+
+
 SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "queue": sc_queue,
              "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
              "gpu": sc_gpu, "clock": sc_clock, "goodbye": sc_goodbye,
-             "goodbye_unacked": sc_goodbye_unacked}
+             "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe}
 
 
 def main():

@@ -1,0 +1,172 @@
+/* Frame limit of the aggregator: applying HelloReply.max_frame_bytes, and re-splitting a
+ * queued batch frame that is larger than it.
+ *
+ * Where it sits: the flusher thread. On every HelloReply the batch builder takes the
+ * announced limit (mrd__tx_apply_peer_limit), so every batch built from then on fits it.
+ * A batch built before the limit was known (before the first HelloReply the agent builds
+ * for the 4 MiB default) or for an earlier aggregator with a larger limit may still be in
+ * the unacknowledged queue: when the data connection reaches such a frame,
+ * mrd__tx_resplit takes it out of the queue, decodes it and appends its events again to
+ * the builder, which finishes them into batches within the limit under new sequence
+ * numbers. Policy, chosen so that `meridiand --max-frame` below 4 MiB loses nothing:
+ *  - the old sequence number is never sent: this aggregator cannot have committed that
+ *    frame (it refuses frames over its limit, and committed_seq has already trimmed what
+ *    any earlier one committed), so the new batches duplicate nothing;
+ *  - string ids are the builder's own, so the new batches define the strings they use;
+ *  - the record file keeps the original frame only (its events are in the file once);
+ *  - an event that cannot fit even an empty batch is dropped and counted (too_large); a
+ *    frame that cannot be decoded, or a re-added event the builder refuses for another
+ *    reason, is dropped and counted (unencodable); a new batch the queue cannot take is
+ *    queue_full as usual.
+ *  - when the builder cannot use the peer's limit (an announcement below
+ *    MRD_FRAME_MIN_MAX, which no aggregator may make), oversized frames are dropped and
+ *    counted as too_large instead: re-splitting could not make them fit.
+ *
+ * Workload: rare (the first batches of a run against an aggregator with a small limit,
+ * or after reconnecting to a different one). Decoding a frame of up to a few MiB takes
+ * milliseconds on the flusher thread; capture threads never wait for it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "flusher_int.h"
+#include "frame.h"
+
+/* The kinds a batch carries: read one with the cursor, append it to the builder. */
+#define KIND(name, type)                                                                           \
+    static int next_##name(struct mrd_batch_cursor *c, void *e)                                    \
+    {                                                                                              \
+        return mrd_batch_next_##name(c, (type *)e);                                                \
+    }                                                                                              \
+    static int add_##name(struct mrd_batch_builder *b, const void *e)                              \
+    {                                                                                              \
+        return mrd_batch_add_##name(b, (const type *)e);                                           \
+    }
+KIND(kernel, struct mrd_kernel)
+KIND(memcpy, struct mrd_memcpy)
+KIND(memset, struct mrd_memset)
+KIND(sync, struct mrd_sync)
+KIND(api, struct mrd_api)
+KIND(graph, struct mrd_graph)
+KIND(extcorr, struct mrd_extcorr)
+KIND(nvtx, struct mrd_nvtx)
+KIND(nccl_op, struct mrd_nccl_op)
+KIND(nccl_channel, struct mrd_nccl_channel)
+KIND(mpi, struct mrd_mpi)
+KIND(clock_sample, struct mrd_clock_sample)
+KIND(gpu_clock_sample, struct mrd_gpu_clock_sample)
+
+static const struct {
+    int (*next)(struct mrd_batch_cursor *c, void *e);
+    int (*add)(struct mrd_batch_builder *b, const void *e);
+} kinds[MRD_EV__COUNT] = {
+    [MRD_EV_KERNEL] = {next_kernel, add_kernel},
+    [MRD_EV_MEMCPY] = {next_memcpy, add_memcpy},
+    [MRD_EV_MEMSET] = {next_memset, add_memset},
+    [MRD_EV_SYNC] = {next_sync, add_sync},
+    [MRD_EV_API] = {next_api, add_api},
+    [MRD_EV_GRAPH] = {next_graph, add_graph},
+    [MRD_EV_EXTCORR] = {next_extcorr, add_extcorr},
+    [MRD_EV_NVTX] = {next_nvtx, add_nvtx},
+    [MRD_EV_NCCL_OP] = {next_nccl_op, add_nccl_op},
+    [MRD_EV_NCCL_CHANNEL] = {next_nccl_channel, add_nccl_channel},
+    [MRD_EV_MPI] = {next_mpi, add_mpi},
+    [MRD_EV_CLOCK] = {next_clock_sample, add_clock_sample},
+    [MRD_EV_GPU_CLOCK] = {next_gpu_clock_sample, add_gpu_clock_sample},
+};
+
+void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t now)
+{
+    uint32_t limit = announced ? announced : MRD_FRAME_DEFAULT_MAX;
+    f->peer_max_frame = limit;
+    if (limit < MRD_FRAME_MIN_MAX)
+        limit = MRD_FRAME_MIN_MAX; /* not a valid announcement: the builder's floor */
+    if (limit == f->builder_max_frame)
+        return;
+    int e = mrd_batch_builder_set_max_frame(f->b, limit);
+    if (e == -EBUSY && mrd__tx_finish_batch(f, now) == 0) /* pending: sized for the old one */
+        e = mrd_batch_builder_set_max_frame(f->b, limit);
+    if (e != 0)
+        return; /* later frames over the limit are re-split or dropped in write_batches */
+    f->builder_max_frame = limit;
+    f->builder_limit_seq = f->next_seq;
+    if (limit > f->builder_max_ever)
+        f->builder_max_ever = limit;
+}
+
+/* Appends every event of a checked batch to the builder, finishing batches as they fill;
+ * an event the builder refuses is counted as lost. */
+static void readd(struct mrd_flusher *f, const Meridian__V1__Batch *m, int64_t now)
+{
+    union {
+        struct mrd_kernel k;
+        struct mrd_memcpy mc;
+        struct mrd_memset ms;
+        struct mrd_sync s;
+        struct mrd_api a;
+        struct mrd_graph g;
+        struct mrd_extcorr x;
+        struct mrd_nvtx n;
+        struct mrd_nccl_op o;
+        struct mrd_nccl_channel ch;
+        struct mrd_mpi mpi;
+        struct mrd_clock_sample cs;
+        struct mrd_gpu_clock_sample gs;
+    } ev;
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        struct mrd_batch_cursor c;
+        mrd_batch_cursor_init(&c, m);
+        while (kinds[k].next(&c, &ev)) {
+            int e = kinds[k].add(f->b, &ev);
+            if (e == -EAGAIN) {
+                int fe = mrd__tx_finish_batch(f, now);
+                e = fe == 0 ? kinds[k].add(f->b, &ev) : fe;
+            }
+            if (e != 0)
+                mrd_agent_count_drop(mrd__convert_drop_reason(e), 1);
+        }
+    }
+}
+
+int mrd__tx_resplit(struct mrd_flusher *f, int64_t now)
+{
+    struct mrd_txq_entry *en = mrd_txq_peek_unsent(&f->q);
+    ProtobufCMessage *msg = NULL;
+    struct mrd_frame_header h;
+    const char *why = NULL;
+    int e;
+
+    if (en == NULL)
+        return 0;
+    /* the builder made this frame under a limit of at most builder_max_ever */
+    e = mrd_frame_header_parse(en->frame, en->len, f->builder_max_ever, &h);
+    if (e == 0 && (h.type != MRD_FRAME_BATCH || en->len < MRD_FRAME_HEADER_BYTES + h.length))
+        e = -MRD_ERR_MALFORMED;
+    if (e == 0)
+        e = mrd_frame_decode(&h, en->frame + MRD_FRAME_HEADER_BYTES, f->builder_max_ever, &msg);
+    if (e == 0)
+        e = mrd_batch_check((const Meridian__V1__Batch *)msg, &why);
+    uint32_t events = mrd_txq_remove_cursor(&f->q);
+    if (e != 0) {
+        mrd_agent_count_drop(MRD_DROP_UNENCODABLE, events);
+        goto done;
+    }
+    /* What is pending is new: it goes out as a batch of its own (and into the record file),
+     * so that the batches finished while re-splitting hold the old events only. */
+    if (mrd_batch_builder_pending(f->b) > 0 && mrd__tx_finish_batch(f, now) != 0) {
+        e = -ENOMEM;
+        mrd_agent_count_drop(MRD_DROP_UNENCODABLE, events);
+        goto done;
+    }
+    f->resplitting = 1;
+    readd(f, (const Meridian__V1__Batch *)msg, now);
+    if (mrd_batch_builder_pending(f->b) > 0)
+        (void)mrd__tx_finish_batch(f, now); /* a failure keeps them pending: sent later */
+    f->resplitting = 0;
+done:
+    if (msg)
+        protobuf_c_message_free_unpacked(msg, NULL);
+    atomic_store(&f->sh->events_queued, f->q.events);
+    return e;
+}
