@@ -535,6 +535,31 @@ fail:
     return e;
 }
 
+/* CUPTI's own counters for the Goodbye (category "cupti"; agent.h): its OVERHEAD records
+ * and the time they report, records of kinds this agent does not convert, and requests
+ * the pool could not serve. */
+static size_t cupti_counters(struct mrd_named_counter *out, size_t max)
+{
+    uint64_t n = 0, ns = 0, unknown = 0;
+    mrd__cupti_convert_stats(&n, &ns, &unknown);
+    const struct mrd_named_counter c[] = {
+        {"cupti", "overhead_records", n},
+        {"cupti", "overhead_ns", ns},
+        {"cupti", "unknown_records", unknown},
+        {"cupti", "pool_misses", mrd__cupti_pool_misses()},
+    };
+    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
+    memcpy(out, c, k * sizeof(c[0]));
+    return k;
+}
+
+void mrd__cupti_register_counters(void)
+{
+    static atomic_int done;
+    if (!atomic_exchange(&done, 1))
+        mrd_agent_add_counter_source(cupti_counters);
+}
+
 /* The CUDA driver's injection entry: called once, on the thread initialising CUDA,
  * before any context exists. Decides whether this process is a rank, claims CUPTI and
  * enables the activity kinds (see the top of this file). Always returns 1 (0 would make
@@ -550,6 +575,7 @@ MRD_EXPORT int InitializeInjection(void)
         return 1; /* inert for CUDA; NCCL/NVTX capture may still run */
     atomic_store(&cu.owned, 1);
     mrd_agent_on_flush(cupti_flush_hook);
+    mrd__cupti_register_counters();
     start_flusher();
     return 1;
 }

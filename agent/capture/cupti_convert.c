@@ -12,6 +12,10 @@
  * process) are the exception: they look up the PCI bus id through the driver and register
  * the GPU with the agent.
  *
+ * Self-cost: OVERHEAD records are counted (records and the time they report), as are
+ * records of kinds this agent does not convert; cupti.c reports both in the Goodbye
+ * (agent_counters, category "cupti").
+ *
  * Loss accounting: kernel, memcpy and memset records whose start and end are both 0 were
  * produced when CUPTI's device-side buffer overflowed; they are counted as
  * MRD_DROP_CUPTI_DEVICE and not emitted (CAPTURE-FACTS.md, "Loss shows up two ways").

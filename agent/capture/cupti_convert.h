@@ -47,6 +47,11 @@ int mrd__cupti_emit(const CUpti_Activity *rec);
 void mrd__cupti_convert_stats(uint64_t *overhead_records, uint64_t *overhead_ns,
                               uint64_t *unknown_records);
 
+/* Registers CUPTI's counters (overhead_records, overhead_ns, unknown_records,
+ * pool_misses; category "cupti") with the agent, once, so they travel in the Goodbye and
+ * land in agent_counters. InitializeInjection calls it; so do test drivers. */
+void mrd__cupti_register_counters(void);
+
 /* Maps the pool of nbufs CUPTI buffers of buf_bytes each (a multiple of 8), pre-faulted
  * and zeroed. Once per process, before the buffer callbacks are registered. Returns 0,
  * -EINVAL (bad size, or called twice) or -errno from mmap. */

@@ -37,7 +37,8 @@
 #include "ring.h"
 #include "transport.h"
 
-#define MAX_FLUSH_HOOKS 8
+#define MAX_FLUSH_HOOKS     8
+#define MAX_COUNTER_SOURCES 4
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct mrd_agent_config g_cfg;
@@ -51,6 +52,10 @@ static _Atomic uint64_t g_dropped[MRD_DROP__COUNT];
 
 static void (*_Atomic g_hooks[MAX_FLUSH_HOOKS])(void);
 static _Atomic unsigned g_nhooks;
+
+typedef size_t (*counter_source_fn)(struct mrd_named_counter *out, size_t max);
+static _Atomic counter_source_fn g_sources[MAX_COUNTER_SOURCES];
+static _Atomic unsigned g_nsources;
 
 static const char *env_get(const char *name, void *arg)
 {
@@ -169,6 +174,32 @@ void mrd_agent_on_flush(void (*fn)(void))
         atomic_store(&g_hooks[i], fn);
     else
         fprintf(stderr, "meridian: more than %d flush hooks; one is ignored\n", MAX_FLUSH_HOOKS);
+}
+
+void mrd_agent_add_counter_source(size_t (*fn)(struct mrd_named_counter *out, size_t max))
+{
+    if (fn == NULL)
+        return;
+    unsigned i = atomic_fetch_add(&g_nsources, 1);
+    if (i < MAX_COUNTER_SOURCES)
+        atomic_store(&g_sources[i], fn);
+    else if (i == MAX_COUNTER_SOURCES)
+        fprintf(stderr, "meridian: more than %d counter sources; the rest are ignored\n",
+                MAX_COUNTER_SOURCES);
+}
+
+size_t mrd_agent_named_counters(struct mrd_named_counter *out, size_t max)
+{
+    size_t n = 0;
+    unsigned k = atomic_load(&g_nsources);
+    for (unsigned i = 0; i < k && i < MAX_COUNTER_SOURCES && n < max; i++) {
+        counter_source_fn fn = atomic_load(&g_sources[i]);
+        if (fn) {
+            size_t got = fn(out + n, max - n);
+            n += got < max - n ? got : max - n;
+        }
+    }
+    return n;
 }
 
 /* Sum of every drop reason: what the exit line calls "lost". */

@@ -24,6 +24,7 @@
 #ifndef MRD_AGENT_H
 #define MRD_AGENT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "events.h"
@@ -71,6 +72,27 @@ int64_t mrd_clock_now(void);
 void mrd_agent_count_captured(int kind, uint64_t n);
 void mrd_agent_count_drop(int reason, uint64_t n);
 void mrd_agent_counters(uint64_t captured[MRD_EV__COUNT], uint64_t dropped[MRD_DROP__COUNT]);
+
+/* A cumulative counter outside the captured/dropped lists, e.g. CUPTI's own overhead
+ * (category "cupti": overhead_records, overhead_ns, ...). Both strings are static and
+ * made of [a-z0-9_] (category 1-32 bytes, not captured/dropped/transport; name 1-64). They
+ * travel in the Goodbye (Goodbye.named) and land in the database's agent_counters.
+ * Added after v1 of this contract (additive). */
+struct mrd_named_counter {
+    const char *category, *name;
+    uint64_t value;
+};
+#define MRD_AGENT_NAMED_MAX 16 /* named counters per Goodbye, all sources together */
+
+/* Registers a source of named counters (up to 4 sources; more are ignored, said once on
+ * stderr): fn writes up to max entries into out and returns how many. It runs on the
+ * flusher thread when the Goodbye is built (after the flush hooks): cheap, thread-safe,
+ * no lock a capture callback holds. Any thread. Added after v1 (additive). */
+void mrd_agent_add_counter_source(size_t (*fn)(struct mrd_named_counter *out, size_t max));
+
+/* Every registered source's counters, in registration order, at most max in all. Returns
+ * how many were written. Any thread. Added after v1 (additive). */
+size_t mrd_agent_named_counters(struct mrd_named_counter *out, size_t max);
 
 /* Registers a GPU seen by capture (uuid, PCI id) so the hello carries it. Any thread. */
 void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id,

@@ -384,6 +384,16 @@ void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb)
     }
     g->captured = gb->cp;
     g->dropped = gb->dp;
+    size_t nn = mrd_agent_named_counters(gb->named, MRD_AGENT_NAMED_MAX);
+    for (size_t i = 0; i < nn; i++) {
+        meridian__v1__named_counter__init(&gb->nc[i]);
+        gb->nc[i].category = (char *)gb->named[i].category;
+        gb->nc[i].name = (char *)gb->named[i].name;
+        gb->nc[i].value = gb->named[i].value;
+        gb->np[i] = &gb->nc[i];
+    }
+    g->n_named = nn;
+    g->named = nn ? gb->np : NULL;
     g->bytes_sent = atomic_load(&f->sh->bytes_sent);
     g->batches_sent =
         f->record_only ? f->next_seq - f->first_seq : atomic_load(&f->sh->batches_sent);

@@ -112,6 +112,8 @@ struct mrd_goodbye_buf {
     Meridian__V1__Goodbye g;
     Meridian__V1__Counter cc[MRD_EV__COUNT], dc[MRD_DROP__COUNT];
     Meridian__V1__Counter *cp[MRD_EV__COUNT], *dp[MRD_DROP__COUNT];
+    struct mrd_named_counter named[MRD_AGENT_NAMED_MAX];
+    Meridian__V1__NamedCounter nc[MRD_AGENT_NAMED_MAX], *np[MRD_AGENT_NAMED_MAX];
 };
 
 /* flusher.c */

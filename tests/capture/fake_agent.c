@@ -213,6 +213,30 @@ void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id
     pthread_mutex_unlock(&mu);
 }
 
+static size_t (*sources[4])(struct mrd_named_counter *out, size_t max);
+static size_t nsources;
+
+void mrd_agent_add_counter_source(size_t (*fn)(struct mrd_named_counter *out, size_t max))
+{
+    pthread_mutex_lock(&mu);
+    if (nsources < 4)
+        sources[nsources++] = fn;
+    pthread_mutex_unlock(&mu);
+}
+
+size_t mrd_agent_named_counters(struct mrd_named_counter *out, size_t max)
+{
+    size_t (*fns[4])(struct mrd_named_counter *, size_t);
+    pthread_mutex_lock(&mu);
+    size_t k = nsources;
+    memcpy(fns, sources, sizeof(fns));
+    pthread_mutex_unlock(&mu);
+    size_t n = 0;
+    for (size_t i = 0; i < k && n < max; i++)
+        n += fns[i](out + n, max - n);
+    return n;
+}
+
 void mrd_agent_on_flush(void (*fn)(void))
 {
     pthread_mutex_lock(&mu);

@@ -4,7 +4,8 @@
  * mrd__cupti_emit (the function the buffer-completion callback calls per record), read
  * back from the test ring and checked field by field. Also: zero-timestamp records are
  * counted as device drops and not emitted; DEVICE records register the GPU; OVERHEAD
- * records are counted; unknown kinds are ignored; the API whitelist names resolve.
+ * records are counted and reported to the agent as named counters (category "cupti");
+ * unknown kinds are ignored; the API whitelist names resolve.
  */
 #include <string.h>
 
@@ -299,6 +300,21 @@ static void test_device_overhead_unknown(void)
     CHECK_UEQ(ns1, ns0 + 250);
     CHECK_UEQ(u1, u0 + 1);
     CHECK_EQ(fake_ring_count(), 0);
+
+    /* ... and reported to the agent as named counters (the Goodbye's "cupti" category) */
+    mrd__cupti_register_counters();
+    mrd__cupti_register_counters(); /* once only */
+    struct mrd_named_counter c[MRD_AGENT_NAMED_MAX];
+    size_t nc = mrd_agent_named_counters(c, MRD_AGENT_NAMED_MAX);
+    CHECK_EQ(nc, 4);
+    uint64_t want[4] = {n1, ns1, u1, mrd__cupti_pool_misses()};
+    const char *names[4] = {"overhead_records", "overhead_ns", "unknown_records", "pool_misses"};
+    for (size_t i = 0; i < 4; i++) {
+        CHECK_STREQ(c[i].category, "cupti");
+        CHECK_STREQ(c[i].name, names[i]);
+        CHECK_UEQ(c[i].value, want[i]);
+    }
+    CHECK_EQ(mrd_agent_named_counters(c, 2), 2); /* never more than asked */
 }
 
 /* A full ring drops (counted by the ring), conversion still reports a written record. */
