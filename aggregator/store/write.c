@@ -348,7 +348,7 @@ static int agent_counter(struct mrd_store *s, uint32_t rank, const char *categor
 {
     sqlite3_stmt *st = s->st[MRD__ST_AGENT_COUNTER];
     BIND(st, 1, rank);
-    sqlite3_bind_text(st, 2, category, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, category, -1, SQLITE_TRANSIENT); /* named: the message's */
     sqlite3_bind_text(st, 3, name, -1, SQLITE_TRANSIENT);
     BIND(st, 4, value > INT64_MAX ? INT64_MAX : value);
     return run(s, st, "agent_counters");
@@ -367,6 +367,36 @@ static int counter_list(struct mrd_store *s, uint32_t rank, const char *category
             name = buf;
         }
         int rc = agent_counter(s, rank, category, name, c[i]->value);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Goodbye.named: a name of 1..max bytes of [a-z0-9_]. */
+static int counter_word(const char *w, size_t max)
+{
+    size_t n = 0;
+    if (!w)
+        return 0;
+    for (; w[n]; n++)
+        if (n >= max || !((w[n] >= 'a' && w[n] <= 'z') || (w[n] >= '0' && w[n] <= '9') ||
+                          w[n] == '_'))
+            return 0;
+    return n > 0;
+}
+
+/* Named counters (CUPTI's overhead, ...) under their own category; the typed categories
+ * stay the typed lists' own, odd names are skipped, and at most 64 are taken. */
+static int named_counters(struct mrd_store *s, uint32_t rank, Meridian__V1__NamedCounter **c,
+                          size_t n)
+{
+    for (size_t i = 0; i < n && i < 64; i++) {
+        const char *cat = c[i]->category, *name = c[i]->name;
+        if (!counter_word(cat, 32) || !counter_word(name, 64) || !strcmp(cat, "captured") ||
+            !strcmp(cat, "dropped") || !strcmp(cat, "transport"))
+            continue;
+        int rc = agent_counter(s, rank, cat, name, c[i]->value);
         if (rc < 0)
             return rc;
     }
@@ -446,6 +476,8 @@ static int write_goodbye(struct mrd_store *s, struct mrd_store_item *it)
         rc = agent_counter(s, it->rank, "transport", "batches_resent", g->batches_resent);
     if (rc == 0)
         rc = agent_counter(s, it->rank, "transport", "last_seq", g->last_seq);
+    if (rc == 0)
+        rc = named_counters(s, it->rank, g->named, g->n_named);
     if (rc == 0) {
         sqlite3_stmt *st = s->st[MRD__ST_RANK_GOODBYE];
         BIND(st, 1, it->rank);
