@@ -15,7 +15,9 @@
  * completes the last, partly filled buffer of --exit-left records on the exiting thread.
  *
  * Launch i (1-based) gives one API record and one kernel record, both with correlation id
- * i, so a test can check that the database holds every record exactly once.
+ * i, so a test can check that the database holds every record exactly once. Every buffer
+ * (the exit buffer too) also carries one CUPTI OVERHEAD record of 2,500 ns, whose count and
+ * sum must reach the database's agent_counters (category cupti) through the Goodbye.
  *
  * Environment: as libmeridian.so (MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, a rank variable or
  * MERIDIAN_FORCE=1, ...). Output on stdout, when the bursts are over and after the exit
@@ -70,6 +72,26 @@ static void sleep_until(int64_t t)
     struct timespec ts = {.tv_sec = t / 1000000000, .tv_nsec = t % 1000000000};
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
+}
+
+#define OVERHEAD_NS 2500 /* each buffer carries one CUPTI OVERHEAD record this long */
+
+/* Appends one OVERHEAD record (a buffer flush costing OVERHEAD_NS), as CUPTI reports its
+ * own cost, to buf at *off. */
+static void fill_overhead(uint8_t *buf, size_t size, size_t *off)
+{
+    CUpti_ActivityOverhead3 o;
+    if (*off + sizeof o > size) {
+        fprintf(stderr, "burst: buffer too small\n");
+        exit(2);
+    }
+    memset(&o, 0, sizeof o);
+    o.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+    o.overheadKind = CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH;
+    o.start = (uint64_t)mrd_clock_now();
+    o.end = o.start + OVERHEAD_NS;
+    memcpy(buf + *off, &o, sizeof o);
+    *off += sizeof o;
 }
 
 /* Appends the records of launches first..first+n-1 (API + kernel each) to buf at *off. */
@@ -175,6 +197,7 @@ static void *worker(void *arg)
         size_t size = 0, off = 0;
         uint8_t *b = take_buffer(&size);
         fill(b, size, &off, next, n);
+        fill_overhead(b, size, &off);
         next += n;
         /* the buffer completes when the application has produced its records */
         int64_t due = t0 + (int64_t)((double)(next - 1) * 2 * 1e9 / o_rate);
@@ -197,6 +220,7 @@ static void *worker(void *arg)
     uint64_t left = o_exit_left / 2;
     g_exit_buf = take_buffer(&g_exit_size);
     fill(g_exit_buf, g_exit_size, &g_exit_valid, next, left);
+    fill_overhead(g_exit_buf, g_exit_size, &g_exit_valid);
     g_exit_records = left * 2;
     return NULL;
 }
@@ -257,6 +281,7 @@ int main(int argc, char **argv)
         return 1;
     }
     mrd_agent_on_flush(exit_hook);
+    mrd__cupti_register_counters(); /* as InitializeInjection does */
 
     struct stats st = {0};
     pthread_t t;

@@ -10,6 +10,8 @@ run gets a fresh meridiand and database on 127.0.0.1 and is checked:
   - the agent's exit line reports `lost 0` (unless --no-assert);
   - the database holds every launch exactly once: kernels and api_calls each have one row
     per launch, with correlation ids 1..N (count, distinct count and sum);
+  - CUPTI's own counters reach agent_counters through the Goodbye (category cupti): one
+    OVERHEAD record of 2,500 ns per buffer, exit buffer included;
   - the worker never fell further behind its schedule than CUPTI's pool could absorb
     (late_max < (pool buffers - 2) buffer intervals; the pool is 16 buffers by default),
     i.e. the pacing cannot have moved the loss into CUPTI's own drops.
@@ -34,6 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import transport_test as tt  # noqa: E402  (Daemon, agent_env, db_query)
 
 POOL_BUFFERS = 16  # MERIDIAN_CUPTI_BUFFERS default (agent/capture/cupti.c)
+OVERHEAD_NS = 2500  # the OVERHEAD record in every buffer (burst_driver.c)
 
 
 def run_once(a, wd, i):
@@ -73,6 +76,8 @@ def run_once(a, wd, i):
     r["stored_a"], r["distinct_a"], r["sum_a"] = tt.db_query(
         d.db, "SELECT COUNT(*), COUNT(DISTINCT correlation_id), COALESCE(SUM(correlation_id),0)"
               " FROM api_calls")[0]
+    r["cupti"] = dict(tt.db_query(d.db, "SELECT name, value FROM agent_counters"
+                                        " WHERE category = 'cupti'"))
     r["want"] = launches
     r["want_sum"] = launches * (launches + 1) // 2
     print("run %d: %d+%d records, %d buffers, rate %d/s, lost %d%s; stored %d kernels %d api;"
@@ -94,6 +99,11 @@ def check_run(a, r, i):
         tt.check(r["distinct_" + k] == r["want"] and r["sum_" + k] == r["want_sum"],
                  "run %d: %s ids not exactly 1..%d (distinct %d, sum %d)"
                  % (i, what, r["want"], r["distinct_" + k], r["sum_" + k]))
+    buffers = r["buffers"] + 1  # the exit buffer too
+    want = {"overhead_records": buffers, "overhead_ns": buffers * OVERHEAD_NS,
+            "unknown_records": 0, "pool_misses": 0}
+    tt.check(r["cupti"] == want, "run %d: agent_counters cupti %r, expected %r"
+             % (i, r["cupti"], want))
     interval_ms = a.burst / a.rate * 1000.0
     tt.check(r["late_max_ms"] < (POOL_BUFFERS - 2) * interval_ms,
              "run %d: the completion thread fell %.1f ms behind (%.1f buffers): CUPTI's pool"
