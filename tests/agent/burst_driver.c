@@ -276,7 +276,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "burst: the agent is not active (environment?)\n");
         return 1;
     }
-    if (mrd__cupti_pool_create((size_t)o_buffer_mb << 20, 2) != 0) {
+    /* --buffer-mb of launch records, plus room for the buffer's OVERHEAD record */
+    if (mrd__cupti_pool_create(((size_t)o_buffer_mb << 20) + 4096, 2) != 0) {
         fprintf(stderr, "burst: cannot map the buffer pool\n");
         return 1;
     }
