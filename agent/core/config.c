@@ -221,6 +221,12 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
         if (mrd_secret_read(s, NULL, c->secret, &sw) < 0)
             FAIL("MERIDIAN_SECRET_FILE %.200s: %s", s, sw);
     }
+    /* meridiand refuses every agent without the run's secret: connecting without one would
+     * only retry for nothing and lose everything. Record-only mode needs none. */
+    if (c->secret[0] == '\0' && c->aggregator[0] != '\0')
+        FAIL("neither MERIDIAN_SECRET nor MERIDIAN_SECRET_FILE is set (meridiand %.64s "
+             "requires the run's secret)",
+             c->aggregator);
 
     uint64_t ring_records = c->ring_records, ring_threads = c->ring_threads;
     uint64_t deadline = c->flush_deadline_ms, batch_events = c->batch_events;

@@ -1,5 +1,7 @@
 /* agent_config: the environment contract (agent/ENVIRONMENT.md) as mrd__config_parse reads
- * it: rank precedence, inertness, record-only mode, numbers and their limits, secrets. */
+ * it: rank precedence, inertness, record-only mode, numbers and their limits, secrets (one
+ * is required unless in record-only mode: without it the agent used to start, send an
+ * empty secret and retry against a meridiand that refuses it for the whole run). */
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,6 +34,11 @@ static int parse(struct env *e, struct mrd_agent_config *c, char *why)
         "MERIDIAN_RUN_ID", "run1"                                                                  \
     }
 
+#define SECRET                                                                                     \
+    {                                                                                              \
+        "MERIDIAN_SECRET", "s3cret"                                                                \
+    }
+
 int main(void)
 {
     struct mrd_agent_config c;
@@ -43,7 +50,7 @@ int main(void)
     CHECK_STREQ(why, "");
 
     /* MERIDIAN_FORCE without a rank variable: rank 0 */
-    struct env e1 = {{BASE, {"MERIDIAN_FORCE", "1"}}};
+    struct env e1 = {{BASE, SECRET, {"MERIDIAN_FORCE", "1"}}};
     CHECK_EQ(parse(&e1, &c, why), 1);
     CHECK_EQ(c.rank, 0);
     CHECK_EQ(c.local_rank, -1);
@@ -53,6 +60,7 @@ int main(void)
 
     /* precedence: OMPI_COMM_WORLD_RANK over PMIX_RANK over ... over RANK */
     struct env e2 = {{BASE,
+                      SECRET,
                       {"RANK", "9"},
                       {"PMIX_RANK", "5"},
                       {"OMPI_COMM_WORLD_RANK", "3"},
@@ -64,7 +72,7 @@ int main(void)
     CHECK_EQ(c.rank, 3);
     CHECK_EQ(c.local_rank, 2);
     CHECK_EQ(c.world_size, 8);
-    struct env e3 = {{BASE, {"RANK", "9"}, {"SLURM_PROCID", "4"}}};
+    struct env e3 = {{BASE, SECRET, {"RANK", "9"}, {"SLURM_PROCID", "4"}}};
     CHECK_EQ(parse(&e3, &c, why), 1);
     CHECK_EQ(c.rank, 4);
 
@@ -94,6 +102,7 @@ int main(void)
 
     /* numbers: suffixes, limits, rounding of ring sizes */
     struct env e9 = {{BASE,
+                      SECRET,
                       {"RANK", "0"},
                       {"MERIDIAN_QUEUE_BYTES", "2m"},
                       {"MERIDIAN_RING_RECORDS", "100"},
@@ -114,7 +123,7 @@ int main(void)
                             {"RANK", "one"},
                             {"MERIDIAN_FLUSH_DEADLINE_MS", "99999999999999999999999"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        struct env eb = {{BASE, {"OMPI_COMM_WORLD_RANK", "0"}, {bad[i][0], bad[i][1]}}};
+        struct env eb = {{BASE, {"OMPI_COMM_WORLD_RANK", "0"}, {bad[i][0], bad[i][1]}, SECRET}};
         if (strcmp(bad[i][0], "RANK") == 0)
             eb.kv[2][0] = "MERIDIAN_FORCE", eb.kv[2][1] = "0";
         CHECK_EQ(parse(&eb, &c, why), -MRD_ERR_CONFIG);
@@ -145,5 +154,25 @@ int main(void)
     unlink(path);
     CHECK_EQ(parse(&e10, &c, why), -MRD_ERR_CONFIG);
     CHECK(strstr(why, "MERIDIAN_SECRET_FILE") != NULL);
+
+    /* no secret at all (or an empty one) with an aggregator: inert, with a reason */
+    struct env e14 = {{BASE, {"RANK", "2"}}};
+    CHECK_EQ(parse(&e14, &c, why), -MRD_ERR_CONFIG);
+    CHECK(strstr(why, "MERIDIAN_SECRET") != NULL);
+    struct env e15 = {{BASE, {"RANK", "2"}, {"MERIDIAN_SECRET", ""}, {"MERIDIAN_SECRET_FILE", ""}}};
+    CHECK_EQ(parse(&e15, &c, why), -MRD_ERR_CONFIG);
+    CHECK(strstr(why, "MERIDIAN_SECRET") != NULL);
+    /* also when it records besides: it still connects */
+    struct env e16 = {{BASE, {"RANK", "2"}, {"MERIDIAN_RECORD_FILE", "/tmp/x.mrdcap"}}};
+    CHECK_EQ(parse(&e16, &c, why), -MRD_ERR_CONFIG);
+    /* record-only mode (no aggregator) needs none (e8 above has none either) */
+    struct env e17 = {
+        {{"RANK", "2"}, {"MERIDIAN_RUN_ID", "r"}, {"MERIDIAN_RECORD_FILE", "/tmp/x.mrdcap"}}};
+    CHECK_EQ(parse(&e17, &c, why), 1);
+    CHECK_STREQ(c.secret, "");
+    /* not a rank: inert and silent, secret or not */
+    struct env e18 = {{BASE}};
+    CHECK_EQ(parse(&e18, &c, why), 0);
+    CHECK_STREQ(why, "");
     return 0;
 }
