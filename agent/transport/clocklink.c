@@ -92,9 +92,12 @@ void mrd__clock_step(struct mrd_flusher *f, int64_t now)
         if (f->data.state != MRD_CONN_READY || now < f->clk_next_connect_ns ||
             f->goodbye_state != 0)
             return;
-        if (mrd_conn_open(c, f->cfg->aggregator, &why) != 0)
+    {
+        struct mrd_addrs a; /* the data connection's, already resolved */
+        if (mrd_resolver_addrs(f->res, &a, now, &why) != 0 || mrd_conn_open(c, &a, &why) != 0)
             clock_fail(f, now, 0);
         return;
+    }
     case MRD_CONN_CONNECTING:
         if (now - c->state_since_ns > (int64_t)MRD_CONNECT_TIMEOUT_MS * 1000000)
             clock_fail(f, now, 0);

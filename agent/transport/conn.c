@@ -2,22 +2,20 @@
  * raw batch writes, and an input buffer that yields decoded frames. See conn.h.
  *
  * Workload: two connections per rank (data, clock), a reconnect every few seconds at most
- * (backoff is the flusher's business), a few hundred frames per second each way.
+ * (backoff is the flusher's business), a few hundred frames per second each way. Opening
+ * takes resolved addresses (resolve.h): nothing here waits for DNS.
  */
 #include "conn.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "error.h"
-#include "runcfg.h"
 #include "transport.h"
 
 void mrd_conn_init(struct mrd_conn *c)
@@ -41,14 +39,14 @@ void mrd_conn_close(struct mrd_conn *c)
 }
 
 /* Tries one address: 0 with c->fd set (connecting or connected), or -errno. */
-static int try_connect(struct mrd_conn *c, const struct addrinfo *ai)
+static int try_connect(struct mrd_conn *c, const struct sockaddr *sa, socklen_t len)
 {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
     int one = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+    if (connect(fd, sa, len) != 0 && errno != EINPROGRESS) {
         int e = -errno;
         close(fd);
         return e;
@@ -58,36 +56,16 @@ static int try_connect(struct mrd_conn *c, const struct addrinfo *ai)
     return 0;
 }
 
-int mrd_conn_open(struct mrd_conn *c, const char *hostport, const char **why)
+int mrd_conn_open(struct mrd_conn *c, const struct mrd_addrs *a, const char **why)
 {
-    char host[256], port[16];
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int err = -EINVAL;
+    int err = -EHOSTUNREACH;
 
     mrd_conn_close(c);
-    *why = "bad address";
-    uint16_t portnum;
-    if (mrd_hostport_split(hostport, host, sizeof host, &portnum) != 0)
-        return -EINVAL;
-    snprintf(port, sizeof port, "%u", portnum);
-    int gai = getaddrinfo(host, port, &hints, &res);
-    if (gai != 0) {
-        *why = gai == EAI_NONAME ? "unknown host" : "name resolution failed";
-        return -EHOSTUNREACH;
-    }
-    /* IPv4 addresses first ("localhost" often lists ::1 first while meridiand listens on
-     * 127.0.0.1 by default), then the others. */
-    for (int pass = 0; pass < 2 && c->fd < 0; pass++) {
-        for (struct addrinfo *ai = res; ai && c->fd < 0; ai = ai->ai_next) {
-            if ((ai->ai_family == AF_INET) != (pass == 0))
-                continue;
-            err = try_connect(c, ai);
-        }
-    }
-    freeaddrinfo(res);
+    /* in the resolver's order (IPv4 first); no name resolution here, ever (resolve.h) */
+    for (unsigned i = 0; i < a->n && c->fd < 0; i++)
+        err = try_connect(c, (const struct sockaddr *)&a->a[i].sa, a->a[i].len);
     if (c->fd < 0) {
-        *why = mrd_strerror(err);
+        *why = a->n ? mrd_strerror(err) : "no address";
         return err;
     }
     c->state = MRD_CONN_CONNECTING;

@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "frame.h"
+#include "resolve.h"
 
 #define MRD_CONN_IN_CAP  (64u << 10)
 #define MRD_CONN_OUT_CAP (64u << 10)
@@ -45,10 +46,11 @@ struct mrd_conn {
 
 void mrd_conn_init(struct mrd_conn *c);
 
-/* Resolves "host:port" (or "[v6]:port") and starts a non-blocking connect. Returns 0 with
- * state CONNECTING (or READY-to-hello, see mrd_conn_finish_connect), or a negative errno
- * (connection closed; *why set to a static description). */
-int mrd_conn_open(struct mrd_conn *c, const char *hostport, const char **why);
+/* Starts a non-blocking connect to the first of the addresses (resolve.h; in order) that
+ * takes one; no name resolution. Returns 0 with state CONNECTING (see
+ * mrd_conn_finish_connect), or a negative errno (connection closed; *why set to a static
+ * description). */
+int mrd_conn_open(struct mrd_conn *c, const struct mrd_addrs *a, const char **why);
 
 /* After POLLOUT in CONNECTING: 0 when connected, negative errno otherwise (closed). */
 int mrd_conn_finish_connect(struct mrd_conn *c);

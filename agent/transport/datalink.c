@@ -1,7 +1,9 @@
 /* The ROLE_DATA connection: connect with backoff, Hello/HelloReply, batch frames from the
  * unacked queue, Acks, and the Goodbye.
  *
- * Where it sits: called by the flusher loop (flusher.c) on its thread. Reconnects use
+ * Where it sits: called by the flusher loop (flusher.c) on its thread. The aggregator's
+ * address comes from the resolver (resolve.h: looked up off this thread, once, and again
+ * only after repeated connection failures, rate-limited). Reconnects use
  * exponential backoff from 100 ms to 2 s with +-20% jitter; after a HelloReply the queue is
  * trimmed to what the aggregator has not committed (committed_seq) and everything left is
  * sent again, oldest first (at-least-once; the aggregator de-duplicates by (run, rank,
@@ -228,15 +230,24 @@ void mrd__data_step(struct mrd_flusher *f, int64_t now)
     case MRD_CONN_CLOSED:
         if (now < f->next_connect_ns)
             return;
-        e = mrd_conn_open(c, f->cfg->aggregator, &why);
+    {
+        /* addresses resolved off this thread (resolve.h): a slow DNS never stalls the
+         * drain; until there is one, batches queue and the attempt comes back later */
+        struct mrd_addrs a;
+        e = mrd_resolver_addrs(f->res, &a, now, &why);
+        if (e == 0 && (e = mrd_conn_open(c, &a, &why)) != 0)
+            mrd_resolver_failed(f->res, now);
         if (e != 0) {
             mrd__tx_set_error(f, "connect: %s", why);
             f->next_connect_ns = now + (int64_t)mrd__tx_backoff_next(&f->backoff_ms) * 1000000;
         }
         return;
+    }
     case MRD_CONN_CONNECTING:
-        if (now - c->state_since_ns > (int64_t)MRD_CONNECT_TIMEOUT_MS * 1000000)
+        if (now - c->state_since_ns > (int64_t)MRD_CONNECT_TIMEOUT_MS * 1000000) {
+            mrd_resolver_failed(f->res, now);
             data_fail(f, now, "connect: timed out", 0);
+        }
         return;
     case MRD_CONN_HELLO:
         if (now - c->state_since_ns > (int64_t)MRD_HELLO_TIMEOUT_MS * 1000000)
@@ -263,9 +274,11 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
         if (e == -EAGAIN)
             return;
         if (e < 0) {
+            mrd_resolver_failed(f->res, now);
             data_fail(f, now, "connect", e);
             return;
         }
+        mrd_resolver_connected(f->res);
         queue_hello(f, now);
         return;
     }

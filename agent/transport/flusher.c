@@ -54,6 +54,7 @@
 static const char k_magic[8] = {'M', 'R', 'D', 'C', 'A', 'P', '1', '\n'};
 
 static struct mrd_tx_shared g_sh = {.err_lock = PTHREAD_MUTEX_INITIALIZER};
+static struct mrd_resolver g_res; /* static: a lookup thread may outlive a failed start */
 static struct mrd_flusher *g_f;
 static pthread_t g_thread;
 static _Atomic int g_started;
@@ -534,6 +535,14 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     if (e != 0)
         goto fail;
     f->cv = (struct mrd_convert){.b = f->b, .target_events = cfg->batch_events};
+    if (!f->record_only) {
+        const char *why = "";
+        f->res = &g_res; /* a name is looked up on a helper thread from here on */
+        if (mrd_resolver_init(f->res, cfg->aggregator, mrd__mono_ns(), &why) == -EINVAL) {
+            e = -EINVAL; /* config.c checked it already */
+            goto fail;
+        }
+    }
     f->peer_max_frame = f->builder_max_frame = f->builder_max_ever = MRD_FRAME_DEFAULT_MAX;
 
     wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -16,6 +16,7 @@
 #include "convert.h"
 #include "gpus.h"
 #include "meridian.pb-c.h"
+#include "resolve.h"
 #include "transport.h"
 #include "txqueue.h"
 
@@ -58,6 +59,7 @@ struct mrd_flusher {
     uint64_t captured_local[MRD_EV__COUNT]; /* per drain pass, folded into the agent's */
 
     /* unacked queue + data connection */
+    struct mrd_resolver *res; /* the aggregator's address (resolve.h); NULL record-only */
     struct mrd_txq q;
     struct mrd_conn data;
     size_t write_off; /* bytes of the cursor entry already written */

@@ -8,8 +8,10 @@
  * test can check the database holds each written record exactly once. At the end it
  * prints one line on stdout:
  *   synth: active=A written=W refused=F idsum=S elapsed_ms=E mixed_written=M mixed_refused=R
+ *          dns_lookups=D
  * (W kernel records accepted by the rings, F refused, S the sum of the accepted correlation
- * ids; M and R the same counts for the NVTX/NCCL records of --mixed)
+ * ids; M and R the same counts for the NVTX/NCCL records of --mixed; D the lookups of
+ * *.meridian-test names, which slow_dns.c answers after MRD_TEST_DNS_DELAY_MS)
  * and leaves through exit() (the agent's atexit flush) or, with --shutdown, through an
  * explicit mrd_agent_shutdown() first (what the MPI_Finalize wrapper does).
  *
@@ -29,6 +31,7 @@
 
 #include "agent.h"
 #include "ring.h"
+#include "slow_dns.h"
 
 static uint64_t o_events = 10000, o_rate = 0;
 static unsigned o_threads = 1;
@@ -215,10 +218,11 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
 
     printf("synth: active=%d written=%" PRIu64 " refused=%" PRIu64 " idsum=%" PRIu64
-           " elapsed_ms=%" PRId64 " mixed_written=%" PRIu64 " mixed_refused=%" PRIu64 "\n",
+           " elapsed_ms=%" PRId64 " mixed_written=%" PRIu64 " mixed_refused=%" PRIu64
+           " dns_lookups=%lu\n",
            active, atomic_load(&g_written), atomic_load(&g_refused), atomic_load(&g_idsum),
            (mono_ns() - t0) / 1000000, atomic_load(&g_mixed_written),
-           atomic_load(&g_mixed_refused));
+           atomic_load(&g_mixed_refused), mrd_test_dns_lookups());
     fflush(stdout);
     if (o_shutdown)
         mrd_agent_shutdown();

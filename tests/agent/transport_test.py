@@ -31,6 +31,10 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
             before the HelloReply (sized for the 4 MiB default) are re-split to fit, the
             later ones are built to fit; every record is stored exactly once, nothing is
             lost or rejected as too large, no stored batch is over the limit.
+  dns       MERIDIAN_AGGREGATOR is a name whose lookup takes 2.5 s (slow_dns.c) and the
+            rings are small (1024 records, 25 ms at the rate): the flusher keeps draining
+            while the name resolves (no ring drop), everything is stored once, and the name
+            was looked up once, also across a meridiand restart on the same address.
   goodbye_unacked  a relay that swallows every Goodbye and keeps the connection open:
             the agent waits for the Ack only until the flush deadline (+ the small goodbye
             grace), says "goodbye not acknowledged", and ranks.goodbye stays 0.
@@ -155,6 +159,8 @@ class Synth:
         self.active, self.written, self.refused, self.idsum = map(int, m.groups())
         m = re.search(r"mixed_written=(\d+) mixed_refused=(\d+)", line)
         self.mixed_written, self.mixed_refused = map(int, m.groups()) if m else (0, 0)
+        m = re.search(r"dns_lookups=(\d+)", line)
+        self.dns_lookups = int(m.group(1)) if m else 0
         lines = [l for l in err.splitlines() if l.startswith("meridian: rank")]
         self.exit_lines = lines
         self.sent = self.batches = self.lost = None
@@ -589,10 +595,34 @@ def sc_maxframe(a, wd, limit=65536):
           % (s.written + s.mixed_written, n, biggest, s.exit_lines[-1]))
 
 
+def sc_dns(a, wd, delay_ms=2500):
+    d = Daemon(a.meridiand, wd)
+    d.start()
+    env = agent_env(None, MERIDIAN_AGGREGATOR="agg.meridian-test:%d" % d.port,
+                    MERIDIAN_RING_RECORDS=1024, MRD_TEST_DNS_DELAY_MS=delay_ms)
+    s = Synth(a.synth, env, ["--events", "160000", "--rate", "40000", "--mixed"])
+    time.sleep(delay_ms / 1000.0 + 1.0)
+    d.kill9()  # connected by now; a restart on the same address needs no new lookup
+    time.sleep(0.5)
+    d.start()
+    rc = s.wait()
+    d.stop()
+    check(rc == 0, "exit code %d" % rc)
+    check(s.active == 1, "inactive")
+    check(s.refused == 0 and s.mixed_refused == 0,
+          "the rings overflowed (%d + %d refused): the flusher stopped draining"
+          % (s.refused, s.mixed_refused))
+    check(s.lost == 0, "lost %d: %r" % (s.lost, s.loss))
+    check_exactly_once(d.db, s)
+    check(s.dns_lookups == 1, "the name was looked up %d times" % s.dns_lookups)
+    print("dns: %d records through a %d ms lookup, %d lookup(s); %s"
+          % (s.written + s.mixed_written, delay_ms, s.dns_lookups, s.exit_lines[-1]))
+
+
 SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "queue": sc_queue,
              "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
              "gpu": sc_gpu, "clock": sc_clock, "goodbye": sc_goodbye,
-             "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe}
+             "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe, "dns": sc_dns}
 
 
 def main():
