@@ -123,7 +123,8 @@ static int env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi, u
     return 0;
 }
 
-/* The capture options (read once, here; documented in agent/capture/README.md). */
+/* The capture options (read once, here; documented in agent/ENVIRONMENT.md and
+ * agent/capture/README.md). */
 static int read_options(void)
 {
     unsigned mb;

@@ -9,7 +9,7 @@
  * Environment contract (documented in agent/ENVIRONMENT.md):
  *   MERIDIAN_AGGREGATOR   host:port of meridiand (required to be active)
  *   MERIDIAN_RUN_ID       run id (required)
- *   MERIDIAN_SECRET / MERIDIAN_SECRET_FILE   per-run secret
+ *   MERIDIAN_SECRET / MERIDIAN_SECRET_FILE   per-run secret (required with an aggregator)
  *   MERIDIAN_QUEUE_BYTES  cap of the unacknowledged-batch queue (default 64 MiB)
  *   MERIDIAN_FLUSH_DEADLINE_MS  exit flush deadline (default 5000)
  *   MERIDIAN_RING_RECORDS records per thread ring (default 16384), MERIDIAN_RING_THREADS
@@ -20,6 +20,9 @@
  *   MERIDIAN_BATCH_EVENTS, MERIDIAN_BATCH_MS, MERIDIAN_PROBE_INTERVAL_MS, MERIDIAN_SHARD_ID
  *   MERIDIAN_TEST_CLOCK_PPM test-only rate knob applied inside mrd_clock_now()
  * Rank: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK (first set wins).
+ * CUDA capture (agent/capture/cupti.c): MERIDIAN_CUPTI_BUFFER_MB, MERIDIAN_CUPTI_BUFFERS,
+ *   MERIDIAN_CUPTI_FLUSH_MS, MERIDIAN_CUPTI_API, MERIDIAN_PRINT_KINDS;
+ *   NSYS_PROFILING_SESSION_ID is detected. Full list and memory: config.c, ENVIRONMENT.md.
  */
 #ifndef MRD_AGENT_H
 #define MRD_AGENT_H

@@ -8,6 +8,27 @@
  * Workload: once per process. Numbers accept a k/m/g suffix (powers of 1024). Anything
  * malformed makes the agent inert with one stderr line: a profiler that silently ignores a
  * setting would produce data the user did not ask for.
+ *
+ * Every variable the agent reads (ENVIRONMENT.md has the ranges and defaults):
+ *   here:  MERIDIAN_DISABLE, MERIDIAN_FORCE; the rank (OMPI_COMM_WORLD_RANK, PMIX_RANK,
+ *          PMI_RANK, SLURM_PROCID, RANK), local rank (OMPI_COMM_WORLD_LOCAL_RANK,
+ *          MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK) and world size (OMPI_COMM_WORLD_SIZE,
+ *          PMI_SIZE, SLURM_NTASKS, WORLD_SIZE), first set wins; MERIDIAN_RECORD_FILE,
+ *          MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET / MERIDIAN_SECRET_FILE
+ *          (required with an aggregator; record-only mode needs none), MERIDIAN_QUEUE_BYTES,
+ *          MERIDIAN_FLUSH_DEADLINE_MS, MERIDIAN_RING_RECORDS, MERIDIAN_RING_THREADS,
+ *          MERIDIAN_BATCH_EVENTS, MERIDIAN_BATCH_MS, MERIDIAN_PROBE_INTERVAL_MS,
+ *          MERIDIAN_SHARD_ID, MERIDIAN_GRAPH_NODES, MERIDIAN_TEST_CLOCK_PPM (tests only);
+ *   in agent/capture/cupti.c, once, in InitializeInjection (a bad value turns CUDA capture
+ *          off, not the agent): MERIDIAN_CUPTI_BUFFER_MB, MERIDIAN_CUPTI_BUFFERS,
+ *          MERIDIAN_CUPTI_FLUSH_MS, MERIDIAN_CUPTI_API, MERIDIAN_PRINT_KINDS, and
+ *          NSYS_PROFILING_SESSION_ID (detected: Nsight Systems owns CUPTI).
+ * Memory a rank takes by default (ENVIRONMENT.md, "Memory"): the CUPTI pool, 16 x 8 MiB =
+ * 128 MiB mapped and pre-faulted when CUDA capture is on; the rings, 64 x 16384 x 216 bytes
+ * = 216 MiB of address space (MAP_NORESERVE; up to 3.4 MiB + 4 KiB of state resident per
+ * capturing thread); the unacknowledged queue, up to 64 MiB only while the aggregator lags;
+ * a few MiB for the batch builder, 2 MiB of static capture tables, 256 KiB of socket
+ * buffers.
  */
 #include "config.h"
 
