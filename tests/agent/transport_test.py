@@ -31,10 +31,10 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
             before the HelloReply (sized for the 4 MiB default) are re-split to fit, the
             later ones are built to fit; every record is stored exactly once, nothing is
             lost or rejected as too large, no stored batch is over the limit.
-  dns       MERIDIAN_AGGREGATOR is a name whose lookup takes 2.5 s (slow_dns.c) and the
-            rings are small (1024 records, 25 ms at the rate): the flusher keeps draining
-            while the name resolves (no ring drop), everything is stored once, and the name
-            was looked up once, also across a meridiand restart on the same address.
+  dns       MERIDIAN_AGGREGATOR is a name whose lookup takes 2.5 s (slow_dns.c), at 40,000
+            records/s (a ring of 16,384 lasts 0.4 s): the flusher keeps draining while the
+            name resolves (no ring drop), everything is stored once, and the name was
+            looked up once, also across a meridiand restart on the same address.
   goodbye_unacked  a relay that swallows every Goodbye and keeps the connection open:
             the agent waits for the Ack only until the flush deadline (+ the small goodbye
             grace), says "goodbye not acknowledged", and ranks.goodbye stays 0.
@@ -598,8 +598,10 @@ def sc_maxframe(a, wd, limit=65536):
 def sc_dns(a, wd, delay_ms=2500):
     d = Daemon(a.meridiand, wd)
     d.start()
+    # default rings (16384 records: 0.4 s at this rate, so a loaded machine's scheduling
+    # does not overflow them; a flusher stuck in the 2.5 s lookup would)
     env = agent_env(None, MERIDIAN_AGGREGATOR="agg.meridian-test:%d" % d.port,
-                    MERIDIAN_RING_RECORDS=1024, MRD_TEST_DNS_DELAY_MS=delay_ms)
+                    MRD_TEST_DNS_DELAY_MS=delay_ms)
     s = Synth(a.synth, env, ["--events", "160000", "--rate", "40000", "--mixed"])
     time.sleep(delay_ms / 1000.0 + 1.0)
     d.kill9()  # connected by now; a restart on the same address needs no new lookup
