@@ -31,14 +31,17 @@ struct mrd__capture_thread *mrd__capture_thread(void)
     return mrd_ring_thread_state();
 }
 
-uint32_t mrd__capture_tid(void)
+uint32_t mrd__capture_tid_in(struct mrd__capture_thread *t)
 {
-    struct mrd__capture_thread *t = mrd__capture_thread();
-    if (t == NULL)
-        return (uint32_t)syscall(SYS_gettid);
     if (t->tid == 0)
         t->tid = (uint32_t)syscall(SYS_gettid);
     return t->tid;
+}
+
+uint32_t mrd__capture_tid(void)
+{
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    return t ? mrd__capture_tid_in(t) : (uint32_t)syscall(SYS_gettid);
 }
 
 void mrd__capture_copy_str(char *dst, size_t cap, const char *s)

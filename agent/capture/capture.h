@@ -72,6 +72,10 @@ void mrd__capture_pin(void);
  * call (a system call every time for a thread without one). */
 uint32_t mrd__capture_tid(void);
 
+/* The same for a caller that already holds its thread's state t (not NULL): saves the
+ * lookup of the state. */
+uint32_t mrd__capture_tid_in(struct mrd__capture_thread *t);
+
 /* Copies at most cap - 1 bytes of s (NULL = empty) into dst, always NUL-terminated (cap
  * > 0). Cuts at a UTF-8 character boundary so a truncated copy stays valid UTF-8. */
 void mrd__capture_copy_str(char *dst, size_t cap, const char *s);

@@ -221,7 +221,8 @@ static int pop(const char *domain)
         if (f->domain != domain)
             continue;
         if (mrd_agent_active())
-            emit(MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color, mrd__capture_tid(), i);
+            emit(MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color,
+                 mrd__capture_tid_in(t), i);
         memmove(f, f + 1, (t->nvtx_depth - i - 1) * sizeof(*f));
         t->nvtx_depth--;
         return (int)i;
