@@ -163,11 +163,13 @@ static void write_batches(struct mrd_flusher *f, int64_t now)
     while ((en = mrd_txq_peek_unsent(&f->q)) != NULL) {
         if (f->write_off == 0 && en->len - MRD_FRAME_HEADER_BYTES > f->peer_max_frame) {
             /* built before this aggregator's limit was known (resplit.c) */
-            if (f->builder_max_frame == f->peer_max_frame && en->seq < f->builder_limit_seq)
+            if (f->builder_max_frame == f->peer_max_frame && en->seq < f->builder_limit_seq) {
                 mrd__tx_resplit(f, now);
-            else /* built for this limit and still over it (cannot happen), or the builder
-                    cannot go that low: re-splitting would not make it fit */
-                mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
+                break; /* one frame per pass: the loop drains the rings in between */
+            }
+            /* built for this limit and still over it (cannot happen), or the builder cannot
+             * go that low: re-splitting would not make it fit */
+            mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
             continue;
         }
         ssize_t n = mrd_conn_write(&f->data, en->frame + f->write_off, en->len - f->write_off);

@@ -23,8 +23,10 @@
  *    counted as too_large instead: re-splitting could not make them fit.
  *
  * Workload: rare (the first batches of a run against an aggregator with a small limit,
- * or after reconnecting to a different one). Decoding a frame of up to a few MiB takes
- * milliseconds on the flusher thread; capture threads never wait for it.
+ * or after reconnecting to a different one). One frame (up to MERIDIAN_BATCH_EVENTS events)
+ * is re-split per pass of the flusher loop, which drains the rings between two: a queue
+ * full of old frames never holds the drain up for more than one frame's decoding and
+ * re-encoding (milliseconds); capture threads never wait for it.
  */
 #include <errno.h>
 #include <stdlib.h>
