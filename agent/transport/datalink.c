@@ -161,14 +161,16 @@ static void write_batches(struct mrd_flusher *f, int64_t now)
     }
     struct mrd_txq_entry *en;
     while ((en = mrd_txq_peek_unsent(&f->q)) != NULL) {
-        if (f->write_off == 0 && en->len - MRD_FRAME_HEADER_BYTES > f->peer_max_frame) {
-            /* built before this aggregator's limit was known (resplit.c) */
-            if (f->builder_max_frame == f->peer_max_frame && en->seq < f->builder_limit_seq) {
+        /* built before this aggregator's limit applied (resplit.c): does it take it? */
+        if (f->write_off == 0 &&
+            (en->seq < f->builder_limit_seq || f->builder_max_frame != f->peer_max_frame) &&
+            !mrd__tx_frame_fits(f, en)) {
+            if (f->builder_max_frame == f->peer_max_frame) {
                 mrd__tx_resplit(f, now);
                 break; /* one frame per pass: the loop drains the rings in between */
             }
-            /* built for this limit and still over it (cannot happen), or the builder cannot
-             * go that low: re-splitting would not make it fit */
+            /* the builder cannot go as low as this aggregator asks (an announcement below
+             * MRD_FRAME_MIN_MAX): re-splitting would not make it fit */
             mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
             continue;
         }

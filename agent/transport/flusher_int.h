@@ -136,6 +136,9 @@ int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now);
 /* resplit.c: the builder takes the limit a HelloReply announced (0: the default), finishing
  * the pending batch first if it was sized for a larger one. */
 void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t now);
+/* 1 when the aggregator takes this queued frame as it is (decodes it under the peer's
+ * limit, as the aggregator does); 0 when it would refuse it. */
+int mrd__tx_frame_fits(struct mrd_flusher *f, const struct mrd_txq_entry *en);
 /* The unsent frame at the queue's cursor is over the peer's limit: takes it out and queues
  * its events again in batches within the limit (new seqs). Returns 0, or a negative code
  * when it could not be decoded (its events are counted as unencodable). */

@@ -5,10 +5,12 @@
  * announced limit (mrd__tx_apply_peer_limit), so every batch built from then on fits it.
  * A batch built before the limit was known (before the first HelloReply the agent builds
  * for the 4 MiB default) or for an earlier aggregator with a larger limit may still be in
- * the unacknowledged queue: when the data connection reaches such a frame,
- * mrd__tx_resplit takes it out of the queue, decodes it and appends its events again to
- * the builder, which finishes them into batches within the limit under new sequence
- * numbers. Policy, chosen so that `meridiand --max-frame` below 4 MiB loses nothing:
+ * the unacknowledged queue: when the data connection reaches such a frame, it is checked
+ * as the aggregator checks it (mrd__tx_frame_fits: the payload within the limit, and
+ * decompressed within MRD_FRAME_MAX_EXPANSION times it: a compressed frame can pass the
+ * first and fail the second); one that would be refused, mrd__tx_resplit takes out of the
+ * queue, decodes and appends its events again to the builder, which finishes them into
+ * batches within the limit under new sequence numbers. Policy, chosen so that `meridiand --max-frame` below 4 MiB loses nothing:
  *  - the old sequence number is never sent: this aggregator cannot have committed that
  *    frame (it refuses frames over its limit, and committed_seq has already trimmed what
  *    any earlier one committed), so the new batches duplicate nothing;
@@ -129,6 +131,22 @@ static void readd(struct mrd_flusher *f, const Meridian__V1__Batch *m, int64_t n
                 mrd_agent_count_drop(mrd__convert_drop_reason(e), 1);
         }
     }
+}
+
+int mrd__tx_frame_fits(struct mrd_flusher *f, const struct mrd_txq_entry *en)
+{
+    struct mrd_frame_header h;
+    ProtobufCMessage *msg = NULL;
+    if (mrd_frame_header_parse(en->frame, en->len, f->peer_max_frame, &h) != 0 ||
+        en->len < MRD_FRAME_HEADER_BYTES + h.length)
+        return 0;
+    /* the aggregator's own check: payload within its limit, and decompressed within
+     * MRD_FRAME_MAX_EXPANSION times it (a batch built for 4 MiB compresses below a small
+     * limit and still expands past that) */
+    int e = mrd_frame_decode(&h, en->frame + MRD_FRAME_HEADER_BYTES, f->peer_max_frame, &msg);
+    if (msg)
+        protobuf_c_message_free_unpacked(msg, NULL);
+    return e == 0;
 }
 
 int mrd__tx_resplit(struct mrd_flusher *f, int64_t now)
