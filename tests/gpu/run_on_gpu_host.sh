@@ -195,10 +195,20 @@ find_meridian() {
     [ -n "$MERIDIAN" ] && [ -n "$AGENT_LIB" ]
 }
 
-# Expected NCCL collectives per rank, from the workload's own lines: "0:110,1:110".
+# Expected NCCL collectives per rank, from the workload's own lines
+# ("ref_workload: rank 0 nccl_collectives=110", ddp_train.py's the same): "0:110,1:110".
 expected_colls() {
-    grep -oE 'ref_workload: rank [0-9]+ nccl_collectives=[0-9]+' "$1" |
+    grep -oE '(ref_workload|ddp_train): rank [0-9]+ nccl_collectives=[0-9]+' "$1" |
         awk '{split($4,a,"="); printf "%s%s:%s", (n++?",":""), $3, a[2]}'
+}
+
+# expected_colls_of LOGNAME: the same from $WORK/logs/LOGNAME.log; a workload that printed no
+# count is a failure of its own (the check would otherwise fall back to "more than 0").
+expected_colls_of() {
+    local e
+    e=$(expected_colls "$WORK/logs/$1.log")
+    [ -n "$e" ] || { say "$1: the workload printed no nccl_collectives count" >&2; FAILED+=("$1_count"); }
+    echo "$e"
 }
 
 stage_capture() {
@@ -216,7 +226,7 @@ stage_capture() {
         "${MPIRUN[@]}" "$ref" --steps 50 --warmup 5 --slow-rank 1 --slow-us 500 \
         --slow-steps every:10
     run_logged check_ref 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
-        --expect-colls "$(expected_colls "$WORK/logs/capture_ref.log")" --nvtx-prefix "step "
+        --expect-colls "$(expected_colls_of capture_ref)" --nvtx-prefix "step "
     [ -f "$db" ] && gzip -c "$db" >"$OUT/ref_capture.db.gz"
     # the agents' own record of what they sent: the fixture CI replays (tests/data/)
     for f in "$WORK"/ref-rank*.mrdcap; do [ -f "$f" ] && cp "$f" "$OUT/"; done
@@ -224,9 +234,9 @@ stage_capture() {
     rm -f "$db"*
     run_logged capture_ddp 240 "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
         "${MPIRUN[@]}" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29532 "$PY" "$ddp" \
-        --mode kernel-dense --steps 20 --warmup 5
+        --mode kernel-dense --steps 20 --warmup 5 --count-collectives
     run_logged check_ddp 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
-        --nvtx-prefix "step "
+        --expect-colls "$(expected_colls_of capture_ddp)" --nvtx-prefix "step "
     [ -f "$db" ] && gzip -c "$db" >"$OUT/ddp_capture.db.gz"
     return 0
 }

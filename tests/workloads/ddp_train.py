@@ -22,19 +22,28 @@ Modes:
 Options: --steps (measured, default 50), --warmup (default 10), --profiler torch (measured
 steps under torch.profiler with CPU+CUDA activities; the trace is discarded),
 --count-kernels (after measuring, profile one more step and print the GPU operations it
-ran; use only when no other CUPTI client is loaded), --print-steps.
+ran; use only when no other CUPTI client is loaded), --count-collectives (the NCCL
+collectives this rank issued, counted by PyTorch's own flight recorder:
+TORCH_NCCL_TRACE_BUFFER_SIZE is set before the process group starts and the record is read
+back before it ends), --print-steps.
 
 Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the step
 statistics in milliseconds
 (median, mean, p10, p90, min, max) and the number of measured steps; on rank 0 the
-measured wall time. Exit 0, non-zero on any error (a non-finite loss included).
+measured wall time; per rank where the process's time went (`phases_s`: interpreter and
+imports, process-group start, each mode, teardown); with --count-collectives per rank
+`nccl_collectives=N` and the count per operation. Exit 0, non-zero on any error (a
+non-finite loss included, or a collective count that cannot be read).
 """
 import argparse
 import math
 import os
+import pickle
 import statistics
 import sys
 import time
+
+T_START = time.monotonic()
 
 
 def env_int(names, default):
@@ -53,6 +62,7 @@ def parse_args(argv):
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--profiler", choices=["none", "torch"], default="none")
     ap.add_argument("--count-kernels", action="store_true")
+    ap.add_argument("--count-collectives", action="store_true")
     ap.add_argument("--print-steps", action="store_true")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
     ap.add_argument("--depth", type=int, default=0, help="override the number of layers")
@@ -70,10 +80,11 @@ def build_model(torch, mode, width, depth, dev):
         depth = depth or 2
         layers = []
         for i in range(depth):
-            layers.append(nn.Linear(width, width, bias=False))
+            # built on the GPU: initialising 134 M parameters on the CPU took seconds a run
+            layers.append(nn.Linear(width, width, bias=False, device=dev, dtype=torch.bfloat16))
             if i + 1 < depth:
                 layers.append(nn.ReLU())
-        return nn.Sequential(*layers).to(device=dev, dtype=torch.bfloat16), width, torch.bfloat16
+        return nn.Sequential(*layers), width, torch.bfloat16
 
     width = width or 256
     depth = depth or 48
@@ -81,14 +92,14 @@ def build_model(torch, mode, width, depth, dev):
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc = nn.Linear(width, width)
-            self.norm = nn.LayerNorm(width)
+            self.fc = nn.Linear(width, width, device=dev)
+            self.norm = nn.LayerNorm(width, device=dev)
             self.act = nn.GELU()
 
         def forward(self, x):
             return x + self.act(self.norm(self.fc(x)))
 
-    return nn.Sequential(*[Block() for _ in range(depth)]).to(dev), width, torch.float32
+    return nn.Sequential(*[Block() for _ in range(depth)]), width, torch.float32
 
 
 def stats_ms(times):
@@ -178,8 +189,41 @@ def run_mode(ctx, mode, a):
     return loss
 
 
+def count_collectives(torch):
+    """(total, {operation: count}) of the NCCL collectives this process issued, from
+    PyTorch's flight recorder (entries of every process group; point-to-point left out;
+    a coalesced entry counts each of its tensors, one NCCL call each). Raises when the
+    record is unavailable or may have wrapped."""
+    c10d = torch._C._distributed_c10d
+    try:
+        raw = c10d._dump_nccl_trace(includeCollectives=True, includeStackTraces=False,
+                                    onlyActive=False)
+    except TypeError:
+        raw = c10d._dump_nccl_trace()
+    doc = pickle.loads(raw)
+    entries = doc.get("entries", []) if isinstance(doc, dict) else []
+    if not entries:
+        raise RuntimeError("flight recorder holds no entries (TORCH_NCCL_TRACE_BUFFER_SIZE unset?)")
+    if len(entries) >= FR_ENTRIES:
+        raise RuntimeError(f"flight recorder full ({len(entries)} entries): count unreliable")
+    by_op = {}
+    for e in entries:
+        if e.get("is_p2p"):
+            continue
+        name = str(e.get("profiling_name", "?")).replace("nccl:", "")
+        n = len(e.get("input_sizes") or [None]) if "coalesced" in name else 1
+        by_op[name] = by_op.get(name, 0) + n
+    return sum(by_op.values()), by_op
+
+
+FR_ENTRIES = 20000  # flight recorder ring size when counting: far above any run here
+
+
 def main(argv):
     a = parse_args(argv)
+    if a.count_collectives:  # read when the process group starts
+        os.environ["TORCH_NCCL_TRACE_BUFFER_SIZE"] = str(FR_ENTRIES)
+        os.environ["TORCH_FR_BUFFER_SIZE"] = str(FR_ENTRIES)
     rank = env_int(["OMPI_COMM_WORLD_RANK", "RANK"], 0)
     world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"], 1)
     local = env_int(["OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"], 0)
@@ -194,14 +238,38 @@ def main(argv):
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    phases = [("start_import", time.monotonic() - T_START)]
+    t = time.monotonic()
     dev = torch.device("cuda", local % max(1, torch.cuda.device_count()))
     torch.cuda.set_device(dev)
     dist.init_process_group("nccl", rank=rank, world_size=world, device_id=dev)
     torch.manual_seed(1234 + rank)
+    phases.append(("pg_init", time.monotonic() - t))
     ctx = (torch, dist, F, DDP, dev, rank, world)
     modes = ["compute-heavy", "kernel-dense"] if a.mode == "both" else [a.mode]
-    losses = [run_mode(ctx, m, a) for m in modes]
+    losses = []
+    for m in modes:
+        t = time.monotonic()
+        losses.append(run_mode(ctx, m, a))
+        phases.append((m, time.monotonic() - t))
+    colls = None
+    if a.count_collectives:
+        torch.cuda.synchronize()
+        try:
+            colls = count_collectives(torch)
+        except Exception as e:  # noqa: BLE001 - any failure: say what, fail the run
+            print(f"ddp_train: rank {rank} cannot count collectives: {e}", file=sys.stderr)
+    t = time.monotonic()
     dist.destroy_process_group()
+    phases.append(("pg_destroy", time.monotonic() - t))
+    print(f"ddp_train: rank {rank} phases_s " + " ".join(f"{k}={v:.2f}" for k, v in phases),
+          flush=True)
+    if a.count_collectives:
+        if colls is None:
+            return 3
+        total, by_op = colls
+        print(f"ddp_train: rank {rank} nccl_collectives={total} by_op="
+              + ",".join(f"{k}:{v}" for k, v in sorted(by_op.items())), flush=True)
     bad = [x for x in losses if not math.isfinite(x)]
     if bad:
         print(f"ddp_train: rank {rank} non-finite loss {bad}", file=sys.stderr)

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""test_ddp_count.py: CI test of ddp_train.py's collective count (no torch, no GPU).
+
+ddp_train.py --count-collectives reads PyTorch's flight recorder back through
+torch._C._distributed_c10d._dump_nccl_trace and prints `nccl_collectives=N`, the number
+the GPU capture check then expects meridian to have stored per rank. This test hands
+count_collectives() a stand-in torch whose dump is a pickled record shaped like the
+flight recorder's, and checks the count: each collective once, point-to-point left out,
+a coalesced entry counted per tensor, and an empty or full record refused (the count
+would be wrong, so the run must fail rather than print it).
+"""
+import os
+import pickle
+import sys
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ddp_train  # noqa: E402  (imports no torch at module level)
+
+
+def fake_torch(entries, kwargs_ok=True):
+    def dump(*args, **kwargs):
+        if kwargs and not kwargs_ok:
+            raise TypeError("no keyword arguments")
+        return pickle.dumps({"version": "2.x", "entries": entries})
+    c10d = types.SimpleNamespace(_dump_nccl_trace=dump)
+    return types.SimpleNamespace(_C=types.SimpleNamespace(_distributed_c10d=c10d))
+
+
+def entry(name, p2p=False, sizes=([4],)):
+    return {"profiling_name": "nccl:" + name, "is_p2p": p2p, "input_sizes": list(sizes)}
+
+
+failures = []
+
+
+def expect(label, got, want):
+    if got != want:
+        failures.append(f"{label}: got {got!r}, want {want!r}")
+
+
+# DDP's own pattern: parameter shapes, the start-up broadcast, bucket all-reduces, barriers
+entries = ([entry("_allgather_base"), entry("broadcast")] +
+           [entry("all_reduce") for _ in range(50)] +
+           [entry("broadcast"), entry("broadcast"), entry("all_reduce_barrier"),
+            entry("all_reduce_barrier")])
+total, by_op = ddp_train.count_collectives(fake_torch(entries))
+expect("ddp pattern total", total, 56)
+expect("ddp pattern by op", by_op, {"_allgather_base": 1, "broadcast": 3, "all_reduce": 50,
+                                    "all_reduce_barrier": 2})
+
+# point-to-point is not a collective; a coalesced group is one NCCL call per tensor
+mixed = [entry("send", p2p=True), entry("recv", p2p=True), entry("all_reduce"),
+         entry("coalesced", sizes=([1], [2], [3]))]
+expect("p2p and coalesced", ddp_train.count_collectives(fake_torch(mixed))[0], 4)
+
+# an older dump without keyword arguments is still read
+expect("positional dump", ddp_train.count_collectives(fake_torch(mixed, kwargs_ok=False))[0], 4)
+
+for label, bad in (("empty record", []),
+                   ("full record", [entry("all_reduce")] * ddp_train.FR_ENTRIES)):
+    try:
+        ddp_train.count_collectives(fake_torch(bad))
+        failures.append(f"{label}: counted, should have been refused")
+    except RuntimeError as e:
+        print(f"ok: {label} refused: {e}")
+
+if failures:
+    print("test_ddp_count: FAILED\n  " + "\n  ".join(failures))
+    sys.exit(1)
+print("test_ddp_count: ok")
