@@ -8,7 +8,8 @@
 #   .deps/debs/*.deb     Debian 12 packages fetched with `apt-get download` (the runtime
 #                        libraries too, so the -dev symlinks resolve: libprotobuf-c1,
 #                        libsqlite3-0, libzstd1), plus the sqlite3 shell for the checks
-#   .deps/pb/            meridian.pb-c.{c,h} generated here by protoc-c
+#   .deps/pb/            meridian.pb-c.{c,h} generated here by protoc-c, and the copy of
+#                        meridian.proto they came from (configure refuses a stale folder)
 #                        (configure the host with -DMRD_PREGENERATED_PROTO=.deps/pb)
 #   .deps/extra/include  nccl.h and nvtx3/ from this machine's CUDA, used only if the host
 #                        has none
@@ -39,6 +40,7 @@ if ! download; then
 fi
 
 protoc-c --c_out="$deps/pb" -I"$root/proto" "$root/proto/meridian.proto"
+cp "$root/proto/meridian.proto" "$deps/pb/" # proto/CMakeLists.txt refuses a stale .deps/pb
 if [ -f "$cuda_root/include/nccl.h" ]; then
     cp "$cuda_root/include/nccl.h" "$deps/extra/include/"
 fi
