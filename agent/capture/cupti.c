@@ -85,7 +85,7 @@ static struct {
     unsigned nbufs;
     _Atomic uint8_t busy[POOL_MAX];
     _Atomic uint64_t pool_misses, buffers;
-    unsigned flush_ms, opt_nbufs;
+    unsigned flush_ms, opt_nbufs, pace;
     size_t opt_buf_bytes;
     int api_nccl_only, print_kinds;
     pthread_t flusher;
@@ -131,7 +131,8 @@ static int read_options(void)
     const char *api = getenv("MERIDIAN_CUPTI_API");
     if (env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64, &mb) ||
         env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX, &cu.opt_nbufs) ||
-        env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000, &cu.flush_ms))
+        env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000, &cu.flush_ms) ||
+        env_uint("MERIDIAN_CUPTI_PACE", 1, 0, 1, &cu.pace))
         return -EINVAL;
     cu.opt_buf_bytes = (size_t)mb << 20;
     if (api && *api && strcmp(api, "all") != 0 && strcmp(api, "nccl") != 0) {
@@ -213,8 +214,8 @@ static size_t ring_pace(size_t want, int64_t timeout_ns)
  * capture state has no ring: it never waits. */
 static void pace(int64_t limit_ns)
 {
-    if (!mrd_ring_space)
-        return;
+    if (!mrd_ring_space || !cu.pace)
+        return; /* MERIDIAN_CUPTI_PACE=0: never wait; what does not fit is ring_full */
     if (atomic_load_explicit(&cu.exiting, memory_order_acquire)) {
         int64_t until = atomic_load(&cu.exit_until);
         if (until < limit_ns)
@@ -460,9 +461,9 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
     if (cu.print_kinds) {
         fprintf(stderr, "meridian: kinds=%s\n", ok);
         fprintf(stderr,
-                "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u "
+                "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u pace=%u "
                 "runtime_cbids=%u driver_cbids=%u zeroed_out=1 timestamp=agent\n",
-                cu.buf_bytes, cu.nbufs, cu.flush_ms, rt, drv);
+                cu.buf_bytes, cu.nbufs, cu.flush_ms, cu.pace, rt, drv);
     }
     return 0;
 }

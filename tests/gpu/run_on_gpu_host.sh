@@ -18,6 +18,8 @@
 #   capture     `meridian profile` on ref_workload and DDP, then tests/gpu/check_capture.py
 #               on each database; the reference capture is copied to $OUT for tests/data/
 #   overhead    tests/bench/overhead/run_overhead.sh (the alternating benchmark)
+#   stormdiag   tests/bench/overhead/storm_variants.py: the storm under meridian with one
+#               mechanism off at a time (periodic flush, completion pacing), to find its cost
 #   clockshift  issue 4: tests/clock/gpu_clockshift.sh (rank 1 in a time namespace, the shift
 #               recovered from the clock fit within 5 us, causality counts before/after)
 # To add a stage: write a function stage_<name> below; it may use $BUILD, $WORK, $OUT,
@@ -279,6 +281,17 @@ stage_overhead() {
         [ -f "$OUT/${group/,/_}/overhead.md" ] &&
             sed 's/^/    /' "$OUT/${group/,/_}/overhead.md" >>"$SUMMARY"
     done
+    return 0
+}
+
+# Diagnostic for workload (a): which agent mechanism costs the storm (storm_variants.py).
+stage_stormdiag() {
+    find_meridian || { say "stormdiag: SKIPPED: meridian not built"; return 0; }
+    run_logged stormdiag "$((${STORMDIAG_ROUNDS:-8} * 30 + 30))" "$PY" \
+        "$ROOT/tests/bench/overhead/storm_variants.py" --storm "$BUILD/tests/workloads/kernel_storm" \
+        --bare "$BUILD/tests/gpu/libbare_consumer.so" --meridian "$MERIDIAN" \
+        --agent-lib "$AGENT_LIB" --rounds "${STORMDIAG_ROUNDS:-8}" --work "$WORK"
+    grep -E '^\|' "$WORK/logs/stormdiag.log" | sed 's/^/    /' >>"$SUMMARY"
     return 0
 }
 

@@ -8,8 +8,12 @@
  *
  * Workload: 200,000 launches by default (~1 s untraced on an H200), one host thread, one
  * GPU (--device, default 0). --sync-every K synchronises every K launches (0: only at the
- * end). Output, one line: `kernel_storm: launches=N wall_s=S us_per_launch=U`. Exit 0, or 1
- * on a CUDA error or a bad option.
+ * end). Output, one line: `kernel_storm: launches=N wall_s=S us_per_launch=U stalls=K
+ * stall_ms=T max_launch_us=M`: each launch is timed (one vDSO clock read, ~20 ns), and a
+ * launch over STALL_US (50 us, ~15 typical launches) counts as a stall: a tracer that blocks
+ * the launching thread (a lock held across a callback) shows as few long stalls, one that
+ * slows every launch as a higher us_per_launch with none. Exit 0, or 1 on a CUDA error or
+ * a bad option.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +37,8 @@ __global__ void empty_kernel(int *p)
     if (p && threadIdx.x == 0xffff) /* never true: keeps the kernel from being trivial */
         *p = 1;
 }
+
+#define STALL_US 50.0
 
 static double now_s(void)
 {
@@ -62,7 +68,8 @@ int main(int argc, char **argv)
 {
     long launches, warmup, sync_every, device;
     cudaStream_t st;
-    double t0, wall;
+    double t0, wall, prev, stall_s = 0, max_s = 0;
+    long stalls = 0;
 
     for (int i = 1; i < argc; i += 2)
         if (strcmp(argv[i], "--launches") && strcmp(argv[i], "--warmup") &&
@@ -84,19 +91,28 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaStreamSynchronize(st));
 
     nvtxRangePushA("kernel_storm");
-    t0 = now_s();
+    t0 = prev = now_s();
     for (long i = 0; i < launches; i++) {
         empty_kernel<<<1, 1, 0, st>>>(NULL);
         if (sync_every && (i + 1) % sync_every == 0)
             CUDA_CHECK(cudaStreamSynchronize(st));
+        double t = now_s(), d = t - prev;
+        prev = t;
+        if (d > max_s)
+            max_s = d;
+        if (d > STALL_US * 1e-6) {
+            stalls++;
+            stall_s += d;
+        }
     }
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaStreamSynchronize(st));
     wall = now_s() - t0;
     nvtxRangePop();
 
-    printf("kernel_storm: launches=%ld wall_s=%.6f us_per_launch=%.3f\n", launches, wall,
-           wall * 1e6 / (double)launches);
+    printf("kernel_storm: launches=%ld wall_s=%.6f us_per_launch=%.3f stalls=%ld "
+           "stall_ms=%.3f max_launch_us=%.1f\n",
+           launches, wall, wall * 1e6 / (double)launches, stalls, stall_s * 1e3, max_s * 1e6);
     CUDA_CHECK(cudaStreamDestroy(st));
     return 0;
 }
