@@ -86,6 +86,7 @@ static struct {
     _Atomic uint8_t busy[POOL_MAX];
     _Atomic uint64_t pool_misses, buffers;
     unsigned flush_ms, opt_nbufs, pace;
+    int no_pace; /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
     size_t opt_buf_bytes;
     int api_nccl_only, print_kinds;
     pthread_t flusher;
@@ -134,6 +135,7 @@ static int read_options(void)
         env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000, &cu.flush_ms) ||
         env_uint("MERIDIAN_CUPTI_PACE", 1, 0, 1, &cu.pace))
         return -EINVAL;
+    cu.no_pace = cu.pace == 0;
     cu.opt_buf_bytes = (size_t)mb << 20;
     if (api && *api && strcmp(api, "all") != 0 && strcmp(api, "nccl") != 0) {
         fprintf(stderr,
@@ -214,7 +216,7 @@ static size_t ring_pace(size_t want, int64_t timeout_ns)
  * capture state has no ring: it never waits. */
 static void pace(int64_t limit_ns)
 {
-    if (!mrd_ring_space || !cu.pace)
+    if (!mrd_ring_space || cu.no_pace)
         return; /* MERIDIAN_CUPTI_PACE=0: never wait; what does not fit is ring_full */
     if (atomic_load_explicit(&cu.exiting, memory_order_acquire)) {
         int64_t until = atomic_load(&cu.exit_until);
