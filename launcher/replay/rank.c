@@ -524,6 +524,8 @@ int mrd_rank_run(const struct mrd_rank_opts *o, struct mrd_rank_result *res)
         bye.captured = captured_bye->captured;
         bye.n_dropped = captured_bye->n_dropped;
         bye.dropped = captured_bye->dropped;
+        bye.n_named = captured_bye->n_named; /* the agent's own counters (CUPTI's), as sent */
+        bye.named = captured_bye->named;
     } else {
         for (int k = 1; k < MRD_EV__COUNT; k++) {
             Meridian__V1__Counter init = MERIDIAN__V1__COUNTER__INIT;

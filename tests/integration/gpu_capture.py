@@ -4,7 +4,8 @@ tests/data/ref-rank{0,1}.mrdcap are what the two agents of the reference MPI+NCC
 the 2 x H200 host (tests/data/README.md). Replayed through meridian replay -> meridiand ->
 SQLite, the database must hold exactly the decoded captures (count per kind, checksum, every
 batch once, goodbyes), the counts must equal what each agent itself reported captured in its
-Goodbye (now in agent_counters), and the collectives must match across the two ranks by
+Goodbye (now in agent_counters), the agent's own named counters (CUPTI's overhead records,
+pool misses; Goodbye.named) must arrive as recorded, and the collectives must match across the two ranks by
 (comm_hash, seq, func): 110 per rank, all on both ranks.
 """
 import sqlite3
@@ -38,6 +39,13 @@ for r, kv in rep.items():
     if int(kv["n_kernel"]) == 0 or int(kv["n_nccl_op"]) != 110:
         itest.fail("rank %d: %s kernels, %s NCCL ops (want > 0, 110)" % (
             r, kv["n_kernel"], kv["n_nccl_op"]))
+    cupti = dict(con.execute("SELECT name, value FROM agent_counters WHERE rank = ? AND "
+                             "category = 'cupti'", (r,)))
+    want = {"overhead_records", "overhead_ns", "unknown_records", "pool_misses"}
+    if set(cupti) != want or cupti["overhead_records"] == 0 or cupti["pool_misses"] != 0:
+        itest.fail("rank %d: CUPTI's counters from the recorded Goodbye: %s (want %s, "
+                   "overhead records > 0 as recorded on the H200 host, no pool misses)" % (
+                       r, cupti, sorted(want)))
 both = con.execute("SELECT count(*) FROM (SELECT comm_hash, seq, func_id FROM nccl_ops "
                    "WHERE is_p2p = 0 GROUP BY 1, 2, 3 HAVING count(DISTINCT rank) = 2)").fetchone()[0]
 con.close()
