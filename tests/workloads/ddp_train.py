@@ -31,7 +31,8 @@ Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the
 statistics in milliseconds
 (median, mean, p10, p90, min, max) and the number of measured steps; on rank 0 the
 measured wall time; per rank where the process's time went (`phases_s`: interpreter and
-imports, process-group start, each mode, teardown); with --count-collectives per rank
+imports, process-group start, each mode, teardown) and, per mode, where the mode's went
+(model build, DDP constructor, first step, rest of warm-up, measured steps, profiler exit); with --count-collectives per rank
 `nccl_collectives=N` and the count per operation. Exit 0, non-zero on any error (a
 non-finite loss included, or a collective count that cannot be read).
 """
@@ -118,10 +119,18 @@ def stats_ms(times):
 def run_mode(ctx, mode, a):
     """Builds the mode's model, runs warm-up and measured steps, prints; returns the loss."""
     torch, dist, F, DDP, dev, rank, world = ctx
+    marks = [("start", time.monotonic())]  # where this mode's time goes, printed at the end
+
+    def mark(name):
+        torch.cuda.synchronize()
+        marks.append((name, time.monotonic()))
+
     model, width, dtype = build_model(torch, mode, a.width, a.depth, dev)
     batch = a.batch or (4096 if mode == "compute-heavy" else 64)
     nparams = sum(p.numel() for p in model.parameters())
+    mark("build")
     ddp = DDP(model, device_ids=[dev.index])
+    mark("ddp")
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-4, momentum=0.9)
     x = torch.randn(batch, width, device=dev, dtype=dtype)
     y = torch.randn(batch, width, device=dev, dtype=dtype)
@@ -139,8 +148,11 @@ def run_mode(ctx, mode, a):
 
     for i in range(a.warmup):
         step(i, "warmup")
+        if i == 0:
+            mark("first_step")
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
+    mark("warmup")
 
     times = []
     prof = None
@@ -157,9 +169,11 @@ def run_mode(ctx, mode, a):
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
+    mark("measured")
     if prof is not None:
         prof.__exit__(None, None, None)  # trace processed by the profiler, then discarded
         prof = None
+        mark("profiler_exit")
 
     loss = float(loss_box[0].float().item())
     if a.print_steps:
@@ -175,6 +189,8 @@ def run_mode(ctx, mode, a):
     )
     if rank == 0:
         print(f"ddp_train: world={world} mode={mode} measured_wall_s={wall:.6f}", flush=True)
+    print(f"ddp_train: rank {rank} mode={mode} phases_s " + " ".join(
+        f"{n}={t - marks[i][1]:.2f}" for i, (n, t) in enumerate(marks[1:])), flush=True)
 
     if a.count_kernels:
         from torch.autograd import DeviceType
