@@ -219,7 +219,8 @@ fail:
     return rc;
 }
 
-/* One attempt: socket, Hello, HelloReply. 0, -MRD_ERR_AUTH (final) or a retryable error. */
+/* One attempt: socket, Hello, HelloReply. 0, -MRD_ERR_AUTH or -MRD_ERR_TOO_LARGE (final) or a
+ * retryable error. */
 static int try_connect(struct mrd_client *c)
 {
     Meridian__V1__Hello hello = MERIDIAN__V1__HELLO__INIT;
@@ -282,6 +283,22 @@ static int try_connect(struct mrd_client *c)
     }
     c->st.last_committed_seq = r->committed_seq;
     c->peer_acks_goodbye = r->goodbye_acks;
+    c->st.peer_max_frame = r->max_frame_bytes ? r->max_frame_bytes : MRD_FRAME_DEFAULT_MAX;
+    /* a frame queued for a larger limit (an earlier aggregator's) would be refused again on
+     * every connection: stop instead of resending it until retry_ms */
+    for (uint32_t i = 0; i < c->count; i++) {
+        struct mrd_frame_header fh;
+        if (ent(c, i)->seq > r->committed_seq &&
+            mrd_frame_header_parse(ent(c, i)->frame, ent(c, i)->len, c->st.peer_max_frame, &fh) ==
+                -MRD_ERR_TOO_LARGE) {
+            fprintf(stderr,
+                    "meridian-replay: rank %u: batch %llu is over the aggregator's "
+                    "frame limit of %u bytes\n",
+                    c->cfg.rank, (unsigned long long)ent(c, i)->seq, c->st.peer_max_frame);
+            rc = -MRD_ERR_TOO_LARGE;
+            goto fail;
+        }
+    }
     /* batches the aggregator already committed need not be sent again */
     while (c->count > 0 && ent(c, 0)->seq <= r->committed_seq) {
         c->st.committed_on_hello++;
@@ -305,7 +322,7 @@ int mrd_client_connect(struct mrd_client *c)
     close_fd(c);
     for (;;) {
         rc = try_connect(c);
-        if (rc == 0 || rc == -MRD_ERR_AUTH)
+        if (rc == 0 || rc == -MRD_ERR_AUTH || rc == -MRD_ERR_TOO_LARGE)
             return rc;
         if (attempts++ == 0)
             logf_(c, "connect", rc);
@@ -425,6 +442,10 @@ int mrd_client_submit(struct mrd_client *c, uint64_t seq, uint8_t *frame, size_t
         return -EAGAIN;
     if (seq <= c->last_seq)
         return -EINVAL;
+    struct mrd_frame_header fh;
+    if (c->st.peer_max_frame &&
+        mrd_frame_header_parse(frame, len, c->st.peer_max_frame, &fh) == -MRD_ERR_TOO_LARGE)
+        return -MRD_ERR_TOO_LARGE;
     struct qent *e = ent(c, c->count);
     memset(e, 0, sizeof *e);
     e->seq = seq;

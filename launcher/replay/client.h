@@ -61,6 +61,8 @@ struct mrd_client_stats {
     uint64_t goodbyes_sent;      /* Goodbye frames written (more than 1: resent after the
                                     connection broke before its Ack) */
     int goodbye_acked;           /* 1: the aggregator acknowledged the Goodbye (committed) */
+    uint32_t peer_max_frame;     /* the frame limit of the latest HelloReply (max_frame_bytes;
+                                    MRD_FRAME_DEFAULT_MAX when it announced none); 0 before */
 };
 
 struct mrd_client;
@@ -72,13 +74,17 @@ int mrd_client_new(const struct mrd_client_config *cfg, struct mrd_client **out)
 void mrd_client_free(struct mrd_client *c);
 
 /* Connects and says Hello, retrying with backoff for up to retry_ms.
- * Returns 0; -MRD_ERR_AUTH when the aggregator rejected the Hello; -ETIMEDOUT. */
+ * Returns 0; -MRD_ERR_AUTH when the aggregator rejected the Hello; -MRD_ERR_TOO_LARGE when
+ * it announced a frame limit below a queued frame's payload (it would refuse that frame on
+ * every connection; final, rather than resending it until retry_ms); -ETIMEDOUT. */
 int mrd_client_connect(struct mrd_client *c);
 
 /* Queues frame (ownership passes to the client, freed with free()) as batch `seq` holding
  * `events` events whose checksum is `checksum`, and starts sending it. Seqs must increase.
  * Returns 0 (the frame is queued; a send error shows at the next pump); -EAGAIN when the
- * window is full (nothing taken: pump, then retry); -EINVAL for a seq not above the last. */
+ * window is full (nothing taken: pump, then retry); -EINVAL for a seq not above the last;
+ * -MRD_ERR_TOO_LARGE (nothing taken) when its payload is over stats.peer_max_frame (the
+ * caller sizes frames for that limit: see split.h). */
 int mrd_client_submit(struct mrd_client *c, uint64_t seq, uint8_t *frame, size_t len,
                       uint64_t events, uint64_t checksum);
 

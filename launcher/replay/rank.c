@@ -24,6 +24,7 @@
 #include "filter.h"
 #include "frame.h"
 #include "gen.h"
+#include "split.h"
 
 #define STRMAP_MAX (1u << 20) /* capture string ids above this are refused */
 
@@ -141,6 +142,16 @@ static int submit(struct rank_run *r, uint64_t seq, uint8_t *frame, size_t len, 
     return mrd_client_pump(r->c, 0);
 }
 
+/* The limit frames must fit: ours (--max-frame), or the aggregator's if it announced a
+ * smaller one (HelloReply.max_frame_bytes of the latest connection). */
+static uint32_t send_limit(const struct rank_run *r)
+{
+    struct mrd_client_stats st;
+    mrd_client_get_stats(r->c, &st);
+    return st.peer_max_frame && st.peer_max_frame < r->o->max_frame ? st.peer_max_frame
+                                                                    : r->o->max_frame;
+}
+
 static int make_client(struct rank_run *r, const struct mrd_client_config *base)
 {
     struct mrd_client_config cc = *base;
@@ -164,6 +175,16 @@ static int make_client(struct rank_run *r, const struct mrd_client_config *base)
 }
 
 /* ---- synthetic ---- */
+
+/* Finishes the builder's pending events (n, hashes summing to sum) as batch seq and
+ * submits it. */
+static int finish_submit(struct rank_run *r, uint64_t seq, uint64_t n, uint64_t sum)
+{
+    uint8_t *frame = NULL;
+    size_t len = 0;
+    int rc = mrd_batch_builder_finish(r->b, seq, &frame, &len);
+    return rc < 0 ? rc : submit(r, seq, frame, len, n, sum);
+}
 
 static int run_synthetic(struct rank_run *r)
 {
@@ -198,6 +219,8 @@ static int run_synthetic(struct rank_run *r)
     rc = make_client(r, &cc);
     if (rc < 0)
         goto fail;
+    if (send_limit(r) < o->max_frame) /* nothing pending yet: cannot be -EBUSY */
+        (void)mrd_batch_builder_set_max_frame(r->b, send_limit(r));
     r->t0 = now_s();
     for (;;) {
         double el = now_s() - r->t0;
@@ -206,6 +229,12 @@ static int run_synthetic(struct rank_run *r)
         while (!stop && bev < o->batch_events && (double)generated < allow) {
             mrd_gen_next(g, &e);
             rc = mrd_gen_add(r->b, &e);
+            if (rc == -EAGAIN && bev > 0) { /* full under the frame limit: send, add again */
+                if ((rc = finish_submit(r, ++seq, bev, bsum)) < 0)
+                    goto fail;
+                bev = bsum = 0;
+                rc = mrd_gen_add(r->b, &e);
+            }
             if (rc < 0)
                 goto fail;
             bsum += mrd_canon_hash(&e, mrd_gen_string_hash, g);
@@ -223,13 +252,7 @@ static int run_synthetic(struct rank_run *r)
         if (o->seconds > 0 && el >= o->seconds)
             stop = 1;
         if (bev >= o->batch_events || (bev > 0 && (stop || el - bstart >= o->flush_ms / 1000.0))) {
-            uint8_t *frame = NULL;
-            size_t len = 0;
-            rc = mrd_batch_builder_finish(r->b, ++seq, &frame, &len);
-            if (rc < 0)
-                goto fail;
-            rc = submit(r, seq, frame, len, bev, bsum);
-            if (rc < 0)
+            if ((rc = finish_submit(r, ++seq, bev, bsum)) < 0)
                 goto fail;
             bev = bsum = 0;
             continue;
@@ -337,6 +360,43 @@ static uint64_t hash_batch(const Meridian__V1__Batch *m, struct strmap *map, uin
     return n;
 }
 
+static int emit_part(void *ctx, uint64_t seq, uint8_t *frame, size_t len, uint64_t events,
+                     uint64_t checksum)
+{
+    return submit(ctx, seq, frame, len, events, checksum);
+}
+
+/* Sends the events of checked batch m (n events, hashes summing to sum) as several batches
+ * within `limit`, from seq `seq` on (split.h). */
+static int resplit(struct rank_run *r, const Meridian__V1__Batch *m, struct strmap *map,
+                   uint64_t instance, uint32_t limit, uint64_t seq, uint64_t n, uint64_t sum)
+{
+    struct mrd_split_config sc = {
+        .run_id = r->o->run_id,
+        .rank = r->res->rank,
+        .agent_instance = instance,
+        .max_frame = limit,
+        .compress_level = r->o->compress,
+        .string = strmap_get,
+        .string_hash = strmap_hash,
+        .string_ctx = map,
+        .emit = emit_part,
+        .emit_ctx = r,
+    };
+    struct mrd_split_result sr;
+    int rc = mrd_split_batch(&sc, m, seq, &sr);
+    r->res->resplit_frames++;
+    r->res->resplit_batches += sr.batches;
+    if (rc == 0 && (sr.events != n || sr.checksum != sum))
+        rc = -EPROTO; /* every event once, unchanged: anything else is a bug here */
+    if (!r->o->quiet || rc < 0)
+        fprintf(stderr,
+                "meridian-replay: rank %u: capture batch %" PRIu64 " over the frame limit "
+                "of %u bytes: re-split into %" PRIu64 " batches (%s)\n",
+                r->res->rank, m->seq, limit, sr.batches, rc < 0 ? mrd_strerror(rc) : "ok");
+    return rc;
+}
+
 static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strmap *map,
                         uint64_t instance, const struct mrd_filter *filter)
 {
@@ -363,20 +423,29 @@ static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strma
             mrd_filter_restore(m, &saved);
             return rc;
         }
+    /* the recorded seq, unless re-split batches before it took that number */
+    uint64_t seq = m->seq > r->res->last_seq ? m->seq : r->res->last_seq + 1, oseq = m->seq;
+    uint32_t limit = send_limit(r);
     char *run = m->run_id;
     uint32_t rank = m->rank;
     uint64_t inst = m->agent_instance;
     m->run_id = (char *)r->o->run_id;
     m->rank = r->res->rank;
     m->agent_instance = instance;
-    rc = mrd_frame_encode(MRD_FRAME_BATCH, &m->base, r->o->compress, r->o->max_frame, &frame, &len);
+    m->seq = seq;
+    /* encoding under the limit makes the aggregator's checks: payload within it, and
+     * decompressed within MRD_FRAME_MAX_EXPANSION times it */
+    rc = mrd_frame_encode(MRD_FRAME_BATCH, &m->base, r->o->compress, limit, &frame, &len);
     m->run_id = run; /* the decoded message owns its own strings */
     m->rank = rank;
     m->agent_instance = inst;
+    m->seq = oseq;
+    if (rc == -MRD_ERR_TOO_LARGE)
+        rc = resplit(r, m, map, instance, limit, seq, n, sum);
+    else if (rc == 0)
+        rc = submit(r, seq, frame, len, n, sum);
     mrd_filter_restore(m, &saved);
-    if (rc < 0)
-        return rc;
-    return submit(r, m->seq, frame, len, n, sum);
+    return rc;
 }
 
 static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
@@ -582,11 +651,13 @@ void mrd_rank_format(const struct mrd_rank_result *r, char *buf, size_t cap)
         " last_seq=%" PRIu64 " acked_events=%" PRIu64 " acked_checksum=%016" PRIx64
         " acked_batches=%" PRIu64 " bytes_sent=%" PRIu64 " resent=%" PRIu64 " reconnects=%" PRIu64
         " dup_acks=%" PRIu64 " committed_on_hello=%" PRIu64 " goodbyes_sent=%" PRIu64
-        " goodbye_acked=%d seconds=%.3f",
+        " goodbye_acked=%d peer_max_frame=%u resplit=%" PRIu64 " resplit_batches=%" PRIu64
+        " seconds=%.3f",
         r->rank, r->events, r->checksum, r->batches, r->first_seq, r->last_seq, r->net.acked_events,
         r->net.acked_checksum, r->net.batches_acked, r->net.bytes_sent, r->net.batches_resent,
         r->net.reconnects, r->net.dup_acks, r->net.committed_on_hello, r->net.goodbyes_sent,
-        r->net.goodbye_acked, r->seconds);
+        r->net.goodbye_acked, r->net.peer_max_frame, r->resplit_frames, r->resplit_batches,
+        r->seconds);
     for (int k = 1; k < MRD_EV__COUNT && n < cap; k++)
         n += (size_t)snprintf(buf + n, cap - n, " n_%s=%" PRIu64, names[k], r->by_kind[k]);
     if (n < cap) {

@@ -8,6 +8,11 @@
  * a replayed batch) is hashed with canon.h; the result holds the count per kind and the
  * checksum of everything sent, and of everything acknowledged.
  *
+ * Frame limit: frames fit the smaller of --max-frame and the limit the aggregator announced
+ * (HelloReply.max_frame_bytes): the synthetic builder takes it; a capture batch over it is
+ * re-split (split.h) under the next seqs, later capture batches keeping their recorded seq
+ * unless the re-split batches took it (then the next free one).
+ *
  * Workload: up to a few hundred thousand events/s per rank (rate 0 = as fast as acks allow),
  * bounded by the client's window of unacked batches. Single-threaded.
  */
@@ -49,6 +54,9 @@ struct mrd_rank_result {
     uint64_t first_seq, last_seq; /* seqs of the first and last batch sent */
     uint64_t by_kind[MRD_EV__COUNT];
     uint64_t skipped_frames; /* capture frames not replayed (resends, clock, unknown) */
+    /* capture batches over the aggregator's frame limit, re-split (split.h), and the
+     * batches they became */
+    uint64_t resplit_frames, resplit_batches;
     struct mrd_client_stats net;
     double seconds;
     int rc;        /* 0 = everything acknowledged */
