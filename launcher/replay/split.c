@@ -16,6 +16,7 @@
 #include "batch.h"
 #include "error.h"
 #include "events.h"
+#include "gen.h"
 
 struct split_run {
     const struct mrd_split_config *cfg;
@@ -58,41 +59,6 @@ static int next_event(struct mrd_batch_cursor *c, struct mrd_canon_event *e)
         return mrd_batch_next_gpu_clock_sample(c, &e->u.gpu_clock);
     default:
         return 0;
-    }
-}
-
-/* Appends one event to the builder (mrd_batch_add_<kind>'s return value). */
-static int add_event(struct mrd_batch_builder *b, const struct mrd_canon_event *e)
-{
-    switch (e->kind) {
-    case MRD_EV_KERNEL:
-        return mrd_batch_add_kernel(b, &e->u.kernel);
-    case MRD_EV_MEMCPY:
-        return mrd_batch_add_memcpy(b, &e->u.memcpy);
-    case MRD_EV_MEMSET:
-        return mrd_batch_add_memset(b, &e->u.memset);
-    case MRD_EV_SYNC:
-        return mrd_batch_add_sync(b, &e->u.sync);
-    case MRD_EV_API:
-        return mrd_batch_add_api(b, &e->u.api);
-    case MRD_EV_GRAPH:
-        return mrd_batch_add_graph(b, &e->u.graph);
-    case MRD_EV_EXTCORR:
-        return mrd_batch_add_extcorr(b, &e->u.extcorr);
-    case MRD_EV_NVTX:
-        return mrd_batch_add_nvtx(b, &e->u.nvtx);
-    case MRD_EV_NCCL_OP:
-        return mrd_batch_add_nccl_op(b, &e->u.nccl_op);
-    case MRD_EV_NCCL_CHANNEL:
-        return mrd_batch_add_nccl_channel(b, &e->u.nccl_channel);
-    case MRD_EV_MPI:
-        return mrd_batch_add_mpi(b, &e->u.mpi);
-    case MRD_EV_CLOCK:
-        return mrd_batch_add_clock_sample(b, &e->u.clock);
-    case MRD_EV_GPU_CLOCK:
-        return mrd_batch_add_gpu_clock_sample(b, &e->u.gpu_clock);
-    default:
-        return -EINVAL;
     }
 }
 
@@ -222,11 +188,11 @@ int mrd_split_batch(const struct mrd_split_config *cfg, const Meridian__V1__Batc
             if ((rc = fix_strings(&s, &e)) < 0)
                 goto fail;
             uint64_t h = mrd_canon_hash(&e, cfg->string_hash, cfg->string_ctx);
-            rc = add_event(s.b, &e);
+            rc = mrd_gen_add(s.b, &e);
             if (rc == -EAGAIN && mrd_batch_builder_pending(s.b) > 0) {
                 if ((rc = finish_part(&s)) < 0)
                     goto fail;
-                rc = add_event(s.b, &e);
+                rc = mrd_gen_add(s.b, &e);
             }
             if (rc < 0) /* -MRD_ERR_TOO_LARGE: the event alone exceeds the limit */
                 goto fail;
