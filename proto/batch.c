@@ -300,9 +300,9 @@ static void commit(struct mrd_batch_builder *b, int kind, const uint64_t *v, con
     b->pending++;
     b->bytes += need;
     for (int i = 0; i < n; i++) {
-        struct mrd__string *e = &b->st.str[ids[i]];
+        struct mrd__string *e = ids[i] ? &b->st.str[ids[i]] : NULL; /* str: NULL if none */
 
-        if (ids[i] == 0 || e->acked || e->mark == b->gen)
+        if (!e || e->acked || e->mark == b->gen)
             continue;
         e->mark = b->gen;
         b->defs[b->ndefs++] = ids[i];

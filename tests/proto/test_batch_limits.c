@@ -356,6 +356,40 @@ static void test_intern(void)
     mrd_batch_builder_free(b);
 }
 
+/* Events whose string ids are all 0 ("none") from a builder that never interned a string
+ * (its table has no array yet) round-trip, with no definitions in the batch. Under
+ * MRD_ASAN this caught &NULL[0] in the builder's commit (found by fuzz_frame_batch,
+ * tests/fuzz/corpus/crash_builder_no_strings_null_offset). */
+static void test_no_strings(void)
+{
+    struct mrd_batch_builder *b = builder(0, 100, 0);
+    union tu_event sent[MRD_EV__COUNT], got;
+    uint64_t seed = 11;
+    int64_t t = 1000;
+    uint8_t *f;
+    size_t len;
+    Meridian__V1__Batch *m;
+
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        tu_event(&seed, k, &t, NULL, 0, &sent[k]);
+        CHECK_OK(tu_add(b, k, &sent[k]));
+    }
+    CHECK_OK(mrd_batch_builder_finish(b, 1, &f, &len));
+    m = tu_decode_batch(f, len, MRD_FRAME_DEFAULT_MAX);
+    CHECK_UEQ(m->n_strings, 0);
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        struct mrd_batch_cursor c;
+
+        CHECK_UEQ(mrd_batch_count(m, k), 1);
+        mrd_batch_cursor_init(&c, m);
+        CHECK_EQ(tu_next(&c, k, &got), 1);
+        CHECK_EQ(memcmp(&got, &sent[k], tu_event_size(k)), 0);
+    }
+    protobuf_c_message_free_unpacked(&m->base, NULL);
+    free(f);
+    mrd_batch_builder_free(b);
+}
+
 static void test_wrap(void)
 {
     struct mrd_batch_builder *b = builder(0, 100, 0);
@@ -457,6 +491,7 @@ int main(void)
     test_target_and_size();
     test_big_strings();
     test_intern();
+    test_no_strings();
     test_wrap();
     printf("limits passed\n");
     return 0;
