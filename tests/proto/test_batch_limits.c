@@ -357,9 +357,9 @@ static void test_intern(void)
 }
 
 /* Events whose string ids are all 0 ("none") from a builder that never interned a string
- * (its table has no array yet) round-trip, with no definitions in the batch. Under
- * MRD_ASAN this caught &NULL[0] in the builder's commit (found by fuzz_frame_batch,
- * tests/fuzz/corpus/crash_builder_no_strings_null_offset). */
+ * (its table has no array yet) round-trip, with no definitions in the batch. Built with
+ * CC=clang -DMRD_ASAN=ON this caught &NULL[0] in the builder's commit (gcc's UBSan does
+ * not flag it; found by fuzz_frame_batch, corpus/crash_builder_no_strings_null_offset). */
 static void test_no_strings(void)
 {
     struct mrd_batch_builder *b = builder(0, 100, 0);
