@@ -19,7 +19,9 @@
 #               on each database; the reference capture is copied to $OUT for tests/data/
 #   overhead    tests/bench/overhead/run_overhead.sh (the alternating benchmark)
 #   stormdiag   tests/bench/overhead/storm_variants.py: the storm under meridian with one
-#               mechanism off at a time (periodic flush, completion pacing), to find its cost
+#               mechanism off at a time (periodic flush, completion pacing), to find its cost;
+#               STORMDIAG_VARIANTS=plain_pin,bare_pin,meridian_pin,... picks variants (the
+#               _pin ones put the launching thread alone on CPU 0)
 #   clockshift  issue 4: tests/clock/gpu_clockshift.sh (rank 1 in a time namespace, the shift
 #               recovered from the clock fit within 5 us, causality counts before/after)
 # To add a stage: write a function stage_<name> below; it may use $BUILD, $WORK, $OUT,
@@ -95,6 +97,7 @@ host_facts() {
         grep PRETTY_NAME /etc/os-release
         ldd --version | head -1
         nproc
+        lscpu | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\))' || true
         nvidia-smi -L
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
         nvidia-smi topo -m
@@ -290,7 +293,8 @@ stage_stormdiag() {
     run_logged stormdiag "$((${STORMDIAG_ROUNDS:-8} * 30 + 30))" "$PY" \
         "$ROOT/tests/bench/overhead/storm_variants.py" --storm "$BUILD/tests/workloads/kernel_storm" \
         --bare "$BUILD/tests/gpu/libbare_consumer.so" --meridian "$MERIDIAN" \
-        --agent-lib "$AGENT_LIB" --rounds "${STORMDIAG_ROUNDS:-8}" --work "$WORK"
+        --agent-lib "$AGENT_LIB" --rounds "${STORMDIAG_ROUNDS:-8}" --work "$WORK" \
+        ${STORMDIAG_VARIANTS:+--variants "$STORMDIAG_VARIANTS"}
     grep -E '^\|' "$WORK/logs/stormdiag.log" | sed 's/^/    /' >>"$SUMMARY"
     return 0
 }

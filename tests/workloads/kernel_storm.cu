@@ -8,13 +8,17 @@
  *
  * Workload: 200,000 launches by default (~1 s untraced on an H200), one host thread, one
  * GPU (--device, default 0). --sync-every K synchronises every K launches (0: only at the
- * end). Output, one line: `kernel_storm: launches=N wall_s=S us_per_launch=U stalls=K
+ * end). --pin-cpu C binds the launching thread alone to CPU C once CUDA is up (threads CUDA
+ * and a tracer started before keep their own CPUs: with `taskset` around the process this
+ * separates the launcher from every other thread). Output, one line: `kernel_storm: launches=N wall_s=S us_per_launch=U stalls=K
  * stall_ms=T max_launch_us=M`: each launch is timed (one vDSO clock read, ~20 ns), and a
  * launch over STALL_US (50 us, ~15 typical launches) counts as a stall: a tracer that blocks
  * the launching thread (a lock held across a callback) shows as few long stalls, one that
  * slows every launch as a higher us_per_launch with none. Exit 0, or 1 on a CUDA error or
  * a bad option.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,26 +70,38 @@ static int arg_long(int argc, char **argv, const char *name, long dflt, long lo,
 
 int main(int argc, char **argv)
 {
-    long launches, warmup, sync_every, device;
+    long launches, warmup, sync_every, device, pin_cpu;
     cudaStream_t st;
     double t0, wall, prev, stall_s = 0, max_s = 0;
     long stalls = 0;
 
     for (int i = 1; i < argc; i += 2)
         if (strcmp(argv[i], "--launches") && strcmp(argv[i], "--warmup") &&
-            strcmp(argv[i], "--sync-every") && strcmp(argv[i], "--device")) {
+            strcmp(argv[i], "--sync-every") && strcmp(argv[i], "--device") &&
+            strcmp(argv[i], "--pin-cpu")) {
             fprintf(stderr, "usage: kernel_storm [--launches N] [--warmup N] [--sync-every K] "
-                            "[--device D]\n");
+                            "[--device D] [--pin-cpu C]\n");
             return 1;
         }
     if (arg_long(argc, argv, "--launches", 200000, 1, 100000000, &launches) ||
         arg_long(argc, argv, "--warmup", 2000, 0, 1000000, &warmup) ||
         arg_long(argc, argv, "--sync-every", 0, 0, 100000000, &sync_every) ||
-        arg_long(argc, argv, "--device", 0, 0, 64, &device))
+        arg_long(argc, argv, "--device", 0, 0, 64, &device) ||
+        arg_long(argc, argv, "--pin-cpu", -1, -1, CPU_SETSIZE - 1, &pin_cpu))
         return 1;
 
     CUDA_CHECK(cudaSetDevice((int)device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    if (pin_cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET((int)pin_cpu, &set);
+        int e = pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+        if (e) {
+            fprintf(stderr, "kernel_storm: cannot pin to CPU %ld: %s\n", pin_cpu, strerror(e));
+            return 1;
+        }
+    }
     for (long i = 0; i < warmup; i++)
         empty_kernel<<<1, 1, 0, st>>>(NULL);
     CUDA_CHECK(cudaStreamSynchronize(st));

@@ -10,6 +10,11 @@ turning one agent mechanism off at a time:
   meridian_noflush       MERIDIAN_CUPTI_FLUSH_MS=0: no periodic cuptiActivityFlushAll
   meridian_nopace        MERIDIAN_CUPTI_PACE=0: the completion callback never waits
   meridian_neither       both
+  plain_pin, bare_pin, meridian_pin   the same three with the launching thread alone on
+                         CPU 0 (kernel_storm --pin-cpu 0) and every other thread of the
+                         job, and meridiand, on CPUs 1..n-1 (taskset): tests whether
+                         meridian's busy threads slow the launcher by sharing its CPU
+--variants picks which (comma-separated; default: the first six).
 Rounds alternate every variant once, order rotated each round. Per variant: median
 us_per_launch (p25-p75), and the storm's own stall counts (launches over 50 us, their
 total ms: a launching thread blocked by a callback shows there), and what the agents lost.
@@ -28,7 +33,10 @@ VARIANTS = {
     "meridian_noflush": {"MERIDIAN_CUPTI_FLUSH_MS": "0"},
     "meridian_nopace": {"MERIDIAN_CUPTI_PACE": "0"},
     "meridian_neither": {"MERIDIAN_CUPTI_FLUSH_MS": "0", "MERIDIAN_CUPTI_PACE": "0"},
+    "plain_pin": None, "bare_pin": None, "meridian_pin": {},
 }
+DEFAULT = ["plain", "bare", "meridian", "meridian_noflush", "meridian_nopace",
+           "meridian_neither"]
 STORM = re.compile(r"kernel_storm: .*us_per_launch=([0-9.]+) stalls=(\d+) stall_ms=([0-9.]+)")
 LOST = re.compile(r"meridian: rank \d+: sent (\d+) events .*lost (\d+)")
 
@@ -36,12 +44,17 @@ LOST = re.compile(r"meridian: rank \d+: sent (\d+) events .*lost (\d+)")
 def run(a, variant, db):
     env = dict(os.environ)
     argv = [a.storm, "--launches", str(a.launches)]
-    if variant == "bare":
+    pinned = variant.endswith("_pin")
+    if pinned:
+        argv += ["--pin-cpu", "0"]
+    if variant.startswith("bare"):
         env["CUDA_INJECTION64_PATH"] = a.bare
-    elif variant != "plain":
+    elif not variant.startswith("plain"):
         env.update(VARIANTS[variant])
         argv = [a.meridian, "profile", "--single", "-o", db, "--agent-lib", a.agent_lib,
                 "--"] + argv
+    if pinned:
+        argv = ["taskset", "-c", f"1-{os.cpu_count() - 1}"] + argv
     p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     text = p.stdout + p.stderr
     for f in (db, db + "-wal", db + "-shm"):
@@ -77,8 +90,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--launches", type=int, default=200000)
     ap.add_argument("--work", default="/tmp")
+    ap.add_argument("--variants", default=",".join(DEFAULT))
     a = ap.parse_args()
-    names = list(VARIANTS)
+    names = a.variants.split(",")
+    unknown = [v for v in names if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    if any(v.endswith("_pin") for v in names) and (os.cpu_count() or 1) < 2:
+        ap.error("pinned variants need at least 2 CPUs")
     rows = {v: [] for v in names}
     for r in range(a.rounds):
         k = r % len(names)
@@ -87,8 +106,10 @@ def main():
             if got:
                 rows[v].append(got)
         print(f"storm_variants: round {r + 1}/{a.rounds} done", file=sys.stderr, flush=True)
-    base = statistics.median(x["us"] for x in rows["plain"]) if rows["plain"] else None
-    bare = statistics.median(x["us"] for x in rows["bare"]) if rows["bare"] else None
+
+    def median_of(v):
+        return statistics.median(x["us"] for x in rows[v]) if rows.get(v) else None
+
     print("| variant | us/launch median | p25-p75 | added / bare's added | stalls median | "
           "stall ms median | lost (max) | n |")
     print("|---|---|---|---|---|---|---|---|")
@@ -100,8 +121,11 @@ def main():
         us = [x["us"] for x in xs]
         med = statistics.median(us)
         ratio = "-"
-        if base is not None and bare is not None and bare > base and v not in ("plain", "bare"):
-            ratio = f"{(med - base) / (bare - base):.3f}"
+        sfx = "_pin" if v.endswith("_pin") else ""  # pinned variants against pinned ones
+        base, bare = median_of("plain" + sfx), median_of("bare" + sfx)
+        if base is not None and bare is not None and bare > base and \
+                not v.startswith(("plain", "bare")):
+            ratio = f"{(statistics.median(us) - base) / (bare - base):.3f}"
         lost = max((x.get("lost", 0) for x in xs), default=0)
         print(f"| {v} | {med:.3f} | {q(us, .25):.3f}-{q(us, .75):.3f} | {ratio} | "
               f"{statistics.median(x['stalls'] for x in xs):.0f} | "
