@@ -1,23 +1,49 @@
 /* Ring record -> batch event: copies the event and interns the record's strings with the
  * batch builder (record.h says which string goes where). Runs on the flusher thread for
- * every drained record (up to ~200,000/s): one hash lookup per string, no allocation once
- * a string is known. */
+ * every drained record (up to ~200,000/s): a string known by its address (str[] pointers
+ * live as long as the process, record.h) costs one compare in a direct-mapped cache; any
+ * other string one hash lookup (hash, UTF-8 check, compare); no allocation once a string
+ * is known. */
 #include "convert.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "error.h"
 
-/* Interns s, counting the bytes of strings seen for the first time. */
-static uint32_t intern(struct mrd_convert *cv, const char *s)
+/* Interns s (at most max bytes are counted), counting the bytes of strings seen for the
+ * first time. */
+static uint32_t intern(struct mrd_convert *cv, const char *s, size_t max)
 {
     if (s == NULL || *s == '\0')
         return 0;
     uint32_t id = mrd_batch_builder_intern(cv->b, s);
     if (id > cv->max_id) { /* ids are handed out in increasing order: a new string */
         cv->max_id = id;
-        cv->new_string_bytes += strnlen(s, 4096);
+        cv->new_string_bytes += strnlen(s, max);
+    }
+    return id;
+}
+
+/* Interns a process-lifetime string (a record's str[i]) through the address cache: the
+ * same address always holds the same string, so its id is looked up by the address. */
+static uint32_t intern_static(struct mrd_convert *cv, const char *s)
+{
+    if (s == NULL)
+        return 0;
+    if (cv->cache_owner != cv->b) { /* ids belong to one builder's string table */
+        memset(cv->cache, 0, sizeof cv->cache);
+        cv->cache_owner = cv->b;
+    }
+    uintptr_t a = (uintptr_t)s;
+    size_t slot = (size_t)((a >> 3) ^ (a >> 13)) & (MRD_CONVERT_PTR_CACHE - 1);
+    if (cv->cache[slot].p == s)
+        return cv->cache[slot].id;
+    uint32_t id = intern(cv, s, 4096);
+    if (id != 0) { /* 0 (empty string, table full, no memory) is looked up again next time */
+        cv->cache[slot].p = s;
+        cv->cache[slot].id = id;
     }
     return id;
 }
@@ -30,7 +56,7 @@ int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)
     switch (r->kind) {
     case MRD_EV_KERNEL: {
         struct mrd_kernel e = r->ev.kernel;
-        e.name = intern(cv, r->str[0]);
+        e.name = intern_static(cv, r->str[0]);
         return mrd_batch_add_kernel(b, &e);
     }
     case MRD_EV_MEMCPY:
@@ -41,7 +67,7 @@ int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)
         return mrd_batch_add_sync(b, &r->ev.sync);
     case MRD_EV_API: {
         struct mrd_api e = r->ev.api;
-        e.name = intern(cv, r->str[0]);
+        e.name = intern_static(cv, r->str[0]);
         return mrd_batch_add_api(b, &e);
     }
     case MRD_EV_GRAPH:
@@ -53,23 +79,23 @@ int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)
         char name[MRD_RECORD_INLINE_STR];
         memcpy(name, r->inline_str, sizeof name);
         name[sizeof name - 1] = '\0'; /* never trust the writer to terminate it */
-        e.domain = intern(cv, r->str[0]);
-        e.name = intern(cv, name[0] ? name : r->str[1]);
+        e.domain = intern_static(cv, r->str[0]);
+        e.name = name[0] ? intern(cv, name, sizeof name) : intern_static(cv, r->str[1]);
         return mrd_batch_add_nvtx(b, &e);
     }
     case MRD_EV_NCCL_OP: {
         struct mrd_nccl_op e = r->ev.nccl_op;
-        e.func = intern(cv, r->str[0]);
-        e.datatype = intern(cv, r->str[1]);
-        e.algo = intern(cv, r->str[2]);
-        e.proto = intern(cv, r->str[3]);
+        e.func = intern_static(cv, r->str[0]);
+        e.datatype = intern_static(cv, r->str[1]);
+        e.algo = intern_static(cv, r->str[2]);
+        e.proto = intern_static(cv, r->str[3]);
         return mrd_batch_add_nccl_op(b, &e);
     }
     case MRD_EV_NCCL_CHANNEL:
         return mrd_batch_add_nccl_channel(b, &r->ev.nccl_channel);
     case MRD_EV_MPI: {
         struct mrd_mpi e = r->ev.mpi;
-        e.call = intern(cv, r->str[0]);
+        e.call = intern_static(cv, r->str[0]);
         return mrd_batch_add_mpi(b, &e);
     }
     case MRD_EV_GPU_CLOCK:

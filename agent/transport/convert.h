@@ -8,11 +8,21 @@
 #include "batch.h"
 #include "record.h"
 
+#define MRD_CONVERT_PTR_CACHE 1024 /* entries of the pointer -> string id cache (power of 2) */
+
 struct mrd_convert {
     struct mrd_batch_builder *b;
     uint32_t target_events;  /* the builder's target: full at this many pending events */
     uint32_t max_id;         /* highest string id seen (ids grow by one per new string) */
     size_t new_string_bytes; /* bytes of strings first seen since the caller last reset it */
+    /* Ids of process-lifetime strings (a record's str[], record.h) by address: a known
+     * address skips hashing and comparing the string. Valid for cache_owner only (b
+     * replaced: the cache starts empty). Zero-initialised with the rest. */
+    const struct mrd_batch_builder *cache_owner;
+    struct {
+        const char *p;
+        uint32_t id;
+    } cache[MRD_CONVERT_PTR_CACHE];
 };
 
 /* Adds record *r to cv->b. Returns 0; -EAGAIN when the batch is full (nothing added:
