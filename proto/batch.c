@@ -745,3 +745,21 @@ void mrd_batch_builder_reset_unacked(struct mrd_batch_builder *b)
 {
     (void)b;
 }
+
+/* One appender per kind, indexed by enum mrd_event_kind (batch.h: mrd_batch_add_any). */
+#define ADD_ANY(k, fn, type)                                                                       \
+    static int any_##fn(struct mrd_batch_builder *b, const void *e)                                \
+    {                                                                                              \
+        return mrd_batch_add_##fn(b, (const type *)e);                                             \
+    }
+MRD__EVENT_KINDS(ADD_ANY)
+#define ADD_ENTRY(k, fn, type) [k] = any_##fn,
+static int (*const add_any[MRD_EV__COUNT])(struct mrd_batch_builder *, const void *) = {
+    MRD__EVENT_KINDS(ADD_ENTRY)};
+
+int mrd_batch_add_any(struct mrd_batch_builder *b, int kind, const void *e)
+{
+    if (kind <= 0 || kind >= MRD_EV__COUNT || !add_any[kind])
+        return -EINVAL;
+    return add_any[kind](b, e);
+}

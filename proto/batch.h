@@ -125,4 +125,14 @@ int mrd_batch_next_mpi(struct mrd_batch_cursor *c, struct mrd_mpi *e);
 int mrd_batch_next_clock_sample(struct mrd_batch_cursor *c, struct mrd_clock_sample *e);
 int mrd_batch_next_gpu_clock_sample(struct mrd_batch_cursor *c, struct mrd_gpu_clock_sample *e);
 
+/* ---- any kind (for code that moves events without looking at them: re-splitting,
+ * replay) ---- */
+
+/* mrd_batch_next_<kind> for `kind` (enum mrd_event_kind); e points at that kind's struct
+ * (events.h). 0 for an unknown kind. */
+int mrd_batch_next_any(struct mrd_batch_cursor *c, int kind, void *e);
+
+/* mrd_batch_add_<kind> for `kind`; -EINVAL for an unknown kind. */
+int mrd_batch_add_any(struct mrd_batch_builder *b, int kind, const void *e);
+
 #endif

@@ -419,3 +419,21 @@ int mrd_batch_next_gpu_clock_sample(struct mrd_batch_cursor *c, struct mrd_gpu_c
     e->uncertainty_ns = g->uncertainty_ns[i];
     return 1;
 }
+
+/* One reader per kind, indexed by enum mrd_event_kind (batch.h: mrd_batch_next_any). */
+#define NEXT_ANY(k, fn, type)                                                                      \
+    static int any_##fn(struct mrd_batch_cursor *c, void *e)                                       \
+    {                                                                                              \
+        return mrd_batch_next_##fn(c, (type *)e);                                                  \
+    }
+MRD__EVENT_KINDS(NEXT_ANY)
+#define NEXT_ENTRY(k, fn, type) [k] = any_##fn,
+static int (*const next_any[MRD_EV__COUNT])(struct mrd_batch_cursor *, void *) = {
+    MRD__EVENT_KINDS(NEXT_ENTRY)};
+
+int mrd_batch_next_any(struct mrd_batch_cursor *c, int kind, void *e)
+{
+    if (kind <= 0 || kind >= MRD_EV__COUNT || !next_any[kind])
+        return 0;
+    return next_any[kind](c, e);
+}

@@ -37,49 +37,6 @@
 #include "flusher_int.h"
 #include "frame.h"
 
-/* The kinds a batch carries: read one with the cursor, append it to the builder. */
-#define KIND(name, type)                                                                           \
-    static int next_##name(struct mrd_batch_cursor *c, void *e)                                    \
-    {                                                                                              \
-        return mrd_batch_next_##name(c, (type *)e);                                                \
-    }                                                                                              \
-    static int add_##name(struct mrd_batch_builder *b, const void *e)                              \
-    {                                                                                              \
-        return mrd_batch_add_##name(b, (const type *)e);                                           \
-    }
-KIND(kernel, struct mrd_kernel)
-KIND(memcpy, struct mrd_memcpy)
-KIND(memset, struct mrd_memset)
-KIND(sync, struct mrd_sync)
-KIND(api, struct mrd_api)
-KIND(graph, struct mrd_graph)
-KIND(extcorr, struct mrd_extcorr)
-KIND(nvtx, struct mrd_nvtx)
-KIND(nccl_op, struct mrd_nccl_op)
-KIND(nccl_channel, struct mrd_nccl_channel)
-KIND(mpi, struct mrd_mpi)
-KIND(clock_sample, struct mrd_clock_sample)
-KIND(gpu_clock_sample, struct mrd_gpu_clock_sample)
-
-static const struct {
-    int (*next)(struct mrd_batch_cursor *c, void *e);
-    int (*add)(struct mrd_batch_builder *b, const void *e);
-} kinds[MRD_EV__COUNT] = {
-    [MRD_EV_KERNEL] = {next_kernel, add_kernel},
-    [MRD_EV_MEMCPY] = {next_memcpy, add_memcpy},
-    [MRD_EV_MEMSET] = {next_memset, add_memset},
-    [MRD_EV_SYNC] = {next_sync, add_sync},
-    [MRD_EV_API] = {next_api, add_api},
-    [MRD_EV_GRAPH] = {next_graph, add_graph},
-    [MRD_EV_EXTCORR] = {next_extcorr, add_extcorr},
-    [MRD_EV_NVTX] = {next_nvtx, add_nvtx},
-    [MRD_EV_NCCL_OP] = {next_nccl_op, add_nccl_op},
-    [MRD_EV_NCCL_CHANNEL] = {next_nccl_channel, add_nccl_channel},
-    [MRD_EV_MPI] = {next_mpi, add_mpi},
-    [MRD_EV_CLOCK] = {next_clock_sample, add_clock_sample},
-    [MRD_EV_GPU_CLOCK] = {next_gpu_clock_sample, add_gpu_clock_sample},
-};
-
 void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t now)
 {
     uint32_t limit = announced ? announced : MRD_FRAME_DEFAULT_MAX;
@@ -121,11 +78,11 @@ static void readd(struct mrd_flusher *f, const Meridian__V1__Batch *m, int64_t n
     for (int k = 1; k < MRD_EV__COUNT; k++) {
         struct mrd_batch_cursor c;
         mrd_batch_cursor_init(&c, m);
-        while (kinds[k].next(&c, &ev)) {
-            int e = kinds[k].add(f->b, &ev);
+        while (mrd_batch_next_any(&c, k, &ev)) {
+            int e = mrd_batch_add_any(f->b, k, &ev);
             if (e == -EAGAIN) {
                 int fe = mrd__tx_finish_batch(f, now);
-                e = fe == 0 ? kinds[k].add(f->b, &ev) : fe;
+                e = fe == 0 ? mrd_batch_add_any(f->b, k, &ev) : fe;
             }
             if (e != 0)
                 mrd_agent_count_drop(mrd__convert_drop_reason(e), 1);

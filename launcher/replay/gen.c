@@ -526,34 +526,5 @@ void mrd_gen_free(struct mrd_gen *g)
 
 int mrd_gen_add(struct mrd_batch_builder *b, const struct mrd_canon_event *e)
 {
-    switch (e->kind) {
-    case MRD_EV_KERNEL:
-        return mrd_batch_add_kernel(b, &e->u.kernel);
-    case MRD_EV_MEMCPY:
-        return mrd_batch_add_memcpy(b, &e->u.memcpy);
-    case MRD_EV_MEMSET:
-        return mrd_batch_add_memset(b, &e->u.memset);
-    case MRD_EV_SYNC:
-        return mrd_batch_add_sync(b, &e->u.sync);
-    case MRD_EV_API:
-        return mrd_batch_add_api(b, &e->u.api);
-    case MRD_EV_GRAPH:
-        return mrd_batch_add_graph(b, &e->u.graph);
-    case MRD_EV_EXTCORR:
-        return mrd_batch_add_extcorr(b, &e->u.extcorr);
-    case MRD_EV_NVTX:
-        return mrd_batch_add_nvtx(b, &e->u.nvtx);
-    case MRD_EV_NCCL_OP:
-        return mrd_batch_add_nccl_op(b, &e->u.nccl_op);
-    case MRD_EV_NCCL_CHANNEL:
-        return mrd_batch_add_nccl_channel(b, &e->u.nccl_channel);
-    case MRD_EV_MPI:
-        return mrd_batch_add_mpi(b, &e->u.mpi);
-    case MRD_EV_CLOCK:
-        return mrd_batch_add_clock_sample(b, &e->u.clock);
-    case MRD_EV_GPU_CLOCK:
-        return mrd_batch_add_gpu_clock_sample(b, &e->u.gpu_clock);
-    default:
-        return -EINVAL;
-    }
+    return mrd_batch_add_any(b, e->kind, &e->u);
 }

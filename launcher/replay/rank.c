@@ -323,19 +323,6 @@ static int strmap_put(struct strmap *m, uint32_t id, const char *s)
     return 0;
 }
 
-#define HASH_KIND(type, next, field)                                                               \
-    do {                                                                                           \
-        mrd_batch_cursor_init(&cur, m);                                                            \
-        e.kind = type;                                                                             \
-        while (next(&cur, &e.u.field)) {                                                           \
-            *sum += mrd_canon_hash(&e, strmap_hash, map);                                          \
-            if (dump)                                                                              \
-                dump_event(dump, &e, strmap_get, map);                                             \
-            by_kind[type]++;                                                                       \
-            n++;                                                                                   \
-        }                                                                                          \
-    } while (0)
-
 /* Counts and hashes every event of a checked batch. Returns the number of events. */
 static uint64_t hash_batch(const Meridian__V1__Batch *m, struct strmap *map, uint64_t *sum,
                            uint64_t by_kind[MRD_EV__COUNT], FILE *dump)
@@ -344,19 +331,17 @@ static uint64_t hash_batch(const Meridian__V1__Batch *m, struct strmap *map, uin
     struct mrd_canon_event e;
     uint64_t n = 0;
     memset(&e, 0, sizeof e);
-    HASH_KIND(MRD_EV_KERNEL, mrd_batch_next_kernel, kernel);
-    HASH_KIND(MRD_EV_MEMCPY, mrd_batch_next_memcpy, memcpy);
-    HASH_KIND(MRD_EV_MEMSET, mrd_batch_next_memset, memset);
-    HASH_KIND(MRD_EV_SYNC, mrd_batch_next_sync, sync);
-    HASH_KIND(MRD_EV_API, mrd_batch_next_api, api);
-    HASH_KIND(MRD_EV_GRAPH, mrd_batch_next_graph, graph);
-    HASH_KIND(MRD_EV_EXTCORR, mrd_batch_next_extcorr, extcorr);
-    HASH_KIND(MRD_EV_NVTX, mrd_batch_next_nvtx, nvtx);
-    HASH_KIND(MRD_EV_NCCL_OP, mrd_batch_next_nccl_op, nccl_op);
-    HASH_KIND(MRD_EV_NCCL_CHANNEL, mrd_batch_next_nccl_channel, nccl_channel);
-    HASH_KIND(MRD_EV_MPI, mrd_batch_next_mpi, mpi);
-    HASH_KIND(MRD_EV_CLOCK, mrd_batch_next_clock_sample, clock);
-    HASH_KIND(MRD_EV_GPU_CLOCK, mrd_batch_next_gpu_clock_sample, gpu_clock);
+    for (int k = 1; k < MRD_EV__COUNT; k++) {
+        mrd_batch_cursor_init(&cur, m);
+        e.kind = k;
+        while (mrd_batch_next_any(&cur, k, &e.u)) {
+            *sum += mrd_canon_hash(&e, strmap_hash, map);
+            if (dump)
+                dump_event(dump, &e, strmap_get, map);
+            by_kind[k]++;
+            n++;
+        }
+    }
     return n;
 }
 

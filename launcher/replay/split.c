@@ -27,41 +27,6 @@ struct split_run {
     struct mrd_split_result *res;
 };
 
-/* Reads the next event of e->kind. 1 and *e filled, 0 at the end of that kind. */
-static int next_event(struct mrd_batch_cursor *c, struct mrd_canon_event *e)
-{
-    switch (e->kind) {
-    case MRD_EV_KERNEL:
-        return mrd_batch_next_kernel(c, &e->u.kernel);
-    case MRD_EV_MEMCPY:
-        return mrd_batch_next_memcpy(c, &e->u.memcpy);
-    case MRD_EV_MEMSET:
-        return mrd_batch_next_memset(c, &e->u.memset);
-    case MRD_EV_SYNC:
-        return mrd_batch_next_sync(c, &e->u.sync);
-    case MRD_EV_API:
-        return mrd_batch_next_api(c, &e->u.api);
-    case MRD_EV_GRAPH:
-        return mrd_batch_next_graph(c, &e->u.graph);
-    case MRD_EV_EXTCORR:
-        return mrd_batch_next_extcorr(c, &e->u.extcorr);
-    case MRD_EV_NVTX:
-        return mrd_batch_next_nvtx(c, &e->u.nvtx);
-    case MRD_EV_NCCL_OP:
-        return mrd_batch_next_nccl_op(c, &e->u.nccl_op);
-    case MRD_EV_NCCL_CHANNEL:
-        return mrd_batch_next_nccl_channel(c, &e->u.nccl_channel);
-    case MRD_EV_MPI:
-        return mrd_batch_next_mpi(c, &e->u.mpi);
-    case MRD_EV_CLOCK:
-        return mrd_batch_next_clock_sample(c, &e->u.clock);
-    case MRD_EV_GPU_CLOCK:
-        return mrd_batch_next_gpu_clock_sample(c, &e->u.gpu_clock);
-    default:
-        return 0;
-    }
-}
-
 /* Points ids[] at the string-id fields of *e (the fields batch.c's builder checks and the
  * canonical form hashes as strings); returns how many. */
 static int string_fields(struct mrd_canon_event *e, uint32_t *ids[4])
@@ -184,7 +149,7 @@ int mrd_split_batch(const struct mrd_split_config *cfg, const Meridian__V1__Batc
         memset(&e, 0, sizeof e);
         e.kind = k;
         mrd_batch_cursor_init(&c, m);
-        while (next_event(&c, &e)) {
+        while (mrd_batch_next_any(&c, e.kind, &e.u)) {
             if ((rc = fix_strings(&s, &e)) < 0)
                 goto fail;
             uint64_t h = mrd_canon_hash(&e, cfg->string_hash, cfg->string_ctx);
