@@ -85,7 +85,7 @@ static struct {
     unsigned nbufs;
     _Atomic uint8_t busy[POOL_MAX];
     _Atomic uint64_t pool_misses, buffers;
-    unsigned flush_ms, opt_nbufs, pace;
+    unsigned flush_ms, opt_nbufs;
     int no_pace; /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
     size_t opt_buf_bytes;
     int api_nccl_only, print_kinds;
@@ -128,14 +128,14 @@ static int env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi, u
  * agent/capture/README.md). */
 static int read_options(void)
 {
-    unsigned mb;
+    unsigned mb, pace;
     const char *api = getenv("MERIDIAN_CUPTI_API");
     if (env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64, &mb) ||
         env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX, &cu.opt_nbufs) ||
         env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000, &cu.flush_ms) ||
-        env_uint("MERIDIAN_CUPTI_PACE", 1, 0, 1, &cu.pace))
+        env_uint("MERIDIAN_CUPTI_PACE", 1, 0, 1, &pace))
         return -EINVAL;
-    cu.no_pace = cu.pace == 0;
+    cu.no_pace = pace == 0;
     cu.opt_buf_bytes = (size_t)mb << 20;
     if (api && *api && strcmp(api, "all") != 0 && strcmp(api, "nccl") != 0) {
         fprintf(stderr,
@@ -465,7 +465,7 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
         fprintf(stderr,
                 "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u pace=%u "
                 "runtime_cbids=%u driver_cbids=%u zeroed_out=1 timestamp=agent\n",
-                cu.buf_bytes, cu.nbufs, cu.flush_ms, cu.pace, rt, drv);
+                cu.buf_bytes, cu.nbufs, cu.flush_ms, !cu.no_pace, rt, drv);
     }
     return 0;
 }

@@ -207,13 +207,13 @@ expected_colls() {
         awk '{split($4,a,"="); printf "%s%s:%s", (n++?",":""), $3, a[2]}'
 }
 
-# expected_colls_of LOGNAME: the same from $WORK/logs/LOGNAME.log; a workload that printed no
-# count is a failure of its own (the check would otherwise fall back to "more than 0").
-expected_colls_of() {
-    local e
-    e=$(expected_colls "$WORK/logs/$1.log")
-    [ -n "$e" ] || { say "$1: the workload printed no nccl_collectives count" >&2; FAILED+=("$1_count"); }
-    echo "$e"
+# expect_colls_from LOGNAME: sets EXPECT_COLLS from $WORK/logs/LOGNAME.log; a workload that
+# printed no count is a failure of its own (the check would otherwise fall back to "more
+# than 0"). Called directly, not in $(...), so that FAILED keeps the failure.
+expect_colls_from() {
+    EXPECT_COLLS=$(expected_colls "$WORK/logs/$1.log")
+    [ -n "$EXPECT_COLLS" ] ||
+        { say "$1: the workload printed no nccl_collectives count"; FAILED+=("$1_count"); }
 }
 
 stage_capture() {
@@ -230,8 +230,9 @@ stage_capture() {
         "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
         "${MPIRUN[@]}" "$ref" --steps 50 --warmup 5 --slow-rank 1 --slow-us 500 \
         --slow-steps every:10
+    expect_colls_from capture_ref
     run_logged check_ref 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
-        --expect-colls "$(expected_colls_of capture_ref)" --nvtx-prefix "step "
+        --expect-colls "$EXPECT_COLLS" --nvtx-prefix "step "
     [ -f "$db" ] && gzip -c "$db" >"$OUT/ref_capture.db.gz"
     # the agents' own record of what they sent: the fixture CI replays (tests/data/)
     for f in "$WORK"/ref-rank*.mrdcap; do [ -f "$f" ] && cp "$f" "$OUT/"; done
@@ -240,8 +241,9 @@ stage_capture() {
     run_logged capture_ddp 240 "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
         "${MPIRUN[@]}" -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=29532 "$PY" "$ddp" \
         --mode kernel-dense --steps 20 --warmup 5 --count-collectives
+    expect_colls_from capture_ddp
     run_logged check_ddp 60 "$PY" "$ROOT/tests/gpu/check_capture.py" --db "$db" --world 2 \
-        --expect-colls "$(expected_colls_of capture_ddp)" --nvtx-prefix "step "
+        --expect-colls "$EXPECT_COLLS" --nvtx-prefix "step "
     [ -f "$db" ] && gzip -c "$db" >"$OUT/ddp_capture.db.gz"
     return 0
 }
