@@ -55,6 +55,8 @@ int mrd_secret_read(const char *path, const char *value, char out[MRD_SECRET_MAX
     size_t n;
     if (path) {
         long r = read_file(path, file, sizeof(file));
+        if (r < 0) /* what was read before the error or the size check is secret too */
+            explicit_bzero(file, sizeof(file));
         if (r == -EFBIG)
             return secret_fail(out, -EFBIG, why, "file larger than 4096 bytes");
         if (r < 0)

@@ -196,7 +196,14 @@ static int apply_schema(struct mrd_store *s)
     if (rc < 0)
         return rc;
     if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0 ||
-        (rc = migrate_agent_instance(s)) < 0)
+        (rc = migrate_agent_instance(s)) < 0 ||
+        /* after the migration (older batches tables gain agent_instance there): a Hello's
+         * committed-seq lookup for a restarted process finds its rows, or their absence,
+         * here instead of walking every batch of the rank (SCHEMA.md) */
+        (rc = exec(s,
+                   "CREATE INDEX IF NOT EXISTS batches_rank_instance"
+                   " ON batches (rank, agent_instance, seq)",
+                   "index batches")) < 0)
         goto fail;
     char v[32];
     if ((rc = query_text(s, "SELECT max(version) FROM schema_version", v, sizeof(v))) < 0)
@@ -338,6 +345,7 @@ static void complete_txn(struct mrd_store *s, int status)
     }
     memset(&s->txn, 0, sizeof(s->txn));
     pthread_mutex_lock(&s->mu);
+    s->commit_soon = 0; /* answered by this end, however the transaction ended */
     if (head) {
         if (s->done_tail)
             s->done_tail->next = head;
@@ -456,7 +464,6 @@ static void *writer_main(void *arg)
             int due = now.tv_sec > deadline.tv_sec ||
                       (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
             if (due || s->flush_req || s->commit_soon || s->stop) {
-                s->commit_soon = 0;
                 pthread_mutex_unlock(&s->mu);
                 end_txn(s, 0);
                 pthread_mutex_lock(&s->mu);

@@ -337,6 +337,27 @@ static struct mrd_batch_builder *builder(const char *run, uint32_t rank, uint64_
     return b;
 }
 
+/* A Hello's committed-seq lookup (write.c, MRD__ST_MAX_SEQ_OWN) uses the (rank,
+ * agent_instance, seq) index: without it, a restarted process's lookup walks every batch
+ * of its rank. */
+static void check_seq_index(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    int used = 0;
+    CHECK_EQ(sqlite3_prepare_v2(db,
+                                "EXPLAIN QUERY PLAN SELECT seq FROM batches WHERE rank = 1 AND"
+                                " agent_instance = 2 ORDER BY seq DESC LIMIT 1",
+                                -1, &st, NULL),
+             SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text(st, 3);
+        if (detail && strstr(detail, "batches_rank_instance"))
+            used = 1;
+    }
+    sqlite3_finalize(st);
+    CHECK(used);
+}
+
 /* Two agent processes of one rank, one after the other and back (the ingest refuses them
  * side by side): each one's string id 1 keeps its own string, and each one's HelloReply
  * committed_seq is its own highest batch, so the older one keeps its queued batches below
@@ -386,6 +407,7 @@ static void check_agent_processes(const char *dir)
     CHECK_EQ(q1(db, sql), 2);
     CHECK_EQ(q1(db, "SELECT count(*) FROM kernels WHERE name_id IS NULL"), 0);
     CHECK_EQ(q1(db, "SELECT count(*) FROM batches WHERE agent_instance = 10"), 3);
+    check_seq_index(db);
     sqlite3_close(db);
 }
 
@@ -430,6 +452,7 @@ static void check_migration(const char *dir)
              1);
     CHECK_EQ(q1(db, "SELECT agent_instance FROM rank_strings WHERE rank = 2 AND local_id = 1"), 77);
     CHECK_EQ(q1(db, "SELECT count(*) FROM batches WHERE agent_instance IS NULL"), 1);
+    check_seq_index(db);
     sqlite3_close(db);
 }
 
