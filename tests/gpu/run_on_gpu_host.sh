@@ -220,6 +220,7 @@ stage_capture() {
     local ref=$BUILD/tests/workloads/ref_workload ddp=$ROOT/tests/workloads/ddp_train.py db
     if ! find_meridian; then
         say "capture: SKIPPED: meridian CLI or libmeridian.so not built"
+        FAILED+=(capture_skipped)
         return 0
     fi
     say "capture: meridian=$MERIDIAN agent=$AGENT_LIB"
@@ -271,8 +272,8 @@ stage_overhead() {
         return 0
     fi
     find_meridian || say "overhead: meridian not built: its variants are skipped"
-    # Two alternating runs in one call: the quick workloads (storm, ref: ~12 s a round) get
-    # their 10 rounds first, then the DDP workloads (~55 s a round: process start-up
+    # Two alternating runs in one call: the quick workloads (storm, ref: ~14 s a round) get
+    # their 10 rounds first, then the DDP workloads (50-62 s a round: process start-up
     # dominates) get the rest of the budget. OVERHEAD_WORKLOADS picks one group only.
     local group budget
     for group in ${OVERHEAD_WORKLOADS:-storm,ref ddp}; do
@@ -291,7 +292,7 @@ stage_overhead() {
 
 # Diagnostic for workload (a): which agent mechanism costs the storm (storm_variants.py).
 stage_stormdiag() {
-    find_meridian || { say "stormdiag: SKIPPED: meridian not built"; return 0; }
+    find_meridian || { say "stormdiag: SKIPPED: meridian not built"; FAILED+=(stormdiag_skipped); return 0; }
     run_logged stormdiag "$((${STORMDIAG_ROUNDS:-8} * 30 + 30))" "$PY" \
         "$ROOT/tests/bench/overhead/storm_variants.py" --storm "$BUILD/tests/workloads/kernel_storm" \
         --bare "$BUILD/tests/gpu/libbare_consumer.so" --meridian "$MERIDIAN" \
@@ -305,7 +306,7 @@ stage_clockshift() {
     # issue 4 on real GPUs: tests/clock/gpu_clockshift.sh runs the reference workload with
     # rank 1 in a time namespace; the shift must come back out of the clock fit within 5 us,
     # and causality violations must be zero after tightening.
-    find_meridian || { say "clockshift: SKIPPED: meridian not built"; return 0; }
+    find_meridian || { say "clockshift: SKIPPED: meridian not built"; FAILED+=(clockshift_skipped); return 0; }
     local fin
     fin=$(find "$BUILD" -type f -perm -u+x -name clock_finalize | head -1)
     run_logged clockshift 240 env MERIDIAN="$MERIDIAN" AGENT_LIB="$AGENT_LIB" \

@@ -25,7 +25,9 @@ as the median of per-round ratios (paired):
   meridian / torch profiler                                          goal < 1 on d
 It also compares the activity kinds the bare consumer and meridian print (`kinds=`).
 
-Output: a Markdown table on stdout and in OUT/overhead.md, every run in OUT/overhead.csv,
+Output: a Markdown table on stdout and in OUT/overhead.md, every run in OUT/overhead.csv
+(a row appended as each run ends, so a call cut short keeps what it measured; the storm's
+own stall counts and the agents' sent/lost totals ride along),
 each run's log under WORK/logs/overhead/. Exit 0 when the runs could be made (whatever
 the goals say), 1 when a workload had no successful plain run.
 """
@@ -64,6 +66,21 @@ def parse_metrics(workload, text):
                 r"ddp_train: rank \d+ mode=" + mode + r" .*?step_ms median=([0-9.]+)", text)]
             if vals:
                 out[key] = max(vals)  # the slowest rank sets the step
+    return out
+
+
+def side_counts(text):
+    """What else a run printed that the results quote: the storm's stalls (launches over
+    50 us and their total ms) and, under meridian, the events its agents sent and lost
+    (summed over ranks)."""
+    out = {}
+    m = re.search(r"kernel_storm: .*stalls=(\d+) stall_ms=([0-9.]+)", text)
+    if m:
+        out["stalls"], out["stall_ms"] = int(m.group(1)), float(m.group(2))
+    sent = re.findall(r"meridian: rank \d+: sent (\d+) events .*?lost (\d+)", text)
+    if sent:
+        out["sent"] = sum(int(a) for a, _ in sent)
+        out["lost"] = sum(int(b) for _, b in sent)
     return out
 
 
@@ -108,6 +125,7 @@ class Harness:
         self.cfg = cfg
         self.runner = runner
         self.rows = []  # dicts: round, workload, variant, rc, seconds, metrics
+        self.longest = {}  # (workload, variant) -> longest run so far, seconds (budget)
         self.kinds = {}  # who -> set
 
     def command(self, workload, variant, db):
@@ -167,8 +185,10 @@ class Harness:
             k = parse_kinds(text, who)
             if k is not None and who not in self.kinds:
                 self.kinds[who] = k
-        self.rows.append({"round": rnd, "workload": workload, "variant": variant, "rc": rc,
-                          "seconds": round(secs, 3), **metrics})
+        row = {"round": rnd, "workload": workload, "variant": variant, "rc": rc,
+               "seconds": round(secs, 3), **metrics, **side_counts(text)}
+        self.rows.append(row)
+        self.append_csv(row)
         for f in (db, db + "-wal", db + "-shm"):
             if os.path.exists(f):
                 os.remove(f)
@@ -182,9 +202,12 @@ class Harness:
                 vs = [v for v in VARIANTS[wl] if self.available(wl, v)]
                 k = rnd % len(vs) if vs else 0
                 for v in vs[k:] + vs[:k]:
-                    if clock() - start > c.budget_s:
+                    t0 = clock()  # start no run that, as long as its longest, ends past it
+                    if t0 - start + self.longest.get((wl, v), 0.0) > c.budget_s:
                         return
                     self.run_one(rnd, wl, v)
+                    took = clock() - t0
+                    self.longest[(wl, v)] = max(self.longest.get((wl, v), 0.0), took)
             self.rounds_done = rnd + 1
 
     def samples(self, metric, variant):
@@ -251,14 +274,20 @@ class Harness:
                 f"activity kinds, bare consumer vs meridian: {kinds}", ""]
         return "\n".join(head + lines + ratios) + "\n"
 
+    CSV_KEYS = ["round", "workload", "variant", "rc", "seconds", "storm", "ref", "ddp_ch",
+                "ddp_kd", "stalls", "stall_ms", "sent", "lost"]
+
+    def append_csv(self, row):
+        """Appends one run to OUT/overhead.csv (header first), flushed at once."""
+        path = os.path.join(self.cfg.out, "overhead.csv")
+        new = not self.rows[:-1] or not os.path.exists(path)
+        with open(path, "w" if new else "a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=self.CSV_KEYS)
+            if new:
+                w.writeheader()
+            w.writerow({k: row.get(k, "") for k in self.CSV_KEYS})
+
     def write(self, out_dir):
-        keys = ["round", "workload", "variant", "rc", "seconds", "storm", "ref", "ddp_ch",
-                "ddp_kd"]
-        with open(os.path.join(out_dir, "overhead.csv"), "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=keys)
-            w.writeheader()
-            for r in self.rows:
-                w.writerow({k: r.get(k, "") for k in keys})
         text = self.report()
         with open(os.path.join(out_dir, "overhead.md"), "w") as f:
             f.write(text)

@@ -171,6 +171,24 @@ def test_budget_and_kinds(tmp):
     expect("DIFFER" in text and "MARKER" in text, "a kinds difference is reported")
 
 
+def test_budget_counts_the_run_length(tmp):
+    # Runs of 30 s against a budget of 100 s: the fourth would start at 90 s and end past
+    # the budget (a device call's hard limit would then lose everything), so it never
+    # starts; the three that ran are already in the CSV before the report is written.
+    t = [0.0]
+
+    def runner(argv, env, log):
+        t[0] += 30.0
+        return Model()(argv, env, log)
+
+    h = overhead.Harness(config(tmp, budget_s=100, workloads="storm"), runner)
+    h.run(clock=lambda: t[0])
+    expect(len(h.rows) == 3, f"3 runs of 30 s fit a 100 s budget, got {len(h.rows)}")
+    lines = open(os.path.join(tmp, "overhead.csv")).read().splitlines()
+    expect(len(lines) == 4, f"csv written as runs end: header + 3, got {len(lines)}")
+    expect("stalls" in lines[0] and "lost" in lines[0], f"csv columns {lines[0]}")
+
+
 def test_bare_env(tmp):
     c = config(tmp, bare_env="BARE_CONSUMER_KINDS=A,B,C;BARE_CONSUMER_POOL=32")
     expect(c.bare_env == {"BARE_CONSUMER_KINDS": "A,B,C", "BARE_CONSUMER_POOL": "32"},
@@ -198,6 +216,11 @@ def test_parse():
            "a failed result check gives no metric")
     got = overhead.parse_metrics("storm", "kernel_storm: launches=5 wall_s=1 us_per_launch=4.25\n")
     expect(got == {"storm": 4.25}, f"storm parse {got}")
+    got = overhead.side_counts("kernel_storm: launches=5 wall_s=1 us_per_launch=4.25 stalls=7 "
+                               "stall_ms=1.500 max_launch_us=60.0\n"
+                               "meridian: rank 0: sent 10 events in 1 batches; lost 2\n"
+                               "meridian: rank 1: sent 5 events in 1 batches; lost 0\n")
+    expect(got == {"stalls": 7, "stall_ms": 1.5, "sent": 15, "lost": 2}, f"side counts {got}")
     expect(overhead.parse_kinds("[1,0]<stderr>:bare_consumer: kinds=A,B failed=C", "bare_consumer")
            == {"A", "B"}, "kinds parse stops at the failed list")
 
@@ -207,6 +230,8 @@ def main():
         test_full_run(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_budget_and_kinds(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_budget_counts_the_run_length(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_bare_env(tmp)
     with tempfile.TemporaryDirectory() as tmp:
