@@ -152,6 +152,8 @@ uint32_t mrd__strtab_intern(struct mrd__strtab *t, const char *s)
             }
         }
     }
+    if (t->n >= MRD__STRTAB_MAX || t->bytes + len > MRD__STRTAB_MAX_BYTES)
+        goto fail; /* full: checked before copying, so a full table costs no allocation */
     if (!copy) {
         copy = malloc(len + 1);
         if (!copy)
@@ -159,8 +161,6 @@ uint32_t mrd__strtab_intern(struct mrd__strtab *t, const char *s)
         memcpy(copy, s, len);
         copy[len] = '\0';
     }
-    if (t->n >= MRD__STRTAB_MAX || t->bytes + len > MRD__STRTAB_MAX_BYTES)
-        goto fail;
     if (t->n + 1 >= t->cap) {
         uint32_t ncap = t->cap ? t->cap * 2 : 64;
         struct mrd__string *ns = realloc(t->str, ncap * sizeof(*ns));

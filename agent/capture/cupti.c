@@ -470,15 +470,6 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
     return 0;
 }
 
-/* The activity kinds enable_kinds may have turned on (a failed set-up turns them off). */
-static const CUpti_ActivityKind all_kinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_GRAPH_TRACE,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_OVERHEAD,
-    CUPTI_ACTIVITY_KIND_DEVICE,
-};
-
 void mrd__cupti_pool_destroy(void)
 {
     if (cu.pool)
@@ -529,11 +520,11 @@ int mrd__cupti_setup(void)
     return 0;
 
 fail:
-    /* Leave CUPTI as we found it: no kind of ours on, our subscriber gone (another tool, or
-     * a later InitializeInjection of someone else, may take it), the pool unmapped. The
-     * buffer callbacks cannot be unregistered; with no pool they hand out nothing. */
-    for (size_t i = 0; i < sizeof(all_kinds) / sizeof(all_kinds[0]); i++)
-        cuptiActivityDisable(all_kinds[i]);
+    /* Leave CUPTI as we found it: our subscriber gone (another tool, or a later
+     * InitializeInjection of someone else, may take it), the pool unmapped. No kind is on:
+     * every failure comes before enable_kinds turns one on, and enable_kinds fails only
+     * on its first kind. The buffer callbacks cannot be unregistered; with no pool they
+     * hand out nothing. */
     cuptiUnsubscribe(sub);
     mrd__cupti_pool_destroy();
     return e;

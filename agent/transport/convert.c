@@ -32,10 +32,6 @@ static uint32_t intern_static(struct mrd_convert *cv, const char *s)
 {
     if (s == NULL)
         return 0;
-    if (cv->cache_owner != cv->b) { /* ids belong to one builder's string table */
-        memset(cv->cache, 0, sizeof cv->cache);
-        cv->cache_owner = cv->b;
-    }
     uintptr_t a = (uintptr_t)s;
     size_t slot = (size_t)((a >> 3) ^ (a >> 13)) & (MRD_CONVERT_PTR_CACHE - 1);
     if (cv->cache[slot].p == s)
@@ -46,6 +42,13 @@ static uint32_t intern_static(struct mrd_convert *cv, const char *s)
         cv->cache[slot].id = id;
     }
     return id;
+}
+
+void mrd__convert_bind(struct mrd_convert *cv, struct mrd_batch_builder *b)
+{
+    cv->b = b;
+    cv->max_id = 0;
+    memset(cv->cache, 0, sizeof cv->cache);
 }
 
 int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)

@@ -16,14 +16,17 @@ struct mrd_convert {
     uint32_t max_id;         /* highest string id seen (ids grow by one per new string) */
     size_t new_string_bytes; /* bytes of strings first seen since the caller last reset it */
     /* Ids of process-lifetime strings (a record's str[], record.h) by address: a known
-     * address skips hashing and comparing the string. Valid for cache_owner only (b
-     * replaced: the cache starts empty). Zero-initialised with the rest. */
-    const struct mrd_batch_builder *cache_owner;
+     * address skips hashing and comparing the string. The ids are b's: zero-initialised
+     * with the rest, emptied by mrd__convert_bind when b changes. */
     struct {
         const char *p;
         uint32_t id;
     } cache[MRD_CONVERT_PTR_CACHE];
 };
+
+/* Points cv at builder b (a new string table): the address cache and max_id start over.
+ * Use it whenever cv->b changes after cv was first filled. Flusher thread. */
+void mrd__convert_bind(struct mrd_convert *cv, struct mrd_batch_builder *b);
 
 /* Adds record *r to cv->b. Returns 0; -EAGAIN when the batch is full (nothing added:
  * finish the batch and call again); -MRD_ERR_TOO_LARGE when the event with its strings

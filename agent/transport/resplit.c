@@ -50,8 +50,12 @@ void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t
         e = mrd_batch_builder_set_max_frame(f->b, limit);
     if (e != 0)
         return; /* later frames over the limit are re-split or dropped in write_batches */
+    /* Lowered: every frame queued so far was built under a larger limit and is checked
+     * (write_batches). Raised: they all fit the new one; checking them would decompress
+     * and unpack each queued frame for nothing. */
+    if (limit < f->builder_max_frame)
+        f->builder_limit_seq = f->next_seq;
     f->builder_max_frame = limit;
-    f->builder_limit_seq = f->next_seq;
     if (limit > f->builder_max_ever)
         f->builder_max_ever = limit;
 }

@@ -6,8 +6,8 @@
  * against the builder's own id for the string's value:
  *  - one value at two addresses gets one id (and counts as one new string);
  *  - the same address many times gets its first id, and costs no new string;
- *  - after the builder is replaced (a new string table), an address cached under the old
- *    builder gets the new builder's id, not the stale one;
+ *  - after the builder is replaced (mrd__convert_bind: a new string table), an address
+ *    cached under the old builder gets the new builder's id, not the stale one;
  *  - an NVTX name copied into the record (inline_str) is never cached by address: two
  *    records whose inline names differ at the same address get different ids;
  *  - NCCL's four strings and MPI's call name come out right through the cache.
@@ -85,8 +85,7 @@ int main(void)
     protobuf_c_message_free_unpacked(&m->base, NULL);
 
     /* b2 (a new string table): `other` first, so a1's stale id from b1 would name it */
-    cv->b = b2;
-    cv->max_id = 0;
+    mrd__convert_bind(cv, b2);
     const char *seq2[] = {other, a1, a1};
     for (size_t i = 0; i < 3; i++) {
         struct mrd_record r = kernel(seq2[i]);

@@ -8,7 +8,8 @@
  *   - Nsight's variable, or another subscriber: nothing claimed, nothing undone;
  *   - the pool cannot be mapped (RLIMIT_AS), the timestamp callback, the buffer callbacks,
  *     the kernel kind fail: the subscriber it got is released (cuptiUnsubscribe with that
- *     very handle), every kind it turned on is off again, and the pool it mapped is gone
+ *     very handle), no kind is on (every failure comes before the first kind is enabled;
+ *     the check guards that order), and the pool it mapped is gone
  *     (unmapped: mincore says so; the request callback hands out nothing).
  * Before the fix the subscriber was never released (CUPTI stayed ours, no other tool could
  * take it) and the pre-faulted pool stayed mapped; a second set-up then failed at once.
