@@ -284,9 +284,16 @@ static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
     case O_DAEMON:
         o->daemon = arg;
         break;
-    case O_LISTEN:
+    case O_LISTEN: { /* checked here, before anything (secret file, temp dir) is made */
+        char h[256];
+        uint16_t port;
+        if (mrd_hostport_split(arg, h, sizeof(h), &port) < 0) {
+            fprintf(stderr, "meridian profile: --listen %s is not ADDR:PORT ([IPv6]:PORT)\n", arg);
+            return -EINVAL;
+        }
         o->listen = arg;
         break;
+    }
     case O_ADV:
         o->advertise = arg;
         break;
@@ -634,11 +641,8 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
     /* agents connect to --advertise, else the listen host (a wildcard means this host) */
     char host[256];
     uint16_t listen_port;
-    if (mrd_hostport_split(o->listen, host, sizeof(host), &listen_port) < 0) {
-        fprintf(stderr, "meridian profile: --listen %s is not ADDR:PORT ([IPv6]:PORT)\n",
-                o->listen);
-        return -1;
-    }
+    if (mrd_hostport_split(o->listen, host, sizeof(host), &listen_port) < 0)
+        return -1; /* a user's --listen was checked when parsed: only the default is left */
     s->daemon_pid = start_daemon(s->daemon, s->db, o->listen, s->run_id, s->secret, s->port_file,
                                  o->verbose, o->daemon_timeout_s, &s->port);
     if (s->daemon_pid < 0)

@@ -219,8 +219,9 @@ static int run_synthetic(struct rank_run *r)
     rc = make_client(r, &cc);
     if (rc < 0)
         goto fail;
-    if (send_limit(r) < o->max_frame) /* nothing pending yet: cannot be -EBUSY */
-        (void)mrd_batch_builder_set_max_frame(r->b, send_limit(r));
+    uint32_t limit = send_limit(r);
+    if (limit < o->max_frame) /* nothing pending yet: cannot be -EBUSY */
+        (void)mrd_batch_builder_set_max_frame(r->b, limit);
     r->t0 = now_s();
     for (;;) {
         double el = now_s() - r->t0;

@@ -98,6 +98,12 @@ else
     fail "C: unexpected LD_PRELOAD in the ranks: $(cat c.out)"
 fi
 
+# --- E: a bad --listen is refused while the options are read: nothing is made ----------
+timeout 30 "$M" profile -o badlisten.db --listen nonsense -- true >e.out 2>e.err
+rc=$?
+[ $rc = 2 ] && grep -q "listen nonsense is not ADDR:PORT" e.err && [ ! -e badlisten.db ] ||
+    fail "E: bad --listen: exit $rc, $(cat e.err), db $(ls badlisten.db 2>&1)"
+
 # --- D: the GPU capture recorded on the H200 host, replayed rank by rank -----------------
 # tests/data/README.md: reference workload, 2 ranks, 50 steps (+5 warm-up), rank 1 slowed
 # by 500 us every 10th step. The analysis must find exactly that.
