@@ -64,21 +64,7 @@ void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t
  * an event the builder refuses is counted as lost. */
 static void readd(struct mrd_flusher *f, const Meridian__V1__Batch *m, int64_t now)
 {
-    union {
-        struct mrd_kernel k;
-        struct mrd_memcpy mc;
-        struct mrd_memset ms;
-        struct mrd_sync s;
-        struct mrd_api a;
-        struct mrd_graph g;
-        struct mrd_extcorr x;
-        struct mrd_nvtx n;
-        struct mrd_nccl_op o;
-        struct mrd_nccl_channel ch;
-        struct mrd_mpi mpi;
-        struct mrd_clock_sample cs;
-        struct mrd_gpu_clock_sample gs;
-    } ev;
+    union mrd_any_event ev;
     for (int k = 1; k < MRD_EV__COUNT; k++) {
         struct mrd_batch_cursor c;
         mrd_batch_cursor_init(&c, m);

@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "batch.h"
 #include "events.h"
 
 /* Resolves a string id of the event's space (agent-local ids on the sender, strings.id in
@@ -34,21 +35,7 @@ typedef const char *(*mrd_canon_resolve_fn)(void *ctx, uint32_t id);
 /* Any one event, tagged with its enum mrd_event_kind. */
 struct mrd_canon_event {
     int kind;
-    union {
-        struct mrd_kernel kernel;
-        struct mrd_memcpy memcpy;
-        struct mrd_memset memset;
-        struct mrd_sync sync;
-        struct mrd_api api;
-        struct mrd_graph graph;
-        struct mrd_extcorr extcorr;
-        struct mrd_nvtx nvtx;
-        struct mrd_nccl_op nccl_op;
-        struct mrd_nccl_channel nccl_channel;
-        struct mrd_mpi mpi;
-        struct mrd_clock_sample clock;
-        struct mrd_gpu_clock_sample gpu_clock;
-    } u;
+    union mrd_any_event u; /* batch.h */
 };
 
 /* Returns the hash of a string id's value for the canonical form: mrd_canon_str_hash(value)

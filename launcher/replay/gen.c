@@ -523,8 +523,3 @@ void mrd_gen_free(struct mrd_gen *g)
     free(g->hash_by_id);
     free(g);
 }
-
-int mrd_gen_add(struct mrd_batch_builder *b, const struct mrd_canon_event *e)
-{
-    return mrd_batch_add_any(b, e->kind, &e->u);
-}

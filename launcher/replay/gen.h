@@ -57,8 +57,5 @@ const char *mrd_gen_string(void *gen, uint32_t id);
 /* String hash for mrd_canon_hash (ctx = gen): cached mrd_canon_str_hash of the id's string. */
 uint64_t mrd_gen_string_hash(void *gen, uint32_t id);
 
-/* Appends *e to the builder with the mrd_batch_add_* of its kind. Returns that call's
- * result (0, -EAGAIN when the batch is full, -ENOMEM) or -EINVAL for an unknown kind. */
-int mrd_gen_add(struct mrd_batch_builder *b, const struct mrd_canon_event *e);
 
 #endif

@@ -229,12 +229,12 @@ static int run_synthetic(struct rank_run *r)
         double allow = allowed(o, el);
         while (!stop && bev < o->batch_events && (double)generated < allow) {
             mrd_gen_next(g, &e);
-            rc = mrd_gen_add(r->b, &e);
+            rc = mrd_batch_add_any(r->b, e.kind, &e.u);
             if (rc == -EAGAIN && bev > 0) { /* full under the frame limit: send, add again */
                 if ((rc = finish_submit(r, ++seq, bev, bsum)) < 0)
                     goto fail;
                 bev = bsum = 0;
-                rc = mrd_gen_add(r->b, &e);
+                rc = mrd_batch_add_any(r->b, e.kind, &e.u);
             }
             if (rc < 0)
                 goto fail;

@@ -16,7 +16,6 @@
 #include "batch.h"
 #include "error.h"
 #include "events.h"
-#include "gen.h"
 
 struct split_run {
     const struct mrd_split_config *cfg;
@@ -153,11 +152,11 @@ int mrd_split_batch(const struct mrd_split_config *cfg, const Meridian__V1__Batc
             if ((rc = fix_strings(&s, &e)) < 0)
                 goto fail;
             uint64_t h = mrd_canon_hash(&e, cfg->string_hash, cfg->string_ctx);
-            rc = mrd_gen_add(s.b, &e);
+            rc = mrd_batch_add_any(s.b, e.kind, &e.u);
             if (rc == -EAGAIN && mrd_batch_builder_pending(s.b) > 0) {
                 if ((rc = finish_part(&s)) < 0)
                     goto fail;
-                rc = mrd_gen_add(s.b, &e);
+                rc = mrd_batch_add_any(s.b, e.kind, &e.u);
             }
             if (rc < 0) /* -MRD_ERR_TOO_LARGE: the event alone exceeds the limit */
                 goto fail;
