@@ -25,7 +25,6 @@ Usage: burst_test.py --meridiand PATH --burst-exe PATH [--runs N] [--rate R] [--
 import argparse
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -146,14 +145,7 @@ def main():
                max(r["hold_max_ms"] for r in runs), max(r["exit_hold_ms"] for r in runs)))
         ok = True
     finally:
-        for d in tt.DAEMONS:
-            if d.proc and d.proc.poll() is None:
-                d.proc.kill()
-                d.proc.wait()
-        if ok and not a.keep:
-            shutil.rmtree(wd, ignore_errors=True)
-        else:
-            print("work directory kept: %s" % wd, file=sys.stderr)
+        tt.cleanup(wd, ok, a.keep)
 
 
 if __name__ == "__main__":

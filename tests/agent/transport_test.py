@@ -639,6 +639,19 @@ SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "q
              "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe, "dns": sc_dns}
 
 
+def cleanup(wd, ok, keep):
+    """Kills every daemon still running; removes wd after a pass unless keep (burst_test.py
+    shares it)."""
+    for d in DAEMONS:
+        if d.proc and d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+    if ok and not keep:
+        shutil.rmtree(wd, ignore_errors=True)
+    else:
+        print("work directory kept: %s" % wd, file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
@@ -652,14 +665,7 @@ def main():
         SCENARIOS[a.scenario](a, wd)
         ok = True
     finally:
-        for d in DAEMONS:
-            if d.proc and d.proc.poll() is None:
-                d.proc.kill()
-                d.proc.wait()
-        if ok and not a.keep:
-            shutil.rmtree(wd, ignore_errors=True)
-        else:
-            print("work directory kept: %s" % wd, file=sys.stderr)
+        cleanup(wd, ok, a.keep)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@
 
 #include "batch.h"
 #include "check.h"
+#include "check_sql.h"
 #include "error.h"
 #include "frame.h"
 
@@ -216,12 +217,7 @@ static inline int64_t q1(const char *sql)
 {
     sqlite3 *db;
     CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
-    sqlite3_stmt *st;
-    CHECK_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    int64_t v = -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
+    int64_t v = check_sql_int(db, sql);
     sqlite3_close(db);
     return v;
 }

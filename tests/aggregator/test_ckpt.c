@@ -18,19 +18,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "check_sql.h"
 #include "error.h"
 #include "store.h"
-
-static int64_t q1(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    CHECK_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    int64_t v = -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 /* One transaction of four 3,000-byte rows (about 4 pages of 4,096 bytes). */
 static void commit_one(sqlite3 *db, sqlite3_stmt *ins)
@@ -81,8 +71,8 @@ int main(void)
     CHECK(strstr(why, "cannot open database") != NULL);
 
     CHECK_OK(mrd_store_sqlite_open(path, 0, &db, why, sizeof(why)));
-    CHECK_EQ(q1(db, "PRAGMA synchronous"), 1); /* NORMAL */
-    CHECK_EQ(q1(db, "PRAGMA wal_autocheckpoint"), MRD_STORE_CKPT_PAGES);
+    CHECK_EQ(check_sql_int(db, "PRAGMA synchronous"), 1); /* NORMAL */
+    CHECK_EQ(check_sql_int(db, "PRAGMA wal_autocheckpoint"), MRD_STORE_CKPT_PAGES);
     CHECK_EQ(sqlite3_exec(db, "CREATE TABLE t(v BLOB)", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_stmt *ins;
     CHECK_EQ(sqlite3_prepare_v2(db, "INSERT INTO t(v) VALUES(?)", -1, &ins, NULL), SQLITE_OK);
@@ -96,7 +86,7 @@ int main(void)
     /* steady writes, each checkpoint request given time to be served: the background
      * thread alone keeps the WAL small, the writer never checkpoints inline */
     struct mrd_store_ckpt_stats st;
-    int64_t page = q1(db, "PRAGMA page_size"), max_wal = 0;
+    int64_t page = check_sql_int(db, "PRAGMA page_size"), max_wal = 0;
     for (int i = 0; i < 120; i++) {
         commit_one(db, ins);
         int64_t w = file_size(wal);
@@ -117,13 +107,13 @@ int main(void)
     sqlite3 *reader;
     CHECK_EQ(sqlite3_open_v2(path, &reader, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     CHECK_EQ(sqlite3_exec(reader, "BEGIN", NULL, NULL, NULL), SQLITE_OK);
-    int64_t rows_seen = q1(reader, "SELECT count(*) FROM t");
+    int64_t rows_seen = check_sql_int(reader, "SELECT count(*) FROM t");
     CHECK_EQ(rows_seen, 480);
     for (int i = 0; i < 12; i++)
         commit_one(db, ins);
     mrd_store_ckpt_get_stats(c, &st);
     CHECK_GT(st.inline_runs, 0);
-    CHECK_EQ(q1(reader, "SELECT count(*) FROM t"), rows_seen); /* its snapshot held */
+    CHECK_EQ(check_sql_int(reader, "SELECT count(*) FROM t"), rows_seen); /* its snapshot held */
     CHECK_EQ(sqlite3_exec(reader, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(reader);
 
@@ -131,7 +121,7 @@ int main(void)
     mrd_store_ckpt_stop(c);
     mrd_store_ckpt_stop(NULL);
     commit_one(db, ins);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM t"), 4 * 133);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM t"), 4 * 133);
     sqlite3_finalize(ins);
     CHECK_EQ(sqlite3_close(db), SQLITE_OK);
 

@@ -18,6 +18,7 @@
 
 #include "batch.h"
 #include "check.h"
+#include "check_sql.h"
 #include "error.h"
 #include "frame.h"
 #include "store.h"
@@ -115,17 +116,6 @@ static struct mrd_store_item *hello_of(uint32_t rank, uint64_t instance)
 static struct mrd_store_item *hello_item(uint32_t rank)
 {
     return hello_of(rank, 0);
-}
-
-static int64_t q1(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    CHECK_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    int64_t v = -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
-        v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
 }
 
 #define NK 3000
@@ -402,11 +392,11 @@ static void check_agent_processes(const char *dir)
                           " WHERE k.rank = 5 AND s.value = '%s'";
     char sql[256];
     snprintf(sql, sizeof(sql), by_name, "alpha_kernel");
-    CHECK_EQ(q1(db, sql), 3);
+    CHECK_EQ(check_sql_int(db, sql), 3);
     snprintf(sql, sizeof(sql), by_name, "beta_kernel");
-    CHECK_EQ(q1(db, sql), 2);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM kernels WHERE name_id IS NULL"), 0);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM batches WHERE agent_instance = 10"), 3);
+    CHECK_EQ(check_sql_int(db, sql), 2);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM kernels WHERE name_id IS NULL"), 0);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM batches WHERE agent_instance = 10"), 3);
     check_seq_index(db);
     sqlite3_close(db);
 }
@@ -447,11 +437,11 @@ static void check_migration(const char *dir)
     mrd_store_close(s);
     mrd_batch_builder_free(b);
     CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id"
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id"
                     " WHERE s.value = 'old_kernel'"),
              1);
-    CHECK_EQ(q1(db, "SELECT agent_instance FROM rank_strings WHERE rank = 2 AND local_id = 1"), 77);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM batches WHERE agent_instance IS NULL"), 1);
+    CHECK_EQ(check_sql_int(db, "SELECT agent_instance FROM rank_strings WHERE rank = 2 AND local_id = 1"), 77);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM batches WHERE agent_instance IS NULL"), 1);
     check_seq_index(db);
     sqlite3_close(db);
 }
@@ -586,22 +576,22 @@ int main(void)
     CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
     check_kernels(db, 3, NK);
     check_nccl(db, NN);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM batches"), 3);
-    CHECK_EQ(q1(db, "SELECT sum(events) FROM batches"), NK + NN);
-    CHECK_EQ(q1(db, "SELECT value FROM aggregator_counters WHERE name = 'duplicate_batches'"), 1);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM runs"), 1);
-    CHECK_EQ(q1(db, "SELECT version FROM schema_version"), MRD_STORE_SCHEMA_VERSION);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM strings"), 9); /* 5 kernels + 4 nccl strings */
-    CHECK_EQ(q1(db, "SELECT value FROM agent_counters WHERE rank = 3 AND category = 'captured'"
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM batches"), 3);
+    CHECK_EQ(check_sql_int(db, "SELECT sum(events) FROM batches"), NK + NN);
+    CHECK_EQ(check_sql_int(db, "SELECT value FROM aggregator_counters WHERE name = 'duplicate_batches'"), 1);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM runs"), 1);
+    CHECK_EQ(check_sql_int(db, "SELECT version FROM schema_version"), MRD_STORE_SCHEMA_VERSION);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM strings"), 9); /* 5 kernels + 4 nccl strings */
+    CHECK_EQ(check_sql_int(db, "SELECT value FROM agent_counters WHERE rank = 3 AND category = 'captured'"
                     " AND name = 'kernel'"),
              2000);
-    CHECK_EQ(q1(db, "SELECT value FROM agent_counters WHERE rank = 3 AND category = 'dropped'"
+    CHECK_EQ(check_sql_int(db, "SELECT value FROM agent_counters WHERE rank = 3 AND category = 'dropped'"
                     " AND name = 'ring_full'"),
              9);
-    CHECK_EQ(q1(db, "SELECT goodbye FROM ranks WHERE rank = 3"), 0); /* hello after goodbye */
-    CHECK_EQ(q1(db, "SELECT pid FROM ranks WHERE rank = 3"), 4242);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM gpus WHERE rank = 3 AND uuid = 'GPU-1234'"), 1);
-    CHECK_EQ(q1(db, "SELECT world_size FROM runs"), 4);
+    CHECK_EQ(check_sql_int(db, "SELECT goodbye FROM ranks WHERE rank = 3"), 0); /* hello after goodbye */
+    CHECK_EQ(check_sql_int(db, "SELECT pid FROM ranks WHERE rank = 3"), 4242);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpus WHERE rank = 3 AND uuid = 'GPU-1234'"), 1);
+    CHECK_EQ(check_sql_int(db, "SELECT world_size FROM runs"), 4);
     /* the database as if written before a reboot of this host: the anchors are replaced
      * (global time restarts from realtime), the boot id updated, the run kept */
     CHECK_EQ(sqlite3_exec(db,
@@ -616,9 +606,9 @@ int main(void)
     CHECK_LT(llabs(mrd_store_global_now(s) - now_rt), 1000000000LL);
     mrd_store_close(s);
     CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
-    CHECK_GT(q1(db, "SELECT anchor_realtime_ns FROM runs"), 5);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM runs WHERE boot_id = 'another-boot'"), 0);
-    CHECK_EQ(q1(db, "SELECT count(*) FROM runs WHERE run_id = 'run-A'"), 1);
+    CHECK_GT(check_sql_int(db, "SELECT anchor_realtime_ns FROM runs"), 5);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM runs WHERE boot_id = 'another-boot'"), 0);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM runs WHERE run_id = 'run-A'"), 1);
     sqlite3_close(db);
 
     check_agent_processes(dir);

@@ -183,7 +183,7 @@ static void test_db(void)
     CHECK_OK(mrd_clock_causality_db(db, 0, &s, NULL));
     CHECK_EQ(s.instances, 50);
     CHECK_EQ(s.violations_before, 100); /* pairs (0,2) and (1,2) in every instance */
-    CHECK_EQ(tu_query_int(db, "SELECT count(*) FROM sqlite_master WHERE name='clock_adjustments'"),
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM sqlite_master WHERE name='clock_adjustments'"),
              0);
     /* apply */
     CHECK_OK(mrd_clock_causality_db(db, 1, &s, stderr));
@@ -193,24 +193,24 @@ static void test_db(void)
     CHECK_EQ(s.max_violation_after_ns, 0);
     CHECK(s.consistent && s.bound_scale == 1);
     CHECK_GE(s.max_violation_before_ns, X - 2 * W - 10);
-    int64_t c0 = tu_query_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 0");
-    int64_t c2 = tu_query_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 2");
+    int64_t c0 = check_sql_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 0");
+    int64_t c2 = check_sql_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 2");
     /* rank 2 relative to rank 0 moved back to within the kernels' overlap of the truth */
     CHECK_LE(llabs((c2 - c0) + X), 2 * W);
-    CHECK_EQ(tu_query_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
+    CHECK_EQ(check_sql_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
                               " AND rank_b = 2"),
              50);
-    CHECK_EQ(tu_query_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
+    CHECK_EQ(check_sql_int(db, "SELECT violations_before FROM clock_causality WHERE rank_a = 0"
                               " AND rank_b = 1"),
              0);
-    CHECK_EQ(tu_query_int(db, "SELECT sum(violations_after) FROM clock_causality"), 0);
-    int64_t off2 = tu_query_int(db, "SELECT offset_ns FROM clock_models WHERE rank = 2");
+    CHECK_EQ(check_sql_int(db, "SELECT sum(violations_after) FROM clock_causality"), 0);
+    int64_t off2 = check_sql_int(db, "SELECT offset_ns FROM clock_models WHERE rank = 2");
     CHECK_EQ(off2, 123456 + X + c2);
     /* rerun: the earlier shift is undone first, so the same answer, same models */
     CHECK_OK(mrd_clock_causality_db(db, 1, &s, NULL));
     CHECK_EQ(s.violations_before, 100);
-    CHECK_EQ(tu_query_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 2"), c2);
-    CHECK_EQ(tu_query_int(db, "SELECT offset_ns FROM clock_models WHERE rank = 2"), off2);
+    CHECK_EQ(check_sql_int(db, "SELECT shift_ns FROM clock_adjustments WHERE rank = 2"), c2);
+    CHECK_EQ(check_sql_int(db, "SELECT offset_ns FROM clock_models WHERE rank = 2"), off2);
     /* the models as loaded carry the shift */
     struct mrd_clock_models *ms = NULL;
     CHECK_OK(mrd_clock_models_load(db, &ms));
@@ -276,8 +276,8 @@ static void test_rooted(void)
     /* only the dependent direction constrains: c1 - c0 >= -(E1 - S0) = -505 us (rank 1
      * after root 0's Broadcast 0); c1 - c0 <= E0 - S1 = min(505 us of Broadcast 1,
      * 310 us of Reduce 0 whose root is 0). Not used: the roots' early ends (-400 us) */
-    CHECK_EQ(tu_query_int(db, "SELECT feasible_lo_ns FROM clock_causality"), -505 * us);
-    CHECK_EQ(tu_query_int(db, "SELECT feasible_hi_ns FROM clock_causality"), 310 * us);
+    CHECK_EQ(check_sql_int(db, "SELECT feasible_lo_ns FROM clock_causality"), -505 * us);
+    CHECK_EQ(check_sql_int(db, "SELECT feasible_hi_ns FROM clock_causality"), 310 * us);
 
     /* real violations: a Broadcast peer ends before its root begins, a Reduce root ends
      * before a peer begins, an AllReduce rank ends before the other begins */

@@ -84,19 +84,19 @@ int main(void)
     mrd_clock_models_destroy(ms);
     insert_probes(db);
     CHECK_EQ(mrd_clock_fit_db(db, NULL, stderr), 3);
-    int64_t rows = tu_query_int(db, "SELECT count(*) FROM clock_models");
+    int64_t rows = check_sql_int(db, "SELECT count(*) FROM clock_models");
     CHECK_GE(rows, 3);
-    CHECK_EQ(tu_query_int(db, "SELECT count(*) FROM clock_models WHERE rank = 5"), 0);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM clock_models WHERE rank = 5"), 0);
     check_models(db);
     /* a rerun replaces the rows and clears an earlier causality pass's shifts */
     tu_exec(db, "INSERT INTO clock_adjustments VALUES (0, 5, 1, 1, 0, 0, 1.0, 3)");
     CHECK_EQ(mrd_clock_fit_db(db, NULL, NULL), 3);
-    CHECK_EQ(tu_query_int(db, "SELECT count(*) FROM clock_models"), rows);
-    CHECK_EQ(tu_query_int(db, "SELECT count(*) FROM clock_adjustments"), 0);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM clock_models"), rows);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM clock_adjustments"), 0);
     check_models(db);
     /* every probe is counted in exactly one segment of its rank */
-    CHECK_EQ(tu_query_int(db, "SELECT sum(samples) FROM clock_models WHERE rank = 0"),
-             tu_query_int(db, "SELECT count(*) FROM clock_samples WHERE rank = 0"));
+    CHECK_EQ(check_sql_int(db, "SELECT sum(samples) FROM clock_models WHERE rank = 0"),
+             check_sql_int(db, "SELECT count(*) FROM clock_samples WHERE rank = 0"));
     sqlite3_close(db);
     fprintf(stderr, "clock_db: ok\n");
     return 0;

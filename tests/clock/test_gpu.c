@@ -135,8 +135,8 @@ static void test_db(void)
     }
     tu_exec(db, "COMMIT");
     CHECK_EQ(mrd_clock_gpu_fit_db(db, stderr), 3);
-    CHECK_EQ(tu_query_int(db, "SELECT count(*) FROM gpu_timer_models"), 3);
-    CHECK_EQ(tu_query_int(db, "SELECT samples FROM gpu_timer_models WHERE rank = 0"), 200);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models"), 3);
+    CHECK_EQ(check_sql_int(db, "SELECT samples FROM gpu_timer_models WHERE rank = 0"), 200);
     for (int r = 0; r < 3; r++) {
         sqlite3_stmt *st = NULL;
         CHECK_EQ(sqlite3_prepare_v2(db,
@@ -154,7 +154,7 @@ static void test_db(void)
     }
     /* rerun replaces, no duplicates */
     CHECK_EQ(mrd_clock_gpu_fit_db(db, NULL), 3);
-    CHECK_EQ(tu_query_int(db, "SELECT count(*) FROM gpu_timer_models"), 3);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models"), 3);
     sqlite3_close(db);
 }
 

@@ -11,6 +11,7 @@
 #include <sqlite3.h>
 
 #include "check.h"
+#include "check_sql.h"
 #include "clock.h"
 
 static uint64_t tu_rng_state = 0x9e3779b97f4a7c15ULL;
@@ -119,14 +120,5 @@ static inline void tu_exec(sqlite3 *db, const char *sql)
     }
 }
 
-static inline int64_t tu_query_int(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st = NULL;
-    CHECK_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    CHECK_EQ(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
 
 #endif

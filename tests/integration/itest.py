@@ -77,8 +77,10 @@ def stable_port():
 class Daemon:
     """One meridiand process on 127.0.0.1; restartable on the same database and port."""
 
-    def __init__(self, exe, wd, run_id="itest-run", secret="itest-secret-0123456789"):
+    def __init__(self, exe, wd, run_id="itest-run", secret="itest-secret-0123456789",
+                 extra=()):
         self.exe, self.wd, self.run_id = exe, wd, run_id
+        self.extra = list(extra)  # more meridiand options, e.g. ["--max-frame", "16384"]
         self.db = wd.file("meridian.db")
         self.secret_file = wd.file("secret")
         with open(self.secret_file, "w") as f:
@@ -99,7 +101,7 @@ class Daemon:
             self.proc = subprocess.Popen(
                 [self.exe, "--db", self.db, "--listen", "127.0.0.1:%d" % self.port,
                  "--run-id", self.run_id, "--secret-file", self.secret_file,
-                 "--port-file", port_file],
+                 "--port-file", port_file] + self.extra,
                 stdout=logf, stderr=subprocess.STDOUT)
             logf.close()
             while time.monotonic() < deadline:

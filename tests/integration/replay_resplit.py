@@ -87,12 +87,7 @@ for cap in captures:
     itest.log("%s: batch frames over the limit: %s bytes" % (os.path.basename(cap), big))
 
 wd = itest.Workdir(args, "replay_resplit")
-# meridiand with a small frame limit: a wrapper, since itest.Daemon passes no extra options
-wrapper = wd.file("meridiand-small-frames")
-with open(wrapper, "w") as f:
-    f.write("#!/bin/sh\nexec '%s' --max-frame %d \"$@\"\n" % (args.meridiand, LIMIT))
-os.chmod(wrapper, 0o755)
-d = itest.Daemon(wrapper, wd, run_id="resplit-ref")
+d = itest.Daemon(args.meridiand, wd, run_id="resplit-ref", extra=["--max-frame", str(LIMIT)])
 d.start()
 
 # ranks 0 and 1 replay the captures; rank 2 sends synthetic batches of 4096 events (~30 KB
