@@ -239,17 +239,22 @@ int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now)
     return 0;
 }
 
+int mrd__tx_add_event(struct mrd_flusher *f, int kind, const void *ev, int64_t now)
+{
+    int e = mrd_batch_add_any(f->b, kind, ev);
+    if (e == -EAGAIN) {
+        int fe = mrd__tx_finish_batch(f, now);
+        e = fe == 0 ? mrd_batch_add_any(f->b, kind, ev) : fe;
+    }
+    if (e != 0)
+        count_drop_events(mrd__convert_drop_reason(e), 1);
+    return e;
+}
+
 void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s)
 {
-    int e = mrd_batch_add_clock_sample(f->b, s);
-    if (e == -EAGAIN) { /* as mrd__convert_add: a failed finish is the sample's loss */
-        int fe = mrd__tx_finish_batch(f, mrd__mono_ns());
-        e = fe == 0 ? mrd_batch_add_clock_sample(f->b, s) : fe;
-    }
-    if (e != 0) {
-        count_drop_events(mrd__convert_drop_reason(e), 1);
+    if (mrd__tx_add_event(f, MRD_EV_CLOCK, s, mrd__mono_ns()) != 0)
         return;
-    }
     if (f->batch_first_ns == 0)
         f->batch_first_ns = mrd__mono_ns();
     mrd_agent_count_captured(MRD_EV_CLOCK, 1);

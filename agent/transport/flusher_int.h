@@ -132,6 +132,11 @@ uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms);
  * (and records it, unless re-splitting). Returns 0, or a negative code when the builder
  * could not finish (the events stay pending). */
 int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now);
+/* Appends one event of `kind` (a union mrd_any_event member) to the pending batch; when
+ * the batch is full, finishes it and tries once more (a failed finish is the event's loss,
+ * as in mrd__convert_add). A loss is counted by its reason (mrd__convert_drop_reason).
+ * Returns 0 when added. */
+int mrd__tx_add_event(struct mrd_flusher *f, int kind, const void *ev, int64_t now);
 
 /* resplit.c: the builder takes the limit a HelloReply announced (0: the default), finishing
  * the pending batch first if it was sized for a larger one. */

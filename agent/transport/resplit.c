@@ -68,15 +68,8 @@ static void readd(struct mrd_flusher *f, const Meridian__V1__Batch *m, int64_t n
     for (int k = 1; k < MRD_EV__COUNT; k++) {
         struct mrd_batch_cursor c;
         mrd_batch_cursor_init(&c, m);
-        while (mrd_batch_next_any(&c, k, &ev)) {
-            int e = mrd_batch_add_any(f->b, k, &ev);
-            if (e == -EAGAIN) {
-                int fe = mrd__tx_finish_batch(f, now);
-                e = fe == 0 ? mrd_batch_add_any(f->b, k, &ev) : fe;
-            }
-            if (e != 0)
-                mrd_agent_count_drop(mrd__convert_drop_reason(e), 1);
-        }
+        while (mrd_batch_next_any(&c, k, &ev))
+            (void)mrd__tx_add_event(f, k, &ev, now);
     }
 }
 
