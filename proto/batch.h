@@ -128,23 +128,6 @@ int mrd_batch_next_gpu_clock_sample(struct mrd_batch_cursor *c, struct mrd_gpu_c
 /* ---- any kind (for code that moves events without looking at them: re-splitting,
  * replay) ---- */
 
-/* Room for one event of any kind (what e points at below). */
-union mrd_any_event {
-    struct mrd_kernel kernel;
-    struct mrd_memcpy memcpy;
-    struct mrd_memset memset;
-    struct mrd_sync sync;
-    struct mrd_api api;
-    struct mrd_graph graph;
-    struct mrd_extcorr extcorr;
-    struct mrd_nvtx nvtx;
-    struct mrd_nccl_op nccl_op;
-    struct mrd_nccl_channel nccl_channel;
-    struct mrd_mpi mpi;
-    struct mrd_clock_sample clock;
-    struct mrd_gpu_clock_sample gpu_clock;
-};
-
 /* mrd_batch_next_<kind> for `kind` (enum mrd_event_kind); e points at that kind's struct
  * (events.h), e.g. a union mrd_any_event. 0 for an unknown kind. */
 int mrd_batch_next_any(struct mrd_batch_cursor *c, int kind, void *e);

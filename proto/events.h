@@ -115,4 +115,22 @@ enum mrd_drop_reason {
 const char *mrd_event_kind_name(int kind);
 const char *mrd_drop_reason_name(int reason);
 
+/* Room for one event of any kind: the agent's ring records, mrd_batch_add_any /
+ * mrd_batch_next_any (batch.h), replay's canonical events. */
+union mrd_any_event {
+    struct mrd_kernel kernel;
+    struct mrd_memcpy memcpy;
+    struct mrd_memset memset;
+    struct mrd_sync sync;
+    struct mrd_api api;
+    struct mrd_graph graph;
+    struct mrd_extcorr extcorr;
+    struct mrd_nvtx nvtx;
+    struct mrd_nccl_op nccl_op;
+    struct mrd_nccl_channel nccl_channel;
+    struct mrd_mpi mpi;
+    struct mrd_clock_sample clock;
+    struct mrd_gpu_clock_sample gpu_clock;
+};
+
 #endif

@@ -28,20 +28,7 @@ struct mrd_record {
     uint32_t reserved;
     const char *str[4];
     char inline_str[MRD_RECORD_INLINE_STR];
-    union {
-        struct mrd_kernel kernel;
-        struct mrd_memcpy memcpy;
-        struct mrd_memset memset;
-        struct mrd_sync sync;
-        struct mrd_api api;
-        struct mrd_graph graph;
-        struct mrd_extcorr extcorr;
-        struct mrd_nvtx nvtx;
-        struct mrd_nccl_op nccl_op;
-        struct mrd_nccl_channel nccl_channel;
-        struct mrd_mpi mpi;
-        struct mrd_gpu_clock_sample gpu_clock;
-    } ev;
+    union mrd_any_event ev; /* events.h; never a clock sample (those skip the rings) */
 };
 
 #endif

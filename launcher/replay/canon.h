@@ -25,7 +25,6 @@
 
 #include <stdint.h>
 
-#include "batch.h"
 #include "events.h"
 
 /* Resolves a string id of the event's space (agent-local ids on the sender, strings.id in
@@ -35,7 +34,7 @@ typedef const char *(*mrd_canon_resolve_fn)(void *ctx, uint32_t id);
 /* Any one event, tagged with its enum mrd_event_kind. */
 struct mrd_canon_event {
     int kind;
-    union mrd_any_event u; /* batch.h */
+    union mrd_any_event u; /* events.h */
 };
 
 /* Returns the hash of a string id's value for the canonical form: mrd_canon_str_hash(value)
