@@ -110,11 +110,9 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
         int rc = sqlite3_wal_checkpoint_v2(db, NULL, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
         if (rc != SQLITE_OK && rc != SQLITE_BUSY)
             ckpt_log(c, "checkpoint failed: %s", sqlite3_errstr(rc));
-        if (rc == SQLITE_OK) { /* BUSY: the background checkpoint holds it; nothing ran */
-            pthread_mutex_lock(&c->mu);
-            c->st.inline_runs++;
-            pthread_mutex_unlock(&c->mu);
-        }
+        pthread_mutex_lock(&c->mu);
+        c->st.inline_runs++; /* attempts: BUSY (the background run holds it) counts too */
+        pthread_mutex_unlock(&c->mu);
     } else if (pages >= c->pages) {
         pthread_mutex_lock(&c->mu);
         c->st.requests++;

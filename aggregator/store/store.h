@@ -222,7 +222,8 @@ struct mrd_store_ckpt_stats {
     uint64_t requests;    /* commits that left >= pages (and < 4 x pages) in the WAL */
     uint64_t served;      /* of those, the ones a finished background run came after */
     uint64_t background;  /* background checkpoints run (requests merge into one run) */
-    uint64_t inline_runs; /* checkpoints the writer ran itself at the 4 x pages cap */
+    uint64_t inline_runs; /* checkpoints the writer attempted itself at the 4 x pages cap
+                           * (one the background run kept BUSY counts too) */
 };
 void mrd_store_ckpt_get_stats(struct mrd_store_ckpt *c, struct mrd_store_ckpt_stats *st);
 
