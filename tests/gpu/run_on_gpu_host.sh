@@ -17,11 +17,15 @@
 #               CUPTI consumer on ref_workload, kernel_storm and kernel-dense DDP
 #   capture     `meridian profile` on ref_workload and DDP, then tests/gpu/check_capture.py
 #               on each database; the reference capture is copied to $OUT for tests/data/
-#   overhead    tests/bench/overhead/run_overhead.sh (the alternating benchmark)
+#   overhead    tests/bench/overhead/run_overhead.sh (the alternating benchmark);
+#               OVERHEAD_WORKLOADS, BUDGET_S, BUDGET_QUICK_S, PAIRS; OVERHEAD_RESUME=1
+#               continues the last run (its rows kept in $STATE, default build-gpu-state/)
+#               in a second call on the same warm machine
 #   stormdiag   tests/bench/overhead/storm_variants.py: the storm under meridian with one
 #               mechanism off at a time (periodic flush, completion pacing), to find its cost;
 #               STORMDIAG_VARIANTS=plain_pin,bare_pin,meridian_pin,... picks variants (the
-#               _pin ones put the launching thread alone on CPU 0)
+#               _pin ones put the launching thread alone on CPU 0's core);
+#               STORMDIAG_ROUNDS, STORMDIAG_BUDGET_S; every run in $OUT/stormdiag/*.csv
 #   clockshift  issue 4: tests/clock/gpu_clockshift.sh (rank 1 in a time namespace, the shift
 #               recovered from the clock fit within 5 us, causality counts before/after)
 # To add a stage: write a function stage_<name> below; it may use $BUILD, $WORK, $OUT,
@@ -54,6 +58,7 @@ OUT=${OUT:-$ROOT/out}
 WORK=${WORK:-/tmp/meridian-gpu}
 BUILD=${BUILD:-$SRC/build-gpu}
 DEPS=$ROOT/.deps
+STATE=${STATE:-$ROOT/build-gpu-state}  # survives between calls on one warm machine
 mkdir -p "$OUT" "$WORK/logs"
 SUMMARY=$OUT/summary.txt
 : >"$SUMMARY"
@@ -97,6 +102,8 @@ host_facts() {
         grep PRETTY_NAME /etc/os-release
         ldd --version | head -1
         nproc
+        lscpu | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|Hypervisor)'
+        echo "boot id $(cut -c1-8 /proc/sys/kernel/random/boot_id) (overhead.py's machine column)"
         lscpu | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\))' || true
         nvidia-smi -L
         nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
@@ -275,17 +282,24 @@ stage_overhead() {
     # Two alternating runs in one call: the quick workloads (storm, ref: ~14 s a round) get
     # their 10 rounds first, then the DDP workloads (50-62 s a round: process start-up
     # dominates) get the rest of the budget. OVERHEAD_WORKLOADS picks one group only.
-    local group budget
+    # Each run keeps its rows in $STATE/<group> (outside $OUT, which each device call
+    # empties, and outside the carried snapshot): OVERHEAD_RESUME=1 continues that run on
+    # the same warm machine in a second call (overhead.py refuses another machine's rows);
+    # otherwise a run starts afresh. The results are copied to $OUT/<group>.
+    local group budget state resume=()
+    [ "${OVERHEAD_RESUME:-0}" = 1 ] && resume=(--resume)
     for group in ${OVERHEAD_WORKLOADS:-storm,ref ddp}; do
         budget=${BUDGET_S:-400}
         [ "$group" = "storm,ref" ] && budget=${BUDGET_QUICK_S:-150}
-        mkdir -p "$OUT/${group/,/_}"
+        state=$STATE/${group/,/_}
+        [ ${#resume[@]} -eq 0 ] && rm -rf "$state"
+        mkdir -p "$state" "$OUT/${group/,/_}"
         run_logged "overhead_${group/,/_}" $((budget + 120)) env BUILD="$BUILD" WORK="$WORK" \
-            OUT="$OUT/${group/,/_}" MERIDIAN="${MERIDIAN:-}" AGENT_LIB="${AGENT_LIB:-}" \
-            BUDGET_S="$budget" OVERHEAD_ARGS="--src $ROOT --python $PY --workloads $group" \
+            OUT="$state" MERIDIAN="${MERIDIAN:-}" AGENT_LIB="${AGENT_LIB:-}" PAIRS="${PAIRS:-10}" \
+            BUDGET_S="$budget" OVERHEAD_ARGS="--src $ROOT --python $PY --workloads $group ${resume[*]}" \
             bash "$h"
-        [ -f "$OUT/${group/,/_}/overhead.md" ] &&
-            sed 's/^/    /' "$OUT/${group/,/_}/overhead.md" >>"$SUMMARY"
+        cp "$state"/overhead.* "$OUT/${group/,/_}/" 2>/dev/null
+        [ -f "$state/overhead.md" ] && sed 's/^/    /' "$state/overhead.md" >>"$SUMMARY"
     done
     return 0
 }
@@ -293,12 +307,14 @@ stage_overhead() {
 # Diagnostic for workload (a): which agent mechanism costs the storm (storm_variants.py).
 stage_stormdiag() {
     find_meridian || { say "stormdiag: SKIPPED: meridian not built"; FAILED+=(stormdiag_skipped); return 0; }
-    run_logged stormdiag "$((${STORMDIAG_ROUNDS:-8} * 30 + 30))" "$PY" \
+    local budget=${STORMDIAG_BUDGET_S:-$((${STORMDIAG_ROUNDS:-8} * 30))}
+    run_logged stormdiag "$((budget + 60))" "$PY" \
         "$ROOT/tests/bench/overhead/storm_variants.py" --storm "$BUILD/tests/workloads/kernel_storm" \
         --bare "$BUILD/tests/gpu/libbare_consumer.so" --meridian "$MERIDIAN" \
         --agent-lib "$AGENT_LIB" --rounds "${STORMDIAG_ROUNDS:-8}" --work "$WORK" \
+        --budget-s "$budget" --out "$OUT/stormdiag" \
         ${STORMDIAG_VARIANTS:+--variants "$STORMDIAG_VARIANTS"}
-    grep -E '^\|' "$WORK/logs/stormdiag.log" | sed 's/^/    /' >>"$SUMMARY"
+    grep -E '^(\||storm_variants: rounds)' "$WORK/logs/stormdiag.log" | sed 's/^/    /' >>"$SUMMARY"
     return 0
 }
 

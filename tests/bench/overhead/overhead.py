@@ -14,6 +14,12 @@ Variants: plain (unprofiled), bare (tests/gpu/libbare_consumer.so as the CUDA in
 library), meridian (`meridian profile ... --`), and for ddp torch (torch.profiler around
 the measured steps, trace discarded). A variant whose tool is missing is skipped.
 
+Placement: with --bind split (the default) each rank of the mpirun workloads (ref, ddp)
+runs on its own half of the machine's physical cores (SMT siblings kept together; a
+`taskset` per local rank), the same for every variant; meridiand and the storm are not
+bound. Run 11 showed the kernel-dense step's per-process median spread 17-27 ms unprofiled
+with --bind none (ranks free to share a core): --bind none keeps that method.
+
 Method: rounds; in each round every workload runs every variant once, in an order rotated
 by one each round (no variant always first). --pairs rounds (>= 10 for the record), or
 fewer if --budget-s runs out (the table says how many). Each metric is the workload's own
@@ -23,12 +29,18 @@ as the median of per-round ratios (paired):
   added(meridian)/added(bare) = (meridian - plain) / (bare - plain)   goal <= 1.10 on a, d
   meridian over plain, %                                             goal <= 3 % on b, c
   meridian / torch profiler                                          goal < 1 on d
-It also compares the activity kinds the bare consumer and meridian print (`kinds=`).
+Each ratio from medians comes with a 95% interval from 2,000 resamples of the rounds
+(rounds drawn with replacement, a round's variants kept together; seeded): how far the
+noise of this run lets the ratio move. It also compares the activity kinds the bare consumer and meridian print (`kinds=`).
 
 Output: a Markdown table on stdout and in OUT/overhead.md, every run in OUT/overhead.csv
 (a row appended as each run ends, so a call cut short keeps what it measured; the storm's
-own stall counts and the agents' sent/lost totals ride along),
-each run's log under WORK/logs/overhead/. Exit 0 when the runs could be made (whatever
+own stall counts, the agents' sent/lost totals and the machine's boot id ride along),
+each run's log under WORK/logs/overhead/. --resume continues the run whose overhead.csv
+is in OUT: its rows count, rounds go on from the next one (the rotation too) until --pairs,
+and the report covers all of them; it refuses a file measured on another machine (another
+boot id), so one benchmark run may span two device calls on one warm machine, never two
+machines. Exit 0 when the runs could be made (whatever
 the goals say), 1 when a workload had no successful plain run.
 """
 import argparse
@@ -97,6 +109,61 @@ def parse_kinds(text, who):
     return set(m.group(1).split(",")) if m else None
 
 
+BIND_SH = 'c=$1; [ "${OMPI_COMM_WORLD_LOCAL_RANK:-0}" = 0 ] || c=$2; shift 2; ' \
+    'exec taskset -c "$c" "$@"'
+
+
+def cpu_halves(cpus=None, siblings_of=None):
+    """The CPUs this process may use, split into two halves of whole physical cores (a
+    core's SMT siblings stay in one half): (first, second) as taskset lists, or None with
+    fewer than two cores."""
+    cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+
+    def siblings(n):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{n}/topology/thread_siblings_list") as f:
+                return f.read().strip()
+        except OSError:
+            return str(n)
+    siblings_of = siblings_of or siblings
+    cores = {}
+    for n in cpus:
+        cores.setdefault(siblings_of(n), []).append(n)
+    groups = sorted(cores.values(), key=min)
+    if len(groups) < 2:
+        return None
+    half = len(groups) // 2
+    return tuple(",".join(str(n) for g in part for n in g)
+                 for part in (groups[:half], groups[half:]))
+
+
+def bootstrap_ci(rounds, fn, n=2000, seed=1):
+    """95% interval of fn(resampled rounds) over n resamples of the rounds with
+    replacement; rounds is a list of per-round values fn understands. NaN results are
+    left out. Returns (lo, hi) or (nan, nan)."""
+    import random
+    rng = random.Random(seed)
+    vals = []
+    for _ in range(n if len(rounds) > 1 else 0):
+        x = fn([rounds[rng.randrange(len(rounds))] for _ in rounds])
+        if x == x:
+            vals.append(x)
+    if not vals:
+        return float("nan"), float("nan")
+    vals.sort()
+    return quantile(vals, 0.025), quantile(vals, 0.975)
+
+
+def machine_id():
+    """This boot of this machine (the kernel's boot id, 8 hex digits): rows of one run must
+    share it."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip().replace("-", "")[:8]
+    except OSError:
+        return "unknown"
+
+
 def quantile(sorted_vals, q):
     if not sorted_vals:
         return float("nan")
@@ -127,10 +194,39 @@ class Harness:
         self.rows = []  # dicts: round, workload, variant, rc, seconds, metrics
         self.longest = {}  # (workload, variant) -> longest run so far, seconds (budget)
         self.kinds = {}  # who -> set
+        self.machine = machine_id()
+        self.first_round = 0
+
+    def resume(self, path):
+        """Takes over the rows of an earlier, cut-short run of this benchmark (its
+        overhead.csv); raises ValueError when they were measured on another machine or
+        for other workloads."""
+        with open(path, newline="") as f:
+            old = list(csv.DictReader(f))
+        for r in old:
+            if r.get("machine") != self.machine:
+                raise ValueError(f"{path} was measured on machine {r.get('machine') or '?'}, "
+                                 f"this is {self.machine}: a run cannot span two machines; "
+                                 f"move the file away to start afresh")
+            if r["workload"] not in self.cfg.workloads:
+                raise ValueError(f"{path} holds workload {r['workload']}, not in --workloads")
+            row = {k: v for k, v in r.items() if v != ""}
+            for k in ("round", "rc", "stalls", "sent", "lost"):
+                if k in row:
+                    row[k] = int(row[k])
+            for k in ("seconds", "storm", "ref", "ddp_ch", "ddp_kd", "stall_ms"):
+                if k in row:
+                    row[k] = float(row[k])
+            self.rows.append(row)
+            key = (row["workload"], row["variant"])
+            self.longest[key] = max(self.longest.get(key, 0.0), row["seconds"])
+        self.first_round = max((r["round"] for r in self.rows), default=-1) + 1
 
     def command(self, workload, variant, db):
         c = self.cfg
         mpirun = shlex.split(c.mpirun)
+        if c.halves and workload != "storm":  # each rank on its own half of the cores
+            mpirun = mpirun + ["sh", "-c", BIND_SH, "bind", c.halves[0], c.halves[1]]
         if workload == "storm":
             base = [c.storm, "--launches", str(c.storm_launches)]
         elif workload == "ref":
@@ -147,7 +243,7 @@ class Harness:
         if variant == "meridian":
             env["MERIDIAN_PRINT_KINDS"] = "1"  # the agent's `meridian: kinds=` line
         if env and workload != "storm":  # pass it through mpirun to the ranks
-            n = len(mpirun)
+            n = len(shlex.split(c.mpirun))
             base = base[:n] + [a for k, v in sorted(env.items()) for a in ("-x", f"{k}={v}")] \
                 + base[n:]
         if variant == "meridian":
@@ -186,7 +282,8 @@ class Harness:
             if k is not None and who not in self.kinds:
                 self.kinds[who] = k
         row = {"round": rnd, "workload": workload, "variant": variant, "rc": rc,
-               "seconds": round(secs, 3), **metrics, **side_counts(text)}
+               "seconds": round(secs, 3), **metrics, **side_counts(text),
+               "machine": self.machine}
         self.rows.append(row)
         self.append_csv(row)
         for f in (db, db + "-wal", db + "-shm"):
@@ -196,8 +293,8 @@ class Harness:
     def run(self, clock=time.monotonic):
         c = self.cfg
         start = clock()
-        self.rounds_done = 0
-        for rnd in range(c.pairs):
+        self.rounds_done = self.first_round
+        for rnd in range(self.first_round, c.pairs):
             for wl in c.workloads:
                 vs = [v for v in VARIANTS[wl] if self.available(wl, v)]
                 k = rnd % len(vs) if vs else 0
@@ -227,11 +324,37 @@ class Harness:
                     vals.append(x)
         return statistics.median(vals) if vals else float("nan")
 
+    def round_values(self, metric, variants):
+        """Per round that has them all: the metric's value for each variant (a list)."""
+        out = []
+        for rnd in sorted({r["round"] for r in self.rows}):
+            got = {r["variant"]: r[metric] for r in self.rows
+                   if r["round"] == rnd and metric in r}
+            if all(v in got for v in variants):
+                out.append([got[v] for v in variants])
+        return out
+
+    def ci(self, metric, fn, variants):
+        """95% interval (text) of fn(medians of variants) over resampled rounds."""
+        def of_medians(rounds):
+            return fn(*[statistics.median(r[i] for r in rounds) for i in range(len(variants))])
+        lo, hi = bootstrap_ci(self.round_values(metric, variants), of_medians)
+        return "-" if lo != lo else f"{lo:.3g}-{hi:.3g}"
+
     def report(self):
         lines = ["| metric | variant | median | p25-p75 | min-max | n |",
                  "|---|---|---|---|---|---|"]
-        ratios = ["", "| metric | ratio | from medians | paired median | goal |",
-                  "|---|---|---|---|---|"]
+        ratios = ["", "| metric | ratio | from medians | 95% interval | paired median | goal |",
+                  "|---|---|---|---|---|---|"]
+
+        def pct(p, x):
+            return (x / p - 1) * 100
+
+        def row(m, name, fn, variants, goal):
+            med = [summarize(self.samples(m, v))["median"] for v in variants]
+            ratios.append(f"| {LABELS[m]} | {name} | {fn(*med):.3f} | "
+                          f"{self.ci(m, fn, variants)} | "
+                          f"{self.paired(m, fn, variants):.3f} | {goal} |")
         for wl in self.cfg.workloads:
             for m in METRICS[wl]:
                 st = {v: summarize(self.samples(m, v)) for v in VARIANTS[wl]}
@@ -242,23 +365,17 @@ class Harness:
                                      f"{s['min']:.4g}-{s['max']:.4g} | {s['n']} |")
                 med = {v: s["median"] for v, s in st.items() if s["n"]}
                 if "plain" in med and "bare" in med:
-                    ratios.append(f"| {LABELS[m]} | bare over plain, % | "
-                                  f"{(med['bare'] / med['plain'] - 1) * 100:.2f} | "
-                                  f"{self.paired(m, lambda p, b: (b / p - 1) * 100, ['plain', 'bare']):.2f} | - |")
+                    row(m, "bare over plain, %", pct, ["plain", "bare"], "-")
                 if "meridian" not in med or "plain" not in med:
                     continue
                 if GOALS[m] == "added" and "bare" in med:
-                    ratios.append(f"| {LABELS[m]} | added(meridian)/added(bare) | "
-                                  f"{added_ratio(med['plain'], med['bare'], med['meridian']):.3f} | "
-                                  f"{self.paired(m, added_ratio, ['plain', 'bare', 'meridian']):.3f} | <= 1.10 |")
-                ratios.append(f"| {LABELS[m]} | meridian over plain, % | "
-                              f"{(med['meridian'] / med['plain'] - 1) * 100:.2f} | "
-                              f"{self.paired(m, lambda p, x: (x / p - 1) * 100, ['plain', 'meridian']):.2f} | "
-                              f"{'<= 3' if GOALS[m] == 'pct' else '-'} |")
+                    row(m, "added(meridian)/added(bare)", added_ratio,
+                        ["plain", "bare", "meridian"], "<= 1.10")
+                row(m, "meridian over plain, %", pct, ["plain", "meridian"],
+                    "<= 3" if GOALS[m] == "pct" else "-")
                 if m == "ddp_kd" and "torch" in med:
-                    ratios.append(f"| {LABELS[m]} | meridian / torch profiler | "
-                                  f"{med['meridian'] / med['torch']:.3f} | "
-                                  f"{self.paired(m, lambda x, t: x / t, ['meridian', 'torch']):.3f} | < 1 |")
+                    row(m, "meridian / torch profiler", lambda x, t: x / t,
+                        ["meridian", "torch"], "< 1")
         failed = [f"{r['workload']}/{r['variant']}#{r['round']} rc={r['rc']}"
                   for r in self.rows if r["rc"] != 0]
         kb, km = self.kinds.get("bare_consumer"), self.kinds.get("meridian")
@@ -271,11 +388,14 @@ class Harness:
         head = [f"rounds completed: {getattr(self, 'rounds_done', 0)} of {self.cfg.pairs} "
                 f"(variants alternate, order rotated each round); runs: {len(self.rows)}; "
                 f"failed runs: {', '.join(failed) or 'none'}",
-                f"activity kinds, bare consumer vs meridian: {kinds}", ""]
+                f"activity kinds, bare consumer vs meridian: {kinds}",
+                "placement: " + (f"rank 0 on CPUs {self.cfg.halves[0]}, rank 1 on CPUs "
+                                 f"{self.cfg.halves[1]} (mpirun workloads)"
+                                 if self.cfg.halves else "ranks not bound"), ""]
         return "\n".join(head + lines + ratios) + "\n"
 
     CSV_KEYS = ["round", "workload", "variant", "rc", "seconds", "storm", "ref", "ddp_ch",
-                "ddp_kd", "stalls", "stall_ms", "sent", "lost"]
+                "ddp_kd", "stalls", "stall_ms", "sent", "lost", "machine"]
 
     def append_csv(self, row):
         """Appends one run to OUT/overhead.csv (header first), flushed at once."""
@@ -320,6 +440,8 @@ def parse_args(argv):
     ap.add_argument("--out", default=".")
     ap.add_argument("--work", default="/tmp/meridian-gpu")
     ap.add_argument("--pairs", type=int, default=10)
+    ap.add_argument("--resume", action="store_true",
+                    help="continue the run whose overhead.csv is in --out (same machine)")
     ap.add_argument("--budget-s", type=float, default=480)
     ap.add_argument("--run-timeout-s", type=float, default=120)
     ap.add_argument("--workloads", default="storm,ref,ddp")
@@ -333,6 +455,8 @@ def parse_args(argv):
                     "-x NVSHMEM_DISABLE_NVLS=1 -x PATH -x MASTER_ADDR=127.0.0.1 "
                     "-x MASTER_PORT=29541")
     ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--bind", choices=["split", "none"], default="split",
+                    help="split: each rank of ref/ddp on its own half of the physical cores")
     ap.add_argument("--storm-launches", type=int, default=200000)
     ap.add_argument("--ref-steps", type=int, default=200)
     ap.add_argument("--ddp-steps", type=int, default=30)
@@ -350,6 +474,7 @@ def parse_args(argv):
     c.ddp = os.path.join(c.src, "tests/workloads/ddp_train.py")
     c.bare_env = dict(kv.split("=", 1) for kv in c.bare_env.split(";") if "=" in kv)
     c.logdir = os.path.join(c.work, "logs", "overhead")
+    c.halves = cpu_halves() if c.bind == "split" else None
     return c
 
 
@@ -359,6 +484,15 @@ def main(argv):
     os.makedirs(c.out, exist_ok=True)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
     h = Harness(c, subprocess_runner(c.run_timeout_s))
+    csv_path = os.path.join(c.out, "overhead.csv")
+    if c.resume and os.path.exists(csv_path):
+        try:
+            h.resume(csv_path)
+        except (ValueError, KeyError, OSError) as ex:
+            print(f"overhead: cannot resume: {ex}", file=sys.stderr)
+            return 2
+        print(f"overhead: resuming at round {h.first_round} with {len(h.rows)} runs from "
+              f"{csv_path}", flush=True)
     h.run()
     print(h.write(c.out), end="")
     missing = [w for w in c.workloads

@@ -189,6 +189,88 @@ def test_budget_counts_the_run_length(tmp):
     expect("stalls" in lines[0] and "lost" in lines[0], f"csv columns {lines[0]}")
 
 
+def test_resume(tmp):
+    # A call cut short after 4 rounds, then a second call with --resume on the same
+    # machine: it goes on at round 4 (the rotation too), the report counts all 10 rounds,
+    # and the CSV holds every run once. A CSV from another machine is refused.
+    t = [0.0]
+
+    def runner(argv, env, log):
+        t[0] += 10.0
+        return Model()(argv, env, log)
+
+    h = overhead.Harness(config(tmp, budget_s=125, workloads="storm"), runner)
+    h.run(clock=lambda: t[0])
+    expect(h.rounds_done == 4, f"the first call does 4 rounds, got {h.rounds_done}")
+    path = os.path.join(tmp, "overhead.csv")
+    h2 = overhead.Harness(config(tmp, workloads="storm"), Model())
+    h2.resume(path)
+    expect(h2.first_round == 4 and len(h2.rows) == 12,
+           f"resume at round 4 with 12 runs, got {h2.first_round}, {len(h2.rows)}")
+    h2.run()
+    expect(h2.rounds_done == 10, f"resumed run completes 10 rounds, got {h2.rounds_done}")
+    expect("| 10 |" in h2.report(), "the report counts the runs of both calls")
+    firsts = [r["variant"] for r in h2.rows if r["round"] == 5][0]
+    expect(firsts == overhead.VARIANTS["storm"][5 % 3], f"rotation goes on: round 5 "
+           f"starts with {firsts}")
+    lines = open(path).read().splitlines()
+    expect(len(lines) == 31, f"csv: header + 30 runs, got {len(lines)}")
+    with open(path, "a") as f:
+        f.write("10,storm,plain,0,1.0,4.0,,,,,,,,deadbeef\n")
+    try:
+        overhead.Harness(config(tmp, workloads="storm"), Model()).resume(path)
+        expect(False, "a row from another machine is refused")
+    except ValueError as ex:
+        expect("deadbeef" in str(ex), f"the refusal names the machine: {ex}")
+
+
+def test_placement(tmp):
+    # 4 cores with 2 SMT threads each (siblings n and n+4): each half holds whole cores.
+    sib = {n: f"{n % 4},{n % 4 + 4}" for n in range(8)}
+    got = overhead.cpu_halves(range(8), sib.get)
+    expect(got == ("0,4,1,5", "2,6,3,7"), f"halves keep SMT siblings together: {got}")
+    expect(overhead.cpu_halves([0, 1], lambda n: "0-1") is None, "one core: no split")
+    c = config(tmp)
+    c.halves = ("0,4", "2,6")
+    h = overhead.Harness(c, None)
+    argv, _ = h.command("ddp", "bare", "x.db")
+    i = argv.index("sh")
+    expect(argv[i + 4:i + 6] == ["0,4", "2,6"] and argv.index("-x") < i,
+           f"ddp ranks bound through the wrapper, -x before it: {argv}")
+    argv, _ = h.command("storm", "plain", "x.db")
+    expect("sh" not in argv, f"the storm is not bound: {argv}")
+    # The wrapper itself: local rank 1 gets the second list, and the program runs.
+    fake = os.path.join(tmp, "taskset")
+    with open(fake, "w") as f:
+        f.write('#!/bin/sh\necho "taskset $*"\n')
+    os.chmod(fake, 0o755)
+    import subprocess
+    for rank, want in (("0", "taskset -c 0,4 prog arg"), ("1", "taskset -c 2,6 prog arg")):
+        out = subprocess.run(["sh", "-c", overhead.BIND_SH, "bind", "0,4", "2,6", "prog", "arg"],
+                             env={"PATH": tmp + ":/usr/bin:/bin",
+                                  "OMPI_COMM_WORLD_LOCAL_RANK": rank},
+                             capture_output=True, text=True).stdout.strip()
+        expect(out == want, f"wrapper for local rank {rank}: {out!r}")
+
+
+def test_interval(tmp):
+    # The model's noise is common to a round's variants (1%): the interval of the added
+    # ratio must hold the model's 1.05 and be narrow; with a noisy meridian it widens.
+    h = overhead.Harness(config(tmp, workloads="storm"), Model())
+    h.run()
+    lo, hi = (float(x) for x in h.ci("storm", overhead.added_ratio,
+                                      ["plain", "bare", "meridian"]).split("-"))
+    expect(lo <= 1.05 <= hi and hi - lo < 0.1, f"interval {lo}-{hi} holds 1.05, narrow")
+    rng = random.Random(3)
+    for r in h.rows:
+        if r["variant"] == "meridian":
+            r["storm"] += rng.uniform(-1.0, 1.0)
+    lo2, hi2 = (float(x) for x in h.ci("storm", overhead.added_ratio,
+                                        ["plain", "bare", "meridian"]).split("-"))
+    expect(hi2 - lo2 > 3 * (hi - lo), f"noise widens the interval: {lo2}-{hi2}")
+    expect("95% interval" in h.report(), "the report has the interval column")
+
+
 def test_bare_env(tmp):
     c = config(tmp, bare_env="BARE_CONSUMER_KINDS=A,B,C;BARE_CONSUMER_POOL=32")
     expect(c.bare_env == {"BARE_CONSUMER_KINDS": "A,B,C", "BARE_CONSUMER_POOL": "32"},
@@ -232,6 +314,12 @@ def main():
         test_budget_and_kinds(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_budget_counts_the_run_length(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_resume(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_placement(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_interval(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_bare_env(tmp)
     with tempfile.TemporaryDirectory() as tmp:

@@ -49,10 +49,12 @@ def main():
                 os.path.join(d, "meridian"), "--agent-lib", "/nonexistent/libmeridian.so",
                 "--rounds", "3", "--work", d]
         variants = ["plain", "bare", "meridian", "meridian_nopace"]
-        if (os.cpu_count() or 1) >= 2:  # pinning needs a CPU besides the launcher's
+        sys.path.insert(0, HERE)
+        import storm_variants
+        if storm_variants.cpus_off_core0():  # pinning needs a core besides the launcher's
             variants += ["plain_pin", "bare_pin", "meridian_pin"]
-        p = subprocess.run(base + ["--variants", ",".join(variants)], capture_output=True,
-                           text=True, timeout=120)
+        p = subprocess.run(base + ["--variants", ",".join(variants), "--out", d],
+                           capture_output=True, text=True, timeout=120)
         rows = {}
         for line in p.stdout.splitlines():
             cells = [c.strip() for c in line.strip("|").split("|")]
@@ -66,8 +68,13 @@ def main():
             fails.append(f"exit {p.returncode}: {p.stderr[-800:]}")
         for v, (us, ratio, lost) in ((v, want[v]) for v in variants):
             got = rows.get(v)
-            if not got or got[1] != us or got[3] != ratio or got[6] != lost or got[7] != "3":
+            if not got or got[1] != us or got[3] != ratio or got[6] != lost or got[7] != "3" \
+                    or got[8] != ratio:  # no noise: the paired median is the same ratio
                 fails.append(f"{v}: row {got}, want us {us}, ratio {ratio}, lost {lost}, n 3")
+        with open(os.path.join(d, "storm_variants.csv")) as f:
+            lines = f.read().splitlines()
+        if len(lines) != 1 + 3 * len(variants) or not lines[0].startswith("round,variant"):
+            fails.append(f"csv: {len(lines)} lines, want {1 + 3 * len(variants)}")
         # an agent that sent nothing measured nothing: its runs are refused, exit 1
         env = dict(os.environ, FAKE_SEND_NOTHING="1")
         p = subprocess.run(base + ["--variants", "plain,bare,meridian"], capture_output=True,
