@@ -26,6 +26,9 @@
 #               STORMDIAG_VARIANTS=plain_pin,bare_pin,meridian_pin,... picks variants (the
 #               _pin ones put the launching thread alone on CPU 0's core);
 #               STORMDIAG_ROUNDS, STORMDIAG_BUDGET_S; every run in $OUT/stormdiag/*.csv
+#   quickstart  the README's first command on this host, GPU path: deploy/quickstart.sh
+#               --skip-build with MRD_BUILD_DIR=$BUILD (no apt-get there: the carried
+#               libraries stand in), then the per-step table's slowed steps
 #   clockshift  issue 4: tests/clock/gpu_clockshift.sh (rank 1 in a time namespace, the shift
 #               recovered from the clock fit within 5 us, causality counts before/after)
 # To add a stage: write a function stage_<name> below; it may use $BUILD, $WORK, $OUT,
@@ -315,6 +318,16 @@ stage_stormdiag() {
         --budget-s "$budget" --out "$OUT/stormdiag" \
         ${STORMDIAG_VARIANTS:+--variants "$STORMDIAG_VARIANTS"}
     grep -E '^(\||storm_variants: rounds)' "$WORK/logs/stormdiag.log" | sed 's/^/    /' >>"$SUMMARY"
+    return 0
+}
+
+stage_quickstart() {
+    run_logged quickstart 180 env MRD_BUILD_DIR="$BUILD" bash "$SRC/deploy/quickstart.sh" \
+        --skip-build --out "$WORK/quickstart"
+    grep -E '^(quickstart|meridian):|straggler|rank' "$WORK/logs/quickstart.log" | head -60 |
+        sed 's/^/    /' >>"$SUMMARY"
+    [ -f "$WORK/quickstart/quickstart.db" ] &&
+        gzip -c "$WORK/quickstart/quickstart.db" >"$OUT/quickstart.db.gz"
     return 0
 }
 
