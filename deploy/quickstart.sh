@@ -123,10 +123,12 @@ print("quickstart: communication hidden behind compute: " + ", ".join(
     for r in ranks if r.get("overlap")))
 by = dict((r["rank"], r) for r in ranks)
 top = d["straggler_ranking"][:1]
-if top and by[top[0]].get("straggler"):
-    s = by[top[0]]["straggler"]
-    print("quickstart: top straggler: rank %d (last to arrive %d times, made the others "
-          "wait %s)" % (top[0], s["times_last"], ms(s["wait_caused_ns"])))
+scope = "straggler_in_steps" if d.get("straggler_scope") == "steps" else "straggler"
+if top and by[top[0]].get(scope):
+    s = by[top[0]][scope]
+    print("quickstart: top straggler%s: rank %d (last to arrive %d times, made the others "
+          "wait %s)" % (" in the steps" if scope != "straggler" else "", top[0],
+                        s["times_last"], ms(s["wait_caused_ns"])))
 ' || echo "quickstart: (no summary: python3 or the JSON report failed)"
 echo "quickstart: database $show/quickstart.db, HTML report $show/report.html"
 echo "quickstart: again: ${meridian#"$top"/} report $show/quickstart.db   (--json for scripts)"

@@ -523,3 +523,14 @@ void mrd_analysis_free(struct mrd_analysis *a)
     free(a->steps);
     free(a);
 }
+
+struct mrd_an_wait mrd_analyze_ranked_wait(const struct mrd_analysis *a,
+                                           const struct mrd_an_rank *r)
+{
+    if (a->ranked_in_steps)
+        return r->in_steps;
+    return (struct mrd_an_wait){.instances = r->instances,
+                                .times_last = r->times_last,
+                                .caused_ns = r->wait_caused_ns,
+                                .suffered_ns = r->wait_suffered_ns};
+}

@@ -28,7 +28,11 @@
  *   cost the others).
  * - straggler ranking: ranks ordered by wait they caused (sum of the costs of instances
  *   they arrived last in), then by how often they arrived last, then by rank. Equal
- *   latest starts make the lowest rank the last arriver.
+ *   latest starts make the lowest rank the last arriver. When some timed instance lies
+ *   inside an NVTX step range, the ranking counts only instances inside step ranges
+ *   (ranked_in_steps): warm-up and start-up collectives (the first one can wait tens of
+ *   ms for a rank's initialisation) would otherwise outweigh the steady state the
+ *   question is about; what was left out is reported (outside_steps*).
  */
 #ifndef MRD_ANALYZE_H
 #define MRD_ANALYZE_H
@@ -81,6 +85,13 @@ struct mrd_an_drop {
     uint64_t n;
 };
 
+/* One rank's part in a set of timed collective instances: those it took part in, those
+ * it arrived last in, the wait it caused (sum of their costs) and the wait it spent. */
+struct mrd_an_wait {
+    uint64_t instances, times_last;
+    int64_t caused_ns, suffered_ns;
+};
+
 struct mrd_an_rank {
     int rank, local_rank, pid, world_size, goodbye;
     char host[128];
@@ -105,6 +116,7 @@ struct mrd_an_rank {
     int64_t wait_caused_ns;   /* sum of costs of those instances */
     int64_t wait_suffered_ns; /* sum of its own waits */
     uint64_t steps;           /* NVTX step ranges found on this rank */
+    struct mrd_an_wait in_steps; /* the four above over instances inside a step range */
 };
 
 struct mrd_an_coll {
@@ -176,6 +188,11 @@ struct mrd_analysis {
     uint64_t clock_violations_before, clock_violations_after;
     int npairs; /* worst pairs by violations before, at most cap */
     struct mrd_an_pair pairs[MRD_AN_MAX_PAIRS];
+    /* straggler scope (see the definitions above): 1 when the ranking counts only
+     * instances inside step ranges; the timed instances outside them and their cost */
+    int ranked_in_steps;
+    uint64_t outside_steps;
+    int64_t outside_steps_cost_ns;
     /* steps */
     int nsteps; /* broken-down steps in steps[] */
     uint64_t steps_beyond_cap;
@@ -195,6 +212,11 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
 
 /* Accepts NULL. */
 void mrd_analysis_free(struct mrd_analysis *a);
+
+/* The wait accounting the straggler ranking uses for rank r: r->in_steps when
+ * a->ranked_in_steps, else its counts over every timed instance. */
+struct mrd_an_wait mrd_analyze_ranked_wait(const struct mrd_analysis *a,
+                                           const struct mrd_an_rank *r);
 
 /* Name of per-rank event table i (0 <= i < MRD_AN_NKINDS): "kernels", "memcpys", ... */
 const char *mrd_analyze_kind_name(int i);

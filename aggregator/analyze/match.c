@@ -268,16 +268,33 @@ static void flush_instance(struct matcher *m)
     }
     in.last_rank = m->rows[last].rank;
     in.skew_ns = max_start - min_start;
+    int li = (int)(mrd__analyze_rank(a, in.last_rank) - a->ranks); /* rows are known ranks */
+    /* the step: the last arriver's, else the first row found inside a step */
+    in.step = step_of(&m->steps[li], m->rows[last].lstart);
+    for (int i = 0; in.step < 0 && i < m->nrows; i++)
+        in.step = step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
+                          m->rows[i].lstart);
     for (int i = 0; i < m->nrows; i++) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, m->rows[i].rank);
         int64_t wait = max_start - m->rows[i].start;
         r->instances++;
         r->wait_suffered_ns += wait;
+        if (in.step >= 0) {
+            r->in_steps.instances++;
+            r->in_steps.suffered_ns += wait;
+        }
         in.cost_ns += wait;
     }
-    int li = (int)(mrd__analyze_rank(a, in.last_rank) - a->ranks); /* rows are known ranks */
     a->ranks[li].times_last++;
     a->ranks[li].wait_caused_ns += in.cost_ns;
+    if (in.step >= 0) {
+        a->ranks[li].in_steps.times_last++;
+        a->ranks[li].in_steps.caused_ns += in.cost_ns;
+        a->ranked_in_steps = 1;
+    } else {
+        a->outside_steps++;
+        a->outside_steps_cost_ns += in.cost_ns;
+    }
     a->skew_sum_ns += in.skew_ns;
     a->cost_ns += in.cost_ns;
     a->skew_hist[hist_bin(in.skew_ns)]++;
@@ -314,11 +331,6 @@ static void flush_instance(struct matcher *m)
         : order == MRD_CLOCK_FROM_ROOT ? root_s != INT64_MIN && other_min_end < root_s
                                        : root_e != INT64_MAX && root_e < other_max_start)
         a->causality_violations++;
-    /* the step: the last arriver's, else the first row found inside a step */
-    in.step = step_of(&m->steps[li], m->rows[last].lstart);
-    for (int i = 0; in.step < 0 && i < m->nrows; i++)
-        in.step = step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
-                          m->rows[i].lstart);
     if (in.step >= 0 && in.step < a->nsteps) {
         struct mrd_an_step *st = &a->steps[in.step];
         st->instances++;

@@ -372,34 +372,35 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
     const struct mrd_an_rank **v = mrd__report_ranking(a);
     if (!v)
         return -ENOMEM;
-    fputs("<h2>Stragglers: wait per rank</h2>\n<p class=\"note\">Red: wait the rank caused "
-          "others by arriving last; grey: wait it spent for others. Ranked by wait caused."
-          "</p>\n",
-          f);
+    fprintf(f,
+            "<h2>Stragglers: wait per rank</h2>\n<p class=\"note\">Red: wait the rank caused "
+            "others by arriving last; grey: wait it spent for others. Ranked by wait caused%s."
+            "</p>\n",
+            a->ranked_in_steps ? ", counting the collectives inside NVTX step ranges only "
+                                 "(warm-up and start-up left out)"
+                               : "");
     for (int i = 0; i < a->nranks; i++) {
-        if (v[i]->wait_caused_ns > max)
-            max = v[i]->wait_caused_ns;
-        if (v[i]->wait_suffered_ns > max)
-            max = v[i]->wait_suffered_ns;
+        struct mrd_an_wait w = mrd_analyze_ranked_wait(a, v[i]);
+        if (w.caused_ns > max)
+            max = w.caused_ns;
+        if (w.suffered_ns > max)
+            max = w.suffered_ns;
     }
     double scale = (double)(W - left - 300) / (double)max;
     fprintf(f, "<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\">\n", W,
             a->nranks * row + 8);
     for (int i = 0; i < a->nranks; i++) {
+        struct mrd_an_wait w = mrd_analyze_ranked_wait(a, v[i]);
         int y = i * row + 4;
+        int64_t longer = w.caused_ns > w.suffered_ns ? w.caused_ns : w.suffered_ns;
         fprintf(f, "<text x=\"4\" y=\"%d\">rank %d</text>", y + 12, v[i]->rank);
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"7\" fill=\"#d9534f\"/>", left,
-                y, (double)v[i]->wait_caused_ns * scale);
+                y, (double)w.caused_ns * scale);
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.1f\" height=\"7\" fill=\"#999\"/>", left,
-                y + 7, (double)v[i]->wait_suffered_ns * scale);
-        fprintf(
-            f, "<text x=\"%.1f\" y=\"%d\">caused %s, suffered %s, last %" PRIu64 "x</text>\n",
-            left +
-                (double)(v[i]->wait_caused_ns > v[i]->wait_suffered_ns ? v[i]->wait_caused_ns
-                                                                       : v[i]->wait_suffered_ns) *
-                    scale +
-                6,
-            y + 12, ns(b1, v[i]->wait_caused_ns), ns(b2, v[i]->wait_suffered_ns), v[i]->times_last);
+                y + 7, (double)w.suffered_ns * scale);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\">caused %s, suffered %s, last %" PRIu64 "x</text>\n",
+                left + (double)longer * scale + 6, y + 12, ns(b1, w.caused_ns),
+                ns(b2, w.suffered_ns), w.times_last);
     }
     fputs("</svg>\n", f);
     free(v);

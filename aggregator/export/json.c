@@ -92,6 +92,12 @@ static void rank_obj(FILE *f, const struct mrd_an_rank *r)
             "{\"instances\":%" PRIu64 ",\"times_last\":%" PRIu64 ",\"wait_caused_ns\":%" PRId64
             ",\"wait_suffered_ns\":%" PRId64 "}",
             r->instances, r->times_last, r->wait_caused_ns, r->wait_suffered_ns);
+    key(f, &first, "straggler_in_steps");
+    fprintf(f,
+            "{\"instances\":%" PRIu64 ",\"times_last\":%" PRIu64 ",\"wait_caused_ns\":%" PRId64
+            ",\"wait_suffered_ns\":%" PRId64 "}",
+            r->in_steps.instances, r->in_steps.times_last, r->in_steps.caused_ns,
+            r->in_steps.suffered_ns);
     key(f, &first, "steps");
     fprintf(f, "%" PRIu64 "}", r->steps);
 }
@@ -174,7 +180,11 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
     fputs(",\n\"straggler_ranking\":[", f);
     for (int i = 0; i < a->nranks; i++)
         fprintf(f, "%s%d", i ? "," : "", rankv[i]->rank);
-    fputs("],\n\"steps\":[", f);
+    fprintf(f,
+            "],\n\"straggler_scope\":\"%s\",\n\"outside_steps\":{\"instances\":%" PRIu64
+            ",\"wait_cost_ns\":%" PRId64 "},\n",
+            a->ranked_in_steps ? "steps" : "all", a->outside_steps, a->outside_steps_cost_ns);
+    fputs("\"steps\":[", f);
     for (int s = 0; s < a->nsteps; s++) {
         const struct mrd_an_step *st = &a->steps[s];
         fprintf(f,

@@ -70,25 +70,37 @@ int64_t mrd__report_quantile(const struct mrd_analysis *a, double q)
     return a->skew_max_ns;
 }
 
+struct ranked {
+    const struct mrd_an_rank *r;
+    struct mrd_an_wait w;
+};
+
 static int cmp_straggler(const void *x, const void *y)
 {
-    const struct mrd_an_rank *a = *(const struct mrd_an_rank *const *)x;
-    const struct mrd_an_rank *b = *(const struct mrd_an_rank *const *)y;
-    if (a->wait_caused_ns != b->wait_caused_ns)
-        return a->wait_caused_ns > b->wait_caused_ns ? -1 : 1;
-    if (a->times_last != b->times_last)
-        return a->times_last > b->times_last ? -1 : 1;
-    return a->rank < b->rank ? -1 : a->rank > b->rank;
+    const struct ranked *a = x, *b = y;
+    if (a->w.caused_ns != b->w.caused_ns)
+        return a->w.caused_ns > b->w.caused_ns ? -1 : 1;
+    if (a->w.times_last != b->w.times_last)
+        return a->w.times_last > b->w.times_last ? -1 : 1;
+    return a->r->rank < b->r->rank ? -1 : a->r->rank > b->r->rank;
 }
 
 const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a)
 {
-    const struct mrd_an_rank **v = malloc((size_t)(a->nranks ? a->nranks : 1) * sizeof(*v));
-    if (!v)
+    size_t n = (size_t)(a->nranks ? a->nranks : 1);
+    const struct mrd_an_rank **v = malloc(n * sizeof(*v));
+    struct ranked *t = malloc(n * sizeof(*t));
+    if (!v || !t) {
+        free(v);
+        free(t);
         return NULL;
+    }
     for (int i = 0; i < a->nranks; i++)
-        v[i] = &a->ranks[i];
-    qsort(v, (size_t)a->nranks, sizeof(*v), cmp_straggler);
+        t[i] = (struct ranked){&a->ranks[i], mrd_analyze_ranked_wait(a, &a->ranks[i])};
+    qsort(t, (size_t)a->nranks, sizeof(*t), cmp_straggler);
+    for (int i = 0; i < a->nranks; i++)
+        v[i] = t[i].r;
+    free(t);
     return v;
 }
 
@@ -295,7 +307,9 @@ static void print_overlap(FILE *f, const struct mrd_analysis *a)
 static void print_stragglers(FILE *f, const struct mrd_analysis *a)
 {
     char b1[32], b2[32];
-    section(f, "Stragglers (ranked by the wait they caused others)");
+    section(f, a->ranked_in_steps ? "Stragglers (ranked by the wait they caused others, "
+                                    "inside NVTX step ranges)"
+                                  : "Stragglers (ranked by the wait they caused others)");
     if (a->instances == a->untimed) {
         fprintf(f, "  no timed collective instance: nothing to rank\n");
         return;
@@ -306,11 +320,25 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
     fprintf(f, "  %-3s %-5s %14s %8s %14s %14s\n", "#", "rank", "last arrivals", "share",
             "wait caused", "wait suffered");
     for (int i = 0; i < a->nranks; i++) {
-        const struct mrd_an_rank *r = v[i];
-        double share = r->instances ? 100.0 * (double)r->times_last / (double)r->instances : 0;
-        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, r->rank, r->times_last,
-                share, mrd_export_fmt_ns(b1, sizeof(b1), r->wait_caused_ns),
-                mrd_export_fmt_ns(b2, sizeof(b2), r->wait_suffered_ns));
+        struct mrd_an_wait w = mrd_analyze_ranked_wait(a, v[i]);
+        double share = w.instances ? 100.0 * (double)w.times_last / (double)w.instances : 0;
+        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, v[i]->rank,
+                w.times_last, share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
+                mrd_export_fmt_ns(b2, sizeof(b2), w.suffered_ns));
+    }
+    if (a->ranked_in_steps && a->outside_steps) {
+        /* who caused the wait outside the steps: the rank with the most, by difference */
+        const struct mrd_an_rank *top = NULL;
+        for (int i = 0; i < a->nranks; i++) {
+            const struct mrd_an_rank *r = &a->ranks[i];
+            if (!top || r->wait_caused_ns - r->in_steps.caused_ns >
+                            top->wait_caused_ns - top->in_steps.caused_ns)
+                top = r;
+        }
+        fprintf(f, "  not ranked: %" PRIu64 " instance(s) outside the step ranges (warm-up, "
+                   "start-up) cost %s, most of it caused by rank %d\n",
+                a->outside_steps, mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns),
+                top ? top->rank : -1);
     }
     free(v);
 }

@@ -71,6 +71,11 @@ def check_json(meridian, db):
     ranks = {r["rank"]: r for r in doc["ranks"]}
     check(ranks[1]["straggler"] == {"instances": 6, "times_last": 3, "wait_caused_ns": 740,
                                     "wait_suffered_ns": 1203}, "rank 1 straggler numbers")
+    check(doc["straggler_scope"] == "steps" and
+          doc["outside_steps"] == {"instances": 0, "wait_cost_ns": 0},
+          "every timed instance is in a step: %r %r" % (doc["straggler_scope"],
+                                                        doc["outside_steps"]))
+    check(ranks[1]["straggler_in_steps"] == ranks[1]["straggler"], "in-step numbers")
     check(ranks[0]["overlap"]["comm_ns"] == 4300 and ranks[0]["overlap"]["hidden_ns"] == 800,
           "rank 0 overlap")
     check(ranks[0]["dropped"] == {"ring_full": 5}, "rank 0 drops")

@@ -126,6 +126,16 @@ static void check_ranks(const struct mrd_analysis *a)
         CHECK_EQ(k->clock_fitted, 1);
         CHECK_EQ(k->steps, r < 3 ? 3 : 2); /* nested, "stepper" and the mark are not steps */
     }
+    /* every timed instance lies in a step: the ranking's counts are the same */
+    CHECK_EQ(a->ranked_in_steps, 1);
+    CHECK_EQ(a->outside_steps, 0);
+    for (int r = 0; r < 4; r++) {
+        struct mrd_an_wait w = mrd_analyze_ranked_wait(a, &a->ranks[r]);
+        CHECK_EQ(w.instances, want[r][0]);
+        CHECK_EQ(w.times_last, want[r][1]);
+        CHECK_EQ(w.caused_ns, want[r][2]);
+        CHECK_EQ(w.suffered_ns, want[r][3]);
+    }
     CHECK_EQ(a->ranks[3].clock_segments, 2);
     CHECK_EQ(a->ranks[3].clock_error_bound_ns, 400);
     CHECK_EQ(a->ranks[2].clock_offset_ns, -2000);
@@ -263,6 +273,53 @@ static void check_rooted(const char *path)
     sqlite3_close(db);
 }
 
+static void check_scope(const char *path)
+{
+    /* A warm-up collective outside the step ranges where rank 0 arrives 1 ms late (as the
+     * H200 quick start's first all-reduce: 31.6 ms), then two in steps where rank 1 is
+     * late by 100 and 200 ns: the ranking counts the steps only and puts rank 1 first;
+     * the warm-up is reported as left out. Without step ranges everything counts. */
+    char p2[1024];
+    snprintf(p2, sizeof(p2), "%s.scope", path);
+    sqlite3 *db = fx_create(p2);
+    struct mrd_analyze_options o;
+    struct mrd_analysis *a = NULL;
+    fx_op(db, 0, 1, 9, 0, "AllReduce", 2, 1000000, 1000100, 0);
+    fx_op(db, 1, 1, 9, 0, "AllReduce", 2, 0, 1000100, 0);
+    fx_op(db, 0, 2, 9, 1, "AllReduce", 2, 2000000, 2000300, 0);
+    fx_op(db, 1, 2, 9, 1, "AllReduce", 2, 2000100, 2000300, 0);
+    fx_op(db, 0, 3, 9, 2, "AllReduce", 2, 3000000, 3000300, 0);
+    fx_op(db, 1, 3, 9, 2, "AllReduce", 2, 3000200, 3000300, 0);
+    memset(&o, 0, sizeof(o));
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->ranked_in_steps, 0); /* no step ranges yet: all three count */
+    CHECK_EQ(mrd_analyze_ranked_wait(a, &a->ranks[0]).caused_ns, 1000000);
+    CHECK_EQ(mrd_analyze_ranked_wait(a, &a->ranks[1]).caused_ns, 300);
+    mrd_analysis_free(a);
+    for (int r = 0; r < 2; r++) {
+        fx_nvtx(db, r, 1500000, 2500000, 1, "step 0");
+        fx_nvtx(db, r, 2500000, 3500000, 1, "step 1");
+    }
+    sqlite3_close(db); /* a new connection: the analysis keeps TEMP tables per connection */
+    CHECK_EQ(sqlite3_open(p2, &db), SQLITE_OK);
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->ranked_in_steps, 1);
+    CHECK_EQ(a->outside_steps, 1);
+    CHECK_EQ(a->outside_steps_cost_ns, 1000000);
+    CHECK_EQ(a->ranks[0].wait_caused_ns, 1000000); /* the all-instance counts stay */
+    struct mrd_an_wait w0 = mrd_analyze_ranked_wait(a, &a->ranks[0]);
+    struct mrd_an_wait w1 = mrd_analyze_ranked_wait(a, &a->ranks[1]);
+    CHECK_EQ(w0.instances, 2);
+    CHECK_EQ(w0.times_last, 0);
+    CHECK_EQ(w0.caused_ns, 0);
+    CHECK_EQ(w0.suffered_ns, 300);
+    CHECK_EQ(w1.times_last, 2);
+    CHECK_EQ(w1.caused_ns, 300);
+    CHECK_EQ(w1.suffered_ns, 0);
+    mrd_analysis_free(a);
+    sqlite3_close(db);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "analysis_match.db";
@@ -289,6 +346,7 @@ int main(int argc, char **argv)
     sqlite3_close(db);
     check_step_names(path);
     check_rooted(path);
+    check_scope(path);
     printf("analysis_match: ok\n");
     return 0;
 }
