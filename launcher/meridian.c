@@ -58,6 +58,8 @@ static void report_usage(FILE *f)
         "bound per rank (\"not fitted\" when absent), collectives matched across ranks (arrival\n"
         "skew, causality), communication/compute overlap per rank, straggler ranking, per-step\n"
         "breakdown (NVTX \"step\" ranges), warnings. The database is opened read-only.\n"
+        "When the run has step ranges, the straggler ranking counts only the collectives\n"
+        "inside them (warm-up and start-up left out; the report says how many and their cost).\n"
         "\n"
         "  --html FILE       also write a self-contained HTML report with SVG plots\n"
         "  --json            print the report as JSON (schema meridian-report/1) instead of text\n"
