@@ -171,18 +171,23 @@ def test_budget_and_kinds(tmp):
     expect("DIFFER" in text and "MARKER" in text, "a kinds difference is reported")
 
 
+def timed_runner(run_s):
+    """The model as a runner whose every run takes run_s on a fake clock: (runner, clock)."""
+    t = [0.0]
+
+    def runner(argv, env, log):
+        t[0] += run_s
+        return Model()(argv, env, log)
+    return runner, lambda: t[0]
+
+
 def test_budget_counts_the_run_length(tmp):
     # Runs of 30 s against a budget of 100 s: the fourth would start at 90 s and end past
     # the budget (a device call's hard limit would then lose everything), so it never
     # starts; the three that ran are already in the CSV before the report is written.
-    t = [0.0]
-
-    def runner(argv, env, log):
-        t[0] += 30.0
-        return Model()(argv, env, log)
-
+    runner, clock = timed_runner(30.0)
     h = overhead.Harness(config(tmp, budget_s=100, workloads="storm"), runner)
-    h.run(clock=lambda: t[0])
+    h.run(clock=clock)
     expect(len(h.rows) == 3, f"3 runs of 30 s fit a 100 s budget, got {len(h.rows)}")
     lines = open(os.path.join(tmp, "overhead.csv")).read().splitlines()
     expect(len(lines) == 4, f"csv written as runs end: header + 3, got {len(lines)}")
@@ -193,14 +198,9 @@ def test_resume(tmp):
     # A call cut short after 4 rounds, then a second call with --resume on the same
     # machine: it goes on at round 4 (the rotation too), the report counts all 10 rounds,
     # and the CSV holds every run once. A CSV from another machine is refused.
-    t = [0.0]
-
-    def runner(argv, env, log):
-        t[0] += 10.0
-        return Model()(argv, env, log)
-
+    runner, clock = timed_runner(10.0)
     h = overhead.Harness(config(tmp, budget_s=125, workloads="storm"), runner)
-    h.run(clock=lambda: t[0])
+    h.run(clock=clock)
     expect(h.rounds_done == 4, f"the first call does 4 rounds, got {h.rounds_done}")
     path = os.path.join(tmp, "overhead.csv")
     h2 = overhead.Harness(config(tmp, workloads="storm"), Model())
