@@ -25,7 +25,6 @@
 sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who)
 {
     sqlite3 *db = NULL;
-    sqlite3_stmt *st = NULL;
     int ok = 0;
     if (access(path, R_OK) != 0) {
         fprintf(stderr, "%s: cannot read %s: %s\n", who, path, strerror(errno));
@@ -39,13 +38,11 @@ sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who)
         return NULL;
     }
     sqlite3_busy_timeout(db, 5000);
-    if (sqlite3_prepare_v2(db,
-                           "SELECT 1 FROM sqlite_master WHERE type='table' AND name IN "
-                           "('runs','kernels','nccl_ops')",
-                           -1, &st, NULL) == SQLITE_OK) {
-        ok = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
-    }
+    /* a meridian database has at least one of these (a file that is not a database at
+     * all fails the query: the message below then carries SQLite's reason) */
+    static const char *const marks[] = {"runs", "kernels", "nccl_ops"};
+    for (size_t i = 0; i < sizeof marks / sizeof marks[0] && !ok; i++)
+        ok = mrd_analyze_has_table(db, marks[i]);
     if (!ok) {
         fprintf(stderr, "%s: %s is not a meridian database (%s)\n", who, path, sqlite3_errmsg(db));
         sqlite3_close(db);

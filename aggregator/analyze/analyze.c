@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 
 #define MRD_AN_MAX_RANKS 65536 /* distinct ranks tracked; rows of other ranks are ignored */
@@ -80,15 +81,7 @@ void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
 
 int mrd_analyze_has_table(sqlite3 *db, const char *name)
 {
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?", -1,
-                           &st, NULL) != SQLITE_OK)
-        return 0;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
+    return mrd_clock_table_exists(db, name) == 1; /* the query lives in aggregator/clock */
 }
 
 struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank)

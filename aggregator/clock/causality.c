@@ -271,7 +271,7 @@ static int load_prev_shifts(sqlite3 *db, const struct cctx *c, int64_t *prev)
 {
     sqlite3_stmt *st = NULL;
     int step;
-    if (mrd__clock_table_exists(db, "clock_adjustments") != 1)
+    if (mrd_clock_table_exists(db, "clock_adjustments") != 1)
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
         SQLITE_OK)

@@ -16,9 +16,6 @@ int mrd__clock_sqlerr(sqlite3 *db, FILE *log, const char *what);
 /* Runs SQL text without results (several statements allowed). 0 or -MRD_ERR_SQLITE. */
 int mrd__clock_exec(sqlite3 *db, FILE *log, const char *sql);
 
-/* 1 when table `name` exists in the main schema, 0 when not, negative on error. */
-int mrd__clock_table_exists(sqlite3 *db, const char *name);
-
 /* Creates the clock module's own tables and indexes (CREATE ... IF NOT EXISTS). */
 int mrd__clock_ensure_tables(sqlite3 *db, FILE *log);
 
