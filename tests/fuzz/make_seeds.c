@@ -79,7 +79,7 @@ static void batch_drops(uint8_t **f, size_t *n, int events, int kinds, int level
         memcpy(dropped, drops, sizeof(dropped));
     mrd_batch_builder_set_dropped(b, dropped);
     for (int i = 0; i < events; i++) {
-        union tu_event ev;
+        union mrd_any_event ev;
         int kind = 1 + i % kinds;
 
         tu_event(&seed, kind, &t, ids, 6, &ev);

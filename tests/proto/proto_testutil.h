@@ -72,61 +72,47 @@ static inline void tu_times(uint64_t *s, int64_t *t, int64_t *start, int64_t *en
     *end = *t + (int64_t)tu_below(s, 20000);
 }
 
-/* Fills one random event of `kind` into the union-sized buffer ev; string fields take
- * ids from ids[0..nids) or 0. */
-union tu_event {
-    struct mrd_kernel k;
-    struct mrd_memcpy mc;
-    struct mrd_memset ms;
-    struct mrd_sync sy;
-    struct mrd_api api;
-    struct mrd_graph gr;
-    struct mrd_extcorr xc;
-    struct mrd_nvtx nv;
-    struct mrd_nccl_op op;
-    struct mrd_nccl_channel ch;
-    struct mrd_mpi mpi;
-    struct mrd_clock_sample cs;
-    struct mrd_gpu_clock_sample gc;
-};
-
 static inline uint32_t tu_id(uint64_t *s, const uint32_t *ids, uint32_t nids)
 {
     return nids == 0 || tu_below(s, 10) == 0 ? 0 : ids[tu_below(s, nids)];
 }
 
+/* Fills one random event of `kind` into ev (the proto's own union of every event kind);
+ * string fields take ids from ids[0..nids) or 0. */
 static inline void tu_event(uint64_t *s, int kind, int64_t *t, const uint32_t *ids,
-                            uint32_t nids, union tu_event *ev)
+                            uint32_t nids, union mrd_any_event *ev)
 {
     memset(ev, 0, sizeof(*ev));
     switch (kind) {
     case MRD_EV_KERNEL:
-        tu_times(s, t, &ev->k.start, &ev->k.end);
-        ev->k.correlation = tu_u64(s);
-        ev->k.device = tu_u32(s), ev->k.stream = tu_u32(s), ev->k.context = tu_u32(s);
-        ev->k.name = tu_id(s, ids, nids);
+        tu_times(s, t, &ev->kernel.start, &ev->kernel.end);
+        ev->kernel.correlation = tu_u64(s);
+        ev->kernel.device = tu_u32(s), ev->kernel.stream = tu_u32(s);
+        ev->kernel.context = tu_u32(s);
+        ev->kernel.name = tu_id(s, ids, nids);
         for (int i = 0; i < 3; i++)
-            ev->k.grid[i] = tu_u32(s), ev->k.block[i] = tu_u32(s);
-        ev->k.shared_bytes = tu_u32(s), ev->k.registers = tu_u32(s);
-        ev->k.graph_id = tu_u32(s);
+            ev->kernel.grid[i] = tu_u32(s), ev->kernel.block[i] = tu_u32(s);
+        ev->kernel.shared_bytes = tu_u32(s), ev->kernel.registers = tu_u32(s);
+        ev->kernel.graph_id = tu_u32(s);
         break;
     case MRD_EV_MEMCPY:
-        tu_times(s, t, &ev->mc.start, &ev->mc.end);
-        ev->mc.correlation = tu_u64(s), ev->mc.bytes = tu_u64(s);
-        ev->mc.device = tu_u32(s), ev->mc.stream = tu_u32(s), ev->mc.copy_kind = tu_u32(s);
-        ev->mc.src_kind = tu_u32(s), ev->mc.dst_kind = tu_u32(s);
-        ev->mc.peer_device = tu_u32(s);
+        tu_times(s, t, &ev->memcpy.start, &ev->memcpy.end);
+        ev->memcpy.correlation = tu_u64(s), ev->memcpy.bytes = tu_u64(s);
+        ev->memcpy.device = tu_u32(s), ev->memcpy.stream = tu_u32(s);
+        ev->memcpy.copy_kind = tu_u32(s);
+        ev->memcpy.src_kind = tu_u32(s), ev->memcpy.dst_kind = tu_u32(s);
+        ev->memcpy.peer_device = tu_u32(s);
         break;
     case MRD_EV_MEMSET:
-        tu_times(s, t, &ev->ms.start, &ev->ms.end);
-        ev->ms.correlation = tu_u64(s), ev->ms.bytes = tu_u64(s);
-        ev->ms.device = tu_u32(s), ev->ms.stream = tu_u32(s), ev->ms.value = tu_u32(s);
-        ev->ms.memory_kind = tu_u32(s);
+        tu_times(s, t, &ev->memset.start, &ev->memset.end);
+        ev->memset.correlation = tu_u64(s), ev->memset.bytes = tu_u64(s);
+        ev->memset.device = tu_u32(s), ev->memset.stream = tu_u32(s), ev->memset.value = tu_u32(s);
+        ev->memset.memory_kind = tu_u32(s);
         break;
     case MRD_EV_SYNC:
-        tu_times(s, t, &ev->sy.start, &ev->sy.end);
-        ev->sy.correlation = tu_u64(s);
-        ev->sy.type = tu_u32(s), ev->sy.context = tu_u32(s), ev->sy.stream = tu_u32(s);
+        tu_times(s, t, &ev->sync.start, &ev->sync.end);
+        ev->sync.correlation = tu_u64(s);
+        ev->sync.type = tu_u32(s), ev->sync.context = tu_u32(s), ev->sync.stream = tu_u32(s);
         break;
     case MRD_EV_API:
         tu_times(s, t, &ev->api.start, &ev->api.end);
@@ -135,37 +121,39 @@ static inline void tu_event(uint64_t *s, int kind, int64_t *t, const uint32_t *i
         ev->api.name = tu_id(s, ids, nids);
         break;
     case MRD_EV_GRAPH:
-        tu_times(s, t, &ev->gr.start, &ev->gr.end);
-        ev->gr.correlation = tu_u64(s);
-        ev->gr.device = tu_u32(s), ev->gr.stream = tu_u32(s), ev->gr.graph_id = tu_u32(s);
+        tu_times(s, t, &ev->graph.start, &ev->graph.end);
+        ev->graph.correlation = tu_u64(s);
+        ev->graph.device = tu_u32(s), ev->graph.stream = tu_u32(s), ev->graph.graph_id = tu_u32(s);
         break;
     case MRD_EV_EXTCORR:
-        ev->xc.correlation = tu_u64(s), ev->xc.external_id = tu_u64(s);
-        ev->xc.kind = tu_u32(s);
+        ev->extcorr.correlation = tu_u64(s), ev->extcorr.external_id = tu_u64(s);
+        ev->extcorr.kind = tu_u32(s);
         break;
     case MRD_EV_NVTX:
-        tu_times(s, t, &ev->nv.start, &ev->nv.end);
-        ev->nv.kind = tu_u32(s), ev->nv.domain = tu_id(s, ids, nids);
-        ev->nv.name = tu_id(s, ids, nids), ev->nv.thread = tu_u32(s);
-        ev->nv.depth = tu_u32(s), ev->nv.color = tu_u32(s);
+        tu_times(s, t, &ev->nvtx.start, &ev->nvtx.end);
+        ev->nvtx.kind = tu_u32(s), ev->nvtx.domain = tu_id(s, ids, nids);
+        ev->nvtx.name = tu_id(s, ids, nids), ev->nvtx.thread = tu_u32(s);
+        ev->nvtx.depth = tu_u32(s), ev->nvtx.color = tu_u32(s);
         break;
     case MRD_EV_NCCL_OP:
-        ev->op.op_id = tu_u64(s);
-        tu_times(s, t, &ev->op.start, &ev->op.end);
-        ev->op.comm_hash = tu_rand(s), ev->op.seq = tu_u64(s), ev->op.count = tu_u64(s);
-        ev->op.bytes = tu_u64(s), ev->op.launch_id = tu_u64(s);
-        ev->op.comm_rank = tu_u32(s), ev->op.comm_nranks = tu_u32(s);
-        ev->op.func = tu_id(s, ids, nids), ev->op.datatype = tu_id(s, ids, nids);
-        ev->op.algo = tu_id(s, ids, nids), ev->op.proto = tu_id(s, ids, nids);
-        ev->op.channels = tu_u32(s), ev->op.warps = tu_u32(s), ev->op.is_p2p = tu_u32(s);
-        ev->op.device = tu_u32(s);
-        ev->op.root = (int32_t)tu_u32(s), ev->op.peer = (int32_t)tu_u32(s);
+        ev->nccl_op.op_id = tu_u64(s);
+        tu_times(s, t, &ev->nccl_op.start, &ev->nccl_op.end);
+        ev->nccl_op.comm_hash = tu_rand(s), ev->nccl_op.seq = tu_u64(s);
+        ev->nccl_op.count = tu_u64(s);
+        ev->nccl_op.bytes = tu_u64(s), ev->nccl_op.launch_id = tu_u64(s);
+        ev->nccl_op.comm_rank = tu_u32(s), ev->nccl_op.comm_nranks = tu_u32(s);
+        ev->nccl_op.func = tu_id(s, ids, nids), ev->nccl_op.datatype = tu_id(s, ids, nids);
+        ev->nccl_op.algo = tu_id(s, ids, nids), ev->nccl_op.proto = tu_id(s, ids, nids);
+        ev->nccl_op.channels = tu_u32(s), ev->nccl_op.warps = tu_u32(s);
+        ev->nccl_op.is_p2p = tu_u32(s);
+        ev->nccl_op.device = tu_u32(s);
+        ev->nccl_op.root = (int32_t)tu_u32(s), ev->nccl_op.peer = (int32_t)tu_u32(s);
         break;
     case MRD_EV_NCCL_CHANNEL:
-        ev->ch.op_id = tu_u64(s);
-        tu_times(s, t, &ev->ch.gpu_start, &ev->ch.gpu_end);
-        ev->ch.host_start = tu_i64(s);
-        ev->ch.channel = tu_u32(s);
+        ev->nccl_channel.op_id = tu_u64(s);
+        tu_times(s, t, &ev->nccl_channel.gpu_start, &ev->nccl_channel.gpu_end);
+        ev->nccl_channel.host_start = tu_i64(s);
+        ev->nccl_channel.channel = tu_u32(s);
         break;
     case MRD_EV_MPI:
         tu_times(s, t, &ev->mpi.start, &ev->mpi.end);
@@ -174,55 +162,55 @@ static inline void tu_event(uint64_t *s, int kind, int64_t *t, const uint32_t *i
         ev->mpi.peer = (int32_t)tu_u32(s), ev->mpi.tag = (int32_t)tu_u32(s);
         break;
     case MRD_EV_CLOCK:
-        ev->cs.t0 = tu_i64(s), ev->cs.t1 = tu_i64(s), ev->cs.t2 = tu_i64(s);
-        ev->cs.t3 = tu_i64(s);
+        ev->clock.t0 = tu_i64(s), ev->clock.t1 = tu_i64(s), ev->clock.t2 = tu_i64(s);
+        ev->clock.t3 = tu_i64(s);
         break;
     case MRD_EV_GPU_CLOCK:
-        ev->gc.host_ns = tu_i64(s), ev->gc.gpu_ns = tu_i64(s);
-        ev->gc.uncertainty_ns = tu_u64(s), ev->gc.device = tu_u32(s);
+        ev->gpu_clock.host_ns = tu_i64(s), ev->gpu_clock.gpu_ns = tu_i64(s);
+        ev->gpu_clock.uncertainty_ns = tu_u64(s), ev->gpu_clock.device = tu_u32(s);
         break;
     }
 }
 
 /* Appends ev as `kind` to b. */
-static inline int tu_add(struct mrd_batch_builder *b, int kind, const union tu_event *ev)
+static inline int tu_add(struct mrd_batch_builder *b, int kind, const union mrd_any_event *ev)
 {
     switch (kind) {
-    case MRD_EV_KERNEL: return mrd_batch_add_kernel(b, &ev->k);
-    case MRD_EV_MEMCPY: return mrd_batch_add_memcpy(b, &ev->mc);
-    case MRD_EV_MEMSET: return mrd_batch_add_memset(b, &ev->ms);
-    case MRD_EV_SYNC: return mrd_batch_add_sync(b, &ev->sy);
+    case MRD_EV_KERNEL: return mrd_batch_add_kernel(b, &ev->kernel);
+    case MRD_EV_MEMCPY: return mrd_batch_add_memcpy(b, &ev->memcpy);
+    case MRD_EV_MEMSET: return mrd_batch_add_memset(b, &ev->memset);
+    case MRD_EV_SYNC: return mrd_batch_add_sync(b, &ev->sync);
     case MRD_EV_API: return mrd_batch_add_api(b, &ev->api);
-    case MRD_EV_GRAPH: return mrd_batch_add_graph(b, &ev->gr);
-    case MRD_EV_EXTCORR: return mrd_batch_add_extcorr(b, &ev->xc);
-    case MRD_EV_NVTX: return mrd_batch_add_nvtx(b, &ev->nv);
-    case MRD_EV_NCCL_OP: return mrd_batch_add_nccl_op(b, &ev->op);
-    case MRD_EV_NCCL_CHANNEL: return mrd_batch_add_nccl_channel(b, &ev->ch);
+    case MRD_EV_GRAPH: return mrd_batch_add_graph(b, &ev->graph);
+    case MRD_EV_EXTCORR: return mrd_batch_add_extcorr(b, &ev->extcorr);
+    case MRD_EV_NVTX: return mrd_batch_add_nvtx(b, &ev->nvtx);
+    case MRD_EV_NCCL_OP: return mrd_batch_add_nccl_op(b, &ev->nccl_op);
+    case MRD_EV_NCCL_CHANNEL: return mrd_batch_add_nccl_channel(b, &ev->nccl_channel);
     case MRD_EV_MPI: return mrd_batch_add_mpi(b, &ev->mpi);
-    case MRD_EV_CLOCK: return mrd_batch_add_clock_sample(b, &ev->cs);
-    case MRD_EV_GPU_CLOCK: return mrd_batch_add_gpu_clock_sample(b, &ev->gc);
+    case MRD_EV_CLOCK: return mrd_batch_add_clock_sample(b, &ev->clock);
+    case MRD_EV_GPU_CLOCK: return mrd_batch_add_gpu_clock_sample(b, &ev->gpu_clock);
     }
     return -EINVAL;
 }
 
 /* Reads the next event of `kind` from cursor c into ev (zeroed first). */
-static inline int tu_next(struct mrd_batch_cursor *c, int kind, union tu_event *ev)
+static inline int tu_next(struct mrd_batch_cursor *c, int kind, union mrd_any_event *ev)
 {
     memset(ev, 0, sizeof(*ev));
     switch (kind) {
-    case MRD_EV_KERNEL: return mrd_batch_next_kernel(c, &ev->k);
-    case MRD_EV_MEMCPY: return mrd_batch_next_memcpy(c, &ev->mc);
-    case MRD_EV_MEMSET: return mrd_batch_next_memset(c, &ev->ms);
-    case MRD_EV_SYNC: return mrd_batch_next_sync(c, &ev->sy);
+    case MRD_EV_KERNEL: return mrd_batch_next_kernel(c, &ev->kernel);
+    case MRD_EV_MEMCPY: return mrd_batch_next_memcpy(c, &ev->memcpy);
+    case MRD_EV_MEMSET: return mrd_batch_next_memset(c, &ev->memset);
+    case MRD_EV_SYNC: return mrd_batch_next_sync(c, &ev->sync);
     case MRD_EV_API: return mrd_batch_next_api(c, &ev->api);
-    case MRD_EV_GRAPH: return mrd_batch_next_graph(c, &ev->gr);
-    case MRD_EV_EXTCORR: return mrd_batch_next_extcorr(c, &ev->xc);
-    case MRD_EV_NVTX: return mrd_batch_next_nvtx(c, &ev->nv);
-    case MRD_EV_NCCL_OP: return mrd_batch_next_nccl_op(c, &ev->op);
-    case MRD_EV_NCCL_CHANNEL: return mrd_batch_next_nccl_channel(c, &ev->ch);
+    case MRD_EV_GRAPH: return mrd_batch_next_graph(c, &ev->graph);
+    case MRD_EV_EXTCORR: return mrd_batch_next_extcorr(c, &ev->extcorr);
+    case MRD_EV_NVTX: return mrd_batch_next_nvtx(c, &ev->nvtx);
+    case MRD_EV_NCCL_OP: return mrd_batch_next_nccl_op(c, &ev->nccl_op);
+    case MRD_EV_NCCL_CHANNEL: return mrd_batch_next_nccl_channel(c, &ev->nccl_channel);
     case MRD_EV_MPI: return mrd_batch_next_mpi(c, &ev->mpi);
-    case MRD_EV_CLOCK: return mrd_batch_next_clock_sample(c, &ev->cs);
-    case MRD_EV_GPU_CLOCK: return mrd_batch_next_gpu_clock_sample(c, &ev->gc);
+    case MRD_EV_CLOCK: return mrd_batch_next_clock_sample(c, &ev->clock);
+    case MRD_EV_GPU_CLOCK: return mrd_batch_next_gpu_clock_sample(c, &ev->gpu_clock);
     }
     return 0;
 }

@@ -237,7 +237,7 @@ static void test_target_and_size(void)
         b = builder(MRD_FRAME_MIN_MAX, 1000000, 0);
         id = mrd_batch_builder_intern(b, "a string of some length used by events");
         for (;;) {
-            union tu_event ev;
+            union mrd_any_event ev;
             int kind = 1 + (int)tu_below(&seed, MRD_EV__COUNT - 1);
 
             tu_event(&seed, kind, &t, &id, 1, &ev);
@@ -363,7 +363,7 @@ static void test_intern(void)
 static void test_no_strings(void)
 {
     struct mrd_batch_builder *b = builder(0, 100, 0);
-    union tu_event sent[MRD_EV__COUNT], got;
+    union mrd_any_event sent[MRD_EV__COUNT], got;
     uint64_t seed = 11;
     int64_t t = 1000;
     uint8_t *f;
@@ -395,7 +395,7 @@ static void test_no_strings(void)
 static void test_any_kind(void)
 {
     struct mrd_batch_builder *b = builder(0, 100, 0);
-    union tu_event sent[MRD_EV__COUNT], got;
+    union mrd_any_event sent[MRD_EV__COUNT], got;
     uint64_t seed = 23;
     int64_t t = 5000;
     uint8_t *f;

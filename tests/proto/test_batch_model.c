@@ -23,7 +23,7 @@ struct model {
     uint8_t in_defs[MAX_STR + 1];   /* expected to be defined by the pending batch */
     uint8_t used[MAX_STR + 1];      /* used by the pending batch */
     int kind[MAX_EV];
-    union tu_event ev[MAX_EV];
+    union mrd_any_event ev[MAX_EV];
     size_t nev;
     uint64_t dropped[MRD_DROP__COUNT];
     /* ids each finished batch defined, for acks */
@@ -53,7 +53,7 @@ static void check_batch(const uint8_t *f, size_t len, uint32_t max_frame, const 
     for (int k = 1; k < MRD_EV__COUNT; k++)
         mrd_batch_cursor_init(&cur[k], m);
     for (size_t i = 0; i < M.nev; i++) {
-        union tu_event got;
+        union mrd_any_event got;
         int k = M.kind[i];
 
         CHECK_EQ(tu_next(&cur[k], k, &got), 1);
@@ -62,7 +62,7 @@ static void check_batch(const uint8_t *f, size_t len, uint32_t max_frame, const 
         cnt[k]++;
     }
     for (int k = 1; k < MRD_EV__COUNT; k++) {
-        union tu_event got;
+        union mrd_any_event got;
 
         CHECK_UEQ(mrd_batch_count(m, k), cnt[k]);
         CHECK_EQ(tu_next(&cur[k], k, &got), 0);
@@ -153,7 +153,7 @@ static void run(uint64_t seed, int ops)
 
         if (r < 70) {
             int kind = 1 + (int)tu_below(&s, MRD_EV__COUNT - 1);
-            union tu_event ev;
+            union mrd_any_event ev;
             uint32_t used[4];
             int rc, nu = 0;
 
@@ -177,16 +177,16 @@ static void run(uint64_t seed, int ops)
             stats.events++;
             /* the string ids this event uses */
             if (kind == MRD_EV_KERNEL)
-                used[nu++] = ev.k.name;
+                used[nu++] = ev.kernel.name;
             else if (kind == MRD_EV_API)
                 used[nu++] = ev.api.name;
             else if (kind == MRD_EV_NVTX)
-                used[nu++] = ev.nv.domain, used[nu++] = ev.nv.name;
+                used[nu++] = ev.nvtx.domain, used[nu++] = ev.nvtx.name;
             else if (kind == MRD_EV_MPI)
                 used[nu++] = ev.mpi.call;
             else if (kind == MRD_EV_NCCL_OP)
-                used[nu++] = ev.op.func, used[nu++] = ev.op.datatype,
-                used[nu++] = ev.op.algo, used[nu++] = ev.op.proto;
+                used[nu++] = ev.nccl_op.func, used[nu++] = ev.nccl_op.datatype,
+                used[nu++] = ev.nccl_op.algo, used[nu++] = ev.nccl_op.proto;
             for (int i = 0; i < nu; i++) {
                 if (!used[i])
                     continue;

@@ -235,7 +235,7 @@ static void test_bad_zstd_bytes(void)
     CHECK_OK(mrd_batch_builder_new(&cfg, &b));
     id = mrd_batch_builder_intern(b, "kernel");
     for (int i = 0; i < 200; i++) {
-        union tu_event ev;
+        union mrd_any_event ev;
 
         tu_event(&seed, MRD_EV_KERNEL, &t, &id, 1, &ev);
         CHECK_OK(tu_add(b, MRD_EV_KERNEL, &ev));
@@ -285,7 +285,7 @@ static void test_garbage(void)
                 mrd_batch_check((Meridian__V1__Batch *)m, NULL) == 0) {
                 for (int k = 1; k < MRD_EV__COUNT; k++) {
                     struct mrd_batch_cursor c;
-                    union tu_event ev;
+                    union mrd_any_event ev;
                     size_t cnt = 0;
 
                     mrd_batch_cursor_init(&c, (Meridian__V1__Batch *)m);

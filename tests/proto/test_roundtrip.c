@@ -115,7 +115,7 @@ int main(void)
         ids[2] = mrd_batch_builder_intern(b, "RING");
         mrd_batch_builder_set_dropped(b, dropped);
         for (int i = 0; i < 300; i++) {
-            union tu_event ev;
+            union mrd_any_event ev;
             int kind = 1 + i % (MRD_EV__COUNT - 1);
 
             tu_event(&seed, kind, &t, ids, 3, &ev);
