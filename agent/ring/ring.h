@@ -40,6 +40,14 @@ int mrd_ring_write(const struct mrd_record *r);
  * allocation, no system call after the thread's claim. Added after v1 (additive). */
 void *mrd_ring_thread_state(void);
 
+/* Hot path, any thread: mrd_ring_write for a caller that already looked up its thread's
+ * capture state (state: what mrd_ring_thread_state returned on this thread, in this call):
+ * writes into the ring that state belongs to without looking the ring up again. state NULL
+ * (no ring for this thread) drops the record and counts it as MRD_DROP_NO_THREAD_SLOT, as
+ * mrd_ring_write would, without another claim attempt. Returns 0 or -EAGAIN (dropped;
+ * uncounted after mrd_ring_disable). Added after v1 (additive). */
+int mrd_ring_write_in(void *state, const struct mrd_record *r);
+
 /* Free records in the calling thread's ring (claiming one if the thread has none yet;
  * 0 when disabled or no ring is free). Lets a producer that writes in bursts from its own
  * thread (CUPTI's buffer-completion worker, not an application thread) pace itself instead
