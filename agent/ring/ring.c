@@ -198,20 +198,26 @@ static struct ring *ring_claim_throttled(unsigned gen)
     return rg;
 }
 
-int mrd_ring_write(const struct mrd_record *r)
+/* The lookup-or-claim prologue of mrd_ring_write and mrd_ring_thread_state: the calling
+ * thread's ring, claiming one (throttled) when it has none. NULL when the rings are
+ * disabled (*counted_loss = 0: a fork child loses nothing it must count) or when the
+ * thread has no ring (*counted_loss = 1: before init, or no free ring). */
+static inline struct ring *ring_lookup(int *counted_loss)
 {
+    *counted_loss = 0;
     if (atomic_load_explicit(&g_disabled, memory_order_relaxed))
-        return -EAGAIN;
-    if (!atomic_load_explicit(&g_keys_ready, memory_order_acquire)) {
-        atomic_fetch_add_explicit(&g_drop_noslot, 1, memory_order_relaxed); /* before init */
-        return -EAGAIN;
-    }
+        return NULL;
+    *counted_loss = 1;
+    if (!atomic_load_explicit(&g_keys_ready, memory_order_acquire))
+        return NULL; /* before init */
     unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
     struct ring *rg = ring_current(gen);
-    if (rg == NULL && (rg = ring_claim_throttled(gen)) == NULL) {
-        atomic_fetch_add_explicit(&g_drop_noslot, 1, memory_order_relaxed);
-        return -EAGAIN;
-    }
+    return rg ? rg : ring_claim_throttled(gen);
+}
+
+/* Copies *r into rg (the caller's own ring), or counts it as ring_full. */
+static inline int ring_put(struct ring *rg, const struct mrd_record *r)
+{
     uint64_t h = atomic_load_explicit(&rg->head, memory_order_relaxed);
     uint64_t t = atomic_load_explicit(&rg->tail, memory_order_acquire);
     if (h - t > g_mask) {
@@ -225,16 +231,36 @@ int mrd_ring_write(const struct mrd_record *r)
     return 0;
 }
 
+/* A record the thread has no ring for: counted (unless the rings are disabled). */
+static int ring_refuse(int counted_loss)
+{
+    if (counted_loss)
+        atomic_fetch_add_explicit(&g_drop_noslot, 1, memory_order_relaxed);
+    return -EAGAIN;
+}
+
+int mrd_ring_write(const struct mrd_record *r)
+{
+    int counted;
+    struct ring *rg = ring_lookup(&counted);
+    return rg ? ring_put(rg, r) : ring_refuse(counted);
+}
+
 void *mrd_ring_thread_state(void)
 {
-    if (atomic_load_explicit(&g_disabled, memory_order_relaxed) ||
-        !atomic_load_explicit(&g_keys_ready, memory_order_acquire))
-        return NULL;
-    unsigned gen = atomic_load_explicit(&g_gen, memory_order_acquire);
-    struct ring *rg = ring_current(gen);
-    if (rg == NULL && (rg = ring_claim_throttled(gen)) == NULL)
-        return NULL;
-    return g_states + (size_t)(rg - g_rings) * MRD_RING_THREAD_STATE_BYTES;
+    int counted;
+    struct ring *rg = ring_lookup(&counted);
+    return rg ? g_states + (size_t)(rg - g_rings) * MRD_RING_THREAD_STATE_BYTES : NULL;
+}
+
+int mrd_ring_write_in(void *state, const struct mrd_record *r)
+{
+    if (atomic_load_explicit(&g_disabled, memory_order_relaxed))
+        return -EAGAIN;
+    if (state == NULL)
+        return ring_refuse(1);
+    size_t idx = (size_t)((unsigned char *)state - g_states) / MRD_RING_THREAD_STATE_BYTES;
+    return ring_put(&g_rings[idx], r);
 }
 
 /* The calling thread's ring, claiming one if needed; NULL when none. */

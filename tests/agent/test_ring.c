@@ -22,6 +22,10 @@
  *    one), the same on every call of a thread, private to it (THREADS_STATE threads fill
  *    theirs at once and find only their own bytes), NULL for a thread without a ring,
  *    before init and after mrd_ring_disable.
+ * 7. mrd_ring_write_in (a write through the state the caller already looked up): the same
+ *    ring as mrd_ring_write's (mixed writes arrive in order, the same full policy), another
+ *    thread's state is its own ring, NULL is counted as NO_THREAD_SLOT, nothing after
+ *    mrd_ring_disable.
  * Built twice: plain (agent_ring) and with ThreadSanitizer (agent_ring_tsan).
  */
 #include <errno.h>
@@ -364,6 +368,76 @@ static void test_thread_state(void)
 
 /* ---- 4. before init, disabled ---- */
 
+/* ---- 7. mrd_ring_write_in: the write through a state the caller already holds ---- */
+
+struct seen {
+    uint64_t ids[64];
+    uint32_t writers[64];
+    size_t n;
+};
+
+static void collect(const struct mrd_record *r, void *arg)
+{
+    struct seen *s = arg;
+    if (s->n < 64) {
+        s->ids[s->n] = r->ev.kernel.correlation;
+        s->writers[s->n] = r->reserved;
+    }
+    s->n++;
+}
+
+/* A second thread writes 3 records through its own state; returns the state. */
+static void *write_in_thread(void *arg)
+{
+    (void)arg;
+    void *st = mrd_ring_thread_state();
+    struct mrd_record r;
+    for (uint64_t i = 1; i <= 3 && st; i++) {
+        make_record(&r, 7, 100 + i);
+        CHECK_OK(mrd_ring_write_in(st, &r));
+    }
+    return st;
+}
+
+static void test_write_in(void)
+{
+    CHECK_OK(mrd_ring_init(2, 16));
+    uint64_t noslot0 = ring_drops(MRD_DROP_NO_THREAD_SLOT);
+    void *st = mrd_ring_thread_state();
+    CHECK(st != NULL);
+    struct mrd_record r;
+    /* the same ring as mrd_ring_write's: mixed writes arrive in order, the 17th is full */
+    for (uint64_t i = 1; i <= 16; i++) {
+        make_record(&r, 1, i);
+        CHECK_OK(i % 2 ? mrd_ring_write_in(st, &r) : mrd_ring_write(&r));
+    }
+    make_record(&r, 1, 17);
+    CHECK_EQ(mrd_ring_write_in(st, &r), -EAGAIN);
+    CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), 1);
+    CHECK_UEQ(mrd_ring_space(), 0);
+    /* another thread's state is another ring */
+    pthread_t t;
+    void *other = NULL;
+    CHECK_OK(pthread_create(&t, NULL, write_in_thread, NULL));
+    CHECK_OK(pthread_join(t, &other));
+    CHECK(other != NULL && other != st);
+    struct seen s = {.n = 0};
+    CHECK_UEQ(mrd_ring_drain(collect, &s, SIZE_MAX), 19);
+    uint64_t mine = 0, theirs = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        if (s.writers[i] == 1)
+            CHECK_UEQ(s.ids[i], ++mine);
+        else
+            CHECK_UEQ(s.ids[i], 100 + ++theirs);
+    }
+    CHECK_UEQ(mine, 16);
+    CHECK_UEQ(theirs, 3);
+    /* no state (a thread without a ring): dropped and counted, as mrd_ring_write would */
+    CHECK_EQ(mrd_ring_write_in(NULL, &r), -EAGAIN);
+    CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), noslot0 + 1);
+    mrd_ring_shutdown();
+}
+
 static void test_before_init_and_disable(void)
 {
     struct mrd_record r;
@@ -371,13 +445,19 @@ static void test_before_init_and_disable(void)
     CHECK_EQ(mrd_ring_write(&r), -EAGAIN); /* no rings yet */
     CHECK(mrd_ring_thread_state() == NULL);
     CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 1);
+    CHECK_EQ(mrd_ring_write_in(mrd_ring_thread_state(), &r), -EAGAIN);
+    CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 2);
     CHECK_EQ(mrd_ring_init(3, 100), -EINVAL); /* not a power of two */
     CHECK_EQ(mrd_ring_init(0, 64), -EINVAL);
     CHECK_OK(mrd_ring_init(1, 64));
     CHECK_OK(mrd_ring_write(&r));
-    CHECK(mrd_ring_thread_state() != NULL);
+    void *st = mrd_ring_thread_state();
+    CHECK(st != NULL);
     mrd_ring_disable();
     CHECK_EQ(mrd_ring_write(&r), -EAGAIN);
+    CHECK_EQ(mrd_ring_write_in(st, &r), -EAGAIN);
+    CHECK_EQ(mrd_ring_write_in(NULL, &r), -EAGAIN);
+    CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 2); /* neither was counted */
     CHECK(mrd_ring_thread_state() == NULL);
     CHECK_UEQ(mrd_ring_space(), 0);
     CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), 0);
@@ -505,6 +585,7 @@ int main(void)
     test_slots();
     test_paced();
     test_thread_state();
+    test_write_in();
     test_before_init_and_disable(); /* last: disabling is permanent */
     return 0;
 }
