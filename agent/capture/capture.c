@@ -3,7 +3,10 @@
  * The thread id is cached in the thread's capture state (struct mrd__capture_thread, in
  * its ring's state area; not a __thread variable, see capture.h): the first call on a
  * thread makes one gettid system call, every later call is a load. Capture runs on threads
- * we do not own, so there is no thread-start hook to fill it earlier.
+ * we do not own, so there is no thread-start hook to fill it earlier. A thread without a
+ * ring has nowhere to cache it; the sources that write a record (NVTX marks and ranges,
+ * MPI calls) do not ask for its id at all (the record is dropped and counted anyway), so
+ * such a thread makes no system call on them (capture_noring in tests/agent).
  */
 #include "capture.h"
 
@@ -14,6 +17,7 @@
 #include <unistd.h>
 
 static atomic_int pinned;
+static _Atomic uint64_t gettid_calls; /* test hook: mrd__capture_gettid_calls */
 
 void mrd__capture_pin(void)
 {
@@ -26,6 +30,13 @@ void mrd__capture_pin(void)
         dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
+/* The system call every cached thread id comes from (counted for tests). */
+static uint32_t slow_gettid(void)
+{
+    atomic_fetch_add_explicit(&gettid_calls, 1, memory_order_relaxed);
+    return (uint32_t)syscall(SYS_gettid);
+}
+
 struct mrd__capture_thread *mrd__capture_thread(void)
 {
     return mrd_ring_thread_state();
@@ -34,14 +45,19 @@ struct mrd__capture_thread *mrd__capture_thread(void)
 uint32_t mrd__capture_tid_in(struct mrd__capture_thread *t)
 {
     if (t->tid == 0)
-        t->tid = (uint32_t)syscall(SYS_gettid);
+        t->tid = slow_gettid();
     return t->tid;
 }
 
 uint32_t mrd__capture_tid(void)
 {
     struct mrd__capture_thread *t = mrd__capture_thread();
-    return t ? mrd__capture_tid_in(t) : (uint32_t)syscall(SYS_gettid);
+    return t ? mrd__capture_tid_in(t) : slow_gettid();
+}
+
+uint64_t mrd__capture_gettid_calls(void)
+{
+    return atomic_load_explicit(&gettid_calls, memory_order_relaxed);
 }
 
 void mrd__capture_copy_str(char *dst, size_t cap, const char *s)

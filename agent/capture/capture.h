@@ -5,7 +5,8 @@
  * Where this sits: capture code runs on the application's, CUDA's and NCCL's threads,
  * fills a struct mrd_record on the stack and hands it to mrd_ring_write (agent/ring).
  * The helpers below are hot-path safe: no lock, no allocation, no system call after a
- * thread's first use (mrd__capture_tid caches gettid() per thread).
+ * thread's first use (mrd__capture_tid caches gettid() per thread). A source that needs
+ * its thread's state anyway passes it on to mrd_ring_write_in: one ring lookup per call.
  *
  * Per-thread state: capture code has no __thread variables. In a dlopen'ed library (which
  * the agent always is: CUDA, NCCL and NVTX all dlopen it) glibc allocates a module's TLS
@@ -69,12 +70,17 @@ struct mrd__capture_thread *mrd__capture_thread(void);
 void mrd__capture_pin(void);
 
 /* The calling thread's OS thread id (gettid), cached in its capture state after the first
- * call (a system call every time for a thread without one). */
+ * call (a system call every time for a thread without one: a source that only needs the
+ * id for a record of its own looks the state up itself, writes with mrd_ring_write_in and
+ * asks mrd__capture_tid_in only when it has a state). */
 uint32_t mrd__capture_tid(void);
 
 /* The same for a caller that already holds its thread's state t (not NULL): saves the
  * lookup of the state. */
 uint32_t mrd__capture_tid_in(struct mrd__capture_thread *t);
+
+/* gettid system calls made by the two functions above so far (tests). Any thread. */
+uint64_t mrd__capture_gettid_calls(void);
 
 /* Copies at most cap - 1 bytes of s (NULL = empty) into dst, always NUL-terminated (cap
  * > 0). Cuts at a UTF-8 character boundary so a truncated copy stays valid UTF-8. */

@@ -42,6 +42,9 @@ MRD_EXPORT void meridian_mpi_record(const char *call, int64_t start, int64_t end
     struct mrd_record r;
     if (!mrd_agent_active())
         return;
+    /* one ring lookup; a thread without a ring gets no thread id (no gettid per call), its
+     * record is dropped and counted as no_thread_slot by mrd_ring_write_in */
+    struct mrd__capture_thread *t = mrd__capture_thread();
     memset(&r, 0, sizeof(r));
     r.kind = MRD_EV_MPI;
     r.str[0] = call;
@@ -50,10 +53,10 @@ MRD_EXPORT void meridian_mpi_record(const char *call, int64_t start, int64_t end
     r.ev.mpi.bytes = bytes;
     r.ev.mpi.call = 0;
     r.ev.mpi.comm_size = comm_size;
-    r.ev.mpi.thread = mrd__capture_tid();
+    r.ev.mpi.thread = t ? mrd__capture_tid_in(t) : 0;
     r.ev.mpi.peer = peer;
     r.ev.mpi.tag = tag;
-    mrd_ring_write(&r);
+    mrd_ring_write_in(t, &r);
 }
 
 MRD_EXPORT void meridian_mpi_shutdown(void)

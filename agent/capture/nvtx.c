@@ -30,7 +30,9 @@
  * thread's first NVTX call); start/end ranges, which may end on another thread, live in a
  * shared table of RANGE_SLOTS slots claimed by compare-and-swap. A thread that gets no
  * ring (more threads than MERIDIAN_RING_THREADS) has no stack: its pushes are counted as
- * MRD_DROP_NO_THREAD_SLOT, as its other records are.
+ * MRD_DROP_NO_THREAD_SLOT, as its other records are (its marks too, without asking for its
+ * thread id: no gettid per call). Each entry point looks the thread's ring up once and
+ * writes through that state (mrd_ring_write_in), not through a second lookup.
  * Caps and policies: a push beyond NVTX_DEPTH, or a start with no free slot, is not
  * recorded and counted as MRD_DROP_NVTX_CAP ("nvtx_cap": the ring was not full, the
  * agent's NVTX bookkeeping was); pops still balance. Domains and registered strings are copied once into a fixed arena
@@ -158,8 +160,11 @@ static void attr_msg(const nvtxEventAttributes_t *a, struct mrd__nvtx_msg *m, ui
 
 /* ---- records ---------------------------------------------------------------------- */
 
-static void emit(uint32_t kind, int64_t start, int64_t end, const char *domain, const struct mrd__nvtx_msg *m,
-                 uint32_t color, uint32_t thread, uint32_t depth)
+/* Writes one NVTX record into the ring of t, the calling thread's capture state (looked up
+ * once by the caller; NULL: no ring, the record is dropped and counted as no_thread_slot). */
+static void emit(struct mrd__capture_thread *t, uint32_t kind, int64_t start, int64_t end,
+                 const char *domain, const struct mrd__nvtx_msg *m, uint32_t color,
+                 uint32_t thread, uint32_t depth)
 {
     struct mrd_record r;
     memset(&r, 0, sizeof(r));
@@ -173,15 +178,17 @@ static void emit(uint32_t kind, int64_t start, int64_t end, const char *domain, 
     r.ev.nvtx.thread = thread;
     r.ev.nvtx.depth = depth;
     r.ev.nvtx.color = color;
-    mrd_ring_write(&r);
+    mrd_ring_write_in(t, &r);
 }
 
 static void mark(const char *domain, const struct mrd__nvtx_msg *m, uint32_t color)
 {
     if (!mrd_agent_active())
         return;
+    struct mrd__capture_thread *t = mrd__capture_thread();
     int64_t now = mrd_clock_now();
-    emit(MRD_NVTX_MARK, now, now, domain, m, color, mrd__capture_tid(), 0);
+    /* no ring: no thread id either (a gettid per mark for nothing), the drop is counted */
+    emit(t, MRD_NVTX_MARK, now, now, domain, m, color, t ? mrd__capture_tid_in(t) : 0, 0);
 }
 
 static int push(const char *domain, const struct mrd__nvtx_msg *m, uint32_t color)
@@ -221,7 +228,7 @@ static int pop(const char *domain)
         if (f->domain != domain)
             continue;
         if (mrd_agent_active())
-            emit(MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color,
+            emit(t, MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color,
                  mrd__capture_tid_in(t), i);
         memmove(f, f + 1, (t->nvtx_depth - i - 1) * sizeof(*f));
         t->nvtx_depth--;
@@ -263,8 +270,8 @@ static void range_end(nvtxRangeId_t id)
     if (atomic_load_explicit(&s->id, memory_order_acquire) != id)
         return;
     if (mrd_agent_active())
-        emit(MRD_NVTX_STARTEND, s->start, mrd_clock_now(), s->domain, &s->m, s->color, s->thread,
-             0);
+        emit(mrd__capture_thread(), MRD_NVTX_STARTEND, s->start, mrd_clock_now(), s->domain,
+             &s->m, s->color, s->thread, 0);
     uint64_t expect = id;
     atomic_compare_exchange_strong(&s->id, &expect, 0);
 }
@@ -354,7 +361,7 @@ static void name_thread(uint32_t tid, const struct mrd__nvtx_msg *m)
     if (!mrd_agent_active())
         return;
     int64_t now = mrd_clock_now();
-    emit(MRD_NVTX_MARK, now, now, thread_name_domain, m, 0, tid, 0);
+    emit(mrd__capture_thread(), MRD_NVTX_MARK, now, now, thread_name_domain, m, 0, tid, 0);
 }
 
 static void NVTX_API name_os_thread_a(uint32_t tid, const char *name)

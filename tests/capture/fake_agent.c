@@ -280,6 +280,8 @@ int mrd_ring_write(const struct mrd_record *r)
     return 0;
 }
 
+int mrd_ring_write_in(void *s, const struct mrd_record *r) { (void)s; return mrd_ring_write(r); }
+
 size_t mrd_ring_space(void)
 {
     pthread_mutex_lock(&mu);
