@@ -3,7 +3,11 @@
  * Where it sits: the flusher thread asks for addresses before each connection attempt
  * (datalink.c, clocklink.c) and reports whether the attempt failed; lookups run on a
  * detached helper thread created for each one, with every signal blocked (the agent's rule
- * for its threads), which publishes under the mutex and ends.
+ * for its threads), which publishes under the mutex and ends. A helper gets its own copy
+ * of the name (struct lookup_job, freed by the helper) and the resolver's generation; a
+ * re-init (restart) bumps the generation, so a helper still in getaddrinfo then publishes
+ * nothing, and the mutex, initialised by the first init only, is never re-initialised
+ * under it. Nobody waits for such a helper: it ends when its lookup does.
  *
  * Workload: one lookup per process normally; after failures, at most one every
  * MRD_RESOLVE_MIN_INTERVAL_MS (one every MRD_RESOLVE_RETRY_MS while no lookup has ever
@@ -15,6 +19,7 @@
 #include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runcfg.h"
@@ -45,23 +50,40 @@ static int lookup(const char *host, const char *port, int numeric_only, struct m
     return out->n ? 0 : EAI_NONAME;
 }
 
+/* One lookup: its own copy of the name, and the generation it was started for. */
+struct lookup_job {
+    struct mrd_resolver *r;
+    uint64_t gen;
+    char host[256], port[8];
+};
+
 static void *lookup_main(void *arg)
 {
-    struct mrd_resolver *r = arg;
+    struct lookup_job *j = arg;
+    struct mrd_resolver *r = j->r;
     struct mrd_addrs a;
-    int err = lookup(r->host, r->port, 0, &a); /* host, port: constant after init */
+    int err = lookup(j->host, j->port, 0, &a);
     pthread_mutex_lock(&r->lock);
-    if (err == 0)
-        r->addrs = a; /* a failed lookup keeps what an earlier one found */
-    r->last_error = err;
-    r->running = 0;
+    if (j->gen == r->gen) { /* else: re-initialised meanwhile, this answer is for nobody */
+        if (err == 0)
+            r->addrs = a; /* a failed lookup keeps what an earlier one found */
+        r->last_error = err;
+        r->running = 0;
+    }
     pthread_mutex_unlock(&r->lock);
+    free(j);
     return NULL;
 }
 
 /* Starts a lookup on a helper thread unless one is running. Returns 0 or -errno. */
 static int start_lookup(struct mrd_resolver *r, int64_t now_ns)
 {
+    struct lookup_job *j = malloc(sizeof *j);
+    if (j == NULL)
+        return -ENOMEM;
+    j->r = r;
+    memcpy(j->host, r->host, sizeof j->host); /* host, port: the flusher's own (init) */
+    memcpy(j->port, r->port, sizeof j->port);
     pthread_mutex_lock(&r->lock);
     int busy = r->running;
     if (!busy) {
@@ -69,9 +91,12 @@ static int start_lookup(struct mrd_resolver *r, int64_t now_ns)
         r->last_start_ns = now_ns;
         r->lookups++;
     }
+    j->gen = r->gen;
     pthread_mutex_unlock(&r->lock);
-    if (busy)
+    if (busy) {
+        free(j);
         return 0;
+    }
 
     pthread_attr_t attr;
     pthread_t t;
@@ -81,11 +106,12 @@ static int start_lookup(struct mrd_resolver *r, int64_t now_ns)
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = pthread_create(&t, &attr, lookup_main, r);
+        e = pthread_create(&t, &attr, lookup_main, j);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&attr);
     }
     if (e != 0) {
+        free(j);
         pthread_mutex_lock(&r->lock);
         r->running = 0;
         pthread_mutex_unlock(&r->lock);
@@ -99,8 +125,23 @@ int mrd_resolver_init(struct mrd_resolver *r, const char *hostport, int64_t now_
                       const char **why)
 {
     uint16_t port;
-    memset(r, 0, sizeof *r);
-    pthread_mutex_init(&r->lock, NULL);
+    if (!r->lock_ready) { /* once: a helper of an earlier init may be holding it right now */
+        pthread_mutex_init(&r->lock, NULL);
+        r->lock_ready = 1;
+    }
+    /* A new generation: a lookup still in flight for the earlier configuration publishes
+     * nothing (lookup_main); everything the helpers read is copied into their job. */
+    pthread_mutex_lock(&r->lock);
+    r->gen++;
+    memset(&r->addrs, 0, sizeof r->addrs);
+    r->running = 0;
+    r->last_error = 0;
+    r->last_start_ns = 0;
+    r->lookups = 0;
+    pthread_mutex_unlock(&r->lock);
+    r->numeric = 0;
+    r->failures = 0;
+    r->host[0] = r->port[0] = '\0';
     *why = "bad address";
     if (mrd_hostport_split(hostport, r->host, sizeof r->host, &port) != 0 || port == 0)
         return -EINVAL;
@@ -108,7 +149,9 @@ int mrd_resolver_init(struct mrd_resolver *r, const char *hostport, int64_t now_
     struct mrd_addrs a;
     if (lookup(r->host, r->port, 1, &a) == 0) { /* an address: no DNS, never again */
         r->numeric = 1;
+        pthread_mutex_lock(&r->lock);
         r->addrs = a;
+        pthread_mutex_unlock(&r->lock);
         return 0;
     }
     return start_lookup(r, now_ns);

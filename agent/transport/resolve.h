@@ -10,7 +10,10 @@
  * queueing); a later lookup that fails keeps the addresses it had.
  *
  * Threads: the flusher thread calls everything here; the helper thread only publishes its
- * result under the resolver's mutex (held for a copy, never across a lookup).
+ * result under the resolver's mutex (held for a copy, never across a lookup). A helper
+ * works on its own copy of the name and publishes only if the resolver has not been
+ * initialised again meanwhile (generation), so a restart never waits for DNS and a late
+ * lookup never lands in the new configuration (or on a re-initialised mutex).
  */
 #ifndef MRD_AGENT_RESOLVE_H
 #define MRD_AGENT_RESOLVE_H
@@ -37,7 +40,9 @@ struct mrd_resolver {
     char host[256], port[8];
     int numeric;            /* an address, not a name: never looked up again */
     unsigned failures;      /* connection attempts failed in a row (flusher thread) */
+    int lock_ready;         /* lock initialised (by the first mrd_resolver_init; flusher) */
     pthread_mutex_t lock;   /* guards what follows (flusher thread <-> helper thread) */
+    uint64_t gen;           /* bumped by every mrd_resolver_init: older lookups are stale */
     struct mrd_addrs addrs; /* n == 0: none yet */
     int running;            /* a lookup is in flight */
     int last_error;         /* EAI_* of the last lookup, 0 when it succeeded */
@@ -47,9 +52,12 @@ struct mrd_resolver {
 
 /* Parses "host:port" / "[v6]:port" into r (which must outlive every lookup: the transport
  * keeps it for the life of the process) and starts resolving: a numeric address is taken
- * at once; a name starts a lookup on a helper thread. Returns 0, -EINVAL for a malformed
- * address (*why set), or -errno when the helper thread cannot start (a later
- * mrd_resolver_addrs retries). */
+ * at once; a name starts a lookup on a helper thread. r must be zero-filled before its
+ * first init (static storage is); it may be initialised again (a restart) while a lookup
+ * of the earlier configuration is still in flight: the mutex is initialised once only,
+ * and that lookup's result is discarded when it ends (its thread is left to finish).
+ * Returns 0, -EINVAL for a malformed address (*why set; r then has no address), or -errno
+ * when the helper thread cannot start (a later mrd_resolver_addrs retries). */
 int mrd_resolver_init(struct mrd_resolver *r, const char *hostport, int64_t now_ns,
                       const char **why);
 

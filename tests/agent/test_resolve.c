@@ -8,7 +8,11 @@
  *     (the clock is the caller's, so the test moves it); a success resets the count;
  *   - an unknown name: "unknown host", retried at most every 2 s;
  *   - IPv4 first when a name has both (meridiand listens on 127.0.0.1 by default);
- *   - a malformed address: -EINVAL.
+ *   - a malformed address: -EINVAL;
+ *   - initialised again (a transport restart) while a lookup is in flight: the restart
+ *     does not wait, and the old lookup's answer never lands in the new configuration.
+ * Built twice: plain (agent_resolve) and with ThreadSanitizer (agent_resolve_tsan: the
+ * mutex must not be re-initialised while an old helper thread holds it).
  * Before, the flusher thread called getaddrinfo itself at every connection attempt and
  * stopped draining the rings for as long as DNS took.
  */
@@ -114,6 +118,30 @@ int main(void)
     CHECK_EQ(a.n, 2);
     CHECK_EQ(a.a[0].sa.ss_family, AF_INET);
     CHECK_EQ(a.a[1].sa.ss_family, AF_INET6);
+    /* a restart while a lookup is in flight: the old lookup's answer lands nowhere, the
+     * lock is not re-initialised under its thread (agent_resolve_tsan), nothing waits */
+    CHECK_OK(mrd_resolver_init(&r, "old.meridian-test:4761", 4000 * S, &why));
+    t0 = mono_ns();
+    CHECK_OK(mrd_resolver_init(&r, "nx.meridian-test:4762", 4000 * S, &why));
+    CHECK_LE(mono_ns() - t0, 100 * 1000000LL); /* the restart did not wait for DNS */
+    CHECK_EQ(mrd_resolver_addrs(&r, &a, 4000 * S, &why), -EAGAIN);
+    CHECK(strstr(why, "resolving") != NULL); /* the new name's lookup, not the old one's */
+    CHECK_UEQ(mrd_resolver_lookups(&r), 1);
+    CHECK_EQ(settle(&r, &a, 4000 * S, &why), -EAGAIN);
+    struct timespec margin = {0, 300000000}; /* the old lookup has certainly ended */
+    nanosleep(&margin, NULL);
+    CHECK_EQ(mrd_resolver_addrs(&r, &a, 4001 * S, &why), -EAGAIN); /* not old's 4761 */
+    CHECK_STREQ(why, "unknown host");
+    /* and to a numeric address while a name is being looked up */
+    CHECK_OK(mrd_resolver_init(&r, "old.meridian-test:4763", 5000 * S, &why));
+    CHECK_OK(mrd_resolver_init(&r, "127.0.0.1:4764", 5000 * S, &why));
+    nanosleep(&margin, NULL);
+    nanosleep(&margin, NULL);
+    CHECK_OK(mrd_resolver_addrs(&r, &a, 5000 * S, &why));
+    CHECK_EQ(a.n, 1);
+    CHECK_EQ(((struct sockaddr_in *)&a.a[0].sa)->sin_port, htons(4764));
+    CHECK_UEQ(mrd_resolver_lookups(&r), 0);
+
     printf("agent_resolve: ok (%lu lookups)\n", mrd_test_dns_lookups());
     return 0;
 }
