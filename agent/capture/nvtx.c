@@ -35,8 +35,9 @@
  * writes through that state (mrd_ring_write_in), not through a second lookup.
  * Caps and policies: a push beyond NVTX_DEPTH, or a start with no free slot, is not
  * recorded and counted as MRD_DROP_NVTX_CAP ("nvtx_cap": the ring was not full, the
- * agent's NVTX bookkeeping was); pops still balance. Domains and registered strings are copied once into a fixed arena
- * (ARENA_BYTES); when it is full, registration returns NULL (names then read as empty).
+ * agent's NVTX bookkeeping was); pops still balance. Domains and registered strings are
+ * copied once into a fixed arena (ARENA_BYTES); when it is full, registration returns NULL
+ * (names then read as empty).
  */
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
