@@ -53,8 +53,10 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import itest  # noqa: E402  (FrameRelay: the relay tests/integration uses too)
 
 SECRET = "agent-test-secret"
 RUN_ID = "agent-test"
@@ -442,82 +444,25 @@ def sc_clock(a, wd):
           (len(rows), rtts[0], rtts[len(rtts) // 2]))
 
 
-class GoodbyeRelay:
-    """TCP relay in front of meridiand that inspects the agent's frames (8-byte header:
-    version, type, flags, length LE) and does something to Goodbyes (type 7): mode "lose1"
-    drops the first one and closes both sides at once (an aggregator dying after reading
-    it); mode "swallow" drops every one and keeps both sides open (one that never
-    answers)."""
+class GoodbyeRelay(itest.FrameRelay):
+    """itest.FrameRelay in front of meridiand that does something to the agent's Goodbyes
+    and passes every other frame: mode "lose1" drops the first Goodbye and closes both
+    sides at once (an aggregator dying after reading it); mode "swallow" drops every one
+    and keeps both sides open (one that never answers). Counts the Goodbyes it saw."""
 
     def __init__(self, port, mode):
-        self.target, self.mode = port, mode
-        self.goodbyes = 0
-        self.lock = threading.Lock()
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(16)
-        self.port = self.ls.getsockname()[1]
-        self.socks = []
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.mode, self.goodbyes = mode, 0
+        super().__init__(port, self._goodbye, forward_eof=mode != "swallow", backlog=16)
 
-    def _accept(self):
-        while True:
-            try:
-                a, _ = self.ls.accept()
-            except OSError:
-                return
-            b = socket.create_connection(("127.0.0.1", self.target))
-            self.socks += [a, b]
-            threading.Thread(target=self._up, args=(a, b), daemon=True).start()
-            threading.Thread(target=self._down, args=(b, a), daemon=True).start()
-
-    def _down(self, src, dst):  # meridiand -> agent: as is
-        try:
-            while True:
-                d = src.recv(65536)
-                if not d:
-                    break
-                dst.sendall(d)
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    def _up(self, src, dst):  # agent -> meridiand: frame by frame
-        buf = b""
-        try:
-            while True:
-                d = src.recv(65536)
-                if not d:
-                    if self.mode != "swallow":
-                        dst.shutdown(socket.SHUT_WR)
-                    return
-                buf += d
-                while len(buf) >= 8:
-                    typ, length = buf[1], struct.unpack_from("<I", buf, 4)[0]
-                    if len(buf) < 8 + length:
-                        break
-                    frame, buf = buf[:8 + length], buf[8 + length:]
-                    if typ == 7:
-                        with self.lock:
-                            self.goodbyes += 1
-                            n = self.goodbyes
-                        if self.mode == "swallow":
-                            continue
-                        if self.mode == "lose1" and n == 1:
-                            src.close()
-                            dst.close()
-                            return
-                    dst.sendall(frame)
-        except OSError:
-            pass
-
-    def close(self):
-        self.ls.close()
-        for x in self.socks:
-            try:
-                x.close()
-            except OSError:
-                pass
+    def _goodbye(self, conn, ftype, frame):
+        if ftype != self.GOODBYE:
+            return self.PASS
+        self.goodbyes += 1
+        if self.mode == "swallow":
+            return self.DROP
+        if self.mode == "lose1" and self.goodbyes == 1:
+            return self.CUT
+        return self.PASS
 
 
 def sc_goodbye(a, wd):

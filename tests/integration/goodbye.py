@@ -1,6 +1,6 @@
 """integration_goodbye: a Goodbye lost with its connection is sent again and acknowledged.
 
-meridian-replay's ranks reach meridiand through a relay (this script) that passes every
+meridian-replay's ranks reach meridiand through a relay (itest.FrameRelay) that passes every
 frame except the Goodbyes of each rank's first connection (the first RANKS connections: the
 ranks connect once at start and reconnect only after a loss): it drops that Goodbye and
 closes both sides of its connection at once, as if meridiand had died right after reading
@@ -10,77 +10,25 @@ Every rank must then reconnect, send its Goodbye again and have it acknowledged
 goodbye_acked=1 for every rank, the relay counted the lost Goodbyes plus the ones that got
 through, and mrd-verify finds every batch once and ranks.goodbye = 1 for every rank.
 """
-import socket
-import struct
-import threading
-
 import itest
 
 
-class Relay:
-    """127.0.0.1 TCP relay; frames from the client side are inspected (8-byte header:
-    version, type, flags, length LE); a Goodbye (type 7) on one of the first `lose`
-    connections is dropped together with its connection."""
+class GoodbyeCounter:
+    """The relay's rule: a Goodbye on one of the first `lose` connections is cut off with
+    its connection (counted as lost); every other frame passes (Goodbyes counted)."""
 
-    def __init__(self, target_port, lose):
-        self.target, self.lose = target_port, lose
-        self.lost = self.passed = self.conns = 0
-        self.lock = threading.Lock()
-        self.ls = socket.socket()
-        self.ls.bind(("127.0.0.1", 0))
-        self.ls.listen(64)
-        self.port = self.ls.getsockname()[1]
-        threading.Thread(target=self.accept, daemon=True).start()
+    def __init__(self, lose):
+        self.lose = lose
+        self.lost = self.passed = 0
 
-    def accept(self):
-        while True:
-            try:
-                a, _ = self.ls.accept()
-            except OSError:
-                return
-            b = socket.create_connection(("127.0.0.1", self.target))
-            self.conns += 1
-            threading.Thread(target=self.up, args=(a, b, self.conns <= self.lose),
-                             daemon=True).start()
-            threading.Thread(target=self.down, args=(b, a), daemon=True).start()
-
-    @staticmethod
-    def down(src, dst):
-        try:
-            while True:
-                d = src.recv(65536)
-                if not d:
-                    break
-                dst.sendall(d)
-            dst.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass
-
-    def up(self, src, dst, lose):
-        buf = b""
-        try:
-            while True:
-                d = src.recv(65536)
-                if not d:
-                    dst.shutdown(socket.SHUT_WR)
-                    return
-                buf += d
-                while len(buf) >= 8:
-                    length = struct.unpack_from("<I", buf, 4)[0]
-                    if len(buf) < 8 + length:
-                        break
-                    frame, buf = buf[:8 + length], buf[8 + length:]
-                    if frame[1] == 7:
-                        with self.lock:
-                            self.lost += lose
-                            self.passed += not lose
-                        if lose:
-                            src.close()
-                            dst.close()
-                            return
-                    dst.sendall(frame)
-        except OSError:
-            pass
+    def __call__(self, conn, ftype, frame):
+        if ftype != itest.FrameRelay.GOODBYE:
+            return itest.FrameRelay.PASS
+        if conn <= self.lose:
+            self.lost += 1
+            return itest.FrameRelay.CUT
+        self.passed += 1
+        return itest.FrameRelay.PASS
 
 
 args = itest.parse_args()
@@ -88,7 +36,8 @@ wd = itest.Workdir(args, "goodbye")
 d = itest.Daemon(args.meridiand, wd)
 d.start()
 ranks = 4
-relay = Relay(d.port, ranks)
+bye = GoodbyeCounter(ranks)
+relay = itest.FrameRelay(d.port, bye)
 report = wd.file("report.txt")
 cmd = [args.replay, "--aggregator", "127.0.0.1:%d" % relay.port, "--run-id", d.run_id,
        "--secret-file", d.secret_file, "--report", report, "--ranks", str(ranks), "--events",
@@ -104,12 +53,12 @@ for r, kv in sorted(rep.items()):
         itest.fail("rank %d: goodbye_acked=%s goodbyes_sent=%s (its first Goodbye was lost)"
                    % (r, kv.get("goodbye_acked"), kv.get("goodbyes_sent")))
 sent = sum(int(kv["goodbyes_sent"]) for kv in rep.values())
-if relay.lost != ranks or relay.lost + relay.passed != sent:
+if bye.lost != ranks or bye.lost + bye.passed != sent:
     itest.fail("relay lost %d and passed %d Goodbyes; the ranks sent %d"
-               % (relay.lost, relay.passed, sent))
+               % (bye.lost, bye.passed, sent))
 if d.stop() != 0:
     itest.fail("meridiand did not exit 0 after SIGTERM")
 itest.verify(args, d, report)  # includes ranks.goodbye = 1 for every rank
 itest.log("ok: %d Goodbyes lost with their connection, %d sent in all, every one acknowledged"
-          % (relay.lost, sent))
+          % (bye.lost, sent))
 wd.done(True)

@@ -1,4 +1,5 @@
-"""Helpers shared by the integration tests: a real meridiand, the load generator, the verifier.
+"""Helpers shared by the integration tests: a real meridiand, the load generator, the verifier,
+and a frame relay that sits between clients and meridiand (also used by tests/agent).
 
 Every test runs real processes over loopback against a real SQLite file in a fresh temporary
 folder (under the build tree, removed on success). Times are bounded: every wait has a
@@ -11,9 +12,11 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -182,3 +185,101 @@ def verify(args, daemon, report, *extra):
     counters = dict((m.group(1), int(m.group(2)))
                     for m in re.finditer(r"^aggregator_counter (\S+)=(-?\d+)$", out, re.M))
     return counters
+
+
+class FrameRelay:
+    """A TCP relay on 127.0.0.1 in front of meridiand that can drop or cut frames.
+
+    Each accepted connection gets its own connection to 127.0.0.1:target_port. Bytes from
+    meridiand go back to the client as they are. Bytes from the client are cut into frames
+    (proto/frame.h: 8-byte header, version, type, flags, then the payload length LE at
+    offset 4) and each whole frame is handed to on_frame(conn, ftype, frame), called with
+    the relay's lock held (so the callback may count without a lock of its own); conn is
+    the connection's number (1 for the first accepted), ftype the frame type. It returns
+      FrameRelay.PASS  forward the frame,
+      FrameRelay.DROP  leave it out and keep the connection,
+      FrameRelay.CUT   leave it out and close both sides at once (as if meridiand died
+                       right after reading it).
+    forward_eof: when the client closes its side, close the write side towards meridiand
+    too (False keeps it open: a peer that never answers). Threads are daemons; close()
+    stops accepting and closes every socket."""
+
+    PASS, DROP, CUT = "pass", "drop", "cut"
+    GOODBYE = 7  # MRD_FRAME_GOODBYE
+
+    def __init__(self, target_port, on_frame, forward_eof=True, backlog=64):
+        self.target, self.on_frame, self.forward_eof = target_port, on_frame, forward_eof
+        self.lock = threading.Lock()
+        self.conns = 0
+        self.socks = []
+        self.ls = socket.socket()
+        self.ls.bind(("127.0.0.1", 0))
+        self.ls.listen(backlog)
+        self.port = self.ls.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                a, _ = self.ls.accept()
+            except OSError:
+                return
+            try:
+                b = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                a.close()  # meridiand is not there: the client sees a closed connection
+                continue
+            with self.lock:
+                self.conns += 1
+                conn = self.conns
+                self.socks += [a, b]
+            threading.Thread(target=self._up, args=(a, b, conn), daemon=True).start()
+            threading.Thread(target=self._down, args=(b, a), daemon=True).start()
+
+    @staticmethod
+    def _down(src, dst):  # meridiand -> client: as is
+        try:
+            while True:
+                d = src.recv(65536)
+                if not d:
+                    break
+                dst.sendall(d)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _up(self, src, dst, conn):  # client -> meridiand: frame by frame
+        buf = b""
+        try:
+            while True:
+                d = src.recv(65536)
+                if not d:
+                    if self.forward_eof:
+                        dst.shutdown(socket.SHUT_WR)
+                    return
+                buf += d
+                while len(buf) >= 8:
+                    length = struct.unpack_from("<I", buf, 4)[0]
+                    if len(buf) < 8 + length:
+                        break
+                    frame, buf = buf[:8 + length], buf[8 + length:]
+                    with self.lock:
+                        what = self.on_frame(conn, frame[1], frame)
+                    if what == self.CUT:
+                        src.close()
+                        dst.close()
+                        return
+                    if what == self.PASS:
+                        dst.sendall(frame)
+        except OSError:
+            pass
+
+    def close(self):
+        self.ls.close()
+        with self.lock:
+            socks = list(self.socks)
+        for x in socks:
+            try:
+                x.close()
+            except OSError:
+                pass
