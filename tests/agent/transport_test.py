@@ -32,7 +32,10 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
             compressed: over 16 KiB; within 32 KiB but expanding past 8 x 32 KiB, which
             meridiand refuses too) are re-split to fit, the later ones are built to fit;
             every record is stored exactly once, nothing is lost (no ring overflows while
-            re-splitting) or rejected as too large, no stored batch is over the limit.
+            re-splitting) or rejected as too large, no stored batch is over the limit. The
+            premise is checked against a record file (which keeps batches as built, not
+            re-split ones): at least one recorded batch is one meridiand refuses, and the
+            database holds at least two unrecorded batches per such frame.
   dns       MERIDIAN_AGGREGATOR is a name whose lookup takes 2.5 s (slow_dns.c), at 40,000
             records/s (a ring of 16,384 lasts 0.4 s): the flusher keeps draining while the
             name resolves (no ring drop), everything is stored once, and the name was
@@ -353,7 +356,8 @@ def sc_fork(a, wd):
     print("fork: child %s; parent %s" % (m.group(0), s.exit_lines[0]))
 
 
-def read_capture(path):
+def read_capture(path, with_flags=False):
+    """The frames of a record file: (type, payload), or (type, payload, flags)."""
     with open(path, "rb") as f:
         data = f.read()
     check(data[:8] == b"MRDCAP1\n", "bad magic %r" % data[:8])
@@ -362,10 +366,40 @@ def read_capture(path):
         check(len(data) - off >= 8, "truncated frame header at %d" % off)
         ver, typ, flags, length = struct.unpack_from("<BBHI", data, off)
         check(ver == 1, "version %d at %d" % (ver, off))
-        frames.append((typ, data[off + 8:off + 8 + length]))
+        payload = data[off + 8:off + 8 + length]
+        frames.append((typ, payload, flags) if with_flags else (typ, payload))
         off += 8 + length
     check(off == len(data), "trailing bytes in the capture")
     return frames
+
+
+FLAG_ZSTD, MAX_EXPANSION = 0x0001, 8  # proto/frame.h
+
+
+def zstd_content_size(p):
+    """Frame_Content_Size from a zstd frame header (RFC 8878, 3.1.1.1), or None. meridian's
+    compressed payloads always declare it (proto/frame.h)."""
+    if len(p) < 6 or p[:4] != b"\x28\xb5\x2f\xfd":
+        return None
+    fhd = p[4]
+    single = (fhd >> 5) & 1
+    n = (single, 2, 4, 8)[fhd >> 6]
+    off = 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    if n == 0 or len(p) < off + n:
+        return None
+    v = int.from_bytes(p[off:off + n], "little")
+    return v + 256 if n == 2 else v
+
+
+def refused_by(limit, payload, flags):
+    """meridiand's own check of a frame against --max-frame: the payload within the limit
+    and, compressed, declaring a content size within MAX_EXPANSION times it."""
+    if len(payload) > limit:
+        return True
+    if flags & FLAG_ZSTD:
+        size = zstd_content_size(payload)
+        return size is None or size > MAX_EXPANSION * limit
+    return False
 
 
 def sc_record(a, wd):
@@ -525,8 +559,10 @@ def sc_maxframe(a, wd):
 def maxframe_once(a, wd, limit):
     port = free_port()
     # full batches while no aggregator is there (16,384 events: ~23 KB compressed, over
-    # the limit); each is re-split in a pass of its own while the rings keep draining
-    s = Synth(a.synth, agent_env(port, MERIDIAN_BATCH_MS=4000),
+    # the limit); each is re-split in a pass of its own while the rings keep draining.
+    # The record file keeps every batch as built, but not the ones a re-split makes.
+    cap = os.path.join(wd, "maxframe.mrdcap")
+    s = Synth(a.synth, agent_env(port, MERIDIAN_BATCH_MS=4000, MERIDIAN_RECORD_FILE=cap),
               ["--events", "200000", "--rate", "40000", "--mixed"])
     time.sleep(1.5)
     d = Daemon(a.meridiand, wd, port=port, extra=["--max-frame", str(limit)])
@@ -548,8 +584,22 @@ def maxframe_once(a, wd, limit):
     check(biggest <= limit + 8, "a stored batch of %d bytes over the %d limit" % (biggest, limit))
     rejected = dict(db_query(d.db, "SELECT name, value FROM aggregator_counters"))
     check(rejected.get("rejected_too_large", 0) == 0, "rejected as too large: %r" % rejected)
-    print("maxframe %d: %d records in %d batches of at most %d bytes; %s"
-          % (limit, s.written + s.mixed_written, n, biggest, s.exit_lines[-1]))
+    # The premise: batches were built that this meridiand refuses, and they were re-split.
+    # Nothing was lost, so every recorded batch it takes is stored once; the stored batches
+    # beyond those are the re-split ones (never recorded), at least two per refused frame
+    # (its events do not fit one batch within the limit).
+    check("recording stopped" not in s.err, "the record file is incomplete")
+    built = [(p, fl) for t, p, fl in read_capture(cap, with_flags=True) if t == 5]
+    over = sum(refused_by(limit, p, fl) for p, fl in built)
+    check(over >= 1, "no batch built before the HelloReply is over the %d limit: nothing "
+                     "to re-split (%d batches recorded)" % (limit, len(built)))
+    resplit = n - (len(built) - over)
+    check(resplit >= 2 * over, "%d of %d recorded batches are over the limit, but only %d "
+                               "stored batches were not recorded: no re-split"
+          % (over, len(built), resplit))
+    print("maxframe %d: %d records in %d batches of at most %d bytes (%d built over the limit"
+          " -> %d re-split batches); %s" % (limit, s.written + s.mixed_written, n, biggest,
+                                           over, resplit, s.exit_lines[-1]))
 
 
 def sc_dns(a, wd, delay_ms=2500):
