@@ -165,14 +165,9 @@ static void write_batches(struct mrd_flusher *f, int64_t now)
         if (f->write_off == 0 &&
             (en->seq < f->builder_limit_seq || f->builder_max_frame != f->peer_max_frame) &&
             !mrd__tx_frame_fits(f, en)) {
-            if (f->builder_max_frame == f->peer_max_frame) {
-                mrd__tx_resplit(f, now);
-                break; /* one frame per pass: the loop drains the rings in between */
-            }
-            /* the builder cannot go as low as this aggregator asks (an announcement below
-             * MRD_FRAME_MIN_MAX): re-splitting would not make it fit */
-            mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
-            continue;
+            if (mrd__tx_oversized(f, now)) /* re-split, or kept for the next pass */
+                break;
+            continue; /* dropped (counted): no limit the builder can apply fits the peer */
         }
         ssize_t n = mrd_conn_write(&f->data, en->frame + f->write_off, en->len - f->write_off);
         if (n < 0) {

@@ -141,6 +141,17 @@ int mrd__tx_add_event(struct mrd_flusher *f, int kind, const void *ev, int64_t n
 /* resplit.c: the builder takes the limit a HelloReply announced (0: the default), finishing
  * the pending batch first if it was sized for a larger one. */
 void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t now);
+/* Tests only: the next N builder-limit changes in mrd__tx_apply_peer_limit fail with
+ * -ENOMEM (0 in production). */
+extern _Atomic int mrd__tx_test_limit_nomem;
+/* The unsent frame at the queue's cursor would be refused by the aggregator (over its
+ * limit; write_batches). Applies the peer's limit to the builder again if an earlier
+ * change failed (e.g. -ENOMEM), then re-splits the frame (mrd__tx_resplit) when the builder
+ * applies the peer's limit; keeps it queued when the change still fails (retried on the
+ * next pass: nothing is lost); drops and counts it as too_large only when no builder limit
+ * can satisfy the peer (below MRD_FRAME_MIN_MAX). Returns 1 when the caller should end
+ * this writing pass, 0 when it may go on with the next frame. */
+int mrd__tx_oversized(struct mrd_flusher *f, int64_t now);
 /* 1 when the aggregator takes this queued frame as it is (decodes it under the peer's
  * limit, as the aggregator does); 0 when it would refuse it. */
 int mrd__tx_frame_fits(struct mrd_flusher *f, const struct mrd_txq_entry *en);

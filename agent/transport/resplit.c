@@ -22,7 +22,13 @@
  *    queue_full as usual.
  *  - when the builder cannot use the peer's limit (an announcement below
  *    MRD_FRAME_MIN_MAX, which no aggregator may make), oversized frames are dropped and
- *    counted as too_large instead: re-splitting could not make them fit.
+ *    counted as too_large instead: re-splitting could not make them fit;
+ *  - when changing the builder's limit failed for want of memory (finishing the batch
+ *    pending under the old limit: -ENOMEM), the builder keeps the old limit and nothing
+ *    is dropped: an oversized frame stays queued (and the connection waits) while each
+ *    pass of the flusher loop tries the change again (mrd__tx_oversized); once it
+ *    succeeds the frame is re-split as above. Before, such frames were dropped as
+ *    too_large.
  *
  * Workload: rare (the first batches of a run against an aggregator with a small limit,
  * or after reconnecting to a different one). One frame (up to MERIDIAN_BATCH_EVENTS events)
@@ -31,11 +37,14 @@
  * re-encoding (milliseconds); capture threads never wait for it.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "error.h"
 #include "flusher_int.h"
 #include "frame.h"
+
+_Atomic int mrd__tx_test_limit_nomem;
 
 void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t now)
 {
@@ -45,11 +54,19 @@ void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t
         limit = MRD_FRAME_MIN_MAX; /* not a valid announcement: the builder's floor */
     if (limit == f->builder_max_frame)
         return;
-    int e = mrd_batch_builder_set_max_frame(f->b, limit);
-    if (e == -EBUSY && mrd__tx_finish_batch(f, now) == 0) /* pending: sized for the old one */
+    int e, fault = atomic_load_explicit(&mrd__tx_test_limit_nomem, memory_order_relaxed);
+    if (fault > 0) { /* tests: this change fails as an allocation would */
+        atomic_store_explicit(&mrd__tx_test_limit_nomem, fault - 1, memory_order_relaxed);
+        e = -ENOMEM;
+    } else {
         e = mrd_batch_builder_set_max_frame(f->b, limit);
+        if (e == -EBUSY) { /* pending: sized for the old limit, finish it first */
+            int fe = mrd__tx_finish_batch(f, now);
+            e = fe == 0 ? mrd_batch_builder_set_max_frame(f->b, limit) : fe;
+        }
+    }
     if (e != 0)
-        return; /* later frames over the limit are re-split or dropped in write_batches */
+        return; /* the builder keeps the old limit: mrd__tx_oversized applies it again */
     /* Lowered: every frame queued so far was built under a larger limit and is checked
      * (write_batches). Raised: they all fit the new one; checking them would decompress
      * and unpack each queued frame for nothing. */
@@ -71,6 +88,24 @@ static void readd(struct mrd_flusher *f, const Meridian__V1__Batch *m, int64_t n
         while (mrd_batch_next_any(&c, k, &ev))
             (void)mrd__tx_add_event(f, k, &ev, now);
     }
+}
+
+int mrd__tx_oversized(struct mrd_flusher *f, int64_t now)
+{
+    /* an earlier change of the builder's limit failed (no memory to finish the batch
+     * pending then): try again now, before deciding anything about this frame */
+    if (f->builder_max_frame != f->peer_max_frame && f->peer_max_frame >= MRD_FRAME_MIN_MAX)
+        mrd__tx_apply_peer_limit(f, f->peer_max_frame, now);
+    if (f->builder_max_frame == f->peer_max_frame) {
+        mrd__tx_resplit(f, now);
+        return 1; /* one frame per pass: the loop drains the rings in between */
+    }
+    if (f->peer_max_frame >= MRD_FRAME_MIN_MAX)
+        return 1; /* still failing: the frame stays queued, and the next pass retries */
+    /* the builder cannot go as low as this aggregator asks (an announcement below
+     * MRD_FRAME_MIN_MAX): re-splitting would not make it fit */
+    mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
+    return 0;
 }
 
 int mrd__tx_frame_fits(struct mrd_flusher *f, const struct mrd_txq_entry *en)
