@@ -1,4 +1,6 @@
--- meridian database schema, version 1. Reference: aggregator/SCHEMA.md.
+-- meridian database schema, version 2 (MRD_STORE_SCHEMA_VERSION). Reference and version
+-- history: aggregator/SCHEMA.md. meridiand runs this file on every open, after migrating
+-- an older version (store.c): statements here must stay CREATE ... IF NOT EXISTS.
 -- One database holds one run (one shard of a run later). All times are integer
 -- nanoseconds. Event tables store each rank's LOCAL clock (CLOCK_MONOTONIC_RAW of its
 -- node, the agent's single host clock); clock_models maps local -> global timebase
@@ -178,3 +180,5 @@ CREATE TABLE IF NOT EXISTS gpu_timer_models (
 CREATE INDEX IF NOT EXISTS kernels_rank_start ON kernels (rank, start_ns);
 CREATE INDEX IF NOT EXISTS nccl_ops_match ON nccl_ops (comm_hash, seq, func_id);
 CREATE INDEX IF NOT EXISTS extcorr_rank_ext ON external_correlations (rank, external_id);
+-- a Hello's lookup of what its agent process already committed (write.c MRD__ST_MAX_SEQ_OWN)
+CREATE INDEX IF NOT EXISTS batches_rank_instance ON batches (rank, agent_instance, seq);

@@ -12,6 +12,10 @@
  * item's cost against a global and a per-connection cap and stops reading sockets at the
  * cap). One transaction holds at most commit_rows rows (+ one batch).
  *
+ * Schema: opening runs the schema in one transaction: a new database is created at
+ * MRD_STORE_SCHEMA_VERSION, an older one migrated one version step at a time, a newer one
+ * refused without a write (an older meridiand cannot write a layout it does not know).
+ *
  * Threads: see store.h. The writer thread owns the sqlite3 handle from the moment it
  * starts until close joins it; it runs with all signals blocked. WAL checkpoints run on
  * a third thread with its own connection (ckpt.c), so COMMIT never waits for one.
@@ -151,78 +155,133 @@ static int valid_run_id(const char *r)
     return 1;
 }
 
-/* 1 when table has a column named col, 0 when not, or a negative error. */
-static int has_column(struct mrd_store *s, const char *table, const char *col)
+/* First column of the first row of `sql` as an integer into *v (0 when no row or NULL). */
+static int query_int(struct mrd_store *s, const char *sql, long long *v)
 {
-    char sql[160], v[32];
-    snprintf(sql, sizeof(sql), "SELECT count(*) FROM pragma_table_info('%s') WHERE name = '%s'",
-             table, col);
-    int rc = query_text(s, sql, v, sizeof(v));
-    return rc < 0 ? rc : atoi(v) > 0;
+    char buf[32];
+    int rc = query_text(s, sql, buf, sizeof(buf));
+    *v = rc < 0 ? 0 : atoll(buf);
+    return rc;
 }
 
-/* A database written before string ids and batches were keyed by agent process: its
- * rank_strings (key rank, local_id) is rebuilt with each rank's latest agent_instance,
- * and batches gets its agent_instance column (NULL for the rows already there: a process
- * that sent them gets the rank's highest seq as committed_seq, as it did then). Runs
- * inside apply_schema's transaction. */
-static int migrate_agent_instance(struct mrd_store *s)
+/* v1 -> v2: string ids are bound per agent process. rank_strings' key becomes (rank,
+ * agent_instance NOT NULL, local_id), its rows going to each rank's latest process
+ * (ranks.agent_instance, 0 if none), and batches gains agent_instance (NULL for the rows
+ * already there: a process that sent them gets the rank's highest seq as committed_seq).
+ * Version 1 exists in two layouts: meridiand builds of one period changed it in place
+ * without raising the version. The step tells them apart once, by rank_strings' columns;
+ * the later layout is already v2's and needs nothing. The DDL here is v2's as it was
+ * released, not schema.sql's (which later versions change). */
+static int migrate_v1_v2(struct mrd_store *s)
 {
-    int rc = has_column(s, "rank_strings", "agent_instance");
-    if (rc == 0) {
-        if ((rc = exec(s, "ALTER TABLE rank_strings RENAME TO rank_strings_v0", "migrate")) < 0 ||
-            (rc = exec(s, mrd__store_schema_text, "schema")) < 0 || /* the new rank_strings */
-            (rc = exec(s,
-                       "INSERT INTO rank_strings(rank, agent_instance, local_id, string_id)"
-                       " SELECT o.rank, coalesce(r.agent_instance, 0), o.local_id, o.string_id"
-                       " FROM rank_strings_v0 o LEFT JOIN ranks r ON r.rank = o.rank;"
-                       "DROP TABLE rank_strings_v0",
-                       "migrate rank_strings")) < 0)
-            return rc;
-        mrd__store_log(s, 0, "database migrated: string ids are kept per agent process");
-    }
-    if (rc < 0 || (rc = has_column(s, "batches", "agent_instance")) < 0)
+    long long later;
+    int rc = query_int(s,
+                       "SELECT count(*) FROM pragma_table_info('rank_strings')"
+                       " WHERE name = 'agent_instance'",
+                       &later);
+    if (rc < 0 || later)
         return rc;
-    if (rc == 0)
-        return exec(s, "ALTER TABLE batches ADD COLUMN agent_instance INTEGER", "migrate batches");
+    return exec(s,
+                "ALTER TABLE batches ADD COLUMN agent_instance INTEGER;"
+                "ALTER TABLE rank_strings RENAME TO rank_strings_v1;"
+                "CREATE TABLE rank_strings ("
+                " rank INTEGER NOT NULL, agent_instance INTEGER NOT NULL,"
+                " local_id INTEGER NOT NULL, string_id INTEGER NOT NULL,"
+                " PRIMARY KEY (rank, agent_instance, local_id)) WITHOUT ROWID;"
+                "INSERT INTO rank_strings(rank, agent_instance, local_id, string_id)"
+                " SELECT o.rank, coalesce(r.agent_instance, 0), o.local_id, o.string_id"
+                " FROM rank_strings_v1 o LEFT JOIN ranks r ON r.rank = o.rank;"
+                "DROP TABLE rank_strings_v1;",
+                "migrate schema v1 -> v2");
+}
+
+/* The migration steps, one per version: steps[v - 1] takes version v to v + 1. */
+static const struct {
+    int (*run)(struct mrd_store *s);
+    const char *what;
+} migrations[] = {
+    {migrate_v1_v2, "string ids are kept per agent process"},
+};
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) == MRD_STORE_SCHEMA_VERSION - 1,
+               "one migration step per schema version: add the step that reaches the new one");
+
+/* The database's schema version into *v: 0 for a new (empty) database, the version row
+ * otherwise. A database with tables but no version row was not written by meridiand (it
+ * writes the row in the transaction that creates the tables) and is refused. */
+static int read_version(struct mrd_store *s, long long *v)
+{
+    long long tables, rows;
+    int rc = query_int(s,
+                       "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                       " AND name = 'schema_version'",
+                       &tables);
+    if (rc < 0)
+        return rc;
+    if (tables) {
+        if ((rc = query_int(s, "SELECT count(*) FROM schema_version", &rows)) < 0 ||
+            (rc = query_int(s, "SELECT max(version) FROM schema_version", v)) < 0)
+            return rc;
+    } else {
+        if ((rc = query_int(s,
+                            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                            " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'",
+                            &tables)) < 0)
+            return rc;
+        rows = 0;
+        *v = 0;
+    }
+    if (tables && (rows == 0 || *v < 1)) {
+        mrd__store_log(s, 0,
+                       "database has tables but no schema version: not a meridian database;"
+                       " use a new output file");
+        return -MRD_ERR_CONFIG;
+    }
     return 0;
 }
 
-/* Schema and version: the whole schema.sql, then the version row (inside one transaction,
- * so a crash while creating leaves no half database). */
+/* Schema and version, in one transaction (a crash leaves the database as it was):
+ * a new database gets schema.sql and the version row; an older version is migrated step
+ * by step, then schema.sql adds what is new (CREATE ... IF NOT EXISTS) and the version row
+ * is raised; a newer version is refused before anything is written. */
 static int apply_schema(struct mrd_store *s)
 {
+    long long v;
     int rc = exec(s, "BEGIN IMMEDIATE", "begin schema");
     if (rc < 0)
         return rc;
-    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0 ||
-        (rc = migrate_agent_instance(s)) < 0 ||
-        /* after the migration (older batches tables gain agent_instance there): a Hello's
-         * committed-seq lookup for a restarted process finds its rows, or their absence,
-         * here instead of walking every batch of the rank (SCHEMA.md) */
-        (rc = exec(s,
-                   "CREATE INDEX IF NOT EXISTS batches_rank_instance"
-                   " ON batches (rank, agent_instance, seq)",
-                   "index batches")) < 0)
+    if ((rc = read_version(s, &v)) < 0)
         goto fail;
-    char v[32];
-    if ((rc = query_text(s, "SELECT max(version) FROM schema_version", v, sizeof(v))) < 0)
-        goto fail;
-    if (v[0] == 0) {
-        char sql[96];
-        snprintf(sql, sizeof(sql), "INSERT INTO schema_version(version) VALUES(%d)",
-                 MRD_STORE_SCHEMA_VERSION);
-        if ((rc = exec(s, sql, "schema_version")) < 0)
-            goto fail;
-    } else if (atoi(v) > MRD_STORE_SCHEMA_VERSION) {
-        mrd__store_log(s, 0, "database has schema version %s, newer than this meridiand's %d", v,
-                       MRD_STORE_SCHEMA_VERSION);
+    if (v > MRD_STORE_SCHEMA_VERSION) {
+        mrd__store_log(s, 0,
+                       "database schema version %lld is newer than this meridiand supports"
+                       " (%d): use a newer meridian or a new output file",
+                       v, MRD_STORE_SCHEMA_VERSION);
         rc = -MRD_ERR_CONFIG;
         goto fail;
     }
-    return exec(s, "COMMIT", "commit schema");
+    long long from = v ? v : MRD_STORE_SCHEMA_VERSION;
+    for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
+        if ((rc = migrations[step - 1].run(s)) < 0)
+            goto fail;
+    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0)
+        goto fail;
+    if (v != MRD_STORE_SCHEMA_VERSION) {
+        char sql[96];
+        snprintf(sql, sizeof(sql),
+                 "DELETE FROM schema_version; INSERT INTO schema_version(version) VALUES(%d)",
+                 MRD_STORE_SCHEMA_VERSION);
+        if ((rc = exec(s, sql, "schema_version")) < 0)
+            goto fail;
+    }
+    if ((rc = exec(s, "COMMIT", "commit schema")) < 0)
+        goto fail;
+    for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
+        mrd__store_log(s, 0, "database migrated from schema version %lld to %lld: %s", step,
+                       step + 1, migrations[step - 1].what);
+    return 0;
 fail:
-    exec(s, "ROLLBACK", "rollback schema");
+    if (!sqlite3_get_autocommit(s->db))
+        exec(s, "ROLLBACK", "rollback schema");
     return rc;
 }
 
@@ -587,10 +646,9 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
     pthread_cond_init(&s->cv_work, &ca);
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&s->cv_done, NULL);
-    if ((rc = mrd__store_strmap_init(&s->strmap,
-                                     cfg->string_cache_max ? cfg->string_cache_max : 1u << 21)) <
-            0 ||
-        (rc = mrd__store_strmap_init(&s->instmap, 1u << 16)) < 0)
+    rc = mrd__store_strmap_init(&s->strmap,
+                                cfg->string_cache_max ? cfg->string_cache_max : 1u << 21);
+    if (rc < 0)
         goto fail;
     char why[512];
     if ((rc = mrd_store_sqlite_open(cfg->db_path, cfg->sync_full, &s->db, why, sizeof(why))) < 0) {
@@ -654,7 +712,6 @@ void mrd_store_close(struct mrd_store *s)
         sqlite3_close(s->db);
     }
     mrd__store_strmap_free(&s->strmap);
-    mrd__store_strmap_free(&s->instmap);
     if (s->efd >= 0)
         close(s->efd);
     pthread_cond_destroy(&s->cv_work);

@@ -37,7 +37,9 @@
 
 #include "meridian.pb-c.h"
 
-#define MRD_STORE_SCHEMA_VERSION 1
+/* The database schema version this build writes (schema_version.version). Older versions
+ * are migrated at open, one step per version; newer ones are refused. History: SCHEMA.md. */
+#define MRD_STORE_SCHEMA_VERSION 2
 
 struct mrd_store;
 
@@ -49,8 +51,10 @@ struct mrd_store_config {
     uint32_t commit_ms;      /* commit a transaction at most this long after its first
                                 item (default 50) */
     uint32_t commit_rows;    /* ... or once it holds this many rows (default 200000) */
-    size_t string_cache_max; /* (rank, local id) entries cached (default 1<<21); at the
-                                cap the cache is cleared and refilled from rank_strings */
+    size_t string_cache_max; /* (rank, local id) entries cached (default 1<<21), each
+                                owned by one agent instance: 24 bytes a slot, at most 2
+                                slots an entry (96 MiB at the default); at the cap the
+                                cache is cleared and refilled from rank_strings */
     int sync_full;           /* 1: synchronous=FULL (power-loss durable, slower) */
     int verbose;             /* 0 errors and notices, 1 more, -1 errors only */
     FILE *log;               /* NULL: stderr; lines start with "meridiand: " */
@@ -91,11 +95,14 @@ struct mrd_store_item {
                                moves past its predecessor's numbers */
 };
 
-/* Opens or creates the database at cfg->db_path: pragmas, schema (embedded schema.sql),
- * schema version check, the run row and its timebase anchor, the string cache; then
- * starts the writer thread. A database of another run (cfg->run_id set and different)
- * or of a newer schema version is refused with -MRD_ERR_CONFIG. Returns 0 and *out;
- * -ENOMEM, -MRD_ERR_SQLITE, -MRD_ERR_CONFIG, or a negative errno. Errors are logged. */
+/* Opens or creates the database at cfg->db_path: pragmas, schema (embedded schema.sql;
+ * a database of an older schema version is migrated to MRD_STORE_SCHEMA_VERSION in one
+ * transaction), the run row and its timebase anchor, the string cache; then starts the
+ * writer thread. A database of a newer schema version, one with tables but no schema
+ * version, or one of another run (cfg->run_id set and different) is refused with
+ * -MRD_ERR_CONFIG and a log line saying what to do; its contents are not changed.
+ * Returns 0 and *out; -ENOMEM, -MRD_ERR_SQLITE, -MRD_ERR_CONFIG, or a negative errno.
+ * Errors are logged. */
 int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out);
 
 /* Drains everything submitted, commits, stops the writer, checkpoints and closes the
@@ -142,8 +149,11 @@ int mrd_store_drain(struct mrd_store *s);
 /* Statistics of committed transactions (any thread; updated at each commit). */
 struct mrd_store_stats {
     uint64_t batches, duplicates, rows, transactions, failed_transactions;
-    uint64_t idle_ns;   /* writer time spent waiting for work or for a commit deadline */
-    uint64_t commit_ns; /* writer time spent in COMMIT */
+    uint64_t idle_ns;       /* writer time spent waiting for work or for a commit deadline */
+    uint64_t commit_ns;     /* writer time spent in COMMIT */
+    uint64_t string_hits;   /* wire string ids resolved from the cache ... */
+    uint64_t string_misses; /* ... and by a rank_strings query (counted as looked up, also
+                               in transactions that later failed) */
 };
 void mrd_store_get_stats(struct mrd_store *s, struct mrd_store_stats *st);
 

@@ -44,15 +44,19 @@ enum {
     MRD__ST__COUNT
 };
 
-/* (rank, local string id) -> strings.id, open addressing, linear probing. Value -1 caches
- * "not defined" (a reference to an id no batch defined). Cap: max entries; at the cap
- * the map is emptied (a cache: misses fall back to rank_strings). The entries of a rank
- * are those of the agent instance that `instmap` names for it (the same structure, key
- * rank + 1, value the instance's bits); a batch of another instance empties `strmap`
- * first, and so does `instmap` reaching its cap. */
+/* (rank, local string id) -> strings.id of one agent process, open addressing, linear
+ * probing. Each slot keeps the agent instance that owns its binding: a lookup for another
+ * instance of the rank misses (and its put takes the slot over), so a rank whose process
+ * changed invalidates only its own entries. Value -1 caches "not defined" (a reference to
+ * an id no batch defined). Cap: max entries (24 bytes per slot, at most 2 slots per entry
+ * plus 1024); at the cap the map is emptied (a cache: misses fall back to rank_strings). */
+struct mrd__strslot {
+    uint64_t key;  /* 0 = empty slot; key = (rank << 32 | local_id) + 1 is never 0 */
+    uint64_t inst; /* Hello.agent_instance of the process whose local id this binds */
+    int64_t val;   /* strings.id, or -1 */
+};
 struct mrd__strmap {
-    uint64_t *keys; /* 0 = empty slot; key = (rank << 32 | local_id) + 1 is never 0 */
-    int64_t *vals;
+    struct mrd__strslot *slot;
     size_t slots, n, max;
 };
 
@@ -67,7 +71,6 @@ struct mrd_store {
 
     /* writer thread private */
     struct mrd__strmap strmap;
-    struct mrd__strmap instmap; /* rank + 1 -> agent instance whose ids strmap caches */
     int txn_open;
     uint64_t txn_rows;
     struct mrd_store_stats txn; /* batches, duplicates, rows of the open transaction */

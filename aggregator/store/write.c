@@ -137,9 +137,8 @@ int mrd__store_strmap_init(struct mrd__strmap *m, size_t max)
     memset(m, 0, sizeof(*m));
     m->max = max ? max : 1;
     m->slots = 1024;
-    m->keys = calloc(m->slots, sizeof(*m->keys));
-    m->vals = calloc(m->slots, sizeof(*m->vals));
-    if (!m->keys || !m->vals) {
+    m->slot = calloc(m->slots, sizeof(*m->slot));
+    if (!m->slot) {
         mrd__store_strmap_free(m);
         return -ENOMEM;
     }
@@ -150,27 +149,26 @@ void mrd__store_strmap_free(struct mrd__strmap *m)
 {
     if (!m)
         return;
-    free(m->keys);
-    free(m->vals);
-    m->keys = NULL;
-    m->vals = NULL;
+    free(m->slot);
+    m->slot = NULL;
     m->slots = m->n = 0;
 }
 
 void mrd__store_strmap_clear(struct mrd__strmap *m)
 {
-    if (m->keys)
-        memset(m->keys, 0, m->slots * sizeof(*m->keys));
+    if (m->slot)
+        memset(m->slot, 0, m->slots * sizeof(*m->slot));
     m->n = 0;
 }
 
-static int64_t *strmap_find(const struct mrd__strmap *m, uint64_t key)
+/* The slot holding key (whichever instance owns it), or NULL. */
+static struct mrd__strslot *strmap_find(const struct mrd__strmap *m, uint64_t key)
 {
     size_t mask = m->slots - 1;
     for (size_t i = strmap_hash(key) & mask;; i = (i + 1) & mask) {
-        if (m->keys[i] == key)
-            return &m->vals[i];
-        if (m->keys[i] == 0)
+        if (m->slot[i].key == key)
+            return &m->slot[i];
+        if (m->slot[i].key == 0)
             return NULL;
     }
 }
@@ -178,80 +176,51 @@ static int64_t *strmap_find(const struct mrd__strmap *m, uint64_t key)
 static int strmap_grow(struct mrd__strmap *m)
 {
     size_t nslots = m->slots * 2;
-    uint64_t *nk = calloc(nslots, sizeof(*nk));
-    int64_t *nv = calloc(nslots, sizeof(*nv));
-    if (!nk || !nv) {
-        free(nk);
-        free(nv);
+    struct mrd__strslot *ns = calloc(nslots, sizeof(*ns));
+    if (!ns)
         return -ENOMEM;
-    }
     for (size_t j = 0; j < m->slots; j++) {
-        if (!m->keys[j])
+        if (!m->slot[j].key)
             continue;
-        size_t i = strmap_hash(m->keys[j]) & (nslots - 1);
-        while (nk[i])
+        size_t i = strmap_hash(m->slot[j].key) & (nslots - 1);
+        while (ns[i].key)
             i = (i + 1) & (nslots - 1);
-        nk[i] = m->keys[j];
-        nv[i] = m->vals[j];
+        ns[i] = m->slot[j];
     }
-    free(m->keys);
-    free(m->vals);
-    m->keys = nk;
-    m->vals = nv;
+    free(m->slot);
+    m->slot = ns;
     m->slots = nslots;
     return 0;
 }
 
-/* Inserts or updates; at the entry cap (or when growing fails) the map is emptied first:
- * it is a cache and rank_strings stays the truth. Returns 1 when it emptied the map. */
-static int strmap_put(struct mrd__strmap *m, uint64_t key, int64_t val)
+/* Binds key to val for instance inst, taking the slot over from another instance of the
+ * rank if one owned it; at the entry cap (or when growing fails) the map is emptied
+ * first: it is a cache and rank_strings stays the truth. */
+static void strmap_put(struct mrd__strmap *m, uint64_t key, uint64_t inst, int64_t val)
 {
-    int64_t *v = strmap_find(m, key);
-    if (v) {
-        *v = val;
-        return 0;
+    struct mrd__strslot *e = strmap_find(m, key);
+    if (e) {
+        e->inst = inst;
+        e->val = val;
+        return;
     }
-    int cleared = 0;
-    if (m->n + 1 > m->max) {
+    if (m->n + 1 > m->max)
         mrd__store_strmap_clear(m);
-        cleared = 1;
-    }
     if ((m->n + 1) * 2 > m->slots && strmap_grow(m) < 0) {
         mrd__store_strmap_clear(m);
         if (m->slots < 2)
-            return 1;
-        cleared = 1;
+            return;
     }
     size_t i = strmap_hash(key) & (m->slots - 1);
-    while (m->keys[i])
+    while (m->slot[i].key)
         i = (i + 1) & (m->slots - 1);
-    m->keys[i] = key;
-    m->vals[i] = val;
+    m->slot[i] = (struct mrd__strslot){.key = key, .inst = inst, .val = val};
     m->n++;
-    return cleared;
 }
 
 static uint64_t strkey(uint32_t rank, uint32_t local)
 {
     return (((uint64_t)rank << 32) | local) + 1;
-}
-
-/* Makes strmap's entries for `rank` those of agent instance `inst`: when the rank's cached
- * ids belong to another instance (a restarted process, or an older one back after a newer
- * one), the whole cache is emptied (rare: a change of process; misses go to rank_strings).
- * Emptying instmap at its cap empties strmap too, so every cached id has a known owner. */
-static void strmap_use_instance(struct mrd_store *s, uint32_t rank, uint64_t inst)
-{
-    int64_t *v = strmap_find(&s->instmap, (uint64_t)rank + 1);
-    if (v && (uint64_t)*v == inst)
-        return;
-    if (v) {
-        mrd__store_strmap_clear(&s->strmap);
-        *v = (int64_t)inst;
-        return;
-    }
-    if (strmap_put(&s->instmap, (uint64_t)rank + 1, (int64_t)inst))
-        mrd__store_strmap_clear(&s->strmap);
 }
 
 int mrd__store_strmap_load(struct mrd_store *s)
@@ -268,9 +237,8 @@ int mrd__store_strmap_load(struct mrd_store *s)
     size_t n = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && n < s->strmap.max) {
         uint32_t rank = (uint32_t)sqlite3_column_int64(st, 0);
-        strmap_use_instance(s, rank, (uint64_t)sqlite3_column_int64(st, 3));
         strmap_put(&s->strmap, strkey(rank, (uint32_t)sqlite3_column_int64(st, 1)),
-                   sqlite3_column_int64(st, 2));
+                   (uint64_t)sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 2));
         n++;
     }
     sqlite3_finalize(st);
@@ -280,15 +248,18 @@ int mrd__store_strmap_load(struct mrd_store *s)
 }
 
 /* strings.id for (rank, inst, local id), or 0 (stored as NULL) for id 0 or an undefined
- * id. strmap_use_instance(s, rank, inst) was called for this batch. */
+ * id. A cached binding of another instance of the rank is a miss, never an answer. */
 static int64_t string_id(struct mrd_store *s, uint32_t rank, uint64_t inst, uint32_t local)
 {
     if (local == 0)
         return 0;
     uint64_t key = strkey(rank, local);
-    int64_t *v = strmap_find(&s->strmap, key);
-    if (v)
-        return *v > 0 ? *v : 0;
+    const struct mrd__strslot *e = strmap_find(&s->strmap, key);
+    if (e && e->inst == inst) {
+        s->wstats.string_hits++;
+        return e->val > 0 ? e->val : 0;
+    }
+    s->wstats.string_misses++;
     sqlite3_stmt *st = s->st[MRD__ST_RSTR_GET];
     sqlite3_bind_int64(st, 1, rank);
     sqlite3_bind_int64(st, 2, (int64_t)inst);
@@ -297,7 +268,7 @@ static int64_t string_id(struct mrd_store *s, uint32_t rank, uint64_t inst, uint
     if (sqlite3_step(st) == SQLITE_ROW)
         id = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
-    strmap_put(&s->strmap, key, id);
+    strmap_put(&s->strmap, key, inst, id);
     if (id <= 0) {
         s->undefined_refs++;
         return 0;
@@ -511,9 +482,9 @@ static int write_strings(struct mrd_store *s, uint32_t rank, uint64_t inst,
             id = sqlite3_last_insert_rowid(s->db);
         }
         uint64_t key = strkey(rank, d->id);
-        int64_t *cached = strmap_find(&s->strmap, key);
-        if (cached && *cached == id)
-            continue;
+        const struct mrd__strslot *cached = strmap_find(&s->strmap, key);
+        if (cached && cached->inst == inst && cached->val == id)
+            continue; /* this process's binding is stored already */
         st = s->st[MRD__ST_RSTR_PUT];
         BIND(st, 1, rank);
         BIND(st, 2, inst);
@@ -521,7 +492,7 @@ static int write_strings(struct mrd_store *s, uint32_t rank, uint64_t inst,
         BIND(st, 4, id);
         if ((rc = run(s, st, "rank_strings")) < 0)
             return rc;
-        strmap_put(&s->strmap, key, id);
+        strmap_put(&s->strmap, key, inst, id);
     }
     return 0;
 }
@@ -664,7 +635,6 @@ static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
         s->txn.duplicates++;
         return agg_counter(s, "duplicate_batches", 1);
     }
-    strmap_use_instance(s, it->rank, it->agent_instance);
     if ((rc = write_strings(s, it->rank, it->agent_instance, b)) < 0)
         return rc;
     uint64_t rows = 0;

@@ -8,7 +8,9 @@
  * continues the same run with the same timebase; a foreign run id is refused; agent
  * counters keep the largest value; Hello reports the committed seq; the global time is
  * exact int64 nanoseconds (no 256 ns grid of a double); string ids and committed seq are
- * per agent process of a rank; a database of the older rank_strings layout is migrated.
+ * per agent process of a rank; a rank whose agent process changed loses only its own
+ * cached string ids (the other ranks' lookups still hit the cache) and never resolves
+ * through its predecessor's. Schema versions and migrations: test_store_schema.c.
  */
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "error.h"
 #include "frame.h"
 #include "store.h"
+#include "test_store_schema.h"
 
 static char g_db[256];
 static uint64_t g_rng = 0x9e3779b97f4a7c15ULL;
@@ -401,48 +404,103 @@ static void check_agent_processes(const char *dir)
     sqlite3_close(db);
 }
 
-/* A database of the layout before agent processes had their own string ids (rank_strings
- * keyed by rank and local id, batches without agent_instance) is migrated at open: its
- * bindings go to the rank's latest process, which can go on using its committed ids. */
-static void check_migration(const char *dir)
+/* One kernel per name into builder b, finished as batch seq of (rank, instance). */
+static struct mrd_store_item *kernels_batch(struct mrd_batch_builder *b, uint32_t rank,
+                                            uint64_t instance, uint64_t seq, const char *const *kn,
+                                            int n)
 {
-    snprintf(g_db, sizeof(g_db), "%s/old.db", dir);
-    sqlite3 *db;
-    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
-    CHECK_EQ(sqlite3_exec(db, mrd_store_schema_sql(), NULL, NULL, NULL), SQLITE_OK);
-    CHECK_EQ(sqlite3_exec(db,
-                          "DROP TABLE rank_strings;"
-                          "CREATE TABLE rank_strings (rank INTEGER NOT NULL, local_id INTEGER"
-                          " NOT NULL, string_id INTEGER NOT NULL, PRIMARY KEY (rank, local_id))"
-                          " WITHOUT ROWID;"
-                          "ALTER TABLE batches DROP COLUMN agent_instance;"
-                          "INSERT INTO schema_version VALUES(1);"
-                          "INSERT INTO ranks(rank, agent_instance) VALUES(2, 77);"
-                          "INSERT INTO strings(id, value) VALUES(40, 'old_kernel');"
-                          "INSERT INTO rank_strings VALUES(2, 1, 40);"
-                          "INSERT INTO batches VALUES(2, 7, 1, 100, 5);",
-                          NULL, NULL, NULL),
+    for (int i = 0; i < n; i++) {
+        struct mrd_kernel k = {.start = (int64_t)seq * 100 + i, .end = (int64_t)seq * 100 + 50};
+        k.name = mrd_batch_builder_intern(b, kn[i]);
+        CHECK_OK(mrd_batch_add_kernel(b, &k));
+    }
+    struct mrd_store_item *it = batch_item(b, rank, seq);
+    it->agent_instance = instance;
+    return it;
+}
+
+/* The kernels of rank, in the order stored, are named want[0..n) (NULL: no name). */
+static void check_kernel_names(sqlite3 *db, uint32_t rank, const char *const *want, int n)
+{
+    sqlite3_stmt *st;
+    CHECK_EQ(sqlite3_prepare_v2(db,
+                                "SELECT s.value FROM kernels k LEFT JOIN strings s"
+                                " ON s.id = k.name_id WHERE k.rank = ?1 ORDER BY k.rowid",
+                                -1, &st, NULL),
              SQLITE_OK);
-    sqlite3_close(db);
-    struct mrd_store *s = open_store("run-M");
-    struct mrd_batch_builder *b = builder("run-M", 2, 77);
-    struct mrd_store_item *it = named_batch(b, 2, 77, 7, "old_kernel"); /* seq 7 was stored */
-    mrd_batch_builder_acked(b, 7);
+    sqlite3_bind_int(st, 1, (int)rank);
+    int i = 0;
+    for (; sqlite3_step(st) == SQLITE_ROW; i++) {
+        CHECK_LT(i, n);
+        const char *got = (const char *)sqlite3_column_text(st, 0);
+        if (!want[i] || !got)
+            CHECK(want[i] == got);
+        else
+            CHECK_STREQ(got, want[i]);
+    }
+    sqlite3_finalize(st);
+    CHECK_EQ(i, n);
+}
+
+/* The string cache keeps its entries per agent process: rank 1's process restarting
+ * leaves rank 0's cached ids in place (rank 0's next batch resolves every id from the
+ * cache, without one rank_strings query), and the new process of rank 1 never resolves
+ * through its predecessor's ids: an id only the old process defined names nothing, and
+ * the new process's own binding of an id is stored even where the old process had bound
+ * the same id to the same text. */
+static void check_string_cache(const char *dir)
+{
+    static const char *const r0[] = {"r0_gemm", "r0_softmax"};
+    static const char *const r1[] = {"r1_gemm", "r1_copy", "r1_norm"};
+    static const char *const r1b[] = {"r1_restarted", "r1_copy"};
+    snprintf(g_db, sizeof(g_db), "%s/cache.db", dir);
+    g_cache_max = 0;
+    struct mrd_store *s = open_store("run-C");
+    struct mrd_batch_builder *a0 = builder("run-C", 0, 0xA0), *a1 = builder("run-C", 1, 0xA1);
+    struct mrd_batch_builder *b1 = builder("run-C", 1, 0xB1);
+    run_one(s, kernels_batch(a0, 0, 0xA0, 1, r0, 2));
+    mrd_batch_builder_acked(a0, 1);
+    run_one(s, kernels_batch(a1, 1, 0xA1, 1, r1, 3));
+    /* rank 1's process restarts: ids 1 and 2 are its own now (2 is "r1_copy" again) */
+    run_one(s, kernels_batch(b1, 1, 0xB1, 2, r1b, 2));
+    mrd_batch_builder_acked(b1, 2);
+    /* the new process's id 3, defined in a batch that never arrived (acknowledged to its
+     * builder without being stored): the old process's id 3 must not stand in for it */
+    static const char *const lost[] = {"b1_lost"};
+    struct mrd_store_item *it = kernels_batch(b1, 1, 0xB1, 3, lost, 1);
     mrd_store_item_free(it);
-    CHECK_EQ(hello_committed(s, 2, 77), 7); /* rows before the migration: the rank's max */
-    it = named_batch(b, 2, 77, 8, "old_kernel");
+    mrd_batch_builder_acked(b1, 3);
+    CHECK_EQ(mrd_batch_builder_intern(b1, "b1_lost"), 3); /* A1's id 3 is "r1_norm" */
+    it = kernels_batch(b1, 1, 0xB1, 4, lost, 1);
     CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0);
     run_one(s, it);
-    CHECK_EQ(hello_committed(s, 2, 77), 8);
+
+    struct mrd_store_stats st0, st1;
+    mrd_store_get_stats(s, &st0);
+    CHECK_GT(st0.string_hits, 0);
+    it = kernels_batch(a0, 0, 0xA0, 2, r0, 2);
+    CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0); /* ids 1, 2 committed */
+    run_one(s, it);
+    mrd_store_get_stats(s, &st1);
+    CHECK_UEQ(st1.string_misses, st0.string_misses);
+    CHECK_UEQ(st1.string_hits - st0.string_hits, 2);
     mrd_store_close(s);
-    mrd_batch_builder_free(b);
+    mrd_batch_builder_free(a0);
+    mrd_batch_builder_free(a1);
+    mrd_batch_builder_free(b1);
+
+    sqlite3 *db;
     CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
-    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM kernels k JOIN strings s ON s.id = k.name_id"
-                    " WHERE s.value = 'old_kernel'"),
+    const char *const want0[] = {"r0_gemm", "r0_softmax", "r0_gemm", "r0_softmax"};
+    const char *const want1[] = {"r1_gemm", "r1_copy", "r1_norm", "r1_restarted", "r1_copy", NULL};
+    check_kernel_names(db, 0, want0, 4);
+    check_kernel_names(db, 1, want1, 6);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM rank_strings WHERE rank = 1"
+                               " AND agent_instance = 177"), /* 0xB1 */
+             2);
+    CHECK_EQ(check_sql_int(db, "SELECT value FROM aggregator_counters"
+                               " WHERE name = 'undefined_string_refs'"),
              1);
-    CHECK_EQ(check_sql_int(db, "SELECT agent_instance FROM rank_strings WHERE rank = 2 AND local_id = 1"), 77);
-    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM batches WHERE agent_instance IS NULL"), 1);
-    check_seq_index(db);
     sqlite3_close(db);
 }
 
@@ -612,7 +670,8 @@ int main(void)
     sqlite3_close(db);
 
     check_agent_processes(dir);
-    check_migration(dir);
+    check_string_cache(dir);
+    check_schema_versions(dir); /* test_store_schema.c */
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
