@@ -45,7 +45,7 @@ sqlite3 *fx_create(const char *path)
     if (sqlite3_open(path, &db) != SQLITE_OK)
         die(db, "open");
     fx_exec(db, sql);
-    fx_exec(db, "INSERT INTO schema_version VALUES (1)");
+    fx_exec(db, "INSERT INTO schema_version VALUES (2)"); /* MRD_STORE_SCHEMA_VERSION */
     free(sql);
     return db;
 }

@@ -25,7 +25,7 @@ COMM = -0x3A5F00112233  # comm hashes are stored as signed 64-bit
 def build(path, schema):
     db = sqlite3.connect(path)
     db.executescript(schema)
-    db.execute("INSERT INTO schema_version VALUES (1)")
+    db.execute("INSERT INTO schema_version VALUES (2)")  # MRD_STORE_SCHEMA_VERSION
     names = {"fma_kernel": 1, "ncclDevKernel_AllReduce_Sum_f32_RING_LL": 2, "step ": 3,
              "AllReduce": 4}
     for v, i in names.items():
