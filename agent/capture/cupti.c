@@ -69,10 +69,6 @@
 
 MRD_EXPORT int InitializeInjection(void);
 
-/* Weak: the ring may be built without mrd_ring_space (pacing is then skipped) or without
- * mrd_ring_pace (pacing then polls mrd_ring_space every millisecond). */
-size_t mrd_ring_space(void) __attribute__((weak));
-size_t mrd_ring_pace(size_t want, int64_t timeout_ns) __attribute__((weak));
 /* Weak: the newest CUPTI entry we use. A libcupti.so.13 without it must not keep the agent
  * from loading (NCCL loads it with RTLD_NOW); we then subscribe the old way. */
 #pragma weak cuptiSubscribe_v2
@@ -192,21 +188,6 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Free records in this thread's ring after waking the flusher if it is half full and, when
- * fewer than `want` are free, waiting up to timeout_ns for the flusher to free some. */
-static size_t ring_pace(size_t want, int64_t timeout_ns)
-{
-    if (mrd_ring_pace)
-        return mrd_ring_pace(want, timeout_ns);
-    size_t space = mrd_ring_space();
-    if (space < want && timeout_ns > 0) {
-        struct timespec ts = {0, timeout_ns < 1000000 ? (long)timeout_ns : 1000000};
-        nanosleep(&ts, NULL);
-        space = mrd_ring_space();
-    }
-    return space;
-}
-
 /* Before each chunk of records: waits (bounded, see the top of this file) until this
  * thread's ring can take the chunk. limit_ns: when this buffer stops waiting (earlier once
  * the exit flush has begun). A completion thread whose last wait saw no progress for
@@ -216,7 +197,7 @@ static size_t ring_pace(size_t want, int64_t timeout_ns)
  * capture state has no ring: it never waits. */
 static void pace(int64_t limit_ns)
 {
-    if (!mrd_ring_space || cu.no_pace)
+    if (cu.no_pace)
         return; /* MERIDIAN_CUPTI_PACE=0: never wait; what does not fit is ring_full */
     if (atomic_load_explicit(&cu.exiting, memory_order_acquire)) {
         int64_t until = atomic_load(&cu.exit_until);
@@ -227,7 +208,7 @@ static void pace(int64_t limit_ns)
     if (t == NULL)
         return; /* no ring (none free, fork child): its records are dropped, not waited for */
     int *stalled = &t->cupti_pace_stalled;
-    size_t space = ring_pace(PACE_CHUNK, 0);
+    size_t space = mrd_ring_pace(PACE_CHUNK, 0);
     if (space >= PACE_CHUNK) {
         *stalled = 0;
         return;
@@ -244,7 +225,7 @@ static void pace(int64_t limit_ns)
         }
         int64_t until = progress_ns + stall < limit_ns ? progress_ns + stall : limit_ns;
         size_t before = space;
-        space = ring_pace(PACE_CHUNK, until - now);
+        space = mrd_ring_pace(PACE_CHUNK, until - now);
         if (space <= before) { /* timed out, woken early, or no ring at all: never spin */
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);

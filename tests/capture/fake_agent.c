@@ -291,6 +291,20 @@ size_t mrd_ring_space(void)
     return n;
 }
 
+/* The real ring sleeps on a futex until the flusher frees records; the fake has no
+ * flusher: the test frees records (fake_ring_take) or raises the capacity from its own
+ * thread, so this polls once a millisecond within timeout_ns. */
+size_t mrd_ring_pace(size_t want, int64_t timeout_ns)
+{
+    size_t space = mrd_ring_space();
+    if (space < want && timeout_ns > 0) {
+        struct timespec ts = {0, timeout_ns < 1000000 ? (long)timeout_ns : 1000000};
+        nanosleep(&ts, NULL);
+        space = mrd_ring_space();
+    }
+    return space;
+}
+
 /* Per-thread state as the real ring keeps it: a fixed pool, one slot per live thread,
  * found through a pthread key, zeroed for each new owner, freed at thread exit. */
 static _Alignas(64) unsigned char states[MAX_THREADS][MRD_RING_THREAD_STATE_BYTES];
