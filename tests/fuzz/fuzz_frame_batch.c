@@ -60,88 +60,31 @@ static uint32_t map_id(const struct idmap *im, uint32_t id)
     return 0;
 }
 
-union ev {
-    struct mrd_kernel k;
-    struct mrd_memcpy mc;
-    struct mrd_memset ms;
-    struct mrd_sync sy;
-    struct mrd_api api;
-    struct mrd_graph gr;
-    struct mrd_extcorr xc;
-    struct mrd_nvtx nv;
-    struct mrd_nccl_op op;
-    struct mrd_nccl_channel ch;
-    struct mrd_mpi mpi;
-    struct mrd_clock_sample cs;
-    struct mrd_gpu_clock_sample gc;
-};
-
-/* Reads the next event of `kind`; with im, maps its string ids. */
-static int next(struct mrd_batch_cursor *c, int kind, union ev *e, const struct idmap *im)
+/* Reads the next event of `kind` (mrd_batch_next_any, which the per-kind readers serve);
+ * with im, maps its string ids. */
+static int next(struct mrd_batch_cursor *c, int kind, union mrd_any_event *e,
+                const struct idmap *im)
 {
-    int r = 0;
-
-    memset(e, 0, sizeof(*e));
+    memset(e, 0, sizeof(*e)); /* padding too: events are compared with memcmp */
+    int r = mrd_batch_next_any(c, kind, e);
+    if (!r || !im)
+        return r;
     switch (kind) {
-    case MRD_EV_KERNEL:
-        r = mrd_batch_next_kernel(c, &e->k);
-        if (r && im)
-            e->k.name = map_id(im, e->k.name);
-        break;
-    case MRD_EV_MEMCPY: r = mrd_batch_next_memcpy(c, &e->mc); break;
-    case MRD_EV_MEMSET: r = mrd_batch_next_memset(c, &e->ms); break;
-    case MRD_EV_SYNC: r = mrd_batch_next_sync(c, &e->sy); break;
-    case MRD_EV_API:
-        r = mrd_batch_next_api(c, &e->api);
-        if (r && im)
-            e->api.name = map_id(im, e->api.name);
-        break;
-    case MRD_EV_GRAPH: r = mrd_batch_next_graph(c, &e->gr); break;
-    case MRD_EV_EXTCORR: r = mrd_batch_next_extcorr(c, &e->xc); break;
+    case MRD_EV_KERNEL: e->kernel.name = map_id(im, e->kernel.name); break;
+    case MRD_EV_API: e->api.name = map_id(im, e->api.name); break;
     case MRD_EV_NVTX:
-        r = mrd_batch_next_nvtx(c, &e->nv);
-        if (r && im)
-            e->nv.domain = map_id(im, e->nv.domain), e->nv.name = map_id(im, e->nv.name);
+        e->nvtx.domain = map_id(im, e->nvtx.domain);
+        e->nvtx.name = map_id(im, e->nvtx.name);
         break;
     case MRD_EV_NCCL_OP:
-        r = mrd_batch_next_nccl_op(c, &e->op);
-        if (r && im) {
-            e->op.func = map_id(im, e->op.func);
-            e->op.datatype = map_id(im, e->op.datatype);
-            e->op.algo = map_id(im, e->op.algo);
-            e->op.proto = map_id(im, e->op.proto);
-        }
+        e->nccl_op.func = map_id(im, e->nccl_op.func);
+        e->nccl_op.datatype = map_id(im, e->nccl_op.datatype);
+        e->nccl_op.algo = map_id(im, e->nccl_op.algo);
+        e->nccl_op.proto = map_id(im, e->nccl_op.proto);
         break;
-    case MRD_EV_NCCL_CHANNEL: r = mrd_batch_next_nccl_channel(c, &e->ch); break;
-    case MRD_EV_MPI:
-        r = mrd_batch_next_mpi(c, &e->mpi);
-        if (r && im)
-            e->mpi.call = map_id(im, e->mpi.call);
-        break;
-    case MRD_EV_CLOCK: r = mrd_batch_next_clock_sample(c, &e->cs); break;
-    case MRD_EV_GPU_CLOCK: r = mrd_batch_next_gpu_clock_sample(c, &e->gc); break;
+    case MRD_EV_MPI: e->mpi.call = map_id(im, e->mpi.call); break;
     }
     return r;
-}
-
-static int add(struct mrd_batch_builder *b, int kind, const union ev *e)
-{
-    switch (kind) {
-    case MRD_EV_KERNEL: return mrd_batch_add_kernel(b, &e->k);
-    case MRD_EV_MEMCPY: return mrd_batch_add_memcpy(b, &e->mc);
-    case MRD_EV_MEMSET: return mrd_batch_add_memset(b, &e->ms);
-    case MRD_EV_SYNC: return mrd_batch_add_sync(b, &e->sy);
-    case MRD_EV_API: return mrd_batch_add_api(b, &e->api);
-    case MRD_EV_GRAPH: return mrd_batch_add_graph(b, &e->gr);
-    case MRD_EV_EXTCORR: return mrd_batch_add_extcorr(b, &e->xc);
-    case MRD_EV_NVTX: return mrd_batch_add_nvtx(b, &e->nv);
-    case MRD_EV_NCCL_OP: return mrd_batch_add_nccl_op(b, &e->op);
-    case MRD_EV_NCCL_CHANNEL: return mrd_batch_add_nccl_channel(b, &e->ch);
-    case MRD_EV_MPI: return mrd_batch_add_mpi(b, &e->mpi);
-    case MRD_EV_CLOCK: return mrd_batch_add_clock_sample(b, &e->cs);
-    case MRD_EV_GPU_CLOCK: return mrd_batch_add_gpu_clock_sample(b, &e->gc);
-    }
-    return -EINVAL;
 }
 
 static Meridian__V1__Batch *decode_checked(const uint8_t *f, size_t len)
@@ -179,11 +122,11 @@ static void rebuild(const Meridian__V1__Batch *m)
     }
     for (int k = 1; k < MRD_EV__COUNT; k++) {
         struct mrd_batch_cursor c;
-        union ev e;
+        union mrd_any_event e;
 
         mrd_batch_cursor_init(&c, m);
         while (next(&c, k, &e, &im))
-            if (add(b, k, &e) != 0)
+            if (mrd_batch_add_any(b, k, &e) != 0)
                 goto done; /* over the builder's caps: nothing to compare */
     }
     REQUIRE(mrd_batch_builder_finish(b, m->seq, &f, &len) == 0);
@@ -191,7 +134,7 @@ static void rebuild(const Meridian__V1__Batch *m)
     REQUIRE(strcmp(m2->run_id, m->run_id) == 0 && m2->seq == m->seq && m2->rank == m->rank);
     for (int k = 1; k < MRD_EV__COUNT; k++) {
         struct mrd_batch_cursor c1, c2;
-        union ev e1, e2;
+        union mrd_any_event e1, e2;
 
         REQUIRE(mrd_batch_count(m2, k) == mrd_batch_count(m, k));
         mrd_batch_cursor_init(&c1, m);
@@ -220,7 +163,7 @@ static void walk_batch(const Meridian__V1__Batch *m)
     }
     for (int k = 1; k < MRD_EV__COUNT; k++) {
         struct mrd_batch_cursor c;
-        union ev e;
+        union mrd_any_event e;
         size_t n = 0;
 
         mrd_batch_cursor_init(&c, m);
