@@ -24,6 +24,7 @@
 #include "capture.h"
 #include "check.h"
 #include "mpi_bridge.h"
+#include "nvtx_client.h"
 #include "ring.h"
 
 #define M 500
@@ -31,45 +32,21 @@
 
 int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
 
-/* One simulated NVTX client: the slots the injection fills and the tables pointing at them. */
-static NvtxFunctionPointer core[NVTX_CBID_CORE_SIZE], core2[NVTX_CBID_CORE2_SIZE];
-static NvtxFunctionPointer *core_tab[NVTX_CBID_CORE_SIZE], *core2_tab[NVTX_CBID_CORE2_SIZE];
-
-static int NVTX_API get_module(NvtxCallbackModule m, NvtxFunctionTable *out, unsigned *size)
-{
-    if (m == NVTX_CB_MODULE_CORE) {
-        *out = core_tab;
-        *size = NVTX_CBID_CORE_SIZE;
-        return 1;
-    }
-    if (m == NVTX_CB_MODULE_CORE2) {
-        *out = core2_tab;
-        *size = NVTX_CBID_CORE2_SIZE;
-        return 1;
-    }
-    return 0;
-}
-
-static const NvtxExportTableCallbacks callbacks = {sizeof(NvtxExportTableCallbacks), get_module};
-
-static const void *NVTX_API get_export_table(uint32_t id)
-{
-    return id == NVTX_ETID_CALLBACKS ? &callbacks : NULL;
-}
+static struct nvtx_client cl;
 
 static void nvtx_mark(const char *s)
 {
-    ((void (*)(const char *))core[NVTX_CBID_CORE_MarkA])(s);
+    NVTX_CORE(&cl, MarkA, void (*)(const char *))(s);
 }
 
 static int nvtx_push(const char *s)
 {
-    return ((int (*)(const char *))core[NVTX_CBID_CORE_RangePushA])(s);
+    return NVTX_CORE(&cl, RangePushA, int (*)(const char *))(s);
 }
 
 static int nvtx_pop(void)
 {
-    return ((int (*)(void))core[NVTX_CBID_CORE_RangePop])();
+    return NVTX_CORE(&cl, RangePop, int (*)(void))();
 }
 
 static uint64_t counter(int captured_kind, int drop_reason)
@@ -112,12 +89,9 @@ int main(void)
     setenv("MERIDIAN_FLUSH_DEADLINE_MS", "500", 1);
     unsetenv("MERIDIAN_AGGREGATOR");
 
-    for (int i = 1; i < NVTX_CBID_CORE_SIZE; i++)
-        core_tab[i] = &core[i];
-    for (int i = 1; i < NVTX_CBID_CORE2_SIZE; i++)
-        core2_tab[i] = &core2[i];
-    CHECK_EQ(InitializeInjectionNvtx2(get_export_table), 1);
-    CHECK(core[NVTX_CBID_CORE_MarkA] != NULL && core[NVTX_CBID_CORE_RangePop] != NULL);
+    nvtx_client_init(&cl);
+    CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);
+    CHECK(cl.core[NVTX_CBID_CORE_MarkA] != NULL && cl.core[NVTX_CBID_CORE_RangePop] != NULL);
     CHECK_EQ(mrd_agent_active(), 1);
 
     /* 1. the main thread holds the only ring */

@@ -19,51 +19,13 @@
 #include "capture.h"
 #include "check.h"
 #include "fake_agent.h"
+#include "nvtx_client.h"
 
 int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
 
-/* One simulated NVTX client: slots the injection fills, and the tables pointing at them. */
-struct client {
-    NvtxFunctionPointer core[NVTX_CBID_CORE_SIZE], core2[NVTX_CBID_CORE2_SIZE];
-    NvtxFunctionPointer *core_tab[NVTX_CBID_CORE_SIZE + 1], *core2_tab[NVTX_CBID_CORE2_SIZE + 1];
-};
-
-static struct client *cur;
-
-static int NVTX_API get_module(NvtxCallbackModule m, NvtxFunctionTable *out, unsigned *size)
-{
-    if (m == NVTX_CB_MODULE_CORE) {
-        *out = cur->core_tab;
-        *size = NVTX_CBID_CORE_SIZE;
-        return 1;
-    }
-    if (m == NVTX_CB_MODULE_CORE2) {
-        *out = cur->core2_tab;
-        *size = NVTX_CBID_CORE2_SIZE;
-        return 1;
-    }
-    return 0;
-}
-
-static const NvtxExportTableCallbacks callbacks = {sizeof(NvtxExportTableCallbacks), get_module};
-
-static const void *NVTX_API get_export_table(uint32_t id)
-{
-    return id == NVTX_ETID_CALLBACKS ? &callbacks : NULL;
-}
-
-static void client_init(struct client *c)
-{
-    memset(c, 0, sizeof(*c));
-    for (int i = 1; i < NVTX_CBID_CORE_SIZE; i++)
-        c->core_tab[i] = &c->core[i];
-    for (int i = 1; i < NVTX_CBID_CORE2_SIZE; i++)
-        c->core2_tab[i] = &c->core2[i];
-}
-
-static struct client cl;
-#define CORE(name, type)  ((type)cl.core[NVTX_CBID_CORE_##name])
-#define CORE2(name, type) ((type)cl.core2[NVTX_CBID_CORE2_##name])
+static struct nvtx_client cl;
+#define CORE(name, type)  NVTX_CORE(&cl, name, type)
+#define CORE2(name, type) NVTX_CORE2(&cl, name, type)
 
 static struct mrd_record take_one(void)
 {
@@ -86,19 +48,17 @@ static uint32_t tid(void)
 
 static void test_handshake(void)
 {
-    struct client inert;
-    client_init(&inert);
-    cur = &inert;
+    struct nvtx_client inert;
+    nvtx_client_init(&inert);
     fake_set_active(0);
-    CHECK_EQ(InitializeInjectionNvtx2(get_export_table), 0);
+    CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 0);
     for (int i = 0; i < NVTX_CBID_CORE_SIZE; i++)
         CHECK(inert.core[i] == NULL);
     fake_set_active(1);
 
-    client_init(&cl);
-    cur = &cl;
+    nvtx_client_init(&cl);
     uint64_t before = mrd__nvtx_clients();
-    CHECK_EQ(InitializeInjectionNvtx2(get_export_table), 1);
+    CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);
     CHECK_UEQ(mrd__nvtx_clients(), before + 1);
     int core_ids[] = {
         NVTX_CBID_CORE_MarkEx,       NVTX_CBID_CORE_MarkA,       NVTX_CBID_CORE_MarkW,
