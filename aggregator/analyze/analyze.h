@@ -28,11 +28,13 @@
  *   cost the others).
  * - straggler ranking: ranks ordered by wait they caused (sum of the costs of instances
  *   they arrived last in), then by how often they arrived last, then by rank. Equal
- *   latest starts make the lowest rank the last arriver. When some timed instance lies
- *   inside an NVTX step range, the ranking counts only instances inside step ranges
- *   (ranked_in_steps): warm-up and start-up collectives (the first one can wait tens of
- *   ms for a rank's initialisation) would otherwise outweigh the steady state the
- *   question is about; what was left out is reported (outside_steps*).
+ *   latest starts make the lowest rank the last arriver. When the run has NVTX step
+ *   ranges, the ranking counts only the instances within the steps: from the start of
+ *   the first step range to the end of the last (of the last arriver's rank, else of any
+ *   rank in the instance), between two steps included (ranked_in_steps). Warm-up and
+ *   start-up collectives (the first one can wait tens of ms for a rank's initialisation)
+ *   would otherwise outweigh the steady state the question is about; what was left out
+ *   is reported (outside_steps*).
  */
 #ifndef MRD_ANALYZE_H
 #define MRD_ANALYZE_H
@@ -116,7 +118,7 @@ struct mrd_an_rank {
     int64_t wait_caused_ns;   /* sum of costs of those instances */
     int64_t wait_suffered_ns; /* sum of its own waits */
     uint64_t steps;           /* NVTX step ranges found on this rank */
-    struct mrd_an_wait in_steps; /* the four above over instances inside a step range */
+    struct mrd_an_wait in_steps; /* the four above over instances within the steps */
 };
 
 struct mrd_an_coll {

@@ -27,7 +27,9 @@
 
 struct step_list {
     int n;
-    int64_t *start, *end; /* local clock, ascending, non-overlapping */
+    int64_t *start, *end; /* local clock, ascending, non-overlapping; the first n */
+    int any;              /* step ranges seen, also past MRD_AN_MAX_STEPS: */
+    int64_t first_start, last_end; /* ... the span from the first to the last */
 };
 
 struct row {
@@ -104,6 +106,11 @@ static int load_steps(sqlite3 *db, struct matcher *m)
         if (l->n > 0 && s < l->end[l->n - 1])
             continue; /* nested in (or overlapping) the previous step: not a new step */
         r->steps++;
+        if (!l->any)
+            l->first_start = s;
+        l->any = 1;
+        if (e > l->last_end)
+            l->last_end = e;
         if (l->n >= MRD_AN_MAX_STEPS) {
             a->steps_beyond_cap++;
             continue;
@@ -184,6 +191,15 @@ static int64_t step_of(const struct step_list *l, int64_t t)
     if (lo == 0 || t >= l->end[lo - 1])
         return -1;
     return lo - 1;
+}
+
+/* 1 when t (local clock) lies between the start of the rank's first step range and the
+ * end of its last one: the straggler ranking's scope (analyze.h), which leaves out the
+ * warm-up and start-up before the steps and the teardown after them, and keeps what lies
+ * between two steps or past the broken-down MRD_AN_MAX_STEPS. */
+static int within_steps(const struct step_list *l, int64_t t)
+{
+    return l->any && t >= l->first_start && t < l->last_end;
 }
 
 static int hist_bin(int64_t skew_ns)
@@ -274,12 +290,16 @@ static void flush_instance(struct matcher *m)
     for (int i = 0; in.step < 0 && i < m->nrows; i++)
         in.step = step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
                           m->rows[i].lstart);
+    int scoped = in.step >= 0 || within_steps(&m->steps[li], m->rows[last].lstart);
+    for (int i = 0; !scoped && i < m->nrows; i++)
+        scoped = within_steps(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
+                              m->rows[i].lstart);
     for (int i = 0; i < m->nrows; i++) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, m->rows[i].rank);
         int64_t wait = max_start - m->rows[i].start;
         r->instances++;
         r->wait_suffered_ns += wait;
-        if (in.step >= 0) {
+        if (scoped) {
             r->in_steps.instances++;
             r->in_steps.suffered_ns += wait;
         }
@@ -287,7 +307,7 @@ static void flush_instance(struct matcher *m)
     }
     a->ranks[li].times_last++;
     a->ranks[li].wait_caused_ns += in.cost_ns;
-    if (in.step >= 0) {
+    if (scoped) {
         a->ranks[li].in_steps.times_last++;
         a->ranks[li].in_steps.caused_ns += in.cost_ns;
         a->ranked_in_steps = 1;

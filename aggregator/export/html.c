@@ -372,13 +372,14 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
     const struct mrd_an_rank **v = mrd__report_ranking(a);
     if (!v)
         return -ENOMEM;
+    char left_out[256];
+    mrd__report_outside_steps(a, left_out, sizeof(left_out));
     fprintf(f,
             "<h2>Stragglers: wait per rank</h2>\n<p class=\"note\">Red: wait the rank caused "
             "others by arriving last; grey: wait it spent for others. Ranked by wait caused%s."
-            "</p>\n",
-            a->ranked_in_steps ? ", counting the collectives inside NVTX step ranges only "
-                                 "(warm-up and start-up left out)"
-                               : "");
+            "%s%s</p>\n",
+            a->ranked_in_steps ? ", counting the collectives within the NVTX steps only" : "",
+            left_out[0] ? " " : "", left_out);
     for (int i = 0; i < a->nranks; i++) {
         struct mrd_an_wait w = mrd_analyze_ranked_wait(a, v[i]);
         if (w.caused_ns > max)

@@ -104,6 +104,31 @@ const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a)
     return v;
 }
 
+void mrd__report_outside_steps(const struct mrd_analysis *a, char *buf, size_t n)
+{
+    char b1[32];
+    buf[0] = '\0';
+    if (!a->ranked_in_steps || !a->outside_steps)
+        return;
+    /* who caused the wait outside the steps: the rank with the most, by difference */
+    const struct mrd_an_rank *top = NULL;
+    int64_t top_ns = 0;
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_rank *r = &a->ranks[i];
+        if (r->wait_caused_ns - r->in_steps.caused_ns > top_ns) {
+            top = r;
+            top_ns = r->wait_caused_ns - r->in_steps.caused_ns;
+        }
+    }
+    int k = snprintf(buf, n,
+                     "not ranked: %" PRIu64 " instance(s) outside the steps (warm-up, start-up, "
+                     "teardown) cost %s",
+                     a->outside_steps,
+                     mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns));
+    if (top && k > 0 && (size_t)k < n)
+        snprintf(buf + k, n - (size_t)k, ", the most of it caused by rank %d", top->rank);
+}
+
 static void section(FILE *f, const char *title)
 {
     fprintf(f, "\n== %s\n", title);
@@ -308,7 +333,7 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
 {
     char b1[32], b2[32];
     section(f, a->ranked_in_steps ? "Stragglers (ranked by the wait they caused others, "
-                                    "inside NVTX step ranges)"
+                                    "within the NVTX steps)"
                                   : "Stragglers (ranked by the wait they caused others)");
     if (a->instances == a->untimed) {
         fprintf(f, "  no timed collective instance: nothing to rank\n");
@@ -326,20 +351,10 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
                 w.times_last, share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), w.suffered_ns));
     }
-    if (a->ranked_in_steps && a->outside_steps) {
-        /* who caused the wait outside the steps: the rank with the most, by difference */
-        const struct mrd_an_rank *top = NULL;
-        for (int i = 0; i < a->nranks; i++) {
-            const struct mrd_an_rank *r = &a->ranks[i];
-            if (!top || r->wait_caused_ns - r->in_steps.caused_ns >
-                            top->wait_caused_ns - top->in_steps.caused_ns)
-                top = r;
-        }
-        fprintf(f, "  not ranked: %" PRIu64 " instance(s) outside the step ranges (warm-up, "
-                   "start-up) cost %s, most of it caused by rank %d\n",
-                a->outside_steps, mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns),
-                top ? top->rank : -1);
-    }
+    char line[256];
+    mrd__report_outside_steps(a, line, sizeof(line));
+    if (line[0])
+        fprintf(f, "  %s\n", line);
     free(v);
 }
 

@@ -58,8 +58,8 @@ def main(meridian, fixture, work):
     bad = [s["index"] for s in slowed if s["worst_rank"] != 1]
     if len(slowed) != 10 or bad:
         fail("slowed steps %d, worst rank not 1 in %s" % (len(slowed), bad))
-    if "not ranked: 10 instance(s) outside the step ranges" not in p.stdout or \
-            "inside NVTX step ranges" not in p.stdout:
+    if "not ranked: 10 instance(s) outside the steps" not in p.stdout or \
+            "within the NVTX steps" not in p.stdout:
         fail("the text report does not say what it ranked:\n" + p.stdout[-3000:])
     print("analysis_gpu_quickstart: ok: rank 1 first (%.2f ms in steps, rank 0 %.2f ms); "
           "warm-up left out: %d instances, %.2f ms" % (ins[1]["wait_caused_ns"] / 1e6,

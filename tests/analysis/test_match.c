@@ -320,6 +320,47 @@ static void check_scope(const char *path)
     sqlite3_close(db);
 }
 
+static void check_scope_past_cap(const char *path)
+{
+    /* More steps than are broken down (MRD_AN_MAX_STEPS): the collectives of the later
+     * steps, and one between two steps, are still within the steps and ranked; only the
+     * one after the last step (teardown) is left out. Rank 1 is late by 100 ns in every
+     * step, rank 0 by 1 ms at teardown. */
+    char p2[1024];
+    snprintf(p2, sizeof(p2), "%s.cap", path);
+    sqlite3 *db = fx_create(p2);
+    struct mrd_analyze_options o;
+    struct mrd_analysis *a = NULL;
+    const int nsteps = MRD_AN_MAX_STEPS + 76;
+    fx_exec(db, "BEGIN");
+    for (int s = 0; s < nsteps; s++) {
+        int64_t t0 = (int64_t)s * 10000;
+        for (int r = 0; r < 2; r++) {
+            fx_nvtx(db, r, t0, t0 + 9000, 1, "step");
+            fx_op(db, r, s + 1, 9, s, "AllReduce", 2, t0 + 100 + 100 * r, t0 + 500, 0);
+        }
+    }
+    int64_t gap = (int64_t)(nsteps / 2) * 10000 + 9500; /* between two steps */
+    fx_op(db, 0, nsteps + 1, 9, nsteps, "AllReduce", 2, gap, gap + 100, 0);
+    fx_op(db, 1, nsteps + 1, 9, nsteps, "AllReduce", 2, gap + 100, gap + 200, 0);
+    int64_t end = (int64_t)nsteps * 10000 + 5000; /* teardown, after the last step */
+    fx_op(db, 0, nsteps + 2, 9, nsteps + 1, "AllReduce", 2, end + 1000000, end + 1000100, 0);
+    fx_op(db, 1, nsteps + 2, 9, nsteps + 1, "AllReduce", 2, end, end + 1000100, 0);
+    fx_exec(db, "COMMIT");
+    memset(&o, 0, sizeof(o));
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    CHECK_EQ(a->nsteps, MRD_AN_MAX_STEPS);
+    CHECK_EQ(a->ranked_in_steps, 1);
+    CHECK_EQ(a->outside_steps, 1);
+    CHECK_EQ(a->outside_steps_cost_ns, 1000000);
+    struct mrd_an_wait w1 = mrd_analyze_ranked_wait(a, &a->ranks[1]);
+    CHECK_EQ(w1.times_last, nsteps + 1);
+    CHECK_EQ(w1.caused_ns, (int64_t)(nsteps + 1) * 100);
+    CHECK_EQ(mrd_analyze_ranked_wait(a, &a->ranks[0]).caused_ns, 0);
+    mrd_analysis_free(a);
+    sqlite3_close(db);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "analysis_match.db";
@@ -347,6 +388,7 @@ int main(int argc, char **argv)
     check_step_names(path);
     check_rooted(path);
     check_scope(path);
+    check_scope_past_cap(path);
     printf("analysis_match: ok\n");
     return 0;
 }
