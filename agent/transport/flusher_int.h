@@ -71,6 +71,7 @@ struct mrd_flusher {
     uint32_t builder_max_frame; /* the limit the builder applies now (resplit.c) ... */
     uint32_t builder_max_ever;  /* ... and the largest it ever applied */
     uint64_t builder_limit_seq; /* first batch seq built under builder_max_frame */
+    unsigned limit_failures;    /* passes in a row the builder could not take the peer's */
     int resplitting;            /* batches finished now hold a re-split frame's events */
     uint64_t hello_gpu_gen;
     int64_t hello_ns;
@@ -151,6 +152,9 @@ extern _Atomic int mrd__tx_test_limit_nomem;
  * next pass: nothing is lost); drops and counts it as too_large only when no builder limit
  * can satisfy the peer (below MRD_FRAME_MIN_MAX). Returns 1 when the caller should end
  * this writing pass, 0 when it may go on with the next frame. */
+/* Passes of the flusher loop an oversized frame waits for the builder's limit change
+ * (failing for want of memory) before it is dropped as too_large (resplit.c). */
+#define MRD_TX_LIMIT_RETRIES 16u
 int mrd__tx_oversized(struct mrd_flusher *f, int64_t now);
 /* 1 when the aggregator takes this queued frame as it is (decodes it under the peer's
  * limit, as the aggregator does); 0 when it would refuse it. */

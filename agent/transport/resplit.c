@@ -27,8 +27,10 @@
  *    pending under the old limit: -ENOMEM), the builder keeps the old limit and nothing
  *    is dropped: an oversized frame stays queued (and the connection waits) while each
  *    pass of the flusher loop tries the change again (mrd__tx_oversized); once it
- *    succeeds the frame is re-split as above. Before, such frames were dropped as
- *    too_large.
+ *    succeeds the frame is re-split as above. After MRD_TX_LIMIT_RETRIES failing passes
+ *    in a row the frame is dropped and counted (too_large), as before this retry existed:
+ *    the loop asks for POLLOUT while a frame is unsent, so an unbounded retry would spin
+ *    the flusher at full CPU and hold every later frame back for the rest of the run.
  *
  * Workload: rare (the first batches of a run against an aggregator with a small limit,
  * or after reconnecting to a different one). One frame (up to MERIDIAN_BATCH_EVENTS events)
@@ -97,13 +99,16 @@ int mrd__tx_oversized(struct mrd_flusher *f, int64_t now)
     if (f->builder_max_frame != f->peer_max_frame && f->peer_max_frame >= MRD_FRAME_MIN_MAX)
         mrd__tx_apply_peer_limit(f, f->peer_max_frame, now);
     if (f->builder_max_frame == f->peer_max_frame) {
+        f->limit_failures = 0;
         mrd__tx_resplit(f, now);
         return 1; /* one frame per pass: the loop drains the rings in between */
     }
-    if (f->peer_max_frame >= MRD_FRAME_MIN_MAX)
+    if (f->peer_max_frame >= MRD_FRAME_MIN_MAX && ++f->limit_failures < MRD_TX_LIMIT_RETRIES)
         return 1; /* still failing: the frame stays queued, and the next pass retries */
     /* the builder cannot go as low as this aggregator asks (an announcement below
-     * MRD_FRAME_MIN_MAX): re-splitting would not make it fit */
+     * MRD_FRAME_MIN_MAX), or could not take the limit in MRD_TX_LIMIT_RETRIES passes:
+     * re-splitting would not make it fit */
+    f->limit_failures = 0;
     mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
     return 0;
 }

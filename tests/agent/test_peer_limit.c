@@ -10,8 +10,11 @@
  *      as lost. Before, the frame was dropped as too_large at the first pass.
  *   2. The third attempt succeeds: the frame is re-split; the queue holds every event
  *      (the queued batch plus the pending ones) in frames the aggregator takes, none lost.
- *   3. The one case where a frame is still dropped, an announcement below the builder's
- *      floor: every event it held is counted as too_large, none silently.
+ *   3. The cases where a frame is still dropped: an announcement below the builder's
+ *      floor, and a limit change that keeps failing for MRD_TX_LIMIT_RETRIES passes (the
+ *      loop asks for POLLOUT while a frame is unsent: unbounded retries spun the flusher
+ *      at full CPU and held every later frame back): every event it held is counted as
+ *      too_large, none silently, and only after the last retry.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -161,6 +164,27 @@ int main(void)
     CHECK_EQ(mrd__tx_oversized(f, 3), 0);
     CHECK_UEQ(dropped_as(MRD_DROP_TOO_LARGE), EVENTS);
     CHECK_UEQ(f->q.events, 0);
+    flusher_free(f);
+
+    /* 3b. the limit change never succeeds: kept for MRD_TX_LIMIT_RETRIES - 1 passes, then
+     * dropped and counted; the next oversized frame gets its own retries */
+    f = flusher_new();
+    for (uint64_t i = 1; i <= EVENTS; i++)
+        add_kernel(f, i);
+    CHECK_OK(mrd__tx_finish_batch(f, 1));
+    atomic_store(&mrd__tx_test_limit_nomem, 1000000);
+    mrd__tx_apply_peer_limit(f, MRD_FRAME_MIN_MAX, 2);
+    CHECK_UEQ(f->builder_max_frame, MRD_FRAME_DEFAULT_MAX);
+    uint64_t before = dropped_as(MRD_DROP_TOO_LARGE);
+    for (unsigned i = 1; i < MRD_TX_LIMIT_RETRIES; i++) {
+        CHECK_EQ(mrd__tx_oversized(f, 3), 1);
+        CHECK_UEQ(f->q.events, EVENTS);
+    }
+    CHECK_EQ(mrd__tx_oversized(f, 3), 0);
+    CHECK_UEQ(dropped_as(MRD_DROP_TOO_LARGE) - before, EVENTS);
+    CHECK_UEQ(f->q.events, 0);
+    CHECK_UEQ(f->limit_failures, 0);
+    atomic_store(&mrd__tx_test_limit_nomem, 0);
     flusher_free(f);
     return 0;
 }
