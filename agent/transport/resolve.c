@@ -62,6 +62,9 @@ static void *lookup_main(void *arg)
     struct lookup_job *j = arg;
     struct mrd_resolver *r = j->r;
     struct mrd_addrs a;
+    /* named by itself: the thread is detached, so its creator's handle may already name
+     * a freed (or reused) thread once the lookup is done */
+    pthread_setname_np(pthread_self(), "meridian-dns");
     int err = lookup(j->host, j->port, 0, &a);
     pthread_mutex_lock(&r->lock);
     if (j->gen == r->gen) { /* else: re-initialised meanwhile, this answer is for nobody */
@@ -117,7 +120,6 @@ static int start_lookup(struct mrd_resolver *r, int64_t now_ns)
         pthread_mutex_unlock(&r->lock);
         return -e;
     }
-    pthread_setname_np(t, "meridian-dns");
     return 0;
 }
 
