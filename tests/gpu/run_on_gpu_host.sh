@@ -105,7 +105,6 @@ host_facts() {
         grep PRETTY_NAME /etc/os-release
         ldd --version | head -1
         nproc
-        lscpu | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|Hypervisor)'
         echo "boot id $(cut -c1-8 /proc/sys/kernel/random/boot_id) (overhead.py's machine column)"
         lscpu | grep -E '^(Model name|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\))' || true
         nvidia-smi -L
@@ -297,7 +296,8 @@ stage_overhead() {
         state=$STATE/${group/,/_}
         [ ${#resume[@]} -eq 0 ] && rm -rf "$state"
         mkdir -p "$state" "$OUT/${group/,/_}"
-        run_logged "overhead_${group/,/_}" $((budget + 120)) env BUILD="$BUILD" WORK="$WORK" \
+        # overhead.py stops every run at its budget: 60 s is for the report and teardown
+        run_logged "overhead_${group/,/_}" $((budget + 60)) env BUILD="$BUILD" WORK="$WORK" \
             OUT="$state" MERIDIAN="${MERIDIAN:-}" AGENT_LIB="${AGENT_LIB:-}" PAIRS="${PAIRS:-10}" \
             BUDGET_S="$budget" OVERHEAD_ARGS="--src $ROOT --python $PY --workloads $group ${resume[*]}" \
             bash "$h"
@@ -324,6 +324,9 @@ stage_stormdiag() {
 stage_quickstart() {
     run_logged quickstart 180 env MRD_BUILD_DIR="$BUILD" bash "$SRC/deploy/quickstart.sh" \
         --skip-build --out "$WORK/quickstart"
+    # on this host it must take the GPU path, not fall back to the recorded replay
+    grep -q 'GPU(s): profiling the reference workload' "$WORK/logs/quickstart.log" ||
+        { say "quickstart: did not take the GPU path"; FAILED+=(quickstart_gpu_path); }
     grep -E '^(quickstart|meridian):|straggler|rank' "$WORK/logs/quickstart.log" | head -60 |
         sed 's/^/    /' >>"$SUMMARY"
     [ -f "$WORK/quickstart/quickstart.db" ] &&

@@ -35,13 +35,16 @@ noise of this run lets the ratio move. It also compares the activity kinds the b
 
 Output: a Markdown table on stdout and in OUT/overhead.md, every run in OUT/overhead.csv
 (a row appended as each run ends, so a call cut short keeps what it measured; the storm's
-own stall counts, the agents' sent/lost totals and the machine's boot id ride along),
-each run's log under WORK/logs/overhead/. --resume continues the run whose overhead.csv
-is in OUT: its rows count, rounds go on from the next one (the rotation too) until --pairs,
-and the report covers all of them; it refuses a file measured on another machine (another
-boot id), so one benchmark run may span two device calls on one warm machine, never two
-machines. Exit 0 when the runs could be made (whatever
-the goals say), 1 when a workload had no successful plain run.
+own stall counts, the agents' sent/lost totals, the machine's boot id and a fingerprint of
+the configuration ride along), each run's log under WORK/logs/overhead/. No run goes past
+--budget-s: none starts that would end past it at its variant's longest so far, and each
+is stopped at it (a hung run included). --resume continues the run whose overhead.csv is
+in OUT: its rows count, the round the earlier call cut short gets its missing runs first,
+then rounds go on (the rotation too) until --pairs complete rounds; the report covers all
+of them. It refuses a file measured on another machine (another boot id) or with another
+configuration, so one benchmark run may span two device calls on one warm machine, never
+two machines. "rounds completed" counts rounds with every variant. Exit 0 when the runs
+could be made (whatever the goals say), 1 when a workload had no successful plain run.
 """
 import argparse
 import csv
@@ -139,8 +142,9 @@ def cpu_halves(cpus=None, siblings_of=None):
 
 def bootstrap_ci(rounds, fn, n=2000, seed=1):
     """95% interval of fn(resampled rounds) over n resamples of the rounds with
-    replacement; rounds is a list of per-round values fn understands. NaN results are
-    left out. Returns (lo, hi) or (nan, nan)."""
+    replacement; rounds is a list of per-round values fn understands. Returns (lo, hi),
+    or (nan, nan) when fewer than 2 rounds or over 5% of the resamples give NaN (an
+    interval of the defined ones only would be too narrow)."""
     import random
     rng = random.Random(seed)
     vals = []
@@ -148,10 +152,19 @@ def bootstrap_ci(rounds, fn, n=2000, seed=1):
         x = fn([rounds[rng.randrange(len(rounds))] for _ in rounds])
         if x == x:
             vals.append(x)
-    if not vals:
+    if len(vals) < 0.95 * n:  # over 5% undefined (e.g. bare no dearer than plain): no interval
         return float("nan"), float("nan")
     vals.sort()
     return quantile(vals, 0.025), quantile(vals, 0.975)
+
+
+def config_id(c):
+    """What makes runs comparable besides the machine (placement, counts, commands), as 8
+    hex digits: rows of one run must share it."""
+    import hashlib
+    key = repr((c.workloads, c.halves, c.mpirun, c.python, c.storm_launches, c.ref_steps,
+                c.ddp_steps, sorted(c.bare_env.items()), c.meridian_cmd))
+    return hashlib.sha1(key.encode()).hexdigest()[:8]
 
 
 def machine_id():
@@ -195,6 +208,7 @@ class Harness:
         self.longest = {}  # (workload, variant) -> longest run so far, seconds (budget)
         self.kinds = {}  # who -> set
         self.machine = machine_id()
+        self.config_id = config_id(cfg)
         self.first_round = 0
 
     def resume(self, path):
@@ -210,6 +224,11 @@ class Harness:
                                  f"move the file away to start afresh")
             if r["workload"] not in self.cfg.workloads:
                 raise ValueError(f"{path} holds workload {r['workload']}, not in --workloads")
+            if r.get("config") != self.config_id:
+                raise ValueError(f"{path} was measured with another configuration "
+                                 f"({r.get('config') or '?'}, this is {self.config_id}: "
+                                 f"placement, step or launch counts, mpirun or python differ); "
+                                 f"move the file away to start afresh")
             row = {k: v for k, v in r.items() if v != ""}
             for k in ("round", "rc", "stalls", "sent", "lost"):
                 if k in row:
@@ -220,7 +239,23 @@ class Harness:
             self.rows.append(row)
             key = (row["workload"], row["variant"])
             self.longest[key] = max(self.longest.get(key, 0.0), row["seconds"])
-        self.first_round = max((r["round"] for r in self.rows), default=-1) + 1
+        done = {(r["round"], r["workload"], r["variant"]) for r in self.rows}
+        rounds = sorted({r["round"] for r in self.rows})
+        cut = [n for n in rounds if not all((n, wl, v) in done for wl, v in self.planned())]
+        # the first round the earlier call did not finish: its missing runs come first
+        self.first_round = cut[0] if cut else (rounds[-1] + 1 if rounds else 0)
+
+    def planned(self):
+        """(workload, variant) pairs a round runs: every available variant of each."""
+        return [(wl, v) for wl in self.cfg.workloads for v in VARIANTS[wl]
+                if self.available(wl, v)]
+
+    def complete_rounds(self):
+        """Rounds that have a run of every planned (workload, variant)."""
+        done = {(r["round"], r["workload"], r["variant"]) for r in self.rows}
+        plan = self.planned()
+        return sum(1 for n in {r["round"] for r in self.rows}
+                   if all((n, wl, v) in done for wl, v in plan))
 
     def command(self, workload, variant, db):
         c = self.cfg
@@ -265,13 +300,13 @@ class Harness:
         exe = {"storm": c.storm, "ref": c.ref, "ddp": c.ddp}[workload]
         return bool(exe) and os.path.exists(exe)
 
-    def run_one(self, rnd, workload, variant):
+    def run_one(self, rnd, workload, variant, timeout_s=None):
         c = self.cfg
         db = os.path.join(c.work, f"overhead_{workload}_{rnd}.db")
         argv, env = self.command(workload, variant, db)
         log = os.path.join(c.logdir, f"{workload}_{variant}_{rnd:02d}.log")
         t0 = time.monotonic()
-        rc, text = self.runner(argv, env, log)
+        rc, text = self.runner(argv, env, log, timeout_s)
         secs = time.monotonic() - t0
         metrics = parse_metrics(workload, text) if rc == 0 else {}
         if variant == "meridian" and not captured_something(text):
@@ -283,7 +318,7 @@ class Harness:
                 self.kinds[who] = k
         row = {"round": rnd, "workload": workload, "variant": variant, "rc": rc,
                "seconds": round(secs, 3), **metrics, **side_counts(text),
-               "machine": self.machine}
+               "machine": self.machine, "config": self.config_id}
         self.rows.append(row)
         self.append_csv(row)
         for f in (db, db + "-wal", db + "-shm"):
@@ -293,19 +328,26 @@ class Harness:
     def run(self, clock=time.monotonic):
         c = self.cfg
         start = clock()
-        self.rounds_done = self.first_round
-        for rnd in range(self.first_round, c.pairs):
-            for wl in c.workloads:
-                vs = [v for v in VARIANTS[wl] if self.available(wl, v)]
-                k = rnd % len(vs) if vs else 0
-                for v in vs[k:] + vs[:k]:
-                    t0 = clock()  # start no run that, as long as its longest, ends past it
-                    if t0 - start + self.longest.get((wl, v), 0.0) > c.budget_s:
-                        return
-                    self.run_one(rnd, wl, v)
-                    took = clock() - t0
-                    self.longest[(wl, v)] = max(self.longest.get((wl, v), 0.0), took)
-            self.rounds_done = rnd + 1
+        done = {(r["round"], r["workload"], r["variant"]) for r in self.rows}
+        try:
+            for rnd in range(self.first_round, c.pairs):
+                for wl in c.workloads:
+                    vs = [v for v in VARIANTS[wl] if self.available(wl, v)]
+                    k = rnd % len(vs) if vs else 0
+                    for v in vs[k:] + vs[:k]:
+                        if (rnd, wl, v) in done:
+                            continue  # ran in the call this one resumes
+                        # start no run that, as long as its longest, ends past the budget,
+                        # and stop any run at the budget (a hung one included)
+                        t0 = clock()
+                        left = c.budget_s - (t0 - start)
+                        if self.longest.get((wl, v), 0.0) > left or left <= 0:
+                            return
+                        self.run_one(rnd, wl, v, min(c.run_timeout_s, left))
+                        took = clock() - t0
+                        self.longest[(wl, v)] = max(self.longest.get((wl, v), 0.0), took)
+        finally:
+            self.rounds_done = self.complete_rounds()
 
     def samples(self, metric, variant):
         return [r[metric] for r in self.rows if r["variant"] == variant and metric in r]
@@ -385,7 +427,7 @@ class Harness:
         else:
             kinds = f"not compared (bare: {sorted(kb) if kb else 'none'}, " \
                     f"meridian: {sorted(km) if km else 'none'})"
-        head = [f"rounds completed: {getattr(self, 'rounds_done', 0)} of {self.cfg.pairs} "
+        head = [f"rounds completed: {self.complete_rounds()} of {self.cfg.pairs} "
                 f"(variants alternate, order rotated each round); runs: {len(self.rows)}; "
                 f"failed runs: {', '.join(failed) or 'none'}",
                 f"activity kinds, bare consumer vs meridian: {kinds}",
@@ -395,7 +437,7 @@ class Harness:
         return "\n".join(head + lines + ratios) + "\n"
 
     CSV_KEYS = ["round", "workload", "variant", "rc", "seconds", "storm", "ref", "ddp_ch",
-                "ddp_kd", "stalls", "stall_ms", "sent", "lost", "machine"]
+                "ddp_kd", "stalls", "stall_ms", "sent", "lost", "machine", "config"]
 
     def append_csv(self, row):
         """Appends one run to OUT/overhead.csv (header first), flushed at once."""
@@ -414,8 +456,8 @@ class Harness:
         return text
 
 
-def subprocess_runner(timeout_s):
-    def run(argv, env, log):
+def subprocess_runner():
+    def run(argv, env, log, timeout_s):
         e = dict(os.environ)
         e.update(env)
         try:
@@ -483,7 +525,7 @@ def main(argv):
     os.makedirs(c.logdir, exist_ok=True)
     os.makedirs(c.out, exist_ok=True)
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
-    h = Harness(c, subprocess_runner(c.run_timeout_s))
+    h = Harness(c, subprocess_runner())
     csv_path = os.path.join(c.out, "overhead.csv")
     if c.resume and os.path.exists(csv_path):
         try:

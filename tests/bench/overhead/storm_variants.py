@@ -23,7 +23,8 @@ The added-ratio columns: from medians, the median of per-round ratios (paired: t
 own plain and bare), and a 95% interval from resampled rounds (overhead.py's method).
 Output: a Markdown table on stdout; with --out DIR also DIR/storm_variants.csv, a row
 appended as each run ends (a call cut short keeps what it measured). --budget-s starts no
-run that, as long as that variant's longest, would end past it. Usage:
+run that, as long as that variant's longest, would end past it, and stops any run at it.
+Usage:
   storm_variants.py --storm BIN --bare LIB --meridian CLI --agent-lib LIB [--rounds 8]
                     [--budget-s S] [--out DIR]
 """
@@ -66,7 +67,12 @@ def run(a, variant, db):
                 "--"] + argv
     if pinned:
         argv = ["taskset", "-c", a.others] + argv
-    p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    try:
+        p = subprocess.run(argv, env=env, capture_output=True, text=True,
+                           timeout=min(120.0, a.deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        sys.stderr.write(f"storm_variants: {variant}: stopped at the budget or after 120 s\n")
+        return None
     text = p.stdout + p.stderr
     for f in (db, db + "-wal", db + "-shm"):
         if os.path.exists(f):
@@ -128,6 +134,7 @@ def main():
         os.makedirs(a.out, exist_ok=True)
     rows = {v: [] for v in names}
     rounds_done, start, longest, machine = 0, time.monotonic(), {}, machine_id()
+    a.deadline = start + a.budget_s  # no run goes past it (a hung one is stopped there)
     for r in range(a.rounds):
         k = r % len(names)
         for v in names[k:] + names[:k]:

@@ -46,7 +46,7 @@ class Model:
             return "bare"
         return "plain"
 
-    def __call__(self, argv, env, log):
+    def __call__(self, argv, env, log, timeout_s=None):
         v = self.variant_of(argv, env)
         wl = "storm" if any(a.endswith("kernel_storm") for a in argv) else \
             "ref" if any(a.endswith("ref_workload") for a in argv) else "ddp"
@@ -175,7 +175,7 @@ def timed_runner(run_s):
     """The model as a runner whose every run takes run_s on a fake clock: (runner, clock)."""
     t = [0.0]
 
-    def runner(argv, env, log):
+    def runner(argv, env, log, timeout_s=None):
         t[0] += run_s
         return Model()(argv, env, log)
     return runner, lambda: t[0]
@@ -224,6 +224,51 @@ def test_resume(tmp):
         expect("deadbeef" in str(ex), f"the refusal names the machine: {ex}")
 
 
+def test_resume_inside_a_round(tmp):
+    # The first call is cut inside round 3 (11 runs of 10 s in a 115 s budget): the resumed
+    # call first runs what round 3 lacks, then rounds 4-9; round 3 is not counted complete
+    # before that, every (round, variant) runs exactly once. Another configuration (here
+    # the storm's launch count) is refused.
+    runner, clock = timed_runner(10.0)
+    h = overhead.Harness(config(tmp, budget_s=115, workloads="storm"), runner)
+    h.run(clock=clock)
+    expect(len(h.rows) == 11 and h.rounds_done == 3,
+           f"11 runs, 3 complete rounds, got {len(h.rows)}, {h.rounds_done}")
+    expect("rounds completed: 3 of 10" in h.report(), "the cut round is not counted")
+    path = os.path.join(tmp, "overhead.csv")
+    h2 = overhead.Harness(config(tmp, workloads="storm"), Model())
+    h2.resume(path)
+    expect(h2.first_round == 3, f"resume at the cut round 3, got {h2.first_round}")
+    h2.run()
+    keys = [(r["round"], r["variant"]) for r in h2.rows]
+    expect(len(keys) == 30 and len(set(keys)) == 30,
+           f"30 runs, each (round, variant) once: {len(keys)} runs, {len(set(keys))} distinct")
+    expect(h2.rounds_done == 10, f"10 complete rounds, got {h2.rounds_done}")
+    try:
+        overhead.Harness(config(tmp, workloads="storm", storm_launches=5), Model()).resume(path)
+        expect(False, "rows of another configuration are refused")
+    except ValueError as ex:
+        expect("configuration" in str(ex), f"the refusal says why: {ex}")
+
+
+def test_run_stops_at_the_budget(tmp):
+    # Every run is handed the time left in the budget as its timeout.
+    got = []
+
+    def runner(argv, env, log, timeout_s=None):
+        got.append(timeout_s)
+        return Model()(argv, env, log)
+    t = [0.0]
+
+    def clock():
+        t[0] += 7.0
+        return t[0]
+    c = config(tmp, budget_s=50, workloads="storm", run_timeout_s=30)
+    overhead.Harness(c, runner).run(clock=clock)
+    expect(got and got[0] == 30 and all(x <= 50 for x in got) and min(got) < 30,
+           f"timeouts are min(run timeout, budget left): {got}")
+
+
 def test_placement(tmp):
     # 4 cores with 2 SMT threads each (siblings n and n+4): each half holds whole cores.
     sib = {n: f"{n % 4},{n % 4 + 4}" for n in range(8)}
@@ -235,8 +280,11 @@ def test_placement(tmp):
     h = overhead.Harness(c, None)
     argv, _ = h.command("ddp", "bare", "x.db")
     i = argv.index("sh")
-    expect(argv[i + 4:i + 6] == ["0,4", "2,6"] and argv.index("-x") < i,
-           f"ddp ranks bound through the wrapper, -x before it: {argv}")
+    xs = [j for j, a in enumerate(argv) if a == "-x"]
+    inj = [j for j, a in enumerate(argv) if a.startswith("CUDA_INJECTION64_PATH=")]
+    expect(argv[i + 4:i + 6] == ["0,4", "2,6"] and xs and max(xs) < i and inj and inj[0] < i,
+           f"ddp ranks bound through the wrapper, every -x (the injection's too) before it: "
+           f"{argv}")
     argv, _ = h.command("storm", "plain", "x.db")
     expect("sh" not in argv, f"the storm is not bound: {argv}")
     # The wrapper itself: local rank 1 gets the second list, and the program runs.
@@ -316,6 +364,10 @@ def main():
         test_budget_counts_the_run_length(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_resume(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_resume_inside_a_round(tmp)
+    with tempfile.TemporaryDirectory() as tmp:
+        test_run_stops_at_the_budget(tmp)
     with tempfile.TemporaryDirectory() as tmp:
         test_placement(tmp)
     with tempfile.TemporaryDirectory() as tmp:
