@@ -374,6 +374,8 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
         return -ENOMEM;
     char left_out[256];
     mrd__report_outside_steps(a, left_out, sizeof(left_out));
+    if (left_out[0])
+        left_out[0] = 'N'; /* a sentence of its own here */
     fprintf(f,
             "<h2>Stragglers: wait per rank</h2>\n<p class=\"note\">Red: wait the rank caused "
             "others by arriving last; grey: wait it spent for others. Ranked by wait caused%s."
