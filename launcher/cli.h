@@ -39,6 +39,20 @@ int mrd_cli_doctor(int argc, char **argv);
  * lack of probes is logged, not an error). */
 int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log);
 
+/* `meridian merge` (merge.c): merges the shard databases of one run (one meridiand per
+ * shard, each with its own database; aggregator hosts sharing one monotonic clock, i.e.
+ * equal runs.boot_id) into a new database `out`, as if one aggregator had stored every
+ * rank: same run id and schema version required, each rank in exactly one shard, string
+ * ids remapped, every global-timebase column of shard k shifted onto shard 0's timebase
+ * (global = anchor_realtime_ns + monotonic - anchor_monotonic_ns, so the shift is
+ * (ar_0 - am_0) - (ar_k - am_k)). Clock models are not copied: the merged database is
+ * finalized afterwards (mrd_cli_finalize), so the clock fit and the causality check see
+ * every rank. Refuses (nothing written, `out` not left behind) shards of different runs,
+ * hosts or schema versions, a rank in two shards, an existing `out` unless overwrite.
+ * Progress and errors go to `log` with the prefix `who`. Returns 0, or 1 after an error. */
+int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards,
+                         int overwrite, FILE *log, const char *who);
+
 /* Opens a database for reading (readonly = 1) or for finalize. Logs why it failed, with
  * the subcommand name as prefix. Returns NULL on failure. */
 sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who);
