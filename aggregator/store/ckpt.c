@@ -4,8 +4,10 @@
  * ceiling, tests/bench/ingest_ceiling.c) opens it the same way, from one place.
  *
  * The connection (mrd_store_sqlite_open): one thread owns it (NOMUTEX), extended result
- * codes, mrd_store_pragmas(), and WAL mode checked after the pragmas (a file system that
- * cannot do WAL is refused, not silently run in rollback mode).
+ * codes, the connection's pragmas, then WAL mode, checked (a file system that cannot do
+ * WAL is refused, not silently run in rollback mode). The two halves are separate for the
+ * store (mrd__store_sqlite_connect, mrd__store_sqlite_wal): WAL mode is written into the
+ * file's header, so the store switches only after it checked it will not refuse the file.
  *
  * Checkpoints (mrd_store_ckpt_start): in WAL mode every commit appends pages to the -wal
  * file; a checkpoint copies them back into the database file and fsyncs it. SQLite's
@@ -63,7 +65,8 @@ static void ckpt_log(const struct mrd_store_ckpt *c, const char *fmt, ...)
     fprintf(c->log ? c->log : stderr, "%s: %s\n", c->who, line);
 }
 
-int mrd_store_sqlite_open(const char *path, int sync_full, sqlite3 **out, char *err, size_t errlen)
+int mrd__store_sqlite_connect(const char *path, int sync_full, sqlite3 **out, char *err,
+                              size_t errlen)
 {
     sqlite3 *db = NULL;
     char *msg = NULL;
@@ -76,22 +79,11 @@ int mrd_store_sqlite_open(const char *path, int sync_full, sqlite3 **out, char *
         goto fail;
     }
     sqlite3_extended_result_codes(db, 1);
-    rc = sqlite3_exec(db, mrd_store_pragmas(), NULL, NULL, &msg);
+    rc = sqlite3_exec(db, mrd__store_conn_pragmas(), NULL, NULL, &msg);
     if (rc == SQLITE_OK && sync_full)
         rc = sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "database error (pragmas): %s", msg ? msg : sqlite3_errstr(rc));
-        goto fail;
-    }
-    sqlite3_stmt *st = NULL;
-    char mode[16] = "";
-    rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, NULL);
-    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_text(st, 0))
-        snprintf(mode, sizeof(mode), "%s", (const char *)sqlite3_column_text(st, 0));
-    sqlite3_finalize(st);
-    if (strcmp(mode, "wal") != 0) {
-        snprintf(err, errlen, "database %s: cannot use WAL mode (journal_mode=%s)", path,
-                 mode[0] ? mode : sqlite3_errmsg(db));
         goto fail;
     }
     *out = db;
@@ -100,6 +92,34 @@ fail:
     sqlite3_free(msg);
     sqlite3_close(db);
     return -MRD_ERR_SQLITE;
+}
+
+int mrd__store_sqlite_wal(sqlite3 *db, const char *path, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = NULL;
+    char mode[16] = "";
+    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(mode, sizeof(mode), "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    if (strcmp(mode, "wal") != 0) {
+        snprintf(err, errlen, "database %s: cannot use WAL mode (journal_mode=%s)", path,
+                 mode[0] ? mode : sqlite3_errmsg(db));
+        return -MRD_ERR_SQLITE;
+    }
+    return 0;
+}
+
+int mrd_store_sqlite_open(const char *path, int sync_full, sqlite3 **out, char *err, size_t errlen)
+{
+    int rc = mrd__store_sqlite_connect(path, sync_full, out, err, errlen);
+    if (rc < 0)
+        return rc;
+    if ((rc = mrd__store_sqlite_wal(*out, path, err, errlen)) < 0) {
+        sqlite3_close(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)

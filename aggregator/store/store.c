@@ -12,9 +12,12 @@
  * item's cost against a global and a per-connection cap and stops reading sockets at the
  * cap). One transaction holds at most commit_rows rows (+ one batch).
  *
- * Schema: opening runs the schema in one transaction: a new database is created at
- * MRD_STORE_SCHEMA_VERSION, an older one migrated one version step at a time, a newer one
- * refused without a write (an older meridiand cannot write a layout it does not know).
+ * Schema: every refusal (a newer version: an older meridiand cannot write a layout it does
+ * not know; no or a non-integer version; several runs; another run) is decided read-only
+ * first, before the connection switches the file to WAL mode (which rewrites its header),
+ * so a refused file keeps every byte. Then one transaction re-checks, creates a new
+ * database at MRD_STORE_SCHEMA_VERSION or migrates an older one a version step at a
+ * time, and sets up the run row.
  *
  * Threads: see store.h. The writer thread owns the sqlite3 handle from the moment it
  * starts until close joins it; it runs with all signals blocked. WAL checkpoints run on
@@ -37,12 +40,16 @@
 
 extern const char mrd__store_schema_text[]; /* generated from schema.sql at build time */
 
-static const char pragmas[] = "PRAGMA journal_mode=WAL;\n"
-                              "PRAGMA synchronous=NORMAL;\n"
-                              "PRAGMA temp_store=MEMORY;\n"
-                              "PRAGMA cache_size=-65536;\n"
-                              "PRAGMA wal_autocheckpoint=16384;\n"
-                              "PRAGMA busy_timeout=10000;\n";
+/* journal_mode=WAL apart: the store sets it only after the refusals (see apply_schema) */
+#define WAL_PRAGMA "PRAGMA journal_mode=WAL;\n"
+#define CONN_PRAGMAS                                                                               \
+    "PRAGMA synchronous=NORMAL;\n"                                                                 \
+    "PRAGMA temp_store=MEMORY;\n"                                                                  \
+    "PRAGMA cache_size=-65536;\n"                                                                  \
+    "PRAGMA wal_autocheckpoint=16384;\n"                                                           \
+    "PRAGMA busy_timeout=10000;\n"
+static const char pragmas[] = WAL_PRAGMA CONN_PRAGMAS;
+static const char conn_pragmas[] = CONN_PRAGMAS;
 
 const char *mrd_store_schema_sql(void)
 {
@@ -52,6 +59,11 @@ const char *mrd_store_schema_sql(void)
 const char *mrd_store_pragmas(void)
 {
     return pragmas;
+}
+
+const char *mrd__store_conn_pragmas(void)
+{
+    return conn_pragmas;
 }
 
 void mrd_store_process_init(void)
@@ -155,13 +167,27 @@ static int valid_run_id(const char *r)
     return 1;
 }
 
-/* First column of the first row of `sql` as an integer into *v (0 when no row or NULL). */
+/* First column of the first row of `sql` as an integer into *v (0 when no row or NULL).
+ * Any other type (REAL, TEXT, BLOB) is refused, not converted: -MRD_ERR_CONFIG. */
 static int query_int(struct mrd_store *s, const char *sql, long long *v)
 {
-    char buf[32];
-    int rc = query_text(s, sql, buf, sizeof(buf));
-    *v = rc < 0 ? 0 : atoll(buf);
-    return rc;
+    sqlite3_stmt *st = NULL;
+    *v = 0;
+    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
+    if (rc != SQLITE_OK)
+        return mrd__store_sqlite_err(s, rc, sql);
+    rc = sqlite3_step(st);
+    int type = rc == SQLITE_ROW ? sqlite3_column_type(st, 0) : SQLITE_NULL;
+    if (type == SQLITE_INTEGER)
+        *v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return mrd__store_sqlite_err(s, rc, sql);
+    if (type != SQLITE_INTEGER && type != SQLITE_NULL) {
+        mrd__store_log(s, 0, "database holds a non-integer where an integer belongs (%s)", sql);
+        return -MRD_ERR_CONFIG;
+    }
+    return 0;
 }
 
 /* v1 -> v2: string ids are bound per agent process. rank_strings' key becomes (rank,
@@ -207,28 +233,46 @@ _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == MRD_STORE_SCHEMA_VE
 
 /* The database's schema version into *v: 0 for a new (empty) database, the version row
  * otherwise. A database with tables but no version row was not written by meridiand (it
- * writes the row in the transaction that creates the tables) and is refused. */
+ * writes the row in the transaction that creates the tables) and is refused, and so is a
+ * version that is not an integer (REAL 1e30 is no version 1, 2.5 no version 2). */
 static int read_version(struct mrd_store *s, long long *v)
 {
-    long long tables, rows;
+    long long tables, rows, odd;
     int rc = query_int(s,
                        "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
                        " AND name = 'schema_version'",
                        &tables);
     if (rc < 0)
         return rc;
+    *v = 0;
+    rows = 0;
     if (tables) {
         if ((rc = query_int(s, "SELECT count(*) FROM schema_version", &rows)) < 0 ||
-            (rc = query_int(s, "SELECT max(version) FROM schema_version", v)) < 0)
+            (rc = query_int(s,
+                            "SELECT count(*) FROM schema_version"
+                            " WHERE typeof(version) != 'integer'",
+                            &odd)) < 0)
             return rc;
-    } else {
-        if ((rc = query_int(s,
-                            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                            " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'",
-                            &tables)) < 0)
+        if (odd) {
+            char val[64];
+            if ((rc = query_text(s,
+                                 "SELECT quote(version) FROM schema_version"
+                                 " WHERE typeof(version) != 'integer'",
+                                 val, sizeof(val))) < 0)
+                return rc;
+            mrd__store_log(s, 0,
+                           "database schema version %s is not an integer: not a meridian"
+                           " database; use a new output file",
+                           val);
+            return -MRD_ERR_CONFIG;
+        }
+        if ((rc = query_int(s, "SELECT max(version) FROM schema_version", v)) < 0)
             return rc;
-        rows = 0;
-        *v = 0;
+    } else if ((rc = query_int(s,
+                               "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+                               " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'",
+                               &tables)) < 0) {
+        return rc;
     }
     if (tables && (rows == 0 || *v < 1)) {
         mrd__store_log(s, 0,
@@ -239,50 +283,54 @@ static int read_version(struct mrd_store *s, long long *v)
     return 0;
 }
 
-/* Schema and version, in one transaction (a crash leaves the database as it was):
- * a new database gets schema.sql and the version row; an older version is migrated step
- * by step, then schema.sql adds what is new (CREATE ... IF NOT EXISTS) and the version row
- * is raised; a newer version is refused before anything is written. */
-static int apply_schema(struct mrd_store *s)
+/* Every refusal, read-only, inside the caller's transaction: the version (into *v; see
+ * read_version), a newer one, a database holding several runs or another run than
+ * cfg->run_id. Nothing is written before these pass, so a refused file keeps its bytes. */
+static int check_file(struct mrd_store *s, const struct mrd_store_config *cfg, long long *v)
 {
-    long long v;
-    int rc = exec(s, "BEGIN IMMEDIATE", "begin schema");
+    int rc = read_version(s, v);
     if (rc < 0)
         return rc;
-    if ((rc = read_version(s, &v)) < 0)
-        goto fail;
-    if (v > MRD_STORE_SCHEMA_VERSION) {
+    if (*v > MRD_STORE_SCHEMA_VERSION) {
         mrd__store_log(s, 0,
                        "database schema version %lld is newer than this meridiand supports"
                        " (%d): use a newer meridian or a new output file",
-                       v, MRD_STORE_SCHEMA_VERSION);
-        rc = -MRD_ERR_CONFIG;
-        goto fail;
+                       *v, MRD_STORE_SCHEMA_VERSION);
+        return -MRD_ERR_CONFIG;
     }
-    long long from = v ? v : MRD_STORE_SCHEMA_VERSION;
-    for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
-        if ((rc = migrations[step - 1].run(s)) < 0)
-            goto fail;
-    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0)
-        goto fail;
-    if (v != MRD_STORE_SCHEMA_VERSION) {
-        char sql[96];
-        snprintf(sql, sizeof(sql),
-                 "DELETE FROM schema_version; INSERT INTO schema_version(version) VALUES(%d)",
-                 MRD_STORE_SCHEMA_VERSION);
-        if ((rc = exec(s, sql, "schema_version")) < 0)
-            goto fail;
+    if (*v == 0)
+        return 0;
+    long long runs;
+    if ((rc = query_int(s, "SELECT count(*) FROM runs", &runs)) < 0)
+        return rc;
+    if (runs > 1) {
+        mrd__store_log(s, 0, "database holds %lld runs; meridiand writes one run per database",
+                       runs);
+        return -MRD_ERR_CONFIG;
     }
-    if ((rc = exec(s, "COMMIT", "commit schema")) < 0)
-        goto fail;
-    for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
-        mrd__store_log(s, 0, "database migrated from schema version %lld to %lld: %s", step,
-                       step + 1, migrations[step - 1].what);
+    if (runs == 1 && cfg->run_id) {
+        char id[128];
+        if ((rc = query_text(s, "SELECT run_id FROM runs", id, sizeof(id))) < 0)
+            return rc;
+        if (strcmp(cfg->run_id, id) != 0) {
+            mrd__store_log(s, 0, "database belongs to run %s, not %s", id, cfg->run_id);
+            return -MRD_ERR_CONFIG;
+        }
+    }
     return 0;
-fail:
-    if (!sqlite3_get_autocommit(s->db))
-        exec(s, "ROLLBACK", "rollback schema");
-    return rc;
+}
+
+/* The refusals before the connection switches the file to WAL mode (a persistent change
+ * of the file's header): one read transaction, ended without a write. */
+static int check_before_wal(struct mrd_store *s, const struct mrd_store_config *cfg)
+{
+    long long v;
+    int rc = exec(s, "BEGIN", "begin check");
+    if (rc < 0)
+        return rc;
+    rc = check_file(s, cfg, &v);
+    int end = exec(s, "ROLLBACK", "end check"); /* read only: nothing to keep */
+    return rc < 0 ? rc : end;
 }
 
 static int insert_run(struct mrd_store *s, uint32_t shard, const char *command, const char *boot)
@@ -307,18 +355,20 @@ static int insert_run(struct mrd_store *s, uint32_t shard, const char *command, 
     return rc == SQLITE_DONE ? 0 : mrd__store_sqlite_err(s, rc, "runs");
 }
 
-/* The run row: reuse the database's run (same run id, continuous timebase: same boot keeps
+/* The run row, inside apply_schema's transaction after check_file (at most one run, and
+ * cfg->run_id's if given): reuse the database's run (continuous timebase: same boot keeps
  * the anchors, another boot re-anchors on realtime), or create it. */
 static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
 {
-    char boot[64], n[32];
+    char boot[64];
+    long long n;
     read_boot_id(boot, sizeof(boot));
-    int rc = query_text(s, "SELECT count(*) FROM runs", n, sizeof(n));
+    int rc = query_int(s, "SELECT count(*) FROM runs", &n);
     if (rc < 0)
         return rc;
     s->anchor_realtime_ns = clock_ns(CLOCK_REALTIME);
     s->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-    if (atoi(n) == 0) {
+    if (n == 0) {
         if (cfg->run_id) {
             snprintf(s->run_id, sizeof(s->run_id), "%s", cfg->run_id);
         } else {
@@ -332,10 +382,6 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
             return rc;
         mrd__store_log(s, 2, "new run %s", s->run_id);
         return 0;
-    }
-    if (atoi(n) > 1) {
-        mrd__store_log(s, 0, "database holds %s runs; meridiand writes one run per database", n);
-        return -MRD_ERR_CONFIG;
     }
     sqlite3_stmt *st = NULL;
     rc = sqlite3_prepare_v2(s->db,
@@ -353,10 +399,6 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
     int64_t art = sqlite3_column_int64(st, 1), amono = sqlite3_column_int64(st, 2);
     int same_boot = boot[0] && strcmp(boot, (const char *)sqlite3_column_text(st, 3)) == 0;
     sqlite3_finalize(st);
-    if (cfg->run_id && strcmp(cfg->run_id, s->run_id) != 0) {
-        mrd__store_log(s, 0, "database belongs to run %s, not %s", s->run_id, cfg->run_id);
-        return -MRD_ERR_CONFIG;
-    }
     if (same_boot) {
         s->anchor_realtime_ns = art;
         s->anchor_monotonic_ns = amono;
@@ -376,6 +418,45 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
              " boot_id = '%s'",
              (long long)s->anchor_realtime_ns, (long long)s->anchor_monotonic_ns, boot);
     return exec(s, sql, "re-anchor run");
+}
+
+/* Schema, version and run, in one transaction (a crash leaves the database as it was):
+ * the refusals first (check_file, before anything is written); then a new database gets
+ * schema.sql and the version row; an older version is migrated step by step, then
+ * schema.sql adds what is new (CREATE ... IF NOT EXISTS) and the version row is raised;
+ * then the run row (setup_run). */
+static int apply_schema(struct mrd_store *s, const struct mrd_store_config *cfg)
+{
+    long long v;
+    int rc = exec(s, "BEGIN IMMEDIATE", "begin schema");
+    if (rc < 0)
+        return rc;
+    if ((rc = check_file(s, cfg, &v)) < 0)
+        goto fail;
+    long long from = v ? v : MRD_STORE_SCHEMA_VERSION;
+    for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
+        if ((rc = migrations[step - 1].run(s)) < 0)
+            goto fail;
+    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0)
+        goto fail;
+    if (v != MRD_STORE_SCHEMA_VERSION) {
+        char sql[96];
+        snprintf(sql, sizeof(sql),
+                 "DELETE FROM schema_version; INSERT INTO schema_version(version) VALUES(%d)",
+                 MRD_STORE_SCHEMA_VERSION);
+        if ((rc = exec(s, sql, "schema_version")) < 0)
+            goto fail;
+    }
+    if ((rc = setup_run(s, cfg)) < 0 || (rc = exec(s, "COMMIT", "commit schema")) < 0)
+        goto fail;
+    for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
+        mrd__store_log(s, 0, "database migrated from schema version %lld to %lld: %s", step,
+                       step + 1, migrations[step - 1].what);
+    return 0;
+fail:
+    if (!sqlite3_get_autocommit(s->db))
+        exec(s, "ROLLBACK", "rollback schema");
+    return rc;
 }
 
 /* ---- writer thread ---- */
@@ -650,12 +731,21 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
                                 cfg->string_cache_max ? cfg->string_cache_max : 1u << 21);
     if (rc < 0)
         goto fail;
+    /* refusals first, WAL mode (a change of the file) after them: a refused file keeps
+     * every byte, its journal mode included */
     char why[512];
-    if ((rc = mrd_store_sqlite_open(cfg->db_path, cfg->sync_full, &s->db, why, sizeof(why))) < 0) {
+    rc = mrd__store_sqlite_connect(cfg->db_path, cfg->sync_full, &s->db, why, sizeof(why));
+    if (rc < 0) {
         mrd__store_log(s, 0, "%s", why);
         goto fail;
     }
-    if ((rc = apply_schema(s)) < 0 || (rc = setup_run(s, cfg)) < 0)
+    if ((rc = check_before_wal(s, cfg)) < 0)
+        goto fail;
+    if ((rc = mrd__store_sqlite_wal(s->db, cfg->db_path, why, sizeof(why))) < 0) {
+        mrd__store_log(s, 0, "%s", why);
+        goto fail;
+    }
+    if ((rc = apply_schema(s, cfg)) < 0)
         goto fail;
     for (int i = 0; i < MRD__ST__COUNT; i++) {
         int r = sqlite3_prepare_v3(s->db, mrd__store_sql[i], -1, SQLITE_PREPARE_PERSISTENT,

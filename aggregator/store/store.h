@@ -96,11 +96,14 @@ struct mrd_store_item {
 };
 
 /* Opens or creates the database at cfg->db_path: pragmas, schema (embedded schema.sql;
- * a database of an older schema version is migrated to MRD_STORE_SCHEMA_VERSION in one
- * transaction), the run row and its timebase anchor, the string cache; then starts the
+ * a database of an older schema version is migrated to MRD_STORE_SCHEMA_VERSION), the run
+ * row and its timebase anchor, all in one transaction; the string cache; then starts the
  * writer thread. A database of a newer schema version, one with tables but no schema
- * version, or one of another run (cfg->run_id set and different) is refused with
- * -MRD_ERR_CONFIG and a log line saying what to do; its contents are not changed.
+ * version (or a version that is not an integer), one holding several runs, or one of
+ * another run (cfg->run_id set and different) is refused with -MRD_ERR_CONFIG and a log
+ * line saying what to do, before anything is written: the file is left byte for byte as
+ * it was, not migrated and not switched to WAL mode (the store sets WAL only after these
+ * checks).
  * Returns 0 and *out; -ENOMEM, -MRD_ERR_SQLITE, -MRD_ERR_CONFIG, or a negative errno.
  * Errors are logged. */
 int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out);
@@ -197,6 +200,8 @@ struct sqlite3; /* sqlite3.h's handle */
 /* Opens (creating if absent) the database at path the way the store opens its writer
  * connection: READWRITE | CREATE | NOMUTEX (one thread owns it), extended result codes,
  * mrd_store_pragmas() (then synchronous=FULL if sync_full), and checks that WAL mode took.
+ * WAL mode is recorded in the file itself (its header), so this changes an existing file
+ * in rollback-journal mode even if the caller then decides not to use it.
  * It applies no schema and installs no checkpointer (mrd_store_ckpt_start). Returns 0 and
  * *out (the caller closes it with sqlite3_close), or -MRD_ERR_SQLITE with a one-line
  * reason in err[errlen] (nothing is logged). Any thread. */

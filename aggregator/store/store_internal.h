@@ -76,6 +76,7 @@ struct mrd_store {
     struct mrd_store_stats txn; /* batches, duplicates, rows of the open transaction */
     struct mrd_store_item *txn_head, *txn_tail;
     uint64_t undefined_refs; /* string ids referenced but never defined (this txn) */
+    int string_err;          /* a string lookup's SQL error, for the row being bound */
     struct mrd_store_stats wstats;
 
     /* shared, under mu */
@@ -102,7 +103,19 @@ void mrd__store_strmap_clear(struct mrd__strmap *m);
 void mrd__store_strmap_free(struct mrd__strmap *m);
 int mrd__store_strmap_load(struct mrd_store *s);
 
+/* ckpt.c: mrd_store_sqlite_open in two halves, so the store can refuse a file before the
+ * switch to WAL mode changes it. connect: open (created if missing), extended result
+ * codes, mrd__store_conn_pragmas() (+ synchronous=FULL if sync_full); 0 and *out, or
+ * -MRD_ERR_SQLITE with err set. wal: journal_mode=WAL, checked; 0 or -MRD_ERR_SQLITE with
+ * err set (db stays open). Neither logs. */
+int mrd__store_sqlite_connect(const char *path, int sync_full, sqlite3 **out, char *err,
+                              size_t errlen);
+int mrd__store_sqlite_wal(sqlite3 *db, const char *path, char *err, size_t errlen);
+
 /* store.c */
+/* mrd_store_pragmas() less journal_mode=WAL: settings of the connection only, none of
+ * which writes to the file. */
+const char *mrd__store_conn_pragmas(void);
 void mrd__store_log(const struct mrd_store *s, int level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 int mrd__store_sqlite_err(struct mrd_store *s, int rc, const char *what);

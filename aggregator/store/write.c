@@ -248,7 +248,9 @@ int mrd__store_strmap_load(struct mrd_store *s)
 }
 
 /* strings.id for (rank, inst, local id), or 0 (stored as NULL) for id 0 or an undefined
- * id. A cached binding of another instance of the rank is a miss, never an answer. */
+ * id. A cached binding of another instance of the rank is a miss, never an answer. A
+ * failed lookup returns 0 too but sets s->string_err (logged), which fails the row
+ * (EVENTS) before it is stored: a SQL error is not an undefined id. */
 static int64_t string_id(struct mrd_store *s, uint32_t rank, uint64_t inst, uint32_t local)
 {
     if (local == 0)
@@ -265,9 +267,14 @@ static int64_t string_id(struct mrd_store *s, uint32_t rank, uint64_t inst, uint
     sqlite3_bind_int64(st, 2, (int64_t)inst);
     sqlite3_bind_int64(st, 3, local);
     int64_t id = -1;
-    if (sqlite3_step(st) == SQLITE_ROW)
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
         id = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) { /* an error, not an undefined id */
+        s->string_err = mrd__store_sqlite_err(s, rc, "rank_strings lookup");
+        return 0;
+    }
     strmap_put(&s->strmap, key, inst, id);
     if (id <= 0) {
         s->undefined_refs++;
@@ -507,6 +514,11 @@ static int write_strings(struct mrd_store *s, uint32_t rank, uint64_t inst,
         while (next(&c, &e)) {                                                                     \
             BIND(st, 1, rank);                                                                     \
             body;                                                                                  \
+            if (s->string_err) { /* a string lookup failed: the item fails */                      \
+                int e_ = s->string_err;                                                            \
+                s->string_err = 0;                                                                 \
+                return e_;                                                                         \
+            }                                                                                      \
             int r_ = sqlite3_step(st);                                                             \
             sqlite3_reset(st);                                                                     \
             if (r_ != SQLITE_DONE)                                                                 \

@@ -10,7 +10,8 @@
  * exact int64 nanoseconds (no 256 ns grid of a double); string ids and committed seq are
  * per agent process of a rank; a rank whose agent process changed loses only its own
  * cached string ids (the other ranks' lookups still hit the cache) and never resolves
- * through its predecessor's. Schema versions and migrations: test_store_schema.c.
+ * through its predecessor's; a string lookup's SQL error fails its batch (not stored
+ * without the name). Schema versions and migrations: test_store_schema.c.
  */
 #include <sqlite3.h>
 #include <stdlib.h>
@@ -333,7 +334,7 @@ static struct mrd_batch_builder *builder(const char *run, uint32_t rank, uint64_
 /* A Hello's committed-seq lookup (write.c, MRD__ST_MAX_SEQ_OWN) uses the (rank,
  * agent_instance, seq) index: without it, a restarted process's lookup walks every batch
  * of its rank. */
-static void check_seq_index(sqlite3 *db)
+void check_seq_index(sqlite3 *db)
 {
     sqlite3_stmt *st;
     int used = 0;
@@ -504,6 +505,49 @@ static void check_string_cache(const char *dir)
     sqlite3_close(db);
 }
 
+/* A string lookup that fails (a SQL error, here a rank_strings view whose row for the
+ * looked-up id raises one) fails the batch: its transaction is rolled back and the item
+ * completes with an error, instead of the id being taken as undefined and the kernel
+ * stored without its name. */
+static void check_string_lookup_error(const char *dir)
+{
+    snprintf(g_db, sizeof(g_db), "%s/lookup.db", dir);
+    mrd_store_close(open_store("run-L"));
+    sqlite3 *db;
+    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_exec(db,
+                          "ALTER TABLE rank_strings RENAME TO rs_real;"
+                          "CREATE VIEW rank_strings AS SELECT rank, agent_instance, local_id,"
+                          " CASE WHEN local_id = 1 THEN json('{') ELSE string_id END AS string_id"
+                          " FROM rs_real;"
+                          "CREATE TRIGGER rs_put INSTEAD OF INSERT ON rank_strings BEGIN"
+                          " INSERT OR REPLACE INTO rs_real VALUES(NEW.rank, NEW.agent_instance,"
+                          " NEW.local_id, NEW.string_id); END;"
+                          "INSERT INTO strings(id, value) VALUES(40, 'k');"
+                          "INSERT INTO rs_real VALUES(2, 78, 1, 40);",
+                          NULL, NULL, NULL),
+             SQLITE_OK);
+    sqlite3_close(db);
+    struct mrd_store *s = open_store("run-L");
+    struct mrd_batch_builder *b = builder("run-L", 2, 78);
+    mrd_store_item_free(named_batch(b, 2, 78, 1, "k")); /* defines id 1: taken as acked */
+    mrd_batch_builder_acked(b, 1);
+    struct mrd_store_item *it = named_batch(b, 2, 78, 2, "k");
+    CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0); /* id 1 only referenced */
+    mrd_store_submit(s, it);
+    CHECK_EQ(mrd_store_drain(s), -MRD_ERR_SQLITE);
+    struct mrd_store_item *c = mrd_store_take_completions(s);
+    CHECK(c == it && c->next == NULL);
+    CHECK_EQ(c->status, -MRD_ERR_SQLITE);
+    mrd_store_item_free(c);
+    mrd_store_close(s);
+    mrd_batch_builder_free(b);
+    CHECK_EQ(sqlite3_open(g_db, &db), SQLITE_OK);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM kernels"), 0);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM batches"), 0);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     char dir[] = "/tmp/mrd-store-test-XXXXXX";
@@ -671,6 +715,7 @@ int main(void)
 
     check_agent_processes(dir);
     check_string_cache(dir);
+    check_string_lookup_error(dir);
     check_schema_versions(dir); /* test_store_schema.c */
 
     char cmd[300];

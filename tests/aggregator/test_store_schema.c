@@ -6,8 +6,12 @@
  * and reads it back with plain SQL. Checked: a version 1 database of either layout (before
  * and after string ids were bound per agent process) is migrated to version 2 with its
  * rows kept and usable; a migration that fails halfway leaves the version 1 database as it
- * was (one transaction); a database of a newer version, or with tables but no version, is
- * refused with a log line that says what to do, and left byte for byte as it was.
+ * was (one transaction); a database of a newer version, with tables but no version, with
+ * a version that is not an integer, of another run or of several runs is refused with a
+ * log line that says what to do, and left byte for byte as it was: not migrated, and
+ * not switched from the rollback journal to WAL mode either. A migrated database answers
+ * a Hello's committed seq (also for rows stored before the migration) through the index
+ * the migration added.
  */
 #include <sqlite3.h>
 #include <stdio.h>
@@ -23,14 +27,16 @@
 #include "test_store_schema.h"
 
 static char g_path[256];
-static char g_log[4096]; /* what the last open_logged logged */
+static char g_log[4096];  /* what the last open_logged logged */
+static const char *g_run; /* the run id open_logged asks for (NULL: any) */
 
-/* mrd_store_open on g_path with its log captured in g_log; returns its result. */
+/* mrd_store_open on g_path (run id g_run) with its log captured in g_log; returns its
+ * result. */
 static int open_logged(struct mrd_store **s)
 {
     FILE *lf = tmpfile();
     CHECK(lf != NULL);
-    struct mrd_store_config cfg = {.db_path = g_path, .commit_ms = 5, .log = lf};
+    struct mrd_store_config cfg = {.db_path = g_path, .run_id = g_run, .commit_ms = 5, .log = lf};
     int rc = mrd_store_open(&cfg, s);
     CHECK_EQ(fflush(lf), 0);
     rewind(lf);
@@ -140,6 +146,35 @@ static void send_old_kernel(struct mrd_store *s, uint64_t seq)
     mrd_store_item_free(c);
 }
 
+/* A Hello of rank's process `instance` through the store: its committed_seq. */
+static uint64_t hello_committed(struct mrd_store *s, uint32_t rank, uint64_t instance)
+{
+    Meridian__V1__Hello src = MERIDIAN__V1__HELLO__INIT;
+    src.protocol_version = 1;
+    src.run_id = "r";
+    src.rank = rank;
+    src.world_size = 4;
+    src.host = "node7";
+    src.pid = 4242;
+    src.agent_instance = instance;
+    uint8_t *f;
+    size_t n;
+    CHECK_OK(mrd_frame_encode(MRD_FRAME_HELLO, &src.base, 0, MRD_FRAME_DEFAULT_MAX, &f, &n));
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
+    CHECK(it != NULL);
+    it->rank = rank;
+    it->agent_instance = instance;
+    it->msg = decode(f, n);
+    mrd_store_submit(s, it);
+    CHECK_OK(mrd_store_drain(s));
+    struct mrd_store_item *c = mrd_store_take_completions(s);
+    CHECK(c == it && c->next == NULL);
+    CHECK_EQ(c->status, 0);
+    uint64_t seq = c->committed_seq;
+    mrd_store_item_free(c);
+    return seq;
+}
+
 static int64_t has_column(sqlite3 *db, const char *table, const char *col)
 {
     char sql[160];
@@ -150,14 +185,21 @@ static int64_t has_column(sqlite3 *db, const char *table, const char *col)
 
 /* A version 1 database of either layout opens as version 2 with every row kept: the old
  * bindings go to each rank's latest process (0 when the rank has none), which resolves
- * its committed wire ids through them; a second open migrates nothing. */
+ * its committed wire ids through them; a Hello of that process is told seq 7 (the rank's
+ * highest: in the older layout the row has no agent_instance), then its own 8; a
+ * committed-seq lookup uses the index the migration added; a second open migrates
+ * nothing. */
 static void check_v1(int later)
 {
     make_v1(later);
     struct mrd_store *s = NULL;
     CHECK_OK(open_logged(&s));
     CHECK(strstr(g_log, "database migrated from schema version 1 to 2") != NULL);
+    CHECK_EQ(hello_committed(s, 2, 77), 7);
     send_old_kernel(s, 8);
+    CHECK_EQ(hello_committed(s, 2, 77), 8);
+    CHECK_EQ(hello_committed(s, 2, 78), 8); /* a new process: the rank's highest */
+    CHECK_EQ(hello_committed(s, 2, 77), 8); /* back: its own */
     mrd_store_close(s);
 
     sqlite3 *db = db_open();
@@ -187,6 +229,7 @@ static void check_v1(int later)
     /* the kernel stored before and the one after, both named through rank_strings */
     CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM kernels WHERE rank = 2 AND name_id = 40"), 2);
     CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM kernels"), 2);
+    check_seq_index(db); /* test_store.c */
     sqlite3_close(db);
 
     CHECK_OK(open_logged(&s));
@@ -232,8 +275,31 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
+/* The file's journal mode as its header records it (bytes 18 and 19, the read and write
+ * format versions): 1 rollback journal, 2 WAL. */
+static int header_mode(void)
+{
+    size_t n;
+    char *h = read_all(g_path, &n);
+    CHECK_GE(n, 100);
+    CHECK_EQ(h[18], h[19]);
+    int mode = h[18];
+    free(h);
+    return mode;
+}
+
+/* Switches g_path to the rollback journal (as a file another program wrote may well be),
+ * so that a refusal that switched it to WAL mode would show in its bytes. */
+static void make_rollback(void)
+{
+    sqlite3 *db = db_open();
+    db_exec(db, "PRAGMA journal_mode=DELETE");
+    sqlite3_close(db);
+    CHECK_EQ(header_mode(), 1);
+}
+
 /* Opening must be refused with -MRD_ERR_CONFIG, the log line `why`, and the file exactly
- * as it was. */
+ * as it was (its journal mode included). */
 static void check_refused(const char *why)
 {
     size_t n0, n1;
@@ -268,6 +334,7 @@ static void check_newer(void)
                 "INSERT INTO future_things VALUES(7);"
                 "INSERT INTO kernels(rank, start_ns, end_ns) VALUES(1, 2, 3);");
     sqlite3_close(db); /* the last connection folds the WAL into the file */
+    make_rollback();
     check_refused("database schema version 99 is newer than this meridiand supports (2): use"
                   " a newer meridian or a new output file");
     db = db_open();
@@ -283,13 +350,71 @@ static void check_foreign(void)
 {
     remove(g_path);
     sqlite3 *db = db_open();
-    db_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE notes (x TEXT);"
-                "INSERT INTO notes VALUES('mine')");
+    db_exec(db, "CREATE TABLE notes (x TEXT); INSERT INTO notes VALUES('mine')");
     sqlite3_close(db);
+    CHECK_EQ(header_mode(), 1); /* rollback journal, SQLite's default */
     check_refused("database has tables but no schema version: not a meridian database");
     db = db_open();
     CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM sqlite_master"), 1);
     sqlite3_close(db);
+}
+
+/* A version 1 database of run A (in either journal mode) opened as run B, or holding two
+ * runs, is refused before the migration: still version 1, byte for byte (an older
+ * meridiand that wrote it can go on with it). Opened as run A it is migrated. */
+static void check_other_run(void)
+{
+    for (int rollback = 0; rollback < 2; rollback++) {
+        make_v1(0);
+        sqlite3 *db = db_open();
+        db_exec(db, "INSERT INTO runs(run_id, shard_id, anchor_realtime_ns, anchor_monotonic_ns,"
+                    " created_ns) VALUES('runA', 0, 1, 1, 1)");
+        sqlite3_close(db);
+        if (rollback)
+            make_rollback();
+        g_run = "runB";
+        check_refused("database belongs to run runA, not runB");
+        g_run = NULL;
+        db = db_open();
+        CHECK_EQ(check_sql_int(db, "SELECT version FROM schema_version"), 1);
+        CHECK_EQ(has_column(db, "batches", "agent_instance"), 0);
+        db_exec(db, "INSERT INTO runs(run_id, shard_id, anchor_realtime_ns, anchor_monotonic_ns,"
+                    " created_ns) VALUES('runC', 1, 1, 1, 1)");
+        sqlite3_close(db);
+        check_refused("database holds 2 runs; meridiand writes one run per database");
+        db = db_open();
+        CHECK_EQ(check_sql_int(db, "SELECT version FROM schema_version"), 1);
+        db_exec(db, "DELETE FROM runs WHERE run_id = 'runC'");
+        sqlite3_close(db);
+    }
+    g_run = "runA";
+    struct mrd_store *s = NULL;
+    CHECK_OK(open_logged(&s));
+    g_run = NULL;
+    CHECK(strstr(g_log, "database migrated from schema version 1 to 2") != NULL);
+    CHECK_STREQ(mrd_store_run_id(s), "runA");
+    mrd_store_close(s);
+    CHECK_EQ(header_mode(), 2);
+}
+
+/* A version that is not an integer is no version: REAL 1e30 is not read as 1 (and
+ * migrated), 2.5 not as 2 (atoll on the text did), a TEXT 'v2' not as 0. Refused, byte for byte. */
+static void check_odd_version(void)
+{
+    static const char *const odd[] = {"1e30", "2.5", "'v2'"};
+    for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+        make_v1(0);
+        sqlite3 *db = db_open();
+        char sql[96];
+        snprintf(sql, sizeof(sql), "UPDATE schema_version SET version = %s", odd[i]);
+        db_exec(db, sql);
+        sqlite3_close(db);
+        make_rollback();
+        check_refused("is not an integer: not a meridian database; use a new output file");
+        db = db_open();
+        CHECK_EQ(has_column(db, "batches", "agent_instance"), 0);
+        sqlite3_close(db);
+    }
 }
 
 void check_schema_versions(const char *dir)
@@ -300,5 +425,7 @@ void check_schema_versions(const char *dir)
     check_v1_atomic();
     check_newer();
     check_foreign();
+    check_other_run();
+    check_odd_version();
     remove(g_path);
 }

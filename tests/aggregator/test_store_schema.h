@@ -8,4 +8,9 @@
  * (check.h) on any difference. */
 void check_schema_versions(const char *dir);
 
+/* test_store.c: fails the test unless a Hello's committed-seq lookup on db's batches uses
+ * the (rank, agent_instance, seq) index. */
+struct sqlite3;
+void check_seq_index(struct sqlite3 *db);
+
 #endif
