@@ -535,7 +535,7 @@ static void check_string_lookup_error(const char *dir)
     struct mrd_store_item *it = named_batch(b, 2, 78, 2, "k");
     CHECK_EQ(((Meridian__V1__Batch *)it->msg)->n_strings, 0); /* id 1 only referenced */
     mrd_store_submit(s, it);
-    CHECK_EQ(mrd_store_drain(s), -MRD_ERR_SQLITE);
+    (void)mrd_store_drain(s); /* its result covers failures while it waited only: racy */
     struct mrd_store_item *c = mrd_store_take_completions(s);
     CHECK(c == it && c->next == NULL);
     CHECK_EQ(c->status, -MRD_ERR_SQLITE);
