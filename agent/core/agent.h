@@ -19,6 +19,8 @@
  *   MERIDIAN_RECORD_FILE    also append every frame produced to this capture file
  *   MERIDIAN_BATCH_EVENTS, MERIDIAN_BATCH_MS, MERIDIAN_PROBE_INTERVAL_MS, MERIDIAN_SHARD_ID
  *   MERIDIAN_TEST_CLOCK_PPM test-only rate knob applied inside mrd_clock_now()
+ *   Sharded aggregation: MERIDIAN_AGGREGATOR may be a comma-separated list of host:port
+ *   (1 to MRD_AGGREGATORS_MAX); rank r connects to entry r % N, its shard id (config.c).
  * Rank: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK (first set wins).
  * CUDA capture (agent/capture/cupti.c): MERIDIAN_CUPTI_BUFFER_MB, MERIDIAN_CUPTI_BUFFERS,
  *   MERIDIAN_CUPTI_FLUSH_MS, MERIDIAN_CUPTI_API, MERIDIAN_PRINT_KINDS;
@@ -49,7 +51,15 @@ struct mrd_agent_config {
     uint32_t batch_ms;         /* ... or this long after its first event (default 150) */
     uint32_t probe_interval_ms; /* periodic clock probe rounds (default 500) */
     uint32_t shard_id;
+    /* Added for sharded aggregation (additive). With a list in MERIDIAN_AGGREGATOR,
+     * aggregator[] above holds the one entry this rank uses (entry rank % shard_count,
+     * blanks around it removed) and shard_id == shard_index. A single address: count 1,
+     * index 0 (shard_id stays MERIDIAN_SHARD_ID or 0). Record-only mode: both 0. */
+    uint32_t shard_index;      /* the entry of MERIDIAN_AGGREGATOR this rank connects to */
+    uint32_t shard_count;      /* entries in MERIDIAN_AGGREGATOR */
 };
+
+#define MRD_AGGREGATORS_MAX 4096u /* entries a MERIDIAN_AGGREGATOR list may hold */
 
 /* Idempotent, thread-safe. Returns 1 if the agent is active in this process, 0 if inert
  * (not a rank, disabled, or misconfigured: then one line on stderr says why). */
