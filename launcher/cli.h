@@ -53,6 +53,11 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log);
 int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards,
                          int overwrite, FILE *log, const char *who);
 
+/* `meridian merge -o OUT [--overwrite] [--no-finalize] SHARD.db...` (merge.c): the merge
+ * above, then mrd_cli_finalize on OUT unless --no-finalize. Returns 0, 1 on error, 2 on a
+ * usage error. */
+int mrd_cli_merge(int argc, char **argv);
+
 /* Opens a database for reading (readonly = 1) or for finalize. Logs why it failed, with
  * the subcommand name as prefix. Returns NULL on failure. */
 sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who);
