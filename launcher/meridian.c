@@ -38,6 +38,7 @@ static void usage(FILE *f)
           "                         Chrome trace JSON for Perfetto / chrome://tracing\n"
           "  finalize DB            fit clock models, calibrate GPU timers, check causality\n"
           "                         (profile does this; for databases of interrupted runs)\n"
+          "  merge -o OUT SHARD...  merge the shard databases of one run (one meridiand each)\n"
           "  replay [opts]          load generator / capture replay speaking the real protocol\n"
           "  doctor                 check this machine for profiling\n"
           "  help [COMMAND]         this text, or a command's --help\n"
@@ -324,7 +325,7 @@ static const struct {
 } commands[] = {
     {"profile", mrd_cli_profile}, {"run", mrd_cli_run},       {"report", cmd_report},
     {"export", cmd_export},       {"finalize", cmd_finalize}, {"replay", cmd_replay},
-    {"doctor", mrd_cli_doctor},
+    {"doctor", mrd_cli_doctor},   {"merge", mrd_cli_merge},
 };
 
 int main(int argc, char **argv)
