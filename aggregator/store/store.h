@@ -145,8 +145,10 @@ int mrd_store_notify_fd(const struct mrd_store *s);
 struct mrd_store_item *mrd_store_take_completions(struct mrd_store *s);
 
 /* Blocks until every item submitted so far has completed (committed or failed); the
- * completions stay pending for mrd_store_take_completions. Returns 0 or -MRD_ERR_SQLITE
- * when the writer stopped on an error. Loop thread (used at shutdown and in tests). */
+ * completions stay pending for mrd_store_take_completions. Returns -MRD_ERR_SQLITE when a
+ * transaction failed while it waited, else 0: a failure before the call is not reported
+ * here; each item's own status (mrd_store_take_completions) is the authority. Loop thread
+ * (used at shutdown, for a log line, and in tests). */
 int mrd_store_drain(struct mrd_store *s);
 
 /* Statistics of committed transactions (any thread; updated at each commit). */
