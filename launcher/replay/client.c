@@ -250,6 +250,7 @@ static int try_connect(struct mrd_client *c)
     hello.agent_version = "meridian-replay/0.1";
     hello.role = MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA;
     hello.agent_instance = c->cfg.agent_instance;
+    hello.shard_id = c->cfg.shard_id;
     rc = mrd_frame_encode(MRD_FRAME_HELLO, &hello.base, 0, MRD_FRAME_DEFAULT_MAX, &buf, &len);
     if (rc < 0)
         goto fail;

@@ -33,6 +33,7 @@ struct mrd_client_config {
     size_t secret_len;
     uint32_t rank, local_rank, world_size;
     uint64_t agent_instance;
+    uint32_t shard_id;    /* Hello.shard_id: the meridiand shard this rank sends to */
     const char *hostname; /* Hello.host (NULL: gethostname) */
     uint32_t pid;         /* Hello.pid (0: getpid) */
     size_t n_gpus;        /* Hello.gpus, copied by the caller's lifetime */

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runcfg.h"
+
 static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
                                         "SLURM_PROCID",         "RANK",      NULL};
 static const char *const local_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -139,4 +141,50 @@ int mrd_fromenv_read(const char *pattern, int64_t rank_override, struct mrd_from
     if (out->secret_file && !*out->secret_file)
         out->secret_file = NULL;
     return expand(pattern, out->rank, out->capture, sizeof out->capture, why, why_cap);
+}
+
+/* Entry i of a list: its first byte and length, blanks around it left out. */
+static void entry_span(const char *start, const char **b, size_t *len)
+{
+    const char *end = strchr(start, ',');
+    end = end ? end : start + strlen(start);
+    while (start < end && (*start == ' ' || *start == '\t'))
+        start++;
+    while (end > start && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    *b = start;
+    *len = (size_t)(end - start);
+}
+
+int mrd_fromenv_pick_shard(const char *list, uint32_t rank, char *out, size_t cap, uint32_t *shard)
+{
+    uint32_t n = 0, want = 0;
+    char one[256], host[256];
+    const char *b, *p = list;
+    size_t len;
+    /* every entry is checked, so that every rank refuses a bad list alike */
+    for (;; n++) {
+        uint16_t port = 0;
+        entry_span(p, &b, &len);
+        if (n >= MRD_FROMENV_MAX_SHARDS || len == 0 || len >= sizeof one)
+            return -EINVAL;
+        memcpy(one, b, len);
+        one[len] = '\0';
+        if (mrd_hostport_split(one, host, sizeof host, &port) < 0 || port == 0)
+            return -EINVAL;
+        if (!(p = strchr(p, ',')))
+            break;
+        p++;
+    }
+    want = rank % (n + 1);
+    p = list;
+    for (uint32_t i = 0; i < want; i++)
+        p = strchr(p, ',') + 1;
+    entry_span(p, &b, &len);
+    if (len >= cap)
+        return -ENAMETOOLONG;
+    memcpy(out, b, len);
+    out[len] = '\0';
+    *shard = want;
+    return 0;
 }

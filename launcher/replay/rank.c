@@ -202,8 +202,10 @@ static int run_synthetic(struct rank_run *r)
         .target_events = o->batch_events,
         .compress_level = o->compress,
     };
-    struct mrd_client_config cc = {
-        .rank = o->rank, .local_rank = o->local_rank, .world_size = o->world_size};
+    struct mrd_client_config cc = {.rank = o->rank,
+                                   .local_rank = o->local_rank,
+                                   .world_size = o->world_size,
+                                   .shard_id = o->shard_id};
     struct mrd_gen_config gc = {
         .rank = o->rank, .world_size = o->world_size, .seed = o->seed, .mix = o->mix};
     int rc;
@@ -459,6 +461,7 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
                 .rank = hello->rank + o->rank_offset + o->copy * world,
                 .local_rank = hello->local_rank,
                 .world_size = world * (o->copies ? o->copies : 1),
+                .shard_id = o->shard_id,
                 .hostname = hello->host,
                 .pid = hello->pid,
                 .n_gpus = hello->n_gpus,

@@ -30,6 +30,7 @@ struct mrd_rank_opts {
     const uint8_t *secret;
     size_t secret_len;
     uint32_t rank, world_size, local_rank;
+    uint32_t shard_id;       /* Hello.shard_id (a list of aggregators: the entry's index) */
     double rate, burst_rate; /* events/s per rank; 0 = unlimited */
     uint32_t burst_ms, burst_period_ms;
     double seconds;  /* stop generating after this long (0 = no limit) */

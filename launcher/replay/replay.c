@@ -41,7 +41,8 @@ static const char usage[] =
     "(frames as an agent sent them) is decoded and re-sent with run id and rank rewritten.\n"
     "\n"
     "connection:\n"
-    "  --aggregator HOST:PORT  meridiand's address (required)\n"
+    "  --aggregator HOST:PORT  meridiand's address (required); a sharded run's list\n"
+    "                          HOST:PORT,HOST:PORT,...: rank R sends to entry R % N\n"
     "  --run-id ID             run id the aggregator expects (required)\n"
     "  --secret-file FILE      the run secret (whole file, trailing CR/LF removed, 1-255 bytes);\n"
     "                          default: the MERIDIAN_SECRET environment variable\n"
@@ -413,7 +414,26 @@ static int resolve_connection(struct options *o, const struct cli_state *cs)
 {
     struct mrd_rank_opts *r = &o->r;
     uint16_t port = 0;
-    if (!cs->agg || mrd_hostport_split(cs->agg, o->host, sizeof o->host, &port) < 0 || port == 0) {
+    char one[300];
+    const char *agg = cs->agg;
+    if (agg && strchr(agg, ',')) { /* one meridiand per shard: rank R sends to entry R % N */
+        int one_rank = o->from_env || (!o->ncaptures && o->ranks == 1);
+        uint32_t rank = o->from_env ? r->rank : o->rank_base;
+        if (!one_rank) {
+            fprintf(stderr, "meridian replay: a list of aggregators (sharded run) needs one "
+                            "rank per process (--from-env, or --ranks 1)\n");
+            return -EINVAL;
+        }
+        if (mrd_fromenv_pick_shard(agg, rank, one, sizeof one, &r->shard_id) < 0) {
+            fprintf(stderr,
+                    "meridian replay: bad aggregator list '%.200s' (HOST:PORT,... with "
+                    "at most %d entries)\n",
+                    agg, MRD_FROMENV_MAX_SHARDS);
+            return -EINVAL;
+        }
+        agg = one;
+    }
+    if (!agg || mrd_hostport_split(agg, o->host, sizeof o->host, &port) < 0 || port == 0) {
         fprintf(stderr, "meridian replay: --aggregator HOST:PORT is required (HOST:PORT or "
                         "[IPv6]:PORT, port 1-65535)\n");
         return -EINVAL;
