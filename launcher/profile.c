@@ -3,7 +3,11 @@
  * Where it sits: the start of meridian's data flow: it creates the run (id, secret,
  * database), starts meridiand, hands every rank the agent's environment (agentenv.c),
  * runs the job, then stops meridiand, completes the database (finalize.c) and prints the
- * report (mrd_cli_render).
+ * report (mrd_cli_render). With --shards N it starts N meridiand (one database each,
+ * <db>.shard-K, same run and secret), hands the ranks the list of their addresses (rank R
+ * sends to entry R % N), and after the job merges the shards into the requested database
+ * (mrd_cli_merge_shards, merge.c) before finalizing it; the shard files are kept when
+ * anything fails.
  *
  * Never hang: the daemon has --daemon-timeout to come up and --stop-timeout to drain
  * (then SIGKILL, after which SQLite's WAL still holds every committed batch); the job may
@@ -118,7 +122,10 @@ struct profile_opts {
     const char *html, *json, *style;
     int daemon_timeout_s, stop_timeout_s, job_timeout_s, finalize_timeout_s;
     int no_mpi, no_report, no_finalize, single, keep_secret, overwrite, verbose;
+    int shards, keep_shards;
 };
+
+#define MAX_SHARDS 256
 
 static void profile_usage(FILE *f)
 {
@@ -168,6 +175,12 @@ static void profile_usage(FILE *f)
         "      --daemon-timeout S   give meridiand S seconds to start listening (default 15)\n"
         "      --stop-timeout S     give meridiand S seconds to commit and exit (default 60)\n"
         "      --keep-secret        keep the secret file after the run\n"
+        "      --shards N           N aggregators (1-256, default 1), for jobs one meridiand\n"
+        "                           cannot take: each with its own port (--listen with a\n"
+        "                           port P: P..P+N-1), --shard-id K and database DB.shard-K;\n"
+        "                           rank R sends to shard R % N. After the job the shards are\n"
+        "                           merged into DB and removed (kept if anything fails)\n"
+        "      --keep-shards        keep the shard databases after a successful merge\n"
         "  -v, --verbose            show meridiand's connection log\n"
         "  -h, --help               this text\n"
         "\n"
@@ -211,7 +224,9 @@ enum {
     O_DT,
     O_ST,
     O_KEEP,
-    O_FT
+    O_FT,
+    O_SHARDS,
+    O_KEEPSH
 };
 static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"overwrite", 0, 0, O_OVER},
@@ -233,6 +248,8 @@ static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"stop-timeout", 1, 0, O_ST},
                                    {"keep-secret", 0, 0, O_KEEP},
                                    {"finalize-timeout", 1, 0, O_FT},
+                                   {"shards", 1, 0, O_SHARDS},
+                                   {"keep-shards", 0, 0, O_KEEPSH},
                                    {"verbose", 0, 0, 'v'},
                                    {"help", 0, 0, 'h'},
                                    {0, 0, 0, 0}};
@@ -309,6 +326,15 @@ static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
     case O_FT:
         bad = parse_int(arg, &o->finalize_timeout_s);
         break;
+    case O_SHARDS:
+        if (parse_int(arg, &o->shards) < 0 || o->shards < 1 || o->shards > MAX_SHARDS) {
+            fprintf(stderr, "meridian profile: --shards %s: must be 1 to %d\n", arg, MAX_SHARDS);
+            return -EINVAL;
+        }
+        break;
+    case O_KEEPSH:
+        o->keep_shards = 1;
+        break;
     case 'v':
         o->verbose = 1;
         break;
@@ -335,6 +361,7 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
     o->daemon_timeout_s = 15;
     o->stop_timeout_s = 60;
     o->finalize_timeout_s = 300;
+    o->shards = 1;
     optind = 1;
     /* '+': stop at the first non-option, so the job's own options are never parsed here */
     while ((c = getopt_long(argc, argv, "+o:vh", lo, NULL)) != -1) {
@@ -347,6 +374,14 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
         fprintf(stderr, "meridian profile: --launcher-style must be openmpi, mpich or env\n");
         return -EINVAL;
     }
+    char host[256];
+    uint16_t port = 0;
+    mrd_hostport_split(o->listen, host, sizeof(host), &port); /* checked when read */
+    if (port && (int)port + o->shards - 1 > 65535) {
+        fprintf(stderr, "meridian profile: --listen %s with --shards %d: ports %u..%d do not fit\n",
+                o->listen, o->shards, port, (int)port + o->shards - 1);
+        return -EINVAL;
+    }
     if (optind >= argc) {
         fprintf(stderr, "meridian profile: no command given (meridian profile [options] -- "
                         "COMMAND ...; see --help)\n");
@@ -355,11 +390,52 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
     return 1;
 }
 
-/* Starts meridiand and waits for its port. Returns its pid (> 0) and the port, or < 0. */
-static pid_t start_daemon(const char *daemon, const char *db, const char *listen,
-                          const char *run_id, const char *secret, const char *port_file,
-                          int verbose, int timeout_s, int *port)
+/* One meridiand of the run (the only one without --shards). */
+struct shard {
+    pid_t pid; /* -1: not running (never started, or reaped) */
+    int port;
+    char db[PATH_MAX + 24], port_file[128], listen[300];
+};
+
+/* One run's names, paths and processes. */
+struct run_state {
+    char run_id[128], db[PATH_MAX], secret[PATH_MAX + 64], tmpdir[64];
+    char daemon[PATH_MAX], agent[PATH_MAX], mpi[PATH_MAX];
+    char *aggregator; /* "host:port[,host:port...]", malloc'd */
+    int have_agent, have_mpi, nshards;
+    struct shard *sh; /* nshards, calloc'd */
+};
+
+/* "meridiand", or "meridiand (shard K)" in a sharded run: how messages name daemon k. */
+static const char *dname(const struct run_state *s, int k, char *buf, size_t n)
 {
+    if (s->nshards == 1)
+        return "meridiand";
+    snprintf(buf, n, "meridiand (shard %d)", k);
+    return buf;
+}
+
+static void describe_exit(int st, const char **what, int *code)
+{
+    *what = WIFEXITED(st) ? "status" : "signal";
+    *code = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
+}
+
+/* Forks and execs meridiand for shard k. Returns its pid, or -1 (reported). */
+static pid_t spawn_daemon(const struct run_state *s, int k, int verbose)
+{
+    char shard_id[16];
+    struct shard *d = &s->sh[k];
+    const char *av[16] = {s->daemon, "--db",        d->db,        "--listen",
+                          d->listen, "--run-id",    s->run_id,    "--secret-file",
+                          s->secret, "--port-file", d->port_file, verbose ? "--verbose" : "--quiet",
+                          NULL};
+    if (s->nshards > 1) { /* a single daemon is started exactly as before shards existed */
+        snprintf(shard_id, sizeof(shard_id), "%d", k);
+        av[12] = "--shard-id";
+        av[13] = shard_id;
+        av[14] = NULL;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
@@ -377,74 +453,130 @@ static pid_t start_daemon(const char *daemon, const char *db, const char *listen
             dup2(null, STDIN_FILENO);
             dup2(null, STDOUT_FILENO); /* the "listening" line; we read the port file */
         }
-        execl(daemon, daemon, "--db", db, "--listen", listen, "--run-id", run_id, "--secret-file",
-              secret, "--port-file", port_file, verbose ? "--verbose" : "--quiet", (char *)NULL);
-        fprintf(stderr, "meridian profile: cannot run %s: %s\n", daemon, strerror(errno));
+        execv(s->daemon, (char *const *)av);
+        fprintf(stderr, "meridian profile: cannot run %s: %s\n", s->daemon, strerror(errno));
         _exit(127);
     }
-    int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
-    while (now_ms() < deadline) {
-        int st;
-        FILE *f = fopen(port_file, "r");
-        if (f) {
-            int ok = fscanf(f, "%d", port) == 1 && *port > 0;
-            fclose(f);
-            if (ok)
-                return pid;
-        }
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr,
-                    "meridian profile: meridiand exited (%s %d) before listening; "
-                    "its messages are above\n",
-                    WIFEXITED(st) ? "status" : "signal",
-                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    return pid;
+}
+
+/* Starts every shard's meridiand and waits, up to timeout_s for all of them together, for
+ * their ports. Returns 0, or -1 (reported; daemons that never listened are reaped, the
+ * others are left to stop_daemons). */
+static int start_daemons(struct run_state *s, int verbose, int timeout_s)
+{
+    char nb[32];
+    int listening = 0;
+    for (int k = 0; k < s->nshards; k++)
+        if ((s->sh[k].pid = spawn_daemon(s, k, verbose)) < 0)
             return -1;
+    int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
+    while (listening < s->nshards && now_ms() < deadline) {
+        for (int k = 0; k < s->nshards; k++) {
+            struct shard *d = &s->sh[k];
+            int st, code;
+            const char *what;
+            if (d->port > 0)
+                continue;
+            FILE *f = fopen(d->port_file, "r");
+            if (f) {
+                int ok = fscanf(f, "%d", &d->port) == 1 && d->port > 0;
+                fclose(f);
+                if (!ok)
+                    d->port = 0;
+                listening += ok;
+                if (ok)
+                    continue;
+            }
+            if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+                d->pid = -1;
+                describe_exit(st, &what, &code);
+                fprintf(stderr,
+                        "meridian profile: %s exited (%s %d) before listening; "
+                        "its messages are above\n",
+                        dname(s, k, nb, sizeof(nb)), what, code);
+                return -1;
+            }
         }
-        nap_ms(20);
+        if (listening < s->nshards)
+            nap_ms(20);
     }
-    fprintf(stderr,
-            "meridian profile: meridiand did not start listening within %d s; "
-            "stopping it\n",
-            timeout_s);
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    if (listening == s->nshards)
+        return 0;
+    for (int k = 0; k < s->nshards; k++) {
+        struct shard *d = &s->sh[k];
+        if (d->port > 0 || d->pid < 0)
+            continue;
+        fprintf(stderr,
+                "meridian profile: %s did not start listening within %d s; "
+                "stopping it\n",
+                dname(s, k, nb, sizeof(nb)), timeout_s);
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        d->pid = -1;
+    }
     return -1;
 }
 
-/* SIGTERM, then up to timeout_s for it to commit and exit, then SIGKILL. Returns 0 when
- * it exited cleanly with status 0. */
-static int stop_daemon(pid_t pid, int timeout_s)
+/* Stops every running daemon: SIGTERM to all, then up to timeout_s (for all together, as
+ * they commit in parallel) for them to commit and exit, then SIGKILL. Returns the number
+ * that did not exit cleanly with status 0 (one that had died during the run included). */
+static int stop_daemons(struct run_state *s, int timeout_s)
 {
-    int st = 0;
+    char nb[32];
+    int failed = 0, running = 0, st, code;
+    const char *what;
+    for (int k = 0; k < s->nshards; k++) {
+        struct shard *d = &s->sh[k];
+        if (d->pid < 0)
+            continue;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            describe_exit(st, &what, &code);
+            fprintf(stderr, "meridian profile: %s had already exited (%s %d) during the run\n",
+                    dname(s, k, nb, sizeof(nb)), what, code);
+            d->pid = -1;
+            failed++;
+            continue;
+        }
+        kill(d->pid, SIGTERM);
+        running++;
+    }
     int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
-    if (waitpid(pid, &st, WNOHANG) == pid) {
+    while (running > 0 && now_ms() < deadline) {
+        for (int k = 0; k < s->nshards; k++) {
+            struct shard *d = &s->sh[k];
+            if (d->pid < 0 || waitpid(d->pid, &st, WNOHANG) != d->pid)
+                continue;
+            d->pid = -1;
+            running--;
+            failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        }
+        if (running > 0)
+            nap_ms(20);
+    }
+    for (int k = 0; k < s->nshards; k++) {
+        struct shard *d = &s->sh[k];
+        if (d->pid < 0)
+            continue;
         fprintf(stderr,
-                "meridian profile: meridiand had already exited (%s %d) during the "
-                "run\n",
-                WIFEXITED(st) ? "status" : "signal",
-                WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-        return -1;
+                "meridian profile: %s did not exit within %d s of SIGTERM; "
+                "killing it (committed batches are safe in the WAL)\n",
+                dname(s, k, nb, sizeof(nb)), timeout_s);
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, &st, 0);
+        d->pid = -1;
+        failed++;
     }
-    kill(pid, SIGTERM);
-    while (now_ms() < deadline) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-        nap_ms(20);
-    }
-    fprintf(stderr,
-            "meridian profile: meridiand did not exit within %d s of SIGTERM; "
-            "killing it (committed batches are safe in the WAL)\n",
-            timeout_s);
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
+    return failed;
 }
 
 /* Runs argv as a child and waits for it. Returns its wait status, or -1. */
-static int run_job(char **argv, int timeout_s, pid_t daemon)
+static int run_job(char **argv, int timeout_s, const struct run_state *s)
 {
     struct sigaction sa, old_int, old_term, old_hup;
-    int st = 0, warned = 0;
+    unsigned char warned[MAX_SHARDS] = {0};
+    char nb[32];
+    int st = 0;
     int64_t deadline = timeout_s ? now_ms() + (int64_t)timeout_s * 1000 : 0, kill_at = 0;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -489,10 +621,17 @@ static int run_job(char **argv, int timeout_s, pid_t daemon)
             kill(pid, SIGKILL);
             kill_at = INT64_MAX;
         }
-        if (!warned && waitpid(daemon, NULL, WNOHANG | WNOWAIT) == daemon) {
-            fprintf(stderr, "meridian profile: meridiand exited during the run; the job "
-                            "continues unprofiled from here\n");
-            warned = 1;
+        for (int k = 0; k < s->nshards; k++) {
+            pid_t d = s->sh[k].pid;
+            siginfo_t si = {0};
+            if (warned[k] || waitid(P_PID, (id_t)d, &si, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+                si.si_pid != d)
+                continue;
+            fprintf(stderr,
+                    "meridian profile: %s exited during the run; the job continues "
+                    "unprofiled from here%s\n",
+                    dname(s, k, nb, sizeof(nb)), s->nshards > 1 ? " (its shard's ranks)" : "");
+            warned[k] = 1;
         }
         nap_ms(50);
     }
@@ -562,7 +701,7 @@ static char *join_command(char **argv, int argc)
 
 static void unlink_db(const char *db)
 {
-    char p[PATH_MAX + 8];
+    char p[PATH_MAX + 32];
     unlink(db);
     snprintf(p, sizeof(p), "%s-wal", db);
     unlink(p);
@@ -570,16 +709,46 @@ static void unlink_db(const char *db)
     unlink(p);
 }
 
-/* One run's names, paths and processes. */
-struct run_state {
-    char run_id[128], db[PATH_MAX], secret[PATH_MAX + 64], tmpdir[64], port_file[128];
-    char daemon[PATH_MAX], agent[PATH_MAX], mpi[PATH_MAX], aggregator[300];
-    int have_agent, have_mpi, port;
-    pid_t daemon_pid;
-};
+/* The shard databases' paths, for shard k (next to the requested database), and their
+ * listen addresses and port files. A leftover shard file is refused like the database
+ * itself (--overwrite removes it). Returns 0 or -1 (reported). */
+static int plan_shards(const struct profile_opts *o, struct run_state *s)
+{
+    char host[256];
+    uint16_t port;
+    struct stat st;
+    if (mrd_hostport_split(o->listen, host, sizeof(host), &port) < 0)
+        return -1; /* a user's --listen was checked when parsed: only the default is left */
+    int bracket = strchr(host, ':') != NULL; /* an IPv6 address: [..]:port */
+    for (int k = 0; k < s->nshards; k++) {
+        struct shard *d = &s->sh[k];
+        d->pid = -1;
+        if (s->nshards == 1) {
+            snprintf(d->db, sizeof(d->db), "%s", s->db);
+            snprintf(d->port_file, sizeof(d->port_file), "%s/port", s->tmpdir);
+            snprintf(d->listen, sizeof(d->listen), "%s", o->listen);
+            continue;
+        }
+        snprintf(d->db, sizeof(d->db), "%s.shard-%d", s->db, k);
+        snprintf(d->port_file, sizeof(d->port_file), "%s/port-%d", s->tmpdir, k);
+        snprintf(d->listen, sizeof(d->listen), bracket ? "[%s]:%d" : "%s:%d", host,
+                 port ? port + k : 0);
+        if (stat(d->db, &st) == 0) {
+            if (!o->overwrite) {
+                fprintf(stderr,
+                        "meridian profile: %s exists (a shard of an earlier run? remove "
+                        "it, or give --overwrite)\n",
+                        d->db);
+                return -1;
+            }
+            unlink_db(d->db);
+        }
+    }
+    return 0;
+}
 
-/* Prepares the run: run id, paths, secret, meridiand started and listening. Returns 0 or
- * -1 (message printed); what was created is undone by cleanup_run / stop_daemon. */
+/* Prepares the run: run id, paths, secret, every meridiand started and listening. Returns
+ * 0 or -1 (message printed); what was created is undone by cleanup_run / stop_daemons. */
 static int setup_run(const struct profile_opts *o, struct run_state *s)
 {
     char name[PATH_MAX];
@@ -637,22 +806,25 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         s->tmpdir[0] = '\0';
         return -1;
     }
-    snprintf(s->port_file, sizeof(s->port_file), "%s/port", s->tmpdir);
+    if (plan_shards(o, s) < 0 || start_daemons(s, o->verbose, o->daemon_timeout_s) < 0)
+        return -1;
     /* agents connect to --advertise, else the listen host (a wildcard means this host) */
     char host[256];
     uint16_t listen_port;
-    if (mrd_hostport_split(o->listen, host, sizeof(host), &listen_port) < 0)
-        return -1; /* a user's --listen was checked when parsed: only the default is left */
-    s->daemon_pid = start_daemon(s->daemon, s->db, o->listen, s->run_id, s->secret, s->port_file,
-                                 o->verbose, o->daemon_timeout_s, &s->port);
-    if (s->daemon_pid < 0)
-        return -1;
+    mrd_hostport_split(o->listen, host, sizeof(host), &listen_port); /* checked above */
     if (o->advertise)
         snprintf(host, sizeof(host), "%s", o->advertise);
     else if (strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0)
         gethostname(host, sizeof(host));
     int bracket = strchr(host, ':') && host[0] != '['; /* an IPv6 address, not yet [..] */
-    snprintf(s->aggregator, sizeof(s->aggregator), bracket ? "[%s]:%d" : "%s:%d", host, s->port);
+    size_t cap = (size_t)s->nshards * (strlen(host) + 10) + 1, len = 0;
+    if (!(s->aggregator = malloc(cap))) {
+        fprintf(stderr, "meridian profile: out of memory\n");
+        return -1;
+    }
+    for (int k = 0; k < s->nshards; k++)
+        len += (size_t)snprintf(s->aggregator + len, cap - len, bracket ? "%s[%s]:%d" : "%s%s:%d",
+                                k ? "," : "", host, s->sh[k].port);
     return 0;
 }
 
@@ -660,8 +832,9 @@ static void cleanup_run(const struct profile_opts *o, struct run_state *s)
 {
     if (s->secret[0] && !o->keep_secret)
         unlink(s->secret);
-    if (s->port_file[0])
-        unlink(s->port_file);
+    for (int k = 0; s->sh && k < s->nshards; k++)
+        if (s->sh[k].port_file[0])
+            unlink(s->sh[k].port_file);
     if (s->tmpdir[0])
         rmdir(s->tmpdir);
 }
@@ -677,6 +850,51 @@ static int exit_code(int st)
     return 1;
 }
 
+/* Lists the shard databases that exist, after "meridian profile: <what>", with the
+ * command that merges them. */
+static void say_kept_shards(const struct run_state *s, const char *what)
+{
+    struct stat st;
+    int n = 0;
+    for (int k = 0; k < s->nshards; k++)
+        n += stat(s->sh[k].db, &st) == 0;
+    if (n == 0)
+        return;
+    fprintf(stderr, "meridian profile: %s:", what);
+    for (int k = 0; k < s->nshards; k++)
+        if (stat(s->sh[k].db, &st) == 0)
+            fprintf(stderr, " %s", s->sh[k].db);
+    fprintf(stderr, "\n");
+}
+
+/* After the job: merges the shard databases into s->db (nothing to do for one shard) and
+ * removes them unless keep. Returns 0, or -1 when s->db was not written (the shards are
+ * kept and listed). */
+static int merge_shards(const struct profile_opts *o, const struct run_state *s, int failed)
+{
+    const char *paths[MAX_SHARDS];
+    if (s->nshards == 1)
+        return 0;
+    for (int k = 0; k < s->nshards; k++)
+        paths[k] = s->sh[k].db;
+    fprintf(stderr, "meridian profile: merging %d shard databases into %s\n", s->nshards, s->db);
+    if (mrd_cli_merge_shards(s->db, paths, s->nshards, o->overwrite, stderr, "meridian profile") !=
+        0) {
+        say_kept_shards(s, "the merge failed; the shard databases are kept (once the cause "
+                           "is fixed: meridian merge -o DB SHARD...)");
+        return -1;
+    }
+    if (o->keep_shards || failed) {
+        say_kept_shards(s, failed ? "a meridiand did not stop cleanly; the shard databases "
+                                    "are kept"
+                                  : "shard databases kept (--keep-shards)");
+        return 0;
+    }
+    for (int k = 0; k < s->nshards; k++)
+        unlink_db(s->sh[k].db);
+    return 0;
+}
+
 int mrd_cli_profile(int argc, char **argv)
 {
     struct profile_opts o;
@@ -687,9 +905,15 @@ int mrd_cli_profile(int argc, char **argv)
 
     memset(&s, 0, sizeof(s));
     memset(&env, 0, sizeof(env));
-    s.daemon_pid = -1;
     if (rc <= 0)
         return rc == 0 ? 0 : 2;
+    if (!(s.sh = calloc((size_t)o.shards, sizeof(*s.sh)))) {
+        fprintf(stderr, "meridian profile: out of memory\n");
+        return MRD_CLI_EXIT_SETUP;
+    }
+    s.nshards = o.shards;
+    for (int k = 0; k < s.nshards; k++)
+        s.sh[k].pid = -1;
     job = argv + optind;
     int njob = argc - optind;
     if (setup_run(&o, &s) < 0)
@@ -728,14 +952,17 @@ int mrd_cli_profile(int argc, char **argv)
         }
     }
     command = join_command(argv + optind, njob);
-    fprintf(stderr, "meridian profile: run %s, aggregator %s, database %s\n", s.run_id,
-            s.aggregator, s.db);
-    st = run_job(job, o.job_timeout_s, s.daemon_pid);
-    fprintf(stderr, "meridian profile: job finished (%s %d); stopping meridiand\n",
+    fprintf(stderr, "meridian profile: run %s, %s %s, database %s\n", s.run_id,
+            s.nshards > 1 ? "aggregators (one per shard)" : "aggregator", s.aggregator, s.db);
+    st = run_job(job, o.job_timeout_s, &s);
+    fprintf(stderr, "meridian profile: job finished (%s %d); stopping meridiand%s\n",
             st >= 0 && WIFSIGNALED(st) ? "signal" : "exit status",
-            st >= 0 && WIFSIGNALED(st) ? WTERMSIG(st) : exit_code(st));
-    stop_daemon(s.daemon_pid, o.stop_timeout_s);
-    s.daemon_pid = -1;
+            st >= 0 && WIFSIGNALED(st) ? WTERMSIG(st) : exit_code(st), s.nshards > 1 ? "s" : "");
+    int failed = stop_daemons(&s, o.stop_timeout_s);
+    if (merge_shards(&o, &s, failed) < 0) {
+        fprintf(stderr, "meridian profile: %s was not written: no clock fit, no report\n", s.db);
+        goto done;
+    }
     if (!o.no_finalize)
         finalize_with_timeout(s.db, command, o.finalize_timeout_s);
     sqlite3 *db = mrd_cli_open_db(s.db, 1, "meridian profile");
@@ -750,10 +977,13 @@ int mrd_cli_profile(int argc, char **argv)
     goto done;
 setup_failed:
     st = -1;
-    if (s.daemon_pid > 0)
-        stop_daemon(s.daemon_pid, o.stop_timeout_s);
+    stop_daemons(&s, o.stop_timeout_s);
+    if (s.nshards > 1)
+        say_kept_shards(&s, "the job did not run; shard databases left");
 done:
     cleanup_run(&o, &s);
+    free(s.aggregator);
+    free(s.sh);
     mrd_agentenv_free(&env);
     mrd_agentenv_free_argv(rewritten);
     free(command);
