@@ -9,6 +9,10 @@
  * malformed makes the agent inert with one stderr line: a profiler that silently ignores a
  * setting would produce data the user did not ask for.
  *
+ * Sharded aggregation: MERIDIAN_AGGREGATOR may list up to 4096 host:port entries; every
+ * entry is checked, rank r connects to entry r % N and that index is its shard id (an
+ * explicit MERIDIAN_SHARD_ID must then equal it). A single address is taken as before.
+ *
  * Every variable the agent reads (ENVIRONMENT.md has the ranges and defaults):
  *   here:  MERIDIAN_DISABLE, MERIDIAN_FORCE; the rank (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  *          PMI_RANK, SLURM_PROCID, RANK), local rank (OMPI_COMM_WORLD_LOCAL_RANK,
