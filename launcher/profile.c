@@ -178,8 +178,11 @@ static void profile_usage(FILE *f)
         "      --shards N           N aggregators (1-256, default 1), for jobs one meridiand\n"
         "                           cannot take: each with its own port (--listen with a\n"
         "                           port P: P..P+N-1), --shard-id K and database DB.shard-K;\n"
-        "                           rank R sends to shard R % N. After the job the shards are\n"
-        "                           merged into DB and removed (kept if anything fails)\n"
+        "                           rank R sends to shard R % N; --advertise is every shard's\n"
+        "                           host; the daemon/stop timeouts cover all shards at once.\n"
+        "                           After the job the shards are merged into DB and removed;\n"
+        "                           if anything fails they are kept and listed (a failed\n"
+        "                           merge: no DB, the exit status is still the job's)\n"
         "      --keep-shards        keep the shard databases after a successful merge\n"
         "  -v, --verbose            show meridiand's connection log\n"
         "  -h, --help               this text\n"
@@ -931,6 +934,15 @@ int mrd_cli_profile(int argc, char **argv)
                                      .force = o.single};
     if (s.have_mpi && at >= 0)
         ec.mpi_lib = s.mpi;
+    if (s.nshards > 1 && getenv("MERIDIAN_SHARD_ID")) {
+        /* with a list each rank's shard id is its entry's index; a set value would make
+         * the agent inert on every rank but one in N (agent/ENVIRONMENT.md) */
+        fprintf(stderr,
+                "meridian profile: note: MERIDIAN_SHARD_ID=%.20s is not passed on: "
+                "with --shards each rank's shard id is its shard's index\n",
+                getenv("MERIDIAN_SHARD_ID"));
+        unsetenv("MERIDIAN_SHARD_ID");
+    }
     if ((rc = mrd_agentenv_build(&ec, &env)) < 0) {
         fprintf(stderr, "meridian profile: agent environment: %s\n", strerror(-rc));
         goto setup_failed;

@@ -40,9 +40,10 @@ profile() { # profile NAME [OPTIONS...]: runs the job under meridian profile -o 
 profile one --shards 1
 rc=$?
 [ $rc = 0 ] || { fail "S1: --shards 1 exit $rc"; tail -20 one.err; }
-profile two --shards 2
+MERIDIAN_SHARD_ID=1 profile two --shards 2 # a list sets each rank's shard id: not passed on
 rc=$?
 [ $rc = 0 ] || { fail "S1: --shards 2 exit $rc"; tail -20 two.err; }
+grep -q "MERIDIAN_SHARD_ID=1 is not passed on" two.err || fail "S1: MERIDIAN_SHARD_ID kept"
 list=$(sed -n 's/.*aggregators (one per shard) \([^ ]*\), database .*/\1/p' two.err)
 [ "$(echo "$list" | tr ',' '\n' | grep -c ':[0-9][0-9]*$')" = 2 ] &&
     [ "$(echo "$list" | tr ',' '\n' | sort -u | wc -l)" = 2 ] ||
