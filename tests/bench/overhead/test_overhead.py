@@ -356,26 +356,12 @@ def test_parse():
 
 
 def main():
-    with tempfile.TemporaryDirectory() as tmp:
-        test_full_run(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_budget_and_kinds(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_budget_counts_the_run_length(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_resume(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_resume_inside_a_round(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_run_stops_at_the_budget(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_placement(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_interval(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_bare_env(tmp)
-    with tempfile.TemporaryDirectory() as tmp:
-        test_inert_agent_does_not_count(tmp)
+    for test in (test_full_run, test_budget_and_kinds, test_budget_counts_the_run_length,
+                 test_resume, test_resume_inside_a_round, test_run_stops_at_the_budget,
+                 test_placement, test_interval, test_bare_env,
+                 test_inert_agent_does_not_count):
+        with tempfile.TemporaryDirectory() as tmp:
+            test(tmp)
     test_parse()
     print(f"test_overhead: {'all checks passed' if not FAILS else f'{len(FAILS)} checks failed'}")
     return 1 if FAILS else 0
