@@ -265,7 +265,8 @@ static int add_ranks(struct mrd__merge_shard *s, const char *table, FILE *log, c
         return -1;
     }
     /* keep it sorted and unique so the array stays bounded by the distinct ranks */
-    qsort(s->ranks, s->nranks, sizeof(int64_t), cmp_i64);
+    if (s->nranks > 1) /* a shard without ranks has no array (qsort(NULL) is undefined) */
+        qsort(s->ranks, s->nranks, sizeof(int64_t), cmp_i64);
     size_t u = 0;
     for (size_t i = 0; i < s->nranks; i++)
         if (u == 0 || s->ranks[u - 1] != s->ranks[i])
