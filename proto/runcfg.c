@@ -127,3 +127,65 @@ int mrd_hostport_split(const char *hp, char *host, size_t hcap, uint16_t *port)
     *port = (uint16_t)v;
     return 0;
 }
+
+/* The list entry that starts at p: [*b, *e), without the blanks around it when trim.
+ * Returns where it ends (its ',' or the NUL). */
+static const char *list_entry(const char *p, int trim, const char **b, const char **e)
+{
+    const char *end = p + strcspn(p, ",");
+    *b = p;
+    *e = end;
+    while (trim && *b < *e && (**b == ' ' || **b == '\t'))
+        (*b)++;
+    while (trim && *e > *b && ((*e)[-1] == ' ' || (*e)[-1] == '\t'))
+        (*e)--;
+    return end;
+}
+
+/* 1 when s[0..n) is host:port with a port other than 0 and fits cap bytes with its NUL. */
+static int entry_ok(const char *s, size_t n, size_t cap)
+{
+    char one[512], host[512];
+    uint16_t port = 0;
+    if (n >= cap || n >= sizeof one)
+        return 0;
+    memcpy(one, s, n);
+    one[n] = '\0';
+    return mrd_hostport_split(one, host, sizeof host, &port) == 0 && port != 0;
+}
+
+int mrd_aggregator_pick(const char *list, uint64_t rank, char *out, size_t cap,
+                        uint32_t *index, uint32_t *count, struct mrd_aggregator_error *err)
+{
+    struct mrd_aggregator_error dummy;
+    err = err ? err : &dummy;
+    memset(err, 0, sizeof *err);
+    int trim = strchr(list, ',') != NULL;
+    const char *p = list, *b, *e, *end;
+    uint32_t n = 0;
+    for (;; n++) {
+        end = list_entry(p, trim, &b, &e);
+        size_t len = (size_t)(e - b);
+        enum mrd_aggregator_fault f = n == MRD_AGGREGATORS_MAX ? MRD_AGG_TOO_MANY
+                                      : len == 0               ? MRD_AGG_EMPTY
+                                      : !entry_ok(b, len, cap) ? MRD_AGG_BAD
+                                                               : MRD_AGG_OK;
+        if (f != MRD_AGG_OK) {
+            *err = (struct mrd_aggregator_error){f, n, b, len};
+            return -EINVAL;
+        }
+        if (*end == '\0')
+            break;
+        p = end + 1;
+    }
+    uint32_t want = (uint32_t)(rank % (n + 1));
+    p = list;
+    for (uint32_t i = 0; i < want; i++)
+        p = list_entry(p, trim, &b, &e) + 1;
+    list_entry(p, trim, &b, &e);
+    memcpy(out, b, (size_t)(e - b)); /* fits: entry_ok said so */
+    out[e - b] = '\0';
+    *index = want;
+    *count = n + 1;
+    return 0;
+}

@@ -12,6 +12,11 @@
  *     MRD_SECRET_FILE_MAX bytes is refused without being read further.
  *   host:port: "host:port" or "[ipv6]:port"; host non-empty (a host containing ':' must
  *     be bracketed); port 1 to 5 decimal digits, 0..65535 (callers that connect refuse 0).
+ *   aggregator list (sharded aggregation, MERIDIAN_AGGREGATOR): one host:port, or 1 to
+ *     MRD_AGGREGATORS_MAX of them separated by ',' with blanks (space, tab) around each
+ *     ignored; every entry must be host:port with a port other than 0, and rank r sends to
+ *     entry r % N, whose index is its shard id. Every entry is checked, so that every rank
+ *     refuses a bad list alike, not only the ranks of the bad entry.
  *
  * Workload: called once per process at start (cold path). No logging: each caller words
  * its own message from the returned reason. Thread-safe, no allocation.
@@ -40,5 +45,32 @@ int mrd_secret_read(const char *path, const char *value, char out[MRD_SECRET_MAX
  * rule), or -ENAMETOOLONG (host does not fit hcap); host and *port are untouched on
  * failure. Any thread. */
 int mrd_hostport_split(const char *hp, char *host, size_t hcap, uint16_t *port);
+
+#define MRD_AGGREGATORS_MAX 4096u /* entries an aggregator list may hold */
+
+/* What is wrong with an aggregator list (mrd_aggregator_pick). */
+enum mrd_aggregator_fault {
+    MRD_AGG_OK = 0,
+    MRD_AGG_EMPTY,    /* an entry with nothing but blanks */
+    MRD_AGG_BAD,      /* an entry that is not host:port, has port 0, or does not fit */
+    MRD_AGG_TOO_MANY, /* entry MRD_AGGREGATORS_MAX exists */
+};
+
+/* Where a list failed: the fault, the 0-based index of the entry at fault and its text
+ * (blanks left out; not NUL-terminated), for the caller's message. */
+struct mrd_aggregator_error {
+    enum mrd_aggregator_fault fault;
+    uint32_t entry;
+    const char *text;
+    size_t len;
+};
+
+/* Picks rank's aggregator from `list` by the rule above. A value without ',' is one
+ * address taken as given (no blank is removed, as before lists existed). Writes the entry
+ * and a NUL to out[cap] (an entry that does not fit is MRD_AGG_BAD), its index to *index
+ * and the number of entries to *count. Returns 0, or -EINVAL with *err filled (err may be
+ * NULL); out, *index and *count are untouched on failure. Any thread. */
+int mrd_aggregator_pick(const char *list, uint64_t rank, char *out, size_t cap,
+                        uint32_t *index, uint32_t *count, struct mrd_aggregator_error *err);
 
 #endif

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "events.h"
+#include "runcfg.h" /* MRD_AGGREGATORS_MAX, the aggregator list rule */
 
 struct mrd_agent_config {
     char aggregator[256];      /* "host:port" */
@@ -59,7 +60,6 @@ struct mrd_agent_config {
     uint32_t shard_count;      /* entries in MERIDIAN_AGGREGATOR */
 };
 
-#define MRD_AGGREGATORS_MAX 4096u /* entries a MERIDIAN_AGGREGATOR list may hold */
 
 /* Idempotent, thread-safe. Returns 1 if the agent is active in this process, 0 if inert
  * (not a rank, disabled, or misconfigured: then one line on stderr says why). */

@@ -171,73 +171,27 @@ static int expand_path(char *dst, size_t cap, const char *pat, int rank)
         }                                                                                          \
     } while (0)
 
-/* One host:port by the rule of a single MERIDIAN_AGGREGATOR (mrd_hostport_split, port not
- * 0) that fits in mrd_agent_config.aggregator; s[0..n) need not be NUL-terminated. */
-static int valid_hostport(const char *s, size_t n)
-{
-    char one[sizeof ((struct mrd_agent_config *)0)->aggregator];
-    char host[sizeof one];
-    uint16_t port;
-    if (n >= sizeof one)
-        return 0;
-    memcpy(one, s, n);
-    one[n] = '\0';
-    return mrd_hostport_split(one, host, sizeof host, &port) == 0 && port != 0;
-}
-
-/* The list entry that starts at p, without the blanks (space, tab) around it: [*b, *e).
- * Returns where the entry ends (at its ',' or the NUL). */
-static const char *list_entry(const char *p, const char **b, const char **e)
-{
-    const char *end = p + strcspn(p, ",");
-    *b = p;
-    *e = end;
-    while (*b < *e && (**b == ' ' || **b == '\t'))
-        (*b)++;
-    while (*e > *b && ((*e)[-1] == ' ' || (*e)[-1] == '\t'))
-        (*e)--;
-    return end;
-}
-
-/* A list of aggregators, "host:port,host:port,...": every entry is checked (a bad list
- * fails on every rank alike, not only on the ranks of the bad entry), blanks around an
- * entry are ignored, and the rank connects to entry rank % N. Fills c->aggregator,
- * c->shard_index and c->shard_count; returns 0, or -MRD_ERR_CONFIG with why[] naming the
- * bad entry by its 0-based index. */
-static int pick_aggregator(struct mrd_agent_config *c, const char *list, char *why,
+/* MERIDIAN_AGGREGATOR (one host:port, or a list: mrd_aggregator_pick's rule, runcfg.h):
+ * fills c->aggregator, c->shard_index and c->shard_count from rank c->rank; returns 0, or
+ * -MRD_ERR_CONFIG with why[] naming what is wrong (a list's entry by its 0-based index). */
+static int pick_aggregator(struct mrd_agent_config *c, const char *s, char *why,
                            size_t why_len)
 {
-    const char *p = list, *b, *e, *end;
-    uint32_t n = 0;
-    for (;; n++) {
-        end = list_entry(p, &b, &e);
-        size_t len = (size_t)(e - b);
-        if (n == MRD_AGGREGATORS_MAX)
-            FAIL("MERIDIAN_AGGREGATOR: entry %u is one too many (a list holds at most %u "
-                 "host:port entries)",
-                 n, MRD_AGGREGATORS_MAX);
-        if (len == 0)
-            FAIL("MERIDIAN_AGGREGATOR: entry %u is empty (expected host:port,host:port,...)",
-                 n);
-        if (!valid_hostport(b, len))
-            FAIL("MERIDIAN_AGGREGATOR: entry %u (%.*s) is not host:port", n,
-                 (int)(len < 64 ? len : 64), b);
-        if (*end == '\0')
-            break;
-        p = end + 1;
-    }
-    c->shard_count = n + 1;
-    c->shard_index = (uint32_t)c->rank % c->shard_count;
-    p = list;
-    for (uint32_t i = 0;; i++) {
-        end = list_entry(p, &b, &e);
-        if (i == c->shard_index)
-            break;
-        p = end + 1;
-    }
-    memcpy(c->aggregator, b, (size_t)(e - b)); /* fits: valid_hostport said so */
-    c->aggregator[e - b] = '\0';
-    return 0;
+    struct mrd_aggregator_error e;
+    if (mrd_aggregator_pick(s, (uint64_t)c->rank, c->aggregator, sizeof c->aggregator,
+                            &c->shard_index, &c->shard_count, &e) == 0)
+        return 0;
+    if (strchr(s, ',') == NULL)
+        FAIL("MERIDIAN_AGGREGATOR=%.64s is not host:port", s);
+    if (e.fault == MRD_AGG_TOO_MANY)
+        FAIL("MERIDIAN_AGGREGATOR: entry %u is one too many (a list holds at most %u "
+             "host:port entries)",
+             e.entry, MRD_AGGREGATORS_MAX);
+    if (e.fault == MRD_AGG_EMPTY)
+        FAIL("MERIDIAN_AGGREGATOR: entry %u is empty (expected host:port,host:port,...)",
+             e.entry);
+    FAIL("MERIDIAN_AGGREGATOR: entry %u (%.*s) is not host:port", e.entry,
+         (int)(e.len < 64 ? e.len : 64), e.text);
 }
 
 static int flag_on(const char *s)
@@ -291,12 +245,7 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
         FAIL("MERIDIAN_RECORD_FILE is longer than %zu bytes", sizeof c->record_file - 1);
 
     s = get("MERIDIAN_AGGREGATOR", arg);
-    if (s != NULL && *s != '\0' && strchr(s, ',') == NULL) {
-        if (!valid_hostport(s, strlen(s)))
-            FAIL("MERIDIAN_AGGREGATOR=%.64s is not host:port", s);
-        copy_str(c->aggregator, sizeof c->aggregator, s); /* fits: valid_hostport said so */
-        c->shard_count = 1;
-    } else if (s != NULL && *s != '\0') {
+    if (s != NULL && *s != '\0') {
         if (pick_aggregator(c, s, why, why_len) != 0)
             return -MRD_ERR_CONFIG;
     } else if (c->record_file[0] == '\0') {

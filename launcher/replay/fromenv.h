@@ -34,14 +34,6 @@ struct mrd_fromenv {
 int mrd_fromenv_read(const char *pattern, int64_t rank_override, struct mrd_fromenv *out, char *why,
                      size_t why_cap);
 
-/* A sharded run's MERIDIAN_AGGREGATOR is a comma-separated list of HOST:PORT, one per
- * meridiand shard; rank R sends to entry R % N with shard id R % N (the agent's rule,
- * agent/ENVIRONMENT.md "Sharded aggregation": blanks around an entry ignored, every entry
- * checked). Writes entry R % N of `list` (a single address is a list of one) to out and
- * its index to *shard. Returns 0, or -EINVAL (an empty or bad entry, more than
- * MRD_FROMENV_MAX_SHARDS entries) or -ENAMETOOLONG (the entry does not fit in cap). */
-#define MRD_FROMENV_MAX_SHARDS 4096
-int mrd_fromenv_pick_shard(const char *list, uint32_t rank, char *out, size_t cap, uint32_t *shard);
 
 /* The names of the rank variables, in the order they are tried, as one line for
  * messages ("OMPI_COMM_WORLD_RANK, PMIX_RANK, ..."). Static storage. */

@@ -424,11 +424,17 @@ static int resolve_connection(struct options *o, const struct cli_state *cs)
                             "rank per process (--from-env, or --ranks 1)\n");
             return -EINVAL;
         }
-        if (mrd_fromenv_pick_shard(agg, rank, one, sizeof one, &r->shard_id) < 0) {
+        uint32_t n;
+        struct mrd_aggregator_error e;
+        if (mrd_aggregator_pick(agg, rank, one, sizeof one, &r->shard_id, &n, &e) < 0) {
             fprintf(stderr,
-                    "meridian replay: bad aggregator list '%.200s' (HOST:PORT,... with "
-                    "at most %d entries)\n",
-                    agg, MRD_FROMENV_MAX_SHARDS);
+                    "meridian replay: aggregator list entry %u (%.*s) %s (HOST:PORT,... with "
+                    "at most %u entries)\n",
+                    e.entry, (int)(e.len < 64 ? e.len : 64), e.text,
+                    e.fault == MRD_AGG_EMPTY      ? "is empty"
+                    : e.fault == MRD_AGG_TOO_MANY ? "is one too many"
+                                                  : "is not HOST:PORT",
+                    MRD_AGGREGATORS_MAX);
             return -EINVAL;
         }
         agg = one;
