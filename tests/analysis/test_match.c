@@ -210,16 +210,38 @@ static void check_local(sqlite3 *db)
     mrd_analysis_free(a);
 }
 
+/* A database of its own for one sub-test (path + suffix, the schema created); its path in
+ * p2[cap]. */
+static sqlite3 *sub_db(const char *path, const char *suffix, char *p2, size_t cap)
+{
+    snprintf(p2, cap, "%s%s", path, suffix);
+    return fx_create(p2);
+}
+
+/* Analyses the database at p2 on a connection of its own (the analysis keeps TEMP tables
+ * per connection: rows added after one analysis need a new one) with default options but
+ * step_name. The caller frees the result. */
+static struct mrd_analysis *analyze_path(const char *p2, const char *step_name)
+{
+    sqlite3 *db;
+    struct mrd_analyze_options o;
+    struct mrd_analysis *a = NULL;
+    memset(&o, 0, sizeof(o));
+    o.step_name = step_name;
+    CHECK_EQ(sqlite3_open(p2, &db), SQLITE_OK);
+    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    sqlite3_close(db);
+    return a;
+}
+
 static void check_step_names(const char *path)
 {
     /* Which NVTX ranges are steps: "train_step", "training step 2", "ProfilerStep#3" are;
      * "optimizer_step" (nested or not) and "stepper" are not. With a prefix given, only
      * ranges named by it are. */
     char p2[1024];
-    snprintf(p2, sizeof(p2), "%s.names", path);
-    sqlite3 *db = fx_create(p2);
-    struct mrd_analyze_options o;
-    struct mrd_analysis *a = NULL;
+    sqlite3 *db = sub_db(path, ".names", p2, sizeof(p2));
+    struct mrd_analysis *a;
     fx_nvtx(db, 0, 0, 100, 1, "train_step");
     fx_nvtx(db, 0, 50, 60, 1, "optimizer_step");
     fx_nvtx(db, 0, 100, 200, 2, "training step 2");
@@ -227,13 +249,11 @@ static void check_step_names(const char *path)
     fx_nvtx(db, 0, 400, 500, 1, "ProfilerStep#3");
     fx_nvtx(db, 0, 600, 700, 1, "optimizer_step");
     fx_op(db, 0, 1, 9, 0, "AllReduce", 1, 10, 20, 0);
-    memset(&o, 0, sizeof(o));
-    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    a = analyze_path(p2, NULL);
     CHECK_EQ(a->ranks[0].steps, 3);
     CHECK_EQ(a->nsteps, 3);
     mrd_analysis_free(a);
-    o.step_name = "optimizer_step";
-    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    a = analyze_path(p2, "optimizer_step");
     CHECK_EQ(a->ranks[0].steps, 2);
     mrd_analysis_free(a);
     sqlite3_close(db);
@@ -245,17 +265,14 @@ static void check_rooted(const char *path)
      * 414 us): only the peers depend on the root, so that is not a causality violation;
      * a peer ending before its root began is one. Reduce: the mirror. */
     char p2[1024];
-    snprintf(p2, sizeof(p2), "%s.rooted", path);
-    sqlite3 *db = fx_create(p2);
-    struct mrd_analyze_options o;
-    struct mrd_analysis *a = NULL;
+    sqlite3 *db = sub_db(path, ".rooted", p2, sizeof(p2));
+    struct mrd_analysis *a;
     fx_op(db, 0, 1, 9, 0, "Broadcast", 2, 1000, 1100, 0); /* root 0 ends first: fine */
     fx_op(db, 1, 1, 9, 0, "Broadcast", 2, 1500, 1505, 0);
     fx_op(db, 0, 2, 9, 0, "Reduce", 2, 2300, 2310, 0); /* peer ends first: fine */
     fx_op(db, 1, 2, 9, 0, "Reduce", 2, 2000, 2010, 0);
     fx_exec(db, "UPDATE nccl_ops SET root = 0");
-    memset(&o, 0, sizeof(o));
-    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    a = analyze_path(p2, NULL);
     CHECK_EQ(a->instances, 2);
     CHECK_EQ(a->causality_violations, 0);
     mrd_analysis_free(a);
@@ -264,9 +281,7 @@ static void check_rooted(const char *path)
     fx_op(db, 0, 4, 9, 1, "Reduce", 2, 4000, 4010, 0); /* root ends before the peer */
     fx_op(db, 1, 4, 9, 1, "Reduce", 2, 4300, 4310, 0);
     fx_exec(db, "UPDATE nccl_ops SET root = 0");
-    sqlite3_close(db); /* a new connection: the analysis keeps TEMP tables per connection */
-    CHECK_EQ(sqlite3_open(p2, &db), SQLITE_OK);
-    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    a = analyze_path(p2, NULL);
     CHECK_EQ(a->instances, 4);
     CHECK_EQ(a->causality_violations, 2);
     mrd_analysis_free(a);
@@ -280,18 +295,15 @@ static void check_scope(const char *path)
      * late by 100 and 200 ns: the ranking counts the steps only and puts rank 1 first;
      * the warm-up is reported as left out. Without step ranges everything counts. */
     char p2[1024];
-    snprintf(p2, sizeof(p2), "%s.scope", path);
-    sqlite3 *db = fx_create(p2);
-    struct mrd_analyze_options o;
-    struct mrd_analysis *a = NULL;
+    sqlite3 *db = sub_db(path, ".scope", p2, sizeof(p2));
+    struct mrd_analysis *a;
     fx_op(db, 0, 1, 9, 0, "AllReduce", 2, 1000000, 1000100, 0);
     fx_op(db, 1, 1, 9, 0, "AllReduce", 2, 0, 1000100, 0);
     fx_op(db, 0, 2, 9, 1, "AllReduce", 2, 2000000, 2000300, 0);
     fx_op(db, 1, 2, 9, 1, "AllReduce", 2, 2000100, 2000300, 0);
     fx_op(db, 0, 3, 9, 2, "AllReduce", 2, 3000000, 3000300, 0);
     fx_op(db, 1, 3, 9, 2, "AllReduce", 2, 3000200, 3000300, 0);
-    memset(&o, 0, sizeof(o));
-    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    a = analyze_path(p2, NULL);
     CHECK_EQ(a->ranked_in_steps, 0); /* no step ranges yet: all three count */
     CHECK_EQ(mrd_analyze_ranked_wait(a, &a->ranks[0]).caused_ns, 1000000);
     CHECK_EQ(mrd_analyze_ranked_wait(a, &a->ranks[1]).caused_ns, 300);
@@ -300,9 +312,7 @@ static void check_scope(const char *path)
         fx_nvtx(db, r, 1500000, 2500000, 1, "step 0");
         fx_nvtx(db, r, 2500000, 3500000, 1, "step 1");
     }
-    sqlite3_close(db); /* a new connection: the analysis keeps TEMP tables per connection */
-    CHECK_EQ(sqlite3_open(p2, &db), SQLITE_OK);
-    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    a = analyze_path(p2, NULL);
     CHECK_EQ(a->ranked_in_steps, 1);
     CHECK_EQ(a->outside_steps, 1);
     CHECK_EQ(a->outside_steps_cost_ns, 1000000);
@@ -327,10 +337,8 @@ static void check_scope_past_cap(const char *path)
      * one after the last step (teardown) is left out. Rank 1 is late by 100 ns in every
      * step, rank 0 by 1 ms at teardown. */
     char p2[1024];
-    snprintf(p2, sizeof(p2), "%s.cap", path);
-    sqlite3 *db = fx_create(p2);
-    struct mrd_analyze_options o;
-    struct mrd_analysis *a = NULL;
+    sqlite3 *db = sub_db(path, ".cap", p2, sizeof(p2));
+    struct mrd_analysis *a;
     const int nsteps = MRD_AN_MAX_STEPS + 76;
     fx_exec(db, "BEGIN");
     for (int s = 0; s < nsteps; s++) {
@@ -347,8 +355,7 @@ static void check_scope_past_cap(const char *path)
     fx_op(db, 0, nsteps + 2, 9, nsteps + 1, "AllReduce", 2, end + 1000000, end + 1000100, 0);
     fx_op(db, 1, nsteps + 2, 9, nsteps + 1, "AllReduce", 2, end, end + 1000100, 0);
     fx_exec(db, "COMMIT");
-    memset(&o, 0, sizeof(o));
-    CHECK_OK(mrd_analyze(db, &o, &a, NULL));
+    a = analyze_path(p2, NULL);
     CHECK_EQ(a->nsteps, MRD_AN_MAX_STEPS);
     CHECK_EQ(a->ranked_in_steps, 1);
     CHECK_EQ(a->outside_steps, 1);
