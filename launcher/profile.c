@@ -418,6 +418,27 @@ static const char *dname(const struct run_state *s, int k, char *buf, size_t n)
     return buf;
 }
 
+/* Kills every daemon still running (with listening_only: only those not listening yet),
+ * saying for each "meridian profile: <daemon> " + why (a format taking timeout_s), and
+ * reaps it. Returns how many it killed. */
+static int kill_left(struct run_state *s, int listening_only, const char *why, int timeout_s)
+{
+    char nb[32], msg[160];
+    int n = 0;
+    snprintf(msg, sizeof(msg), why, timeout_s);
+    for (int k = 0; k < s->nshards; k++) {
+        struct shard *d = &s->sh[k];
+        if (d->pid < 0 || (listening_only && d->port > 0))
+            continue;
+        fprintf(stderr, "meridian profile: %s %s\n", dname(s, k, nb, sizeof(nb)), msg);
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        d->pid = -1;
+        n++;
+    }
+    return n;
+}
+
 static void describe_exit(int st, const char **what, int *code)
 {
     *what = WIFEXITED(st) ? "status" : "signal";
@@ -506,18 +527,7 @@ static int start_daemons(struct run_state *s, int verbose, int timeout_s)
     }
     if (listening == s->nshards)
         return 0;
-    for (int k = 0; k < s->nshards; k++) {
-        struct shard *d = &s->sh[k];
-        if (d->port > 0 || d->pid < 0)
-            continue;
-        fprintf(stderr,
-                "meridian profile: %s did not start listening within %d s; "
-                "stopping it\n",
-                dname(s, k, nb, sizeof(nb)), timeout_s);
-        kill(d->pid, SIGKILL);
-        waitpid(d->pid, NULL, 0);
-        d->pid = -1;
-    }
+    kill_left(s, 1, "did not start listening within %d s; stopping it", timeout_s);
     return -1;
 }
 
@@ -557,20 +567,10 @@ static int stop_daemons(struct run_state *s, int timeout_s)
         if (running > 0)
             nap_ms(20);
     }
-    for (int k = 0; k < s->nshards; k++) {
-        struct shard *d = &s->sh[k];
-        if (d->pid < 0)
-            continue;
-        fprintf(stderr,
-                "meridian profile: %s did not exit within %d s of SIGTERM; "
-                "killing it (committed batches are safe in the WAL)\n",
-                dname(s, k, nb, sizeof(nb)), timeout_s);
-        kill(d->pid, SIGKILL);
-        waitpid(d->pid, &st, 0);
-        d->pid = -1;
-        failed++;
-    }
-    return failed;
+    return failed + kill_left(s, 0,
+                              "did not exit within %d s of SIGTERM; killing it (committed "
+                              "batches are safe in the WAL)",
+                              timeout_s);
 }
 
 /* Runs argv as a child and waits for it. Returns its wait status, or -1. */
