@@ -325,29 +325,36 @@ class Harness:
             if os.path.exists(f):
                 os.remove(f)
 
+    def schedule(self):
+        """(round, workload, variant) in run order from first_round to --pairs: every
+        available variant of each workload once per round, the order rotated each round."""
+        for rnd in range(self.first_round, self.cfg.pairs):
+            for wl in self.cfg.workloads:
+                vs = [v for v in VARIANTS[wl] if self.available(wl, v)]
+                k = rnd % len(vs) if vs else 0
+                for v in vs[k:] + vs[:k]:
+                    yield rnd, wl, v
+
     def run(self, clock=time.monotonic):
         c = self.cfg
         start = clock()
         done = {(r["round"], r["workload"], r["variant"]) for r in self.rows}
-        try:
-            for rnd in range(self.first_round, c.pairs):
-                for wl in c.workloads:
-                    vs = [v for v in VARIANTS[wl] if self.available(wl, v)]
-                    k = rnd % len(vs) if vs else 0
-                    for v in vs[k:] + vs[:k]:
-                        if (rnd, wl, v) in done:
-                            continue  # ran in the call this one resumes
-                        # start no run that, as long as its longest, ends past the budget,
-                        # and stop any run at the budget (a hung one included)
-                        t0 = clock()
-                        left = c.budget_s - (t0 - start)
-                        if self.longest.get((wl, v), 0.0) > left or left <= 0:
-                            return
-                        self.run_one(rnd, wl, v, min(c.run_timeout_s, left))
-                        took = clock() - t0
-                        self.longest[(wl, v)] = max(self.longest.get((wl, v), 0.0), took)
-        finally:
-            self.rounds_done = self.complete_rounds()
+        for rnd, wl, v in self.schedule():
+            if (rnd, wl, v) in done:
+                continue  # ran in the call this one resumes
+            # start no run that, as long as its longest, ends past the budget, and stop
+            # any run at the budget (a hung one included)
+            t0 = clock()
+            left = c.budget_s - (t0 - start)
+            if self.longest.get((wl, v), 0.0) > left or left <= 0:
+                return
+            self.run_one(rnd, wl, v, min(c.run_timeout_s, left))
+            self.longest[(wl, v)] = max(self.longest.get((wl, v), 0.0), clock() - t0)
+
+    @property
+    def rounds_done(self):
+        """Rounds with a run of every planned variant (a cut round does not count)."""
+        return self.complete_rounds()
 
     def samples(self, metric, variant):
         return [r[metric] for r in self.rows if r["variant"] == variant and metric in r]
