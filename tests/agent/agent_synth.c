@@ -35,7 +35,7 @@
 
 static uint64_t o_events = 10000, o_rate = 0;
 static unsigned o_threads = 1;
-static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed;
+static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed, o_incompressible;
 
 static _Atomic uint64_t g_next_id = 1, g_written, g_refused, g_idsum;
 static _Atomic uint64_t g_mixed_written, g_mixed_refused; /* --mixed NVTX/NCCL records */
@@ -65,7 +65,9 @@ static void usage(void)
             "  --shutdown        call mrd_agent_shutdown() before exit (MPI_Finalize path)\n"
             "  --fork            also fork a child that writes records (it must be inert)\n"
             "  --gpu-after-ms MS register a fake GPU MS ms after start\n"
-            "  --mixed           also write NVTX and NCCL records (strings of every kind)\n");
+            "  --mixed           also write NVTX and NCCL records (strings of every kind)\n"
+            "  --incompressible  kernel fields from a hash of the id: at least ~8 bytes per\n"
+            "                    record survive compression, whatever the timing jitter\n");
     exit(2);
 }
 
@@ -83,6 +85,15 @@ static void sleep_until(int64_t t)
         ;
 }
 
+/* splitmix64: a fixed, well-mixed function of id (the same on every run). */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
 static void write_kernel(uint64_t id)
 {
     struct mrd_record r;
@@ -97,6 +108,11 @@ static void write_kernel(uint64_t id)
                                       .stream = 7 + id % 3,
                                       .grid = {128, 1, 1},
                                       .block = {256, 1, 1}};
+    if (o_incompressible) { /* 24 + 32 random bits: no compressor can shrink them */
+        uint64_t h = mix64(id);
+        r.ev.kernel.end = now + 1000 + (int64_t)(h & 0xffffff);
+        r.ev.kernel.stream = (uint32_t)(h >> 32);
+    }
     if (mrd_ring_write(&r) == 0) {
         atomic_fetch_add(&g_written, 1);
         atomic_fetch_add(&g_idsum, id);
@@ -194,6 +210,8 @@ int main(int argc, char **argv)
             o_fork = 1;
         else if (!strcmp(a, "--mixed"))
             o_mixed = 1;
+        else if (!strcmp(a, "--incompressible"))
+            o_incompressible = 1;
         else
             usage();
     }

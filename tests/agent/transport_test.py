@@ -269,10 +269,13 @@ def sc_absent(a, wd, deadline_ms=3000):
 
 
 def sc_queue(a, wd, deadline_ms=1000):
+    # Premise: the 1 MiB queue must fill. With --incompressible every kernel record keeps
+    # >= 7 random bytes after compression, so 1,000,000 of them are >= 6.7 MiB whatever the
+    # timing jitter (plain records compressed to 0.5-2 MiB: the queue filled or not by luck).
     port = free_port()
     s = Synth(a.synth, agent_env(port, MERIDIAN_FLUSH_DEADLINE_MS=deadline_ms,
                                  MERIDIAN_QUEUE_BYTES="1m"),
-              ["--events", "1000000", "--rate", "250000", "--mixed"])
+              ["--events", "1000000", "--rate", "250000", "--mixed", "--incompressible"])
     rc = s.wait()
     check(rc == 0, "exit code %d" % rc)
     exit_bound(s, deadline_ms)
