@@ -38,6 +38,7 @@ struct mrd__nvtx_msg {
 };
 struct mrd__nvtx_frame {
     int64_t start;
+    uint64_t step_tag; /* window.c's tag when this range is a step, else 0 */
     const char *domain;
     uint32_t color;
     struct mrd__nvtx_msg m;
@@ -48,6 +49,8 @@ struct mrd__nvtx_frame {
 struct mrd__capture_thread {
     uint32_t tid;             /* gettid(), 0 until mrd__capture_tid first runs */
     int cupti_pace_stalled;   /* cupti.c: this completion thread's last wait saw no progress */
+    uint64_t cupti_pushed_gen; /* cupti.c: attach generation of this thread's pushed external
+                                  correlation id (0: none pushed) */
     uint64_t nccl_ctx_id;     /* nccl_plugin.c: the communicator context and ... */
     uint64_t nccl_launch_id;  /* ... launch id of this thread's last kernel launch */
     uint32_t nvtx_depth;      /* nvtx.c: open push/pop ranges recorded in nvtx[] ... */
@@ -91,6 +94,18 @@ void mrd__capture_copy_str(char *dst, size_t cap, const char *s);
  * Hot-path safe apart from the CUPTI call itself. */
 int mrd__cupti_extcorr_push(uint64_t id);
 int mrd__cupti_extcorr_pop(void);
+
+/* Windows of the steady tier (window.h drives them; cupti.c does the CUPTI side):
+ * attach: subscribe, timestamp and buffer callbacks, kinds. Returns 0, -EBUSY when
+ * another tool owns CUPTI (said once; no further window should try), or another negative
+ * code (CUPTI left detached). The calling application thread pays its cost (~11-12 ms).
+ * close: the window's last step ended: the next CUDA API entry on any thread sets the
+ * correlation boundary past which records are dropped. Application thread; cheap.
+ * detach_request: CUPTI's helper thread force-flushes, then the next CUDA API exit
+ * callback finalizes CUPTI and calls mrd__window_detached. Application thread; cheap. */
+int mrd__cupti_attach(void);
+void mrd__cupti_close(void);
+void mrd__cupti_detach_request(void);
 
 /* The CUDA device ordinal current on the calling thread, or -1 when unknown (CUPTI not
  * owned by this agent, or no context). Not for hot paths (asks CUPTI). */

@@ -45,6 +45,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -59,6 +60,7 @@
 #include "capture.h"
 #include "cupti_convert.h"
 #include "ring.h"
+#include "window.h"
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
@@ -66,6 +68,27 @@
 #define PACE_CHUNK         256  /* records converted between ring-space checks */
 #define PACE_STALL_MS      200  /* no progress for this long: the flusher is gone */
 #define PACE_BUFFER_MAX_MS 1000 /* longest one buffer may hold the completion thread */
+#define GATE_WAIT_MS       50   /* longest a detach waits for gated CUPTI calls to leave */
+
+/* Trace kinds (MERIDIAN_TRACE_KINDS). DEVICE and OVERHEAD records are always on. */
+enum {
+    TK_KERNEL = 1 << 0, /* CONCURRENT_KERNEL (always: a trace without kernels is no trace) */
+    TK_GRAPH = 1 << 1,  /* GRAPH_TRACE: one record per graph launch */
+    TK_NCCL = 1 << 2,   /* EXTERNAL_CORRELATION + the driver's launch records NCCL links by */
+    TK_MEMCPY = 1 << 3, /* MEMCPY, MEMCPY2 */
+    TK_MEMSET = 1 << 4,
+    TK_SYNC = 1 << 5,   /* SYNCHRONIZATION */
+    TK_API = 1 << 6,    /* runtime/driver API records of the whole whitelist */
+    TK_DEFAULT = TK_KERNEL | TK_GRAPH | TK_NCCL,
+    TK_ALL = 0x7f,
+};
+static const struct {
+    const char *name;
+    unsigned bit;
+} trace_kinds[] = {
+    {"kernel", TK_KERNEL}, {"graph", TK_GRAPH}, {"nccl", TK_NCCL}, {"memcpy", TK_MEMCPY},
+    {"memset", TK_MEMSET}, {"sync", TK_SYNC},   {"api", TK_API},   {"all", TK_ALL},
+};
 
 MRD_EXPORT int InitializeInjection(void);
 
@@ -74,7 +97,7 @@ MRD_EXPORT int InitializeInjection(void);
 #pragma weak cuptiSubscribe_v2
 
 static struct {
-    _Atomic int called, owned, exiting;
+    _Atomic int called, owned, exiting, ready;
     _Atomic int64_t exit_until; /* CLOCK_MONOTONIC ns: no pacing wait past this at exit */
     uint8_t *pool;
     size_t buf_bytes;
@@ -84,7 +107,22 @@ static struct {
     unsigned flush_ms, opt_nbufs;
     int no_pace; /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
     size_t opt_buf_bytes;
-    int api_nccl_only, print_kinds;
+    int print_kinds;
+    unsigned kinds; /* TK_* of MERIDIAN_TRACE_KINDS */
+    int steady;     /* steady tier: CUPTI attached only inside windows (window.h) */
+    /* The gate: a CUPTI call that may race a detach (external correlation, flushes, device
+     * queries) enters only while `attached` is set, counted in `users`; the detach clears
+     * `attached` first and then waits for `users` to drain (both sequentially consistent,
+     * so one of the two sees the other). */
+    _Atomic int attached, users;
+    _Atomic uint64_t gen; /* attach generation, 1 for the first */
+    CUpti_SubscriberHandle sub;
+    /* window close and detach (window.h): boundary = correlation id of the first CUDA API
+     * entry after the close; detach_req 1 = flush asked, 2 = flushed, waiting for an API
+     * exit; teardown 1 = the next API exit callback finalizes, 2 = one is doing it */
+    _Atomic int closing, detach_req, teardown;
+    _Atomic uint32_t boundary;
+    _Atomic int64_t flush_ns;
     pthread_t flusher;
     int flusher_started;
     pthread_mutex_t lock; /* only the helper thread's sleep; never taken by callbacks */
@@ -120,6 +158,36 @@ static int env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi, u
     return 0;
 }
 
+/* MERIDIAN_TRACE_KINDS: names of trace_kinds[] separated by ','; unset or "" is the
+ * default (kernel,graph,nccl). kernel is always on. Returns 0 or -EINVAL (said once). */
+static int parse_kinds(const char *s, unsigned *out)
+{
+    *out = TK_DEFAULT;
+    if (!s || !*s)
+        return 0;
+    *out = TK_KERNEL;
+    const char *p = s;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        size_t i, n = sizeof(trace_kinds) / sizeof(trace_kinds[0]);
+        for (i = 0; i < n; i++)
+            if (strlen(trace_kinds[i].name) == len && strncmp(p, trace_kinds[i].name, len) == 0)
+                break;
+        if (i == n) {
+            fprintf(stderr,
+                    "meridian: MERIDIAN_TRACE_KINDS=%s: '%.*s' is not one of kernel, graph, "
+                    "nccl, memcpy, memset, sync, api, all; CUDA capture stays off\n",
+                    s, (int)len, p);
+            return -EINVAL;
+        }
+        *out |= trace_kinds[i].bit;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
 /* The capture options (read once, here; documented in agent/ENVIRONMENT.md and
  * agent/capture/README.md). */
 static int read_options(void)
@@ -140,7 +208,10 @@ static int read_options(void)
                 api);
         return -EINVAL;
     }
-    cu.api_nccl_only = api && strcmp(api, "nccl") == 0;
+    if (parse_kinds(getenv("MERIDIAN_TRACE_KINDS"), &cu.kinds))
+        return -EINVAL;
+    if (api && strcmp(api, "all") == 0)
+        cu.kinds |= TK_API; /* the older switch: the whole whitelist */
     const char *print = getenv("MERIDIAN_PRINT_KINDS");
     cu.print_kinds = print && strcmp(print, "1") == 0;
     return 0;
@@ -151,10 +222,72 @@ static uint64_t CUPTIAPI timestamp_cb(void)
     return (uint64_t)mrd_clock_now();
 }
 
+static int64_t mono_ns(void);
+
+static int gate_enter(void)
+{
+    atomic_fetch_add(&cu.users, 1);
+    if (atomic_load(&cu.attached))
+        return 1;
+    atomic_fetch_sub(&cu.users, 1);
+    return 0;
+}
+
+static void gate_leave(void)
+{
+    atomic_fetch_sub(&cu.users, 1);
+}
+
+/* The dynamic detach, inside a CUDA API exit callback (CUPTI's documented way): closes the
+ * gate, waits (at most GATE_WAIT_MS) for gated calls on other threads to leave, then
+ * unsubscribes and finalizes. If a gated call is still inside, the gate reopens and a
+ * later API exit tries again. */
+static void finalize_in_callback(void)
+{
+    atomic_store(&cu.attached, 0);
+    int64_t until = mono_ns() + (int64_t)GATE_WAIT_MS * 1000000;
+    while (atomic_load(&cu.users) != 0) {
+        if (mono_ns() > until) {
+            atomic_store(&cu.attached, 1);
+            atomic_store(&cu.teardown, 1);
+            return;
+        }
+        sched_yield();
+    }
+    int64_t t0 = mrd_clock_now();
+    cuptiUnsubscribe(cu.sub);
+    cuptiFinalize();
+    int64_t t1 = mrd_clock_now();
+    cu.sub = NULL;
+    atomic_store(&cu.owned, 0);
+    atomic_store(&cu.closing, 0);
+    atomic_store(&cu.detach_req, 0);
+    atomic_store(&cu.teardown, 0);
+    mrd__window_detached(t1, t1 - t0, atomic_load(&cu.flush_ns));
+}
+
+/* Enabled only while a window closes (mrd__cupti_close): the first API entry sets the
+ * boundary; an API exit after the forced flush finalizes. */
 static void CUPTIAPI subscriber_cb(void *userdata, CUpti_CallbackDomain domain,
                                    CUpti_CallbackId cbid, const void *data)
 {
-    (void)userdata, (void)domain, (void)cbid, (void)data;
+    (void)userdata, (void)cbid;
+    if ((domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) || !data)
+        return;
+    const CUpti_CallbackData *cb = data;
+    if (cb->callbackSite == CUPTI_API_ENTER) {
+        if (atomic_load_explicit(&cu.closing, memory_order_relaxed) &&
+            atomic_load_explicit(&cu.boundary, memory_order_relaxed) == 0) {
+            uint32_t expect = 0;
+            atomic_compare_exchange_strong(&cu.boundary, &expect,
+                                           cb->correlationId ? cb->correlationId : 1);
+        }
+        return;
+    }
+    int one = 1;
+    if (atomic_load_explicit(&cu.teardown, memory_order_relaxed) == 1 &&
+        atomic_compare_exchange_strong(&cu.teardown, &one, 2))
+        finalize_in_callback();
 }
 
 static void count_host_drops(CUcontext ctx, uint32_t stream)
@@ -236,17 +369,56 @@ static void pace(int64_t limit_ns)
     }
 }
 
+/* The correlation id of a record tied to an API call (0 for the others). */
+static uint32_t record_correlation(const CUpti_Activity *rec)
+{
+    switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+        return ((const CUpti_ActivityKernel10 *)rec)->correlationId;
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+        return ((const CUpti_ActivityMemcpy6 *)rec)->correlationId;
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+        return ((const CUpti_ActivityMemcpyPtoP4 *)rec)->correlationId;
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        return ((const CUpti_ActivityMemset4 *)rec)->correlationId;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+        return ((const CUpti_ActivitySynchronization2 *)rec)->correlationId;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        return ((const CUpti_ActivityAPI *)rec)->correlationId;
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+        return ((const CUpti_ActivityGraphTrace2 *)rec)->correlationId;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+        return ((const CUpti_ActivityExternalCorrelation *)rec)->correlationId;
+    default:
+        return 0;
+    }
+}
+
 size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid)
 {
     CUpti_Activity *rec = NULL;
     size_t n = 0, written = 0;
+    uint64_t outside = 0;
     int64_t limit = mono_ns() + (int64_t)PACE_BUFFER_MAX_MS * 1000000;
 
     while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
         if (n++ % PACE_CHUNK == 0)
             pace(limit);
+        /* a closing window: launches from its boundary on belong to later steps */
+        uint32_t b = atomic_load_explicit(&cu.boundary, memory_order_relaxed);
+        if (b != 0) {
+            uint32_t c = record_correlation(rec);
+            if (c >= b) {
+                outside++;
+                continue;
+            }
+        }
         written += (size_t)mrd__cupti_emit(rec);
     }
+    if (outside)
+        mrd__window_count_outside(outside);
     return written;
 }
 
@@ -266,24 +438,44 @@ void CUPTIAPI mrd__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_
     atomic_store(&cu.busy[i], 0);
 }
 
+/* The helper thread: every MERIDIAN_CUPTI_FLUSH_MS asks CUPTI to flush completed
+ * buffers (while attached), and does the first half of a window's detach: the forced
+ * flush, after which the next API exit callback finalizes (teardown). While a detach is
+ * pending it leaves CUPTI alone. */
 static void *flusher_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&cu.lock);
     while (!cu.stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += cu.flush_ms / 1000;
-        until.tv_nsec += (long)(cu.flush_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
+        if (cu.flush_ms == 0 && atomic_load(&cu.detach_req) != 1) {
+            pthread_cond_wait(&cu.wake, &cu.lock);
+        } else {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += cu.flush_ms / 1000;
+            until.tv_nsec += (long)(cu.flush_ms % 1000) * 1000000L;
+            if (until.tv_nsec >= 1000000000L) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000L;
+            }
+            if (atomic_load(&cu.detach_req) != 1)
+                pthread_cond_timedwait(&cu.wake, &cu.lock, &until);
         }
-        pthread_cond_timedwait(&cu.wake, &cu.lock, &until);
         if (cu.stop)
             break;
         pthread_mutex_unlock(&cu.lock);
-        cuptiActivityFlushAll(0);
+        int req = atomic_load(&cu.detach_req);
+        if (req == 1 && gate_enter()) {
+            int64_t t0 = mono_ns();
+            cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+            atomic_store(&cu.flush_ns, mono_ns() - t0);
+            gate_leave();
+            atomic_store(&cu.detach_req, 2);
+            atomic_store(&cu.teardown, 1);
+        } else if (req == 0 && cu.flush_ms && gate_enter()) {
+            cuptiActivityFlushAll(0);
+            gate_leave();
+        }
         pthread_mutex_lock(&cu.lock);
     }
     pthread_mutex_unlock(&cu.lock);
@@ -301,22 +493,23 @@ void mrd__cupti_exit_begin(void)
 
 static void cupti_flush_hook(void)
 {
-    if (!atomic_load(&cu.owned))
-        return;
     pthread_mutex_lock(&cu.lock);
     cu.stop = 1;
     pthread_cond_signal(&cu.wake);
     pthread_mutex_unlock(&cu.lock);
+    if (!gate_enter())
+        return; /* detached (steady tier between windows): CUPTI holds nothing */
     mrd__cupti_exit_begin();
     cuptiActivityFlushAll(0);
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     count_host_drops(NULL, 0);
+    gate_leave();
 }
 
 static void start_flusher(void)
 {
     sigset_t all, old;
-    if (cu.flush_ms == 0)
+    if (cu.flush_ms == 0 && !cu.steady)
         return;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -425,14 +618,22 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
         fprintf(stderr, "meridian: cannot enable CUPTI kernel records; CUDA capture stays off\n");
         return -EIO;
     }
-    enable(CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", ok, bad, sizeof(ok));
-    enable(CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2", ok, bad, sizeof(ok));
-    enable(CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", ok, bad, sizeof(ok));
-    enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", ok, bad, sizeof(ok));
-    if (!cfg->graph_nodes)
+    if (cu.kinds & TK_MEMCPY) {
+        enable(CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", ok, bad, sizeof(ok));
+        enable(CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2", ok, bad, sizeof(ok));
+    }
+    if (cu.kinds & TK_MEMSET)
+        enable(CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", ok, bad, sizeof(ok));
+    if (cu.kinds & TK_SYNC)
+        enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", ok, bad, sizeof(ok));
+    if ((cu.kinds & TK_GRAPH) && !cfg->graph_nodes)
         enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", ok, bad, sizeof(ok));
-    enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad, sizeof(ok));
-    enable_api(cu.api_nccl_only, &rt, &drv);
+    if (cu.kinds & (TK_NCCL | TK_API))
+        enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad,
+               sizeof(ok));
+    rt = drv = 0;
+    if (cu.kinds & (TK_NCCL | TK_API))
+        enable_api(!(cu.kinds & TK_API), &rt, &drv);
     if (rt)
         append(ok, sizeof(ok), "RUNTIME");
     if (drv)
@@ -445,8 +646,9 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
         fprintf(stderr, "meridian: kinds=%s\n", ok);
         fprintf(stderr,
                 "meridian: config buffer_bytes=%zu pool=%u flush_ms=%u pace=%u "
-                "runtime_cbids=%u driver_cbids=%u zeroed_out=1 timestamp=agent\n",
-                cu.buf_bytes, cu.nbufs, cu.flush_ms, !cu.no_pace, rt, drv);
+                "runtime_cbids=%u driver_cbids=%u zeroed_out=1 timestamp=agent tier=%s\n",
+                cu.buf_bytes, cu.nbufs, cu.flush_ms, !cu.no_pace, rt, drv,
+                cu.steady ? "steady" : "full");
     }
     return 0;
 }
@@ -462,12 +664,44 @@ void mrd__cupti_pool_destroy(void)
         atomic_store(&cu.busy[i], 0);
 }
 
-int mrd__cupti_setup(void)
+/* After claim_cupti: the timestamp callback, pre-zeroed buffers, the buffer callbacks and
+ * the kinds. Returns 0 or a negative code (said once on stderr); the caller undoes. */
+static int configure(void)
 {
     uint8_t one = 1;
     size_t sz = sizeof(one);
+    CUptiResult r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "meridian: CUPTI timestamp callback: %s; CUDA capture stays off\n",
+                cupti_err(r));
+        return -EIO;
+    }
+    r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
+    if (r != CUPTI_SUCCESS)
+        fprintf(stderr, "meridian: CUPTI zeroed-buffer attribute: %s\n", cupti_err(r));
+    r = cuptiActivityRegisterCallbacks(mrd__cupti_buffer_requested, mrd__cupti_buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+        fprintf(stderr, "meridian: CUPTI buffer callbacks: %s; CUDA capture stays off\n",
+                cupti_err(r));
+        return -EIO;
+    }
+    return enable_kinds(mrd_agent_config());
+}
+
+/* The gate opens on a new attach generation with subscriber sub. */
+static void open_gate(CUpti_SubscriberHandle sub)
+{
+    cu.sub = sub;
+    atomic_store(&cu.boundary, 0);
+    atomic_store(&cu.closing, 0);
+    atomic_fetch_add(&cu.gen, 1);
+    atomic_store(&cu.owned, 1);
+    atomic_store(&cu.attached, 1);
+}
+
+int mrd__cupti_setup(void)
+{
     CUpti_SubscriberHandle sub = NULL;
-    CUptiResult r;
     int e;
 
     if (read_options())
@@ -479,25 +713,10 @@ int mrd__cupti_setup(void)
         fprintf(stderr, "meridian: cannot map CUPTI buffers; CUDA capture stays off\n");
         goto fail;
     }
-    e = -EIO;
-    r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
-    if (r != CUPTI_SUCCESS) {
-        fprintf(stderr, "meridian: CUPTI timestamp callback: %s; CUDA capture stays off\n",
-                cupti_err(r));
-        goto fail;
-    }
-    r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &sz, &one);
-    if (r != CUPTI_SUCCESS)
-        fprintf(stderr, "meridian: CUPTI zeroed-buffer attribute: %s\n", cupti_err(r));
-    r = cuptiActivityRegisterCallbacks(mrd__cupti_buffer_requested, mrd__cupti_buffer_completed);
-    if (r != CUPTI_SUCCESS) {
-        fprintf(stderr, "meridian: CUPTI buffer callbacks: %s; CUDA capture stays off\n",
-                cupti_err(r));
-        goto fail;
-    }
-    e = enable_kinds(mrd_agent_config());
+    e = configure();
     if (e != 0)
         goto fail;
+    open_gate(sub);
     return 0;
 
 fail:
@@ -536,53 +755,130 @@ void mrd__cupti_register_counters(void)
         mrd_agent_add_counter_source(cupti_counters);
 }
 
+/* Steady tier's start (InitializeInjection): the options and the pool, CUPTI left
+ * untouched (detached: no subscriber, no kind). Nsight is detected here already. */
+static int steady_setup(void)
+{
+    if (read_options())
+        return -EINVAL;
+    if (getenv("NSYS_PROFILING_SESSION_ID")) {
+        fprintf(stderr, "meridian: Nsight Systems is profiling this process "
+                        "(NSYS_PROFILING_SESSION_ID); meridian's CUDA capture stays off\n");
+        return -EBUSY;
+    }
+    if (mrd__cupti_pool_create(cu.opt_buf_bytes, cu.opt_nbufs) != 0) {
+        fprintf(stderr, "meridian: cannot map CUPTI buffers; CUDA capture stays off\n");
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+int mrd__cupti_attach(void)
+{
+    CUpti_SubscriberHandle sub = NULL;
+    if (!cu.steady || !atomic_load(&cu.ready))
+        return -EAGAIN;
+    if (claim_cupti(&sub))
+        return -EBUSY;
+    for (unsigned i = 0; i < POOL_MAX; i++) /* the last detach delivered every buffer */
+        atomic_store(&cu.busy[i], 0);
+    int e = configure();
+    if (e != 0) {
+        cuptiUnsubscribe(sub);
+        cuptiFinalize();
+        return e;
+    }
+    open_gate(sub);
+    return 0;
+}
+
+void mrd__cupti_close(void)
+{
+    if (!gate_enter())
+        return;
+    atomic_store(&cu.boundary, 0);
+    atomic_store(&cu.closing, 1);
+    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    gate_leave();
+}
+
+void mrd__cupti_detach_request(void)
+{
+    pthread_mutex_lock(&cu.lock);
+    atomic_store(&cu.detach_req, 1);
+    pthread_cond_signal(&cu.wake);
+    pthread_mutex_unlock(&cu.lock);
+}
+
 /* The CUDA driver's injection entry: called once, on the thread initialising CUDA,
- * before any context exists. Decides whether this process is a rank, claims CUPTI and
- * enables the activity kinds (see the top of this file). Always returns 1 (0 would make
- * CUDA report a failed injection to the application); on any problem it says why once on
- * stderr and leaves CUDA capture off. A second call does nothing. */
+ * before any context exists. Decides whether this process is a rank, then, in the full
+ * tier, claims CUPTI and enables the activity kinds (see the top of this file); in the
+ * steady tier only prepares the pool and the helper thread: windows attach later
+ * (window.h). Always returns 1 (0 would make CUDA report a failed injection to the
+ * application); on any problem it says why once on stderr and leaves CUDA capture off. A
+ * second call does nothing. */
 MRD_EXPORT int InitializeInjection(void)
 {
     if (atomic_exchange(&cu.called, 1))
         return 1;
     if (!mrd_agent_start())
         return 1;
-    if (mrd__cupti_setup() != 0)
+    int tier = mrd__window_config();
+    if (tier < 0)
+        return 1;
+    cu.steady = tier == 1;
+    if ((cu.steady ? steady_setup() : mrd__cupti_setup()) != 0)
         return 1; /* inert for CUDA; NCCL/NVTX capture may still run */
-    atomic_store(&cu.owned, 1);
     mrd_agent_on_flush(cupti_flush_hook);
     mrd__cupti_register_counters();
     start_flusher();
+    atomic_store(&cu.ready, 1);
+    if (cu.steady)
+        mrd__window_cupti_ready();
     return 1;
 }
 
 int mrd__cupti_extcorr_push(uint64_t id)
 {
-    if (!atomic_load_explicit(&cu.owned, memory_order_relaxed))
+    if (!gate_enter())
         return 0;
     CUptiResult r =
         cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, id);
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    if (t && r == CUPTI_SUCCESS)
+        t->cupti_pushed_gen = atomic_load(&cu.gen);
+    gate_leave();
     return r == CUPTI_SUCCESS ? 0 : -EIO;
 }
 
+/* Pops only what this thread pushed in the current attach generation: an id pushed
+ * before a detach died with that CUPTI instance (popping it would re-initialize CUPTI or
+ * pop another's). */
 int mrd__cupti_extcorr_pop(void)
 {
     uint64_t last = 0;
-    if (!atomic_load_explicit(&cu.owned, memory_order_relaxed))
+    struct mrd__capture_thread *t = mrd__capture_thread();
+    uint64_t pushed = t ? t->cupti_pushed_gen : 0;
+    if (t)
+        t->cupti_pushed_gen = 0;
+    if ((t && pushed == 0) || !gate_enter())
         return 0;
-    CUptiResult r =
-        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &last);
+    CUptiResult r = CUPTI_SUCCESS;
+    if (!t || pushed == atomic_load(&cu.gen))
+        r = cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2, &last);
+    gate_leave();
     return r == CUPTI_SUCCESS ? 0 : -EIO;
 }
 
 int mrd__cupti_current_device(void)
 {
     uint32_t dev = 0;
-    if (!atomic_load(&cu.owned))
+    if (!gate_enter())
         return -1;
-    if (cuptiGetDeviceId(NULL, &dev) != CUPTI_SUCCESS)
-        return -1;
-    return (int)dev;
+    CUptiResult r = cuptiGetDeviceId(NULL, &dev);
+    gate_leave();
+    return r == CUPTI_SUCCESS ? (int)dev : -1;
 }
 
 uint64_t mrd__cupti_pool_misses(void)

@@ -49,6 +49,7 @@
 #include "agent.h"
 #include "capture.h"
 #include "ring.h"
+#include "window.h"
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
@@ -210,6 +211,8 @@ static int push(const char *domain, const struct mrd__nvtx_msg *m, uint32_t colo
     f->domain = domain;
     f->color = color;
     f->m = *m;
+    /* a step (steady tier) may attach CUPTI here: before the step's start time is taken */
+    f->step_tag = mrd__window_step_push(m->reg ? m->reg : m->text);
     f->start = mrd_clock_now();
     return (int)t->nvtx_depth++;
 }
@@ -231,6 +234,8 @@ static int pop(const char *domain)
         if (mrd_agent_active())
             emit(t, MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color,
                  mrd__capture_tid_in(t), i);
+        if (f->step_tag)
+            mrd__window_step_pop(f->step_tag);
         memmove(f, f + 1, (t->nvtx_depth - i - 1) * sizeof(*f));
         t->nvtx_depth--;
         return (int)i;

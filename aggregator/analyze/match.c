@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "steps.h"
 
 #define MRD_AN_MAX_INSTANCE_ROWS 65536
 #define MRD_AN_MAX_STEP_CELLS    (1u << 22) /* steps x ranks cells for "worst rank per step" */
@@ -55,29 +56,10 @@ struct matcher {
     int64_t *start_buf, *end_buf;
 };
 
-/* A step range: `prefix` (case-insensitive) followed by the end, a separator or a digit.
- * Without a prefix: "step", "train_step", "training step" (same rule), or PyTorch's
- * "ProfilerStep#N"; "optimizer_step" and "stepper" are not steps. */
+/* A step range: the shared rule of proto/steps.h (the agent counts steps by it too). */
 static int is_step_name(const char *name, const char *prefix)
 {
-    const char *p = prefix ? prefix : "step";
-    size_t n = strlen(p);
-    if (!name)
-        return 0;
-    if (!prefix && strncmp(name, "ProfilerStep", 12) == 0)
-        return 1;
-    if (!prefix && strncasecmp(name, "train", 5) == 0) {
-        name += 5;
-        if (strncasecmp(name, "ing", 3) == 0)
-            name += 3;
-        if (*name == '_' || *name == ' ')
-            name++;
-    }
-    if (strncasecmp(name, p, n) != 0)
-        return 0;
-    char c = name[n];
-    return c == '\0' || c == ' ' || c == '#' || c == ':' || c == '=' || c == '-' || c == '[' ||
-           c == '(' || (c >= '0' && c <= '9');
+    return mrd_step_name_match(name, prefix);
 }
 
 static int load_steps(sqlite3 *db, struct matcher *m)

@@ -1,0 +1,190 @@
+/* Capture tiers and full-detail windows: the step counter and the window state machine
+ * (contract and design in window.h; CUPTI's attach and detach in cupti.c).
+ *
+ * State (one per process): OFF (full tier, or windows impossible: another CUPTI owner)
+ * -> DETACHED -> ATTACHING (one thread wins the compare-and-swap and attaches) ->
+ * ATTACHED -> CLOSING (the last window step ended) -> DETACHING (the step after it ended;
+ * cupti.c finishes the detach on a CUDA API exit) -> DETACHED. Only the thread that moved
+ * the state writes the window's fields; readers see them through the state's
+ * release/acquire pair.
+ */
+#include "window.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "ring.h"
+#include "steps.h"
+
+enum { W_OFF, W_DETACHED, W_ATTACHING, W_ATTACHED, W_CLOSING, W_DETACHING };
+
+static const char window_domain[] = "meridian.window";
+
+static struct {
+    pthread_once_t once;
+    int result; /* mrd__window_config's answer */
+    struct mrd_windows spec;
+    char step_name[128]; /* "" = the default names */
+    _Atomic int64_t next_step;
+    _Atomic int state;
+    /* the current window; written by the thread that moved the state */
+    int64_t first, last, t_attach;
+    int64_t attach_ns;
+    int reason;
+    _Atomic uint64_t opened, skipped, failed, outside;
+} w = {.once = PTHREAD_ONCE_INIT, .state = W_OFF};
+
+static void read_config(void)
+{
+    const char *tier = getenv("MERIDIAN_TRACE");
+    const char *spec = getenv("MERIDIAN_WINDOWS");
+    const char *name = getenv("MERIDIAN_STEP_NAME");
+    char why[256];
+
+    w.result = 0;
+    if (tier && *tier && strcmp(tier, "full") != 0 && strcmp(tier, "steady") != 0) {
+        fprintf(stderr, "meridian: MERIDIAN_TRACE=%s is not steady or full; CUDA capture stays off\n",
+                tier);
+        w.result = -EINVAL;
+        return;
+    }
+    if (mrd_windows_parse(spec, &w.spec, why, sizeof(why)) != 0) {
+        fprintf(stderr, "meridian: MERIDIAN_WINDOWS=%s: %s; CUDA capture stays off\n", spec, why);
+        w.result = -EINVAL;
+        return;
+    }
+    if (name && strlen(name) >= sizeof(w.step_name)) {
+        fprintf(stderr, "meridian: MERIDIAN_STEP_NAME is longer than %zu bytes; CUDA capture "
+                        "stays off\n", sizeof(w.step_name) - 1);
+        w.result = -EINVAL;
+        return;
+    }
+    snprintf(w.step_name, sizeof(w.step_name), "%s", name ? name : "");
+    w.result = tier && strcmp(tier, "steady") == 0;
+}
+
+static size_t window_counters(struct mrd_named_counter *out, size_t max)
+{
+    const struct mrd_named_counter c[] = {
+        {"window", "opened", atomic_load(&w.opened)},
+        {"window", "skipped", atomic_load(&w.skipped)},
+        {"window", "failed", atomic_load(&w.failed)},
+        {"window", "records_outside", atomic_load(&w.outside)},
+        {"window", "steps", (uint64_t)atomic_load(&w.next_step)},
+    };
+    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
+    memcpy(out, c, k * sizeof(c[0]));
+    return k;
+}
+
+/* Writes the window record (see window.h) on the calling thread's ring. */
+static void emit(int64_t end, int64_t detach_ns, int64_t flush_ns)
+{
+    struct mrd_record r;
+    memset(&r, 0, sizeof(r));
+    r.kind = MRD_EV_NVTX;
+    r.str[0] = window_domain;
+    snprintf(r.inline_str, sizeof(r.inline_str), "%" PRId64 "-%" PRId64 " %s a=%" PRId64
+             " d=%" PRId64 " f=%" PRId64,
+             w.first, w.last, mrd_window_reason_name(w.reason), w.attach_ns / 1000,
+             detach_ns < 0 ? -1 : detach_ns / 1000, flush_ns / 1000);
+    r.ev.nvtx.start = w.t_attach;
+    r.ev.nvtx.end = end;
+    r.ev.nvtx.kind = MRD_NVTX_PUSHPOP;
+    r.ev.nvtx.thread = mrd__capture_tid();
+    mrd_ring_write(&r);
+}
+
+/* Exit path: a window still attached (or closing) is recorded up to now. */
+static void window_exit_hook(void)
+{
+    int st = atomic_load(&w.state);
+    if (st == W_ATTACHED || st == W_CLOSING || st == W_DETACHING) {
+        if (st == W_ATTACHED)
+            w.last = atomic_load(&w.next_step) - 1;
+        emit(mrd_clock_now(), -1, 0);
+    }
+}
+
+int mrd__window_config(void)
+{
+    pthread_once(&w.once, read_config);
+    return w.result;
+}
+
+void mrd__window_cupti_ready(void)
+{
+    static atomic_int done;
+    if (mrd__window_config() != 1 || atomic_exchange(&done, 1))
+        return;
+    mrd_agent_add_counter_source(window_counters);
+    mrd_agent_on_flush(window_exit_hook);
+    if (w.spec.n > 0)
+        atomic_store(&w.state, W_DETACHED);
+}
+
+uint64_t mrd__window_step_push(const char *message)
+{
+    if (mrd__window_config() != 1 || !mrd_step_name_match(message, w.step_name))
+        return 0;
+    int64_t step = atomic_fetch_add(&w.next_step, 1);
+    int reason = 0;
+    if (!mrd_windows_holds(&w.spec, step, &reason))
+        return (uint64_t)step + 1;
+    int expect = W_DETACHED;
+    if (atomic_compare_exchange_strong(&w.state, &expect, W_ATTACHING)) {
+        int64_t t0 = mrd_clock_now();
+        int e = mrd__cupti_attach();
+        w.t_attach = t0;
+        w.attach_ns = mrd_clock_now() - t0;
+        w.first = step;
+        w.last = step;
+        w.reason = reason;
+        if (e == 0) {
+            atomic_fetch_add(&w.opened, 1);
+            atomic_store(&w.state, W_ATTACHED);
+        } else {
+            atomic_fetch_add(&w.failed, 1);
+            /* another CUPTI owner will not go away: no further attempt */
+            atomic_store(&w.state, e == -EBUSY ? W_OFF : W_DETACHED);
+        }
+    } else if (expect != W_ATTACHED) {
+        /* the first step of a window found the previous one not yet detached */
+        if (mrd_windows_holds(&w.spec, step - 1, NULL) == 0)
+            atomic_fetch_add(&w.skipped, 1);
+    }
+    return (uint64_t)step + 1;
+}
+
+void mrd__window_step_pop(uint64_t tag)
+{
+    int64_t step = (int64_t)tag - 1;
+    int st = atomic_load(&w.state);
+    if (st == W_ATTACHED && !mrd_windows_holds(&w.spec, step + 1, NULL) && step >= w.first) {
+        w.last = step;
+        atomic_store(&w.state, W_CLOSING);
+        mrd__cupti_close();
+    } else if (st == W_CLOSING && step > w.last) {
+        atomic_store(&w.state, W_DETACHING);
+        mrd__cupti_detach_request();
+    }
+}
+
+void mrd__window_detached(int64_t end, int64_t detach_ns, int64_t flush_ns)
+{
+    if (atomic_load(&w.state) != W_DETACHING)
+        return;
+    emit(end, detach_ns, flush_ns);
+    atomic_store(&w.state, W_DETACHED);
+}
+
+void mrd__window_count_outside(uint64_t n)
+{
+    atomic_fetch_add_explicit(&w.outside, n, memory_order_relaxed);
+}
