@@ -29,6 +29,9 @@
 #   quickstart  the README's first command on this host, GPU path: deploy/quickstart.sh
 #               --skip-build with MRD_BUILD_DIR=$BUILD (no apt-get there: the carried
 #               libraries stand in), then the per-step table's slowed steps
+#   windows     issue 9: tests/gpu/check_windows.py on kernel_storm --steps under the steady
+#               tier (exact kernels per window), and a steady-tier PyTorch run
+#   tiers       issue 9's benchmark, tests/bench/overhead/tiers.py (TIERS_ARGS, resumable)
 #   clockshift  issue 4: tests/clock/gpu_clockshift.sh (rank 1 in a time namespace, the shift
 #               recovered from the clock fit within 5 us, causality counts before/after)
 # To add a stage: write a function stage_<name> below; it may use $BUILD, $WORK, $OUT,
@@ -345,6 +348,54 @@ stage_clockshift() {
         REF="$BUILD/tests/workloads/ref_workload" FINALIZE="$fin" WORK="$WORK" PY="$PY" \
         SHIFT_S="${SHIFT_S:-5000}" bash "$ROOT/tests/clock/gpu_clockshift.sh" -- "${MPIRUN[@]}"
     [ -f "$WORK/clockshift.db" ] && gzip -c "$WORK/clockshift.db" >"$OUT/clockshift.db.gz"
+    return 0
+}
+
+stage_windows() {
+    # issue 9 on one GPU: the steady tier's windows capture exactly their steps' kernels
+    # (kernel_storm --steps: K launches a step, each step an NVTX range ending in a sync),
+    # CUPTI re-attaches after a detach, and a steady-tier PyTorch run (gpt2 + kernel-dense,
+    # two windows each) completes with its window records.
+    find_meridian || { say "windows: SKIPPED: meridian not built"; FAILED+=(windows_skipped); return 0; }
+    local db=$WORK/windows.db storm=$BUILD/tests/workloads/kernel_storm
+    rm -f "$db"*
+    run_logged windows_storm 120 env MERIDIAN_TRACE=steady MERIDIAN_WINDOWS=5-9,20-24,40 \
+        MERIDIAN_PRINT_KINDS=1 "$MERIDIAN" profile --single -o "$db" --agent-lib "$AGENT_LIB" \
+        -- "$storm" --steps 50 --launches 50000 --warmup 1000
+    run_logged check_windows 60 "$PY" "$ROOT/tests/gpu/check_windows.py" --db "$db" \
+        --windows 5-9,20-24,40-40 --per-step 1000
+    [ -f "$db" ] && gzip -c "$db" >"$OUT/windows_storm.db.gz"
+    db=$WORK/windows_py.db
+    rm -f "$db"*
+    run_logged windows_py 240 env MERIDIAN_TRACE=steady MERIDIAN_WINDOWS=10/40@5 \
+        "$MERIDIAN" profile --single -o "$db" --agent-lib "$AGENT_LIB" -- "$PY" \
+        "$ROOT/tests/workloads/ddp_train.py" --mode gpt2,kernel-dense --steps 60 --warmup 5
+    [ -f "$db" ] && "$PY" - "$db" <<'PYEOF' | tee -a "$SUMMARY"
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+w = db.execute("SELECT s.value FROM nvtx n JOIN strings d ON d.id = n.domain_id JOIN strings s "
+               "ON s.id = n.name_id WHERE d.value = 'meridian.window' ORDER BY n.start_ns").fetchall()
+print("    windows_py: window records", [x[0] for x in w])
+print("    windows_py: kernels", db.execute("SELECT COUNT(*) FROM kernels").fetchone()[0])
+print("    windows_py: counters", db.execute("SELECT category, name, value FROM agent_counters "
+      "WHERE category IN ('window', 'cupti')").fetchall())
+PYEOF
+    return 0
+}
+
+stage_tiers() {
+    # the always-on benchmark (tests/bench/overhead/tiers.py); TIERS_ARGS adds options
+    # (e.g. --workloads py --variants plain,steady); its CSV continues in $ROOT/tiers-state/
+    # when carried back (--resume).
+    find_meridian || { say "tiers: SKIPPED: meridian not built"; FAILED+=(tiers_skipped); return 0; }
+    mkdir -p "$ROOT/tiers-state"
+    # shellcheck disable=SC2086 # TIERS_ARGS is a list of options
+    run_logged tiers "${TIERS_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
+        "$ROOT/tests/bench/overhead/tiers.py" --build "$BUILD" --meridian "$MERIDIAN" \
+        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/tiers.csv" --resume ${TIERS_ARGS:-}
+    grep -E '^(tiers:|  )' "$WORK/logs/tiers.log" | tail -40 >>"$SUMMARY"
+    cp "$ROOT/tiers-state/tiers.csv" "$OUT/" 2>/dev/null
+    cp "$WORK/logs/tiers.log" "$OUT/" 2>/dev/null
     return 0
 }
 

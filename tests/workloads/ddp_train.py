@@ -17,8 +17,13 @@ Modes:
   kernel-dense   hundreds of small kernels a step: 48 blocks of Linear(256)+LayerNorm+GELU
                  with residuals, batch 64, fp32 (measured on the H200 host: ~1020 GPU
                  operations a step, ~20 ms; compute-heavy: 45 operations, ~5.7 ms)
+  gpt2           a GPT-2-small-class language model built from its configuration with
+                 random weights (12 layers, width 768, 12 heads, vocabulary 50257, context
+                 1024; nothing downloaded), batch 8 x 512 tokens, bf16 autocast, AdamW:
+                 launch-bound training (measured on one H200: ~37 ms a step)
   both           compute-heavy then kernel-dense in one process (one start-up for the
                  overhead benchmark; each mode prints its own lines)
+  A,B,...        several modes in one process, in this order (e.g. gpt2,kernel-dense)
 Options: --steps (measured, default 50), --warmup (default 10), --profiler torch (measured
 steps under torch.profiler with CPU+CUDA activities; the trace is discarded),
 --count-kernels (after measuring, profile one more step and print the GPU operations it
@@ -55,9 +60,21 @@ def env_int(names, default):
     return default
 
 
+MODES = ("compute-heavy", "kernel-dense", "gpt2")
+
+
+def parse_modes(s):
+    modes = ["compute-heavy", "kernel-dense"] if s == "both" else s.split(",")
+    for m in modes:
+        if m not in MODES:
+            raise argparse.ArgumentTypeError(
+                f"{m!r} is not a mode ({', '.join(MODES)}, both, or a comma list)")
+    return modes
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--mode", choices=["compute-heavy", "kernel-dense", "both"],
+    ap.add_argument("--mode", type=parse_modes,
                     default="kernel-dense")
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
@@ -72,6 +89,50 @@ def parse_args(argv):
     if a.steps < 1 or a.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
     return a
+
+
+def build_gpt2(torch, depth, dev):
+    """GPT-2 small from its configuration (random init): returns the model."""
+    nn, F = torch.nn, torch.nn.functional
+    vocab, ctx, d, heads = 50257, 1024, 768, 12
+    layers = depth or 12
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d, device=dev)
+            self.qkv = nn.Linear(d, 3 * d, device=dev)
+            self.proj = nn.Linear(d, d, device=dev)
+            self.ln2 = nn.LayerNorm(d, device=dev)
+            self.fc = nn.Linear(d, 4 * d, device=dev)
+            self.out = nn.Linear(4 * d, d, device=dev)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(b, t, d))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT2(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d, device=dev)
+            self.wpe = nn.Embedding(ctx, d, device=dev)
+            self.blocks = nn.ModuleList(Block() for _ in range(layers))
+            self.ln_f = nn.LayerNorm(d, device=dev)
+            self.head = nn.Linear(d, vocab, bias=False, device=dev)
+            self.head.weight = self.wte.weight  # tied, as GPT-2
+
+        def forward(self, idx):
+            pos = torch.arange(idx.shape[1], device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for blk in self.blocks:
+                x = blk(x)
+            return self.head(self.ln_f(x))
+
+    return GPT2(), vocab
 
 
 def build_model(torch, mode, width, depth, dev):
@@ -125,21 +186,37 @@ def run_mode(ctx, mode, a):
         torch.cuda.synchronize()
         marks.append((name, time.monotonic()))
 
-    model, width, dtype = build_model(torch, mode, a.width, a.depth, dev)
-    batch = a.batch or (4096 if mode == "compute-heavy" else 64)
+    if mode == "gpt2":
+        model, vocab = build_gpt2(torch, a.depth, dev)
+        batch = a.batch or 8
+        x = torch.randint(0, vocab, (batch, 512), device=dev)
+        y = torch.randint(0, vocab, (batch, 512), device=dev)
+    else:
+        model, width, dtype = build_model(torch, mode, a.width, a.depth, dev)
+        batch = a.batch or (4096 if mode == "compute-heavy" else 64)
+        x = torch.randn(batch, width, device=dev, dtype=dtype)
+        y = torch.randn(batch, width, device=dev, dtype=dtype)
     nparams = sum(p.numel() for p in model.parameters())
     mark("build")
     ddp = DDP(model, device_ids=[dev.index])
     mark("ddp")
-    opt = torch.optim.SGD(ddp.parameters(), lr=1e-4, momentum=0.9)
-    x = torch.randn(batch, width, device=dev, dtype=dtype)
-    y = torch.randn(batch, width, device=dev, dtype=dtype)
+    if mode == "gpt2":
+        opt = torch.optim.AdamW(ddp.parameters(), lr=3e-4, weight_decay=0.1)
+    else:
+        opt = torch.optim.SGD(ddp.parameters(), lr=1e-4, momentum=0.9)
     loss_box = [None]
+
+    def forward_loss():
+        if mode != "gpt2":
+            return F.mse_loss(ddp(x), y)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = ddp(x)
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
 
     def step(i, label):
         torch.cuda.nvtx.range_push(f"{label} {i}")
         opt.zero_grad(set_to_none=True)
-        loss = F.mse_loss(ddp(x), y)
+        loss = forward_loss()
         loss.backward()
         opt.step()
         torch.cuda.synchronize()
@@ -262,7 +339,7 @@ def main(argv):
     torch.manual_seed(1234 + rank)
     phases.append(("pg_init", time.monotonic() - t))
     ctx = (torch, dist, F, DDP, dev, rank, world)
-    modes = ["compute-heavy", "kernel-dense"] if a.mode == "both" else [a.mode]
+    modes = a.mode
     losses = []
     for m in modes:
         t = time.monotonic()

@@ -16,6 +16,14 @@
  * the launching thread (a lock held across a callback) shows as few long stalls, one that
  * slows every launch as a higher us_per_launch with none. Exit 0, or 1 on a CUDA error or
  * a bad option.
+ *
+ * --steps N splits the launches into N steps of launches/N (the remainder is dropped), each
+ * an NVTX range "step I" (I from 0) ending with a stream synchronisation, so every kernel
+ * of a step has run before the step's range ends: the steady tier's windows (agent/capture/
+ * window.h) open on these ranges, and a window of steps A-B must capture exactly
+ * (B-A+1)*launches/N kernels. It then also prints
+ * `kernel_storm: steps=N launches_per_step=K step_us=T0,T1,...` (each step's wall time,
+ * range push to pop, in microseconds).
  */
 #include <pthread.h>
 #include <sched.h>
@@ -68,9 +76,41 @@ static int arg_long(int argc, char **argv, const char *name, long dflt, long lo,
     return 0;
 }
 
+/* --steps: steps of per_step launches, each its own NVTX range ending in a sync. */
+static int run_steps(cudaStream_t st, long per_step, long steps)
+{
+    double *us = (double *)calloc((size_t)steps, sizeof(double));
+    char name[32];
+    if (!us)
+        return 1;
+    double t0 = now_s();
+    for (long s = 0; s < steps; s++) {
+        snprintf(name, sizeof name, "step %ld", s);
+        double ts = now_s();
+        nvtxRangePushA(name);
+        for (long i = 0; i < per_step; i++)
+            empty_kernel<<<1, 1, 0, st>>>(NULL);
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        nvtxRangePop();
+        us[s] = (now_s() - ts) * 1e6;
+    }
+    double wall = now_s() - t0;
+    CUDA_CHECK(cudaGetLastError());
+    printf("kernel_storm: launches=%ld wall_s=%.6f us_per_launch=%.3f steps=%ld "
+           "launches_per_step=%ld\n",
+           per_step * steps, wall, wall * 1e6 / (double)(per_step * steps), steps, per_step);
+    printf("kernel_storm: step_us=");
+    for (long s = 0; s < steps; s++)
+        printf("%s%.1f", s ? "," : "", us[s]);
+    printf("\n");
+    free(us);
+    CUDA_CHECK(cudaStreamDestroy(st));
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    long launches, warmup, sync_every, device, pin_cpu;
+    long launches, warmup, sync_every, device, pin_cpu, steps;
     cudaStream_t st;
     double t0, wall, prev, stall_s = 0, max_s = 0;
     long stalls = 0;
@@ -78,17 +118,22 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i += 2)
         if (strcmp(argv[i], "--launches") && strcmp(argv[i], "--warmup") &&
             strcmp(argv[i], "--sync-every") && strcmp(argv[i], "--device") &&
-            strcmp(argv[i], "--pin-cpu")) {
+            strcmp(argv[i], "--pin-cpu") && strcmp(argv[i], "--steps")) {
             fprintf(stderr, "usage: kernel_storm [--launches N] [--warmup N] [--sync-every K] "
-                            "[--device D] [--pin-cpu C]\n");
+                            "[--device D] [--pin-cpu C] [--steps N]\n");
             return 1;
         }
     if (arg_long(argc, argv, "--launches", 200000, 1, 100000000, &launches) ||
         arg_long(argc, argv, "--warmup", 2000, 0, 1000000, &warmup) ||
         arg_long(argc, argv, "--sync-every", 0, 0, 100000000, &sync_every) ||
         arg_long(argc, argv, "--device", 0, 0, 64, &device) ||
-        arg_long(argc, argv, "--pin-cpu", -1, -1, CPU_SETSIZE - 1, &pin_cpu))
+        arg_long(argc, argv, "--pin-cpu", -1, -1, CPU_SETSIZE - 1, &pin_cpu) ||
+        arg_long(argc, argv, "--steps", 0, 0, 1000000, &steps))
         return 1;
+    if (steps > launches) {
+        fprintf(stderr, "kernel_storm: --steps %ld is more than --launches %ld\n", steps, launches);
+        return 1;
+    }
 
     CUDA_CHECK(cudaSetDevice((int)device));
     CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -105,6 +150,9 @@ int main(int argc, char **argv)
     for (long i = 0; i < warmup; i++)
         empty_kernel<<<1, 1, 0, st>>>(NULL);
     CUDA_CHECK(cudaStreamSynchronize(st));
+
+    if (steps > 0)
+        return run_steps(st, launches / steps, steps);
 
     nvtxRangePushA("kernel_storm");
     t0 = prev = now_s();

@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""tiers.py: what the steady tier, its windows and the full trace cost, side by side.
+
+Where it sits: the benchmark of the always-on issue (issue 9), run on one H200 by
+tests/gpu/run_on_gpu_host.sh (stage `tiers`). Not a test: it prints ratios and appends
+every run to a CSV; tests/bench/overhead/RESULTS-tiers.md records what it printed.
+
+Workloads (each run is one process, world size 1, DDP over NCCL for the Python ones):
+  storm  kernel_storm --steps S: S NVTX steps of K empty-kernel launches, each ending in a
+         sync; per-step wall times printed by the workload
+  py     tests/workloads/ddp_train.py --mode gpt2,kernel-dense --steps S: a GPT-2-small
+         class step (bf16 autocast, AdamW; launch-bound) then the kernel-dense DDP step, in
+         one process (one start-up); per-step times printed by the workload
+Variants:
+  plain   no profiler
+  steady  meridian profile, MERIDIAN_TRACE=steady, MERIDIAN_WINDOWS=10/200@10 (10 steps
+          every 200, the default of `meridian profile`)
+  full    meridian profile, MERIDIAN_TRACE=full (every kernel, the default kinds)
+  bare    tests/gpu/libbare_consumer.so as the CUDA injection, CONCURRENT_KERNEL only, its
+          pre-zeroed pool (the floor a kernel tracer can reach)
+  torch   ddp_train.py --profiler torch (CPU and CUDA activities) (py only)
+A round runs every variant of every workload once, in an order rotated each round.
+
+Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
+and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
+over the steps outside windows and outside each detach step (the steady tier's floor).
+Report: medians over rounds, and paired ratios (each round's ratio, then their median,
+with a 95% bootstrap interval over rounds):
+  steady mean / plain mean                     goal <= 1.03 (py: gpt2, kernel-dense)
+  (full - plain) / (bare - plain)              goal <= 1.10 (added cost of the full trace)
+  (full - plain) / (torch - plain)             goal < 1
+  storm: steady outside-window median / plain median   goal within 1%
+
+Usage: tiers.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,py]
+       [--variants plain,steady,full,bare,torch] [--rounds 5] [--steps 600]
+       [--torch-steps 200] [--budget-s 540] [--csv FILE] [--resume]
+With --resume the rows already in --csv count (a run may continue in a later device call;
+every row names its machine's boot id).
+"""
+import argparse
+import csv
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+WINDOWS = "10/200@10"
+FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
+          "outside_median_ms", "wall_s", "rc", "machine"]
+
+
+def boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read()[:8]
+    except OSError:
+        return "unknown"
+
+
+def in_window(step):
+    return step >= 10 and (step - 10) % 200 < 10
+
+
+def window_or_detach(step):
+    return in_window(step) or in_window(step - 1)
+
+
+def command(a, workload, variant, db):
+    env = dict(os.environ)
+    env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + random.randint(0, 300)))
+    if workload == "storm":
+        work = [os.path.join(a.build, "tests/workloads/kernel_storm"), "--steps",
+                str(a.steps), "--launches", str(a.steps * a.storm_per_step), "--warmup", "2000"]
+    else:
+        steps = a.torch_steps if variant == "torch" else a.steps
+        work = [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
+                "gpt2,kernel-dense", "--steps", str(steps), "--warmup", "10", "--print-steps"]
+        if variant == "torch":
+            work += ["--profiler", "torch"]
+    if variant in ("plain", "torch"):
+        return work, env
+    if variant == "bare":
+        env["CUDA_INJECTION64_PATH"] = os.path.join(a.build, "tests/gpu/libbare_consumer.so")
+        env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
+        return work, env
+    env["MERIDIAN_TRACE"] = "steady" if variant == "steady" else "full"
+    if variant == "steady":
+        env["MERIDIAN_WINDOWS"] = WINDOWS
+    else:
+        env.pop("MERIDIAN_WINDOWS", None)
+    return [a.meridian, "profile", "--single", "-o", db, "--agent-lib", a.agent_lib, "--"] + \
+        work, env
+
+
+def parse(workload, out):
+    """{mode: [step ms ...]} from the workload's output."""
+    steps = {}
+    if workload == "storm":
+        m = re.search(r"kernel_storm: step_us=([0-9.,]+)", out)
+        if m:
+            steps["storm"] = [float(x) / 1000 for x in m.group(1).split(",")]
+        return steps
+    for m in re.finditer(r"ddp_train: rank 0 mode=(\S+) step (\d+) ms=([0-9.]+)", out):
+        steps.setdefault(m.group(1), []).append(float(m.group(3)))
+    return steps
+
+
+def run_one(a, rnd, workload, variant, rows, writer):
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=a.run_timeout_s)
+            out, rc = p.stdout, p.returncode
+        except subprocess.TimeoutExpired as e:
+            out, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else \
+                (e.stdout or ""), 124
+        wall = time.monotonic() - t0
+    steps = parse(workload, out)
+    if rc != 0 or not steps:
+        print(f"tiers: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
+              f"output:\n{out[-1500:]}", flush=True)
+    for mode, ms in steps.items():
+        outside = [t for i, t in enumerate(ms) if not window_or_detach(i)]
+        # in one process the kernel-dense steps continue the agent's step count after gpt2
+        row = dict(round=rnd, workload=workload, mode=mode, variant=variant, steps=len(ms),
+                   mean_ms="%.4f" % statistics.fmean(ms),
+                   median_ms="%.4f" % statistics.median(ms),
+                   outside_median_ms="%.4f" % statistics.median(outside) if outside else "",
+                   wall_s="%.1f" % wall, rc=rc, machine=boot_id())
+        rows.append(row)
+        writer.writerow(row)
+        print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
+              f"{row['median_ms']} outside-windows median {row['outside_median_ms']} "
+              f"({len(ms)} steps, {wall:.1f} s, rc {rc})", flush=True)
+
+
+def bootstrap(vals, n=2000):
+    if len(vals) < 3:
+        return None
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(vals, k=len(vals))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def report(rows):
+    by = {}
+    for r in rows:
+        if str(r["rc"]) != "0":
+            continue
+        by.setdefault((r["mode"], r["variant"]), {})[int(r["round"])] = r
+    modes = sorted({k[0] for k in by})
+    print("\ntiers: medians over rounds (ms per step)")
+    for m in modes:
+        for v in ("plain", "steady", "full", "bare", "torch"):
+            rs = by.get((m, v))
+            if rs:
+                print(f"  {m:12s} {v:7s} mean {statistics.median(float(r['mean_ms']) for r in rs.values()):9.4f}"
+                      f"  median {statistics.median(float(r['median_ms']) for r in rs.values()):9.4f}"
+                      f"  rounds {len(rs)}")
+    print("\ntiers: paired ratios (per round, then the median; 95% bootstrap interval)")
+
+    def paired(m, fn, need, label, goal, key="mean_ms"):
+        rounds = set.intersection(*[set(by.get((m, v), {})) for v in need])
+        vals = []
+        for rd in sorted(rounds):
+            x = [float(by[(m, v)][rd][key] or "nan") for v in need]
+            y = fn(*x)
+            if y is not None:
+                vals.append(y)
+        if not vals:
+            return
+        ci = bootstrap(vals)
+        cis = "%.4f-%.4f" % ci if ci else "-"
+        print(f"  {m:12s} {label:42s} {statistics.median(vals):.4f}  [{cis}]  "
+              f"n={len(vals)}  goal {goal}")
+
+    for m in modes:
+        paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (mean step)", "<= 1.03")
+        paired(m, lambda p, f, b: (f - p) / (b - p) if b > p else None, ["plain", "full", "bare"],
+               "added(full)/added(bare) (mean step)", "<= 1.10")
+        paired(m, lambda p, f, t: (f - p) / (t - p) if t > p else None,
+               ["plain", "full", "torch"], "added(full)/added(torch) (mean step)", "< 1")
+        paired(m, lambda p, s: s / p, ["plain", "steady"],
+               "steady/plain (median outside windows)", "within 1%", key="outside_median_ms")
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--meridian", required=True)
+    ap.add_argument("--agent-lib", required=True)
+    ap.add_argument("--workloads", default="storm,py")
+    ap.add_argument("--variants", default="plain,steady,full,bare,torch")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--torch-steps", type=int, default=200)
+    ap.add_argument("--storm-per-step", type=int, default=1000)
+    ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--run-timeout-s", type=float, default=240)
+    ap.add_argument("--csv", default="tiers.csv")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--report-only", action="store_true")
+    a = ap.parse_args(argv)
+    rows = []
+    if (a.resume or a.report_only) and os.path.exists(a.csv):
+        with open(a.csv) as f:
+            rows = list(csv.DictReader(f))
+    if a.report_only:
+        report(rows)
+        return 0
+    done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
+    new = not os.path.exists(a.csv) or not a.resume
+    t_end = time.monotonic() + a.budget_s
+    plan = []
+    variants = a.variants.split(",")
+    for rnd in range(1, a.rounds + 1):
+        for w in a.workloads.split(","):
+            vs = [v for v in variants if not (w == "storm" and v == "torch")]
+            k = (rnd - 1) % len(vs)
+            for v in vs[k:] + vs[:k]:
+                plan.append((rnd, w, v))
+    print(f"tiers: {len(plan)} runs planned, {len(done)} done; machine {boot_id()}; "
+          f"windows {WINDOWS}", flush=True)
+    with open(a.csv, "w" if new else "a", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+        for rnd, w, v in plan:
+            if (rnd, w, v) in done:
+                continue
+            if time.monotonic() > t_end:
+                print("tiers: budget reached; resume with --resume", flush=True)
+                break
+            run_one(a, rnd, w, v, rows, writer)
+            f.flush()
+    report(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
