@@ -7,7 +7,8 @@
  * <db>.shard-K, same run and secret), hands the ranks the list of their addresses (rank R
  * sends to entry R % N), and after the job merges the shards into the requested database
  * (mrd_cli_merge_shards, merge.c) before finalizing it; the shard files are kept when
- * anything fails.
+ * anything fails. The capture tier (steady with windows by default, or --full) is chosen
+ * and checked while the options are read and reaches the ranks as MERIDIAN_* variables.
  *
  * Never hang: the daemon has --daemon-timeout to come up and --stop-timeout to drain
  * (then SIGKILL, after which SQLite's WAL still holds every committed batch); the job may
@@ -35,6 +36,7 @@
 #include "agentenv.h"
 #include "cli.h"
 #include "runcfg.h"
+#include "steps.h"
 
 static volatile sig_atomic_t g_forward; /* signal to forward to the job, 0 = none */
 
@@ -117,12 +119,24 @@ static int write_secret(const char *path)
     return rc;
 }
 
+/* The capture tier the ranks get (agent/ENVIRONMENT.md, "Tiers and windows"), resolved
+ * from the options and the environment while the options are read. */
+struct tier {
+    int steady;         /* 1: the steady tier, 0: full */
+    int trace_env;      /* the tier came from MERIDIAN_TRACE in the environment */
+    int windows_env;    /* the windows came from MERIDIAN_WINDOWS in the environment */
+    int set_windows;    /* MERIDIAN_WINDOWS := windows (an option or the default) */
+    char windows[1024]; /* canonical specification (mrd_windows_format); "" when none passes */
+};
+
 struct profile_opts {
     const char *db, *run_id, *agent_lib, *mpi_lib, *daemon, *listen, *advertise;
     const char *html, *json, *style;
+    const char *windows, *step_name, *trace; /* --windows, --step-name, --trace */
     int daemon_timeout_s, stop_timeout_s, job_timeout_s, finalize_timeout_s;
     int no_mpi, no_report, no_finalize, single, keep_secret, overwrite, verbose;
-    int shards, keep_shards;
+    int shards, keep_shards, full;
+    struct tier tier;
 };
 
 #define MAX_SHARDS 256
@@ -158,6 +172,32 @@ static void profile_usage(FILE *f)
         "      --launcher-style S   openmpi | mpich | env: how variables reach the ranks\n"
         "                           (default: from the launcher's name; env = only this\n"
         "                           process's environment, inherited by local children)\n"
+        "capture tier (agent/ENVIRONMENT.md, \"Tiers and windows\"):\n"
+        "  The default is the steady tier with the windows 10/200@10 (10 steps every 200 from\n"
+        "  step 10: steps 10-19, 210-219, 410-419, ...). CUPTI stays detached outside the\n"
+        "  windows and is attached only for their steps, so its per-launch cost is paid only\n"
+        "  inside them and profiling can stay on for the whole job; the NCCL plugin, NVTX steps\n"
+        "  and MPI capture are on all the time. A step is an NVTX push/pop range named step,\n"
+        "  train_step, training step or ProfilerStep#N (see --step-name), numbered from 0 in\n"
+        "  each rank in the order they are pushed.\n"
+        "      --full               the full tier (MERIDIAN_TRACE=full): CUPTI attached for the\n"
+        "                           whole run, every kernel traced, every launch pays its cost\n"
+        "      --windows SPEC       the steady tier with these windows (MERIDIAN_WINDOWS):\n"
+        "                           terms separated by ',', at most 16: A-B (steps A to B), A\n"
+        "                           (step A), L/P (L steps every P steps from step 0), L/P@S\n"
+        "                           (the same from step S); 'none': the steady tier without\n"
+        "                           windows (CUPTI never attached). Not with --full.\n"
+        "      --step-name PREFIX   a step is an NVTX range whose name starts with PREFIX (any\n"
+        "                           case) followed by its end, a digit or one of ' #:=-[('\n"
+        "                           (MERIDIAN_STEP_NAME; default: the names above); the\n"
+        "                           report's per-step breakdown uses the same rule\n"
+        "      --trace KINDS        CUPTI record kinds, comma-separated: kernel, graph, nccl,\n"
+        "                           memcpy, memset, sync, api, all (MERIDIAN_TRACE_KINDS;\n"
+        "                           default kernel,graph,nccl; kernel is always on)\n"
+        "  Without --full and --windows, a MERIDIAN_TRACE or MERIDIAN_WINDOWS already in the\n"
+        "  environment is kept (MERIDIAN_TRACE=steady alone gets the default windows); the\n"
+        "  options override them. A bad SPEC, KINDS or PREFIX (over 127 bytes), in an option or\n"
+        "  in those variables, or --full with --windows, is refused before anything starts.\n"
         "agent:\n"
         "      --agent-lib PATH     libmeridian.so (default: $MERIDIAN_AGENT_LIB, else next to\n"
         "                           meridian, else the build tree). Without it ranks are not\n"
@@ -192,8 +232,9 @@ static void profile_usage(FILE *f)
         "variables in the environment (MERIDIAN_QUEUE_BYTES, MERIDIAN_RECORD_FILE, ...) and\n"
         "NCCL_NVLS_ENABLE are passed on to the ranks.\n"
         "\n"
-        "Exit status: the job's (128+N if it died of signal N); 125 when meridian failed before\n"
-        "starting the job, 126/127 when COMMAND could not be executed / was not found.\n",
+        "Exit status: the job's (128+N if it died of signal N); 2 for a bad option or value\n"
+        "(nothing was started); 125 when meridian failed before starting the job, 126/127\n"
+        "when COMMAND could not be executed / was not found.\n",
         f);
 }
 
@@ -205,6 +246,148 @@ static int parse_int(const char *s, int *out)
         return -EINVAL;
     *out = (int)v;
     return 0;
+}
+
+/* ---- capture tier ------------------------------------------------------------------- */
+
+/* The tier, windows, step name and trace kinds reach the ranks as MERIDIAN_* variables
+ * (agentenv.c passes every MERIDIAN_* of this process on). They are checked here, by the
+ * rules the agent reads them with, because a bad value found by the agent only turns CUDA
+ * capture off on every rank with a line each on stderr, after the job has run. */
+
+#define DEFAULT_WINDOWS "10/200@10"
+#define STEP_NAME_MAX   127 /* the agent's limit (agent/capture/window.c) */
+
+static const char *const trace_kinds[] = {"kernel", "graph", "nccl", "memcpy",
+                                          "memset", "sync",  "api",  "all"};
+
+/* Says why a tier value is refused: `name "value": why` for an option, `name="value" in
+ * the environment: why` for a variable. Returns -EINVAL. */
+static int refuse(const char *name, int from_env, const char *value, const char *why)
+{
+    fprintf(stderr,
+            from_env ? "meridian profile: %s=\"%.200s\" in the environment: %s\n"
+                     : "meridian profile: %s \"%.200s\": %s\n",
+            name, value, why);
+    return -EINVAL;
+}
+
+/* Checks a MERIDIAN_TRACE_KINDS value as the agent parses it (agent/capture/cupti.c):
+ * names of trace_kinds[] separated by ','; "" is the default. Returns 0, or -EINVAL with
+ * why[] naming the first bad name. */
+static int check_kinds(const char *s, char *why, size_t why_len)
+{
+    const size_t nk = sizeof(trace_kinds) / sizeof(trace_kinds[0]);
+    for (const char *p = s; *p;) {
+        size_t len = strcspn(p, ","), i;
+        for (i = 0; i < nk; i++)
+            if (strlen(trace_kinds[i]) == len && strncmp(p, trace_kinds[i], len) == 0)
+                break;
+        if (i == nk) {
+            snprintf(why, why_len,
+                     "%s%.*s%s is not one of kernel, graph, nccl, memcpy, memset, sync, api, all",
+                     len ? "'" : "an empty name", (int)len, p, len ? "'" : "");
+            return -EINVAL;
+        }
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+/* Resolves o->tier from the tier options and the environment (MERIDIAN_TRACE,
+ * MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME, MERIDIAN_TRACE_KINDS), checking every value that
+ * will reach the ranks. Changes nothing else. Returns 0 or -EINVAL (reported). */
+static int resolve_tier(struct profile_opts *o)
+{
+    struct tier *t = &o->tier;
+    const char *env_trace = getenv("MERIDIAN_TRACE"), *env_win = getenv("MERIDIAN_WINDOWS");
+    const char *kinds = o->trace ? o->trace : getenv("MERIDIAN_TRACE_KINDS");
+    const char *step = o->step_name ? o->step_name : getenv("MERIDIAN_STEP_NAME");
+    const char *spec = NULL;
+    struct mrd_windows w;
+    char why[256];
+
+    memset(t, 0, sizeof(*t));
+    if (o->full && o->windows) {
+        fprintf(stderr, "meridian profile: --full and --windows together: --full traces every "
+                        "kernel all the time, --windows only inside windows (choose one)\n");
+        return -EINVAL;
+    }
+    if (kinds && check_kinds(kinds, why, sizeof(why)) < 0)
+        return refuse(o->trace ? "--trace" : "MERIDIAN_TRACE_KINDS", !o->trace, kinds, why);
+    if (step && strlen(step) > STEP_NAME_MAX) {
+        snprintf(why, sizeof(why), "longer than %d bytes", STEP_NAME_MAX);
+        return refuse(o->step_name ? "--step-name" : "MERIDIAN_STEP_NAME", !o->step_name, step,
+                      why);
+    }
+    if (env_trace && !*env_trace)
+        env_trace = NULL; /* set but empty: the agent's default, i.e. not chosen */
+    if (env_win && !*env_win)
+        env_win = NULL;
+    if (!o->full && !o->windows && env_trace && strcmp(env_trace, "steady") != 0 &&
+        strcmp(env_trace, "full") != 0)
+        return refuse("MERIDIAN_TRACE", 1, env_trace, "not steady or full");
+    if (o->full || o->windows) {
+        t->steady = !o->full;
+    } else {
+        t->trace_env = env_trace != NULL;
+        t->steady = !env_trace || strcmp(env_trace, "steady") == 0;
+    }
+    /* the windows: the option; else the environment's (kept, and checked even under the
+     * full tier, where the agent still parses them; --full removes them); else the
+     * default for the steady tier */
+    if (o->windows) {
+        spec = o->windows;
+    } else if (!o->full && env_win) {
+        spec = env_win;
+        t->windows_env = 1;
+    } else if (t->steady) {
+        spec = DEFAULT_WINDOWS;
+    }
+    if (spec && mrd_windows_parse(spec, &w, why, sizeof(why)) < 0)
+        return refuse(o->windows ? "--windows" : "MERIDIAN_WINDOWS", t->windows_env, spec, why);
+    if (spec)
+        mrd_windows_format(&w, t->windows, sizeof(t->windows));
+    t->set_windows = spec && !t->windows_env;
+    return 0;
+}
+
+/* Sets the resolved tier in this process's environment, before the agent's environment
+ * is built from it. Returns 0 or -errno. Main thread. */
+static int apply_tier(const struct profile_opts *o)
+{
+    const struct tier *t = &o->tier;
+    if (setenv("MERIDIAN_TRACE", t->steady ? "steady" : "full", 1) < 0 ||
+        (t->set_windows && setenv("MERIDIAN_WINDOWS", t->windows, 1) < 0) ||
+        (o->full && unsetenv("MERIDIAN_WINDOWS") < 0) ||
+        (o->step_name && setenv("MERIDIAN_STEP_NAME", o->step_name, 1) < 0) ||
+        (o->trace && setenv("MERIDIAN_TRACE_KINDS", o->trace, 1) < 0))
+        return -errno;
+    return 0;
+}
+
+/* One line at the job's start: the tier and windows the ranks get. */
+static void say_tier(const struct tier *t)
+{
+    const char *from_trace = t->trace_env ? " (MERIDIAN_TRACE)" : "";
+    const char *from_win = t->windows_env ? " (MERIDIAN_WINDOWS)" : "";
+    if (!t->steady)
+        fprintf(stderr,
+                "meridian profile: full tier%s (CUPTI attached for the whole run: every "
+                "kernel, every launch pays its cost)\n",
+                from_trace);
+    else if (strcmp(t->windows, "none") == 0)
+        fprintf(stderr,
+                "meridian profile: steady tier%s, no windows%s (CUPTI never attached: NCCL, "
+                "NVTX steps and MPI only; --full traces every kernel)\n",
+                from_trace, from_win);
+    else
+        fprintf(stderr,
+                "meridian profile: steady tier%s, windows %s%s (CUPTI attached only inside "
+                "them; --full traces every kernel)\n",
+                from_trace, t->windows, from_win);
 }
 
 /* Options of `meridian profile`. */
@@ -229,7 +412,11 @@ enum {
     O_KEEP,
     O_FT,
     O_SHARDS,
-    O_KEEPSH
+    O_KEEPSH,
+    O_FULL,
+    O_WINDOWS,
+    O_STEPNAME,
+    O_TRACE
 };
 static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"overwrite", 0, 0, O_OVER},
@@ -253,6 +440,10 @@ static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"finalize-timeout", 1, 0, O_FT},
                                    {"shards", 1, 0, O_SHARDS},
                                    {"keep-shards", 0, 0, O_KEEPSH},
+                                   {"full", 0, 0, O_FULL},
+                                   {"windows", 1, 0, O_WINDOWS},
+                                   {"step-name", 1, 0, O_STEPNAME},
+                                   {"trace", 1, 0, O_TRACE},
                                    {"verbose", 0, 0, 'v'},
                                    {"help", 0, 0, 'h'},
                                    {0, 0, 0, 0}};
@@ -338,6 +529,18 @@ static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
     case O_KEEPSH:
         o->keep_shards = 1;
         break;
+    case O_FULL: /* the tier options are checked together, in resolve_tier */
+        o->full = 1;
+        break;
+    case O_WINDOWS:
+        o->windows = arg;
+        break;
+    case O_STEPNAME:
+        o->step_name = arg;
+        break;
+    case O_TRACE:
+        o->trace = arg;
+        break;
     case 'v':
         o->verbose = 1;
         break;
@@ -377,6 +580,8 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
         fprintf(stderr, "meridian profile: --launcher-style must be openmpi, mpich or env\n");
         return -EINVAL;
     }
+    if (resolve_tier(o) < 0)
+        return -EINVAL;
     char host[256];
     uint16_t port = 0;
     mrd_hostport_split(o->listen, host, sizeof(host), &port); /* checked when read */
@@ -943,6 +1148,10 @@ int mrd_cli_profile(int argc, char **argv)
                 getenv("MERIDIAN_SHARD_ID"));
         unsetenv("MERIDIAN_SHARD_ID");
     }
+    if ((rc = apply_tier(&o)) < 0) {
+        fprintf(stderr, "meridian profile: setenv: %s\n", strerror(-rc));
+        goto setup_failed;
+    }
     if ((rc = mrd_agentenv_build(&ec, &env)) < 0) {
         fprintf(stderr, "meridian profile: agent environment: %s\n", strerror(-rc));
         goto setup_failed;
@@ -966,6 +1175,7 @@ int mrd_cli_profile(int argc, char **argv)
     command = join_command(argv + optind, njob);
     fprintf(stderr, "meridian profile: run %s, %s %s, database %s\n", s.run_id,
             s.nshards > 1 ? "aggregators (one per shard)" : "aggregator", s.aggregator, s.db);
+    say_tier(&o.tier);
     st = run_job(job, o.job_timeout_s, &s);
     fprintf(stderr, "meridian profile: job finished (%s %d); stopping meridiand%s\n",
             st >= 0 && WIFSIGNALED(st) ? "signal" : "exit status",
@@ -981,7 +1191,10 @@ int mrd_cli_profile(int argc, char **argv)
     if (db) {
         if (!o.no_report || o.html || o.json) {
             FILE *text = o.no_report || (o.json && strcmp(o.json, "-") == 0) ? NULL : stdout;
-            mrd_cli_render(db, text, o.html, o.json, 0, NULL, "meridian profile");
+            /* the steps the agents counted for the windows are the report's steps */
+            const char *step = getenv("MERIDIAN_STEP_NAME");
+            mrd_cli_render(db, text, o.html, o.json, 0, step && *step ? step : NULL,
+                           "meridian profile");
         }
         sqlite3_close(db);
     }
