@@ -4,9 +4,11 @@
  * Where it sits: after meridiand has stopped (nothing else writes the database). The
  * finalize runs aggregator/clock's three passes in their documented order: clock fit
  * (clock_samples -> clock_models), GPU timer calibration (-> gpu_timer_models), causality
- * check with offset tightening; then analysis and export read the completed tables.
+ * check with offset tightening; then it derives the `windows` table (the steady tier's
+ * capture windows, aggregator/analyze/window_table.h) on the timebase those passes left;
+ * then analysis and export read the completed tables.
  * Built without aggregator/clock (MRD_HAVE_CLOCK undefined), it says so and the analysis
- * uses local clocks with a warning. Main thread; one SQLite connection.
+ * uses local clocks with a warning (the windows too). Main thread; one SQLite connection.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +20,7 @@
 #include "cli.h"
 #include "error.h"
 #include "export.h"
+#include "window_table.h"
 #ifdef MRD_HAVE_CLOCK
 #include "clock.h"
 #endif
@@ -66,6 +69,25 @@ static int set_command(sqlite3 *db, const char *command)
     return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
+/* The windows table, after the clock passes (its times are global). One line when the run
+ * had window records; a failure makes the finalize fail (the table is left as it was). */
+static int derive_windows(sqlite3 *db, FILE *log)
+{
+    struct mrd_window_table_stats st;
+    memset(&st, 0, sizeof(st));
+    int w = mrd_window_table_derive(db, &st, log);
+    if (w < 0) {
+        fprintf(log, "meridian: capture windows not derived: %s\n", mrd_strerror(w));
+        return w;
+    }
+    if (st.windows || st.malformed)
+        fprintf(log,
+                "meridian: capture windows: %" PRIu64 " on %d rank(s) (%" PRIu64
+                " open at exit), %" PRIu64 " malformed record(s) skipped\n",
+                st.windows, st.ranks, st.open, st.malformed);
+    return 0;
+}
+
 int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
 {
     int rc = 0;
@@ -101,7 +123,8 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
     fprintf(log, "meridian: this build has no clock fit (aggregator/clock): the report uses "
                  "each rank's local clock\n");
 #endif
-    return rc;
+    int w = derive_windows(db, log);
+    return rc < 0 ? rc : w;
 }
 
 static FILE *open_out(const char *path, const char *who)

@@ -470,7 +470,8 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     sqlite3_exec(db, "PRAGMA cache_size=-65536", NULL, NULL, NULL); /* 64 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
-        (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0)
+        (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
+        (rc = mrd__analyze_windows(db, a)) < 0)
         goto fail;
     if ((rc = mrd_timebase_load(db, o->ignore_clock_models, &tb)) < 0) {
         if (rc == -MRD_ERR_SQLITE)
@@ -514,6 +515,7 @@ void mrd_analysis_free(struct mrd_analysis *a)
         return;
     free(a->ranks);
     free(a->steps);
+    free(a->windows);
     free(a);
 }
 

@@ -54,6 +54,7 @@
 #define MRD_AN_MAX_WARNINGS 16
 #define MRD_AN_MAX_PAIRS    16 /* rank pairs with causality violations listed (the worst) */
 #define MRD_AN_HIST_BINS    40 /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
+#define MRD_AN_MAX_WINDOW_RANGES 8 /* window step ranges listed per rank; more are counted */
 
 /* How a rank's communication kernels were recognised: all through correlation, all by
  * name, or both (some NCCL-named kernels had no correlation record). */
@@ -158,6 +159,20 @@ struct mrd_an_instance {
     int64_t step; /* -1 when no step range holds it */
 };
 
+/* One rank's capture windows (the steady tier; table `windows`, derived at finalize). */
+struct mrd_an_windows {
+    int rank;
+    uint64_t windows;
+    uint64_t open_at_exit; /* windows still attached when the process exited */
+    uint64_t steps;        /* steps inside its windows (sum of last - first + 1) */
+    uint64_t kernels;      /* kernels inside its windows */
+    int64_t first_step, last_step;
+    int64_t attach_median_ns; /* median stall of the application thread by the attach */
+    int64_t detach_median_ns; /* median cuptiFinalize time of the closed windows; -1: none */
+    int nranges;              /* the first MRD_AN_MAX_WINDOW_RANGES windows' steps */
+    int64_t ranges[MRD_AN_MAX_WINDOW_RANGES][2];
+};
+
 struct mrd_analyze_options {
     int ignore_clock_models; /* use local clocks even when models exist */
     const char *step_name;   /* NVTX step range prefix; NULL = "step", "train_step",
@@ -199,6 +214,10 @@ struct mrd_analysis {
     int nsteps; /* broken-down steps in steps[] */
     uint64_t steps_beyond_cap;
     struct mrd_an_step *steps;
+    /* capture windows, one entry per rank that has any, ascending rank; none (0) when
+     * the run had no windows or the database was not finalized */
+    int nwindow_ranks;
+    struct mrd_an_windows *windows;
     /* warnings, in the order found */
     int nwarnings;
     char warnings[MRD_AN_MAX_WARNINGS][256];

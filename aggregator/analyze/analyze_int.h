@@ -1,4 +1,5 @@
-/* Shared-internal declarations of the analyze library (analyze.c, overlap.c, match.c).
+/* Shared-internal declarations of the analyze library (analyze.c, overlap.c, match.c,
+ * window_table.c).
  * Not for other modules: use analyze.h. */
 #ifndef MRD_ANALYZE_INT_H
 #define MRD_ANALYZE_INT_H
@@ -12,6 +13,10 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a);
  * Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
 int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
                        const struct mrd_analyze_options *o, struct mrd_analysis *a);
+
+/* Reads the windows table (window_table.c) into a->windows; a database without it gets
+ * none (and a warning when it has window records). Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a);
 
 /* Appends a warning (dropped silently beyond MRD_AN_MAX_WARNINGS; the last slot then
  * says so). */

@@ -3,7 +3,8 @@
  * Where it sits: export stage; renders struct mrd_analysis only. Schema
  * "meridian-report/1" (aggregator/export/README.md): integers are nanoseconds or counts,
  * communicator hashes are 16-digit hex strings (64-bit values do not survive a double).
- * Size O(ranks + steps + collectives).
+ * Size O(ranks + steps + collectives); "windows" (capture windows, per rank) only when
+ * the run had any.
  */
 #include "export.h"
 
@@ -135,6 +136,35 @@ static void collectives_obj(FILE *f, const struct mrd_analysis *a)
     fputs("]}", f);
 }
 
+/* "windows": one object per rank with capture windows; the key is left out when there
+ * are none (meridian-report/1 stays as it was for full-tier runs). */
+static void windows_arr(FILE *f, const struct mrd_analysis *a)
+{
+    if (a->nwindow_ranks == 0)
+        return;
+    fputs("\"windows\":[", f);
+    for (int i = 0; i < a->nwindow_ranks; i++) {
+        const struct mrd_an_windows *w = &a->windows[i];
+        fprintf(f,
+                "%s{\"rank\":%d,\"windows\":%" PRIu64 ",\"open_at_exit\":%" PRIu64
+                ",\"steps\":%" PRIu64 ",\"first_step\":%" PRId64 ",\"last_step\":%" PRId64
+                ",\"ranges\":[",
+                i ? ",\n" : "\n", w->rank, w->windows, w->open_at_exit, w->steps, w->first_step,
+                w->last_step);
+        for (int r = 0; r < w->nranges; r++)
+            fprintf(f, "%s[%" PRId64 ",%" PRId64 "]", r ? "," : "", w->ranges[r][0],
+                    w->ranges[r][1]);
+        fprintf(f,
+                "],\"kernels\":%" PRIu64 ",\"attach_median_ns\":%" PRId64 ",\"detach_median_ns\":",
+                w->kernels, w->attach_median_ns);
+        if (w->detach_median_ns < 0)
+            fputs("null}", f);
+        else
+            fprintf(f, "%" PRId64 "}", w->detach_median_ns);
+    }
+    fputs("],\n", f);
+}
+
 int mrd_export_json(FILE *f, const struct mrd_analysis *a)
 {
     const struct mrd_an_rank **rankv = mrd__report_ranking(a);
@@ -194,7 +224,9 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
                 s ? ",\n" : "\n", st->index, st->start_ns, st->end_ns, st->instances, st->cost_ns,
                 st->max_skew_ns, st->worst_rank, st->worst_caused_ns);
     }
-    fprintf(f, "],\n\"steps_beyond_cap\":%" PRIu64 ",\n\"warnings\":[", a->steps_beyond_cap);
+    fprintf(f, "],\n\"steps_beyond_cap\":%" PRIu64 ",\n", a->steps_beyond_cap);
+    windows_arr(f, a);
+    fputs("\"warnings\":[", f);
     for (int i = 0; i < a->nwarnings; i++) {
         fputs(i ? "," : "", f);
         mrd__json_str(f, a->warnings[i]);

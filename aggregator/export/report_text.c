@@ -3,7 +3,9 @@
  * Where it sits: export stage; renders a struct mrd_analysis, touching no database.
  * Sections, always in this order and always present (an empty section says why):
  * run, ranks, events per kind, dropped events, clock models, collectives, overlap,
- * stragglers, steps, warnings. Output size is O(ranks + min(steps, 50)).
+ * stragglers, steps, warnings; and before the clock models, only when the run had
+ * capture windows (the steady tier), the windows. Output size is O(ranks + min(steps,
+ * 50)).
  */
 #include "export.h"
 
@@ -226,6 +228,55 @@ static void print_drops(FILE *f, const struct mrd_analysis *a)
             total, a->duplicates, a->rejected);
 }
 
+/* "10-19, 40-49" (the listed windows), "+N more" for the rest. */
+static void window_ranges(char *buf, size_t n, const struct mrd_an_windows *w)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < w->nranges && k < n; i++) {
+        int m = w->ranges[i][0] == w->ranges[i][1]
+                    ? snprintf(buf + k, n - k, "%s%" PRId64, i ? ", " : "", w->ranges[i][0])
+                    : snprintf(buf + k, n - k, "%s%" PRId64 "-%" PRId64, i ? ", " : "",
+                               w->ranges[i][0], w->ranges[i][1]);
+        k += m > 0 ? (size_t)m : 0;
+    }
+    if (w->windows > (uint64_t)w->nranges && k < n)
+        snprintf(buf + k, n - k, ", +%" PRIu64 " more", w->windows - (uint64_t)w->nranges);
+}
+
+static void fmt_ms(char *buf, size_t n, int64_t ns)
+{
+    if (ns < 0)
+        snprintf(buf, n, "-");
+    else
+        snprintf(buf, n, "%.2f ms", (double)ns / 1e6);
+}
+
+/* Only for runs with windows: the steady tier's attach/detach cost and what the
+ * overlap and straggler figures are computed from. */
+static void print_windows(FILE *f, const struct mrd_analysis *a)
+{
+    char b1[32], b2[32], steps[160];
+    if (a->nwindow_ranks == 0)
+        return;
+    section(f, "Capture windows (CUPTI attached only for these steps)");
+    fprintf(f, "  %-5s %8s %8s %10s %11s %11s  %s\n", "rank", "windows", "steps", "kernels",
+            "attach p50", "detach p50", "steps covered");
+    for (int i = 0; i < a->nwindow_ranks; i++) {
+        const struct mrd_an_windows *w = &a->windows[i];
+        fmt_ms(b1, sizeof(b1), w->attach_median_ns);
+        fmt_ms(b2, sizeof(b2), w->detach_median_ns);
+        window_ranges(steps, sizeof(steps), w);
+        fprintf(f, "  %-5d %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %11s %11s  %s", w->rank,
+                w->windows, w->steps, w->kernels, b1, b2, steps);
+        if (w->open_at_exit)
+            fprintf(f, " (%" PRIu64 " open at exit)", w->open_at_exit);
+        fputc('\n', f);
+    }
+    fprintf(f, "  overlap figures come from the window steps only (kernels exist only there); "
+               "stragglers from all steps (the NCCL plugin is on all the time)\n");
+}
+
 static void print_clock(FILE *f, const struct mrd_analysis *a)
 {
     char b1[48], b2[32];
@@ -393,6 +444,7 @@ int mrd_export_text(FILE *f, const struct mrd_analysis *a)
     print_ranks(f, a);
     print_events(f, a);
     print_drops(f, a);
+    print_windows(f, a);
     print_clock(f, a);
     print_collectives(f, a);
     print_overlap(f, a);

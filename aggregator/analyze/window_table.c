@@ -1,0 +1,427 @@
+/* The `windows` table (window_table.h): derived at finalize from the window records, and
+ * read back per rank for the reports.
+ *
+ * Derivation: one scan of the nvtx rows in domain "meridian.window" (looked up once in
+ * strings; without it the nvtx table is not scanned at all), in (rank, start) order. Per
+ * record: parse the message, map start and end with the analysis' timebase, count the
+ * rank's kernels whose start, mapped the same way, lies in [start, end], insert the row.
+ * The kernel count is one range query on kernels_rank_start per window with the record's
+ * local bounds; every candidate is then compared in global time. A rank's map is
+ * nondecreasing (slope 1 + drift, segments that meet), so the local range holds every
+ * kernel the global comparison can accept. The whole replacement is one transaction.
+ *
+ * Workload: a window spans tens to thousands of steps, so a rank has at most a few
+ * thousand records; in the steady tier the kernels exist only inside windows, so the
+ * counts read each kernel's start once. Memory O(1) beyond the clock segments; nothing is
+ * held per window.
+ *
+ * Reading back (mrd__analyze_windows): one ordered pass over the table into one summary
+ * per rank, then per rank the medians by ORDER BY ... LIMIT/OFFSET (no list of values
+ * is held).
+ */
+#include "window_table.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze_int.h"
+#include "error.h"
+
+#define MAX_LOGGED_MALFORMED 8 /* records described in the log; the rest are only counted */
+
+static const char create_sql[] =
+    "DROP TABLE IF EXISTS windows;"
+    "CREATE TABLE windows ("
+    " rank INTEGER NOT NULL,"
+    " first_step INTEGER NOT NULL, last_step INTEGER NOT NULL, detach_step INTEGER NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
+    " attach_ns INTEGER NOT NULL, detach_ns INTEGER, flush_ns INTEGER NOT NULL,"
+    " kernels INTEGER NOT NULL);";
+
+/* ---- the message ---------------------------------------------------------------------- */
+
+/* Microseconds that still fit in int64 nanoseconds. */
+#define MAX_US (INT64_MAX / 1000)
+
+/* A decimal >= 0 (no sign, at most 18 digits), or -1 when minus_one is allowed. Advances
+ * *p past it. Returns 0 or -EINVAL. */
+static int parse_num(const char **p, int64_t *v, int minus_one)
+{
+    const char *s = *p;
+    int64_t x = 0;
+    int n = 0;
+    if (minus_one && s[0] == '-' && s[1] == '1' && !(s[2] >= '0' && s[2] <= '9')) {
+        *v = -1;
+        *p = s + 2;
+        return 0;
+    }
+    while (s[n] >= '0' && s[n] <= '9') {
+        if (n == 18)
+            return -EINVAL;
+        x = x * 10 + (s[n] - '0');
+        n++;
+    }
+    if (n == 0)
+        return -EINVAL;
+    *v = x;
+    *p = s + n;
+    return 0;
+}
+
+static int expect(const char **p, const char *lit)
+{
+    size_t n = strlen(lit);
+    if (strncmp(*p, lit, n) != 0)
+        return -EINVAL;
+    *p += n;
+    return 0;
+}
+
+static int us_to_ns(int64_t us, int64_t *ns)
+{
+    if (us > MAX_US)
+        return -EINVAL;
+    *ns = us < 0 ? -1 : us * 1000;
+    return 0;
+}
+
+int mrd_window_table_parse(const char *msg, struct mrd_window_msg *out)
+{
+    struct mrd_window_msg m;
+    int64_t a, d, f;
+    size_t n = 0;
+    const char *p = msg;
+    if (!msg || !out)
+        return -EINVAL;
+    memset(&m, 0, sizeof(m));
+    if (parse_num(&p, &m.first_step, 0) || expect(&p, "-") || parse_num(&p, &m.last_step, 0) ||
+        expect(&p, " ") || m.last_step < m.first_step)
+        return -EINVAL;
+    while ((p[n] >= 'a' && p[n] <= 'z') || p[n] == '_') {
+        if (n == sizeof(m.reason) - 1)
+            return -EINVAL;
+        m.reason[n] = p[n];
+        n++;
+    }
+    if (n == 0)
+        return -EINVAL;
+    p += n;
+    if (expect(&p, " a=") || parse_num(&p, &a, 0) || expect(&p, " d=") || parse_num(&p, &d, 1) ||
+        expect(&p, " f=") || parse_num(&p, &f, 0) || *p != '\0')
+        return -EINVAL;
+    if (us_to_ns(a, &m.attach_ns) || us_to_ns(d, &m.detach_ns) || us_to_ns(f, &m.flush_ns))
+        return -EINVAL;
+    *out = m;
+    return 0;
+}
+
+/* ---- derivation ----------------------------------------------------------------------- */
+
+struct derive {
+    sqlite3 *db;
+    struct mrd_timebase *tb;
+    sqlite3_stmt *sel, *kern, *ins;
+    struct mrd_window_table_stats st;
+    FILE *log;
+};
+
+static int sqlerr(struct derive *d, const char *what)
+{
+    if (d->log)
+        fprintf(d->log, "windows: %s: %s\n", what, sqlite3_errmsg(d->db));
+    return -MRD_ERR_SQLITE;
+}
+
+/* strings.id of the window domain: 1 and *id when present, 0 when absent, < 0 on error. */
+static int domain_id(struct derive *d, int64_t *id)
+{
+    sqlite3_stmt *q = NULL;
+    int rc;
+    if (!mrd_analyze_has_table(d->db, "nvtx") || !mrd_analyze_has_table(d->db, "strings"))
+        return 0;
+    if (sqlite3_prepare_v2(d->db, "SELECT id FROM strings WHERE value = ?1", -1, &q, NULL) !=
+        SQLITE_OK)
+        return sqlerr(d, "looking up the window domain");
+    sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        *id = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return sqlerr(d, "looking up the window domain");
+    return rc == SQLITE_ROW;
+}
+
+/* Kernels of `rank` whose start maps into [gs, ge]; local bounds [ls, le] select them. */
+static int count_kernels(struct derive *d, int rank, int64_t ls, int64_t le, int64_t gs, int64_t ge,
+                         int64_t *count)
+{
+    int rc;
+    *count = 0;
+    if (!d->kern)
+        return 0;
+    sqlite3_reset(d->kern);
+    sqlite3_bind_int(d->kern, 1, rank);
+    sqlite3_bind_int64(d->kern, 2, ls);
+    sqlite3_bind_int64(d->kern, 3, le);
+    while ((rc = sqlite3_step(d->kern)) == SQLITE_ROW) {
+        int64_t g = mrd_timebase_map(d->tb, rank, sqlite3_column_int64(d->kern, 0));
+        *count += g >= gs && g <= ge;
+    }
+    return rc == SQLITE_DONE ? 0 : sqlerr(d, "counting kernels");
+}
+
+static void skip(struct derive *d, int rank, int64_t start, const char *msg, const char *why)
+{
+    if (d->log && d->st.malformed < MAX_LOGGED_MALFORMED)
+        fprintf(d->log, "windows: rank %d: record at local %lld ns skipped (%s): \"%s\"\n", rank,
+                (long long)start, why, msg ? msg : "(no message)");
+    d->st.malformed++;
+}
+
+/* One window record: parsed, mapped, counted, inserted (or skipped). */
+static int one_record(struct derive *d, int *last_rank)
+{
+    struct mrd_window_msg m;
+    int rank = sqlite3_column_int(d->sel, 0);
+    int64_t ls = sqlite3_column_int64(d->sel, 1), le = sqlite3_column_int64(d->sel, 2);
+    const char *msg = (const char *)sqlite3_column_text(d->sel, 3);
+    int64_t gs, ge, kernels;
+    int rc;
+    if (mrd_window_table_parse(msg, &m) < 0) {
+        skip(d, rank, ls, msg, "malformed message");
+        return 0;
+    }
+    if (le < ls) {
+        skip(d, rank, ls, msg, "ends before it starts");
+        return 0;
+    }
+    gs = mrd_timebase_map(d->tb, rank, ls);
+    ge = mrd_timebase_map(d->tb, rank, le);
+    if ((rc = count_kernels(d, rank, ls, le, gs, ge, &kernels)) < 0)
+        return rc;
+    sqlite3_reset(d->ins);
+    sqlite3_bind_int(d->ins, 1, rank);
+    sqlite3_bind_int64(d->ins, 2, m.first_step);
+    sqlite3_bind_int64(d->ins, 3, m.last_step);
+    sqlite3_bind_int64(d->ins, 4, m.last_step + 1);
+    sqlite3_bind_text(d->ins, 5, m.reason, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(d->ins, 6, gs);
+    sqlite3_bind_int64(d->ins, 7, ge);
+    sqlite3_bind_int64(d->ins, 8, m.attach_ns);
+    if (m.detach_ns < 0)
+        sqlite3_bind_null(d->ins, 9);
+    else
+        sqlite3_bind_int64(d->ins, 9, m.detach_ns);
+    sqlite3_bind_int64(d->ins, 10, m.flush_ns);
+    sqlite3_bind_int64(d->ins, 11, kernels);
+    if (sqlite3_step(d->ins) != SQLITE_DONE)
+        return sqlerr(d, "inserting a window");
+    d->st.windows++;
+    d->st.open += m.detach_ns < 0;
+    if (rank != *last_rank) {
+        d->st.ranks++;
+        *last_rank = rank;
+    }
+    return 0;
+}
+
+static int fill(struct derive *d, int64_t domain)
+{
+    int rc, step, last_rank = -1;
+    if (sqlite3_prepare_v2(d->db,
+                           "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM nvtx n "
+                           "LEFT JOIN strings s ON s.id = n.name_id WHERE n.domain_id = ?1 "
+                           "ORDER BY n.rank, n.start_ns, n.rowid",
+                           -1, &d->sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(d->db,
+                           "INSERT INTO windows (rank, first_step, last_step, detach_step, "
+                           "reason, start_ns, end_ns, attach_ns, detach_ns, flush_ns, kernels) "
+                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
+                           -1, &d->ins, NULL) != SQLITE_OK)
+        return sqlerr(d, "prepare");
+    if (mrd_analyze_has_table(d->db, "kernels") &&
+        sqlite3_prepare_v2(d->db,
+                           "SELECT start_ns FROM kernels WHERE rank = ?1 AND start_ns >= ?2 "
+                           "AND start_ns <= ?3",
+                           -1, &d->kern, NULL) != SQLITE_OK)
+        return sqlerr(d, "prepare");
+    sqlite3_bind_int64(d->sel, 1, domain);
+    while ((step = sqlite3_step(d->sel)) == SQLITE_ROW)
+        if ((rc = one_record(d, &last_rank)) < 0)
+            return rc;
+    return step == SQLITE_DONE ? 0 : sqlerr(d, "reading the window records");
+}
+
+static int exec(struct derive *d, const char *sql, const char *what)
+{
+    if (sqlite3_exec(d->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+        return sqlerr(d, what);
+    return 0;
+}
+
+int mrd_window_table_derive(sqlite3 *db, struct mrd_window_table_stats *st, FILE *log)
+{
+    struct derive d;
+    int64_t domain = 0;
+    int rc, in_tx = 0;
+    memset(&d, 0, sizeof(d));
+    d.db = db;
+    d.log = log;
+    if ((rc = mrd_timebase_load(db, 0, &d.tb)) < 0) {
+        if (rc == -MRD_ERR_SQLITE)
+            sqlerr(&d, "loading the clock models");
+        goto fail;
+    }
+    if ((rc = exec(&d, "BEGIN IMMEDIATE", "begin")) < 0)
+        goto fail;
+    in_tx = 1;
+    if ((rc = exec(&d, create_sql, "creating the windows table")) < 0 ||
+        (rc = domain_id(&d, &domain)) < 0)
+        goto fail;
+    if (rc == 1 && (rc = fill(&d, domain)) < 0)
+        goto fail;
+    sqlite3_finalize(d.sel); /* no statement may be pending at COMMIT */
+    sqlite3_finalize(d.kern);
+    sqlite3_finalize(d.ins);
+    d.sel = d.kern = d.ins = NULL;
+    if ((rc = exec(&d, "COMMIT", "commit")) < 0)
+        goto fail;
+    in_tx = 0;
+    if (st)
+        *st = d.st;
+fail:
+    sqlite3_finalize(d.sel);
+    sqlite3_finalize(d.kern);
+    sqlite3_finalize(d.ins);
+    if (in_tx)
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    mrd_timebase_destroy(d.tb);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- reading back for the reports ------------------------------------------------------ */
+
+/* The median of `col` over rank's rows (where col IS NOT NULL), given their count n: the
+ * middle value, or the mean of the two middle ones. -1 when n == 0. */
+static int median(sqlite3 *db, sqlite3_stmt *q, int rank, int64_t n, int64_t *out)
+{
+    int64_t sum = 0, k = 0;
+    int rc;
+    *out = -1;
+    if (n <= 0)
+        return 0;
+    sqlite3_reset(q);
+    sqlite3_bind_int(q, 1, rank);
+    sqlite3_bind_int64(q, 2, 2 - n % 2);
+    sqlite3_bind_int64(q, 3, (n - 1) / 2);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        sum += sqlite3_column_int64(q, 0);
+        k++;
+    }
+    if (rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    if (k)
+        *out = sum / k;
+    return 0;
+}
+
+/* The summary of `rank` in a->windows, appended when new (rows arrive in rank order). */
+static struct mrd_an_windows *summary(struct mrd_analysis *a, int rank, int *cap)
+{
+    struct mrd_an_windows *w;
+    if (a->nwindow_ranks && a->windows[a->nwindow_ranks - 1].rank == rank)
+        return &a->windows[a->nwindow_ranks - 1];
+    if (a->nwindow_ranks == *cap) {
+        int ncap = *cap ? *cap * 2 : 8;
+        void *p = realloc(a->windows, (size_t)ncap * sizeof(*a->windows));
+        if (!p)
+            return NULL;
+        a->windows = p;
+        *cap = ncap;
+    }
+    w = &a->windows[a->nwindow_ranks++];
+    memset(w, 0, sizeof(*w));
+    w->rank = rank;
+    w->first_step = INT64_MAX;
+    w->last_step = -1;
+    return w;
+}
+
+static int medians(sqlite3 *db, struct mrd_analysis *a)
+{
+    sqlite3_stmt *qa = NULL, *qd = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT attach_ns FROM windows WHERE rank = ?1 ORDER BY attach_ns "
+                           "LIMIT ?2 OFFSET ?3",
+                           -1, &qa, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db,
+                           "SELECT detach_ns FROM windows WHERE rank = ?1 AND detach_ns IS NOT "
+                           "NULL ORDER BY detach_ns LIMIT ?2 OFFSET ?3",
+                           -1, &qd, NULL) != SQLITE_OK)
+        rc = mrd__analyze_sqlerr(db);
+    for (int i = 0; rc == 0 && i < a->nwindow_ranks; i++) {
+        struct mrd_an_windows *w = &a->windows[i];
+        if ((rc = median(db, qa, w->rank, (int64_t)w->windows, &w->attach_median_ns)) == 0)
+            rc = median(db, qd, w->rank, (int64_t)(w->windows - w->open_at_exit),
+                        &w->detach_median_ns);
+    }
+    sqlite3_finalize(qa);
+    sqlite3_finalize(qd);
+    return rc;
+}
+
+/* A database with window records that was not finalized by a build that knows them. */
+static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
+{
+    sqlite3_stmt *q = NULL;
+    if (!mrd_analyze_has_table(db, "strings") ||
+        sqlite3_prepare_v2(db, "SELECT 1 FROM strings WHERE value = ?1", -1, &q, NULL) != SQLITE_OK)
+        return;
+    sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW)
+        mrd__analyze_warn(a, "the run has capture-window records but no windows table: run "
+                             "`meridian finalize` on the database for the windows section");
+    sqlite3_finalize(q);
+}
+
+int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)
+{
+    sqlite3_stmt *q = NULL;
+    int rc, cap = 0;
+    if (!mrd_analyze_has_table(db, "windows")) {
+        warn_not_derived(db, a);
+        return 0;
+    }
+    if (sqlite3_prepare_v2(db,
+                           "SELECT rank, first_step, last_step, detach_ns IS NULL, kernels "
+                           "FROM windows ORDER BY rank, first_step, start_ns",
+                           -1, &q, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+        struct mrd_an_windows *w = summary(a, sqlite3_column_int(q, 0), &cap);
+        int64_t first = sqlite3_column_int64(q, 1), last = sqlite3_column_int64(q, 2);
+        if (!w) {
+            sqlite3_finalize(q);
+            return -ENOMEM;
+        }
+        w->windows++;
+        w->open_at_exit += sqlite3_column_int(q, 3) != 0;
+        w->steps += (uint64_t)(last - first + 1);
+        w->kernels += (uint64_t)sqlite3_column_int64(q, 4);
+        w->first_step = first < w->first_step ? first : w->first_step;
+        w->last_step = last > w->last_step ? last : w->last_step;
+        if (w->nranges < MRD_AN_MAX_WINDOW_RANGES) {
+            w->ranges[w->nranges][0] = first;
+            w->ranges[w->nranges][1] = last;
+            w->nranges++;
+        }
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    return medians(db, a);
+}
