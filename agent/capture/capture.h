@@ -104,6 +104,11 @@ int mrd__cupti_extcorr_pop(void);
  * detach_request: CUPTI's helper thread force-flushes, then the next CUDA API exit
  * callback finalizes CUPTI and calls mrd__window_detached. Application thread; cheap. */
 int mrd__cupti_attach(void);
+/* A communicator of nranks was created (NCCL plugin init): from the first with >= 2 ranks
+ * on, the records that link NCCL's launches to their kernels (external correlation and
+ * the driver's launch records, trace kind "nccl") are enabled; a process without one
+ * never pays for them. Any thread; cold. */
+void mrd__cupti_nccl_comm(int nranks);
 void mrd__cupti_close(void);
 void mrd__cupti_detach_request(void);
 

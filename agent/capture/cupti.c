@@ -43,6 +43,7 @@
  *    buffer already being paced when the exit begins stops waiting then too. The exit's
  *    overall bound (the deadline plus a small margin) is unchanged.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -121,6 +122,7 @@ static struct {
      * entry after the close; detach_req 1 = flush asked, 2 = flushed, waiting for an API
      * exit; teardown 1 = the next API exit callback finalizes, 2 = one is doing it */
     _Atomic int closing, detach_req, teardown;
+    _Atomic int nccl_link; /* a communicator of >= 2 ranks exists (mrd__cupti_nccl_comm) */
     _Atomic uint32_t boundary;
     _Atomic int64_t flush_ns;
     pthread_t flusher;
@@ -628,11 +630,13 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
         enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", ok, bad, sizeof(ok));
     if ((cu.kinds & TK_GRAPH) && !cfg->graph_nodes)
         enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", ok, bad, sizeof(ok));
-    if (cu.kinds & (TK_NCCL | TK_API))
+    /* NCCL's link costs one API record per launch: only once a communicator needs it */
+    int link = (cu.kinds & TK_API) || ((cu.kinds & TK_NCCL) && atomic_load(&cu.nccl_link));
+    if (link)
         enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad,
                sizeof(ok));
     rt = drv = 0;
-    if (cu.kinds & (TK_NCCL | TK_API))
+    if (link)
         enable_api(!(cu.kinds & TK_API), &rt, &drv);
     if (rt)
         append(ok, sizeof(ok), "RUNTIME");
@@ -871,11 +875,39 @@ int mrd__cupti_extcorr_pop(void)
     return r == CUPTI_SUCCESS ? 0 : -EIO;
 }
 
+void mrd__cupti_nccl_comm(int nranks)
+{
+    unsigned rt, drv;
+    if (nranks < 2 || atomic_exchange(&cu.nccl_link, 1))
+        return;
+    if (!(cu.kinds & TK_NCCL) || (cu.kinds & TK_API) || !gate_enter())
+        return; /* not attached now: the next attach's configure() enables it */
+    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+    enable_api(1, &rt, &drv);
+    gate_leave();
+}
+
+/* Without CUPTI attached (steady tier between windows) the driver answers: asking CUPTI
+ * would initialize it again. libcuda is already loaded in any process that has a context. */
+static int driver_current_device(void)
+{
+    typedef int (*ctx_get_device_fn)(int *);
+    static ctx_get_device_fn fn;
+    if (!fn) {
+        void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+        fn = h ? (ctx_get_device_fn)dlsym(h, "cuCtxGetDevice") : NULL;
+        if (!fn)
+            return -1;
+    }
+    int dev = -1;
+    return fn(&dev) == 0 ? dev : -1;
+}
+
 int mrd__cupti_current_device(void)
 {
     uint32_t dev = 0;
     if (!gate_enter())
-        return -1;
+        return atomic_load(&cu.ready) ? driver_current_device() : -1;
     CUptiResult r = cuptiGetDeviceId(NULL, &dev);
     gate_leave();
     return r == CUPTI_SUCCESS ? (int)dev : -1;

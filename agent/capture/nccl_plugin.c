@@ -446,6 +446,7 @@ static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, int *ma
     if (!ctx)
         return MRD_NCCL_SUCCESS; /* this communicator goes unrecorded (NULL context) */
     int dev = mrd__cupti_current_device();
+    mrd__cupti_nccl_comm(nranks);
     ctx->id = atomic_fetch_add(&next_ctx, 1) + 1;
     ctx->comm_hash = comm_hash;
     ctx->rank = (uint32_t)rank;

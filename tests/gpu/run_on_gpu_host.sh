@@ -392,9 +392,9 @@ stage_tiers() {
     # shellcheck disable=SC2086 # TIERS_ARGS is a list of options
     run_logged tiers "${TIERS_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/tiers.py" --build "$BUILD" --meridian "$MERIDIAN" \
-        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/tiers.csv" --resume ${TIERS_ARGS:-}
+        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}" --resume ${TIERS_ARGS:-}
     grep -E '^(tiers:|  )' "$WORK/logs/tiers.log" | tail -40 >>"$SUMMARY"
-    cp "$ROOT/tiers-state/tiers.csv" "$OUT/" 2>/dev/null
+    cp "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/tiers.log" "$OUT/" 2>/dev/null
     return 0
 }

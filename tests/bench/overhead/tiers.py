@@ -117,9 +117,10 @@ def run_one(a, rnd, workload, variant, rows, writer):
         cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
         t0 = time.monotonic()
         try:
-            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            # stderr apart: meridian's lines would otherwise split the workload's long lines
+            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, timeout=a.run_timeout_s)
-            out, rc = p.stdout, p.returncode
+            out, rc = p.stdout + "\n" + p.stderr, p.returncode
         except subprocess.TimeoutExpired as e:
             out, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else \
                 (e.stdout or ""), 124
