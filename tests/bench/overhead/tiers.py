@@ -32,7 +32,8 @@ with a 95% bootstrap interval over rounds):
   storm: steady outside-window median / plain median   goal within 1%
 
 Usage: tiers.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,py]
-       [--variants plain,steady,full,bare,torch] [--rounds 5] [--steps 600]
+       [--variants plain,steady,full,bare] [--py-variants plain,steady,full,bare,torch]
+       [--rounds 5] [--steps 600]
        [--torch-steps 200] [--budget-s 540] [--csv FILE] [--resume]
 With --resume the rows already in --csv count (a run may continue in a later device call;
 every row names its machine's boot id).
@@ -200,7 +201,10 @@ def main(argv):
     ap.add_argument("--meridian", required=True)
     ap.add_argument("--agent-lib", required=True)
     ap.add_argument("--workloads", default="storm,py")
-    ap.add_argument("--variants", default="plain,steady,full,bare,torch")
+    ap.add_argument("--variants", default="plain,steady,full,bare",
+                    help="variants of storm (torch is never run there)")
+    ap.add_argument("--py-variants", default="plain,steady,full,bare,torch",
+                    help="variants of py")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--torch-steps", type=int, default=200)
@@ -222,10 +226,10 @@ def main(argv):
     new = not os.path.exists(a.csv) or not a.resume
     t_end = time.monotonic() + a.budget_s
     plan = []
-    variants = a.variants.split(",")
     for rnd in range(1, a.rounds + 1):
         for w in a.workloads.split(","):
-            vs = [v for v in variants if not (w == "storm" and v == "torch")]
+            vs = (a.py_variants if w == "py" else a.variants).split(",")
+            vs = [v for v in vs if not (w == "storm" and v == "torch")]
             k = (rnd - 1) % len(vs)
             for v in vs[k:] + vs[:k]:
                 plan.append((rnd, w, v))
