@@ -182,6 +182,12 @@ const char *mrd_window_reason_name(int reason)
         return "range";
     case MRD_WINDOW_PERIODIC:
         return "periodic";
+    case MRD_WINDOW_ON_DEMAND:
+        return "on_demand";
+    case MRD_WINDOW_TRIGGER:
+        return "trigger";
+    case MRD_WINDOW_DELAY:
+        return "delay";
     default:
         return "unknown";
     }

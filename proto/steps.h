@@ -35,10 +35,18 @@
 #define MRD_WINDOW_TERMS    16
 #define MRD_WINDOW_STEP_MAX 1000000000000LL /* 10^12 steps */
 
+/* Values equal meridian.proto's WindowReason. */
 enum mrd_window_reason {
-    MRD_WINDOW_RANGE = 1,    /* a term A-B or A */
-    MRD_WINDOW_PERIODIC = 2, /* a term L/P[@S] */
+    MRD_WINDOW_RANGE = 1,     /* a term A-B or A */
+    MRD_WINDOW_PERIODIC = 2,  /* a term L/P[@S] */
+    MRD_WINDOW_ON_DEMAND = 3, /* the aggregator, asked by `meridian window` */
+    MRD_WINDOW_TRIGGER = 4,   /* the aggregator, a rank's step time over the threshold */
+    MRD_WINDOW_DELAY = 5,     /* the aggregator, a delay and duration converted to steps */
 };
+
+/* Window requests an aggregator keeps and sends at once (ClockReply.windows), and an
+ * agent keeps (the oldest finished ones make room). */
+#define MRD_WINDOW_REQUESTS_MAX 16
 
 struct mrd_window_term {
     int reason;              /* enum mrd_window_reason */
@@ -64,7 +72,8 @@ int mrd_windows_parse(const char *spec, struct mrd_windows *w, char *why, size_t
  * term that holds it; 0 otherwise (also for a negative step). */
 int mrd_windows_holds(const struct mrd_windows *w, int64_t step, int *reason);
 
-/* Stable lower-case name of a reason ("range", "periodic"; "unknown" otherwise). */
+/* Stable lower-case name of a reason ("range", "periodic", "on_demand", "trigger",
+ * "delay"; "unknown" otherwise). */
 const char *mrd_window_reason_name(int reason);
 
 /* Writes the specification back in its canonical form (for logs and --help). */
