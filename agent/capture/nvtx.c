@@ -235,7 +235,7 @@ static int pop(const char *domain)
             emit(t, MRD_NVTX_PUSHPOP, f->start, now, domain, &f->m, f->color,
                  mrd__capture_tid_in(t), i);
         if (f->step_tag)
-            mrd__window_step_pop(f->step_tag);
+            mrd__window_step_pop(f->step_tag, now - f->start);
         memmove(f, f + 1, (t->nvtx_depth - i - 1) * sizeof(*f));
         t->nvtx_depth--;
         return (int)i;

@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "ring.h"
+#include "stepctl.h"
 #include "steps.h"
 
 enum { W_OFF, W_DETACHED, W_ATTACHING, W_ATTACHED, W_CLOSING, W_DETACHING };
@@ -31,7 +32,6 @@ static struct {
     int result; /* mrd__window_config's answer */
     struct mrd_windows spec;
     char step_name[128]; /* "" = the default names */
-    _Atomic int64_t next_step;
     _Atomic int state;
     /* the current window; written by the thread that moved the state */
     int64_t first, last, t_attach;
@@ -76,7 +76,6 @@ static size_t window_counters(struct mrd_named_counter *out, size_t max)
         {"window", "skipped", atomic_load(&w.skipped)},
         {"window", "failed", atomic_load(&w.failed)},
         {"window", "records_outside", atomic_load(&w.outside)},
-        {"window", "steps", (uint64_t)atomic_load(&w.next_step)},
     };
     size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
     memcpy(out, c, k * sizeof(c[0]));
@@ -106,8 +105,12 @@ static void window_exit_hook(void)
 {
     int st = atomic_load(&w.state);
     if (st == W_ATTACHED || st == W_CLOSING || st == W_DETACHING) {
-        if (st == W_ATTACHED)
-            w.last = atomic_load(&w.next_step) - 1;
+        if (st == W_ATTACHED) {
+            uint64_t begun;
+            int64_t last_ns;
+            mrd_stepctl_snapshot(&begun, &last_ns);
+            w.last = (int64_t)begun - 1;
+        }
         emit(mrd_clock_now(), -1, 0);
     }
 }
@@ -118,6 +121,12 @@ int mrd__window_config(void)
     return w.result;
 }
 
+/* A step of a window: of the agent's own specification or of an aggregator's request. */
+static int holds(int64_t step, int *reason)
+{
+    return mrd_windows_holds(&w.spec, step, reason) || mrd_stepctl_requested(step, reason);
+}
+
 void mrd__window_cupti_ready(void)
 {
     static atomic_int done;
@@ -125,17 +134,18 @@ void mrd__window_cupti_ready(void)
         return;
     mrd_agent_add_counter_source(window_counters);
     mrd_agent_on_flush(window_exit_hook);
-    if (w.spec.n > 0)
-        atomic_store(&w.state, W_DETACHED);
+    atomic_store(&w.state, W_DETACHED); /* with no own window, the aggregator may ask */
 }
 
 uint64_t mrd__window_step_push(const char *message)
 {
-    if (mrd__window_config() != 1 || !mrd_step_name_match(message, w.step_name))
+    int tier = mrd__window_config();
+    if (tier < 0 || !mrd_step_name_match(message, w.step_name))
         return 0;
-    int64_t step = atomic_fetch_add(&w.next_step, 1);
+    mrd_stepctl_register_counters();
+    int64_t step = mrd_stepctl_begin(); /* counted in both tiers: the aggregator reads it */
     int reason = 0;
-    if (!mrd_windows_holds(&w.spec, step, &reason))
+    if (tier != 1 || !holds(step, &reason))
         return (uint64_t)step + 1;
     int expect = W_DETACHED;
     if (atomic_compare_exchange_strong(&w.state, &expect, W_ATTACHING)) {
@@ -156,17 +166,18 @@ uint64_t mrd__window_step_push(const char *message)
         }
     } else if (expect != W_ATTACHED) {
         /* the first step of a window found the previous one not yet detached */
-        if (mrd_windows_holds(&w.spec, step - 1, NULL) == 0)
+        if (holds(step - 1, NULL) == 0)
             atomic_fetch_add(&w.skipped, 1);
     }
     return (uint64_t)step + 1;
 }
 
-void mrd__window_step_pop(uint64_t tag)
+void mrd__window_step_pop(uint64_t tag, int64_t duration_ns)
 {
     int64_t step = (int64_t)tag - 1;
+    mrd_stepctl_end(step, duration_ns);
     int st = atomic_load(&w.state);
-    if (st == W_ATTACHED && !mrd_windows_holds(&w.spec, step + 1, NULL) && step >= w.first) {
+    if (st == W_ATTACHED && !holds(step + 1, NULL) && step >= w.first) {
         w.last = step;
         atomic_store(&w.state, W_CLOSING);
         mrd__cupti_close();

@@ -9,8 +9,13 @@
  *
  * Steps: the NVTX push/pop ranges whose message matches MERIDIAN_STEP_NAME (proto/steps.h's
  * rule; default "step", "train_step", "training step", "ProfilerStep#N"), numbered from 0
- * per process in push order. nvtx.c calls mrd__window_step_push for every push and keeps
- * the returned tag in the range's frame; mrd__window_step_pop with that tag at its pop.
+ * per process in push order, in both tiers, by the agent core's step counter
+ * (agent/core/stepctl.h, which the ClockProbes report). nvtx.c calls mrd__window_step_push
+ * for every push and keeps the returned tag in the range's frame; mrd__window_step_pop
+ * with that tag at its pop.
+ *
+ * Windows come from MERIDIAN_WINDOWS and from the aggregator (ClockReply.windows, kept by
+ * stepctl: on demand, triggers, a delay); a step belongs to a window when either holds it.
  *
  * A window of steps A..B (consecutive window steps form one window):
  *  - push of step A: CUPTI is attached on that thread (mrd__cupti_attach, ~11-12 ms on an
@@ -30,7 +35,8 @@
  * the windows table from it; aggregator/SCHEMA.md). A window still open at exit is
  * recorded by the exit path with d=-1. Counters (category "window", the Goodbye):
  * opened, skipped (a window step found CUPTI busy attaching or detaching), failed
- * (attach refused), records_outside (CUPTI records dropped by the boundary).
+ * (attach refused), records_outside (CUPTI records dropped by the boundary); stepctl adds
+ * steps and the aggregator's requests (accepted, late, full).
  *
  * Threads: push/pop run on application threads (once per step: a few atomics, and the
  * attach itself in a window's first step); mrd__window_detached runs in CUPTI's API exit
@@ -57,9 +63,9 @@ void mrd__window_cupti_ready(void);
  * when the step opens a window. Application threads. */
 uint64_t mrd__window_step_push(const char *message);
 
-/* The step range tagged `tag` (non-zero) was popped. May close the window or request the
- * detach. Application threads. */
-void mrd__window_step_pop(uint64_t tag);
+/* The step range tagged `tag` (non-zero) was popped after duration_ns. May close the
+ * window or request the detach. Application threads. */
+void mrd__window_step_pop(uint64_t tag, int64_t duration_ns);
 
 /* CUPTI was finalized in an API exit callback (cupti.c): records the window. end: when the
  * detach finished (agent clock); detach_ns: cuptiFinalize's own time on the calling

@@ -9,7 +9,9 @@
  * with nothing else of the flusher's in between. A round stops at the first timeout;
  * replies that arrive later are recognised by probe_id and ignored. Completed samples
  * (t0, t1, t2, t3) travel in the next batch's clock_samples; every sample is sent (the
- * aggregator's fit chooses the lowest round trips).
+ * aggregator's fit chooses the lowest round trips). Every probe also carries the step
+ * counter (agent/core/stepctl.h), and every reply's window requests go to stepctl: the
+ * aggregator opens windows on the same steps of every rank through this channel.
  *
  * Workload: 8 probes every 500 ms by default: ~16 small frames a second each way; a round
  * holds the flusher for 8 round trips (well under a millisecond on a LAN).
@@ -20,6 +22,8 @@
 
 #include "error.h"
 #include "flusher_int.h"
+#include "stepctl.h"
+#include "steps.h"
 
 static void clock_fail(struct mrd_flusher *f, int64_t now, uint32_t backoff_floor_ms)
 {
@@ -157,12 +161,24 @@ void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now)
     }
 }
 
-/* Sends one probe; returns 0 or a negative errno. */
+/* The aggregator's window requests (any reply carries them): handed to stepctl, which
+ * acts once per id. */
+static void take_windows(const Meridian__V1__ClockReply *cr)
+{
+    for (size_t i = 0; i < cr->n_windows && i < MRD_WINDOW_REQUESTS_MAX * 2; i++) {
+        const Meridian__V1__WindowRequest *w = cr->windows[i];
+        if (w)
+            mrd_stepctl_request(w->id, w->first_step, w->last_step, (int)w->reason);
+    }
+}
+
+/* Sends one probe (with the step counter); returns 0 or a negative errno. */
 static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
 {
     Meridian__V1__ClockProbe p = MERIDIAN__V1__CLOCK_PROBE__INIT;
-    uint8_t buf[64];
+    uint8_t buf[96];
     p.probe_id = id;
+    mrd_stepctl_snapshot(&p.steps_begun, &p.last_step_ns);
     *t0 = mrd_clock_now();
     p.t0 = *t0;
     size_t len = meridian__v1__clock_probe__pack(&p, buf + MRD_FRAME_HEADER_BYTES);
@@ -203,6 +219,7 @@ static int await_reply(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t u
             int ok = 0;
             if (type == MRD_FRAME_CLOCK_REPLY) {
                 Meridian__V1__ClockReply *cr = (Meridian__V1__ClockReply *)m;
+                take_windows(cr);
                 if (cr->probe_id == id && cr->t0 == t0) {
                     *s = (struct mrd_clock_sample){.t0 = t0, .t1 = cr->t1, .t2 = cr->t2, .t3 = t3};
                     ok = 1;

@@ -214,7 +214,13 @@ int main(void)
     CHECK_OK(mrd__cupti_setup());
     CHECK_EQ(subscribed, 1);
     CHECK_EQ(unsubscribed, 0);
-    CHECK(kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] && kinds_on() >= 5);
+    /* the lean default (MERIDIAN_TRACE_KINDS unset): kernels, graphs, CUPTI's own overhead
+     * and devices; copies, memsets, syncs and API records only when asked for */
+    CHECK(kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL] && kind_on[CUPTI_ACTIVITY_KIND_GRAPH_TRACE]);
+    CHECK(kind_on[CUPTI_ACTIVITY_KIND_OVERHEAD] && kind_on[CUPTI_ACTIVITY_KIND_DEVICE]);
+    CHECK(!kind_on[CUPTI_ACTIVITY_KIND_MEMCPY] && !kind_on[CUPTI_ACTIVITY_KIND_MEMSET] &&
+          !kind_on[CUPTI_ACTIVITY_KIND_SYNCHRONIZATION]);
+    CHECK_EQ(kinds_on(), 4);
     CHECK(pool_seen && mapped(pool_buf));
     printf("capture_cupti_setup: ok\n");
     return 0;

@@ -1,0 +1,133 @@
+/* Step control (contract in stepctl.h). */
+#include "stepctl.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "agent.h"
+#include "steps.h"
+
+struct slot {
+    _Atomic uint32_t seq; /* odd while the flusher writes the slot */
+    _Atomic uint64_t id;  /* 0: empty */
+    _Atomic int64_t first, last;
+    _Atomic int reason;
+};
+
+static struct {
+    _Atomic int64_t begun, last_ns;
+    struct slot s[MRD_WINDOW_REQUESTS_MAX];
+    _Atomic uint64_t accepted, late, full;
+} sc;
+
+int64_t mrd_stepctl_begin(void)
+{
+    return atomic_fetch_add(&sc.begun, 1);
+}
+
+void mrd_stepctl_end(int64_t step, int64_t duration_ns)
+{
+    (void)step;
+    atomic_store_explicit(&sc.last_ns, duration_ns, memory_order_relaxed);
+}
+
+void mrd_stepctl_snapshot(uint64_t *steps_begun, int64_t *last_step_ns)
+{
+    *steps_begun = (uint64_t)atomic_load(&sc.begun);
+    *last_step_ns = atomic_load_explicit(&sc.last_ns, memory_order_relaxed);
+}
+
+/* Reads slot i consistently: 1 with its fields when it holds a request, else 0. */
+static int read_slot(int i, uint64_t *id, int64_t *first, int64_t *last, int *reason)
+{
+    struct slot *s = &sc.s[i];
+    for (;;) {
+        uint32_t q0 = atomic_load_explicit(&s->seq, memory_order_acquire);
+        if (q0 & 1)
+            continue; /* being written: the flusher finishes in a few stores */
+        *id = atomic_load_explicit(&s->id, memory_order_relaxed);
+        *first = atomic_load_explicit(&s->first, memory_order_relaxed);
+        *last = atomic_load_explicit(&s->last, memory_order_relaxed);
+        *reason = atomic_load_explicit(&s->reason, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q0)
+            return *id != 0;
+    }
+}
+
+int mrd_stepctl_request(uint64_t id, uint64_t first, uint64_t last, int reason)
+{
+    if (id == 0 || first > last || last > (uint64_t)MRD_WINDOW_STEP_MAX)
+        return -EINVAL;
+    int64_t begun = atomic_load(&sc.begun);
+    int free_slot = -1;
+    for (int i = 0; i < MRD_WINDOW_REQUESTS_MAX; i++) {
+        uint64_t sid;
+        int64_t f, l;
+        int r;
+        if (!read_slot(i, &sid, &f, &l, &r)) {
+            if (free_slot < 0)
+                free_slot = i;
+            continue;
+        }
+        if (sid == id)
+            return 0;
+        if (l + 1 < begun && free_slot < 0) /* past: its slot may be reused */
+            free_slot = i;
+    }
+    if ((int64_t)first < begun) {
+        atomic_fetch_add(&sc.late, 1);
+        return -ETIME;
+    }
+    if (free_slot < 0) {
+        atomic_fetch_add(&sc.full, 1);
+        return -ENOSPC;
+    }
+    struct slot *s = &sc.s[free_slot];
+    uint32_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&s->first, (int64_t)first, memory_order_relaxed);
+    atomic_store_explicit(&s->last, (int64_t)last, memory_order_relaxed);
+    atomic_store_explicit(&s->reason, reason, memory_order_relaxed);
+    atomic_store_explicit(&s->id, id, memory_order_relaxed);
+    atomic_store_explicit(&s->seq, q + 2, memory_order_release);
+    atomic_fetch_add(&sc.accepted, 1);
+    return 1;
+}
+
+int mrd_stepctl_requested(int64_t step, int *reason)
+{
+    for (int i = 0; i < MRD_WINDOW_REQUESTS_MAX; i++) {
+        uint64_t id;
+        int64_t f, l;
+        int r;
+        if (read_slot(i, &id, &f, &l, &r) && step >= f && step <= l) {
+            if (reason)
+                *reason = r;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static size_t stepctl_counters(struct mrd_named_counter *out, size_t max)
+{
+    const struct mrd_named_counter c[] = {
+        {"window", "steps", (uint64_t)atomic_load(&sc.begun)},
+        {"window", "requests_accepted", atomic_load(&sc.accepted)},
+        {"window", "requests_late", atomic_load(&sc.late)},
+        {"window", "requests_full", atomic_load(&sc.full)},
+    };
+    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
+    memcpy(out, c, k * sizeof(c[0]));
+    return k;
+}
+
+void mrd_stepctl_register_counters(void)
+{
+    static atomic_int done;
+    if (!atomic_exchange(&done, 1))
+        mrd_agent_add_counter_source(stepctl_counters);
+}

@@ -1,0 +1,324 @@
+/* capture_window: the steady tier's windows, attach to detach, against a fake CUPTI.
+ *
+ * This program defines the CUPTI entry points cupti.c calls (as test_cupti_setup.c does:
+ * the executable's definitions take precedence over libcupti's), keeps the subscriber
+ * callback cupti.c registers so it can play CUDA API entries and exits, and drives steps
+ * the way nvtx.c does (mrd__window_step_push / _pop). MERIDIAN_WINDOWS=2-3,6 and one
+ * aggregator request (stepctl, as ClockReply.windows delivers it) for steps 9-10:
+ *   - InitializeInjection leaves CUPTI untouched (no subscriber, no kind);
+ *   - the push of a window's first step attaches (subscribe, callbacks, kinds) and nothing
+ *     else does; its last step's pop enables the API callback domains; the next API entry
+ *     sets the correlation boundary: records of launches at or after it are dropped;
+ *   - the pop of the step after the window asks the helper thread for a forced flush, and
+ *     the next API exit finalizes (unsubscribe + cuptiFinalize), then the window record
+ *     ("2-3 range a=.. d=.. f=..", domain meridian.window) is in the ring;
+ *   - an external correlation id pushed before a detach is not popped after it;
+ *   - CUPTI re-attaches for the next window; the aggregator's request opens 9-10
+ *     ("on_demand"); a request for a step already begun is refused as late.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "capture.h"
+#include "check.h"
+#include "cupti_convert.h"
+#include "fake_agent.h"
+#include "stepctl.h"
+#include "steps.h"
+#include "window.h"
+
+int InitializeInjection(void);
+
+static atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
+static atomic_int kernel_on;
+static CUpti_CallbackFunc api_cb;
+static struct {
+    int x;
+} the_sub;
+
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
+{
+    *version = CUPTI_API_VERSION;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
+                                       void *user, CUpti_SubscriberParams *p)
+{
+    (void)user, (void)p;
+    api_cb = cb;
+    *sub = (CUpti_SubscriberHandle)(void *)&the_sub;
+    atomic_fetch_add(&subscribed, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
+                                    void *user)
+{
+    return cuptiSubscribe_v2(sub, cb, user, NULL);
+}
+
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+{
+    (void)sub;
+    atomic_fetch_add(&unsubscribed, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiFinalize(void)
+{
+    atomic_fetch_add(&finalized, 1);
+    atomic_store(&kernel_on, 0);
+    atomic_store(&domains_on, 0);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub,
+                                       CUpti_CallbackDomain domain)
+{
+    (void)sub, (void)domain;
+    if (enable)
+        atomic_fetch_add(&domains_on, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
+{
+    (void)fn;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size,
+                                               void *value)
+{
+    (void)a, (void)size, (void)value;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                    CUpti_BuffersCallbackCompleteFunc done)
+{
+    (void)req, (void)done;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+        atomic_store(&kernel_on, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    (void)cbid, (void)enable;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    (void)cbid, (void)enable;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
+{
+    if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
+        atomic_fetch_add(&flush_forced, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream,
+                                                       size_t *n)
+{
+    (void)ctx, (void)stream;
+    *n = 0;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind k,
+                                                            uint64_t id)
+{
+    (void)k, (void)id;
+    atomic_fetch_add(&pushes, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind k,
+                                                           uint64_t *id)
+{
+    (void)k;
+    *id = 0;
+    atomic_fetch_add(&pops, 1);
+    return CUPTI_SUCCESS;
+}
+
+/* One CUDA API call's callback, as CUPTI makes it while the domains are enabled. */
+static void api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
+{
+    CUpti_CallbackData d;
+    memset(&d, 0, sizeof(d));
+    d.callbackSite = site;
+    d.correlationId = correlation;
+    CHECK(api_cb != NULL);
+    api_cb(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, 0, &d);
+}
+
+static void step(int64_t expect)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "step %lld", (long long)expect);
+    uint64_t tag = mrd__window_step_push(name);
+    CHECK_EQ(tag, (uint64_t)expect + 1);
+    mrd__window_step_pop(tag, 1000);
+}
+
+static void wait_for(atomic_int *v, int value)
+{
+    for (int i = 0; i < 2000 && atomic_load(v) < value; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(v), value);
+}
+
+/* The window records in the ring, in order, into out (messages); returns how many. */
+static int window_records(char out[][64], int max)
+{
+    struct mrd_record r[256];
+    int k = 0;
+    size_t n = fake_ring_take(r, 256);
+    for (size_t i = 0; i < n; i++)
+        if (r[i].kind == MRD_EV_NVTX && r[i].str[0] &&
+            strcmp(r[i].str[0], "meridian.window") == 0 && k < max)
+            memcpy(out[k++], r[i].inline_str, 64);
+    return k;
+}
+
+/* Kernel records with correlation ids c0..c0+n-1 completed in one buffer; returns how many
+ * reached the ring. */
+static size_t deliver_kernels(uint32_t c0, int n)
+{
+    static uint8_t buf[1 << 16] __attribute__((aligned(8)));
+    CUpti_ActivityKernel10 k;
+    size_t used = 0;
+    memset(buf, 0, sizeof(buf));
+    for (int i = 0; i < n; i++) {
+        memset(&k, 0, sizeof(k));
+        k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        k.start = 1000 + (uint64_t)i;
+        k.end = 2000 + (uint64_t)i;
+        k.correlationId = c0 + (uint32_t)i;
+        k.name = "k";
+        memcpy(buf + used, &k, sizeof(k));
+        used += sizeof(k);
+    }
+    size_t before = fake_ring_count();
+    mrd__cupti_process_buffer(buf, used);
+    return fake_ring_count() - before;
+}
+
+int main(void)
+{
+    char rec[8][64];
+    fake_reset();
+    setenv("MERIDIAN_TRACE", "steady", 1);
+    setenv("MERIDIAN_WINDOWS", "2-3,6", 1);
+    setenv("MERIDIAN_CUPTI_BUFFER_MB", "1", 1);
+    setenv("MERIDIAN_CUPTI_BUFFERS", "2", 1);
+    setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
+
+    CHECK_EQ(InitializeInjection(), 1);
+    CHECK_EQ(atomic_load(&subscribed), 0); /* steady: CUPTI untouched until a window */
+    CHECK_EQ(mrd__cupti_extcorr_push(5), 0);
+    CHECK_EQ(atomic_load(&pushes), 0); /* detached: nothing reaches CUPTI */
+
+    step(0);
+    step(1);
+    CHECK_EQ(atomic_load(&subscribed), 0);
+    uint64_t tag = mrd__window_step_push("step 2");
+    CHECK_EQ(tag, 3u);
+    CHECK_EQ(atomic_load(&subscribed), 1); /* attached in the window's first step */
+    CHECK(atomic_load(&kernel_on));
+    CHECK_EQ(mrd__cupti_extcorr_push(7), 0); /* pushed in attach generation 1 */
+    CHECK_EQ(atomic_load(&pushes), 1);
+    mrd__window_step_pop(tag, 1000);
+    CHECK_EQ(atomic_load(&domains_on), 0);
+    step(3);
+    CHECK_EQ(atomic_load(&domains_on), 2); /* closing: runtime + driver domains */
+    api_call(CUPTI_API_ENTER, 500);        /* the boundary */
+    api_call(CUPTI_API_ENTER, 501);        /* a later entry does not move it */
+    CHECK_EQ(deliver_kernels(497, 6), 3u); /* 497-499 kept, 500-502 dropped */
+    CHECK_EQ(atomic_load(&finalized), 0);
+    api_call(CUPTI_API_EXIT, 501); /* no detach before the flush was asked for */
+    CHECK_EQ(atomic_load(&finalized), 0);
+    step(4);
+    wait_for(&flush_forced, 1); /* the helper thread's forced flush */
+    for (int i = 0; i < 2000 && atomic_load(&finalized) == 0; i++) {
+        api_call(CUPTI_API_EXIT, 600); /* the next API exit finalizes */
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(&finalized), 1);
+    CHECK_EQ(atomic_load(&unsubscribed), 1);
+    CHECK_EQ(window_records(rec, 8), 1);
+    CHECK(strncmp(rec[0], "2-3 range a=", 12) == 0);
+    CHECK(strstr(rec[0], " d=") && strstr(rec[0], " f=") && !strstr(rec[0], "d=-1"));
+    CHECK_EQ(mrd__cupti_extcorr_pop(), 0);
+    CHECK_EQ(atomic_load(&pops), 0); /* pushed before the detach: not popped after it */
+    CHECK_EQ(deliver_kernels(10, 2), 2u); /* the boundary is gone with the detach */
+    printf("capture_window: window 2-3: %s\n", rec[0]);
+
+    step(5);
+    tag = mrd__window_step_push("step 6");
+    CHECK_EQ(atomic_load(&subscribed), 2); /* re-attached */
+    mrd__window_step_pop(tag, 1000);
+    CHECK_EQ(atomic_load(&domains_on), 2);
+    api_call(CUPTI_API_ENTER, 20);
+    step(7);
+    wait_for(&flush_forced, 2);
+    for (int i = 0; i < 2000 && atomic_load(&finalized) == 1; i++) {
+        api_call(CUPTI_API_EXIT, 21);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(&finalized), 2);
+    CHECK_EQ(window_records(rec, 8), 1);
+    CHECK(strncmp(rec[0], "6-6 range a=", 12) == 0);
+    printf("capture_window: window 6: %s\n", rec[0]);
+
+    /* the aggregator's requests, as ClockReply.windows hands them in */
+    CHECK_EQ(mrd_stepctl_request(1, 9, 10, MRD_WINDOW_ON_DEMAND), 1);
+    CHECK_EQ(mrd_stepctl_request(1, 9, 10, MRD_WINDOW_ON_DEMAND), 0); /* once per id */
+    CHECK_EQ(mrd_stepctl_request(2, 5, 6, MRD_WINDOW_TRIGGER), -ETIME); /* step 5 has begun */
+    CHECK_EQ(mrd_stepctl_request(3, 12, 11, MRD_WINDOW_TRIGGER), -EINVAL);
+    step(8);
+    CHECK_EQ(atomic_load(&subscribed), 2);
+    step(9);
+    CHECK_EQ(atomic_load(&subscribed), 3);
+    step(10);
+    api_call(CUPTI_API_ENTER, 30);
+    step(11);
+    wait_for(&flush_forced, 3);
+    for (int i = 0; i < 2000 && atomic_load(&finalized) == 2; i++) {
+        api_call(CUPTI_API_EXIT, 31);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(&finalized), 3);
+    CHECK_EQ(window_records(rec, 8), 1);
+    CHECK(strncmp(rec[0], "9-10 on_demand a=", 17) == 0);
+    printf("capture_window: window 9-10: %s\n", rec[0]);
+
+    uint64_t begun = 0;
+    int64_t last_ns = 0;
+    mrd_stepctl_snapshot(&begun, &last_ns);
+    CHECK_EQ(begun, 12u);
+    CHECK_EQ(last_ns, 1000);
+    CHECK_EQ(mrd__window_step_push("optimizer_step"), 0u); /* not a step */
+    printf("capture_window: ok\n");
+    return 0;
+}
