@@ -31,11 +31,13 @@
 
 #include "agent.h"
 #include "ring.h"
+#include "stepctl.h"
 #include "slow_dns.h"
 
 static uint64_t o_events = 10000, o_rate = 0;
 static unsigned o_threads = 1;
 static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed, o_incompressible;
+static long o_steps, o_step_ms = 10, o_slow_step = -1, o_slow_ms;
 
 static _Atomic uint64_t g_next_id = 1, g_written, g_refused, g_idsum;
 static _Atomic uint64_t g_mixed_written, g_mixed_refused; /* --mixed NVTX/NCCL records */
@@ -67,7 +69,11 @@ static void usage(void)
             "  --gpu-after-ms MS register a fake GPU MS ms after start\n"
             "  --mixed           also write NVTX and NCCL records (strings of every kind)\n"
             "  --incompressible  kernel fields from a hash of the id: at least ~8 bytes per\n"
-            "                    record survive compression, whatever the timing jitter\n");
+            "                    record survive compression, whatever the timing jitter\n"
+            "  --steps N         also run N steps (agent/core/stepctl.h) of --step-ms MS each\n"
+            "                    on the main thread, as a step range would; prints the steps\n"
+            "                    that belonged to a window the aggregator asked for\n"
+            "  --slow-step K --slow-ms MS   step K takes MS instead (a straggler)\n");
     exit(2);
 }
 
@@ -191,6 +197,36 @@ static int run_fork_child(void)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* --steps: steps on this thread; prints `synth: steps=N window_steps=a-b,c-d` (the steps
+ * that belonged to an aggregator's window request when they began, as ranges). */
+static void run_steps(void)
+{
+    char out[4096] = "";
+    size_t used = 0;
+    long run_start = -1;
+    mrd_stepctl_register_counters();
+    for (long i = 0; i <= o_steps; i++) {
+        int in = 0;
+        if (i < o_steps) {
+            int64_t t = mono_ns();
+            int64_t step = mrd_stepctl_begin();
+            in = mrd_stepctl_requested(step, NULL);
+            long ms = step == o_slow_step ? o_slow_ms : o_step_ms;
+            sleep_until(t + ms * 1000000);
+            mrd_stepctl_end(step, mono_ns() - t);
+        }
+        if (in && run_start < 0)
+            run_start = i;
+        if (!in && run_start >= 0 && used < sizeof(out) - 48) {
+            used += (size_t)snprintf(out + used, sizeof(out) - used, "%s%ld-%ld", used ? "," : "",
+                                     run_start, i - 1);
+            run_start = -1;
+        }
+    }
+    printf("synth: steps=%ld window_steps=%s\n", o_steps, used ? out : "none");
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -212,6 +248,14 @@ int main(int argc, char **argv)
             o_mixed = 1;
         else if (!strcmp(a, "--incompressible"))
             o_incompressible = 1;
+        else if (!strcmp(a, "--steps") && v)
+            o_steps = strtol(v, NULL, 10), i++;
+        else if (!strcmp(a, "--step-ms") && v)
+            o_step_ms = strtol(v, NULL, 10), i++;
+        else if (!strcmp(a, "--slow-step") && v)
+            o_slow_step = strtol(v, NULL, 10), i++;
+        else if (!strcmp(a, "--slow-ms") && v)
+            o_slow_ms = strtol(v, NULL, 10), i++;
         else
             usage();
     }
@@ -232,6 +276,8 @@ int main(int argc, char **argv)
         mrd_agent_add_gpu(0, "GPU-00000000-1111-2222-3333-444444444444", "0000:19:00.0",
                           "Synthetic GPU");
     }
+    if (o_steps > 0)
+        run_steps();
     for (unsigned i = 0; i < o_threads; i++)
         pthread_join(th[i], NULL);
 
