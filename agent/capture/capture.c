@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 static atomic_int pinned;
+static _Atomic uint64_t cost_samples, cost_ns; /* mrd__cost_end */
 static _Atomic uint64_t gettid_calls; /* test hook: mrd__capture_gettid_calls */
 
 void mrd__capture_pin(void)
@@ -77,4 +78,31 @@ void mrd__capture_copy_str(char *dst, size_t cap, const char *s)
         memcpy(dst, s, n);
     }
     dst[n] = '\0';
+}
+
+static size_t cost_counters(struct mrd_named_counter *out, size_t max)
+{
+    uint64_t n = atomic_load_explicit(&cost_samples, memory_order_relaxed);
+    const struct mrd_named_counter c[] = {
+        {"agent", "callbacks_sampled", n},
+        {"agent", "callback_sampled_ns", atomic_load_explicit(&cost_ns, memory_order_relaxed)},
+        {"agent", "callbacks_est", n * MRD_COST_EVERY},
+    };
+    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
+    memcpy(out, c, k * sizeof(c[0]));
+    return k;
+}
+
+void mrd__cost_end(int64_t t0)
+{
+    static atomic_int registered;
+    if (t0 == 0)
+        return;
+    int64_t d = mrd_clock_now() - t0;
+    if (d > 1000000)
+        return; /* a window's attach (~12 ms) is reported on its own, not scaled up 64 times */
+    atomic_fetch_add_explicit(&cost_ns, (uint64_t)(d > 0 ? d : 0), memory_order_relaxed);
+    if (atomic_fetch_add_explicit(&cost_samples, 1, memory_order_relaxed) == 0 &&
+        !atomic_exchange(&registered, 1))
+        mrd_agent_add_counter_source(cost_counters);
 }

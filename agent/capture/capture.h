@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent.h"
 #include "record.h"
 #include "ring.h"
 
@@ -51,6 +52,7 @@ struct mrd__capture_thread {
     int cupti_pace_stalled;   /* cupti.c: this completion thread's last wait saw no progress */
     uint64_t cupti_pushed_gen; /* cupti.c: attach generation of this thread's pushed external
                                   correlation id (0: none pushed) */
+    uint32_t cost_tick;        /* capture.c: callbacks since this thread's last timed one */
     uint64_t nccl_ctx_id;     /* nccl_plugin.c: the communicator context and ... */
     uint64_t nccl_launch_id;  /* ... launch id of this thread's last kernel launch */
     uint32_t nvtx_depth;      /* nvtx.c: open push/pop ranges recorded in nvtx[] ... */
@@ -65,6 +67,23 @@ _Static_assert(sizeof(struct mrd__capture_thread) <= MRD_RING_THREAD_STATE_BYTES
  * there is none: agent not started, fork child, or no free ring. Callers then do without
  * (and count MRD_DROP_NO_THREAD_SLOT where that loses an event). Hot-path safe. */
 struct mrd__capture_thread *mrd__capture_thread(void);
+
+/* The agent's own cost on the threads it does not own, sampled: every MRD_COST_EVERY-th
+ * NVTX and NCCL callback of a thread is timed (two clock reads); the others cost one
+ * increment. The sums travel in the Goodbye (category "agent": callbacks_sampled,
+ * callback_sampled_ns, callbacks_est = samples x MRD_COST_EVERY) and the report scales
+ * them up. A sample over 1 ms is left out: that is a window's CUPTI attach inside a step's
+ * push, reported in the window record itself. Usage: t0 = mrd__cost_begin(t); ...
+ * mrd__cost_end(t0). Hot-path safe. */
+#define MRD_COST_EVERY 64u
+static inline int64_t mrd__cost_begin(struct mrd__capture_thread *t)
+{
+    if (t == NULL || ++t->cost_tick < MRD_COST_EVERY)
+        return 0;
+    t->cost_tick = 0;
+    return mrd_clock_now();
+}
+void mrd__cost_end(int64_t t0);
 
 /* Makes this shared object impossible to unload (RTLD_NODELETE), once. NCCL dlcloses
  * its profiler plugin after the last communicator is destroyed, and NVTX dlcloses an

@@ -364,7 +364,29 @@ static void *launch_start(const struct comm_ctx *ctx, const struct mrd_nccl_desc
     return (void *)&launch_token;
 }
 
+static mrd_nccl_result_t start_event_body(void *context, void **handle,
+                                          struct mrd_nccl_descr_v5 *d);
+static mrd_nccl_result_t stop_event_body(void *handle);
+
+/* The sampled cost (capture.h) wraps the two callbacks NCCL makes for every event. */
 static mrd_nccl_result_t start_event(void *context, void **handle, struct mrd_nccl_descr_v5 *d)
+{
+    int64_t c0 = mrd_agent_active() ? mrd__cost_begin(mrd__capture_thread()) : 0;
+    mrd_nccl_result_t r = start_event_body(context, handle, d);
+    mrd__cost_end(c0);
+    return r;
+}
+
+static mrd_nccl_result_t stop_event(void *handle)
+{
+    int64_t c0 = handle ? mrd__cost_begin(mrd__capture_thread()) : 0;
+    mrd_nccl_result_t r = stop_event_body(handle);
+    mrd__cost_end(c0);
+    return r;
+}
+
+static mrd_nccl_result_t start_event_body(void *context, void **handle,
+                                          struct mrd_nccl_descr_v5 *d)
 {
     const struct comm_ctx *ctx = context;
     *handle = NULL;
@@ -394,7 +416,7 @@ static mrd_nccl_result_t start_event(void *context, void **handle, struct mrd_nc
     return MRD_NCCL_SUCCESS;
 }
 
-static mrd_nccl_result_t stop_event(void *handle)
+static mrd_nccl_result_t stop_event_body(void *handle)
 {
     if (!handle)
         return MRD_NCCL_SUCCESS;

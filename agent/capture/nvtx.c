@@ -193,11 +193,23 @@ static void mark(const char *domain, const struct mrd__nvtx_msg *m, uint32_t col
     emit(t, MRD_NVTX_MARK, now, now, domain, m, color, t ? mrd__capture_tid_in(t) : 0, 0);
 }
 
+static int push_body(struct mrd__capture_thread *t, const char *domain,
+                     const struct mrd__nvtx_msg *m, uint32_t color);
+
 static int push(const char *domain, const struct mrd__nvtx_msg *m, uint32_t color)
 {
     if (!mrd_agent_active())
         return 0;
     struct mrd__capture_thread *t = mrd__capture_thread();
+    int64_t c0 = mrd__cost_begin(t);
+    int r = push_body(t, domain, m, color);
+    mrd__cost_end(c0);
+    return r;
+}
+
+static int push_body(struct mrd__capture_thread *t, const char *domain,
+                     const struct mrd__nvtx_msg *m, uint32_t color)
+{
     if (t == NULL) { /* no ring for this thread: nothing it writes is kept either */
         mrd_agent_count_drop(MRD_DROP_NO_THREAD_SLOT, 1);
         return 0;
@@ -217,11 +229,21 @@ static int push(const char *domain, const struct mrd__nvtx_msg *m, uint32_t colo
     return (int)t->nvtx_depth++;
 }
 
+static int pop_body(struct mrd__capture_thread *t, const char *domain);
+
 static int pop(const char *domain)
 {
     struct mrd__capture_thread *t = mrd__capture_thread();
     if (t == NULL)
         return -1;
+    int64_t c0 = mrd__cost_begin(t);
+    int r = pop_body(t, domain);
+    mrd__cost_end(c0);
+    return r;
+}
+
+static int pop_body(struct mrd__capture_thread *t, const char *domain)
+{
     if (t->nvtx_overflow > 0) {
         t->nvtx_overflow--;
         return (int)(t->nvtx_depth + t->nvtx_overflow);

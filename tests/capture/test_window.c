@@ -3,7 +3,8 @@
  * This program defines the CUPTI entry points cupti.c calls (as test_cupti_setup.c does:
  * the executable's definitions take precedence over libcupti's), keeps the subscriber
  * callback cupti.c registers so it can play CUDA API entries and exits, and drives steps
- * the way nvtx.c does (mrd__window_step_push / _pop). MERIDIAN_WINDOWS=2-3,6 and one
+ * as an application does: NVTX ranges "step N" pushed and popped through the agent's NVTX
+ * injection (a simulated NVTX client, tests/common/nvtx_client.h). MERIDIAN_WINDOWS=2-3,6 and one
  * aggregator request (stepctl, as ClockReply.windows delivers it) for steps 9-10:
  *   - InitializeInjection leaves CUPTI untouched (no subscriber, no kind);
  *   - the push of a window's first step attaches (subscribe, callbacks, kinds) and nothing
@@ -16,6 +17,9 @@
  *   - CUPTI re-attaches for the next window; the aggregator's request opens 9-10
  *     ("on_demand"); a request for a step already begun is refused as late.
  */
+#define NVTX_NO_IMPL
+#include <nvtx3/nvToolsExt.h>
+
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -26,11 +30,17 @@
 #include "check.h"
 #include "cupti_convert.h"
 #include "fake_agent.h"
+#include "nvtx_client.h"
 #include "stepctl.h"
 #include "steps.h"
 #include "window.h"
 
 int InitializeInjection(void);
+int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
+
+static struct nvtx_client cl;
+#define PUSH(s) NVTX_CORE(&cl, RangePushA, nvtxRangePushA_impl_fntype)(s)
+#define POP()   NVTX_CORE(&cl, RangePop, nvtxRangePop_impl_fntype)()
 
 static atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
 static atomic_int kernel_on;
@@ -170,10 +180,13 @@ static void api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
 static void step(int64_t expect)
 {
     char name[32];
+    uint64_t begun = 0;
+    int64_t last_ns = 0;
     snprintf(name, sizeof(name), "step %lld", (long long)expect);
-    uint64_t tag = mrd__window_step_push(name);
-    CHECK_EQ(tag, (uint64_t)expect + 1);
-    mrd__window_step_pop(tag, 1000);
+    CHECK_EQ(PUSH(name), 0);
+    mrd_stepctl_snapshot(&begun, &last_ns);
+    CHECK_EQ(begun, (uint64_t)expect + 1);
+    CHECK_EQ(POP(), 0);
 }
 
 static void wait_for(atomic_int *v, int value)
@@ -232,6 +245,8 @@ int main(void)
     setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
 
     CHECK_EQ(InitializeInjection(), 1);
+    nvtx_client_init(&cl);
+    CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);
     CHECK_EQ(atomic_load(&subscribed), 0); /* steady: CUPTI untouched until a window */
     CHECK_EQ(mrd__cupti_extcorr_push(5), 0);
     CHECK_EQ(atomic_load(&pushes), 0); /* detached: nothing reaches CUPTI */
@@ -239,13 +254,12 @@ int main(void)
     step(0);
     step(1);
     CHECK_EQ(atomic_load(&subscribed), 0);
-    uint64_t tag = mrd__window_step_push("step 2");
-    CHECK_EQ(tag, 3u);
+    CHECK_EQ(PUSH("step 2"), 0);
     CHECK_EQ(atomic_load(&subscribed), 1); /* attached in the window's first step */
     CHECK(atomic_load(&kernel_on));
     CHECK_EQ(mrd__cupti_extcorr_push(7), 0); /* pushed in attach generation 1 */
     CHECK_EQ(atomic_load(&pushes), 1);
-    mrd__window_step_pop(tag, 1000);
+    CHECK_EQ(POP(), 0);
     CHECK_EQ(atomic_load(&domains_on), 0);
     step(3);
     CHECK_EQ(atomic_load(&domains_on), 2); /* closing: runtime + driver domains */
@@ -273,9 +287,9 @@ int main(void)
     printf("capture_window: window 2-3: %s\n", rec[0]);
 
     step(5);
-    tag = mrd__window_step_push("step 6");
+    CHECK_EQ(PUSH("step 6"), 0);
     CHECK_EQ(atomic_load(&subscribed), 2); /* re-attached */
-    mrd__window_step_pop(tag, 1000);
+    CHECK_EQ(POP(), 0);
     CHECK_EQ(atomic_load(&domains_on), 2);
     api_call(CUPTI_API_ENTER, 20);
     step(7);
@@ -317,8 +331,32 @@ int main(void)
     int64_t last_ns = 0;
     mrd_stepctl_snapshot(&begun, &last_ns);
     CHECK_EQ(begun, 12u);
-    CHECK_EQ(last_ns, 1000);
+    CHECK(last_ns > 0);
     CHECK_EQ(mrd__window_step_push("optimizer_step"), 0u); /* not a step */
+
+    /* the sampled cost of the callbacks: every 64th NVTX push or pop of a thread is timed */
+    for (int i = 0; i < 640; i++) {
+        CHECK_EQ(PUSH("forward"), 0);
+        CHECK_EQ(POP(), 0);
+    }
+    struct mrd_named_counter nc[32];
+    size_t n = mrd_agent_named_counters(nc, 32);
+    uint64_t sampled = 0, est = 0, ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(nc[i].category, "agent") == 0 && strcmp(nc[i].name, "callbacks_sampled") == 0)
+            sampled = nc[i].value;
+        if (strcmp(nc[i].category, "agent") == 0 && strcmp(nc[i].name, "callbacks_est") == 0)
+            est = nc[i].value;
+        if (strcmp(nc[i].category, "agent") == 0 && strcmp(nc[i].name, "callback_sampled_ns") == 0)
+            ns = nc[i].value;
+    }
+    /* 12 steps + 640 ranges: 1,304 pushes and pops, 20 of them timed; the attaches (> 1 ms)
+     * may leave one or two out */
+    CHECK(sampled >= 18 && sampled <= 20);
+    CHECK_EQ(est, sampled * 64);
+    CHECK(ns > 0);
+    printf("capture_window: cost: %llu of ~%llu callbacks timed, %llu ns\n",
+           (unsigned long long)sampled, (unsigned long long)est, (unsigned long long)ns);
     printf("capture_window: ok\n");
     return 0;
 }
