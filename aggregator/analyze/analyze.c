@@ -249,6 +249,24 @@ static void add_drop(struct mrd_an_rank *r, const char *reason, uint64_t n)
     r->drops[r->ndrops++].n = n;
 }
 
+/* One counter of the agent's own cost (categories agent and cupti). */
+static void add_cost(struct mrd_an_rank *r, const char *cat, const char *name, uint64_t v)
+{
+    if (!name)
+        return;
+    if (strcmp(cat, "cupti") == 0) {
+        if (strcmp(name, "overhead_ns") == 0)
+            r->cupti_overhead_ns = v, r->has_cost = 1;
+        return;
+    }
+    if (strcmp(name, "callbacks_sampled") == 0)
+        r->cost_samples = v, r->has_cost = 1;
+    else if (strcmp(name, "callback_sampled_ns") == 0)
+        r->cost_sampled_ns = v;
+    else if (strcmp(name, "callbacks_est") == 0)
+        r->cost_calls_est = v;
+}
+
 static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     sqlite3_stmt *st = NULL;
@@ -256,7 +274,8 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
     if (mrd_analyze_has_table(db, "agent_counters")) {
         if (sqlite3_prepare_v2(db,
                                "SELECT rank, category, name, value FROM agent_counters "
-                               "WHERE category IN ('captured','dropped') ORDER BY rank, name",
+                               "WHERE category IN ('captured','dropped','agent','cupti') "
+                               "ORDER BY rank, name",
                                -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -268,6 +287,8 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
                 continue;
             if (strcmp(cat, "captured") == 0)
                 r->captured_total += v;
+            else if (strcmp(cat, "agent") == 0 || strcmp(cat, "cupti") == 0)
+                add_cost(r, cat, name, v);
             else if (v > 0)
                 add_drop(r, name ? name : "unknown", v);
         }

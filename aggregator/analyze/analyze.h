@@ -120,6 +120,10 @@ struct mrd_an_rank {
     int64_t wait_suffered_ns; /* sum of its own waits */
     uint64_t steps;           /* NVTX step ranges found on this rank */
     struct mrd_an_wait in_steps; /* the four above over instances within the steps */
+    /* the agent's own cost (agent_counters, categories agent and cupti): its NVTX and NCCL
+     * callbacks sampled one in 64 and the time they took, CUPTI's own overhead records */
+    int has_cost;
+    uint64_t cost_samples, cost_sampled_ns, cost_calls_est, cupti_overhead_ns;
 };
 
 struct mrd_an_coll {

@@ -64,6 +64,13 @@ static void rank_obj(FILE *f, const struct mrd_an_rank *r)
     fputc('}', f);
     key(f, &first, "dropped_total");
     fprintf(f, "%" PRIu64, r->dropped_total);
+    if (r->has_cost) { /* additive within meridian-report/1 */
+        key(f, &first, "agent_cost");
+        fprintf(f,
+                "{\"callbacks_est\":%" PRIu64 ",\"callbacks_timed\":%" PRIu64
+                ",\"callback_ns_est\":%" PRIu64 ",\"cupti_overhead_ns\":%" PRIu64 "}",
+                r->cost_calls_est, r->cost_samples, r->cost_sampled_ns * 64, r->cupti_overhead_ns);
+    }
     key(f, &first, "clock");
     if (!r->clock_fitted) {
         fputs("null", f);

@@ -228,6 +228,30 @@ static void print_drops(FILE *f, const struct mrd_analysis *a)
             total, a->duplicates, a->rejected);
 }
 
+/* The agent's own cost, when the agents reported it: their sampled callback time scaled
+ * up (one callback in 64 is timed), and CUPTI's own overhead records. */
+static void print_cost(FILE *f, const struct mrd_analysis *a)
+{
+    int any = 0;
+    for (int i = 0; i < a->nranks; i++)
+        any |= a->ranks[i].has_cost;
+    if (!any)
+        return;
+    section(f, "The agent's own cost per rank (NVTX and NCCL callbacks sampled 1 in 64)");
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_rank *r = &a->ranks[i];
+        if (!r->has_cost)
+            continue;
+        fprintf(f, "  rank %-5d ~%" PRIu64 " callbacks, ~%.3f ms in them", r->rank,
+                r->cost_calls_est, (double)r->cost_sampled_ns * 64 / 1e6);
+        if (r->cost_samples)
+            fprintf(f, " (%" PRIu64 " timed, mean %.0f ns)", r->cost_samples,
+                    (double)r->cost_sampled_ns / (double)r->cost_samples);
+        fprintf(f, "; CUPTI's own overhead %.3f ms\n", (double)r->cupti_overhead_ns / 1e6);
+    }
+    fprintf(f, "  CUPTI attach and detach costs are in the capture windows section.\n");
+}
+
 /* "10-19, 40-49" (the listed windows), "+N more" for the rest. */
 static void window_ranges(char *buf, size_t n, const struct mrd_an_windows *w)
 {
@@ -444,6 +468,7 @@ int mrd_export_text(FILE *f, const struct mrd_analysis *a)
     print_ranks(f, a);
     print_events(f, a);
     print_drops(f, a);
+    print_cost(f, a);
     print_windows(f, a);
     print_clock(f, a);
     print_collectives(f, a);

@@ -56,6 +56,34 @@ def check_text(meridian, db, nomodel_db):
     check("LOCAL clocks" in out, "local timebase announced")
 
 
+def check_cost(meridian, db, workdir):
+    """The agent's own cost: no section without its counters (the fixture has none), and
+    with them the sampled callback time scaled up 64 times, in text and JSON."""
+    out = run([meridian, "report", db]).stdout
+    check("The agent's own cost" not in out, "cost section without cost counters")
+    check("agent_cost" not in run([meridian, "report", db, "--json"]).stdout, "json cost key")
+    path = os.path.join(workdir, "cost.db")
+    shutil.copy(db, path)
+    con = sqlite3.connect(path)
+    con.executemany("INSERT INTO agent_counters (rank, category, name, value) VALUES (?,?,?,?)",
+                    [(0, "agent", "callbacks_sampled", 10), (0, "agent", "callback_sampled_ns", 5000),
+                     (0, "agent", "callbacks_est", 640), (0, "cupti", "overhead_ns", 2000000)])
+    con.commit()
+    con.close()
+    out = run([meridian, "report", path]).stdout
+    check("== The agent's own cost per rank (NVTX and NCCL callbacks sampled 1 in 64)" in out,
+          "cost section")
+    check("rank 0     ~640 callbacks, ~0.320 ms in them (10 timed, mean 500 ns); CUPTI's own "
+          "overhead 2.000 ms" in out, "rank 0's cost line:\n" + out)
+    check(out.count("callbacks, ~") == 1, "only rank 0 reported a cost")
+    ranks = {r["rank"]: r for r in json.loads(run([meridian, "report", path, "--json"]).stdout)[
+        "ranks"]}
+    check(ranks[0]["agent_cost"] == {"callbacks_est": 640, "callbacks_timed": 10,
+                                     "callback_ns_est": 320000, "cupti_overhead_ns": 2000000},
+          "json agent_cost %r" % ranks[0].get("agent_cost"))
+    check("agent_cost" not in ranks[1], "rank 1 reported no cost")
+
+
 def check_json(meridian, db):
     doc = json.loads(run([meridian, "report", db, "--json"]).stdout)
     check(doc["schema"] == "meridian-report/1", "schema")
@@ -231,6 +259,7 @@ def main():
     con.close()
     check_text(meridian, db, nomodel)
     check_json(meridian, db)
+    check_cost(meridian, db, workdir)
     check_html(meridian, db, workdir)
     check_perfetto(meridian, db, workdir)
     check_nesting(meridian, db, workdir)
