@@ -88,9 +88,7 @@ static size_t cost_counters(struct mrd_named_counter *out, size_t max)
         {"agent", "callback_sampled_ns", atomic_load_explicit(&cost_ns, memory_order_relaxed)},
         {"agent", "callbacks_est", n * MRD_COST_EVERY},
     };
-    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
-    memcpy(out, c, k * sizeof(c[0]));
-    return k;
+    return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
 }
 
 void mrd__cost_end(int64_t t0)

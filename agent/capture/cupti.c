@@ -747,9 +747,7 @@ static size_t cupti_counters(struct mrd_named_counter *out, size_t max)
         {"cupti", "unknown_records", unknown},
         {"cupti", "pool_misses", mrd__cupti_pool_misses()},
     };
-    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
-    memcpy(out, c, k * sizeof(c[0]));
-    return k;
+    return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
 }
 
 void mrd__cupti_register_counters(void)

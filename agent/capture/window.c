@@ -77,9 +77,7 @@ static size_t window_counters(struct mrd_named_counter *out, size_t max)
         {"window", "failed", atomic_load(&w.failed)},
         {"window", "records_outside", atomic_load(&w.outside)},
     };
-    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
-    memcpy(out, c, k * sizeof(c[0]));
-    return k;
+    return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
 }
 
 /* Writes the window record (see window.h) on the calling thread's ring. */

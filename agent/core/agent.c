@@ -38,7 +38,7 @@
 #include "transport.h"
 
 #define MAX_FLUSH_HOOKS     8
-#define MAX_COUNTER_SOURCES 4
+#define MAX_COUNTER_SOURCES 8
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct mrd_agent_config g_cfg;
@@ -186,6 +186,14 @@ void mrd_agent_add_counter_source(size_t (*fn)(struct mrd_named_counter *out, si
     else if (i == MAX_COUNTER_SOURCES)
         fprintf(stderr, "meridian: more than %d counter sources; the rest are ignored\n",
                 MAX_COUNTER_SOURCES);
+}
+
+size_t mrd_agent_put_counters(struct mrd_named_counter *out, size_t max,
+                              const struct mrd_named_counter *c, size_t n)
+{
+    size_t k = n < max ? n : max;
+    memcpy(out, c, k * sizeof(*c));
+    return k;
 }
 
 size_t mrd_agent_named_counters(struct mrd_named_counter *out, size_t max)

@@ -95,9 +95,14 @@ struct mrd_named_counter {
     const char *category, *name;
     uint64_t value;
 };
-#define MRD_AGENT_NAMED_MAX 16 /* named counters per Goodbye, all sources together */
+#define MRD_AGENT_NAMED_MAX 32 /* named counters per Goodbye, all sources together */
 
-/* Registers a source of named counters (up to 4 sources; more are ignored, said once on
+/* Copies n counters c into out (room for max): the body of every counter source. Returns
+ * how many were copied. Any thread. */
+size_t mrd_agent_put_counters(struct mrd_named_counter *out, size_t max,
+                              const struct mrd_named_counter *c, size_t n);
+
+/* Registers a source of named counters (up to 8 sources; more are ignored, said once on
  * stderr): fn writes up to max entries into out and returns how many. It runs on the
  * flusher thread when the Goodbye is built (after the flush hooks): cheap, thread-safe,
  * no lock a capture callback holds. Any thread. Added after v1 (additive). */

@@ -120,9 +120,7 @@ static size_t stepctl_counters(struct mrd_named_counter *out, size_t max)
         {"window", "requests_late", atomic_load(&sc.late)},
         {"window", "requests_full", atomic_load(&sc.full)},
     };
-    size_t k = sizeof(c) / sizeof(c[0]) < max ? sizeof(c) / sizeof(c[0]) : max;
-    memcpy(out, c, k * sizeof(c[0]));
-    return k;
+    return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
 }
 
 void mrd_stepctl_register_counters(void)

@@ -213,20 +213,28 @@ void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id
     pthread_mutex_unlock(&mu);
 }
 
-static size_t (*sources[4])(struct mrd_named_counter *out, size_t max);
+static size_t (*sources[8])(struct mrd_named_counter *out, size_t max);
 static size_t nsources;
 
 void mrd_agent_add_counter_source(size_t (*fn)(struct mrd_named_counter *out, size_t max))
 {
     pthread_mutex_lock(&mu);
-    if (nsources < 4)
+    if (nsources < 8)
         sources[nsources++] = fn;
     pthread_mutex_unlock(&mu);
 }
 
+size_t mrd_agent_put_counters(struct mrd_named_counter *out, size_t max,
+                              const struct mrd_named_counter *c, size_t n)
+{
+    size_t k = n < max ? n : max;
+    memcpy(out, c, k * sizeof(*c));
+    return k;
+}
+
 size_t mrd_agent_named_counters(struct mrd_named_counter *out, size_t max)
 {
-    size_t (*fns[4])(struct mrd_named_counter *, size_t);
+    size_t (*fns[8])(struct mrd_named_counter *, size_t);
     pthread_mutex_lock(&mu);
     size_t k = nsources;
     memcpy(fns, sources, sizeof(fns));

@@ -198,6 +198,19 @@ static void wait_for(atomic_int *v, int value)
     CHECK_EQ(atomic_load(v), value);
 }
 
+/* The detach after a window: the helper thread's forced flush (the n-th), then the next API
+ * exits until one finalizes (the n-th cuptiFinalize). */
+static void detach(int n)
+{
+    wait_for(&flush_forced, n);
+    for (int i = 0; i < 2000 && atomic_load(&finalized) < n; i++) {
+        api_call(CUPTI_API_EXIT, 600);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(&finalized), n);
+}
+
 /* The window records in the ring, in order, into out (messages); returns how many. */
 static int window_records(char out[][64], int max)
 {
@@ -270,13 +283,7 @@ int main(void)
     api_call(CUPTI_API_EXIT, 501); /* no detach before the flush was asked for */
     CHECK_EQ(atomic_load(&finalized), 0);
     step(4);
-    wait_for(&flush_forced, 1); /* the helper thread's forced flush */
-    for (int i = 0; i < 2000 && atomic_load(&finalized) == 0; i++) {
-        api_call(CUPTI_API_EXIT, 600); /* the next API exit finalizes */
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    CHECK_EQ(atomic_load(&finalized), 1);
+    detach(1); /* the helper thread's forced flush, then the next API exit finalizes */
     CHECK_EQ(atomic_load(&unsubscribed), 1);
     CHECK_EQ(window_records(rec, 8), 1);
     CHECK(strncmp(rec[0], "2-3 range a=", 12) == 0);
@@ -293,13 +300,7 @@ int main(void)
     CHECK_EQ(atomic_load(&domains_on), 2);
     api_call(CUPTI_API_ENTER, 20);
     step(7);
-    wait_for(&flush_forced, 2);
-    for (int i = 0; i < 2000 && atomic_load(&finalized) == 1; i++) {
-        api_call(CUPTI_API_EXIT, 21);
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    CHECK_EQ(atomic_load(&finalized), 2);
+    detach(2);
     CHECK_EQ(window_records(rec, 8), 1);
     CHECK(strncmp(rec[0], "6-6 range a=", 12) == 0);
     printf("capture_window: window 6: %s\n", rec[0]);
@@ -316,13 +317,7 @@ int main(void)
     step(10);
     api_call(CUPTI_API_ENTER, 30);
     step(11);
-    wait_for(&flush_forced, 3);
-    for (int i = 0; i < 2000 && atomic_load(&finalized) == 2; i++) {
-        api_call(CUPTI_API_EXIT, 31);
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    CHECK_EQ(atomic_load(&finalized), 3);
+    detach(3);
     CHECK_EQ(window_records(rec, 8), 1);
     CHECK(strncmp(rec[0], "9-10 on_demand a=", 17) == 0);
     printf("capture_window: window 9-10: %s\n", rec[0]);
