@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,37 +21,42 @@
 #include "cli.h"
 #include "error.h"
 #include "export.h"
+#include "store.h"
 #include "window_table.h"
 #ifdef MRD_HAVE_CLOCK
 #include "clock.h"
 #endif
 
+/* Every check on the read-only connection first (mrd_store_open_readonly: a directory, an
+ * empty, foreign or unreadable file, a newer schema version), so a refused file keeps
+ * every byte and gains no -wal/-shm; only then, for the finalize, a read-write connection.
+ * That one is the last to close after its writes, so SQLite checkpoints and deletes the
+ * -wal and -shm it created (meridiand has stopped: nothing else has the file open). */
 sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who)
 {
+    char why[2 * PATH_MAX];
     sqlite3 *db = NULL;
-    int ok = 0;
-    if (access(path, R_OK) != 0) {
-        fprintf(stderr, "%s: cannot read %s: %s\n", who, path, strerror(errno));
+    if (mrd_store_open_readonly(path, &db, why, sizeof(why)) < 0) {
+        fprintf(stderr, "%s: %s\n", who, why);
         return NULL;
     }
-    if (sqlite3_open_v2(path, &db, readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE, NULL) !=
-        SQLITE_OK) {
+    if (readonly)
+        return db;
+    sqlite3_close(db);
+    db = NULL;
+    /* SQLite would open a write-protected file read-only without a word, and the
+     * finalize would fail at its first write */
+    if (access(path, W_OK) != 0) {
+        fprintf(stderr, "%s: cannot update %s: %s\n", who, path, strerror(errno));
+        return NULL;
+    }
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         fprintf(stderr, "%s: cannot open %s: %s\n", who, path,
                 db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close(db);
         return NULL;
     }
     sqlite3_busy_timeout(db, 5000);
-    /* a meridian database has at least one of these (a file that is not a database at
-     * all fails the query: the message below then carries SQLite's reason) */
-    static const char *const marks[] = {"runs", "kernels", "nccl_ops"};
-    for (size_t i = 0; i < sizeof marks / sizeof marks[0] && !ok; i++)
-        ok = mrd_analyze_has_table(db, marks[i]);
-    if (!ok) {
-        fprintf(stderr, "%s: %s is not a meridian database (%s)\n", who, path, sqlite3_errmsg(db));
-        sqlite3_close(db);
-        return NULL;
-    }
     return db;
 }
 

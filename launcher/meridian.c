@@ -58,7 +58,8 @@ static void report_usage(FILE *f)
         "stored per kind per rank, dropped events per reason per rank, clock model and error\n"
         "bound per rank (\"not fitted\" when absent), collectives matched across ranks (arrival\n"
         "skew, causality), communication/compute overlap per rank, straggler ranking, per-step\n"
-        "breakdown (NVTX \"step\" ranges), warnings. The database is opened read-only.\n"
+        "breakdown (NVTX \"step\" ranges), warnings. The database is opened read-only and\n"
+        "left as it was (no -wal/-shm files); one of a newer schema version is refused.\n"
         "When the run has step ranges, the straggler ranking counts only the collectives\n"
         "within the steps (warm-up, start-up and teardown left out; the report says how many\n"
         "and what they cost).\n"
@@ -248,7 +249,9 @@ static int cmd_finalize(int argc, char **argv)
               "(gpu_timer_models) and runs the causality check, tightening offsets within\n"
               "their error bounds. `meridian profile` does this itself; use it for runs that\n"
               "were interrupted or profiled with `meridian run`. Running it again gives the\n"
-              "same result.\n\nExit status: 0, 1 when the database cannot be updated.\n",
+              "same result. A database this meridian cannot read (not a meridian database,\n"
+              "a newer schema version) is refused before anything is written.\n\n"
+              "Exit status: 0, 1 when the database cannot be read or updated.\n",
               f);
         return f == stdout ? 0 : 2;
     }

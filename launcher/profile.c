@@ -778,13 +778,16 @@ static int stop_daemons(struct run_state *s, int timeout_s)
                               timeout_s);
 }
 
-/* Runs argv as a child and waits for it. Returns its wait status, or -1. */
-static int run_job(char **argv, int timeout_s, const struct run_state *s)
+/* Runs argv as a child and waits for it. Returns its wait status, or -1. When the command
+ * could not be started (execvp failed), *exec_err is its errno (else 0) and the child has
+ * exited 127 (not found) or 126, like a shell; the caller says so. */
+static int run_job(char **argv, int timeout_s, const struct run_state *s, int *exec_err)
 {
     struct sigaction sa, old_int, old_term, old_hup;
     unsigned char warned[MAX_SHARDS] = {0};
     char nb[32];
-    int st = 0;
+    int st = 0, started[2] = {-1, -1};
+    *exec_err = 0;
     int64_t deadline = timeout_s ? now_ms() + (int64_t)timeout_s * 1000 : 0, kill_at = 0;
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
@@ -792,6 +795,11 @@ static int run_job(char **argv, int timeout_s, const struct run_state *s)
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     sigaction(SIGHUP, &sa, &old_hup);
+    /* the exec closes this pipe (O_CLOEXEC) or the child writes its errno into it, so the
+     * parent learns which without guessing from the exit status (the job's own could be
+     * 127); without the pipe the child says why itself */
+    if (pipe2(started, O_CLOEXEC) != 0)
+        started[0] = started[1] = -1;
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
@@ -804,8 +812,24 @@ static int run_job(char **argv, int timeout_s, const struct run_state *s)
         sigaction(SIGHUP, &old_hup, NULL);
         execvp(argv[0], argv);
         int e = errno;
-        fprintf(stderr, "meridian profile: cannot run %s: %s\n", argv[0], strerror(e));
+        if (started[1] < 0 || write(started[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
+            fprintf(stderr, "meridian profile: cannot run %s: %s\n", argv[0], strerror(e));
         _exit(e == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC);
+    }
+    if (started[1] >= 0) {
+        int e = 0;
+        ssize_t n;
+        close(started[1]);
+        started[1] = -1;
+        do
+            n = read(started[0], &e, sizeof(e));
+        while (n < 0 && errno == EINTR);
+        if (n == (ssize_t)sizeof(e)) {
+            *exec_err = e;
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                ;
+            goto out;
+        }
     }
     for (;;) {
         pid_t r = waitpid(pid, &st, WNOHANG);
@@ -844,6 +868,9 @@ static int run_job(char **argv, int timeout_s, const struct run_state *s)
         nap_ms(50);
     }
 out:
+    for (int i = 0; i < 2; i++)
+        if (started[i] >= 0)
+            close(started[i]);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
@@ -915,6 +942,43 @@ static void unlink_db(const char *db)
     unlink(p);
     snprintf(p, sizeof(p), "%s-shm", db);
     unlink(p);
+}
+
+/* Leaves the database one file at rest when a -wal is left next to it (a meridiand or a
+ * finalize that was killed): a read-write connection that reads and closes is the last
+ * one, so SQLite checkpoints the committed frames into the file and deletes the -wal and
+ * -shm (a killed transaction's frames were never committed and are dropped). Nothing is
+ * done otherwise; the report then opens the file without creating either (readonly.c). */
+static void settle_db(const char *db)
+{
+    char p[PATH_MAX + 32];
+    struct stat st;
+    sqlite3 *h = NULL;
+    snprintf(p, sizeof(p), "%s-wal", db);
+    if (stat(p, &st) != 0 || stat(db, &st) != 0)
+        return;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
+        sqlite3_busy_timeout(h, 5000);
+        sqlite3_exec(h, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+    }
+    sqlite3_close(h);
+}
+
+/* The command could not be started (execvp's errno e): nothing was profiled, so nothing is
+ * kept. Stops the daemons (SIGTERM: they commit and exit as after any job) and removes
+ * the database(s) they created, so -o names no file afterwards. */
+static void job_not_started(const struct profile_opts *o, struct run_state *s, const char *cmd,
+                            int e)
+{
+    fprintf(stderr,
+            "meridian profile: cannot run %s: %s: the command could not be started; nothing "
+            "was profiled (stopping meridiand, no database kept)\n",
+            cmd, strerror(e));
+    if (stop_daemons(s, o->stop_timeout_s) > 0)
+        fprintf(stderr, "meridian profile: a meridiand did not stop cleanly\n");
+    for (int k = 0; k < s->nshards; k++)
+        unlink_db(s->sh[k].db);
+    unlink_db(s->db);
 }
 
 /* The shard databases' paths, for shard k (next to the requested database), and their
@@ -1109,7 +1173,7 @@ int mrd_cli_profile(int argc, char **argv)
     struct run_state s;
     struct mrd_agentenv env;
     char **job = NULL, **rewritten = NULL, *command = NULL;
-    int rc = parse_profile(argc, argv, &o), st = -1, style, at;
+    int rc = parse_profile(argc, argv, &o), st = -1, style, at, exec_err = 0;
 
     memset(&s, 0, sizeof(s));
     memset(&env, 0, sizeof(env));
@@ -1176,7 +1240,11 @@ int mrd_cli_profile(int argc, char **argv)
     fprintf(stderr, "meridian profile: run %s, %s %s, database %s\n", s.run_id,
             s.nshards > 1 ? "aggregators (one per shard)" : "aggregator", s.aggregator, s.db);
     say_tier(&o.tier);
-    st = run_job(job, o.job_timeout_s, &s);
+    st = run_job(job, o.job_timeout_s, &s, &exec_err);
+    if (exec_err) {
+        job_not_started(&o, &s, job[0], exec_err);
+        goto done;
+    }
     fprintf(stderr, "meridian profile: job finished (%s %d); stopping meridiand%s\n",
             st >= 0 && WIFSIGNALED(st) ? "signal" : "exit status",
             st >= 0 && WIFSIGNALED(st) ? WTERMSIG(st) : exit_code(st), s.nshards > 1 ? "s" : "");
@@ -1187,6 +1255,7 @@ int mrd_cli_profile(int argc, char **argv)
     }
     if (!o.no_finalize)
         finalize_with_timeout(s.db, command, o.finalize_timeout_s);
+    settle_db(s.db);
     sqlite3 *db = mrd_cli_open_db(s.db, 1, "meridian profile");
     if (db) {
         if (!o.no_report || o.html || o.json) {

@@ -15,7 +15,9 @@
  * Schema: every refusal (a newer version: an older meridiand cannot write a layout it does
  * not know; no or a non-integer version; several runs; another run) is decided read-only
  * first, before the connection switches the file to WAL mode (which rewrites its header),
- * so a refused file keeps every byte. Then one transaction re-checks, creates a new
+ * so a refused file keeps every byte. The version is read and classified by
+ * mrd_store_schema_read (readonly.c), the same check `meridian report`, `export` and
+ * `finalize` apply before they read. Then one transaction re-checks, creates a new
  * database at MRD_STORE_SCHEMA_VERSION or migrates an older one a version step at a
  * time, and sets up the run row.
  *
@@ -231,73 +233,54 @@ static const struct {
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) == MRD_STORE_SCHEMA_VERSION - 1,
                "one migration step per schema version: add the step that reaches the new one");
 
-/* The database's schema version into *v: 0 for a new (empty) database, the version row
- * otherwise. A database with tables but no version row was not written by meridiand (it
- * writes the row in the transaction that creates the tables) and is refused, and so is a
- * version that is not an integer (REAL 1e30 is no version 1, 2.5 no version 2). */
+/* The database's schema version into *v (0 for a new, empty database) and the refusals
+ * it decides, read by mrd_store_schema_read (readonly.c), the check meridian's readers
+ * share: a newer version; tables but no version row (meridiand writes the row in the
+ * transaction that creates the tables: not its file); a version that is not an integer
+ * (REAL 1e30 is no version 1, 2.5 no version 2). */
 static int read_version(struct mrd_store *s, long long *v)
 {
-    long long tables, rows, odd;
-    int rc = query_int(s,
-                       "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                       " AND name = 'schema_version'",
-                       &tables);
-    if (rc < 0)
-        return rc;
+    struct mrd_store_schema sc;
     *v = 0;
-    rows = 0;
-    if (tables) {
-        if ((rc = query_int(s, "SELECT count(*) FROM schema_version", &rows)) < 0 ||
-            (rc = query_int(s,
-                            "SELECT count(*) FROM schema_version"
-                            " WHERE typeof(version) != 'integer'",
-                            &odd)) < 0)
-            return rc;
-        if (odd) {
-            char val[64];
-            if ((rc = query_text(s,
-                                 "SELECT quote(version) FROM schema_version"
-                                 " WHERE typeof(version) != 'integer'",
-                                 val, sizeof(val))) < 0)
-                return rc;
-            mrd__store_log(s, 0,
-                           "database schema version %s is not an integer: not a meridian"
-                           " database; use a new output file",
-                           val);
-            return -MRD_ERR_CONFIG;
-        }
-        if ((rc = query_int(s, "SELECT max(version) FROM schema_version", v)) < 0)
-            return rc;
-    } else if ((rc = query_int(s,
-                               "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                               " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'",
-                               &tables)) < 0) {
-        return rc;
+    if (mrd_store_schema_read(s->db, &sc) < 0) {
+        mrd__store_log(s, 0, "database error (schema version): %s", sqlite3_errmsg(s->db));
+        return -MRD_ERR_SQLITE;
     }
-    if (tables && (rows == 0 || *v < 1)) {
+    switch (sc.state) {
+    case MRD_STORE_SCHEMA_NEW:
+    case MRD_STORE_SCHEMA_SUPPORTED:
+        *v = sc.version;
+        return 0;
+    case MRD_STORE_SCHEMA_NEWER:
+        mrd__store_log(s, 0,
+                       "database schema version %lld is newer than this meridiand supports"
+                       " (%d): use a newer meridian or a new output file",
+                       sc.version, MRD_STORE_SCHEMA_VERSION);
+        break;
+    case MRD_STORE_SCHEMA_NOT_INTEGER:
+        mrd__store_log(s, 0,
+                       "database schema version %s is not an integer: not a meridian"
+                       " database; use a new output file",
+                       sc.odd);
+        break;
+    case MRD_STORE_SCHEMA_UNVERSIONED:
         mrd__store_log(s, 0,
                        "database has tables but no schema version: not a meridian database;"
                        " use a new output file");
-        return -MRD_ERR_CONFIG;
+        break;
     }
-    return 0;
+    return -MRD_ERR_CONFIG;
 }
 
 /* Every refusal, read-only, inside the caller's transaction: the version (into *v; see
- * read_version), a newer one, a database holding several runs or another run than
- * cfg->run_id. Nothing is written before these pass, so a refused file keeps its bytes. */
+ * read_version: a newer one among them), a database holding several runs or another run
+ * than cfg->run_id. Nothing is written before these pass, so a refused file keeps its
+ * bytes. */
 static int check_file(struct mrd_store *s, const struct mrd_store_config *cfg, long long *v)
 {
     int rc = read_version(s, v);
     if (rc < 0)
         return rc;
-    if (*v > MRD_STORE_SCHEMA_VERSION) {
-        mrd__store_log(s, 0,
-                       "database schema version %lld is newer than this meridiand supports"
-                       " (%d): use a newer meridian or a new output file",
-                       *v, MRD_STORE_SCHEMA_VERSION);
-        return -MRD_ERR_CONFIG;
-    }
     if (*v == 0)
         return 0;
     long long runs;

@@ -244,4 +244,42 @@ struct mrd_store_ckpt_stats {
 };
 void mrd_store_ckpt_get_stats(struct mrd_store_ckpt *c, struct mrd_store_ckpt_stats *st);
 
+/* ---- the read side (readonly.c): the schema check every reader shares with the store ---- */
+
+/* What a database's schema_version says (mrd_store_schema_read). */
+enum mrd_store_schema_state {
+    MRD_STORE_SCHEMA_NEW,         /* no tables at all: a new (or empty SQLite) database */
+    MRD_STORE_SCHEMA_SUPPORTED,   /* version 1..MRD_STORE_SCHEMA_VERSION */
+    MRD_STORE_SCHEMA_NEWER,       /* a version above MRD_STORE_SCHEMA_VERSION: refused */
+    MRD_STORE_SCHEMA_UNVERSIONED, /* tables but no version row: not written by meridiand */
+    MRD_STORE_SCHEMA_NOT_INTEGER, /* a version that is not an integer (1e30, 2.5, text) */
+};
+
+struct mrd_store_schema {
+    enum mrd_store_schema_state state;
+    long long version; /* SUPPORTED, NEWER: the version (the highest row); else 0 */
+    char odd[64];      /* NOT_INTEGER: the value as SQL quote() writes it */
+};
+
+/* Reads db's schema version and classifies it against MRD_STORE_SCHEMA_VERSION: the one
+ * decision, for meridiand (which refuses all but NEW and SUPPORTED before it writes) and
+ * for every reader (mrd_store_open_readonly). Runs SELECTs only: call it inside the
+ * caller's read transaction or on a read-only connection. Returns 0 and *out, or
+ * -MRD_ERR_SQLITE (sqlite3_errmsg(db) says why; a file that is not a database fails
+ * here). The thread that owns db. */
+int mrd_store_schema_read(struct sqlite3 *db, struct mrd_store_schema *out);
+
+/* Opens the meridian database at path for reading and changes nothing on disk: no byte of
+ * the file, no -wal, -shm or -journal file left (a WAL database without a -wal file is
+ * opened immutable; see readonly.c for why and the one race that accepts). Before SQLite
+ * sees it the file must exist, be a readable, non-empty regular file with SQLite's
+ * header; then its schema (mrd_store_schema_read) must be SUPPORTED, a newer version
+ * refused, and it must have a runs table. Returns 0 and *out (SQLITE_OPEN_READONLY; the
+ * caller closes it with sqlite3_close), or a negative code (-errno of stat/open/read,
+ * -EISDIR, -MRD_ERR_CONFIG: not a meridian database or a newer version, -MRD_ERR_SQLITE,
+ * -ENOMEM) with a one-line message in why[whylen] that names the path and what to do,
+ * e.g. "run.db has schema version 7, newer than this meridian supports (2): use a newer
+ * meridian" (nothing is logged). Any thread. */
+int mrd_store_open_readonly(const char *path, struct sqlite3 **out, char *why, size_t whylen);
+
 #endif
