@@ -147,7 +147,10 @@ struct mrd_an_step {
     int64_t cost_ns, max_skew_ns;
     int worst_rank; /* rank that caused the most wait in the step, -1 if none */
     int64_t worst_caused_ns;
+    int capture; /* MRD_AN_ATTACH | MRD_AN_DETACH: some rank attached / detached CUPTI in it */
 };
+#define MRD_AN_ATTACH 1
+#define MRD_AN_DETACH 2
 
 /* One matched instance, handed to mrd_analyze_options.on_instance (tests, scripts). */
 struct mrd_an_instance {
@@ -214,6 +217,11 @@ struct mrd_analysis {
     int ranked_in_steps;
     uint64_t outside_steps;
     int64_t outside_steps_cost_ns;
+    /* instances in a capture step (a step in which some rank attached CUPTI for a window or
+     * detached it after one: table windows' first_step and detach_step): not ranked either,
+     * since the attach (~12 ms) and detach stalls are the profiler's, not the job's */
+    uint64_t capture_steps;
+    int64_t capture_steps_cost_ns;
     /* steps */
     int nsteps; /* broken-down steps in steps[] */
     uint64_t steps_beyond_cap;

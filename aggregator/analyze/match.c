@@ -45,6 +45,7 @@ struct matcher {
     const struct mrd_timebase *tb;
     const struct mrd_analyze_options *o;
     struct step_list *steps; /* [a->nranks] */
+    uint8_t capture_step[MRD_AN_MAX_STEPS]; /* MRD_AN_ATTACH | MRD_AN_DETACH, per step */
     int64_t *cell_caused;    /* [nsteps * nranks] or NULL */
     struct row *rows;
     int nrows, cap_rows, comm_nranks, nfound, dup_rows, overflow_rows;
@@ -60,6 +61,29 @@ struct matcher {
 static int is_step_name(const char *name, const char *prefix)
 {
     return mrd_step_name_match(name, prefix);
+}
+
+/* The capture steps (table windows, derived by the finalize): a window's first step (the
+ * attach) and the step after its last (the detach), on any rank. */
+static int load_capture_steps(sqlite3 *db, struct matcher *m)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (!mrd_analyze_has_table(db, "windows"))
+        return 0;
+    if (sqlite3_prepare_v2(db, "SELECT first_step, detach_step FROM main.windows", -1, &st,
+                           NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        for (int c = 0; c < 2; c++) {
+            int64_t s = sqlite3_column_int64(st, c);
+            if (s >= 0 && s < MRD_AN_MAX_STEPS)
+                m->capture_step[s] |= c == 0 ? MRD_AN_ATTACH : MRD_AN_DETACH;
+        }
+    sqlite3_finalize(st);
+    for (int s = 0; s < m->a->nsteps; s++)
+        m->a->steps[s].capture = m->capture_step[s];
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
 }
 
 static int load_steps(sqlite3 *db, struct matcher *m)
@@ -276,6 +300,9 @@ static void flush_instance(struct matcher *m)
     for (int i = 0; !scoped && i < m->nrows; i++)
         scoped = within_steps(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
                               m->rows[i].lstart);
+    int capture = in.step >= 0 && in.step < MRD_AN_MAX_STEPS && m->capture_step[in.step];
+    if (capture)
+        scoped = 0; /* ranked neither in the steps nor as outside them: counted apart */
     for (int i = 0; i < m->nrows; i++) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, m->rows[i].rank);
         int64_t wait = max_start - m->rows[i].start;
@@ -293,6 +320,9 @@ static void flush_instance(struct matcher *m)
         a->ranks[li].in_steps.times_last++;
         a->ranks[li].in_steps.caused_ns += in.cost_ns;
         a->ranked_in_steps = 1;
+    } else if (capture) {
+        a->capture_steps++;
+        a->capture_steps_cost_ns += in.cost_ns;
     } else {
         a->outside_steps++;
         a->outside_steps_cost_ns += in.cost_ns;
@@ -449,7 +479,8 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
         rc = -ENOMEM;
         goto fail;
     }
-    if ((rc = load_steps(db, &m)) < 0 || (rc = build_steps(&m)) < 0)
+    if ((rc = load_steps(db, &m)) < 0 || (rc = build_steps(&m)) < 0 ||
+        (rc = load_capture_steps(db, &m)) < 0)
         goto fail;
     if (sqlite3_prepare_v2(db,
                            "SELECT n.comm_hash, n.seq, n.func_id, n.rank, n.comm_nranks, "

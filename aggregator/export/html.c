@@ -372,7 +372,7 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
     const struct mrd_an_rank **v = mrd__report_ranking(a);
     if (!v)
         return -ENOMEM;
-    char left_out[256];
+    char left_out[512];
     mrd__report_outside_steps(a, left_out, sizeof(left_out));
     if (left_out[0])
         left_out[0] = 'N'; /* a sentence of its own here */

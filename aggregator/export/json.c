@@ -221,15 +221,21 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
             "],\n\"straggler_scope\":\"%s\",\n\"outside_steps\":{\"instances\":%" PRIu64
             ",\"wait_cost_ns\":%" PRId64 "},\n",
             a->ranked_in_steps ? "steps" : "all", a->outside_steps, a->outside_steps_cost_ns);
+    if (a->capture_steps) /* additive: only in runs with windows */
+        fprintf(f, "\"capture_steps\":{\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64
+                   "},\n",
+                a->capture_steps, a->capture_steps_cost_ns);
     fputs("\"steps\":[", f);
     for (int s = 0; s < a->nsteps; s++) {
         const struct mrd_an_step *st = &a->steps[s];
         fprintf(f,
                 "%s{\"index\":%" PRId64 ",\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
                 ",\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64 ",\"max_skew_ns\":%" PRId64
-                ",\"worst_rank\":%d,\"worst_caused_ns\":%" PRId64 "}",
+                ",\"worst_rank\":%d,\"worst_caused_ns\":%" PRId64 "%s%s}",
                 s ? ",\n" : "\n", st->index, st->start_ns, st->end_ns, st->instances, st->cost_ns,
-                st->max_skew_ns, st->worst_rank, st->worst_caused_ns);
+                st->max_skew_ns, st->worst_rank, st->worst_caused_ns,
+                st->capture & MRD_AN_ATTACH ? ",\"cupti_attach\":true" : "",
+                st->capture & MRD_AN_DETACH ? ",\"cupti_detach\":true" : "");
     }
     fprintf(f, "],\n\"steps_beyond_cap\":%" PRIu64 ",\n", a->steps_beyond_cap);
     windows_arr(f, a);

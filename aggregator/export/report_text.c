@@ -106,12 +106,27 @@ const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a)
     return v;
 }
 
+/* The capture steps' part of the "not ranked" sentence, appended at buf + k. */
+static void capture_steps_note(const struct mrd_analysis *a, char *buf, size_t n, int k)
+{
+    char b1[32];
+    if (!a->capture_steps || k < 0 || (size_t)k >= n)
+        return;
+    snprintf(buf + k, n - (size_t)k,
+             "%s%" PRIu64 " instance(s) in capture steps (a rank attached or detached CUPTI "
+             "for a window there) cost %s",
+             k ? "; " : "not ranked: ", a->capture_steps,
+             mrd_export_fmt_ns(b1, sizeof(b1), a->capture_steps_cost_ns));
+}
+
 void mrd__report_outside_steps(const struct mrd_analysis *a, char *buf, size_t n)
 {
     char b1[32];
     buf[0] = '\0';
-    if (!a->ranked_in_steps || !a->outside_steps)
+    if (!a->ranked_in_steps || !a->outside_steps) {
+        capture_steps_note(a, buf, n, 0);
         return;
+    }
     /* who caused the wait outside the steps: the rank with the most, by difference */
     const struct mrd_an_rank *top = NULL;
     int64_t top_ns = 0;
@@ -128,7 +143,8 @@ void mrd__report_outside_steps(const struct mrd_analysis *a, char *buf, size_t n
                      a->outside_steps,
                      mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns));
     if (top && k > 0 && (size_t)k < n)
-        snprintf(buf + k, n - (size_t)k, ", the most of it caused by rank %d", top->rank);
+        k += snprintf(buf + k, n - (size_t)k, ", the most of it caused by rank %d", top->rank);
+    capture_steps_note(a, buf, n, k);
 }
 
 static void section(FILE *f, const char *title)
@@ -426,7 +442,7 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
                 w.times_last, share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), w.suffered_ns));
     }
-    char line[256];
+    char line[512];
     mrd__report_outside_steps(a, line, sizeof(line));
     if (line[0])
         fprintf(f, "  %s\n", line);
@@ -450,16 +466,21 @@ static void print_steps(FILE *f, const struct mrd_analysis *a)
                 mrd_export_fmt_ns(b2, sizeof(b2), st->max_skew_ns),
                 mrd_export_fmt_ns(b3, sizeof(b3), st->cost_ns));
         if (st->worst_rank >= 0)
-            fprintf(f, "%d (%s)\n", st->worst_rank,
+            fprintf(f, "%d (%s)", st->worst_rank,
                     mrd_export_fmt_ns(b4, sizeof(b4), st->worst_caused_ns));
         else
-            fprintf(f, "-\n");
+            fprintf(f, "-");
+        fprintf(f, "%s%s\n", st->capture & MRD_AN_ATTACH ? " [CUPTI attach]" : "",
+                st->capture & MRD_AN_DETACH ? " [CUPTI detach]" : "");
     }
     if (a->nsteps > MAX_STEP_LINES)
         fprintf(f, "  ... %d more steps (see --json)\n", a->nsteps - MAX_STEP_LINES);
     if (a->steps_beyond_cap)
         fprintf(f, "  %" PRIu64 " step ranges beyond %d per rank were not broken down\n",
                 a->steps_beyond_cap, MRD_AN_MAX_STEPS);
+    if (a->capture_steps)
+        fprintf(f, "  [CUPTI attach/detach]: a rank attached CUPTI for a window or detached it "
+                   "there; those steps' waits are the profiler's and are not ranked\n");
 }
 
 int mrd_export_text(FILE *f, const struct mrd_analysis *a)

@@ -368,6 +368,57 @@ static void check_scope_past_cap(const char *path)
     sqlite3_close(db);
 }
 
+static void check_capture_steps(const char *path)
+{
+    /* A steady-tier run: four steps, a window of steps 1-1 (attach in step 1, detach in
+     * step 2). Rank 0 is 12 ms late in step 1 (its attach) and 2 ms late in step 2 (its
+     * detach); rank 1 is 100 ns late in steps 0 and 3. The two capture steps are not ranked
+     * (counted apart, with their cost), so rank 1 is the straggler; without the windows
+     * table rank 0 would be, by 14 ms. */
+    char p2[1024];
+    sqlite3 *db = sub_db(path, ".capture", p2, sizeof(p2));
+    struct mrd_analysis *a;
+    const int64_t late0[4] = {0, 12000000, 2000000, 0}, late1[4] = {100, 0, 0, 100};
+    for (int st = 0; st < 4; st++) {
+        int64_t t0 = (int64_t)st * 100000000;
+        for (int r = 0; r < 2; r++) {
+            int64_t late = r == 0 ? late0[st] : late1[st];
+            fx_nvtx(db, r, t0, t0 + 90000000, 1, "step");
+            fx_op(db, r, st + 1, 9, st, "AllReduce", 2, t0 + 1000 + late, t0 + 20000000, 0);
+        }
+    }
+    a = analyze_path(p2, NULL);
+    CHECK_EQ(a->capture_steps, 0);
+    CHECK_EQ(mrd_analyze_ranked_wait(a, &a->ranks[0]).caused_ns, 14000000);
+    mrd_analysis_free(a);
+    /* the finalize's table (aggregator/SCHEMA.md, "Capture windows") */
+    fx_exec(db, "CREATE TABLE windows (rank INTEGER NOT NULL, first_step INTEGER NOT NULL, "
+                "last_step INTEGER NOT NULL, detach_step INTEGER NOT NULL, reason TEXT NOT "
+                "NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, attach_ns INTEGER "
+                "NOT NULL, detach_ns INTEGER, flush_ns INTEGER NOT NULL, kernels INTEGER NOT "
+                "NULL)");
+    fx_exec(db, "INSERT INTO windows VALUES (0, 1, 1, 2, 'range', 100000000, 290000000, "
+                "12000000, 2000000, 1000000, 50), (1, 1, 1, 2, 'range', 100000000, 290000000, "
+                "11000000, 1500000, 1000000, 50)");
+    a = analyze_path(p2, NULL);
+    CHECK_EQ(a->capture_steps, 2);
+    CHECK_EQ(a->capture_steps_cost_ns, 14000000);
+    CHECK_EQ(a->outside_steps, 0);
+    struct mrd_an_wait w0 = mrd_analyze_ranked_wait(a, &a->ranks[0]);
+    struct mrd_an_wait w1 = mrd_analyze_ranked_wait(a, &a->ranks[1]);
+    CHECK_EQ(w0.caused_ns, 0);
+    CHECK_EQ(w1.times_last, 2);
+    CHECK_EQ(w1.caused_ns, 200);
+    CHECK_EQ(a->ranks[0].wait_caused_ns, 14000000); /* the all-instance counts stay */
+    CHECK_EQ(a->nsteps, 4);
+    CHECK_EQ(a->steps[0].capture, 0);
+    CHECK_EQ(a->steps[1].capture, MRD_AN_ATTACH);
+    CHECK_EQ(a->steps[2].capture, MRD_AN_DETACH);
+    CHECK_EQ(a->steps[3].capture, 0);
+    mrd_analysis_free(a);
+    sqlite3_close(db);
+}
+
 int main(int argc, char **argv)
 {
     const char *path = argc > 1 ? argv[1] : "analysis_match.db";
@@ -396,6 +447,7 @@ int main(int argc, char **argv)
     check_rooted(path);
     check_scope(path);
     check_scope_past_cap(path);
+    check_capture_steps(path);
     printf("analysis_match: ok\n");
     return 0;
 }
