@@ -244,7 +244,7 @@ cases = [
      [shard0, variant("dupev", "UPDATE nccl_ops SET rank = 0 WHERE rowid = 1")],
      "rank 0 is in"),
     ("another schema version", [shard0, variant("v3", "UPDATE schema_version SET version = 3")],
-     "has schema version 3, this meridian merges version 2"),
+     "has schema version 3, newer than this meridian supports (2)"),
     ("another boot", [shard0, variant("boot", "UPDATE runs SET boot_id = 'another-boot'")],
      "cross-host shard merging needs aggregator clock alignment, which is not built"),
     ("the same shard id twice", [shard0, variant("sid", "UPDATE runs SET shard_id = 0")],
