@@ -16,7 +16,7 @@ struct slot {
 };
 
 static struct {
-    _Atomic int64_t begun, last_ns;
+    _Atomic int64_t begun, last_ns, longest_ns;
     struct slot s[MRD_WINDOW_REQUESTS_MAX];
     _Atomic uint64_t accepted, late, full;
 } sc;
@@ -30,6 +30,17 @@ void mrd_stepctl_end(int64_t step, int64_t duration_ns)
 {
     (void)step;
     atomic_store_explicit(&sc.last_ns, duration_ns, memory_order_relaxed);
+    int64_t cur = atomic_load_explicit(&sc.longest_ns, memory_order_relaxed);
+    while (duration_ns > cur &&
+           !atomic_compare_exchange_weak_explicit(&sc.longest_ns, &cur, duration_ns,
+                                                  memory_order_relaxed, memory_order_relaxed))
+        ;
+}
+
+void mrd_stepctl_probe(uint64_t *steps_begun, int64_t *longest_ns)
+{
+    *steps_begun = (uint64_t)atomic_load(&sc.begun);
+    *longest_ns = atomic_exchange_explicit(&sc.longest_ns, 0, memory_order_relaxed);
 }
 
 void mrd_stepctl_snapshot(uint64_t *steps_begun, int64_t *last_step_ns)

@@ -71,8 +71,10 @@ static void usage(void)
             "  --incompressible  kernel fields from a hash of the id: at least ~8 bytes per\n"
             "                    record survive compression, whatever the timing jitter\n"
             "  --steps N         also run N steps (agent/core/stepctl.h) of --step-ms MS each\n"
-            "                    on the main thread, as a step range would; prints the steps\n"
-            "                    that belonged to a window the aggregator asked for\n"
+            "                    on the main thread, as a step range would; then prints\n"
+            "                    `synth-steps: steps=N window_steps=A-B,...` (the steps that\n"
+            "                    belonged to a window the aggregator asked for) after the\n"
+            "                    synth line\n"
             "  --slow-step K --slow-ms MS   step K takes MS instead (a straggler)\n");
     exit(2);
 }
@@ -197,8 +199,11 @@ static int run_fork_child(void)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* --steps: steps on this thread; prints `synth: steps=N window_steps=a-b,c-d` (the steps
- * that belonged to an aggregator's window request when they began, as ranges). */
+/* --steps: steps on this thread; fills g_steps_line with `synth-steps: steps=N
+ * window_steps=a-b,c-d` (the steps that belonged to an aggregator's window request when
+ * they began, as ranges; "none"), printed after the main line. */
+static char g_steps_line[4200];
+
 static void run_steps(void)
 {
     char out[4096] = "";
@@ -223,8 +228,8 @@ static void run_steps(void)
             run_start = -1;
         }
     }
-    printf("synth: steps=%ld window_steps=%s\n", o_steps, used ? out : "none");
-    fflush(stdout);
+    snprintf(g_steps_line, sizeof(g_steps_line), "synth-steps: steps=%ld window_steps=%s\n",
+             o_steps, used ? out : "none");
 }
 
 int main(int argc, char **argv)
@@ -287,6 +292,7 @@ int main(int argc, char **argv)
            active, atomic_load(&g_written), atomic_load(&g_refused), atomic_load(&g_idsum),
            (mono_ns() - t0) / 1000000, atomic_load(&g_mixed_written),
            atomic_load(&g_mixed_refused), mrd_test_dns_lookups());
+    fputs(g_steps_line, stdout);
     fflush(stdout);
     if (o_shutdown)
         mrd_agent_shutdown();
