@@ -211,10 +211,10 @@ def main():
                     help="after the fit, move agent 2's offset by this much (causality demo)")
     ap.add_argument("--goal-p99-us", type=float, default=None)
     ap.add_argument("--goal-p99-within-bound", action="store_true",
-                    help="when the fit's own error bound (median over events) is larger than "
-                         "--goal-p99-us, the p99 goal becomes that bound: a loaded machine's "
-                         "round trips make a few-microsecond accuracy unreachable and unprovable, "
-                         "but the error must still stay within what the model claims")
+                    help="hold 99%% of the events' errors to the larger of --goal-p99-us and "
+                         "that event's own model bound: a loaded machine's round trips make a "
+                         "few-microsecond accuracy unreachable and unprovable, but the error "
+                         "must still stay within what the model claims")
     ap.add_argument("--goal-coverage", type=float, default=0.99)
     ap.add_argument("--goal-tightness", type=float, default=3.0,
                     help="bound median <= this x p99 error")
@@ -433,12 +433,17 @@ def evaluate(a, bed, exe, agents, sampler):
     fails = fails_pre
     bmed = percentile(bounds, 0.5)
     goal_p99 = a.goal_p99_us * 1000 if a.goal_p99_us is not None else None
-    if goal_p99 is not None and a.goal_p99_within_bound and bmed > goal_p99:
-        log("testbed: the bound median %.2f us is over the %.2f us goal (a loaded machine's "
-            "round trips): the p99 error must stay within the bound instead"
-            % (bmed / 1e3, goal_p99 / 1e3))
-        goal_p99 = bmed
-    if goal_p99 is not None and p99 > goal_p99:
+    if goal_p99 is not None and a.goal_p99_within_bound:
+        # each event's error against the larger of the goal and its own model's bound
+        excess = percentile([e - max(goal_p99, b) for e, b in zip(errs, bounds)], 0.99)
+        if p99 > goal_p99:
+            log("testbed: p99 error %.2f us is over the %.2f us goal; the bounds of this run "
+                "(a loaded machine's round trips) are what it is held to" %
+                (p99 / 1e3, goal_p99 / 1e3))
+        if excess > 0:
+            fails.append("p99 error over max(%.2f us, its bound) by %.2f us"
+                         % (goal_p99 / 1e3, excess / 1e3))
+    elif goal_p99 is not None and p99 > goal_p99:
         fails.append("p99 error %.2f us > %.2f us" % (p99 / 1e3, goal_p99 / 1e3))
     if cov < a.goal_coverage:
         fails.append("bound coverage %.4f < %.4f" % (cov, a.goal_coverage))
