@@ -29,6 +29,12 @@ int mrd_cli_profile(int argc, char **argv);
  * only on failure (125 usage/setup, 126/127 exec). */
 int mrd_cli_run(int argc, char **argv);
 
+/* `meridian window DB [--length N] [--control PATH]` (window_cmd.c): asks the running
+ * meridiand of DB (its control socket DB.ctl) for a window of N steps on every rank and
+ * prints the answer line. Returns 0 when the window was opened, 1 on an error answer or
+ * no meridiand, 2 on a usage error. */
+int mrd_cli_window(int argc, char **argv);
+
 /* `meridian doctor` (doctor.c): prints one line per check; 0 when none FAILed, else 1. */
 int mrd_cli_doctor(int argc, char **argv);
 

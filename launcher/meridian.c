@@ -1,6 +1,6 @@
 /* `meridian`: the command people type. Dispatches subcommands and implements the small
  * ones (report, export, finalize); profile/run live in profile.c, doctor in doctor.c,
- * replay in launcher/replay (mrd_replay_main).
+ * window in window_cmd.c, replay in launcher/replay (mrd_replay_main).
  *
  * Where it sits: the front of the launcher. `profile` starts the data flow (aggregator,
  * agents), `report`/`export` end it (aggregator/analyze + aggregator/export over the
@@ -39,6 +39,8 @@ static void usage(FILE *f)
           "  finalize DB            fit clock models, calibrate GPU timers, check causality\n"
           "                         (profile does this; for databases of interrupted runs)\n"
           "  merge -o OUT SHARD...  merge the shard databases of one run (one meridiand each)\n"
+          "  window DB [--length N] capture N steps in full detail on every rank of the job\n"
+          "                         profiling into DB, from a step all ranks have yet to reach\n"
           "  replay [opts]          load generator / capture replay speaking the real protocol\n"
           "  doctor                 check this machine for profiling\n"
           "  help [COMMAND]         this text, or a command's --help\n"
@@ -328,7 +330,7 @@ static const struct {
 } commands[] = {
     {"profile", mrd_cli_profile}, {"run", mrd_cli_run},       {"report", cmd_report},
     {"export", cmd_export},       {"finalize", cmd_finalize}, {"replay", cmd_replay},
-    {"doctor", mrd_cli_doctor},   {"merge", mrd_cli_merge},
+    {"doctor", mrd_cli_doctor},   {"merge", mrd_cli_merge},   {"window", mrd_cli_window},
 };
 
 int main(int argc, char **argv)

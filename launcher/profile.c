@@ -35,6 +35,7 @@
 
 #include "agentenv.h"
 #include "cli.h"
+#include "control.h"
 #include "runcfg.h"
 #include "steps.h"
 
@@ -137,6 +138,8 @@ struct profile_opts {
     int no_mpi, no_report, no_finalize, single, keep_secret, overwrite, verbose;
     int shards, keep_shards, full;
     struct tier tier;
+    /* passed to meridiand: --trigger-step-factor, --window-delay, --window-duration */
+    const char *trigger, *wdelay, *wduration;
 };
 
 #define MAX_SHARDS 256
@@ -198,6 +201,16 @@ static void profile_usage(FILE *f)
         "  environment is kept (MERIDIAN_TRACE=steady alone gets the default windows); the\n"
         "  options override them. A bad SPEC, KINDS or PREFIX (over 127 bytes), in an option or\n"
         "  in those variables, or --full with --windows, is refused before anything starts.\n"
+        "  While the job runs, `meridian window DB [--length N]` asks meridiand for a window\n"
+        "  of N steps on every rank (from a step none has reached; control socket DB.ctl).\n"
+        "      --trigger-step-factor F\n"
+        "                           meridiand opens a window of 10 steps on every rank when a\n"
+        "                           rank's step takes more than F (> 1, e.g. 1.5) x the median\n"
+        "                           step time (at most one per 200 steps; default: off)\n"
+        "      --window-delay S     meridiand opens one window S seconds after the first step\n"
+        "      --window-duration S  ... lasting S seconds (default 1), converted to steps at\n"
+        "                           the median step time\n"
+        "  These three, and `meridian window`, need one aggregator (not with --shards).\n"
         "agent:\n"
         "      --agent-lib PATH     libmeridian.so (default: $MERIDIAN_AGENT_LIB, else next to\n"
         "                           meridian, else the build tree). Without it ranks are not\n"
@@ -416,7 +429,10 @@ enum {
     O_FULL,
     O_WINDOWS,
     O_STEPNAME,
-    O_TRACE
+    O_TRACE,
+    O_TRIGGER,
+    O_WDELAY,
+    O_WDURATION
 };
 static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"overwrite", 0, 0, O_OVER},
@@ -444,6 +460,9 @@ static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"windows", 1, 0, O_WINDOWS},
                                    {"step-name", 1, 0, O_STEPNAME},
                                    {"trace", 1, 0, O_TRACE},
+                                   {"trigger-step-factor", 1, 0, O_TRIGGER},
+                                   {"window-delay", 1, 0, O_WDELAY},
+                                   {"window-duration", 1, 0, O_WDURATION},
                                    {"verbose", 0, 0, 'v'},
                                    {"help", 0, 0, 'h'},
                                    {0, 0, 0, 0}};
@@ -541,6 +560,22 @@ static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
     case O_TRACE:
         o->trace = arg;
         break;
+    case O_TRIGGER: /* meridiand's rules, checked here so that nothing starts on a typo */
+    case O_WDELAY:
+    case O_WDURATION: {
+        char *end;
+        double v = strtod(arg, &end);
+        if (end == arg || *end || !(v > (c == O_TRIGGER ? 1.0 : 0.0)) || v > 1e6) {
+            fprintf(stderr, "meridian profile: --%s %s: %s\n",
+                    c == O_TRIGGER  ? "trigger-step-factor"
+                    : c == O_WDELAY ? "window-delay"
+                                    : "window-duration",
+                    arg, c == O_TRIGGER ? "a factor over 1 (e.g. 1.5)" : "seconds over 0");
+            return -EINVAL;
+        }
+        *(c == O_TRIGGER ? &o->trigger : c == O_WDELAY ? &o->wdelay : &o->wduration) = arg;
+        break;
+    }
     case 'v':
         o->verbose = 1;
         break;
@@ -582,6 +617,12 @@ static int parse_profile(int argc, char **argv, struct profile_opts *o)
     }
     if (resolve_tier(o) < 0)
         return -EINVAL;
+    if (o->shards > 1 && (o->trigger || o->wdelay || o->wduration)) {
+        fprintf(stderr, "meridian profile: --trigger-step-factor, --window-delay and "
+                        "--window-duration need one aggregator: with --shards each would "
+                        "choose other steps for its own ranks\n");
+        return -EINVAL;
+    }
     char host[256];
     uint16_t port = 0;
     mrd_hostport_split(o->listen, host, sizeof(host), &port); /* checked when read */
@@ -608,6 +649,7 @@ struct shard {
 /* One run's names, paths and processes. */
 struct run_state {
     char run_id[128], db[PATH_MAX], secret[PATH_MAX + 64], tmpdir[64];
+    char ctl[PATH_MAX + 8]; /* meridiand's control socket, DB.ctl (`meridian window`) */
     char daemon[PATH_MAX], agent[PATH_MAX], mpi[PATH_MAX];
     char *aggregator; /* "host:port[,host:port...]", malloc'd */
     int have_agent, have_mpi, nshards;
@@ -651,20 +693,37 @@ static void describe_exit(int st, const char **what, int *code)
 }
 
 /* Forks and execs meridiand for shard k. Returns its pid, or -1 (reported). */
-static pid_t spawn_daemon(const struct run_state *s, int k, int verbose)
+static pid_t spawn_daemon(const struct run_state *s, const struct profile_opts *o, int k)
 {
     char shard_id[16];
     struct shard *d = &s->sh[k];
-    const char *av[16] = {s->daemon, "--db",        d->db,        "--listen",
-                          d->listen, "--run-id",    s->run_id,    "--secret-file",
-                          s->secret, "--port-file", d->port_file, verbose ? "--verbose" : "--quiet",
+    const char *av[24] = {s->daemon,     "--db",          d->db,
+                          "--listen",    d->listen,       "--run-id",
+                          s->run_id,     "--secret-file", s->secret,
+                          "--port-file", d->port_file,    o->verbose ? "--verbose" : "--quiet",
                           NULL};
+    int n = 12;
     if (s->nshards > 1) { /* a single daemon is started exactly as before shards existed */
         snprintf(shard_id, sizeof(shard_id), "%d", k);
-        av[12] = "--shard-id";
-        av[13] = shard_id;
-        av[14] = NULL;
+        av[n++] = "--shard-id";
+        av[n++] = shard_id;
+    } else { /* windows chosen by meridiand: one aggregator sees every rank's steps */
+        av[n++] = "--control";
+        av[n++] = s->ctl;
+        if (o->trigger) {
+            av[n++] = "--trigger-step-factor";
+            av[n++] = o->trigger;
+        }
+        if (o->wdelay) {
+            av[n++] = "--window-delay";
+            av[n++] = o->wdelay;
+        }
+        if (o->wduration) {
+            av[n++] = "--window-duration";
+            av[n++] = o->wduration;
+        }
     }
+    av[n] = NULL;
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
@@ -692,12 +751,12 @@ static pid_t spawn_daemon(const struct run_state *s, int k, int verbose)
 /* Starts every shard's meridiand and waits, up to timeout_s for all of them together, for
  * their ports. Returns 0, or -1 (reported; daemons that never listened are reaped, the
  * others are left to stop_daemons). */
-static int start_daemons(struct run_state *s, int verbose, int timeout_s)
+static int start_daemons(struct run_state *s, const struct profile_opts *o, int timeout_s)
 {
     char nb[32];
     int listening = 0;
     for (int k = 0; k < s->nshards; k++)
-        if ((s->sh[k].pid = spawn_daemon(s, k, verbose)) < 0)
+        if ((s->sh[k].pid = spawn_daemon(s, o, k)) < 0)
             return -1;
     int64_t deadline = now_ms() + (int64_t)timeout_s * 1000;
     while (listening < s->nshards && now_ms() < deadline) {
@@ -1044,6 +1103,7 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         }
         unlink_db(s->db);
     }
+    snprintf(s->ctl, sizeof(s->ctl), "%s%s", s->db, MRD_CONTROL_SUFFIX);
     if (mrd_agentenv_find_daemon(o->daemon, s->daemon, sizeof(s->daemon)) < 0) {
         fprintf(stderr, "meridian profile: meridiand not found (give --meridiand PATH)\n");
         return -1;
@@ -1078,7 +1138,7 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
         s->tmpdir[0] = '\0';
         return -1;
     }
-    if (plan_shards(o, s) < 0 || start_daemons(s, o->verbose, o->daemon_timeout_s) < 0)
+    if (plan_shards(o, s) < 0 || start_daemons(s, o, o->daemon_timeout_s) < 0)
         return -1;
     /* agents connect to --advertise, else the listen host (a wildcard means this host) */
     char host[256];
@@ -1102,6 +1162,9 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
 
 static void cleanup_run(const struct profile_opts *o, struct run_state *s)
 {
+    struct stat st; /* meridiand removes its control socket; not when it was killed */
+    if (s->ctl[0] && lstat(s->ctl, &st) == 0 && S_ISSOCK(st.st_mode))
+        unlink(s->ctl);
     if (s->secret[0] && !o->keep_secret)
         unlink(s->secret);
     for (int k = 0; s->sh && k < s->nshards; k++)

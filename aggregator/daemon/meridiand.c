@@ -19,11 +19,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "error.h"
 #include "frame.h"
 #include "ingest.h"
 #include "runcfg.h"
+#include "steps.h"
 #include "store.h"
+#include "winctl.h"
 
 #define DEFAULT_PORT 47500
 
@@ -84,10 +87,41 @@ static void usage(FILE *f)
 "                         PATH (written to a temporary file, then renamed).\n"
 "  --ready-fd FD          once listening, write the bound port and a newline to file\n"
 "                         descriptor FD, then close it.\n"
-"  --quiet                log only errors and rejected connections.\n"
+"  --quiet                log only errors, rejected connections and windows.\n"
 "  --verbose              also log every connection, hello and goodbye.\n"
 "  --help                 this text.\n"
 "  --version              print the version.\n"
+"\n"
+"Windows: agents of the steady tier attach CUPTI only for windows of steps (NVTX step\n"
+"ranges, numbered from 0 on every rank). Besides their own (MERIDIAN_WINDOWS), meridiand\n"
+"opens windows on the same steps of every rank: each clock probe reports the rank's\n"
+"step counter and recent step time, and each reply carries the windows asked for (at most\n"
+"%d), until every rank has begun the second step after its last (or for 10 minutes).\n"
+"A window starts at the highest step begun on any rank + a margin: the larger of\n"
+"--window-margin and 2 x --probe-interval-ms / the median step time, so that every\n"
+"rank gets the request before it reaches that step. The median is over the step times\n"
+"the ranks reported (each probe: the longest step since the previous one; the last %d\n"
+"per rank). Each window is one log line (id, steps, reason, margin and why).\n"
+"  --control PATH         listen for `meridian window` on the Unix socket PATH (mode\n"
+"                         0600; removed on exit; a stale one is replaced). One line\n"
+"                         per connection: \"window [LENGTH]\" (default %d steps) is\n"
+"                         answered \"ok id=N steps=A-B margin=M ranks=R\" or \"error\n"
+"                         REASON\" (e.g. when no rank has reported a step yet).\n"
+"  --window-margin N      least margin in steps (default 2).\n"
+"  --probe-interval-ms N  the agents' clock probe interval, MERIDIAN_PROBE_INTERVAL_MS\n"
+"                         (default 500): meridiand cannot see it, the margin needs it.\n"
+"  --trigger-step-factor F\n"
+"                         open a window (reason trigger) when a rank reports a step\n"
+"                         that took more than F (> 1, e.g. 1.5) x the median step time,\n"
+"                         once %d step times are known (default: off).\n"
+"  --trigger-length N     steps of a trigger window (default 10).\n"
+"  --trigger-cooldown-steps C\n"
+"                         no trigger window within C steps of the last one (default\n"
+"                         200).\n"
+"  --window-delay S       S seconds (decimals allowed) after the first step reported,\n"
+"                         open one window (reason delay) ...\n"
+"  --window-duration S    ... of S seconds (default 1), in steps at the median step\n"
+"                         time (at least 1 step).\n"
 "\n"
 "Output: once ready, one line on standard output: \"meridiand: listening on ADDR:PORT\".\n"
 "Logs go to standard error, one line per event, each starting with \"meridiand: \".\n"
@@ -96,7 +130,8 @@ static void usage(FILE *f)
 "reason and closed; other connections are not affected.\n"
 "\n"
 "Files: PATH, PATH-wal and PATH-shm while running (SQLite WAL mode; readers may open\n"
-"PATH read-only at any time); after a clean stop only PATH remains.\n"
+"PATH read-only at any time); after a clean stop only PATH remains. The --control\n"
+"socket exists while meridiand runs.\n"
 "\n"
 "Environment: MERIDIAN_SECRET (the run secret, when --secret-file is not given).\n"
 "\n"
@@ -104,7 +139,9 @@ static void usage(FILE *f)
 "last acknowledgements and exits 0.\n"
 "\n"
 "Exit status: 0 after a clean stop, 1 when it cannot start, 2 on a usage error.\n",
-            DEFAULT_PORT, MRD_SECRET_MAX, MRD_FRAME_DEFAULT_MAX, MRD_FRAME_MIN_MAX);
+            DEFAULT_PORT, MRD_SECRET_MAX, MRD_FRAME_DEFAULT_MAX, MRD_FRAME_MIN_MAX,
+            MRD_WINDOW_REQUESTS_MAX, MRD_WINCTL_HISTORY, MRD_CONTROL_DEFAULT_LENGTH,
+            MRD_WINCTL_TRIGGER_MIN);
     // clang-format on
 }
 
@@ -122,6 +159,18 @@ static int parse_u64(const char *s, unsigned long long min, unsigned long long m
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || *end || end == s || s[0] == '-' || v < min || v > max)
+        return -EINVAL;
+    *out = v;
+    return 0;
+}
+
+/* A decimal number (fractions allowed) in (min, max]. */
+static int parse_num(const char *s, double min, double max, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v > min) || !(v <= max))
         return -EINVAL;
     *out = v;
     return 0;
@@ -196,6 +245,14 @@ enum {
     OPT_SHARD,
     OPT_PORTFILE,
     OPT_READYFD,
+    OPT_CONTROL,
+    OPT_MARGIN,
+    OPT_PROBE_INTERVAL,
+    OPT_TRIGGER,
+    OPT_TRIGGER_LENGTH,
+    OPT_TRIGGER_COOLDOWN,
+    OPT_DELAY,
+    OPT_DURATION,
     OPT_QUIET,
     OPT_VERBOSE,
     OPT_HELP,
@@ -217,6 +274,14 @@ static const struct option opts[] = {
     {"shard-id", required_argument, 0, OPT_SHARD},
     {"port-file", required_argument, 0, OPT_PORTFILE},
     {"ready-fd", required_argument, 0, OPT_READYFD},
+    {"control", required_argument, 0, OPT_CONTROL},
+    {"window-margin", required_argument, 0, OPT_MARGIN},
+    {"probe-interval-ms", required_argument, 0, OPT_PROBE_INTERVAL},
+    {"trigger-step-factor", required_argument, 0, OPT_TRIGGER},
+    {"trigger-length", required_argument, 0, OPT_TRIGGER_LENGTH},
+    {"trigger-cooldown-steps", required_argument, 0, OPT_TRIGGER_COOLDOWN},
+    {"window-delay", required_argument, 0, OPT_DELAY},
+    {"window-duration", required_argument, 0, OPT_DURATION},
     {"quiet", no_argument, 0, OPT_QUIET},
     {"verbose", no_argument, 0, OPT_VERBOSE},
     {"help", no_argument, 0, OPT_HELP},
@@ -240,6 +305,9 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
 {
     int opt;
     unsigned long long v;
+    double x;
+    struct mrd_winctl_config *wc = &d->ic.windows;
+    wc->trigger_cooldown = 200;
     snprintf(d->host, sizeof(d->host), "127.0.0.1");
     d->port = DEFAULT_PORT;
     d->ready_fd = -1;
@@ -303,6 +371,42 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
             if (parse_u64(optarg, 0, INT_MAX, &v) < 0)
                 goto bad_value;
             d->ready_fd = (int)v;
+            break;
+        case OPT_CONTROL:
+            if (!*optarg)
+                goto bad_value;
+            d->ic.control_path = optarg;
+            break;
+        case OPT_MARGIN:
+            if (parse_u64(optarg, 1, MRD_WINCTL_MARGIN_MAX, &v) < 0)
+                goto bad_value;
+            wc->margin = (uint32_t)v;
+            break;
+        case OPT_PROBE_INTERVAL:
+            if (parse_u64(optarg, 1, 3600000, &v) < 0)
+                goto bad_value;
+            wc->probe_interval_ms = (uint32_t)v;
+            break;
+        case OPT_TRIGGER:
+            if (parse_num(optarg, 1.0, 1000.0, &x) < 0)
+                goto bad_value;
+            wc->trigger_factor = x;
+            break;
+        case OPT_TRIGGER_LENGTH:
+            if (parse_u64(optarg, 1, MRD_WINCTL_LENGTH_MAX, &v) < 0)
+                goto bad_value;
+            wc->trigger_length = (uint32_t)v;
+            break;
+        case OPT_TRIGGER_COOLDOWN:
+            if (parse_u64(optarg, 0, MRD_WINDOW_STEP_MAX, &v) < 0)
+                goto bad_value;
+            wc->trigger_cooldown = v;
+            break;
+        case OPT_DELAY:
+        case OPT_DURATION:
+            if (parse_num(optarg, 0.0, 1e7, &x) < 0 || x * 1000 < 1)
+                goto bad_value;
+            *(opt == OPT_DELAY ? &wc->delay_ms : &wc->duration_ms) = (int64_t)(x * 1000 + 0.5);
             break;
         case OPT_QUIET:
             d->verbose = -1;

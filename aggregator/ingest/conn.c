@@ -25,7 +25,9 @@
 #include "batch.h"
 #include "error.h"
 #include "ingest_internal.h"
+#include "steps.h"
 #include "store.h"
+#include "winctl.h"
 
 #define SEND_STACK 512
 
@@ -458,14 +460,34 @@ static int on_goodbye(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessag
     return charge(g, c, it);
 }
 
+/* Answers a probe at once. Its step counter goes to window control first (it may open a
+ * trigger or delayed window), and the reply carries every active window request: at most
+ * MRD_WINDOW_REQUESTS_MAX of ~40 bytes, far under the agent's 64 KiB input cap. */
 static int on_probe(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
 {
     const Meridian__V1__ClockProbe *p = (const Meridian__V1__ClockProbe *)m;
     Meridian__V1__ClockReply r = MERIDIAN__V1__CLOCK_REPLY__INIT;
+    Meridian__V1__WindowRequest wr[MRD_WINDOW_REQUESTS_MAX];
+    Meridian__V1__WindowRequest *wp[MRD_WINDOW_REQUESTS_MAX];
     r.probe_id = p->probe_id;
     r.t0 = p->t0;
     r.t1 = c->t_read;
+    if (p->steps_begun || p->last_step_ns) /* both 0: an older agent, or no step yet */
+        mrd_winctl_report(g->winctl, c->rank, p->steps_begun, p->last_step_ns,
+                          mrd__ingest_mono_ms());
     protobuf_c_message_free_unpacked(m, NULL);
+    const struct mrd_winctl_request *q;
+    size_t n = mrd_winctl_active(g->winctl, &q);
+    for (size_t i = 0; i < n && i < MRD_WINDOW_REQUESTS_MAX; i++) {
+        meridian__v1__window_request__init(&wr[i]);
+        wr[i].id = q[i].id;
+        wr[i].first_step = q[i].first;
+        wr[i].last_step = q[i].last;
+        wr[i].reason = (Meridian__V1__WindowReason)q[i].reason;
+        wp[i] = &wr[i];
+    }
+    r.n_windows = n < MRD_WINDOW_REQUESTS_MAX ? n : MRD_WINDOW_REQUESTS_MAX;
+    r.windows = r.n_windows ? wp : NULL;
     g->counters[MRD__CNT_PROBES]++;
     r.t2 = mrd_store_global_now(g->store);
     return mrd__conn_send(g, c, MRD_FRAME_CLOCK_REPLY, &r.base);

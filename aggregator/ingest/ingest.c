@@ -2,8 +2,11 @@
  * once-a-second tick (hello timeouts, lingering closes, counters) and the shutdown.
  *
  * Where it sits: between the agents' sockets and the store's writer thread (store.h).
- * Per-connection work lives in conn.c. Replies that wait for a commit go out here: the
- * HelloReply (after the rank row), an Ack per batch, and Ack{goodbye} per Goodbye.
+ * Per-connection work lives in conn.c; the control socket (`meridian window`) in control.c,
+ * served by the same loop, which wakes for its clients' deadlines; the tick also lets
+ * window control (winctl.h) expire requests and open the delayed window. Replies that
+ * wait for a commit go out here: the HelloReply (after the rank row), an Ack per batch,
+ * and Ack{goodbye} per Goodbye.
  * Backpressure: every submitted item carries a cost charged to its connection and to the
  * loop; at conn_queue_cap a connection is not read, at queue_cap no data connection is
  * read (until the queue falls to 3/4 of the cap); a commit's completions release the cost
@@ -29,6 +32,7 @@
 #include "error.h"
 #include "ingest_internal.h"
 #include "store.h"
+#include "winctl.h"
 
 #define EV_LISTEN        1u
 #define EV_STOP          2u
@@ -340,6 +344,7 @@ static void tick(struct mrd_ingest *g)
     }
     if (g->accept_paused && !g->stopping)
         set_listen_interest(g, 1);
+    mrd_winctl_tick(g->winctl, now);
     flush_counters(g);
 }
 
@@ -356,6 +361,11 @@ static void dispatch(struct mrd_ingest *g, const struct epoll_event *ev)
     }
     if (tag == EV_STORE) {
         on_completions(g);
+        return;
+    }
+    if (tag == MRD__EV_CONTROL ||
+        (tag >= MRD__EV_CTL_CLIENT && tag < MRD__EV_CTL_CLIENT + MRD_CONTROL_CLIENTS)) {
+        mrd__control_on_event(g, tag);
         return;
     }
     struct mrd__conn *c = conn_by_token(g, tag);
@@ -375,6 +385,7 @@ static void dispatch(struct mrd_ingest *g, const struct epoll_event *ev)
 
 static void shutdown_loop(struct mrd_ingest *g)
 {
+    mrd__control_close(g); /* no more window requests; the socket file goes */
     epoll_ctl(g->epfd, EPOLL_CTL_DEL, g->lfd, NULL);
     close(g->lfd);
     g->lfd = -1;
@@ -414,7 +425,10 @@ int mrd_ingest_run(struct mrd_ingest *g)
 {
     int64_t next_tick = mrd__ingest_mono_ms() + 1000;
     while (!g->stopping) {
-        int64_t wait = next_tick - mrd__ingest_mono_ms();
+        int64_t wake = next_tick, ctl = mrd__control_deadline(g);
+        if (ctl < wake)
+            wake = ctl; /* a silent control client is answered on time */
+        int64_t wait = wake - mrd__ingest_mono_ms();
         struct epoll_event evs[64];
         int n = epoll_wait(g->epfd, evs, 64, wait < 0 ? 0 : (int)wait);
         if (n < 0 && errno != EINTR) {
@@ -426,6 +440,7 @@ int mrd_ingest_run(struct mrd_ingest *g)
             dispatch(g, &evs[i]);
         if (g->budget_freed)
             resume_all(g);
+        mrd__control_expire(g, mrd__ingest_mono_ms());
         if (mrd__ingest_mono_ms() >= next_tick) {
             tick(g);
             next_tick = mrd__ingest_mono_ms() + 1000;
@@ -489,6 +504,12 @@ fail:
     return rc;
 }
 
+/* Window control's lines: always shown (a window is rare and the user wants to see it). */
+static void winctl_log(void *ctx, const char *line)
+{
+    mrd__ingest_log(ctx, 0, "%s", line);
+}
+
 static int add_fd(struct mrd_ingest *g, int fd, uint64_t tag)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = tag};
@@ -506,8 +527,11 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
     if (!g)
         return -ENOMEM;
     g->cfg = *cfg;
+    g->cfg.control_path = NULL; /* our copy, below */
     g->store = store;
-    g->epfd = g->lfd = g->stop_efd = -1;
+    g->epfd = g->lfd = g->stop_efd = g->ctl_fd = -1;
+    for (int i = 0; i < MRD_CONTROL_CLIENTS; i++)
+        g->ctl[i].fd = -1;
     if (!g->cfg.host)
         g->cfg.host = "127.0.0.1";
     if (!g->cfg.max_frame)
@@ -540,8 +564,17 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
     g->secret = malloc(cfg->secret_len);
     g->conns = calloc(g->cfg.max_connections, sizeof(*g->conns));
     g->gens = calloc(g->cfg.max_connections, sizeof(*g->gens));
-    if (!g->secret || !g->conns || !g->gens) {
+    if (!g->secret || !g->conns || !g->gens ||
+        (cfg->control_path && !(g->cfg.control_path = strdup(cfg->control_path)))) {
         rc = -ENOMEM;
+        goto fail;
+    }
+    struct mrd_winctl_config wc = cfg->windows;
+    wc.max_ranks = g->cfg.max_connections; /* a rank reports over one of them */
+    wc.log = winctl_log;
+    wc.log_ctx = g;
+    if ((rc = mrd_winctl_new(&wc, &g->winctl)) < 0) {
+        mrd__ingest_log(g, 0, "invalid window control settings");
         goto fail;
     }
     memcpy(g->secret, cfg->secret, cfg->secret_len);
@@ -555,7 +588,8 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
     if ((rc = listen_on(g)) < 0)
         goto fail;
     if ((rc = add_fd(g, g->lfd, EV_LISTEN)) < 0 || (rc = add_fd(g, g->stop_efd, EV_STOP)) < 0 ||
-        (rc = add_fd(g, mrd_store_notify_fd(store), EV_STORE)) < 0)
+        (rc = add_fd(g, mrd_store_notify_fd(store), EV_STORE)) < 0 ||
+        (rc = mrd__control_open(g)) < 0)
         goto fail;
     *out = g;
     return 0;
@@ -571,6 +605,9 @@ void mrd_ingest_free(struct mrd_ingest *g)
     for (uint32_t i = 0; g->conns && i < g->cfg.max_connections; i++)
         if (g->conns[i])
             mrd__conn_close(g, g->conns[i]);
+    mrd__control_close(g);
+    free((char *)g->cfg.control_path);
+    mrd_winctl_free(g->winctl);
     if (g->lfd >= 0)
         close(g->lfd);
     if (g->stop_efd >= 0)

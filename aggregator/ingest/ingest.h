@@ -28,6 +28,10 @@
  *   - kernel receive buffer per connection: sock_rcvbuf, so that a connection the loop
  *     does not read holds little kernel memory and its sender feels the pushback early.
  *
+ * Windows: every ClockProbe's step counter goes to window control (winctl.h), and every
+ * ClockReply carries the window requests active then; `meridian window` asks for one over
+ * the control socket (control.h, cfg.control_path), served by this loop too.
+ *
  * One agent process per rank: a data Hello for a rank whose data connection from another
  * agent process (Hello.agent_instance) is still live is refused (HelloReply accepted =
  * false, one log line naming both processes, counter rejected_rank_held); the agent
@@ -43,6 +47,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "winctl.h"
 
 struct mrd_store;
 struct mrd_ingest;
@@ -64,13 +70,19 @@ struct mrd_ingest_config {
     uint32_t hello_timeout_ms; /* default 10000: no valid Hello by then -> closed */
     const uint8_t *secret;     /* required; copied */
     size_t secret_len;
-    int verbose; /* -1 errors only, 0 default, 1 one line per connection */
-    FILE *log;   /* NULL: stderr */
+    int verbose;                      /* -1 errors only, 0 default, 1 one line per connection */
+    FILE *log;                        /* NULL: stderr */
+    const char *control_path;         /* Unix socket for `meridian window` (control.h); NULL:
+                                         none. Copied */
+    struct mrd_winctl_config windows; /* window requests (winctl.h): max_ranks and log are
+                                         set by the ingest (max_connections, its log) */
 };
 
-/* Binds and listens (SO_REUSEADDR) on cfg->host:cfg->port. The store must outlive the
- * ingest. Returns 0 and *out; -EINVAL (bad address, no secret), -ENOMEM, or the negative
- * errno of socket/bind/listen (logged). */
+/* Binds and listens (SO_REUSEADDR) on cfg->host:cfg->port, and on cfg->control_path when
+ * given (control.h: a stale socket there is replaced; a live one or another file is
+ * refused). The store must outlive the ingest. Returns 0 and *out; -EINVAL (bad address,
+ * no secret, bad window settings), -ENOMEM, or the negative errno of socket/bind/listen
+ * (logged). */
 int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
                    struct mrd_ingest **out);
 

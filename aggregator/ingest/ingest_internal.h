@@ -6,6 +6,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <sys/types.h>
+
+#include "control.h"
 #include "frame.h"
 #include "ingest.h"
 
@@ -62,6 +65,14 @@ struct mrd__conn {
     uint64_t batches;
 };
 
+/* One client of the control socket (control.c); fd -1 = free slot. */
+struct mrd__ctl_client {
+    int fd;
+    int64_t deadline_ms; /* answered "error" and closed then (monotonic) */
+    size_t len;
+    char buf[MRD_CONTROL_LINE_MAX + 1];
+};
+
 struct mrd_ingest {
     struct mrd_ingest_config cfg; /* secret points at our own copy */
     uint8_t *secret;
@@ -83,6 +94,11 @@ struct mrd_ingest {
     uint64_t counters[MRD__CNT__COUNT];
     int64_t log_window_ms; /* rejection log rate limit: per second */
     uint32_t log_lines, log_suppressed;
+    struct mrd_winctl *winctl; /* window requests (winctl.h) */
+    int ctl_fd;                /* control socket listener, -1 = none */
+    dev_t ctl_dev;             /* the socket file we bound (removed at the end if still ours) */
+    ino_t ctl_ino;
+    struct mrd__ctl_client ctl[MRD_CONTROL_CLIENTS];
 };
 
 /* ingest.c */
@@ -106,6 +122,25 @@ void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
  * 0 otherwise (a connection before its Hello, or a clock connection, is held back only by
  * the first two). Pure; loop thread. */
 int mrd__ingest_paused(const struct mrd_ingest *g, const struct mrd__conn *c);
+
+/* control.c (all loop thread): the control socket (control.h) */
+
+#define MRD__EV_CONTROL    4u  /* epoll tag of the control listener */
+#define MRD__EV_CTL_CLIENT 16u /* + slot: a control client (below any connection token) */
+
+/* Binds and listens on cfg.control_path (a stale socket there is replaced; a live one, or
+ * anything that is not a socket, is refused) with mode 0600, and registers it. Returns 0
+ * (also without a path), or a negative errno (logged). */
+int mrd__control_open(struct mrd_ingest *g);
+/* An epoll event with a control tag (listener or client). */
+void mrd__control_on_event(struct mrd_ingest *g, uint64_t tag);
+/* The earliest client deadline (monotonic ms), or INT64_MAX with no client. */
+int64_t mrd__control_deadline(const struct mrd_ingest *g);
+/* Answers and closes the clients whose deadline passed. */
+void mrd__control_expire(struct mrd_ingest *g, int64_t now);
+/* Closes the listener and every client and removes the socket file if it is still the
+ * one bound (idempotent). */
+void mrd__control_close(struct mrd_ingest *g);
 
 /* conn.c (all loop thread) */
 
