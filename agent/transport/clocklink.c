@@ -49,8 +49,9 @@ short mrd__clock_poll_events(const struct mrd_flusher *f)
     }
 }
 
-/* Handles the frames in the input buffer outside a probe round. */
-static void process_frames(struct mrd_flusher *f, int64_t now)
+/* Handles the frames in the input buffer outside a probe round (contract in
+ * flusher_int.h). */
+void mrd__clock_process_frames(struct mrd_flusher *f, int64_t now)
 {
     for (;;) {
         int type = 0;
@@ -148,7 +149,7 @@ void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now)
     }
     if (revents & (POLLIN | POLLHUP | POLLERR)) {
         int rd = mrd_conn_read(c);
-        process_frames(f, now);
+        mrd__clock_process_frames(f, now);
         if (rd < 0 && c->state != MRD_CONN_CLOSED)
             clock_fail(f, now, 0);
         if (c->state == MRD_CONN_CLOSED)
@@ -178,7 +179,9 @@ static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
     Meridian__V1__ClockProbe p = MERIDIAN__V1__CLOCK_PROBE__INIT;
     uint8_t buf[96];
     p.probe_id = id;
-    mrd_stepctl_snapshot(&p.steps_begun, &p.last_step_ns);
+    uint64_t begun_again;
+    mrd_stepctl_probe(&p.steps_begun, &p.longest_step_ns);
+    mrd_stepctl_snapshot(&begun_again, &p.last_step_ns);
     *t0 = mrd_clock_now();
     p.t0 = *t0;
     size_t len = meridian__v1__clock_probe__pack(&p, buf + MRD_FRAME_HEADER_BYTES);
@@ -208,31 +211,39 @@ static int await_reply(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t u
         int64_t t3 = mrd_clock_now();
         if (n < 0)
             return (int)n;
-        for (;;) {
-            int type = 0;
-            ProtobufCMessage *m = NULL;
-            int e = mrd_conn_next_frame(&f->clk, &type, &m);
-            if (e < 0)
-                return e;
-            if (e == 0)
-                break;
-            int ok = 0;
-            if (type == MRD_FRAME_CLOCK_REPLY) {
-                Meridian__V1__ClockReply *cr = (Meridian__V1__ClockReply *)m;
-                take_windows(cr);
-                if (cr->probe_id == id && cr->t0 == t0) {
-                    *s = (struct mrd_clock_sample){.t0 = t0, .t1 = cr->t1, .t2 = cr->t2, .t3 = t3};
-                    ok = 1;
-                }
-            } else {
-                e = -MRD_ERR_MALFORMED;
+        int e = mrd__clock_take_replies(f, id, t0, t3, s);
+        if (e != 0)
+            return e;
+    }
+}
+
+/* The complete frames in the input buffer during a probe round (contract in
+ * flusher_int.h). */
+int mrd__clock_take_replies(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t t3,
+                            struct mrd_clock_sample *s)
+{
+    for (;;) {
+        int type = 0;
+        ProtobufCMessage *m = NULL;
+        int e = mrd_conn_next_frame(&f->clk, &type, &m);
+        if (e <= 0)
+            return e;
+        int ok = 0;
+        if (type == MRD_FRAME_CLOCK_REPLY) {
+            Meridian__V1__ClockReply *cr = (Meridian__V1__ClockReply *)m;
+            take_windows(cr);
+            if (cr->probe_id == id && cr->t0 == t0) {
+                *s = (struct mrd_clock_sample){.t0 = t0, .t1 = cr->t1, .t2 = cr->t2, .t3 = t3};
+                ok = 1;
             }
-            protobuf_c_message_free_unpacked(m, NULL);
-            if (e < 0)
-                return e;
-            if (ok)
-                return 1;
+        } else {
+            e = -MRD_ERR_MALFORMED;
         }
+        protobuf_c_message_free_unpacked(m, NULL);
+        if (e < 0)
+            return e;
+        if (ok)
+            return 1;
     }
 }
 

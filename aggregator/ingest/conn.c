@@ -474,7 +474,7 @@ static int on_probe(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
     r.t1 = c->t_read;
     if (p->steps_begun || p->last_step_ns) /* both 0: an older agent, or no step yet */
         mrd_winctl_report(g->winctl, c->rank, p->steps_begun, p->last_step_ns,
-                          mrd__ingest_mono_ms());
+                          p->longest_step_ns, mrd__ingest_mono_ms());
     protobuf_c_message_free_unpacked(m, NULL);
     const struct mrd_winctl_request *q;
     size_t n = mrd_winctl_active(g->winctl, &q);

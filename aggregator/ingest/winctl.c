@@ -406,7 +406,7 @@ static void delay_check(struct mrd_winctl *w, int64_t now)
 /* ---- reports ---- */
 
 void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun,
-                       int64_t last_step_ns, int64_t now_ms)
+                       int64_t last_step_ns, int64_t longest_step_ns, int64_t now_ms)
 {
     struct rank_state *r = rank_get(w, rank);
     if (!r) {
@@ -426,8 +426,11 @@ void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun
         if (w->first_step_ms < 0)
             w->first_step_ms = now_ms;
     }
-    /* the longest step since the agent's previous probe: each non-zero one is new */
+    /* a step time: each probe's last completed step (unbiased: the median and the margin
+     * rest on it); the trigger tests the longest step since the previous probe, so that a
+     * slow step followed by fast ones before the probe is still seen */
     int is_new = last_step_ns > 0;
+    int64_t tested = longest_step_ns > 0 ? longest_step_ns : last_step_ns;
     int fire = 0;
     int64_t median = 0;
     if (is_new) {
@@ -436,7 +439,7 @@ void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun
             if (w->since_median >= every || w->median == 0)
                 median_update(w);
             median = w->median;
-            fire = median > 0 && (double)last_step_ns > w->cfg.trigger_factor * (double)median;
+            fire = median > 0 && (double)tested > w->cfg.trigger_factor * (double)median;
         }
         if (r->n < MRD_WINCTL_HISTORY) {
             r->n++;
@@ -449,7 +452,7 @@ void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun
     if (r->begun > old && w->nreq)
         prune(w, r, old, now_ms);
     if (fire)
-        trigger(w, r, last_step_ns, median, now_ms);
+        trigger(w, r, tested, median, now_ms);
     if (!w->delay_waiting)
         delay_check(w, now_ms);
 }

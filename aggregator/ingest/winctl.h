@@ -11,11 +11,12 @@
  * The rules (aggregator/daemon --help says them to users):
  *  - per rank: the highest steps_begun reported and its last MRD_WINCTL_HISTORY step times;
  *    at most max_ranks ranks (reports of others are ignored and counted). A probe's
- *    last_step_ns is the longest step that ended since that agent's previous probe (0:
- *    none), so every non-zero value is a new sample (about one per probe round per rank);
- *  - the median step time is over every sample held (all ranks' recent steps). Being
- *    made of per-probe maxima, it reads high when step times vary a lot within a probe
- *    interval (the margin below then comes out smaller than the steps really run); for the
+ *    last_step_ns (its last completed step) is a sample when non-zero (about one per
+ *    probe round per rank): the step in progress at a probe decides which step is
+ *    sampled, not the sampled step's own length, so the median is not pulled up by slow
+ *    steps; longest_step_ns (the longest since the previous probe) is what the trigger
+ *    tests, so a slow step is not missed between probes;
+ *  - the median step time is over every sample held (all ranks' recent steps); for the
  *    trigger it is recomputed after every max(1, n / 64) new samples (n = samples held), so
  *    a sample costs ~64 element moves; a window's choice always recomputes it;
  *  - a window of L steps starts at first = (highest steps_begun of any rank) + margin,
@@ -95,12 +96,15 @@ int mrd_winctl_new(const struct mrd_winctl_config *cfg, struct mrd_winctl **out)
 /* Frees everything; accepts NULL. */
 void mrd_winctl_free(struct mrd_winctl *w);
 
-/* A ClockProbe of `rank` said steps_begun and last_step_ns (both 0: nothing known, which
- * still counts as hearing from the rank). Records them, may open a TRIGGER or DELAY
- * window (logged), and drops requests this report completes. Never fails: a rank over
- * max_ranks, or a history sample that finds no memory, is counted and ignored. */
+/* A ClockProbe of `rank` said steps_begun, last_step_ns (its last completed step: the
+ * step-time samples, the median and the margin come from these) and longest_step_ns (the
+ * longest step since its previous probe, 0 = none or an agent that does not send it: the
+ * trigger tests it, else last_step_ns), all 0: nothing known, which still counts as hearing
+ * from the rank. Records them, may open a TRIGGER or DELAY window (logged), and drops
+ * requests this report completes. Never fails: a rank over max_ranks, or a history sample
+ * that finds no memory, is counted and ignored. */
 void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun,
-                       int64_t last_step_ns, int64_t now_ms);
+                       int64_t last_step_ns, int64_t longest_step_ns, int64_t now_ms);
 
 /* Opens a window of `length` steps (1..MRD_WINCTL_LENGTH_MAX) for `reason`, chosen by the
  * rule above; `cause` (may be NULL) ends the log line ("asked by meridian window").

@@ -73,7 +73,7 @@ static void usage(void)
             "  --steps N         also run N steps (agent/core/stepctl.h) of --step-ms MS each\n"
             "                    on the main thread, as a step range would; then prints\n"
             "                    `synth-steps: steps=N window_steps=A-B,...` (the steps that\n"
-            "                    belonged to a window the aggregator asked for) after the\n"
+            "                    belonged to a window the aggregator asked for) before the\n"
             "                    synth line\n"
             "  --slow-step K --slow-ms MS   step K takes MS instead (a straggler)\n");
     exit(2);
@@ -201,7 +201,7 @@ static int run_fork_child(void)
 
 /* --steps: steps on this thread; fills g_steps_line with `synth-steps: steps=N
  * window_steps=a-b,c-d` (the steps that belonged to an aggregator's window request when
- * they began, as ranges; "none"), printed after the main line. */
+ * they began, as ranges; "none"), printed before the synth line. */
 static char g_steps_line[4200];
 
 static void run_steps(void)
@@ -286,13 +286,13 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < o_threads; i++)
         pthread_join(th[i], NULL);
 
+    fputs(g_steps_line, stdout); /* before the synth line, which ends what tests read */
     printf("synth: active=%d written=%" PRIu64 " refused=%" PRIu64 " idsum=%" PRIu64
            " elapsed_ms=%" PRId64 " mixed_written=%" PRIu64 " mixed_refused=%" PRIu64
            " dns_lookups=%lu\n",
            active, atomic_load(&g_written), atomic_load(&g_refused), atomic_load(&g_idsum),
            (mono_ns() - t0) / 1000000, atomic_load(&g_mixed_written),
            atomic_load(&g_mixed_refused), mrd_test_dns_lookups());
-    fputs(g_steps_line, stdout);
     fflush(stdout);
     if (o_shutdown)
         mrd_agent_shutdown();

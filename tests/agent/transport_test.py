@@ -631,10 +631,84 @@ def sc_dns(a, wd, delay_ms=2500):
           % (s.written + s.mixed_written, delay_ms, s.dns_lookups, s.exit_lines[-1]))
 
 
+def window_steps(s):
+    """The steps of a Synth run with --steps that belonged to an aggregator's window."""
+    m = re.search(r"synth-steps: steps=\d+ window_steps=(\S+)", s.out)
+    check(m is not None, "no synth-steps line: %r" % s.out)
+    return m.group(1)
+
+
+def ask_window(a, db, length, deadline_s=20):
+    """`meridian window DB --length N` until the aggregator has steps to choose from;
+    returns (first, last) of the window it opened."""
+    deadline = time.time() + deadline_s
+    while True:
+        p = subprocess.run([a.meridian, "window", db, "--length", str(length)],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=10)
+        if p.returncode == 0:
+            break
+        check("no rank has reported a step" in p.stdout, "meridian window: %r" % p.stdout)
+        check(time.time() < deadline, "no step reported in %d s: %r" % (deadline_s, p.stdout))
+        time.sleep(0.05)
+    m = re.search(r"steps=(\d+)-(\d+)", p.stdout)
+    check(m is not None, "meridian window said %r" % p.stdout)
+    return int(m.group(1)), int(m.group(2)), p.stdout.strip()
+
+
+def sc_window(a, wd):
+    """Windows the aggregator opens reach every rank on the same steps: two ranks (the real
+    agent core and transport, steps of 10 ms counted by agent/core/stepctl, probes every
+    100 ms), an on-demand window through `meridian window` and the control socket, and a
+    trigger when rank 1's step 150 takes 200 ms (factor 3 over a ~10 ms median). Each
+    rank's own record of which steps belonged to a requested window must be exactly the
+    steps the aggregator announced."""
+    check(a.meridian is not None, "--meridian is required for this scenario")
+    ctl = d_db = None
+    d = Daemon(a.meridiand, wd, extra=["--control", os.path.join(wd, "run.db.ctl"),
+                                        "--probe-interval-ms", "100",
+                                        "--trigger-step-factor", "3",
+                                        "--trigger-length", "4",
+                                        "--trigger-cooldown-steps", "1000"])
+    d.start()
+    ctl, d_db = os.path.join(wd, "run.db.ctl"), d.db
+    check(os.path.exists(ctl), "no control socket at %s" % ctl)
+    synths = []
+    for r in range(2):
+        env = agent_env(d.port, RANK=str(r), WORLD_SIZE="2", MERIDIAN_PROBE_INTERVAL_MS=100)
+        args = ["--events", "1000", "--rate", "1000", "--steps", "400", "--step-ms", "10"]
+        if r == 1:
+            args += ["--slow-step", "250", "--slow-ms", "200"]
+        synths.append(Synth(a.synth, env, args))
+    # both ranks report steps and step times every 100 ms; give them a few rounds, so the
+    # margin rests on step times of both (the reply says how many ranks it saw)
+    time.sleep(0.6)
+    first, last, said = ask_window(a, d_db, 5)
+    check("ranks=2" in said, "the window was chosen before both ranks reported: %s" % said)
+    check(last == first + 4, "a 5-step window: %s" % said)
+    for s in synths:
+        check(s.wait() == 0, "a rank failed: %r" % s.err)
+    d.stop()
+    log = open(os.path.join(wd, "meridiand.log")).read()
+    m = re.search(r"trigger.*?steps (\d+)-(\d+)", log)
+    check(m is not None, "no trigger window in meridiand's log:\n%s" % log[-3000:])
+    t0, t1 = int(m.group(1)), int(m.group(2))
+    check(t1 == t0 + 3 and t0 > 250, "trigger window %d-%d" % (t0, t1))
+    want = "%d-%d,%d-%d" % (first, last, t0, t1) if first < t0 else \
+        "%d-%d,%d-%d" % (t0, t1, first, last)
+    for r, s in enumerate(synths):
+        got = window_steps(s)
+        check(got == want, "rank %d ran window steps %s, the aggregator announced %s"
+              % (r, got, want))
+    print("window: on demand %s; trigger %d-%d; both ranks ran exactly %s"
+          % (said, t0, t1, want))
+
+
 SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "queue": sc_queue,
              "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
              "gpu": sc_gpu, "clock": sc_clock, "goodbye": sc_goodbye,
-             "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe, "dns": sc_dns}
+             "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe, "dns": sc_dns,
+             "window": sc_window}
 
 
 def cleanup(wd, ok, keep):
@@ -655,6 +729,7 @@ def main():
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     ap.add_argument("--meridiand", required=True)
     ap.add_argument("--synth", required=True)
+    ap.add_argument("--meridian", help="the meridian CLI (scenario window)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     wd = tempfile.mkdtemp(prefix="mrd-agent-%s-" % a.scenario)

@@ -66,7 +66,7 @@ static void test_median_differential(void)
         int r = rand() % 8;
         begun[r] += (uint64_t)(rand() % 3);          /* the counter may stand still */
         int64_t v = 1 + rand() % (i % 3 ? 1000 : 5); /* many equal values too */
-        mrd_winctl_report(w, (uint32_t)r, begun[r], v, i);
+        mrd_winctl_report(w, (uint32_t)r, begun[r], v, v, i);
         model[r][mpos[r]] = v;
         mpos[r] = (mpos[r] + 1) % MRD_WINCTL_HISTORY;
         if (mn[r] < MRD_WINCTL_HISTORY)
@@ -88,19 +88,19 @@ static void test_samples(void)
 {
     size_t n;
     struct mrd_winctl *w = make((struct mrd_winctl_config){0});
-    mrd_winctl_report(w, 0, 1, 0, 0); /* a step begun, none finished: no sample */
+    mrd_winctl_report(w, 0, 1, 0, 0, 0); /* a step begun, none finished: no sample */
     mrd_winctl_median(w, &n);
     CHECK_EQ(n, 0);
     /* each non-zero value is the longest step since the previous probe: a new sample,
      * equal to the last one or not, the step counter moved or not */
-    mrd_winctl_report(w, 0, 2, 5 * MS, 0);
-    mrd_winctl_report(w, 0, 2, 0, 1); /* no step ended since: nothing */
-    mrd_winctl_report(w, 0, 2, 5 * MS, 2);
-    mrd_winctl_report(w, 0, 3, 6 * MS, 3);
+    mrd_winctl_report(w, 0, 2, 5 * MS, 5 * MS, 0);
+    mrd_winctl_report(w, 0, 2, 0, 0, 1); /* no step ended since: nothing */
+    mrd_winctl_report(w, 0, 2, 5 * MS, 5 * MS, 2);
+    mrd_winctl_report(w, 0, 3, 6 * MS, 6 * MS, 3);
     CHECK_EQ(mrd_winctl_median(w, &n), 5 * MS); /* 5, 5, 6 */
     CHECK_EQ(n, 3);
     for (int i = 0; i < 200; i++) /* the history cap */
-        mrd_winctl_report(w, 0, 10 + (uint64_t)i, 7 * MS, 5);
+        mrd_winctl_report(w, 0, 10 + (uint64_t)i, 7 * MS, 7 * MS, 5);
     CHECK_EQ(mrd_winctl_median(w, &n), 7 * MS);
     CHECK_EQ(n, MRD_WINCTL_HISTORY);
     mrd_winctl_free(w);
@@ -110,7 +110,7 @@ static void test_ranks_cap(void)
 {
     struct mrd_winctl *w = make((struct mrd_winctl_config){.max_ranks = 4});
     for (uint32_t r = 0; r < 6; r++)
-        mrd_winctl_report(w, r * 1000003u, 10 + r, 100 * MS, 0);
+        mrd_winctl_report(w, r * 1000003u, 10 + r, 100 * MS, 100 * MS, 0);
     CHECK_EQ(mrd_winctl_ignored(w), 2);
     CHECK(logged("ranks are tracked already"));
     struct mrd_winctl_choice ch;
@@ -138,8 +138,8 @@ static void test_margin(void)
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct mrd_winctl *w = make((struct mrd_winctl_config){
             .margin = cases[i].least, .probe_interval_ms = cases[i].interval_ms});
-        mrd_winctl_report(w, 0, 50, cases[i].step_ns, 0);
-        mrd_winctl_report(w, 1, 57, cases[i].step_ns, 0);
+        mrd_winctl_report(w, 0, 50, cases[i].step_ns, cases[i].step_ns, 0);
+        mrd_winctl_report(w, 1, 57, cases[i].step_ns, cases[i].step_ns, 0);
         struct mrd_winctl_choice ch;
         char why[256];
         CHECK_OK(mrd_winctl_open(w, MRD_WINDOW_ON_DEMAND, 5, "asked", 0, &ch, why, sizeof(why)));
@@ -162,7 +162,7 @@ static void test_refusals_and_end(void)
     CHECK_STREQ(why, "no rank has reported a step yet: is the job in the steady tier with NVTX "
                      "step ranges?");
     for (uint32_t r = 0; r < 3; r++)
-        mrd_winctl_report(w, r, 100, 100 * MS, 0);
+        mrd_winctl_report(w, r, 100, 100 * MS, 100 * MS, 0);
     CHECK_EQ(mrd_winctl_open(w, MRD_WINDOW_ON_DEMAND, 0, NULL, 0, &ch, why, sizeof(why)), -EINVAL);
     CHECK_EQ(mrd_winctl_open(w, MRD_WINDOW_ON_DEMAND, MRD_WINCTL_LENGTH_MAX + 1, NULL, 0, &ch, why,
                              sizeof(why)),
@@ -176,19 +176,19 @@ static void test_refusals_and_end(void)
     /* all are steps 110..110+i; the longest ends at 125: past it means begun > 126 */
     CHECK_UEQ(q[0].first, 110);
     CHECK_UEQ(q[15].last, 125);
-    mrd_winctl_report(w, 0, 112, 100 * MS, 10); /* past request 1 (last 110) */
-    mrd_winctl_report(w, 1, 112, 100 * MS, 10);
+    mrd_winctl_report(w, 0, 112, 100 * MS, 100 * MS, 10); /* past request 1 (last 110) */
+    mrd_winctl_report(w, 1, 112, 100 * MS, 100 * MS, 10);
     CHECK_EQ(active(w, &q), 16); /* rank 2 is not */
-    mrd_winctl_report(w, 2, 112, 100 * MS, 10);
+    mrd_winctl_report(w, 2, 112, 100 * MS, 100 * MS, 10);
     CHECK_EQ(active(w, &q), 15);
     CHECK_EQ(q[0].id, 2);
     /* ranks 0 and 1 go on; rank 2 goes silent: waited for until it is stale (30 s) */
-    mrd_winctl_report(w, 0, 200, 100 * MS, 20000);
-    mrd_winctl_report(w, 1, 200, 100 * MS, 20000);
+    mrd_winctl_report(w, 0, 200, 100 * MS, 100 * MS, 20000);
+    mrd_winctl_report(w, 1, 200, 100 * MS, 100 * MS, 20000);
     mrd_winctl_tick(w, 20000);
     CHECK_EQ(active(w, &q), 15);
-    mrd_winctl_report(w, 0, 201, 100 * MS, 30011);
-    mrd_winctl_report(w, 1, 201, 100 * MS, 30011);
+    mrd_winctl_report(w, 0, 201, 100 * MS, 100 * MS, 30011);
+    mrd_winctl_report(w, 1, 201, 100 * MS, 100 * MS, 30011);
     mrd_winctl_tick(w, 30011);
     CHECK_EQ(active(w, &q), 0);
     /* the ttl: a rank that never passes */
@@ -196,8 +196,8 @@ static void test_refusals_and_end(void)
     CHECK_EQ(ch.req.id, 17);
     CHECK_EQ(ch.ranks, 2);
     for (int64_t t = 40000; t < 40000 + MRD_WINCTL_TTL_MS; t += 10000) {
-        mrd_winctl_report(w, 0, ch.req.last + 1, 100 * MS, t); /* not past: last + 1 */
-        mrd_winctl_report(w, 1, 500, 100 * MS, t);
+        mrd_winctl_report(w, 0, ch.req.last + 1, 100 * MS, 100 * MS, t); /* not past: last + 1 */
+        mrd_winctl_report(w, 1, 500, 100 * MS, 100 * MS, t);
         mrd_winctl_tick(w, t);
         CHECK_EQ(active(w, &q), 1);
     }
@@ -216,14 +216,14 @@ static void test_trigger(void)
     uint64_t s = 10;
     /* 19 samples: not enough for a trigger, even a slow step */
     for (int i = 0; i < 19; i++, s += 2)
-        mrd_winctl_report(w, (uint32_t)i % 2, s, (i == 18 ? 900 : 100) * MS, 0);
+        mrd_winctl_report(w, (uint32_t)i % 2, s, (i == 18 ? 900 : 100) * MS, (i == 18 ? 900 : 100) * MS, 0);
     CHECK_EQ(active(w, &q), 0);
-    mrd_winctl_report(w, 0, s, 100 * MS, 0); /* 20 held, the 900 ms one among them */
+    mrd_winctl_report(w, 0, s, 100 * MS, 100 * MS, 0); /* 20 held, the 900 ms one among them */
     s += 2;
-    mrd_winctl_report(w, 1, s, 150 * MS, 0); /* not over 1.5 x */
+    mrd_winctl_report(w, 1, s, 150 * MS, 150 * MS, 0); /* not over 1.5 x */
     CHECK_EQ(active(w, &q), 0);
     s += 2;
-    mrd_winctl_report(w, 1, s, 151 * MS, 0);
+    mrd_winctl_report(w, 1, s, 151 * MS, 151 * MS, 0);
     CHECK_EQ(active(w, &q), 1);
     CHECK_EQ(q[0].reason, MRD_WINDOW_TRIGGER);
     CHECK_UEQ(q[0].first, s + 10);
@@ -231,12 +231,12 @@ static void test_trigger(void)
     CHECK(logged("rank 1's step took 151.000 ms, over 1.50 x the median 100.000 ms"));
     uint64_t at = s;
     for (s += 2; s < at + 100; s += 2) { /* cooling down: rank 0 slow, rank 1 not */
-        mrd_winctl_report(w, 0, s, 400 * MS, 0);
-        mrd_winctl_report(w, 1, s, 100 * MS, 0);
+        mrd_winctl_report(w, 0, s, 400 * MS, 400 * MS, 0);
+        mrd_winctl_report(w, 1, s, 100 * MS, 100 * MS, 0);
     }
     CHECK_EQ(active(w, &q), 0); /* the first one is past (both ranks), none new */
     CHECK_EQ(mrd_winctl_median(w, NULL), 100 * MS);
-    mrd_winctl_report(w, 1, s, 400 * MS, 0);
+    mrd_winctl_report(w, 1, s, 400 * MS, 400 * MS, 0);
     CHECK_EQ(active(w, &q), 1);
     CHECK_EQ(q[0].id, 2);
     CHECK_UEQ(q[0].first, s + 10);
@@ -247,19 +247,19 @@ static void test_delay(void)
 {
     struct mrd_winctl *w = make((struct mrd_winctl_config){.delay_ms = 5000, .duration_ms = 1250});
     const struct mrd_winctl_request *q;
-    mrd_winctl_report(w, 0, 1, 0, 1000); /* the first step: the delay runs from here */
+    mrd_winctl_report(w, 0, 1, 0, 0, 1000); /* the first step: the delay runs from here */
     mrd_winctl_tick(w, 5999);
     CHECK_EQ(active(w, &q), 0);
     mrd_winctl_tick(w, 6000); /* due, but no step time known yet: waits */
     CHECK_EQ(active(w, &q), 0);
-    mrd_winctl_report(w, 1, 30, 100 * MS, 6500);
+    mrd_winctl_report(w, 1, 30, 100 * MS, 100 * MS, 6500);
     CHECK_EQ(active(w, &q), 1);
     CHECK_EQ(q[0].reason, MRD_WINDOW_DELAY);
     CHECK_UEQ(q[0].first, 40);
     CHECK_UEQ(q[0].last, 52); /* ceil(1250 / 100) = 13 steps */
     mrd_winctl_tick(w, 99000);
-    mrd_winctl_report(w, 0, 100, 100 * MS, 99000);
-    mrd_winctl_report(w, 1, 100, 100 * MS, 99000);
+    mrd_winctl_report(w, 0, 100, 100 * MS, 100 * MS, 99000);
+    mrd_winctl_report(w, 1, 100, 100 * MS, 100 * MS, 99000);
     CHECK_EQ(active(w, &q), 0); /* once */
     mrd_winctl_free(w);
 }
