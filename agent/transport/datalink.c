@@ -58,6 +58,14 @@ static void data_fail(struct mrd_flusher *f, int64_t now, const char *what, int 
     f->next_connect_ns = now + (int64_t)mrd__tx_backoff_next(&f->backoff_ms) * 1000000;
 }
 
+/* The highest batch seq the agent numbers up to: the aggregator keeps seqs as SQLite
+ * integers (int64), and the numbering must go on without wrapping to 0 (not a valid seq:
+ * every later batch would fail to encode and its events be lost). No batch of an agent
+ * carries a higher one (they start at CLOCK_REALTIME in microseconds); a committed_seq at
+ * or above it (a faulty peer, a corrupt capture replayed into the run) cannot be moved
+ * past, so this process keeps its own numbering, unique per process anyway. */
+#define MRD_TX_SEQ_MAX ((uint64_t)INT64_MAX)
+
 static void on_acked(uint64_t seq, uint32_t events, void *arg)
 {
     struct mrd_flusher *f = arg;
@@ -85,7 +93,12 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
         return;
     }
     f->peer_acks_goodbye = r->goodbye_acks;
-    if (r->committed_seq >= f->next_seq) {
+    if (r->committed_seq >= MRD_TX_SEQ_MAX) {
+        fprintf(stderr,
+                "meridian: rank %d: the aggregator holds batch %llu of this rank, past any "
+                "sequence number; keeping this process's numbering\n",
+                f->cfg->rank, (unsigned long long)r->committed_seq);
+    } else if (r->committed_seq >= f->next_seq) {
         /* Not ours: another process used this rank in this run with later sequence
          * numbers. Ours would be taken for duplicates: move past them. */
         fprintf(stderr,
@@ -113,8 +126,8 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
     sync_stats(f);
 }
 
-/* Handles every complete frame in the input buffer. Returns 0 or a negative code. */
-static int process_frames(struct mrd_flusher *f, int64_t now)
+/* Handles every complete frame in the input buffer (contract in flusher_int.h). */
+int mrd__data_process_frames(struct mrd_flusher *f, int64_t now)
 {
     for (;;) {
         int type = 0;
@@ -283,7 +296,7 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
     }
     if (revents & (POLLIN | POLLHUP | POLLERR)) {
         int rd = mrd_conn_read(c);
-        int e = process_frames(f, now);
+        int e = mrd__data_process_frames(f, now);
         if (e < 0) {
             data_fail(f, now, "protocol", e);
             return;

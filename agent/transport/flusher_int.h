@@ -172,11 +172,40 @@ short mrd__data_poll_events(const struct mrd_flusher *f);
 void mrd__data_goodbye(struct mrd_flusher *f, int64_t now);
 /* SENT: shuts our sending side once the Goodbye is completely written. */
 void mrd__data_goodbye_progress(struct mrd_flusher *f, int64_t now);
+/* Takes every complete frame out of f->data's input buffer (what mrd_conn_read put there)
+ * and acts on each as the data connection does. HelloReply in state HELLO: accepted, the
+ * queue loses what committed_seq covers (or, when committed_seq is not below next_seq,
+ * the numbering moves past it, up to MRD_TX_SEQ_MAX in datalink.c), is rewound, the
+ * builder takes max_frame_bytes, state READY; refused, f->data is closed with the slowest
+ * backoff. Ack in state READY: moves the unacked queue, or ends a SENT Goodbye. Error:
+ * -ECONNABORTED. Returns 0 when no complete frame is left or the Hello was refused
+ * (f->data closed); a negative code for a protocol error (-MRD_ERR_* from framing, or a
+ * frame the aggregator never sends in this state), after which the caller fails the
+ * connection (mrd__data_on_poll: data_fail). Touches no socket: only f, its builder and
+ * queue. Flusher thread (tests/fuzz/fuzz_agent_input.c drives it with bytes alone). */
+int mrd__data_process_frames(struct mrd_flusher *f, int64_t now);
 
 /* clocklink.c */
 void mrd__clock_step(struct mrd_flusher *f, int64_t now);
 void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now);
 short mrd__clock_poll_events(const struct mrd_flusher *f);
 void mrd__clock_round(struct mrd_flusher *f, unsigned n, int64_t until_ns);
+/* Outside a probe round: takes every complete frame out of f->clk's input buffer. A
+ * HelloReply in state HELLO makes the connection READY (accepted) or closes it with the
+ * slowest backoff (refused); a ClockReply in state READY is a late reply and ignored (its
+ * windows come again in the next reply); anything else, or a framing error, closes f->clk
+ * (clock_fail). Touches no socket beyond closing it. Flusher thread (and the fuzz
+ * target). */
+void mrd__clock_process_frames(struct mrd_flusher *f, int64_t now);
+/* During a probe round, after a read (t3 stamped right after it): takes complete frames
+ * out of f->clk's input buffer; every ClockReply's window requests go to
+ * mrd_stepctl_request (at most 2 * MRD_WINDOW_REQUESTS_MAX per reply); the reply whose
+ * probe_id and t0 are the probe's (id, t0) fills *s (t0, t1, t2, t3). Returns 1 with *s
+ * at that reply (frames after it stay buffered), 0 when no complete frame is left without
+ * it, or a negative code (framing error, or a frame other than ClockReply:
+ * -MRD_ERR_MALFORMED); the caller then fails the clock connection. Touches no socket.
+ * Flusher thread (and the fuzz target). */
+int mrd__clock_take_replies(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t t3,
+                            struct mrd_clock_sample *s);
 
 #endif
