@@ -5,7 +5,7 @@
 # present (the agent's capture is built only then).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
-      protobuf-c-compiler libprotobuf-c-dev libsqlite3-dev sqlite3 libzstd-dev
+      protobuf-c-compiler libprotobuf-c-dev libsqlite3-dev sqlite3 libzstd-dev libsodium-dev
       libopenmpi-dev openmpi-bin python3 iproute2 util-linux clang libclang-rt-14-dev llvm-14)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -76,6 +76,8 @@ static const char *const mrd_err_text[] = {
     [MRD_ERR_CUPTI - MRD__ERR_BASE] = "CUPTI error",
     [MRD_ERR_BUSY_PROFILER - MRD__ERR_BASE] = "another profiler already owns CUPTI",
     [MRD_ERR_CONFIG - MRD__ERR_BASE] = "invalid configuration value",
+    [MRD_ERR_RANK_HELD - MRD__ERR_BASE] = "rank held by another live agent process",
+    [MRD_ERR_CONN_LIMIT - MRD__ERR_BASE] = "refused by a connection limit of the aggregator",
 };
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))

@@ -20,6 +20,8 @@ enum {
     MRD_ERR_CUPTI,                       /* CUPTI reported an error (details logged) */
     MRD_ERR_BUSY_PROFILER,               /* another profiler already owns CUPTI */
     MRD_ERR_CONFIG,                      /* invalid configuration / environment value */
+    MRD_ERR_RANK_HELD,                   /* another live agent process holds the rank */
+    MRD_ERR_CONN_LIMIT,                  /* a connection cap of the aggregator refused it */
 };
 
 /* Returns a static, human-readable string for a 0 / negative code (errno or MRD_ERR_*).

@@ -45,6 +45,8 @@ static const ProtobufCMessageDescriptor *const descriptors[MRD_FRAME__MAX + 1] =
     [MRD_FRAME_ACK] = &meridian__v1__ack__descriptor,
     [MRD_FRAME_GOODBYE] = &meridian__v1__goodbye__descriptor,
     [MRD_FRAME_ERROR] = &meridian__v1__error__descriptor,
+    [MRD_FRAME_CHALLENGE] = &meridian__v1__challenge__descriptor,
+    [MRD_FRAME_PROOF] = &meridian__v1__proof__descriptor,
 };
 
 /* Returns the descriptor of the message a frame of `type` carries; NULL when the type is
@@ -71,9 +73,9 @@ static void put_le32(uint8_t *p, uint32_t v)
 
 /* The checks shared by header parsing and decoding (decode may get a header that the
  * caller filled in by hand). */
-static int header_check(const struct mrd_frame_header *h, uint32_t max_frame)
+static int header_check(const struct mrd_frame_header *h, uint32_t max_frame, uint8_t oldest)
 {
-    if (h->version != MRD_PROTOCOL_VERSION)
+    if (h->version < oldest || h->version > MRD_PROTOCOL_VERSION)
         return -MRD_ERR_VERSION;
     if (!mrd_frame_descriptor((enum mrd_frame_type)h->type))
         return -MRD_ERR_MALFORMED;
@@ -87,8 +89,8 @@ static int header_check(const struct mrd_frame_header *h, uint32_t max_frame)
 /* Parses the 8-byte header at buf (see frame.h for the layout and results). The version
  * is checked first so that a peer of another version always gets MRD_ERR_VERSION, even
  * if its types or flags differ. Thread-safe. */
-int mrd_frame_header_parse(const uint8_t *buf, size_t avail, uint32_t max_frame,
-                           struct mrd_frame_header *h)
+static int parse_since(const uint8_t *buf, size_t avail, uint32_t max_frame, uint8_t oldest,
+                       struct mrd_frame_header *h)
 {
     struct mrd_frame_header t;
     int rc;
@@ -99,11 +101,24 @@ int mrd_frame_header_parse(const uint8_t *buf, size_t avail, uint32_t max_frame,
     t.type = buf[1];
     t.flags = (uint16_t)(buf[2] | buf[3] << 8);
     t.length = get_le32(buf + 4);
-    rc = header_check(&t, max_frame);
+    rc = header_check(&t, max_frame, oldest);
     if (rc)
         return rc;
     *h = t;
     return 0;
+}
+
+int mrd_frame_header_parse(const uint8_t *buf, size_t avail, uint32_t max_frame,
+                           struct mrd_frame_header *h)
+{
+    return parse_since(buf, avail, max_frame, MRD_PROTOCOL_VERSION, h);
+}
+
+/* Recorded frames (capture files): any version this build still reads. Thread-safe. */
+int mrd_frame_header_parse_recorded(const uint8_t *buf, size_t avail, uint32_t max_frame,
+                                    struct mrd_frame_header *h)
+{
+    return parse_since(buf, avail, max_frame, MRD_PROTOCOL_VERSION_READ_MIN, h);
 }
 
 /* Writes h into out[0..7] (little-endian flags and length). Thread-safe. */
@@ -335,7 +350,7 @@ int mrd_frame_decode(const struct mrd_frame_header *h, const uint8_t *payload, u
 
     if (!h || !out || (h->length && !payload))
         return -EINVAL;
-    rc = header_check(h, max_frame);
+    rc = header_check(h, max_frame, MRD_PROTOCOL_VERSION);
     if (rc)
         return rc;
     len = h->length;

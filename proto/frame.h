@@ -20,7 +20,12 @@
 
 #include "meridian.pb-c.h"
 
-#define MRD_PROTOCOL_VERSION 1
+#define MRD_PROTOCOL_VERSION 2
+/* The oldest version whose frames a capture file (.mrdcap) may hold and still be read:
+ * version 2 changed only the handshake (Challenge, Proof, Hello.secret reserved), so a
+ * version 1 capture's Hello, Batch and Goodbye mean what they meant. Never accepted on a
+ * connection (mrd_frame_header_parse takes MRD_PROTOCOL_VERSION only). */
+#define MRD_PROTOCOL_VERSION_READ_MIN 1
 #define MRD_FRAME_HEADER_BYTES 8
 #define MRD_FRAME_DEFAULT_MAX (4u << 20) /* 4 MiB */
 #define MRD_FRAME_MIN_MAX 4096u          /* smallest max a peer may configure */
@@ -36,7 +41,9 @@ enum mrd_frame_type {
     MRD_FRAME_ACK = 6,
     MRD_FRAME_GOODBYE = 7,
     MRD_FRAME_ERROR = 8,
-    MRD_FRAME__MAX = 8
+    MRD_FRAME_CHALLENGE = 9, /* since v2: meridiand's nonce, the answer to a Hello */
+    MRD_FRAME_PROOF = 10,    /* since v2: the agent's HMAC over it (proto/auth.h) */
+    MRD_FRAME__MAX = 10
 };
 
 struct mrd_frame_header {
@@ -52,6 +59,13 @@ struct mrd_frame_header {
  * -MRD_ERR_TOO_LARGE when length > max_frame. */
 int mrd_frame_header_parse(const uint8_t *buf, size_t avail, uint32_t max_frame,
                            struct mrd_frame_header *h);
+
+/* As mrd_frame_header_parse, but a version from MRD_PROTOCOL_VERSION_READ_MIN to
+ * MRD_PROTOCOL_VERSION is accepted (h->version tells which): for frames read back from a
+ * capture file, never from a connection. Decode such a frame with h->version set to
+ * MRD_PROTOCOL_VERSION (the payloads mean the same, see above). */
+int mrd_frame_header_parse_recorded(const uint8_t *buf, size_t avail, uint32_t max_frame,
+                                    struct mrd_frame_header *h);
 
 /* Writes h into out[0..7]. */
 void mrd_frame_header_write(uint8_t out[MRD_FRAME_HEADER_BYTES], const struct mrd_frame_header *h);

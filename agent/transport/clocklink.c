@@ -41,6 +41,7 @@ short mrd__clock_poll_events(const struct mrd_flusher *f)
     case MRD_CONN_CONNECTING:
         return POLLOUT;
     case MRD_CONN_HELLO:
+    case MRD_CONN_PROOF:
         return POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
     case MRD_CONN_READY:
         return POLLIN;
@@ -64,7 +65,14 @@ void mrd__clock_process_frames(struct mrd_flusher *f, int64_t now)
         if (e == 0)
             return;
         int fail = 0;
-        if (type == MRD_FRAME_HELLO_REPLY && f->clk.state == MRD_CONN_HELLO) {
+        if (type == MRD_FRAME_CHALLENGE && f->clk.state == MRD_CONN_HELLO) {
+            if (mrd__tx_answer_challenge(f, &f->clk, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK,
+                                         (const Meridian__V1__Challenge *)m) != 0)
+                fail = 1;
+        } else if (type == MRD_FRAME_HELLO_REPLY &&
+                   (f->clk.state == MRD_CONN_PROOF ||
+                    (f->clk.state == MRD_CONN_HELLO &&
+                     !((Meridian__V1__HelloReply *)m)->accepted))) {
             Meridian__V1__HelloReply *r = (Meridian__V1__HelloReply *)m;
             if (r->accepted) {
                 f->clk.state = MRD_CONN_READY;
@@ -108,6 +116,7 @@ void mrd__clock_step(struct mrd_flusher *f, int64_t now)
             clock_fail(f, now, 0);
         return;
     case MRD_CONN_HELLO:
+    case MRD_CONN_PROOF:
         if (now - c->state_since_ns > (int64_t)MRD_HELLO_TIMEOUT_MS * 1000000)
             clock_fail(f, now, 0);
         return;
@@ -135,7 +144,7 @@ void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now)
         }
         Meridian__V1__Hello h;
         Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
-        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK, 1);
+        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK);
         if (mrd_conn_queue(c, MRD_FRAME_HELLO, &h.base) != 0) {
             clock_fail(f, now, 0);
             return;
@@ -155,7 +164,7 @@ void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now)
         if (c->state == MRD_CONN_CLOSED)
             return;
     }
-    if ((revents & POLLOUT) && c->state == MRD_CONN_HELLO) {
+    if ((revents & POLLOUT) && (c->state == MRD_CONN_HELLO || c->state == MRD_CONN_PROOF)) {
         int e = mrd_conn_flush(c);
         if (e != 0 && e != -EAGAIN)
             clock_fail(f, now, 0);

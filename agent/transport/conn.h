@@ -1,12 +1,12 @@
 /* One TCP connection from the agent to meridiand (internal to the agent's transport).
  *
  * Non-blocking socket, framing on top of proto/frame.h: a small output buffer for control
- * frames (Hello, ClockProbe, Goodbye), raw writes for batch frames (the flusher writes them
+ * frames (Hello, Proof, ClockProbe, Goodbye), raw writes for batch frames (the flusher writes them
  * straight from the unacked queue), and an input buffer that yields whole decoded frames.
  * Connection code never builds batches; the flusher decides what to send.
  *
  * Caps: the input buffer holds one control frame (MRD_CONN_IN_CAP; the aggregator only
- * sends HelloReply, Ack, ClockReply and Error, all tiny): a larger frame is a protocol
+ * sends Challenge, HelloReply, Ack, ClockReply and Error, all tiny): a larger frame is a protocol
  * error and closes the connection. The output buffer holds MRD_CONN_OUT_CAP bytes of
  * control frames: a frame that does not fit is refused with -ENOBUFS (the caller retries
  * later or gives up on it). Single-threaded (the flusher thread).
@@ -28,7 +28,8 @@
 enum mrd_conn_state {
     MRD_CONN_CLOSED = 0,
     MRD_CONN_CONNECTING, /* non-blocking connect in progress: wait for POLLOUT */
-    MRD_CONN_HELLO,      /* Hello queued, waiting for HelloReply */
+    MRD_CONN_HELLO,      /* Hello queued (no secret), waiting for the Challenge */
+    MRD_CONN_PROOF,      /* Proof queued (proto/auth.h), waiting for the HelloReply */
     MRD_CONN_READY,      /* accepted */
 };
 

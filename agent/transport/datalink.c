@@ -4,7 +4,9 @@
  * Where it sits: called by the flusher loop (flusher.c) on its thread. The aggregator's
  * address comes from the resolver (resolve.h: looked up off this thread, once, and again
  * only after repeated connection failures, rate-limited). Reconnects use
- * exponential backoff from 100 ms to 2 s with +-20% jitter; after a HelloReply the queue is
+ * exponential backoff from 100 ms to 2 s with +-20% jitter. The handshake (protocol version 2):
+ * Hello (no secret), the aggregator's Challenge, our Proof (mrd__tx_answer_challenge), then
+ * the HelloReply; after an accepting HelloReply the queue is
  * trimmed to what the aggregator has not committed (committed_seq) and everything left is
  * sent again, oldest first (at-least-once; the aggregator de-duplicates by (run, rank,
  * seq)). A refused Hello (wrong secret, wrong run) is logged once and retried at the
@@ -135,7 +137,15 @@ int mrd__data_process_frames(struct mrd_flusher *f, int64_t now)
         int e = mrd_conn_next_frame(&f->data, &type, &m);
         if (e <= 0)
             return e;
-        if (type == MRD_FRAME_HELLO_REPLY && f->data.state == MRD_CONN_HELLO) {
+        if (type == MRD_FRAME_CHALLENGE && f->data.state == MRD_CONN_HELLO) {
+            e = mrd__tx_answer_challenge(f, &f->data, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA,
+                                         (const Meridian__V1__Challenge *)m);
+        } else if (type == MRD_FRAME_HELLO_REPLY &&
+                   (f->data.state == MRD_CONN_PROOF ||
+                    (f->data.state == MRD_CONN_HELLO &&
+                     !((Meridian__V1__HelloReply *)m)->accepted))) {
+            /* accepted only after our Proof; refused at any point of the handshake (an
+             * older or newer aggregator refuses the Hello itself) */
             on_hello_reply(f, (Meridian__V1__HelloReply *)m, now);
         } else if (type == MRD_FRAME_ACK && f->data.state == MRD_CONN_READY) {
             const Meridian__V1__Ack *a = (const Meridian__V1__Ack *)m;
@@ -203,7 +213,7 @@ static void queue_hello(struct mrd_flusher *f, int64_t now)
 {
     Meridian__V1__Hello h;
     Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
-    mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA, 1);
+    mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA);
     int e = mrd_conn_queue(&f->data, MRD_FRAME_HELLO, &h.base);
     if (e != 0) {
         data_fail(f, now, "hello", e);
@@ -223,6 +233,7 @@ short mrd__data_poll_events(const struct mrd_flusher *f)
     case MRD_CONN_CONNECTING:
         return POLLOUT;
     case MRD_CONN_HELLO:
+    case MRD_CONN_PROOF:
         return POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
     case MRD_CONN_READY:
         return POLLIN | (c->out_len > c->out_off || mrd_txq_peek_unsent(&f->q) ? POLLOUT : 0);
@@ -262,6 +273,7 @@ void mrd__data_step(struct mrd_flusher *f, int64_t now)
         }
         return;
     case MRD_CONN_HELLO:
+    case MRD_CONN_PROOF:
         if (now - c->state_since_ns > (int64_t)MRD_HELLO_TIMEOUT_MS * 1000000)
             data_fail(f, now, "no reply to hello", 0);
         return;
@@ -297,6 +309,12 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
     if (revents & (POLLIN | POLLHUP | POLLERR)) {
         int rd = mrd_conn_read(c);
         int e = mrd__data_process_frames(f, now);
+        if (e == -MRD_ERR_VERSION && !f->refusal_logged++) /* its refusal is unreadable */
+            fprintf(stderr,
+                    "meridian: rank %d: aggregator %s speaks another protocol version than "
+                    "this agent (%d): use libmeridian.so and meridiand of one meridian "
+                    "version\n",
+                    f->cfg->rank, f->cfg->aggregator, MRD_PROTOCOL_VERSION);
         if (e < 0) {
             data_fail(f, now, "protocol", e);
             return;
@@ -311,7 +329,7 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
             return;
         }
     }
-    if ((revents & POLLOUT) && c->state == MRD_CONN_HELLO) {
+    if ((revents & POLLOUT) && (c->state == MRD_CONN_HELLO || c->state == MRD_CONN_PROOF)) {
         int e = mrd_conn_flush(c);
         if (e != 0 && e != -EAGAIN)
             data_fail(f, now, "send hello", e);

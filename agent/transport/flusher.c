@@ -18,7 +18,7 @@
  * batch: unique per (run, rank) even if a rank's process is restarted within a run, so a
  * new process never has its batches taken for duplicates (nor dropped by committed_seq).
  *
- * Record file (MERIDIAN_RECORD_FILE): "MRDCAP1\n", then the Hello (secret removed; written
+ * Record file (MERIDIAN_RECORD_FILE): "MRDCAP1\n", then the Hello (it carries no secret; written
  * just before the first batch so it lists the GPUs seen by then), every batch frame once as
  * it enters the queue (resends are not repeated), and the Goodbye. With no
  * MERIDIAN_AGGREGATOR the agent only records ("record-only mode").
@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "error.h"
 #include "flusher_int.h"
 #include "gpus.h"
@@ -122,7 +123,7 @@ void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t le
         uint8_t *hf = NULL;
         size_t hl = 0;
         f->rec_hello_done = 1;
-        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA, 0);
+        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA);
         if (mrd_frame_encode(MRD_FRAME_HELLO, &h.base, 0, MRD_FRAME_DEFAULT_MAX, &hf, &hl) == 0)
             rec_write(f, hf, hl);
         free(hf);
@@ -147,7 +148,7 @@ static void rec_open(struct mrd_flusher *f)
 /* ---- hello ------------------------------------------------------------------------ */
 
 void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian__V1__GpuInfo gi[],
-                        Meridian__V1__GpuInfo *gp[], int role, int with_secret)
+                        Meridian__V1__GpuInfo *gp[], int role)
 {
     struct mrd_gpu *gpus = f->gpus;
     const struct mrd_agent_config *c = f->cfg;
@@ -157,10 +158,6 @@ void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian_
     meridian__v1__hello__init(h);
     h->protocol_version = MRD_PROTOCOL_VERSION;
     h->run_id = (char *)c->run_id;
-    if (with_secret) {
-        h->secret.data = (uint8_t *)c->secret;
-        h->secret.len = strlen(c->secret);
-    }
     h->rank = (uint32_t)c->rank;
     h->local_rank = c->local_rank >= 0 ? (uint32_t)c->local_rank : 0;
     h->world_size = c->world_size >= 0 ? (uint32_t)c->world_size : 0;
@@ -182,6 +179,30 @@ void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian_
     h->agent_instance = f->agent_instance;
     if (role == MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA)
         f->hello_gpu_gen = gen;
+}
+
+int mrd__tx_answer_challenge(struct mrd_flusher *f, struct mrd_conn *c, int role,
+                             const Meridian__V1__Challenge *ch)
+{
+    struct mrd_auth_claim claim = {.run_id = f->cfg->run_id,
+                                   .role = (uint32_t)role,
+                                   .rank = (uint32_t)f->cfg->rank,
+                                   .agent_instance = f->agent_instance};
+    uint8_t mac[MRD_AUTH_MAC_BYTES];
+    if (ch->nonce.len != MRD_AUTH_NONCE_BYTES)
+        return -MRD_ERR_MALFORMED;
+    int e = mrd_auth_proof((const uint8_t *)f->cfg->secret, strlen(f->cfg->secret), ch->nonce.data,
+                           ch->nonce.len, &claim, mac);
+    if (e != 0)
+        return e;
+    Meridian__V1__Proof p = MERIDIAN__V1__PROOF__INIT;
+    p.mac.data = mac;
+    p.mac.len = sizeof mac;
+    e = mrd_conn_queue(c, MRD_FRAME_PROOF, &p.base);
+    if (e != 0)
+        return e;
+    c->state = MRD_CONN_PROOF; /* state_since_ns kept: the hello timeout covers both */
+    return 0;
 }
 
 /* ---- batches ---------------------------------------------------------------------- */

@@ -124,8 +124,17 @@ void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb);
 void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t len);
+/* Fills a Hello (version 2: no secret) of `role` for this process; gi/gp hold its GPUs. */
 void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian__V1__GpuInfo gi[],
-                        Meridian__V1__GpuInfo *gp[], int role, int with_secret);
+                        Meridian__V1__GpuInfo *gp[], int role);
+/* A Challenge arrived on c (state HELLO) of connection `role`: queues the Proof, the
+ * HMAC of the run secret over its nonce and this process's claim (run id, rank,
+ * agent_instance, role; proto/auth.h), and moves c to PROOF. Returns 0, or a negative code
+ * (a nonce of another size or no secret: -MRD_ERR_MALFORMED / -EINVAL; no room: -ENOBUFS)
+ * after which the caller fails the connection. Touches no socket: the Proof goes out when
+ * c is flushed (its poll events ask for POLLOUT). Flusher thread (and the fuzz target). */
+int mrd__tx_answer_challenge(struct mrd_flusher *f, struct mrd_conn *c, int role,
+                             const Meridian__V1__Challenge *ch);
 void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s);
 uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms);
 
@@ -181,8 +190,11 @@ void mrd__data_goodbye_progress(struct mrd_flusher *f, int64_t now);
  * -ECONNABORTED. Returns 0 when no complete frame is left or the Hello was refused
  * (f->data closed); a negative code for a protocol error (-MRD_ERR_* from framing, or a
  * frame the aggregator never sends in this state), after which the caller fails the
- * connection (mrd__data_on_poll: data_fail). Touches no socket: only f, its builder and
- * queue. Flusher thread (tests/fuzz/fuzz_agent_input.c drives it with bytes alone). */
+ * connection (mrd__data_on_poll: data_fail). Challenge in state HELLO: the Proof is queued
+ * (mrd__tx_answer_challenge), state PROOF; a HelloReply that accepts before the Proof was
+ * sent is a protocol error (a refusal is taken in HELLO or PROOF). Touches no socket: only
+ * f, its builder and queue, and f->data's output buffer. Flusher thread
+ * (tests/fuzz/fuzz_agent_input.c drives it with bytes alone). */
 int mrd__data_process_frames(struct mrd_flusher *f, int64_t now);
 
 /* clocklink.c */
@@ -191,8 +203,9 @@ void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now);
 short mrd__clock_poll_events(const struct mrd_flusher *f);
 void mrd__clock_round(struct mrd_flusher *f, unsigned n, int64_t until_ns);
 /* Outside a probe round: takes every complete frame out of f->clk's input buffer. A
- * HelloReply in state HELLO makes the connection READY (accepted) or closes it with the
- * slowest backoff (refused); a ClockReply in state READY is a late reply and ignored (its
+ * Challenge in state HELLO queues the Proof (state PROOF); a HelloReply in state PROOF
+ * makes the connection READY (accepted) or, in HELLO or PROOF, closes it with the slowest
+ * backoff (refused); a ClockReply in state READY is a late reply and ignored (its
  * windows come again in the next reply); anything else, or a framing error, closes f->clk
  * (clock_fail). Touches no socket beyond closing it. Flusher thread (and the fuzz
  * target). */

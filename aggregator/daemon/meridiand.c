@@ -49,9 +49,10 @@ static void usage(FILE *f)
 "                         database, meridiand continues its run (same run id and\n"
 "                         timebase) and appends to it.\n"
 "  the run secret         --secret-file PATH, or the environment variable\n"
-"                         MERIDIAN_SECRET. Agents must present it; it is compared in\n"
-"                         constant time and never logged. meridiand refuses to start\n"
-"                         without one.\n"
+"                         MERIDIAN_SECRET. Agents prove they hold it without sending\n"
+"                         it (an HMAC over a challenge fresh for each connection,\n"
+"                         compared in constant time); it is never logged. meridiand\n"
+"                         refuses to start without one.\n"
 "\n"
 "Options:\n"
 "  --listen ADDR:PORT     address to listen on (default 127.0.0.1:%d). A numeric IPv4\n"
@@ -72,6 +73,13 @@ static void usage(FILE *f)
 "                         (default 128). At the limit the oldest of them is closed\n"
 "                         for a new one (after reading whatever it sent): peers\n"
 "                         without the secret cannot take the slots of the agents.\n"
+"  --max-unauthenticated-per-address N\n"
+"                         of those, from one source address (default 64; 16 ranks of\n"
+"                         one node open 32). More from that address are refused.\n"
+"  --max-connections-per-secret N\n"
+"                         authenticated connections at once (they all hold the one run\n"
+"                         secret). Default: 2 x the largest world size announced + 8,\n"
+"                         so that a holder of the secret cannot lock the ranks out.\n"
 "  --queue-mb N           memory for batches received but not yet committed (default\n"
 "                         256). When full, meridiand stops reading and TCP pushes back\n"
 "                         on the agents.\n"
@@ -125,9 +133,11 @@ static void usage(FILE *f)
 "\n"
 "Output: once ready, one line on standard output: \"meridiand: listening on ADDR:PORT\".\n"
 "Logs go to standard error, one line per event, each starting with \"meridiand: \".\n"
-"A rejected connection (wrong or missing secret, wrong protocol version, wrong run,\n"
-"oversized or malformed frame, unexpected message) is logged with the peer and the\n"
-"reason and closed; other connections are not affected.\n"
+"A refused connection (wrong or missing secret, wrong protocol version, wrong run,\n"
+"a rank held by another live process, a connection cap, oversized or malformed frame,\n"
+"unexpected message, a Batch after the Goodbye, a frame cut by the close) is logged\n"
+"with the peer and the reason and closed; other connections are not affected. At most\n"
+"10 such lines a second; then one line counts the rest (\"N more refusals suppressed\").\n"
 "\n"
 "Files: PATH, PATH-wal and PATH-shm while running (SQLite WAL mode; readers may open\n"
 "PATH read-only at any time); after a clean stop only PATH remains. The --control\n"
@@ -238,6 +248,8 @@ enum {
     OPT_MAXFRAME,
     OPT_MAXCONN,
     OPT_MAXPRE,
+    OPT_MAXPRE_ADDR,
+    OPT_MAXSECRET,
     OPT_QUEUE,
     OPT_COMMIT,
     OPT_HELLO_TIMEOUT,
@@ -267,6 +279,8 @@ static const struct option opts[] = {
     {"max-frame", required_argument, 0, OPT_MAXFRAME},
     {"max-connections", required_argument, 0, OPT_MAXCONN},
     {"max-unauthenticated", required_argument, 0, OPT_MAXPRE},
+    {"max-unauthenticated-per-address", required_argument, 0, OPT_MAXPRE_ADDR},
+    {"max-connections-per-secret", required_argument, 0, OPT_MAXSECRET},
     {"queue-mb", required_argument, 0, OPT_QUEUE},
     {"commit-ms", required_argument, 0, OPT_COMMIT},
     {"hello-timeout-ms", required_argument, 0, OPT_HELLO_TIMEOUT},
@@ -340,6 +354,16 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
                 goto bad_value;
             d->ic.max_prehello = (uint32_t)v;
+            break;
+        case OPT_MAXPRE_ADDR:
+            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
+                goto bad_value;
+            d->ic.max_prehello_per_addr = (uint32_t)v;
+            break;
+        case OPT_MAXSECRET:
+            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
+                goto bad_value;
+            d->ic.max_per_secret = (uint32_t)v;
             break;
         case OPT_QUEUE:
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)

@@ -1,5 +1,6 @@
-/* meridian ingest, one connection: read buffer, frame cutting, the Hello, dispatch of
- * Batch / Goodbye / ClockProbe frames, rejections and the write buffer.
+/* meridian ingest, one connection: read buffer, frame cutting, the handshake (Hello,
+ * Challenge, Proof), dispatch of Batch / Goodbye / ClockProbe frames, rejections and the
+ * write buffer.
  *
  * Where it sits: called by the loop (ingest.c) when a socket is readable or writable, or
  * when a connection may resume after the writer committed. Frames are cut from the read
@@ -12,7 +13,15 @@
  * a peer that lets it fill is closed. A rejected peer gets its reason (Error frame, or a
  * HelloReply with accepted = false), then the write side is shut and the connection is
  * drained for at most MRD__CLOSING_LINGER_MS so the reason is not destroyed by a reset.
- * The run secret is compared in constant time and never logged.
+ *
+ * Handshake (proto/auth.h, COMPATIBILITY.md section 10): a Hello is answered with a
+ * Challenge carrying a nonce fresh for this connection; the Hello's bytes are kept (at
+ * most the 64 KiB pre-Hello frame cap, freed at the Proof or the close) and decoded again
+ * once the Proof matches, so an unauthenticated peer holds no decoded message. The run
+ * secret never travels; the MAC is compared in constant time. A peer of an older protocol
+ * version is answered in its own version (c->version), so that it can read the reason:
+ * upgrade. Every refusal is one rate-limited log line (mrd__ingest_log -1): a Batch after
+ * the Goodbye on the same connection, a connection that ends inside a frame, too.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -33,13 +42,14 @@
 
 static const char *type_name(uint32_t t)
 {
-    static const char *const names[] = {"?",     "Hello", "HelloReply", "ClockProbe", "ClockReply",
-                                        "Batch", "Ack",   "Goodbye",    "Error"};
+    static const char *const names[] = {"?",          "Hello",     "HelloReply", "ClockProbe",
+                                        "ClockReply", "Batch",     "Ack",        "Goodbye",
+                                        "Error",      "Challenge", "Proof"};
     return t <= MRD_FRAME__MAX ? names[t] : "?";
 }
 
 int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, const char *peer,
-                   struct mrd__conn **out)
+                   const char *addr, struct mrd__conn **out)
 {
     struct mrd__conn *c = calloc(1, sizeof(*c));
     if (!c)
@@ -48,7 +58,9 @@ int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, 
     c->slot = slot;
     c->token = token;
     c->state = MRD__CONN_HELLO;
+    c->version = MRD_PROTOCOL_VERSION;
     snprintf(c->peer, sizeof(c->peer), "%s", peer);
+    snprintf(c->addr, sizeof(c->addr), "%s", addr);
     c->deadline_ms = mrd__ingest_mono_ms() + g->cfg.hello_timeout_ms;
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = token};
     if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -76,10 +88,26 @@ static void rbuf_release(struct mrd_ingest *g, struct mrd__conn *c)
     c->rcap = c->rpos = c->rlen = 0;
 }
 
+static int unauthenticated(enum mrd__conn_state st)
+{
+    return st == MRD__CONN_HELLO || st == MRD__CONN_AUTH;
+}
+
+static int authenticated(enum mrd__conn_state st)
+{
+    return st == MRD__CONN_DATA || st == MRD__CONN_CLOCK;
+}
+
 void mrd__conn_set_state(struct mrd_ingest *g, struct mrd__conn *c, enum mrd__conn_state st)
 {
-    if (c->state == MRD__CONN_HELLO && st != MRD__CONN_HELLO)
+    if (unauthenticated(c->state) && !unauthenticated(st))
         g->nprehello--;
+    else if (!unauthenticated(c->state) && unauthenticated(st))
+        g->nprehello++;
+    if (authenticated(c->state) && !authenticated(st))
+        g->nauth--;
+    else if (!authenticated(c->state) && authenticated(st))
+        g->nauth++;
     c->state = st;
 }
 
@@ -90,6 +118,7 @@ void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c)
     close(c->fd);
     rbuf_release(g, c);
     free(c->wbuf);
+    free(c->hello);
     g->conns[c->slot] = NULL;
     g->nconns--;
     free(c);
@@ -179,7 +208,7 @@ int mrd__conn_send(struct mrd_ingest *g, struct mrd__conn *c, enum mrd_frame_typ
         }
     }
     struct mrd_frame_header h = {
-        .version = MRD_PROTOCOL_VERSION, .type = (uint8_t)type, .flags = 0, .length = (uint32_t)n};
+        .version = c->version, .type = (uint8_t)type, .flags = 0, .length = (uint32_t)n};
     mrd_frame_header_write(buf, &h);
     protobuf_c_message_pack(msg, buf + MRD_FRAME_HEADER_BYTES);
     int rc = conn_write(g, c, buf, n + MRD_FRAME_HEADER_BYTES);
@@ -233,15 +262,18 @@ void mrd__conn_reject(struct mrd_ingest *g, struct mrd__conn *c, int counter, ui
         mrd__ingest_log(g, -1, "rejected %s (rank %u): %s", c->peer, c->rank, why);
     else
         mrd__ingest_log(g, -1, "rejected %s (before hello): %s", c->peer, why);
-    int in_hello = c->state == MRD__CONN_HELLO;
+    int in_hello = unauthenticated(c->state);
     mrd__conn_set_state(g, c, MRD__CONN_CLOSING);
     c->deadline_ms = mrd__ingest_mono_ms() + MRD__CLOSING_LINGER_MS;
     rbuf_release(g, c);
+    free(c->hello);
+    c->hello = NULL;
     int rc;
     if (in_hello) {
         Meridian__V1__HelloReply r = MERIDIAN__V1__HELLO_REPLY__INIT;
         r.accepted = 0;
         r.reason = why;
+        r.code = code;
         r.max_frame_bytes = g->cfg.max_frame;
         rc = mrd__conn_send(g, c, MRD_FRAME_HELLO_REPLY, &r.base);
     } else {
@@ -273,15 +305,6 @@ static int reject_code(int err, int *counter)
 }
 
 /* ---- frames ---- */
-
-static int ct_equal(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
-{
-    /* time depends only on alen (our secret's length), never on where bytes differ */
-    volatile uint8_t diff = (uint8_t)(alen != blen);
-    for (size_t i = 0; i < alen; i++)
-        diff |= a[i] ^ (i < blen ? b[i] : (uint8_t)~a[i]);
-    return diff == 0;
-}
 
 static int charge(struct mrd_ingest *g, struct mrd__conn *c, struct mrd_store_item *it)
 {
@@ -318,23 +341,108 @@ static const struct mrd__conn *rank_holder(const struct mrd_ingest *g, const str
     return NULL;
 }
 
-static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
+/* What to tell a peer of protocol version `peer` (not ours) to do. */
+static const char *version_advice(uint32_t peer)
+{
+    return peer < MRD_PROTOCOL_VERSION
+               ? "upgrade libmeridian.so / meridian to the aggregator's version"
+               : "this meridiand is older: use a meridiand of the agents' version";
+}
+
+/* The connection cap of the run secret (ingest.h, max_per_secret): what it is now and
+ * how it was set, for the refusal line. */
+static uint32_t secret_cap(const struct mrd_ingest *g, char *how, size_t n)
+{
+    if (g->cfg.max_per_secret) {
+        snprintf(how, n, "--max-connections-per-secret");
+        return g->cfg.max_per_secret;
+    }
+    if (!g->world_max) {
+        snprintf(how, n, "no world size known: --max-connections");
+        return g->cfg.max_connections;
+    }
+    uint64_t cap = 2 * (uint64_t)g->world_max + 8;
+    snprintf(how, n, "2 x world size %u + 8", g->world_max);
+    return cap < g->cfg.max_connections ? (uint32_t)cap : g->cfg.max_connections;
+}
+
+/* A Hello: its claim is kept until the Proof (its bytes, not the decoded message) and a
+ * Challenge with a nonce fresh for this connection goes out. */
+static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_frame_header *fh,
+                    const uint8_t *payload, ProtobufCMessage *m)
 {
     Meridian__V1__Hello *h = (Meridian__V1__Hello *)m;
     c->has_rank = 1; /* claimed, not yet proven: named in a rejection's log line */
     c->rank = h->rank;
     if (h->protocol_version != MRD_PROTOCOL_VERSION) {
         mrd__conn_reject(g, c, MRD__CNT_REJ_VERSION, MRD_ERR_VERSION,
-                         "protocol version %u, this aggregator speaks %d", h->protocol_version,
-                         MRD_PROTOCOL_VERSION);
+                         "Hello of protocol version %u, this aggregator speaks %d: %s",
+                         h->protocol_version, MRD_PROTOCOL_VERSION,
+                         version_advice(h->protocol_version));
         goto drop;
     }
-    if (h->secret.len == 0) {
-        mrd__conn_reject(g, c, MRD__CNT_REJ_AUTH, MRD_ERR_AUTH, "missing run secret");
+    protobuf_c_message_free_unpacked(m, NULL);
+    int rc = mrd_auth_nonce(c->nonce);
+    if (rc < 0) {
+        mrd__ingest_log(g, 0, "%s: no random bytes for its challenge (%s): closing", c->peer,
+                        mrd_strerror(rc));
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    c->hello = malloc(fh->length ? fh->length : 1);
+    if (!c->hello) {
+        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    memcpy(c->hello, payload, fh->length);
+    c->hello_h = *fh;
+    mrd__conn_set_state(g, c, MRD__CONN_AUTH);
+    Meridian__V1__Challenge ch = MERIDIAN__V1__CHALLENGE__INIT;
+    ch.nonce.data = c->nonce;
+    ch.nonce.len = sizeof(c->nonce);
+    return mrd__conn_send(g, c, MRD_FRAME_CHALLENGE, &ch.base);
+drop:
+    protobuf_c_message_free_unpacked(m, NULL);
+    return 0;
+}
+
+/* The Proof: checked against the kept Hello's claim; then the run, the role, the caps and
+ * the rank, as a Hello was checked before version 2. */
+static int on_proof(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *pm)
+{
+    ProtobufCMessage *m = NULL;
+    int rc = mrd_frame_decode(&c->hello_h, c->hello, MRD__RBUF_SMALL, &m);
+    free(c->hello);
+    c->hello = NULL;
+    if (rc < 0) { /* it decoded a round trip ago: only -ENOMEM can get here */
+        protobuf_c_message_free_unpacked(pm, NULL);
+        mrd__ingest_log(g, 0, "%s: %s: closing", c->peer, mrd_strerror(rc));
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    Meridian__V1__Hello *h = (Meridian__V1__Hello *)m;
+    const Meridian__V1__Proof *p = (const Meridian__V1__Proof *)pm;
+    struct mrd_auth_claim claim = {.run_id = h->run_id,
+                                   .role = (uint32_t)h->role,
+                                   .rank = h->rank,
+                                   .agent_instance = h->agent_instance};
+    int proven = p->mac.len == 0
+                     ? 0
+                     : mrd_auth_check(g->secret, g->cfg.secret_len, c->nonce, sizeof(c->nonce),
+                                      &claim, p->mac.data, p->mac.len);
+    int empty = p->mac.len == 0;
+    protobuf_c_message_free_unpacked(pm, NULL);
+    explicit_bzero(c->nonce, sizeof(c->nonce)); /* answered once: never again */
+    if (empty) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_AUTH, MRD_ERR_AUTH,
+                         "missing run secret (an empty Proof)");
         goto drop;
     }
-    if (!ct_equal(g->secret, g->cfg.secret_len, h->secret.data, h->secret.len)) {
-        mrd__conn_reject(g, c, MRD__CNT_REJ_AUTH, MRD_ERR_AUTH, "wrong run secret");
+    if (proven != 1) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_AUTH, MRD_ERR_AUTH,
+                         "wrong run secret (its Proof does not match this connection's "
+                         "challenge)");
         goto drop;
     }
     const char *run = mrd_store_run_id(g->store);
@@ -342,6 +450,24 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
         mrd__conn_reject(g, c, MRD__CNT_REJ_RUN, MRD_ERR_AUTH,
                          "run id '%.64s' is not this aggregator's run '%s'",
                          h->run_id ? h->run_id : "", run);
+        goto drop;
+    }
+    if (h->role != MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK &&
+        h->role != MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_MALFORMED, "unknown role %d",
+                         (int)h->role);
+        goto drop;
+    }
+    /* every authenticated connection holds the one run secret: a holder of it (a rank, or
+     * anything that read the secret file) cannot take every slot and lock the ranks out */
+    if (h->world_size > g->world_max)
+        g->world_max = h->world_size;
+    char how[64];
+    uint32_t cap = secret_cap(g, how, sizeof(how));
+    if (g->nauth >= cap) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_SECRET_LIMIT, MRD_ERR_CONN_LIMIT,
+                         "%u connections hold the run secret already, the limit (%s)", g->nauth,
+                         how);
         goto drop;
     }
     if (h->role == MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK) {
@@ -353,21 +479,15 @@ static int on_hello(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
         r.max_frame_bytes = g->cfg.max_frame;
         return mrd__conn_send(g, c, MRD_FRAME_HELLO_REPLY, &r.base);
     }
-    if (h->role != MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA) {
-        mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_MALFORMED, "unknown role %d",
-                         (int)h->role);
-        goto drop;
-    }
     /* one agent process per rank at a time: a second one's batches would mix two event
      * streams into one rank's rows and race the first one's sequence numbers */
     const struct mrd__conn *holder = rank_holder(g, c, h->rank, h->agent_instance);
     if (holder) {
-        mrd__conn_reject(g, c, MRD__CNT_REJ_RANK_HELD, MRD_ERR_CONFIG,
+        mrd__conn_reject(g, c, MRD__CNT_REJ_RANK_HELD, MRD_ERR_RANK_HELD,
                          "rank %u is held by another live agent process (instance %016llx, "
                          "pid %u, %s); this one is instance %016llx, pid %u, host %.64s",
-                         h->rank, (unsigned long long)holder->instance, holder->pid,
-                         holder->peer, (unsigned long long)h->agent_instance, h->pid,
-                         h->host ? h->host : "?");
+                         h->rank, (unsigned long long)holder->instance, holder->pid, holder->peer,
+                         (unsigned long long)h->agent_instance, h->pid, h->host ? h->host : "?");
         goto drop;
     }
     struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
@@ -407,6 +527,13 @@ static int on_batch(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_
     if (!b->run_id || strcmp(b->run_id, mrd_store_run_id(g->store)) != 0) {
         mrd__conn_reject(g, c, MRD__CNT_REJ_RUN, MRD_ERR_MALFORMED,
                          "batch seq %llu for another run", (unsigned long long)b->seq);
+        goto drop;
+    }
+    if (c->goodbye) {
+        mrd__conn_reject(g, c, MRD__CNT_REJ_AFTER_GOODBYE, MRD_ERR_MALFORMED,
+                         "Batch seq %llu after the Goodbye on this connection: not stored, "
+                         "not acknowledged",
+                         (unsigned long long)b->seq);
         goto drop;
     }
     if (b->rank != c->rank || b->seq == 0) {
@@ -453,6 +580,7 @@ static int on_goodbye(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessag
     }
     mrd__ingest_log(g, 1, "rank %u said goodbye after %llu batches on this connection", c->rank,
                     (unsigned long long)c->batches);
+    c->goodbye = 1;
     it->rank = c->rank;
     it->received_ns = c->t_read;
     it->cost = 1024;
@@ -498,7 +626,7 @@ static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c, const struct 
                         const uint8_t *payload)
 {
     ProtobufCMessage *m = NULL;
-    uint32_t limit = c->state == MRD__CONN_HELLO ? MRD__RBUF_SMALL : g->cfg.max_frame;
+    uint32_t limit = unauthenticated(c->state) ? MRD__RBUF_SMALL : g->cfg.max_frame;
     int rc = mrd_frame_decode(h, payload, limit, &m);
     if (rc < 0) {
         int counter;
@@ -510,7 +638,11 @@ static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c, const struct 
     switch (c->state) {
     case MRD__CONN_HELLO:
         if (h->type == MRD_FRAME_HELLO)
-            return on_hello(g, c, m);
+            return on_hello(g, c, h, payload, m);
+        break;
+    case MRD__CONN_AUTH:
+        if (h->type == MRD_FRAME_PROOF)
+            return on_proof(g, c, m);
         break;
     case MRD__CONN_DATA:
         if (h->type == MRD_FRAME_BATCH)
@@ -536,6 +668,10 @@ static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c, const struct 
     if (c->state == MRD__CONN_HELLO)
         mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_AUTH,
                          "expected Hello first, got a %s frame", type_name(h->type));
+    else if (c->state == MRD__CONN_AUTH)
+        mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_AUTH,
+                         "expected the Proof after the Challenge, got a %s frame",
+                         type_name(h->type));
     else
         mrd__conn_reject(g, c, MRD__CNT_REJ_PROTOCOL, MRD_ERR_MALFORMED,
                          "unexpected %s frame on a %s connection", type_name(h->type),
@@ -621,17 +757,25 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
             break;
         size_t avail = c->rlen - c->rpos;
         struct mrd_frame_header h;
-        uint32_t limit = c->state == MRD__CONN_HELLO ? MRD__RBUF_SMALL - MRD_FRAME_HEADER_BYTES
-                                                     : g->cfg.max_frame;
+        uint32_t limit =
+            unauthenticated(c->state) ? MRD__RBUF_SMALL - MRD_FRAME_HEADER_BYTES : g->cfg.max_frame;
         int rc = mrd_frame_header_parse(c->rbuf + c->rpos, avail, limit, &h);
         if (rc == -EAGAIN)
             break;
         if (rc < 0) {
             int counter;
             uint32_t code = reject_code(rc, &counter);
+            uint8_t peer_version = c->rbuf[c->rpos];
+            /* an older peer we know reads our answer only in its own version (the header
+             * is the same; HelloReply and Error carry the same fields) */
+            if (rc == -MRD_ERR_VERSION && c->state == MRD__CONN_HELLO &&
+                peer_version >= MRD_PROTOCOL_VERSION_READ_MIN &&
+                peer_version < MRD_PROTOCOL_VERSION)
+                c->version = peer_version;
             if (rc == -MRD_ERR_VERSION)
-                mrd__conn_reject(g, c, counter, code, "protocol version %u, expected %d",
-                                 c->rbuf[c->rpos], MRD_PROTOCOL_VERSION);
+                mrd__conn_reject(g, c, counter, code,
+                                 "protocol version %u, this aggregator speaks %d: %s", peer_version,
+                                 MRD_PROTOCOL_VERSION, version_advice(peer_version));
             else if (rc == -MRD_ERR_TOO_LARGE)
                 mrd__conn_reject(g, c, counter, code, "frame of %u bytes over the limit of %u",
                                  frame_length(c->rbuf + c->rpos), limit);
@@ -661,12 +805,40 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
  * buffer already held). After a FIN the connection stays, not read any more, until the
  * acks of what it sent went out (mrd__conn_linger_done), so an agent that shuts down its
  * sending side still learns what was committed. */
+/* The peer's stream ended with `left` bytes of an unfinished frame in the buffer: one
+ * refusal line (what was cut: which frame, how much of it came) and a count. */
+static void log_truncated(struct mrd_ingest *g, const struct mrd__conn *c, size_t left,
+                          const char *how)
+{
+    char who[96];
+    if (c->has_rank)
+        snprintf(who, sizeof(who), "rank %u (%s)", c->rank, c->peer);
+    else
+        snprintf(who, sizeof(who), "%s (before hello)", c->peer);
+    g->counters[MRD__CNT_TRUNCATED]++;
+    if (left < MRD_FRAME_HEADER_BYTES) {
+        mrd__ingest_log(g, -1,
+                        "%s: connection ended%s inside a frame header (%zu of %d bytes): "
+                        "discarded",
+                        who, how, left, MRD_FRAME_HEADER_BYTES);
+        return;
+    }
+    const uint8_t *hb = c->rbuf + c->rpos;
+    mrd__ingest_log(g, -1,
+                    "%s: connection ended%s inside a %s frame (%zu of %llu bytes): "
+                    "discarded",
+                    who, how, type_name(hb[1]), left,
+                    (unsigned long long)MRD_FRAME_HEADER_BYTES + frame_length(hb));
+}
+
 static void conn_eof(struct mrd_ingest *g, struct mrd__conn *c, const char *how, int linger)
 {
     if (c->state != MRD__CONN_CLOSING) {
         c->eof = 1;
         if (mrd__conn_process(g, c) < 0)
             return;
+        if (c->state != MRD__CONN_CLOSING && c->rlen > c->rpos)
+            log_truncated(g, c, c->rlen - c->rpos, how);
         if (c->has_rank)
             mrd__ingest_log(g, 1, "rank %u (%s) disconnected%s", c->rank, c->peer, how);
         else

@@ -37,7 +37,6 @@
 #define EV_LISTEN        1u
 #define EV_STOP          2u
 #define EV_STORE         3u
-#define REJECT_LOG_PER_S 20u
 
 static const char *const counter_names[MRD__CNT__COUNT] = {
     [MRD__CNT_ACCEPTED] = "connections_accepted",
@@ -51,6 +50,10 @@ static const char *const counter_names[MRD__CNT__COUNT] = {
     [MRD__CNT_REJ_PROTOCOL] = "rejected_protocol",
     [MRD__CNT_REJ_TIMEOUT] = "rejected_hello_timeout",
     [MRD__CNT_REJ_RANK_HELD] = "rejected_rank_held",
+    [MRD__CNT_OVER_ADDR_LIMIT] = "connections_over_address_limit",
+    [MRD__CNT_REJ_SECRET_LIMIT] = "rejected_secret_limit",
+    [MRD__CNT_REJ_AFTER_GOODBYE] = "rejected_after_goodbye",
+    [MRD__CNT_TRUNCATED] = "connections_truncated",
     [MRD__CNT_STORAGE_ERRORS] = "storage_errors",
     [MRD__CNT_PROBES] = "clock_probes_answered",
 };
@@ -62,15 +65,17 @@ int64_t mrd__ingest_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Rejections are logged at most REJECT_LOG_PER_S a second; the rest are counted and the
- * count is logged when the second is over (here, or from the tick). */
+/* Refusals are logged at most MRD__REFUSALS_LOGGED_PER_S a second; the rest are counted
+ * and the count is logged as one line when the second is over (here, or from the tick):
+ * a flood of bad peers costs ten lines and a count a second, not a line each. */
 static void log_window(struct mrd_ingest *g, int64_t now)
 {
     if (now - g->log_window_ms < 1000)
         return;
     if (g->log_suppressed)
-        fprintf(g->cfg.log ? g->cfg.log : stderr, "meridiand: %u more rejections not logged\n",
-                g->log_suppressed);
+        fprintf(g->cfg.log ? g->cfg.log : stderr,
+                "meridiand: %u more refusals suppressed (at most %u logged a second)\n",
+                g->log_suppressed, MRD__REFUSALS_LOGGED_PER_S);
     g->log_window_ms = now;
     g->log_lines = 0;
     g->log_suppressed = 0;
@@ -84,7 +89,7 @@ void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
         return;
     if (level < 0) {
         log_window(g, mrd__ingest_mono_ms());
-        if (++g->log_lines > REJECT_LOG_PER_S) {
+        if (++g->log_lines > MRD__REFUSALS_LOGGED_PER_S) {
             g->log_suppressed++;
             return;
         }
@@ -117,23 +122,44 @@ static struct mrd__conn *conn_by_token(struct mrd_ingest *g, uint64_t token)
     return c && c->token == token ? c : NULL;
 }
 
-static void format_peer(const struct sockaddr_storage *ss, char *out, size_t len)
+/* "addr:port" into out, the address alone into addr[INET6_ADDRSTRLEN]. */
+static void format_peer(const struct sockaddr_storage *ss, char *out, size_t len,
+                        char addr[INET6_ADDRSTRLEN])
 {
-    char host[INET6_ADDRSTRLEN] = "?";
     unsigned port = 0;
+    snprintf(addr, INET6_ADDRSTRLEN, "?");
     if (ss->ss_family == AF_INET) {
         const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+        inet_ntop(AF_INET, &a->sin_addr, addr, INET6_ADDRSTRLEN);
         port = ntohs(a->sin_port);
-        snprintf(out, len, "%s:%u", host, port);
+        snprintf(out, len, "%s:%u", addr, port);
     } else if (ss->ss_family == AF_INET6) {
         const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+        inet_ntop(AF_INET6, &a->sin6_addr, addr, INET6_ADDRSTRLEN);
         port = ntohs(a->sin6_port);
-        snprintf(out, len, "[%s]:%u", host, port);
+        snprintf(out, len, "[%s]:%u", addr, port);
     } else {
         snprintf(out, len, "?");
     }
+}
+
+static int unauthenticated(const struct mrd__conn *c)
+{
+    return c->state == MRD__CONN_HELLO || c->state == MRD__CONN_AUTH;
+}
+
+/* Connections from `addr` that have not authenticated yet. A scan of the table, only when
+ * the total could reach the cap at all. */
+static uint32_t prehello_from(const struct mrd_ingest *g, const char *addr)
+{
+    uint32_t n = 0;
+    if (g->nprehello < g->cfg.max_prehello_per_addr)
+        return g->nprehello;
+    for (uint32_t i = 0; i < g->cfg.max_connections; i++) {
+        const struct mrd__conn *c = g->conns[i];
+        n += c && unauthenticated(c) && strcmp(c->addr, addr) == 0;
+    }
+    return n;
 }
 
 static void set_listen_interest(struct mrd_ingest *g, int on)
@@ -168,7 +194,7 @@ static int make_prehello_room(struct mrd_ingest *g)
         struct mrd__conn *old = NULL;
         for (uint32_t i = 0; i < g->cfg.max_connections; i++) {
             struct mrd__conn *c = g->conns[i];
-            if (c && c->state == MRD__CONN_HELLO && (!old || c->deadline_ms < old->deadline_ms))
+            if (c && unauthenticated(c) && (!old || c->deadline_ms < old->deadline_ms))
                 old = c;
         }
         if (!old)
@@ -176,8 +202,8 @@ static int make_prehello_room(struct mrd_ingest *g)
         uint64_t token = old->token;
         mrd__conn_on_readable(g, old);
         old = conn_by_token(g, token);
-        if (!old || old->state != MRD__CONN_HELLO)
-            continue; /* it said its Hello (or was rejected, or closed): room made */
+        if (!old || !unauthenticated(old))
+            continue; /* it proved itself (or was rejected, or closed): room made */
         g->counters[MRD__CNT_PREHELLO_EVICTED]++;
         mrd__ingest_log(g, -1,
                         "closed %s (before hello, open %lld ms): %u connections without a "
@@ -205,12 +231,25 @@ static void on_accept(struct mrd_ingest *g)
             }
             return; /* EAGAIN and transient errors (ECONNABORTED...) */
         }
-        char peer[64];
-        format_peer(&ss, peer, sizeof(peer));
+        char peer[64], addr[INET6_ADDRSTRLEN];
+        format_peer(&ss, peer, sizeof(peer), addr);
         if (g->nconns >= g->cfg.max_connections) {
             g->counters[MRD__CNT_OVER_LIMIT]++;
             mrd__ingest_log(g, -1, "rejected %s (before hello): %u connections already open", peer,
                             g->nconns);
+            close(fd);
+            continue;
+        }
+        /* before the global cap's eviction: one address cannot push out everybody else's
+         * connections that are still in their handshake */
+        uint32_t from = prehello_from(g, addr);
+        if (from >= g->cfg.max_prehello_per_addr) {
+            g->counters[MRD__CNT_OVER_ADDR_LIMIT]++;
+            mrd__ingest_log(g, -1,
+                            "rejected %s (before hello): %u connections from %s without a "
+                            "valid Hello yet, the per-address limit "
+                            "(--max-unauthenticated-per-address)",
+                            peer, from, addr);
             close(fd);
             continue;
         }
@@ -230,7 +269,7 @@ static void on_accept(struct mrd_ingest *g)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         set_keepalive(fd);
         struct mrd__conn *c;
-        if (mrd__conn_open(g, fd, slot, token, peer, &c) < 0) {
+        if (mrd__conn_open(g, fd, slot, token, peer, addr, &c) < 0) {
             close(fd);
             continue;
         }
@@ -339,6 +378,9 @@ static void tick(struct mrd_ingest *g)
         if (c->state == MRD__CONN_HELLO)
             mrd__conn_reject(g, c, MRD__CNT_REJ_TIMEOUT, MRD_ERR_AUTH, "no Hello within %u ms",
                              g->cfg.hello_timeout_ms);
+        else if (c->state == MRD__CONN_AUTH)
+            mrd__conn_reject(g, c, MRD__CNT_REJ_TIMEOUT, MRD_ERR_AUTH,
+                             "no Proof within %u ms of connecting", g->cfg.hello_timeout_ms);
         else if (c->state == MRD__CONN_CLOSING)
             mrd__conn_close(g, c);
     }
@@ -544,6 +586,8 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
         g->cfg.max_prehello = 128;
     if (g->cfg.max_prehello > g->cfg.max_connections)
         g->cfg.max_prehello = g->cfg.max_connections;
+    if (!g->cfg.max_prehello_per_addr)
+        g->cfg.max_prehello_per_addr = 64;
     if (!g->cfg.queue_cap)
         g->cfg.queue_cap = 256u << 20;
     if (!g->cfg.conn_queue_cap) {

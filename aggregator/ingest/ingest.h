@@ -1,7 +1,9 @@
 /* meridian ingest: the aggregator's event loop (epoll, one thread) serving every agent.
  *
- * Where it sits: agents connect over TCP; this loop authenticates them (Hello with the
- * run secret), answers clock probes at once, decodes Batch frames (mrd_frame_decode +
+ * Where it sits: agents connect over TCP; this loop authenticates them (protocol version
+ * 2: Hello, a Challenge with a nonce fresh for the connection, the agent's Proof, an HMAC
+ * of the run secret over it, compared in constant time: proto/auth.h; the secret never
+ * travels), answers clock probes at once, decodes Batch frames (mrd_frame_decode +
  * mrd_batch_check) and submits them to the store's writer thread; when the writer
  * reports a commit it sends the Acks (one per Batch, and Ack{goodbye} per Goodbye).
  * Connection code never parses protobuf itself: it only uses proto/frame.h and
@@ -18,13 +20,22 @@
  *   - write buffer per connection: wbuf_cap; above half of it the connection is not read
  *     (its acks are not being read), at the cap it is closed;
  *   - connections: max_connections; more are accepted and closed at once;
- *   - connections that have not yet sent a valid Hello (unauthenticated): max_prehello.
+ *   - connections that have not yet proven a valid Hello (unauthenticated: before the
+ *     Proof matched), each holding at most its Hello's bytes (64 KiB) besides its buffers:
+ *     max_prehello, and max_prehello_per_addr of them from one source address (more from
+ *     it are closed at once, a rate-limited log line, counter
+ *     connections_over_address_limit), so that one address cannot push the handshakes of
+ *     the others out.
  *     At the cap a new connection first makes the loop read the oldest such connection
  *     (its Hello may be waiting in the kernel); if that one still has no Hello it is
  *     closed without a word (a rate-limited log line, counter
  *     connections_prehello_evicted). Peers without the secret can so hold at most
  *     max_prehello slots, each only until newer connections push it out, and never
  *     starve the agents of the other slots;
+ *   - authenticated connections (all hold the one run secret): max_per_secret (default 2 x
+ *     the largest world size announced + 8); beyond it a proven Hello is refused (code
+ *     MRD_ERR_CONN_LIMIT, a log line, counter rejected_secret_limit), so a holder of the
+ *     secret cannot take every slot and lock the ranks out;
  *   - kernel receive buffer per connection: sock_rcvbuf, so that a connection the loop
  *     does not read holds little kernel memory and its sender feels the pushback early.
  *
@@ -34,9 +45,15 @@
  *
  * One agent process per rank: a data Hello for a rank whose data connection from another
  * agent process (Hello.agent_instance) is still live is refused (HelloReply accepted =
- * false, one log line naming both processes, counter rejected_rank_held); the agent
+ * false, code MRD_ERR_RANK_HELD, one log line naming both processes, counter
+ * rejected_rank_held), even though its Proof holds; the agent
  * retries and gets the rank once the holder closed. TCP keepalive (about a minute) ends
  * the connection of a host that vanished, so a dead holder does not keep its rank.
+ *
+ * Refusals: every refused or cut connection is one log line with the peer and the reason,
+ * at most 10 a second, then one "N more refusals suppressed" line a second; among them a
+ * Batch after the Goodbye on the same connection (not stored, not acknowledged) and a
+ * connection that ends inside a frame.
  *
  * Threads: everything runs on the thread calling mrd_ingest_run, except mrd_ingest_stop
  * (any thread, async-signal-safe).
@@ -60,6 +77,12 @@ struct mrd_ingest_config {
     uint32_t max_connections;  /* default 1024 */
     uint32_t max_prehello;     /* connections without a valid Hello yet (default 128, at
                                   most max_connections) */
+    uint32_t max_prehello_per_addr; /* of those, from one source address (default 64: 16
+                                  ranks of a node behind one address open 32) */
+    uint32_t max_per_secret;        /* authenticated connections (data and clock) at once; all
+                                       hold the one run secret. 0: 2 x the largest world size an
+                                       authenticated Hello announced + 8 (no world size yet: only
+                                       max_connections) */
     size_t queue_cap;          /* default 256 MiB */
     size_t conn_queue_cap;     /* default 4 * max_frame, at least 16 MiB */
     size_t rbuf_budget;        /* default 256 MiB */

@@ -8,15 +8,19 @@
 
 #include <sys/types.h>
 
+#include "auth.h"
 #include "control.h"
 #include "frame.h"
 #include "ingest.h"
 
 #define MRD__RBUF_SMALL        (64u * 1024u) /* initial read buffer; also the pre-Hello frame cap */
 #define MRD__CLOSING_LINGER_MS 1000          /* how long a rejected peer gets to read our reason */
+#define MRD__REFUSALS_LOGGED_PER_S 10u           /* refusal lines a second (mrd__ingest_log -1) */
 
 enum mrd__conn_state {
-    MRD__CONN_HELLO,   /* waiting for a valid Hello */
+    MRD__CONN_HELLO,   /* waiting for a Hello */
+    MRD__CONN_AUTH,    /* Hello kept, Challenge sent: waiting for the Proof (HELLO and AUTH
+                          are the unauthenticated states: nprehello, the per-address cap) */
     MRD__CONN_DATA,    /* ROLE_DATA: batches, goodbye, probes */
     MRD__CONN_CLOCK,   /* ROLE_CLOCK: probes only */
     MRD__CONN_CLOSING, /* rejected: reason sent, write side shut, draining until EOF */
@@ -35,6 +39,10 @@ enum {
     MRD__CNT_REJ_PROTOCOL,
     MRD__CNT_REJ_TIMEOUT,
     MRD__CNT_REJ_RANK_HELD,
+    MRD__CNT_OVER_ADDR_LIMIT,
+    MRD__CNT_REJ_SECRET_LIMIT,
+    MRD__CNT_REJ_AFTER_GOODBYE,
+    MRD__CNT_TRUNCATED,
     MRD__CNT_STORAGE_ERRORS,
     MRD__CNT_PROBES,
     MRD__CNT__COUNT
@@ -46,10 +54,18 @@ struct mrd__conn {
     uint64_t token; /* generation << 32 | slot: names it in store items */
     enum mrd__conn_state state;
     char peer[64]; /* "addr:port" */
+    char addr[48]; /* the address alone: the per-address cap counts by it */
+    uint8_t version; /* the protocol version we answer in: ours, or an older peer's (its
+                        first frame's), so that it can read why it was refused */
     int has_rank;
     uint32_t rank;
     uint64_t instance; /* Hello.agent_instance (DATA): the agent process it speaks for */
     uint32_t pid;      /* Hello.pid, for the log line of a refused second process */
+    uint8_t nonce[MRD_AUTH_NONCE_BYTES]; /* AUTH: the Challenge's, this connection's only */
+    struct mrd_frame_header hello_h;     /* AUTH: the Hello frame's header ... */
+    uint8_t *hello;                      /* ... and its payload (at most the pre-Hello cap,
+                                            64 KiB), decoded again once the Proof holds */
+    int goodbye;                         /* DATA: a Goodbye came; a Batch after it is refused */
     uint8_t *rbuf;
     size_t rcap, rpos, rlen; /* unprocessed bytes are rbuf[rpos..rlen) */
     size_t rbig;             /* bytes of rcap drawn from the global budget */
@@ -83,7 +99,10 @@ struct mrd_ingest {
     struct mrd__conn **conns; /* max_connections slots */
     uint32_t *gens;
     uint32_t nconns;
-    uint32_t nprehello; /* connections in MRD__CONN_HELLO (mrd__conn_set_state keeps it) */
+    uint32_t nprehello; /* connections in HELLO or AUTH (mrd__conn_set_state keeps it) */
+    uint32_t nauth;     /* connections in DATA or CLOCK: all hold the run secret (the
+                           per-secret cap counts them; mrd__conn_set_state keeps it) */
+    uint32_t world_max; /* largest world size an authenticated Hello announced */
     size_t queued; /* cost submitted to the store, not yet completed */
     int global_paused;
     size_t rbig_used;
@@ -108,9 +127,10 @@ struct mrd_ingest {
 int64_t mrd__ingest_mono_ms(void);
 
 /* Writes one line "meridiand: <fmt...>" (at most 1 KiB, longer is cut) to cfg.log, else
- * stderr. level -1: a rejected or closed connection: always shown, but at most 20 lines a
- * second, the rest counted and reported as "N more rejections not logged" once the second
- * is over; 0: an error, always shown; 1: per-connection detail, only with cfg.verbose >= 1.
+ * stderr. level -1: a refused or cut connection: always shown, but at most
+ * MRD__REFUSALS_LOGGED_PER_S lines a second, the rest counted and reported as one line
+ * "N more refusals suppressed" once the second is over; 0: an error, always shown; 1:
+ * per-connection detail, only with cfg.verbose >= 1.
  * Never logs the secret (callers never pass it). Loop thread (the rate limit is not
  * locked). */
 void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
@@ -145,14 +165,15 @@ void mrd__control_close(struct mrd_ingest *g);
 /* conn.c (all loop thread) */
 
 /* Registers accepted socket fd (non-blocking) as connection `slot` in state HELLO with
- * its hello deadline, reading. Returns 0 and *out (owned by g->conns[slot]); -ENOMEM or
- * the negative errno of epoll_ctl (fd is then still the caller's to close). */
+ * its hello deadline, reading; peer is "addr:port", addr the address alone. Returns 0 and
+ * *out (owned by g->conns[slot]); -ENOMEM or the negative errno of epoll_ctl (fd is then
+ * still the caller's to close). */
 int mrd__conn_open(struct mrd_ingest *g, int fd, uint32_t slot, uint64_t token, const char *peer,
-                   struct mrd__conn **out);
+                   const char *addr, struct mrd__conn **out);
 /* Closes the socket, returns c's read budget, frees c and its slot. Items of c still in
  * the store complete later and find no connection (their cost is released then). */
 void mrd__conn_close(struct mrd_ingest *g, struct mrd__conn *c);
-/* Moves c to state st, keeping g->nprehello (connections still in MRD__CONN_HELLO). */
+/* Moves c to state st, keeping g->nprehello (HELLO, AUTH) and g->nauth (DATA, CLOCK). */
 void mrd__conn_set_state(struct mrd_ingest *g, struct mrd__conn *c, enum mrd__conn_state st);
 /* Sets c's epoll interest from its state: EPOLLIN unless paused, waiting for read budget
  * or at EOF; EPOLLOUT while replies are unsent. */
@@ -169,7 +190,8 @@ void mrd__conn_on_hangup(struct mrd_ingest *g, struct mrd__conn *c);
  * the connection was closed (c is freed). */
 int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c);
 /* Rejects: logs one line (who and why), counts, sends an Error frame (or, during the
- * hello, a HelloReply with accepted = false) and moves to CLOSING. */
+ * handshake, a HelloReply with accepted = false and `code`) in c->version, and moves to
+ * CLOSING. */
 void mrd__conn_reject(struct mrd_ingest *g, struct mrd__conn *c, int counter, uint32_t code,
                       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 /* Queues a message frame; returns 0, or -1 when the connection was closed. */

@@ -53,9 +53,12 @@ int mrd_capfile_next(struct mrd_capfile *f, uint32_t max_frame, int *type, Proto
         return 0;
     if (n != sizeof hdr)
         return ferror(f->fp) ? -EIO : -MRD_ERR_MALFORMED;
-    int rc = mrd_frame_header_parse(hdr, sizeof hdr, max_frame, &h);
+    /* a capture of an older version still reads (frame.h: MRD_PROTOCOL_VERSION_READ_MIN):
+     * its frames are decoded as ours, which they mean */
+    int rc = mrd_frame_header_parse_recorded(hdr, sizeof hdr, max_frame, &h);
     if (rc < 0)
         return rc == -EAGAIN ? -MRD_ERR_MALFORMED : rc;
+    h.version = MRD_PROTOCOL_VERSION;
     size_t total = sizeof hdr + (size_t)h.length;
     if (total > f->cap) {
         uint8_t *p = realloc(f->buf, total);
@@ -101,7 +104,9 @@ fail:
     return rc;
 }
 
-/* Re-encodes a Hello frame without its secret into a new buffer (*out, caller frees). */
+/* Re-encodes a Hello frame with only the fields this version knows into a new buffer
+ * (*out, caller frees): a secret (field 3, reserved since version 2) or anything else a
+ * peer put there stays out of the file. */
 static int strip_secret(const struct mrd_frame_header *h, const uint8_t *payload, uint8_t **out,
                         size_t *out_len)
 {
@@ -109,12 +114,10 @@ static int strip_secret(const struct mrd_frame_header *h, const uint8_t *payload
     int rc = mrd_frame_decode(h, payload, MRD_FRAME_DEFAULT_MAX, &msg);
     if (rc < 0)
         return rc;
-    Meridian__V1__Hello *hello = (Meridian__V1__Hello *)msg;
-    ProtobufCBinaryData saved = hello->secret;
-    hello->secret.data = NULL;
-    hello->secret.len = 0;
+    size_t n_unknown = msg->n_unknown_fields;
+    msg->n_unknown_fields = 0; /* protobuf-c packs unknown fields back unless told not to */
     rc = mrd_frame_encode(MRD_FRAME_HELLO, msg, 0, MRD_FRAME_DEFAULT_MAX, out, out_len);
-    hello->secret = saved;
+    msg->n_unknown_fields = n_unknown; /* so that the free releases them */
     protobuf_c_message_free_unpacked(msg, NULL);
     return rc;
 }
@@ -126,6 +129,8 @@ int mrd_capfile_write(struct mrd_capfile *f, const uint8_t *frame, size_t len)
     int rc = mrd_frame_header_parse(frame, len, UINT32_MAX, &h);
     if (rc < 0 || len != MRD_FRAME_HEADER_BYTES + (size_t)h.length)
         return -MRD_ERR_MALFORMED;
+    if (h.type == MRD_FRAME_PROOF || h.type == MRD_FRAME_CHALLENGE)
+        return 0; /* they belong to one connection's handshake: nothing to replay */
     if (h.type == MRD_FRAME_HELLO) {
         rc = strip_secret(&h, frame + MRD_FRAME_HEADER_BYTES, &copy, &len);
         if (rc < 0)

@@ -3,8 +3,11 @@
  * Format: the 8 bytes "MRDCAP1\n", then complete frames (proto/frame.h: 8-byte header +
  * payload) back to back: a Hello, Batches (resends included, in the order written),
  * a Goodbye. The agent writes one when MERIDIAN_RECORD_FILE is set; `meridian replay
- * --record` writes one of what it sends. A writer never stores the run secret: a Hello is
- * re-encoded with an empty secret before it is written.
+ * --record` writes one of what it sends. Frames are of the protocol version that wrote
+ * them; the reader takes every version from MRD_PROTOCOL_VERSION_READ_MIN on (frame.h: a
+ * version 1 capture replays unchanged). A writer never stores the run secret: a Hello is
+ * re-encoded with only the fields it knows (a version 1 Hello's secret field is dropped),
+ * and a Challenge or Proof is not written (they belong to one connection).
  *
  * Where it sits: launcher/replay reads captures to re-send them through the real protocol
  * (rewriting run id and rank). Files are read sequentially with one frame in memory at a
@@ -37,7 +40,8 @@ int mrd_capfile_next(struct mrd_capfile *f, uint32_t max_frame, int *type, Proto
 /* Creates (truncates) a capture for writing and writes the magic. 0 and *out, or -errno. */
 int mrd_capfile_create(const char *path, struct mrd_capfile **out);
 
-/* Appends one complete frame (a Hello is written without its secret). 0 or -errno;
+/* Appends one complete frame (a Hello without a secret; a Challenge or Proof not at all).
+ * 0 or -errno;
  * -MRD_ERR_MALFORMED when frame is not one complete frame. */
 int mrd_capfile_write(struct mrd_capfile *f, const uint8_t *frame, size_t len);
 

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "error.h"
 #include "frame.h"
 
@@ -57,6 +58,7 @@ struct mrd_client {
     void (*on_ack)(void *ctx, uint64_t seq, int dup);
     void *ack_ctx;
     int peer_acks_goodbye; /* the last HelloReply had goodbye_acks set */
+    int refusal_logged;    /* a retried refusal (rank held, a cap) was printed once */
 };
 
 static int64_t now_ms(void)
@@ -95,12 +97,13 @@ static void close_fd(struct mrd_client *c)
         ent(c, i)->off = 0;
 }
 
-/* Writes all of buf within IO_TIMEOUT_MS (blocking helper for control frames). */
-static int write_all(struct mrd_client *c, const uint8_t *buf, size_t len)
+/* Writes all of buf within IO_TIMEOUT_MS (blocking helper for control frames), shown to
+ * the tap unless tap is 0 (the Proof: it belongs to its connection's challenge only). */
+static int write_some_frame(struct mrd_client *c, const uint8_t *buf, size_t len, int tap)
 {
     int64_t deadline = now_ms() + IO_TIMEOUT_MS;
     size_t off = 0;
-    if (c->cfg.tap)
+    if (c->cfg.tap && tap)
         c->cfg.tap(c->cfg.tap_ctx, buf, len);
     while (off < len) {
         ssize_t n = send(c->fd, buf + off, len - off, MSG_NOSIGNAL);
@@ -173,6 +176,11 @@ static void pop_front(struct mrd_client *c, int dup)
         c->nsent--;
 }
 
+static int write_all(struct mrd_client *c, const uint8_t *buf, size_t len)
+{
+    return write_some_frame(c, buf, len, 1);
+}
+
 static int open_socket(struct mrd_client *c)
 {
     struct addrinfo hints = {0}, *res = NULL;
@@ -219,8 +227,50 @@ fail:
     return rc;
 }
 
-/* One attempt: socket, Hello, HelloReply. 0, -MRD_ERR_AUTH or -MRD_ERR_TOO_LARGE (final) or a
- * retryable error. */
+/* The Challenge's answer: the Proof (proto/auth.h) of the Hello's claim, written at once
+ * and never to the tap. 0 or a negative code. */
+static int send_proof(struct mrd_client *c, const Meridian__V1__Challenge *ch)
+{
+    struct mrd_auth_claim claim = {.run_id = c->cfg.run_id,
+                                   .role = MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA,
+                                   .rank = c->cfg.rank,
+                                   .agent_instance = c->cfg.agent_instance};
+    uint8_t mac[MRD_AUTH_MAC_BYTES], *buf = NULL;
+    size_t len = 0;
+    if (ch->nonce.len != MRD_AUTH_NONCE_BYTES)
+        return -MRD_ERR_MALFORMED;
+    int rc = mrd_auth_proof(c->cfg.secret, c->cfg.secret_len, ch->nonce.data, ch->nonce.len, &claim,
+                            mac);
+    if (rc < 0)
+        return rc;
+    Meridian__V1__Proof p = MERIDIAN__V1__PROOF__INIT;
+    p.mac.data = mac;
+    p.mac.len = sizeof mac;
+    rc = mrd_frame_encode(MRD_FRAME_PROOF, &p.base, 0, MRD_FRAME_DEFAULT_MAX, &buf, &len);
+    if (rc == 0)
+        rc = write_some_frame(c, buf, len, 0);
+    free(buf);
+    return rc;
+}
+
+/* A refused handshake (HelloReply.accepted false, or an Error): what it means for us.
+ * A rank held by another live process, or a connection cap, may clear (the holder is
+ * going away): retried like a lost connection, printed once; anything else is final. */
+static int refused(struct mrd_client *c, uint32_t code, const char *what, const char *why)
+{
+    int rc = code == MRD_ERR_RANK_HELD || code == MRD_ERR_CONN_LIMIT || code == MRD_ERR_VERSION
+                 ? -(int)code
+                 : -MRD_ERR_AUTH;
+    int retried = rc == -MRD_ERR_RANK_HELD || rc == -MRD_ERR_CONN_LIMIT;
+    if (!retried || !c->refusal_logged++)
+        fprintf(stderr, "meridian-replay: rank %u: %s: %s%s\n", c->cfg.rank, what,
+                why ? why : "(no reason)", retried ? " (retrying)" : "");
+    return rc;
+}
+
+/* One attempt: socket, Hello, Challenge, Proof, HelloReply. 0; -MRD_ERR_AUTH,
+ * -MRD_ERR_VERSION or -MRD_ERR_TOO_LARGE (final); -MRD_ERR_RANK_HELD or -MRD_ERR_CONN_LIMIT
+ * (refused for now); or another retryable error. */
 static int try_connect(struct mrd_client *c)
 {
     Meridian__V1__Hello hello = MERIDIAN__V1__HELLO__INIT;
@@ -229,6 +279,7 @@ static int try_connect(struct mrd_client *c)
     ProtobufCMessage *msg = NULL;
     struct mrd_frame_header h;
     char host[256] = "localhost";
+    int proved = 0;
     int rc = open_socket(c);
     if (rc < 0)
         goto fail;
@@ -238,8 +289,6 @@ static int try_connect(struct mrd_client *c)
         gethostname(host, sizeof host - 1);
     hello.protocol_version = MRD_PROTOCOL_VERSION;
     hello.run_id = (char *)c->cfg.run_id;
-    hello.secret.data = (uint8_t *)c->cfg.secret;
-    hello.secret.len = c->cfg.secret_len;
     hello.rank = c->cfg.rank;
     hello.local_rank = c->cfg.local_rank;
     hello.world_size = c->cfg.world_size;
@@ -257,18 +306,26 @@ static int try_connect(struct mrd_client *c)
     rc = write_all(c, buf, len);
     if (rc < 0)
         goto fail;
-    rc = read_frame(c, IO_TIMEOUT_MS, &h, &flen);
-    if (rc < 0)
-        goto fail;
-    rc = mrd_frame_decode(&h, c->rbuf + MRD_FRAME_HEADER_BYTES, RBUF_CAP, &msg);
-    if (rc < 0)
-        goto fail;
-    consume(c, flen);
+    for (;;) { /* the Challenge (answered once), then the HelloReply */
+        rc = read_frame(c, IO_TIMEOUT_MS, &h, &flen);
+        if (rc < 0)
+            goto fail;
+        rc = mrd_frame_decode(&h, c->rbuf + MRD_FRAME_HEADER_BYTES, RBUF_CAP, &msg);
+        if (rc < 0)
+            goto fail;
+        consume(c, flen);
+        if (h.type != MRD_FRAME_CHALLENGE || proved)
+            break;
+        proved = 1;
+        rc = send_proof(c, (Meridian__V1__Challenge *)msg);
+        protobuf_c_message_free_unpacked(msg, NULL);
+        msg = NULL;
+        if (rc < 0)
+            goto fail;
+    }
     if (h.type == MRD_FRAME_ERROR) {
         Meridian__V1__Error *e = (Meridian__V1__Error *)msg;
-        fprintf(stderr, "meridian-replay: rank %u: hello refused: %s\n", c->cfg.rank,
-                e->message ? e->message : "(no message)");
-        rc = -MRD_ERR_AUTH;
+        rc = refused(c, e->code, "hello refused", e->message);
         goto fail;
     }
     if (h.type != MRD_FRAME_HELLO_REPLY) {
@@ -277,11 +334,14 @@ static int try_connect(struct mrd_client *c)
     }
     Meridian__V1__HelloReply *r = (Meridian__V1__HelloReply *)msg;
     if (!r->accepted) {
-        fprintf(stderr, "meridian-replay: rank %u: hello rejected: %s\n", c->cfg.rank,
-                r->reason ? r->reason : "(no reason)");
-        rc = -MRD_ERR_AUTH;
+        rc = refused(c, r->code, "hello rejected", r->reason);
         goto fail;
     }
+    if (!proved) { /* accepted without our Proof: not an aggregator of this version */
+        rc = -MRD_ERR_MALFORMED;
+        goto fail;
+    }
+    c->refusal_logged = 0;
     c->st.last_committed_seq = r->committed_seq;
     c->peer_acks_goodbye = r->goodbye_acks;
     c->st.peer_max_frame = r->max_frame_bytes ? r->max_frame_bytes : MRD_FRAME_DEFAULT_MAX;
@@ -323,14 +383,17 @@ int mrd_client_connect(struct mrd_client *c)
     close_fd(c);
     for (;;) {
         rc = try_connect(c);
-        if (rc == 0 || rc == -MRD_ERR_AUTH || rc == -MRD_ERR_TOO_LARGE)
+        if (rc == 0 || rc == -MRD_ERR_AUTH || rc == -MRD_ERR_VERSION || rc == -MRD_ERR_TOO_LARGE)
             return rc;
-        if (attempts++ == 0)
+        int refusal = rc == -MRD_ERR_RANK_HELD || rc == -MRD_ERR_CONN_LIMIT;
+        if (attempts++ == 0 && !refusal) /* a refusal was printed with its reason */
             logf_(c, "connect", rc);
         if (now_ms() >= deadline) {
             logf_(c, "giving up", rc);
-            return -ETIMEDOUT;
+            return refusal ? rc : -ETIMEDOUT; /* still refused: say why, not "timed out" */
         }
+        if (refusal) /* the holder is not going away within milliseconds: the slowest pace */
+            backoff = BACKOFF_MAX_MS;
         c->jitter = c->jitter * 6364136223846793005ull + 1442695040888963407ull;
         sleep_ms(backoff + (int)((c->jitter >> 33) % (uint64_t)(backoff / 2 + 1)));
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
@@ -575,7 +638,7 @@ int mrd_client_goodbye(struct mrd_client *c, Meridian__V1__Goodbye *bye, int tim
     for (;;) {
         if (c->fd < 0) {
             rc = try_connect(c);
-            if (rc == -MRD_ERR_AUTH)
+            if (rc == -MRD_ERR_AUTH || rc == -MRD_ERR_VERSION)
                 return rc;
         } else {
             rc = 0;

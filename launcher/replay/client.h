@@ -9,8 +9,11 @@
  * reconnect reports them committed (committed_seq). On any socket error or EOF the
  * connection is closed, re-opened with exponential backoff (20 ms doubling to 1 s, with
  * jitter) and every queued frame is sent again in order, until retry_ms passes without a
- * successful Hello; then the client gives up (-ETIMEDOUT). A rejected Hello
- * (accepted=false) is final (-MRD_ERR_AUTH).
+ * successful Hello; then the client gives up (-ETIMEDOUT). The handshake is protocol
+ * version 2's: Hello (no secret), the aggregator's Challenge, our Proof (proto/auth.h),
+ * HelloReply. A refused Hello is final (-MRD_ERR_AUTH, -MRD_ERR_VERSION), except a rank
+ * held by another live agent process or a connection cap: retried until retry_ms, then
+ * reported as that (-MRD_ERR_RANK_HELD, -MRD_ERR_CONN_LIMIT), never as a wrong secret.
  *
  * Caps: at most `window` frames queued (mrd_client_submit returns -EAGAIN when full: the
  * caller waits with mrd_client_pump; a load generator may wait, unlike an agent); the
@@ -74,8 +77,10 @@ int mrd_client_new(const struct mrd_client_config *cfg, struct mrd_client **out)
 /* Closes the socket, frees queued frames. Accepts NULL. */
 void mrd_client_free(struct mrd_client *c);
 
-/* Connects and says Hello, retrying with backoff for up to retry_ms.
- * Returns 0; -MRD_ERR_AUTH when the aggregator rejected the Hello; -MRD_ERR_TOO_LARGE when
+/* Connects and does the handshake, retrying with backoff for up to retry_ms.
+ * Returns 0; -MRD_ERR_AUTH (wrong secret, wrong run) or -MRD_ERR_VERSION when the aggregator
+ * refused the Hello; -MRD_ERR_RANK_HELD / -MRD_ERR_CONN_LIMIT when it still refused at
+ * retry_ms for those reasons; -MRD_ERR_TOO_LARGE when
  * it announced a frame limit below a queued frame's payload (it would refuse that frame on
  * every connection; final, rather than resending it until retry_ms); -ETIMEDOUT. */
 int mrd_client_connect(struct mrd_client *c);

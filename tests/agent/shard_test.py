@@ -26,6 +26,7 @@ import tempfile
 import time
 
 SECRET = "shard-test-secret"
+PROTOCOL_VERSION = 2  # MRD_PROTOCOL_VERSION (proto/frame.h): the agent records in its own
 RUN_ID = "shard-test"
 EVENTS = 3000
 
@@ -96,7 +97,8 @@ def hello_shard(path):
         data = f.read()
     check(data[:8] == b"MRDCAP1\n", "%s: bad magic" % path)
     ver, typ, flags, length = struct.unpack_from("<BBHI", data, 8)
-    check(ver == 1 and typ == 1 and flags == 0, "%s: first frame is not a plain Hello" % path)
+    check(ver == PROTOCOL_VERSION and typ == 1 and flags == 0,
+          "%s: first frame is not a plain Hello of version %d" % (path, PROTOCOL_VERSION))
     msg, o, shard = data[16:16 + length], 0, 0
     while o < len(msg):
         key, o = varint(msg, o)

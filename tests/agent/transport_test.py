@@ -62,6 +62,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import itest  # noqa: E402  (FrameRelay: the relay tests/integration uses too)
 
 SECRET = "agent-test-secret"
+PROTOCOL_VERSION = 2  # MRD_PROTOCOL_VERSION (proto/frame.h): the agent records in its own
 RUN_ID = "agent-test"
 
 
@@ -368,7 +369,8 @@ def read_capture(path, with_flags=False):
     while off < len(data):
         check(len(data) - off >= 8, "truncated frame header at %d" % off)
         ver, typ, flags, length = struct.unpack_from("<BBHI", data, off)
-        check(ver == 1, "version %d at %d" % (ver, off))
+        check(ver == PROTOCOL_VERSION, "version %d at %d" % (ver, off))
+        check(typ not in (9, 10), "a Challenge or Proof (type %d) recorded at %d" % (typ, off))
         payload = data[off + 8:off + 8 + length]
         frames.append((typ, payload, flags) if with_flags else (typ, payload))
         off += 8 + length

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "batch.h"
 #include "check.h"
 #include "check_sql.h"
@@ -129,9 +130,20 @@ static inline int recv_all(int fd, void *p, size_t n)
     return 0;
 }
 
+/* One frame read ahead by send_hello_of and not yet taken (a refusal instead of a
+ * Challenge): recv_msg returns it first. */
+static int g_pushed_fd = -1, g_pushed_type;
+static ProtobufCMessage *g_pushed;
+
 /* Next frame: its type and decoded message (caller frees), or 0 at EOF. */
 static inline int recv_msg(int fd, ProtobufCMessage **m)
 {
+    if (g_pushed && g_pushed_fd == fd) {
+        *m = g_pushed;
+        g_pushed = NULL;
+        g_pushed_fd = -1;
+        return g_pushed_type;
+    }
     uint8_t hb[MRD_FRAME_HEADER_BYTES];
     if (recv_all(fd, hb, sizeof(hb)) < 0)
         return 0;
@@ -156,22 +168,90 @@ static inline void expect_eof(int fd)
     close(fd);
 }
 
-/* A Hello of agent process `instance` (Hello.agent_instance). */
-static inline void send_hello_of(int fd, const char *secret, uint32_t version, const char *run,
-                                 int role, uint32_t rank, uint64_t instance)
+/* The world size test Hellos announce (the per-secret connection cap follows it). */
+static uint32_t g_world_size = 2;
+
+/* A Hello (no secret: protocol version 2) of agent process `instance`. */
+static inline void send_bare_hello(int fd, uint32_t version, const char *run, int role,
+                                   uint32_t rank, uint64_t instance)
 {
     Meridian__V1__Hello h = MERIDIAN__V1__HELLO__INIT;
     h.agent_instance = instance;
     h.protocol_version = version;
     h.run_id = (char *)run;
-    h.secret.data = (uint8_t *)secret;
-    h.secret.len = strlen(secret);
     h.rank = rank;
-    h.world_size = 2;
+    h.world_size = g_world_size;
     h.host = "testhost";
     h.pid = (uint32_t)getpid();
     h.role = role;
     send_msg(fd, MRD_FRAME_HELLO, &h.base);
+}
+
+/* Expects a Challenge; copies its nonce (MRD_AUTH_NONCE_BYTES) to nonce. */
+static inline void expect_challenge(int fd, uint8_t nonce[MRD_AUTH_NONCE_BYTES])
+{
+    ProtobufCMessage *m = NULL;
+    CHECK_EQ(recv_msg(fd, &m), MRD_FRAME_CHALLENGE);
+    const Meridian__V1__Challenge *ch = (const Meridian__V1__Challenge *)m;
+    CHECK_UEQ(ch->nonce.len, MRD_AUTH_NONCE_BYTES);
+    memcpy(nonce, ch->nonce.data, MRD_AUTH_NONCE_BYTES);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* The Proof of `secret` over nonce for the claim (an empty secret sends an empty Proof). */
+static inline void send_proof(int fd, const char *secret, const uint8_t *nonce, const char *run,
+                              int role, uint32_t rank, uint64_t instance)
+{
+    struct mrd_auth_claim claim = {
+        .run_id = run, .role = (uint32_t)role, .rank = rank, .agent_instance = instance};
+    uint8_t mac[MRD_AUTH_MAC_BYTES];
+    Meridian__V1__Proof p = MERIDIAN__V1__PROOF__INIT;
+    if (secret[0]) {
+        CHECK_OK(mrd_auth_proof((const uint8_t *)secret, strlen(secret), nonce,
+                                MRD_AUTH_NONCE_BYTES, &claim, mac));
+        p.mac.data = mac;
+        p.mac.len = sizeof(mac);
+    }
+    send_msg(fd, MRD_FRAME_PROOF, &p.base);
+}
+
+/* What an agent does: a Hello of agent process `instance`, then, when meridiand answers
+ * with a Challenge, the Proof of `secret` over it. Anything else meridiand answered (a
+ * refusal of the Hello itself) is left for the next recv_msg. */
+static inline void send_hello_of(int fd, const char *secret, uint32_t version, const char *run,
+                                 int role, uint32_t rank, uint64_t instance)
+{
+    send_bare_hello(fd, version, run, role, rank, instance);
+    ProtobufCMessage *m = NULL;
+    int type = recv_msg(fd, &m);
+    if (type != MRD_FRAME_CHALLENGE) {
+        g_pushed = m;
+        g_pushed_type = type;
+        g_pushed_fd = fd;
+        return;
+    }
+    const Meridian__V1__Challenge *ch = (const Meridian__V1__Challenge *)m;
+    CHECK_UEQ(ch->nonce.len, MRD_AUTH_NONCE_BYTES);
+    send_proof(fd, secret, ch->nonce.data, run, role, rank, instance);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* Reads one frame of any version: its header into *h and its payload (caller frees), or
+ * NULL at EOF. */
+static inline uint8_t *recv_raw(int fd, struct mrd_frame_header *h)
+{
+    uint8_t hb[MRD_FRAME_HEADER_BYTES];
+    if (recv_all(fd, hb, sizeof(hb)) < 0)
+        return NULL;
+    h->version = hb[0];
+    h->type = hb[1];
+    h->flags = (uint16_t)(hb[2] | hb[3] << 8);
+    h->length =
+        (uint32_t)hb[4] | (uint32_t)hb[5] << 8 | (uint32_t)hb[6] << 16 | (uint32_t)hb[7] << 24;
+    CHECK(h->length < (1u << 20));
+    uint8_t *p = malloc(h->length + 1);
+    CHECK_OK(recv_all(fd, p, h->length));
+    return p;
 }
 
 static inline void send_hello(int fd, const char *secret, uint32_t version, const char *run,

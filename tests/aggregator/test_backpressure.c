@@ -73,7 +73,7 @@ static long rss_kb(pid_t pid)
 static int connect_hello(uint64_t *committed)
 {
     int fd = cl_connect();
-    send_hello(fd, SECRET, 1, RUN, 0, 5);
+    send_hello(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 5);
     CHECK_EQ(expect_hello_reply(fd, committed, NULL), 1);
     return fd;
 }

@@ -79,7 +79,7 @@ static void bad_raw(int hello_first, const void *bytes, size_t n, uint32_t code)
 {
     int fd = cl_connect();
     if (hello_first) {
-        send_hello(fd, SECRET, 1, RUN, 0, 1);
+        send_hello(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 1);
         CHECK_EQ(expect_hello_reply(fd, NULL, NULL), 1);
     }
     send_all(fd, bytes, n);
@@ -107,7 +107,7 @@ static void goodbye_after_commit(void)
 {
     start_daemon("20", 1);
     int fd = cl_connect();
-    send_hello(fd, SECRET, 1, RUN, 0, 2);
+    send_hello(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 2);
     ProtobufCMessage *m = NULL;
     CHECK_EQ(recv_msg(fd, &m), MRD_FRAME_HELLO_REPLY);
     CHECK_EQ(((Meridian__V1__HelloReply *)m)->accepted, 1);
@@ -152,20 +152,20 @@ int main(int argc, char **argv)
 
     start_daemon("20", 1);
     int good = cl_connect();
-    send_hello(good, SECRET, 1, RUN, 0, 0);
+    send_hello(good, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 0);
     uint64_t committed = 99;
     CHECK_EQ(expect_hello_reply(good, &committed, NULL), 1);
     CHECK_EQ(committed, 0);
     uint64_t seq = 1;
     good_batch(good, seq++);
 
-    bad_hello("wrong-secret-0123456", 1, RUN, "wrong run secret");
+    bad_hello("wrong-secret-0123456", MRD_PROTOCOL_VERSION, RUN, "wrong run secret");
     good_batch(good, seq++);
-    bad_hello("", 1, RUN, "missing run secret");
+    bad_hello("", MRD_PROTOCOL_VERSION, RUN, "missing run secret");
     good_batch(good, seq++);
-    bad_hello(SECRET, 2, RUN, "protocol version 2");
+    bad_hello(SECRET, MRD_PROTOCOL_VERSION + 1, RUN, "Hello of protocol version 3");
     good_batch(good, seq++);
-    bad_hello(SECRET, 1, "run-other", "is not this aggregator's run");
+    bad_hello(SECRET, MRD_PROTOCOL_VERSION, "run-other", "is not this aggregator's run");
     good_batch(good, seq++);
 
     /* no Hello: a (small, valid) batch first */
@@ -177,16 +177,18 @@ int main(int argc, char **argv)
     mrd_batch_builder_reset_unacked(g_b);
     good_batch(good, seq++);
 
-    /* a frame of another protocol version, before and after the Hello */
-    uint8_t v2[MRD_FRAME_HEADER_BYTES] = {2, MRD_FRAME_HELLO, 0, 0, 0, 0, 0, 0};
-    bad_raw(0, v2, sizeof(v2), 0);
-    v2[1] = MRD_FRAME_BATCH;
-    bad_raw(1, v2, sizeof(v2), MRD_ERR_VERSION);
+    /* a frame of a newer protocol version, before and after the Hello */
+    uint8_t v3[MRD_FRAME_HEADER_BYTES] = {
+        MRD_PROTOCOL_VERSION + 1, MRD_FRAME_HELLO, 0, 0, 0, 0, 0, 0};
+    bad_raw(0, v3, sizeof(v3), 0);
+    v3[1] = MRD_FRAME_BATCH;
+    bad_raw(1, v3, sizeof(v3), MRD_ERR_VERSION);
     good_batch(good, seq++);
 
     /* oversized: a header announcing max_frame + 1 bytes */
     uint8_t big[MRD_FRAME_HEADER_BYTES];
-    struct mrd_frame_header bh = {.version = 1, .type = MRD_FRAME_BATCH, .length = MAX_FRAME + 1};
+    struct mrd_frame_header bh = {
+        .version = MRD_PROTOCOL_VERSION, .type = MRD_FRAME_BATCH, .length = MAX_FRAME + 1};
     mrd_frame_header_write(big, &bh);
     bad_raw(1, big, sizeof(big), MRD_ERR_TOO_LARGE);
     good_batch(good, seq++);
@@ -201,6 +203,7 @@ int main(int argc, char **argv)
         junk[MRD_FRAME_HEADER_BYTES + i] = (uint8_t)(0xff - i);
     bad_raw(1, junk, sizeof(junk), MRD_ERR_MALFORMED);
     good_batch(good, seq++);
+    usleep(1100000); /* ten refusals so far: the log shows at most ten a second */
 
     /* no Hello at all, and half a header: closed after --hello-timeout-ms (300) */
     int silent = cl_connect(), partial = cl_connect();
@@ -223,7 +226,8 @@ int main(int argc, char **argv)
 
     /* a clock probe on a clock connection */
     int clk = cl_connect();
-    send_hello(clk, SECRET, 1, RUN, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK, 0);
+    send_hello(clk, SECRET, MRD_PROTOCOL_VERSION, RUN, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK,
+               0);
     CHECK_EQ(expect_hello_reply(clk, NULL, NULL), 1);
     Meridian__V1__ClockProbe pr = MERIDIAN__V1__CLOCK_PROBE__INIT;
     pr.probe_id = 77;
@@ -281,7 +285,7 @@ int main(int argc, char **argv)
      * own, so the ack can only come from the shutdown's commit */
     start_daemon("60000", 1);
     good = cl_connect();
-    send_hello(good, SECRET, 1, RUN, 0, 0);
+    send_hello(good, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 0);
     CHECK_EQ(expect_hello_reply(good, &committed, NULL), 1);
     make_batch(seq, 100);
     send_all(good, g_frames[seq], g_frame_len[seq]);
@@ -301,7 +305,7 @@ int main(int argc, char **argv)
     /* restart without --run-id: the same run; committed seq reported; a resend is a dup */
     start_daemon("20", 0);
     good = cl_connect();
-    send_hello(good, SECRET, 1, RUN, 0, 0);
+    send_hello(good, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 0);
     CHECK_EQ(expect_hello_reply(good, &committed, NULL), 1);
     CHECK_EQ(committed, seq - 1);
     good_batch(good, seq++);

@@ -56,7 +56,7 @@ static void *client_main(void *arg)
         CHECK_GT(n[s], 64 * 1024); /* larger than the small read buffer */
     }
     int fd = cl_connect();
-    send_hello(fd, SECRET, 1, RUN, 0, cl->rank);
+    send_hello(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, cl->rank);
     CHECK_EQ(expect_hello_reply(fd, NULL, NULL), 1);
     for (int s = 1; s <= NBATCH; s++)
         send_all(fd, f[s], n[s]); /* pipelined: the acks come back in order below */

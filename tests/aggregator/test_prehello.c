@@ -35,7 +35,7 @@ static int closed_within(int fd, int ms)
 static int agent(uint32_t rank)
 {
     int fd = cl_connect();
-    send_hello(fd, SECRET, 1, RUN, 0, rank);
+    send_hello(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, rank);
     CHECK_EQ(expect_hello_reply(fd, NULL, NULL), 1);
     return fd;
 }

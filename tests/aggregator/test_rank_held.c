@@ -6,7 +6,7 @@
  * and B's clock connection are accepted. Once A closed, B gets the rank; then A is the one
  * refused until B leaves. Each process's string id 1 keeps its own string, and A, back
  * after B, is told its own committed seq (100), not B's higher one (200), so it keeps its
- * queued batches. Usage: test_aggregator_rank_held PATH/TO/meridiand
+ * queued batches. Usage: test_aggregator_rank_held PATH/TO/meridiand PATH/TO/meridian
  */
 #define SECRET "rank-held-secret-42"
 #define RUN    "run-H"
@@ -53,7 +53,7 @@ static size_t send_named(int fd, struct mrd_batch_builder *b, uint64_t seq, cons
 static int data_hello(uint64_t instance, uint64_t *committed)
 {
     int fd = cl_connect();
-    send_hello_of(fd, SECRET, 1, RUN, 0, 3, instance);
+    send_hello_of(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 3, instance);
     if (expect_hello_reply(fd, committed, NULL))
         return fd;
     expect_eof(fd);
@@ -75,7 +75,7 @@ static int data_hello_after_close(uint64_t instance, uint64_t *committed)
 
 int main(int argc, char **argv)
 {
-    CHECK_EQ(argc, 2);
+    CHECK_EQ(argc, 3);
     setup_dirs(argv[1], "rank-held");
     const char *args[] = {"--run-id", RUN, "--commit-ms", "5", NULL};
     start_daemon_args(args);
@@ -89,7 +89,7 @@ int main(int argc, char **argv)
 
     /* B while A is live: refused, with the holder named */
     int fd = cl_connect();
-    send_hello_of(fd, SECRET, 1, RUN, 0, 3, 0xB);
+    send_hello_of(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, 0, 3, 0xB);
     CHECK_EQ(expect_hello_reply(fd, NULL,
                                 "held by another live agent process (instance "
                                 "000000000000000a"),
@@ -102,7 +102,8 @@ int main(int argc, char **argv)
     CHECK_EQ(committed, 100);
     close(a2);
     fd = cl_connect();
-    send_hello_of(fd, SECRET, 1, RUN, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK, 3, 0xB);
+    send_hello_of(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK,
+                  3, 0xB);
     CHECK_EQ(expect_hello_reply(fd, NULL, NULL), 1);
     close(fd);
 
@@ -130,6 +131,7 @@ int main(int argc, char **argv)
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_rank_held'"), 2);
     const char *log = slurp(g_log);
     CHECK(strstr(log, "(rank 3): rank 3 is held by another live agent process") != NULL);
+
     mrd_batch_builder_free(ba);
     mrd_batch_builder_free(bb);
     remove_dirs();

@@ -81,7 +81,8 @@ static int run(const char *const *argv, char **out, char **err)
 static int clock_conn(uint32_t rank)
 {
     int fd = cl_connect();
-    send_hello(fd, SECRET, 1, RUN, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK, rank);
+    send_hello(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK,
+               rank);
     CHECK_EQ(expect_hello_reply(fd, NULL, NULL), 1);
     return fd;
 }

@@ -4,6 +4,7 @@
  * and the goodbye's Ack). The fields added to v1 additively have seeds of their own, raw
  * and zstd: Ack.goodbye, HelloReply.goodbye_acks (in the hello_reply seeds), Goodbye.named
  * and the drop reasons UNENCODABLE and NVTX_CAP (in a Goodbye and in a Batch).
+ * Protocol version 2's handshake frames (Challenge, Proof) have theirs among "every type".
  * Deterministic (fixed PRNG seed).
  * Usage: make_seeds DIR   (then commit DIR; see tests/fuzz/COVERAGE.md) */
 #include <stdio.h>
@@ -163,8 +164,9 @@ static void append(uint8_t *stream, size_t *sn, size_t cap, enum mrd_frame_type 
 
 int main(int argc, char **argv)
 {
-    static const char *const tname[] = {"", "hello", "hello_reply", "clock_probe",
-                                        "clock_reply", "batch", "ack", "goodbye", "error"};
+    static const char *const tname[] = {
+        "",    "hello",   "hello_reply", "clock_probe", "clock_reply", "batch",
+        "ack", "goodbye", "error",       "challenge",   "proof"};
     uint8_t *f, *stream;
     size_t n, sn = 0;
     char name[64];

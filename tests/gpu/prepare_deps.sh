@@ -4,10 +4,12 @@
 #
 # Where it sits: step one of a GPU-host run. The host (Ubuntu 24.04, glibc 2.39, no package
 # registry) has gcc, cmake, ninja, nvcc, Open MPI and the SQLite runtime, but no protoc-c,
-# no libprotobuf-c, no sqlite3.h and maybe no zstd headers (shared/GPU-HOST.md). So:
+# no libprotobuf-c, no sqlite3.h, maybe no zstd headers (shared/GPU-HOST.md) and no
+# libsodium (the handshake's HMAC, proto/auth.h). So:
 #   .deps/debs/*.deb     Debian 12 packages fetched with `apt-get download` (the runtime
 #                        libraries too, so the -dev symlinks resolve: libprotobuf-c1,
-#                        libsqlite3-0, libzstd1), plus the sqlite3 shell for the checks
+#                        libsqlite3-0, libzstd1, libsodium23), plus the sqlite3 shell for
+#                        the checks
 #   .deps/pb/            meridian.pb-c.{c,h} generated here by protoc-c, and the copy of
 #                        meridian.proto they came from (configure refuses a stale folder)
 #                        (configure the host with -DMRD_PREGENERATED_PROTO=.deps/pb)
@@ -26,7 +28,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 deps="$root/.deps"
 cuda_root=${MRD_CUDA_ROOT:-/usr/local/cuda}
 pkgs=(libprotobuf-c1 libprotobuf-c-dev libsqlite3-0 libsqlite3-dev libzstd1 libzstd-dev
-      sqlite3 libreadline8)
+      libsodium23 libsodium-dev sqlite3 libreadline8)
 
 command -v protoc-c >/dev/null || { echo "prepare_deps: protoc-c missing (apt-get install protobuf-c-compiler)" >&2; exit 1; }
 rm -rf "$deps"

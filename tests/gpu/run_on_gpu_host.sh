@@ -117,7 +117,7 @@ host_facts() {
         cmake --version | head -1
         ninja --version
         mpirun --version | head -1
-        ldconfig -p | grep -E 'libnccl|libcupti|libsqlite3|libprotobuf-c|libzstd' || true
+        ldconfig -p | grep -E 'libnccl|libcupti|libsqlite3|libprotobuf-c|libzstd|libsodium' || true
         ls /usr/include/nccl.h /usr/local/cuda/include/nccl.h 2>&1
         command -v protoc-c sqlite3 || true
         "$PY" -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "gpus", torch.cuda.device_count(), "nccl", torch.cuda.nccl.version())'
@@ -160,7 +160,7 @@ stage_setup() {
         find "$BUILD" -type f \( -perm -u+x -o -name '*.so' \) ! -path '*/CMakeFiles/*' | sort
         echo "== carried libraries actually loaded (want .deps/root for protobuf-c/sqlite3/zstd)"
         for b in $(find "$BUILD" -type f -perm -u+x ! -path '*/CMakeFiles/*' | head -40); do
-            ldd "$b" 2>/dev/null | grep -E 'protobuf-c|sqlite3|zstd|not found' | sed "s|^|$(basename "$b"): |"
+            ldd "$b" 2>/dev/null | grep -E 'protobuf-c|sqlite3|zstd|sodium|not found' | sed "s|^|$(basename "$b"): |"
         done | sort -u
         echo "== carried sqlite3 shell"
         LD_LIBRARY_PATH="$DEPS/root/usr/lib/x86_64-linux-gnu:$DEPS/root/lib/x86_64-linux-gnu" \

@@ -252,7 +252,7 @@ static inline Meridian__V1__Batch *tu_decode_batch(const uint8_t *frame, size_t 
 static inline const ProtobufCMessage *tu_sample(enum mrd_frame_type type, int big)
 {
     static char text[65536];
-    static uint8_t secret[32];
+    static uint8_t bytes32[32];
     static Meridian__V1__GpuInfo gpu[64], *gpup[64];
     static Meridian__V1__Counter cnt[16], *cntp[16];
     static Meridian__V1__Hello hello;
@@ -262,20 +262,20 @@ static inline const ProtobufCMessage *tu_sample(enum mrd_frame_type type, int bi
     static Meridian__V1__Ack ack;
     static Meridian__V1__Goodbye bye;
     static Meridian__V1__Error err;
+    static Meridian__V1__Challenge challenge;
+    static Meridian__V1__Proof proof;
     size_t tl = big ? sizeof(text) - 1 : 40;
 
     for (size_t i = 0; i < tl; i++)
         text[i] = "meridian profiler "[i % 18];
     text[tl] = '\0';
-    for (size_t i = 0; i < sizeof(secret); i++)
-        secret[i] = (uint8_t)(i * 37 + 11);
+    for (size_t i = 0; i < sizeof(bytes32); i++)
+        bytes32[i] = (uint8_t)(i * 37 + 11);
     switch (type) {
     case MRD_FRAME_HELLO:
         meridian__v1__hello__init(&hello);
         hello.protocol_version = MRD_PROTOCOL_VERSION;
         hello.run_id = "run-2026-11-03T10:00:00Z";
-        hello.secret.data = secret;
-        hello.secret.len = sizeof(secret);
         hello.rank = 511, hello.local_rank = 7, hello.world_size = 512;
         hello.host = big ? text : "gpu-node-063";
         hello.pid = 4194303;
@@ -301,6 +301,7 @@ static inline const ProtobufCMessage *tu_sample(enum mrd_frame_type type, int bi
         reply.max_frame_bytes = MRD_FRAME_DEFAULT_MAX;
         reply.committed_seq = 18446744073709551615ull;
         reply.goodbye_acks = 1;
+        reply.code = MRD_ERR_RANK_HELD;
         return &reply.base;
     case MRD_FRAME_CLOCK_PROBE:
         meridian__v1__clock_probe__init(&probe);
@@ -342,6 +343,16 @@ static inline const ProtobufCMessage *tu_sample(enum mrd_frame_type type, int bi
         err.code = MRD_ERR_AUTH;
         err.message = big ? text : "missing or wrong run secret";
         return &err.base;
+    case MRD_FRAME_CHALLENGE:
+        meridian__v1__challenge__init(&challenge);
+        challenge.nonce.data = bytes32;
+        challenge.nonce.len = sizeof(bytes32);
+        return &challenge.base;
+    case MRD_FRAME_PROOF:
+        meridian__v1__proof__init(&proof);
+        proof.mac.data = bytes32;
+        proof.mac.len = sizeof(bytes32);
+        return &proof.base;
     default:
         return NULL;
     }

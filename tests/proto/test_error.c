@@ -14,12 +14,13 @@ int main(void)
     CHECK_STREQ(mrd_strerror(ENOMEM), mrd_strerror(-ENOMEM));
     CHECK_STREQ(mrd_strerror(-MRD_ERR_VERSION), "peer speaks another protocol version");
     CHECK_STREQ(mrd_strerror(-MRD_ERR_CONFIG), "invalid configuration value");
-    for (int e = MRD_ERR_VERSION; e <= MRD_ERR_CONFIG; e++) {
+    CHECK_STREQ(mrd_strerror(-MRD_ERR_RANK_HELD), "rank held by another live agent process");
+    for (int e = MRD_ERR_VERSION; e <= MRD_ERR_CONN_LIMIT; e++) {
         CHECK(strcmp(mrd_strerror(-e), "unknown error") != 0);
         for (int f = MRD_ERR_VERSION; f < e; f++)
             CHECK(strcmp(mrd_strerror(-e), mrd_strerror(-f)) != 0);
     }
-    CHECK_STREQ(mrd_strerror(-(MRD_ERR_CONFIG + 1)), "unknown error");
+    CHECK_STREQ(mrd_strerror(-(MRD_ERR_CONN_LIMIT + 1)), "unknown error");
     CHECK_STREQ(mrd_strerror(-MRD__ERR_BASE), "unknown error");
     CHECK_STREQ(mrd_strerror(-9999), "unknown error");
     CHECK_STREQ(mrd_strerror(-2147483647 - 1), "unknown error");

@@ -22,13 +22,13 @@ static int decode_raw(uint8_t type, uint16_t flags, const uint8_t *p, size_t n, 
 
 static void test_header(void)
 {
-    uint8_t b[8] = {1, 5, 1, 0, 0x10, 0x20, 0x30, 0x00}, w[8];
+    uint8_t b[8] = {MRD_PROTOCOL_VERSION, 5, 1, 0, 0x10, 0x20, 0x30, 0x00}, w[8];
     struct mrd_frame_header h;
 
     for (size_t n = 0; n < 8; n++)
         CHECK_EQ(mrd_frame_header_parse(b, n, MAX, &h), -EAGAIN);
     CHECK_OK(mrd_frame_header_parse(b, 8, MAX, &h));
-    CHECK_EQ(h.version, 1);
+    CHECK_EQ(h.version, MRD_PROTOCOL_VERSION);
     CHECK_EQ(h.type, MRD_FRAME_BATCH);
     CHECK_EQ(h.flags, MRD_FRAME_FLAG_ZSTD);
     CHECK_EQ(h.length, 0x302010);
@@ -45,7 +45,7 @@ static void test_header(void)
     }
     /* Unknown types. */
     for (int t = 0; t < 256; t++) {
-        uint8_t x[8] = {1, (uint8_t)t, 0, 0, 0, 0, 0, 0};
+        uint8_t x[8] = {MRD_PROTOCOL_VERSION, (uint8_t)t, 0, 0, 0, 0, 0, 0};
         int want = t >= 1 && t <= MRD_FRAME__MAX ? 0 : -MRD_ERR_MALFORMED;
 
         CHECK_EQ(mrd_frame_header_parse(x, 8, MAX, &h), want);
@@ -53,14 +53,15 @@ static void test_header(void)
     }
     /* Unknown flag bits, each one alone. */
     for (int bit = 1; bit < 16; bit++) {
-        uint8_t x[8] = {1, 1, (uint8_t)(1u << bit), (uint8_t)((1u << bit) >> 8), 0, 0, 0, 0};
+        uint8_t x[8] = {
+            MRD_PROTOCOL_VERSION, 1, (uint8_t)(1u << bit), (uint8_t)((1u << bit) >> 8), 0, 0, 0, 0};
 
         CHECK_EQ(mrd_frame_header_parse(x, 8, MAX, &h), -MRD_ERR_MALFORMED);
     }
     /* Length limit: exactly max is fine, one more is not; 0xffffffff is not. */
     {
-        uint8_t x[8] = {1, 1, 0, 0};
-        struct mrd_frame_header lim = {1, 1, 0, MRD_FRAME_MIN_MAX};
+        uint8_t x[8] = {MRD_PROTOCOL_VERSION, 1, 0, 0};
+        struct mrd_frame_header lim = {MRD_PROTOCOL_VERSION, 1, 0, MRD_FRAME_MIN_MAX};
 
         mrd_frame_header_write(x, &lim);
         CHECK_OK(mrd_frame_header_parse(x, 8, MRD_FRAME_MIN_MAX, &h));
@@ -75,13 +76,27 @@ static void test_header(void)
     {
         ProtobufCMessage *m;
         uint8_t p[4] = {0};
-        struct mrd_frame_header bad[] = {
-            {2, 1, 0, 0}, {1, 0, 0, 0}, {1, 9, 0, 0}, {1, 1, 4, 0}, {1, 1, 0, MAX + 1}};
-        int want[] = {-MRD_ERR_VERSION, -MRD_ERR_MALFORMED, -MRD_ERR_MALFORMED,
-                      -MRD_ERR_MALFORMED, -MRD_ERR_TOO_LARGE};
+        const uint8_t v = MRD_PROTOCOL_VERSION;
+        struct mrd_frame_header bad[] = {{v + 1, 1, 0, 0}, {v - 1, 1, 0, 0},
+                                         {v, 0, 0, 0},     {v, MRD_FRAME__MAX + 1, 0, 0},
+                                         {v, 1, 4, 0},     {v, 1, 0, MAX + 1}};
+        int want[] = {-MRD_ERR_VERSION,   -MRD_ERR_VERSION,   -MRD_ERR_MALFORMED,
+                      -MRD_ERR_MALFORMED, -MRD_ERR_MALFORMED, -MRD_ERR_TOO_LARGE};
 
         for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
             CHECK_EQ(mrd_frame_decode(&bad[i], p, MAX, &m), want[i]);
+    }
+    /* Recorded frames (capture files): every version from MRD_PROTOCOL_VERSION_READ_MIN
+     * to ours, and only those; a connection takes ours alone. */
+    for (int v = 0; v < 256; v++) {
+        uint8_t x[8] = {(uint8_t)v, MRD_FRAME_BATCH, 0, 0, 4, 0, 0, 0};
+        int known = v >= MRD_PROTOCOL_VERSION_READ_MIN && v <= MRD_PROTOCOL_VERSION;
+
+        CHECK_EQ(mrd_frame_header_parse_recorded(x, 8, MAX, &h), known ? 0 : -MRD_ERR_VERSION);
+        if (known)
+            CHECK_EQ(h.version, v);
+        CHECK_EQ(mrd_frame_header_parse(x, 8, MAX, &h),
+                 v == MRD_PROTOCOL_VERSION ? 0 : -MRD_ERR_VERSION);
     }
 }
 

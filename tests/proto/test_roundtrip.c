@@ -58,7 +58,7 @@ int main(void)
             /* Tiny messages do not compress: the encoder must send them raw; big
              * repetitive ones must be compressed. */
             tiny = type == MRD_FRAME_CLOCK_PROBE || type == MRD_FRAME_CLOCK_REPLY ||
-                   type == MRD_FRAME_ACK;
+                   type == MRD_FRAME_ACK || type == MRD_FRAME_CHALLENGE || type == MRD_FRAME_PROOF;
             grows = type == MRD_FRAME_HELLO || type == MRD_FRAME_HELLO_REPLY ||
                     type == MRD_FRAME_ERROR; /* `big` makes these 64 KiB of text */
             out = roundtrip((enum mrd_frame_type)type, msg, 3,
@@ -67,8 +67,7 @@ int main(void)
                 const Meridian__V1__Hello *hl = (const Meridian__V1__Hello *)out;
 
                 CHECK_EQ(hl->rank, 511);
-                CHECK_UEQ(hl->secret.len, 32);
-                CHECK_EQ(hl->secret.data[31], (uint8_t)(31 * 37 + 11));
+                CHECK_UEQ(hl->base.n_unknown_fields, 0); /* no secret field since v2 */
                 CHECK_UEQ(hl->n_gpus, big ? 64 : 2);
                 CHECK_STREQ(hl->gpus[1]->pci_bus_id, "0000:19:00.0");
                 CHECK_EQ(hl->role, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK);
@@ -79,6 +78,12 @@ int main(void)
             } else if (type == MRD_FRAME_HELLO_REPLY) {
                 CHECK_UEQ(((const Meridian__V1__HelloReply *)out)->committed_seq, UINT64_MAX);
                 CHECK_EQ(((const Meridian__V1__HelloReply *)out)->goodbye_acks, 1);
+                CHECK_EQ(((const Meridian__V1__HelloReply *)out)->code, MRD_ERR_RANK_HELD);
+            } else if (type == MRD_FRAME_CHALLENGE) {
+                const Meridian__V1__Challenge *ch = (const Meridian__V1__Challenge *)out;
+
+                CHECK_UEQ(ch->nonce.len, 32);
+                CHECK_EQ(ch->nonce.data[31], (uint8_t)(31 * 37 + 11));
             } else if (type == MRD_FRAME_ACK) {
                 const Meridian__V1__Ack *ak = (const Meridian__V1__Ack *)out;
 
