@@ -23,6 +23,7 @@ const struct mrd__merge_table mrd__merge_tables[] = {
     {"runs", MRD__MERGE_RUN},
     {"strings", MRD__MERGE_STRINGS},
     {"ranks", MRD__MERGE_COPY},
+    {"rank_processes", MRD__MERGE_COPY},
     {"gpus", MRD__MERGE_COPY},
     {"rank_strings", MRD__MERGE_COPY},
     {"batches", MRD__MERGE_COPY},
@@ -64,8 +65,13 @@ static const struct {
 static const struct {
     const char *table, *column;
 } global_cols[] = {
-    {"ranks", "first_seen_ns"}, {"ranks", "last_seen_ns"}, {"batches", "received_ns"},
-    {"clock_samples", "t1"},    {"clock_samples", "t2"},
+    {"ranks", "first_seen_ns"},
+    {"ranks", "last_seen_ns"},
+    {"batches", "received_ns"},
+    {"rank_processes", "first_seen_ns"},
+    {"rank_processes", "last_seen_ns"},
+    {"clock_samples", "t1"},
+    {"clock_samples", "t2"},
 };
 
 /* *_id columns of copied tables that are not string ids (copied as they are). */

@@ -206,6 +206,70 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
 }
 
+/* One warning per rank whose batches came from more than one agent process
+ * (batches.agent_instance; host and pid from rank_processes where recorded): a second
+ * process held the rank at some point of the run (a restart, or something else holding
+ * the run secret). Their rows stay apart by agent_instance in batches. One GROUP BY over
+ * batches; the warning names at most the first 3 processes (a warning is one line). */
+static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
+{
+    static const char *const with_hosts =
+        "SELECT b.rank, b.agent_instance, count(*), p.host, p.pid FROM batches b"
+        " LEFT JOIN rank_processes p ON p.rank = b.rank AND p.agent_instance = b.agent_instance"
+        " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
+        " WHERE agent_instance IS NOT NULL GROUP BY rank"
+        " HAVING count(DISTINCT agent_instance) > 1)"
+        " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
+    static const char *const without =
+        "SELECT b.rank, b.agent_instance, count(*), NULL, NULL FROM batches b"
+        " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
+        " WHERE agent_instance IS NOT NULL GROUP BY rank"
+        " HAVING count(DISTINCT agent_instance) > 1)"
+        " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
+    sqlite3_stmt *st = NULL;
+    char line[512], one[160];
+    int rc, rank = -1, n = 0;
+    size_t len = 0;
+
+    if (!mrd_analyze_has_table(db, "batches"))
+        return 0;
+    if (sqlite3_prepare_v2(db, mrd_analyze_has_table(db, "rank_processes") ? with_hosts : without,
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0; /* a file without batches.agent_instance (schema 1): nothing to tell */
+    for (;;) {
+        rc = sqlite3_step(st);
+        int r = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : -1;
+        if (n && r != rank) { /* the previous rank is complete */
+            mrd__analyze_warn(a,
+                              "rank %d: data from %d agent processes (%s%s); kept apart in "
+                              "batches.agent_instance",
+                              rank, n, line, n > 3 ? "; ..." : "");
+            n = 0;
+            len = 0;
+        }
+        if (rc != SQLITE_ROW)
+            break;
+        rank = r;
+        const unsigned char *host = sqlite3_column_text(st, 3);
+        int64_t batches = sqlite3_column_int64(st, 2);
+        if (host)
+            snprintf(one, sizeof(one), "instance %016llx on %.40s pid %lld: %lld batches",
+                     (unsigned long long)sqlite3_column_int64(st, 1), (const char *)host,
+                     (long long)sqlite3_column_int64(st, 4), (long long)batches);
+        else
+            snprintf(one, sizeof(one), "instance %016llx: %lld batches",
+                     (unsigned long long)sqlite3_column_int64(st, 1), (long long)batches);
+        if (n < 3) {
+            int w = snprintf(line + len, sizeof(line) - len, "%s%s", n ? "; " : "", one);
+            if (w > 0)
+                len = len + (size_t)w < sizeof(line) ? len + (size_t)w : sizeof(line) - 1;
+        }
+        n++;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
 static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     for (int k = 0; k < MRD_AN_NKINDS; k++) {
@@ -492,7 +556,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
         (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
-        (rc = mrd__analyze_windows(db, a)) < 0)
+        (rc = warn_rank_processes(db, a)) < 0 || (rc = mrd__analyze_windows(db, a)) < 0)
         goto fail;
     if ((rc = mrd_timebase_load(db, o->ignore_clock_models, &tb)) < 0) {
         if (rc == -MRD_ERR_SQLITE)

@@ -33,6 +33,19 @@ CREATE TABLE IF NOT EXISTS ranks (
     goodbye INTEGER NOT NULL DEFAULT 0    -- 1 once the agent said goodbye
 );
 
+-- Every agent process that proved itself on a data connection of a rank (one row per
+-- (rank, agent_instance); ranks keeps only the latest): `meridian report` flags a rank whose
+-- batches came from more than one. Added within schema version 2 (a new table).
+CREATE TABLE IF NOT EXISTS rank_processes (
+    rank INTEGER NOT NULL,
+    agent_instance INTEGER NOT NULL,
+    host TEXT,
+    pid INTEGER,
+    first_seen_ns INTEGER,                -- global timebase: its first accepted Hello
+    last_seen_ns INTEGER,                 -- and its latest
+    PRIMARY KEY (rank, agent_instance)
+) WITHOUT ROWID;
+
 CREATE TABLE IF NOT EXISTS gpus (
     rank INTEGER NOT NULL, device INTEGER NOT NULL,
     uuid TEXT, pci_bus_id TEXT, name TEXT,

@@ -81,6 +81,10 @@ const char *const mrd__store_sql[MRD__ST__COUNT] = {
         " host = excluded.host, pid = excluded.pid, agent_version = excluded.agent_version,"
         " agent_instance = excluded.agent_instance, last_seen_ns = excluded.last_seen_ns,"
         " goodbye = 0",
+    [MRD__ST_RANK_PROCESS] =
+        "INSERT INTO rank_processes(rank, agent_instance, host, pid, first_seen_ns,"
+        " last_seen_ns) VALUES(?1,?2,?3,?4,?5,?5) ON CONFLICT(rank, agent_instance) DO UPDATE"
+        " SET host = excluded.host, pid = excluded.pid, last_seen_ns = excluded.last_seen_ns",
     [MRD__ST_GPU_PUT] = "INSERT OR REPLACE INTO gpus(rank, device, uuid, pci_bus_id, name)"
                         " VALUES(?1,?2,?3,?4,?5)",
     [MRD__ST_RUN_WORLD] = "UPDATE runs SET world_size = max(coalesce(world_size, 0), ?1)",
@@ -421,6 +425,15 @@ static int write_hello(struct mrd_store *s, struct mrd_store_item *it)
     BIND(st, 7, h->agent_instance);
     BIND(st, 8, it->received_ns);
     int rc = run(s, st, "ranks");
+    if (rc == 0) {
+        st = s->st[MRD__ST_RANK_PROCESS];
+        BIND(st, 1, h->rank);
+        BIND(st, 2, h->agent_instance);
+        bind_text(st, 3, h->host);
+        BIND(st, 4, h->pid);
+        BIND(st, 5, it->received_ns);
+        rc = run(s, st, "rank_processes");
+    }
     for (size_t i = 0; rc == 0 && i < h->n_gpus; i++) {
         st = s->st[MRD__ST_GPU_PUT];
         BIND(st, 1, h->rank);

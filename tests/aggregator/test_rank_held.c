@@ -6,7 +6,9 @@
  * and B's clock connection are accepted. Once A closed, B gets the rank; then A is the one
  * refused until B leaves. Each process's string id 1 keeps its own string, and A, back
  * after B, is told its own committed seq (100), not B's higher one (200), so it keeps its
- * queued batches. Usage: test_aggregator_rank_held PATH/TO/meridiand PATH/TO/meridian
+ * queued batches. `meridian report` then flags rank 3 with a warning naming both processes
+ * (rank_processes: host and pid per agent_instance). Usage: test_aggregator_rank_held
+ * PATH/TO/meridiand PATH/TO/meridian
  */
 #define SECRET "rank-held-secret-42"
 #define RUN    "run-H"
@@ -131,6 +133,21 @@ int main(int argc, char **argv)
     CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'rejected_rank_held'"), 2);
     const char *log = slurp(g_log);
     CHECK(strstr(log, "(rank 3): rank 3 is held by another live agent process") != NULL);
+    /* the report flags rank 3: its data came from two processes, kept apart */
+    char cmd[512], out[16384], want[256];
+    snprintf(cmd, sizeof(cmd), "%s report %s 2>&1", argv[2], g_db);
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    CHECK_EQ(pclose(p), 0);
+    snprintf(want, sizeof(want),
+             "rank 3: data from 2 agent processes (instance 000000000000000a on testhost pid "
+             "%d: 2 batches; instance 000000000000000b on testhost pid %d: 1 batches); kept "
+             "apart in batches.agent_instance",
+             (int)getpid(), (int)getpid());
+    if (!strstr(out, want))
+        CHECK_FAIL_("the report lacks '%s':\n%s", want, out);
 
     mrd_batch_builder_free(ba);
     mrd_batch_builder_free(bb);
