@@ -19,7 +19,21 @@ static struct {
     _Atomic int64_t begun, last_ns, longest_ns;
     struct slot s[MRD_WINDOW_REQUESTS_MAX];
     _Atomic uint64_t accepted, late, full;
+    /* the ids last refused (flusher thread only): the aggregator repeats a request in
+     * every reply until it is past, and one refusal is counted once */
+    uint64_t refused[MRD_WINDOW_REQUESTS_MAX];
+    unsigned nrefused;
 } sc;
+
+/* Counts a refusal of request id once, however often the aggregator repeats it. */
+static void count_refusal(uint64_t id, _Atomic uint64_t *counter)
+{
+    for (unsigned i = 0; i < MRD_WINDOW_REQUESTS_MAX; i++)
+        if (sc.refused[i] == id)
+            return;
+    sc.refused[sc.nrefused++ % MRD_WINDOW_REQUESTS_MAX] = id;
+    atomic_fetch_add(counter, 1);
+}
 
 int64_t mrd_stepctl_begin(void)
 {
@@ -88,11 +102,11 @@ int mrd_stepctl_request(uint64_t id, uint64_t first, uint64_t last, int reason)
             free_slot = i;
     }
     if ((int64_t)first < begun) {
-        atomic_fetch_add(&sc.late, 1);
+        count_refusal(id, &sc.late);
         return -ETIME;
     }
     if (free_slot < 0) {
-        atomic_fetch_add(&sc.full, 1);
+        count_refusal(id, &sc.full);
         return -ENOSPC;
     }
     struct slot *s = &sc.s[free_slot];

@@ -11,7 +11,8 @@
  * once per id. One whose first step this process has already begun is refused and
  * counted as late (opening it part-way would give ranks different steps); when every slot
  * holds a request that is not yet past, a new one is refused and counted as full. Both
- * counts travel in the Goodbye (category "window": requests_late, requests_full) with
+ * counts (each refused id once, however often the aggregator repeats it) travel in the
+ * Goodbye (category "window": requests_late, requests_full) with
  * requests_accepted.
  *
  * Threads: mrd_stepctl_begin/end and mrd_stepctl_requested run on application threads

@@ -309,6 +309,14 @@ int main(void)
     CHECK_EQ(mrd_stepctl_request(1, 9, 10, MRD_WINDOW_ON_DEMAND), 1);
     CHECK_EQ(mrd_stepctl_request(1, 9, 10, MRD_WINDOW_ON_DEMAND), 0); /* once per id */
     CHECK_EQ(mrd_stepctl_request(2, 5, 6, MRD_WINDOW_TRIGGER), -ETIME); /* step 5 has begun */
+    CHECK_EQ(mrd_stepctl_request(2, 5, 6, MRD_WINDOW_TRIGGER), -ETIME); /* repeated: ... */
+    struct mrd_named_counter late[32];
+    size_t nlate = mrd_agent_named_counters(late, 32);
+    int seen_late = 0;
+    for (size_t i = 0; i < nlate; i++) /* ... counted once */
+        if (strcmp(late[i].category, "window") == 0 && strcmp(late[i].name, "requests_late") == 0)
+            CHECK_EQ(late[i].value, 1u), seen_late = 1;
+    CHECK(seen_late);
     CHECK_EQ(mrd_stepctl_request(3, 12, 11, MRD_WINDOW_TRIGGER), -EINVAL);
     step(8);
     CHECK_EQ(atomic_load(&subscribed), 2);
