@@ -314,8 +314,11 @@ int main(void)
     size_t nlate = mrd_agent_named_counters(late, 32);
     int seen_late = 0;
     for (size_t i = 0; i < nlate; i++) /* ... counted once */
-        if (strcmp(late[i].category, "window") == 0 && strcmp(late[i].name, "requests_late") == 0)
-            CHECK_EQ(late[i].value, 1u), seen_late = 1;
+        if (strcmp(late[i].category, "window") == 0 &&
+            strcmp(late[i].name, "requests_late") == 0) {
+            CHECK_EQ(late[i].value, 1u);
+            seen_late = 1;
+        }
     CHECK(seen_late);
     CHECK_EQ(mrd_stepctl_request(3, 12, 11, MRD_WINDOW_TRIGGER), -EINVAL);
     step(8);
