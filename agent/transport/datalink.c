@@ -86,7 +86,8 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
 {
     if (!r->accepted) {
         if (!f->refusal_logged++)
-            fprintf(stderr, "meridian: rank %d: aggregator %s refused the connection: %s\n",
+            /* the reason is the aggregator's text: at most 300 bytes reach the job's stderr */
+            fprintf(stderr, "meridian: rank %d: aggregator %s refused the connection: %.300s\n",
                     f->cfg->rank, f->cfg->aggregator, r->reason ? r->reason : "(no reason)");
         mrd__tx_set_error(f, "refused: %.100s", r->reason ? r->reason : "");
         mrd_conn_close(&f->data);
