@@ -51,9 +51,9 @@ void mrd_stepctl_end(int64_t step, int64_t duration_ns)
         ;
 }
 
-void mrd_stepctl_probe(uint64_t *steps_begun, int64_t *longest_ns)
+void mrd_stepctl_probe(uint64_t *steps_begun, int64_t *last_ns, int64_t *longest_ns)
 {
-    *steps_begun = (uint64_t)atomic_load(&sc.begun);
+    mrd_stepctl_snapshot(steps_begun, last_ns);
     *longest_ns = atomic_exchange_explicit(&sc.longest_ns, 0, memory_order_relaxed);
 }
 

@@ -34,10 +34,11 @@ void mrd_stepctl_end(int64_t step, int64_t duration_ns);
 /* The steps begun so far and the duration of the last step that ended (0: none). */
 void mrd_stepctl_snapshot(uint64_t *steps_begun, int64_t *last_step_ns);
 
-/* For a clock probe: the steps begun so far and the longest step that ended since the
- * previous call (0: none ended), so that a slow step between two probes is reported even
- * when faster ones ended after it. Resets that maximum. One caller (the flusher). */
-void mrd_stepctl_probe(uint64_t *steps_begun, int64_t *longest_ns);
+/* For a clock probe: the steps begun so far, the last completed step's duration, and the
+ * longest step that ended since the previous call (0: none ended), so that a slow step
+ * between two probes is reported even when faster ones ended after it. Resets that
+ * maximum. One caller (the flusher). */
+void mrd_stepctl_probe(uint64_t *steps_begun, int64_t *last_ns, int64_t *longest_ns);
 
 /* A window the aggregator asks for (ClockReply.windows). Returns 1 accepted, 0 already
  * known (same id), -ETIME late (its first step has begun here), -ENOSPC no free slot,

@@ -188,9 +188,7 @@ static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
     Meridian__V1__ClockProbe p = MERIDIAN__V1__CLOCK_PROBE__INIT;
     uint8_t buf[96];
     p.probe_id = id;
-    uint64_t begun_again;
-    mrd_stepctl_probe(&p.steps_begun, &p.longest_step_ns);
-    mrd_stepctl_snapshot(&begun_again, &p.last_step_ns);
+    mrd_stepctl_probe(&p.steps_begun, &p.last_step_ns, &p.longest_step_ns);
     *t0 = mrd_clock_now();
     p.t0 = *t0;
     size_t len = meridian__v1__clock_probe__pack(&p, buf + MRD_FRAME_HEADER_BYTES);

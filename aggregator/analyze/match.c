@@ -57,12 +57,6 @@ struct matcher {
     int64_t *start_buf, *end_buf;
 };
 
-/* A step range: the shared rule of proto/steps.h (the agent counts steps by it too). */
-static int is_step_name(const char *name, const char *prefix)
-{
-    return mrd_step_name_match(name, prefix);
-}
-
 /* The capture steps (table windows, derived by the finalize): a window's first step (the
  * attach) and the step after its last (the detach), on any rank. */
 static int load_capture_steps(sqlite3 *db, struct matcher *m)
@@ -106,7 +100,7 @@ static int load_steps(sqlite3 *db, struct matcher *m)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
         int64_t s = sqlite3_column_int64(st, 1), e = sqlite3_column_int64(st, 2);
-        if (!r || !is_step_name((const char *)sqlite3_column_text(st, 3), m->o->step_name))
+        if (!r || !mrd_step_name_match((const char *)sqlite3_column_text(st, 3), m->o->step_name))
             continue;
         struct step_list *l = &m->steps[r - a->ranks];
         if (l->n > 0 && s < l->end[l->n - 1])
