@@ -218,15 +218,38 @@ def exit_bound(s, deadline_ms):
 
 # ---- scenarios -------------------------------------------------------------------------
 
+def wait_for_batches(db, must_exceed, synth, timeout):
+    """Until the database holds more than must_exceed committed batches (meridiand is up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            n = db_query(db, "SELECT COUNT(*) FROM batches")[0][0]
+        except sqlite3.OperationalError:  # not created yet, or a write lock held right now
+            n = 0
+        if n > must_exceed:
+            return n
+        check(synth.proc.poll() is None, "the workload ended before batch %d was committed"
+              % (must_exceed + 1))
+        check(time.monotonic() < deadline, "no batch past %d committed in %d s"
+              % (must_exceed, timeout))
+        time.sleep(0.05)
+
+
 def sc_restart(a, wd):
     # slow commits keep a few batches unacknowledged at any moment: a kill then loses
     # them on the aggregator's side and the agent must resend them
+    # Each kill waits for what it needs on the database (commits before the first kill, a
+    # commit after the first restart before the second) rather than for a fixed time: a
+    # sanitizer build on a busy 2-core machine once reconnected and committed nothing in
+    # the 2 s a fixed schedule gave it. The workload (12 s) outlasts both waits.
     d = Daemon(a.meridiand, wd, commit_ms=800)
     d.start()
-    s = Synth(a.synth, agent_env(d.port), ["--events", "140000", "--rate", "20000", "--mixed"])
+    s = Synth(a.synth, agent_env(d.port, MERIDIAN_FLUSH_DEADLINE_MS=60000),
+              ["--events", "240000", "--rate", "20000", "--mixed"])
     batches_before = []
-    for pause in (1.8, 2.0):
-        time.sleep(pause)
+    for _ in range(2):
+        wait_for_batches(d.db, batches_before[-1] if batches_before else 0, s, timeout=60)
+        time.sleep(0.5)  # a few batches in flight, unacknowledged (commits every 800 ms)
         d.kill9()
         batches_before.append(db_query(d.db, "SELECT COUNT(*) FROM batches")[0][0])
         time.sleep(0.7)  # the agent keeps producing, queueing, reconnecting meanwhile
