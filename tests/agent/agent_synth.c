@@ -38,6 +38,7 @@ static uint64_t o_events = 10000, o_rate = 0;
 static unsigned o_threads = 1;
 static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed, o_incompressible;
 static long o_steps, o_step_ms = 10, o_slow_step = -1, o_slow_ms;
+static const char *o_until_file; /* --until-file */
 
 static _Atomic uint64_t g_next_id = 1, g_written, g_refused, g_idsum;
 static _Atomic uint64_t g_mixed_written, g_mixed_refused; /* --mixed NVTX/NCCL records */
@@ -75,7 +76,9 @@ static void usage(void)
             "                    `synth-steps: steps=N window_steps=A-B,...` (the steps that\n"
             "                    belonged to a window the aggregator asked for) before the\n"
             "                    synth line\n"
-            "  --slow-step K --slow-ms MS   step K takes MS instead (a straggler)\n");
+            "  --slow-step K --slow-ms MS   step K takes MS instead (a straggler)\n"
+            "  --until-file PATH stop writing once PATH exists (--events stays the upper\n"
+            "                    bound): a test paces the workload by what it has seen\n");
     exit(2);
 }
 
@@ -172,6 +175,8 @@ static void *writer(void *arg)
         if (o_mixed && id % 50 == 0)
             write_mixed(id);
         mine++;
+        if (o_until_file && mine % 64 == 0 && access(o_until_file, F_OK) == 0)
+            break;
         if (o_rate > 0 && mine % 64 == 0) /* pace in small bursts */
             sleep_until(start + (int64_t)(mine * o_threads * 1000000000.0 / (double)o_rate));
     }
@@ -257,6 +262,8 @@ int main(int argc, char **argv)
             o_steps = strtol(v, NULL, 10), i++;
         else if (!strcmp(a, "--step-ms") && v)
             o_step_ms = strtol(v, NULL, 10), i++;
+        else if (!strcmp(a, "--until-file") && v)
+            o_until_file = argv[++i];
         else if (!strcmp(a, "--slow-step") && v)
             o_slow_step = strtol(v, NULL, 10), i++;
         else if (!strcmp(a, "--slow-ms") && v)

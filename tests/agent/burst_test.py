@@ -47,7 +47,7 @@ def run_once(a, wd, i):
            str(a.burst), "--exit-left", str(a.exit_left)]
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=60)
+                       timeout=150)  # the exit flush may take up to 60 s (agent_env)
     took = time.monotonic() - t0
     d.stop()
     out, err = p.stdout, p.stderr

@@ -134,6 +134,10 @@ def agent_env(port, **extra):
                                                "PMI_RANK", "SLURM_PROCID"):
             del env[k]
     env.update(RANK="3", WORLD_SIZE="8", MERIDIAN_RUN_ID=RUN_ID, MERIDIAN_SECRET=SECRET)
+    # Scenarios that assert nothing was lost give the exit flush a minute (a sanitizer
+    # build on a loaded machine took longer than the default 5 s to be acknowledged);
+    # those that test the deadline pass their own.
+    env["MERIDIAN_FLUSH_DEADLINE_MS"] = "60000"
     if port is not None:
         env["MERIDIAN_AGGREGATOR"] = "127.0.0.1:%d" % port
     env.update({k: str(v) for k, v in extra.items()})
@@ -238,14 +242,15 @@ def wait_for_batches(db, must_exceed, synth, timeout):
 def sc_restart(a, wd):
     # slow commits keep a few batches unacknowledged at any moment: a kill then loses
     # them on the aggregator's side and the agent must resend them
-    # Each kill waits for what it needs on the database (commits before the first kill, a
-    # commit after the first restart before the second) rather than for a fixed time: a
-    # sanitizer build on a busy 2-core machine once reconnected and committed nothing in
-    # the 2 s a fixed schedule gave it. The workload (12 s) outlasts both waits.
+    # Each step waits for what it needs on the database, and the workload runs until the
+    # test has seen a commit after the second restart (--until-file): a fixed schedule
+    # failed on a loaded machine under the sanitizers both ways (nothing committed in the
+    # 2 s after a restart; everything committed before the second kill).
     d = Daemon(a.meridiand, wd, commit_ms=800)
     d.start()
-    s = Synth(a.synth, agent_env(d.port, MERIDIAN_FLUSH_DEADLINE_MS=60000),
-              ["--events", "240000", "--rate", "20000", "--mixed"])
+    stop_file = os.path.join(wd, "stop-writing")
+    s = Synth(a.synth, agent_env(d.port),
+              ["--events", "3000000", "--rate", "20000", "--mixed", "--until-file", stop_file])
     batches_before = []
     for _ in range(2):
         wait_for_batches(d.db, batches_before[-1] if batches_before else 0, s, timeout=60)
@@ -254,6 +259,8 @@ def sc_restart(a, wd):
         batches_before.append(db_query(d.db, "SELECT COUNT(*) FROM batches")[0][0])
         time.sleep(0.7)  # the agent keeps producing, queueing, reconnecting meanwhile
         d.start()
+    wait_for_batches(d.db, batches_before[-1], s, timeout=60)
+    open(stop_file, "w").close()
     rc = s.wait()
     d.stop()
     check(rc == 0, "synth exit code %d" % rc)
@@ -590,7 +597,10 @@ def maxframe_once(a, wd, limit):
     # the limit); each is re-split in a pass of its own while the rings keep draining.
     # The record file keeps every batch as built, but not the ones a re-split makes.
     cap = os.path.join(wd, "maxframe.mrdcap")
-    s = Synth(a.synth, agent_env(port, MERIDIAN_BATCH_MS=4000, MERIDIAN_RECORD_FILE=cap),
+    # rings that hold the whole workload: a starved flusher (sanitizers, a loaded machine)
+    # must not turn into ring_full refusals, which are not what this scenario tests
+    s = Synth(a.synth, agent_env(port, MERIDIAN_BATCH_MS=4000, MERIDIAN_RECORD_FILE=cap,
+                                 MERIDIAN_RING_RECORDS=262144, MERIDIAN_RING_THREADS=4),
               ["--events", "200000", "--rate", "40000", "--mixed"])
     time.sleep(1.5)
     d = Daemon(a.meridiand, wd, port=port, extra=["--max-frame", str(limit)])
@@ -638,8 +648,8 @@ def sc_dns(a, wd, delay_ms=2500):
     env = agent_env(None, MERIDIAN_AGGREGATOR="agg.meridian-test:%d" % d.port,
                     MRD_TEST_DNS_DELAY_MS=delay_ms)
     s = Synth(a.synth, env, ["--events", "160000", "--rate", "40000", "--mixed"])
-    time.sleep(delay_ms / 1000.0 + 1.0)
-    d.kill9()  # connected by now; a restart on the same address needs no new lookup
+    wait_for_batches(d.db, 0, s, timeout=60)
+    d.kill9()  # connected (a batch committed); a restart on the same address needs no new lookup
     time.sleep(0.5)
     d.start()
     rc = s.wait()
