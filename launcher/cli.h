@@ -64,6 +64,12 @@ int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards
  * usage error. */
 int mrd_cli_merge(int argc, char **argv);
 
+/* `meridian diff BEFORE.db AFTER.db [--json] [--fail-if-slower PCT]` (diff.c): compares
+ * two runs, both opened read-only. Returns 0, 1 when a database could not be read or
+ * analysed, 2 on a usage error or runs of different world sizes, 3 when
+ * --fail-if-slower tripped. */
+int mrd_cli_diff(int argc, char **argv);
+
 /* Opens a database for reading (readonly = 1) or for finalize. Logs why it failed, with
  * the subcommand name as prefix. Returns NULL on failure. */
 sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who);

@@ -39,6 +39,8 @@ static void usage(FILE *f)
           "  finalize DB            fit clock models, calibrate GPU timers, check causality\n"
           "                         (profile does this; for databases of interrupted runs)\n"
           "  merge -o OUT SHARD...  merge the shard databases of one run (one meridiand each)\n"
+          "  diff BEFORE AFTER      compare two runs (step time, overlap, stragglers, kernels);\n"
+          "                         --fail-if-slower PCT for CI gates\n"
           "  window DB [--length N] capture N steps in full detail on every rank of the job\n"
           "                         profiling into DB, from a step all ranks have yet to reach\n"
           "  replay [opts]          load generator / capture replay speaking the real protocol\n"
@@ -331,6 +333,7 @@ static const struct {
     {"profile", mrd_cli_profile}, {"run", mrd_cli_run},       {"report", cmd_report},
     {"export", cmd_export},       {"finalize", cmd_finalize}, {"replay", cmd_replay},
     {"doctor", mrd_cli_doctor},   {"merge", mrd_cli_merge},   {"window", mrd_cli_window},
+    {"diff", mrd_cli_diff},
 };
 
 int main(int argc, char **argv)
