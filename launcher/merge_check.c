@@ -15,8 +15,14 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "events.h"
 #include "merge.h"
 #include "store.h"
+
+/* Each event kind's table name (proto/kinds.h), for the generated entries below. */
+#define EVENT_TABLE_NAME(E, v, fn, T, u, bm, C, d, t, tag) static const char tbl_##fn[] = t;
+MRD_KINDS(EVENT_TABLE_NAME)
+#define MERGE_EVENT_TABLE(E, v, fn, T, u, bm, C, d, t, tag) {tbl_##fn, MRD__MERGE_COPY},
 
 const struct mrd__merge_table mrd__merge_tables[] = {
     {"schema_version", MRD__MERGE_VERSION},
@@ -27,19 +33,7 @@ const struct mrd__merge_table mrd__merge_tables[] = {
     {"gpus", MRD__MERGE_COPY},
     {"rank_strings", MRD__MERGE_COPY},
     {"batches", MRD__MERGE_COPY},
-    {"kernels", MRD__MERGE_COPY},
-    {"memcpys", MRD__MERGE_COPY},
-    {"memsets", MRD__MERGE_COPY},
-    {"syncs", MRD__MERGE_COPY},
-    {"api_calls", MRD__MERGE_COPY},
-    {"graph_launches", MRD__MERGE_COPY},
-    {"nvtx", MRD__MERGE_COPY},
-    {"external_correlations", MRD__MERGE_COPY},
-    {"nccl_ops", MRD__MERGE_COPY},
-    {"nccl_channels", MRD__MERGE_COPY},
-    {"mpi_calls", MRD__MERGE_COPY},
-    {"clock_samples", MRD__MERGE_COPY},
-    {"gpu_clock_samples", MRD__MERGE_COPY},
+    MRD_KINDS(MERGE_EVENT_TABLE) /* every event table (proto/kinds.h): rank-keyed rows */
     {"agent_counters", MRD__MERGE_COPY},
     {"aggregator_counters", MRD__MERGE_SUM},
     {"clock_models", MRD__MERGE_SKIP},
@@ -50,13 +44,25 @@ const struct mrd__merge_table mrd__merge_tables[] = {
 };
 const size_t mrd__merge_ntables = sizeof(mrd__merge_tables) / sizeof(mrd__merge_tables[0]);
 
+#define STRCOL_1(K, sql) {tbl_##K, sql},
+#define STRCOL_0(K, sql)
+#define STRCOL_(is, K, sql) STRCOL_##is(K, sql)
+#define STRCOL_X(is, K, sql) STRCOL_(is, K, sql)
+#define STRCOL(K, m, sql, cls, num, wire, codec, arg, pos, sep)                                    \
+    STRCOL_X(MRD__CODEC_IS_STR(codec), K, sql)
+#define EVENT_STRING_COLS(E, v, fn, T, u, bm, C, d, t, tag) MRD__FIELDS(fn, STRCOL)
+#define GLOBAL_INT(K, sql)
+#define GLOBAL_NN(K, sql)
+#define GLOBAL_P2PNULL(K, sql)
+#define GLOBAL_GNN(K, sql) {tbl_##K, sql},
+#define GLOBALCOL(K, m, sql, cls, num, wire, codec, arg, pos, sep) GLOBAL_##cls(K, sql)
+#define EVENT_GLOBAL_COLS(E, v, fn, T, u, bm, C, d, t, tag) MRD__FIELDS(fn, GLOBALCOL)
+
 /* Columns that hold strings.id ("String columns *_id reference strings(id)", schema.sql). */
 static const struct {
     const char *table, *column;
 } string_cols[] = {
-    {"kernels", "name_id"},        {"api_calls", "name_id"}, {"nvtx", "domain_id"},
-    {"nvtx", "name_id"},           {"nccl_ops", "func_id"},  {"nccl_ops", "datatype_id"},
-    {"nccl_ops", "algo_id"},       {"nccl_ops", "proto_id"}, {"mpi_calls", "call_id"},
+    MRD_KINDS(EVENT_STRING_COLS) /* every string-id field of an event kind */
     {"rank_strings", "string_id"},
 };
 
@@ -70,13 +76,23 @@ static const struct {
     {"batches", "received_ns"},
     {"rank_processes", "first_seen_ns"},
     {"rank_processes", "last_seen_ns"},
-    {"clock_samples", "t1"},
-    {"clock_samples", "t2"},
+    MRD_KINDS(EVENT_GLOBAL_COLS) /* event fields of SQL class GNN (clock_samples t1, t2) */
 };
 
-/* *_id columns of copied tables that are not string ids (copied as they are). */
-static const char *const plain_ids[] = {"correlation_id", "graph_id",  "external_id",
-                                        "op_id",          "launch_id", "local_id"};
+/* *_id columns of copied tables that are not string ids (copied as they are): those of the
+ * other tables here; an event table's columns are classified by proto/kinds.h (its string
+ * ids are codec STR, every other column is plain). */
+static const char *const plain_ids[] = {"local_id"};
+#define PLAINCOL_1(K, sql)
+#define PLAINCOL_0(K, sql) {tbl_##K, sql},
+#define PLAINCOL_(is, K, sql) PLAINCOL_##is(K, sql)
+#define PLAINCOL_X(is, K, sql) PLAINCOL_(is, K, sql)
+#define PLAINCOL(K, m, sql, cls, num, wire, codec, arg, pos, sep)                                  \
+    PLAINCOL_X(MRD__CODEC_IS_STR(codec), K, sql)
+#define EVENT_PLAIN_COLS(E, v, fn, T, u, bm, C, d, t, tag) MRD__FIELDS(fn, PLAINCOL)
+static const struct {
+    const char *table, *column;
+} event_plain_cols[] = {MRD_KINDS(EVENT_PLAIN_COLS)};
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -96,10 +112,13 @@ int mrd__merge_is_global_col(const char *t, const char *c)
     return 0;
 }
 
-static int is_plain_id(const char *c)
+static int is_plain_id(const char *t, const char *c)
 {
     for (size_t i = 0; i < N(plain_ids); i++)
         if (strcmp(plain_ids[i], c) == 0)
+            return 1;
+    for (size_t i = 0; i < N(event_plain_cols); i++)
+        if (strcmp(event_plain_cols[i].table, t) == 0 && strcmp(event_plain_cols[i].column, c) == 0)
             return 1;
     return 0;
 }
@@ -195,7 +214,7 @@ static int check_schema(sqlite3 **schema, FILE *log, const char *who)
         sqlite3_bind_text(q, 1, t, -1, SQLITE_TRANSIENT);
         while (sqlite3_step(q) == SQLITE_ROW) {
             const char *c = (const char *)sqlite3_column_text(q, 0);
-            if (!mrd__merge_is_string_col(t, c) && !is_plain_id(c)) {
+            if (!mrd__merge_is_string_col(t, c) && !is_plain_id(t, c)) {
                 fprintf(log,
                         "%s: column %s.%s is neither a known string id nor a known plain "
                         "id (launcher/merge_check.c, string_cols/plain_ids): cannot merge\n",

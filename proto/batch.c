@@ -323,225 +323,43 @@ static uint64_t dur(int64_t start, int64_t end)
     return (uint64_t)end - (uint64_t)start;
 }
 
-/* Every mrd_batch_add_<kind> (string ids listed in ADD_BEGIN, 0 for none) encodes the
- * event into v[] in field-number order, then reserves and commits; on failure the delta
- * state is restored. Returns 0, -EAGAIN (batch full: finish, then append again), -EINVAL
- * (a string id this builder never handed out), -MRD_ERR_TOO_LARGE (cannot fit even an
- * empty batch) or -ENOMEM. Builder thread only. */
-#define ADD_BEGIN(kind, ...)                                                                   \
-    const uint32_t ids[] = {__VA_ARGS__};                                                      \
-    const int nids = (int)(sizeof(ids) / sizeof(ids[0]));                                      \
-    uint64_t v[MRD__BATCH_MAX_COLS];                                                           \
-    size_t need;                                                                               \
-    struct group *g = &b->g[kind];                                                             \
-    const uint64_t saved[2] = {g->prev[0], g->prev[1]};                                        \
-    int rc
-#define ADD_END(kind)                                                                          \
-    rc = reserve(b, kind, v, ids, nids, &need);                                                \
-    if (rc) {                                                                                  \
-        g->prev[0] = saved[0];                                                                 \
-        g->prev[1] = saved[1];                                                                 \
-        return rc;                                                                             \
-    }                                                                                          \
-    commit(b, kind, v, ids, nids, need);                                                       \
-    return 0
-
-/* Appends one kernel (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_kernel(struct mrd_batch_builder *b, const struct mrd_kernel *e)
-{
-    ADD_BEGIN(MRD_EV_KERNEL, e->name);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->device;
-    v[3] = e->stream;
-    v[4] = delta(&g->prev[1], e->correlation);
-    v[5] = e->name;
-    v[6] = e->grid[0];
-    v[7] = e->grid[1];
-    v[8] = e->grid[2];
-    v[9] = e->block[0];
-    v[10] = e->block[1];
-    v[11] = e->block[2];
-    v[12] = e->shared_bytes;
-    v[13] = e->registers;
-    v[14] = e->graph_id;
-    v[15] = e->context;
-    ADD_END(MRD_EV_KERNEL);
-}
-
-/* Appends one memcpy (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_memcpy(struct mrd_batch_builder *b, const struct mrd_memcpy *e)
-{
-    ADD_BEGIN(MRD_EV_MEMCPY, 0);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->device;
-    v[3] = e->stream;
-    v[4] = delta(&g->prev[1], e->correlation);
-    v[5] = e->bytes;
-    v[6] = e->copy_kind;
-    v[7] = e->src_kind;
-    v[8] = e->dst_kind;
-    v[9] = e->peer_device;
-    ADD_END(MRD_EV_MEMCPY);
-}
-
-/* Appends one memset (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_memset(struct mrd_batch_builder *b, const struct mrd_memset *e)
-{
-    ADD_BEGIN(MRD_EV_MEMSET, 0);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->device;
-    v[3] = e->stream;
-    v[4] = delta(&g->prev[1], e->correlation);
-    v[5] = e->bytes;
-    v[6] = e->value;
-    v[7] = e->memory_kind;
-    ADD_END(MRD_EV_MEMSET);
-}
-
-/* Appends one synchronization (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_sync(struct mrd_batch_builder *b, const struct mrd_sync *e)
-{
-    ADD_BEGIN(MRD_EV_SYNC, 0);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->type;
-    v[3] = e->context;
-    v[4] = e->stream;
-    v[5] = delta(&g->prev[1], e->correlation);
-    ADD_END(MRD_EV_SYNC);
-}
-
-/* Appends one API call (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_api(struct mrd_batch_builder *b, const struct mrd_api *e)
-{
-    ADD_BEGIN(MRD_EV_API, e->name);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->domain;
-    v[3] = e->cbid;
-    v[4] = delta(&g->prev[1], e->correlation);
-    v[5] = e->thread;
-    v[6] = e->name;
-    ADD_END(MRD_EV_API);
-}
-
-/* Appends one graph launch (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_graph(struct mrd_batch_builder *b, const struct mrd_graph *e)
-{
-    ADD_BEGIN(MRD_EV_GRAPH, 0);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->device;
-    v[3] = e->stream;
-    v[4] = delta(&g->prev[1], e->correlation);
-    v[5] = e->graph_id;
-    ADD_END(MRD_EV_GRAPH);
-}
-
-/* Appends one external correlation (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_extcorr(struct mrd_batch_builder *b, const struct mrd_extcorr *e)
-{
-    ADD_BEGIN(MRD_EV_EXTCORR, 0);
-    v[0] = delta(&g->prev[0], e->correlation);
-    v[1] = e->external_id;
-    v[2] = e->kind;
-    ADD_END(MRD_EV_EXTCORR);
-}
-
-/* Appends one NVTX range or mark (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_nvtx(struct mrd_batch_builder *b, const struct mrd_nvtx *e)
-{
-    ADD_BEGIN(MRD_EV_NVTX, e->domain, e->name);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->kind;
-    v[3] = e->domain;
-    v[4] = e->name;
-    v[5] = e->thread;
-    v[6] = e->depth;
-    v[7] = e->color;
-    ADD_END(MRD_EV_NVTX);
-}
-
-/* Appends one NCCL operation (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_nccl_op(struct mrd_batch_builder *b, const struct mrd_nccl_op *e)
-{
-    ADD_BEGIN(MRD_EV_NCCL_OP, e->func, e->datatype, e->algo, e->proto);
-    v[0] = e->op_id;
-    v[1] = delta(&g->prev[0], (uint64_t)e->start);
-    v[2] = dur(e->start, e->end);
-    v[3] = e->comm_hash;
-    v[4] = e->comm_rank;
-    v[5] = e->comm_nranks;
-    v[6] = e->seq;
-    v[7] = e->func;
-    v[8] = e->count;
-    v[9] = e->datatype;
-    v[10] = e->bytes;
-    v[11] = (uint32_t)e->root;
-    v[12] = (uint32_t)e->peer;
-    v[13] = e->algo;
-    v[14] = e->proto;
-    v[15] = e->channels;
-    v[16] = e->warps;
-    v[17] = e->launch_id;
-    v[18] = e->is_p2p;
-    v[19] = e->device;
-    ADD_END(MRD_EV_NCCL_OP);
-}
-
-/* Appends one NCCL channel timing (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_nccl_channel(struct mrd_batch_builder *b, const struct mrd_nccl_channel *e)
-{
-    ADD_BEGIN(MRD_EV_NCCL_CHANNEL, 0);
-    v[0] = e->op_id;
-    v[1] = e->channel;
-    v[2] = delta(&g->prev[0], (uint64_t)e->gpu_start);
-    v[3] = dur(e->gpu_start, e->gpu_end);
-    v[4] = delta(&g->prev[1], (uint64_t)e->host_start);
-    ADD_END(MRD_EV_NCCL_CHANNEL);
-}
-
-/* Appends one MPI call (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_mpi(struct mrd_batch_builder *b, const struct mrd_mpi *e)
-{
-    ADD_BEGIN(MRD_EV_MPI, e->call);
-    v[0] = delta(&g->prev[0], (uint64_t)e->start);
-    v[1] = dur(e->start, e->end);
-    v[2] = e->call;
-    v[3] = e->bytes;
-    v[4] = (uint32_t)e->peer;
-    v[5] = (uint32_t)e->tag;
-    v[6] = e->comm_size;
-    v[7] = e->thread;
-    ADD_END(MRD_EV_MPI);
-}
-
-/* Appends one clock probe sample (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_clock_sample(struct mrd_batch_builder *b, const struct mrd_clock_sample *e)
-{
-    ADD_BEGIN(MRD_EV_CLOCK, 0);
-    v[0] = (uint64_t)e->t0;
-    v[1] = (uint64_t)e->t1;
-    v[2] = (uint64_t)e->t2;
-    v[3] = (uint64_t)e->t3;
-    ADD_END(MRD_EV_CLOCK);
-}
-
-/* Appends one GPU timer calibration sample (results as for every mrd_batch_add_*, above). */
-int mrd_batch_add_gpu_clock_sample(struct mrd_batch_builder *b,
-                                   const struct mrd_gpu_clock_sample *e)
-{
-    ADD_BEGIN(MRD_EV_GPU_CLOCK, 0);
-    v[0] = e->device;
-    v[1] = (uint64_t)e->host_ns;
-    v[2] = (uint64_t)e->gpu_ns;
-    v[3] = e->uncertainty_ns;
-    ADD_END(MRD_EV_GPU_CLOCK);
-}
+/* Every mrd_batch_add_<fn> (generated from kinds.h: one straight-line statement per field)
+ * encodes the event into v[] at each field's column (field number - 1), lists its string
+ * ids (0 for none), then reserves and commits; on failure the delta state is restored.
+ * Returns 0, -EAGAIN (batch full: finish, then append again), -EINVAL (a string id this
+ * builder never handed out), -MRD_ERR_TOO_LARGE (cannot fit even an empty batch) or
+ * -ENOMEM. Builder thread only. */
+#define ADD_DELTA(m, arg) delta(&g->prev[arg], (uint64_t)e->m)
+#define ADD_DUR(m, start) dur(e->start, e->m)
+#define ADD_PLAIN(m, arg) (uint64_t)e->m
+#define ADD_STR(m, arg) (uint64_t)e->m
+#define ADD_FIELD(K, m, sql, cls, num, wire, codec, arg, pos, sep) v[(num)-1] = ADD_##codec(m, arg);
+#define ADD_ID_1(m) e->m,
+#define ADD_ID_0(m)
+#define ADD_ID_(is, m) ADD_ID_##is(m)
+#define ADD_ID_X(is, m) ADD_ID_(is, m)
+#define ADD_ID(K, m, sql, cls, num, wire, codec, arg, pos, sep) ADD_ID_X(MRD__CODEC_IS_STR(codec), m)
+#define ADD_KIND(E, v_, fn, T, u, bm, C, d, t, tag)                                                \
+    int mrd_batch_add_##fn(struct mrd_batch_builder *b, const T *e)                                \
+    {                                                                                              \
+        const uint32_t ids[] = {MRD__FIELDS(fn, ADD_ID) 0};                                        \
+        const int nids = (int)(sizeof(ids) / sizeof(ids[0])) - 1;                                  \
+        uint64_t v[MRD__BATCH_MAX_COLS];                                                           \
+        size_t need;                                                                               \
+        struct group *g = &b->g[E];                                                                \
+        const uint64_t saved[2] = {g->prev[0], g->prev[1]};                                        \
+        int rc;                                                                                    \
+        MRD__FIELDS(fn, ADD_FIELD)                                                                 \
+        rc = reserve(b, E, v, ids, nids, &need);                                                   \
+        if (rc) {                                                                                  \
+            g->prev[0] = saved[0];                                                                 \
+            g->prev[1] = saved[1];                                                                 \
+            return rc;                                                                             \
+        }                                                                                          \
+        commit(b, E, v, ids, nids, need);                                                          \
+        return 0;                                                                                  \
+    }
+MRD_KINDS(ADD_KIND)
 
 /* Copies the cumulative drop counters; every later batch carries the non-zero ones (a
  * cumulative total is idempotent, so a lost batch loses nothing). Builder thread only. */
@@ -747,15 +565,15 @@ void mrd_batch_builder_reset_unacked(struct mrd_batch_builder *b)
 }
 
 /* One appender per kind, indexed by enum mrd_event_kind (batch.h: mrd_batch_add_any). */
-#define ADD_ANY(k, fn, type)                                                                       \
+#define ADD_ANY(E, v, fn, T, u, bm, C, d, t, tag)                                                  \
     static int any_##fn(struct mrd_batch_builder *b, const void *e)                                \
     {                                                                                              \
-        return mrd_batch_add_##fn(b, (const type *)e);                                             \
+        return mrd_batch_add_##fn(b, (const T *)e);                                                \
     }
-MRD__EVENT_KINDS(ADD_ANY)
-#define ADD_ENTRY(k, fn, type) [k] = any_##fn,
+MRD_KINDS(ADD_ANY)
+#define ADD_ENTRY(E, v, fn, T, u, bm, C, d, t, tag) [E] = any_##fn,
 static int (*const add_any[MRD_EV__COUNT])(struct mrd_batch_builder *, const void *) = {
-    MRD__EVENT_KINDS(ADD_ENTRY)};
+    MRD_KINDS(ADD_ENTRY)};
 
 int mrd_batch_add_any(struct mrd_batch_builder *b, int kind, const void *e)
 {

@@ -49,20 +49,9 @@ uint32_t mrd_batch_builder_intern(struct mrd_batch_builder *b, const char *s);
  * again), or -ENOMEM. Also -MRD_ERR_TOO_LARGE when the event, with the string
  * definitions it needs, cannot fit even an empty batch (drop it, count DROP_TOO_LARGE),
  * and -EINVAL for a string id this builder never handed out. */
-int mrd_batch_add_kernel(struct mrd_batch_builder *b, const struct mrd_kernel *e);
-int mrd_batch_add_memcpy(struct mrd_batch_builder *b, const struct mrd_memcpy *e);
-int mrd_batch_add_memset(struct mrd_batch_builder *b, const struct mrd_memset *e);
-int mrd_batch_add_sync(struct mrd_batch_builder *b, const struct mrd_sync *e);
-int mrd_batch_add_api(struct mrd_batch_builder *b, const struct mrd_api *e);
-int mrd_batch_add_graph(struct mrd_batch_builder *b, const struct mrd_graph *e);
-int mrd_batch_add_extcorr(struct mrd_batch_builder *b, const struct mrd_extcorr *e);
-int mrd_batch_add_nvtx(struct mrd_batch_builder *b, const struct mrd_nvtx *e);
-int mrd_batch_add_nccl_op(struct mrd_batch_builder *b, const struct mrd_nccl_op *e);
-int mrd_batch_add_nccl_channel(struct mrd_batch_builder *b, const struct mrd_nccl_channel *e);
-int mrd_batch_add_mpi(struct mrd_batch_builder *b, const struct mrd_mpi *e);
-int mrd_batch_add_clock_sample(struct mrd_batch_builder *b, const struct mrd_clock_sample *e);
-int mrd_batch_add_gpu_clock_sample(struct mrd_batch_builder *b,
-                                   const struct mrd_gpu_clock_sample *e);
+#define MRD__BATCH_ADD_DECL(E, v, fn, T, u, bm, C, d, t, tag)                                     \
+    int mrd_batch_add_##fn(struct mrd_batch_builder *b, const T *e);
+MRD_KINDS(MRD__BATCH_ADD_DECL) /* mrd_batch_add_kernel, ..._memcpy, ... (proto/kinds.h) */
 
 /* Sets the frame limit for events appended from now on (the peer announced its own:
  * HelloReply.max_frame_bytes); 0 means MRD_FRAME_DEFAULT_MAX. Returns 0; -EINVAL below
@@ -111,19 +100,9 @@ struct mrd_batch_cursor {
     int64_t prev[4]; /* running values of the delta columns */
 };
 void mrd_batch_cursor_init(struct mrd_batch_cursor *c, const Meridian__V1__Batch *m);
-int mrd_batch_next_kernel(struct mrd_batch_cursor *c, struct mrd_kernel *e);
-int mrd_batch_next_memcpy(struct mrd_batch_cursor *c, struct mrd_memcpy *e);
-int mrd_batch_next_memset(struct mrd_batch_cursor *c, struct mrd_memset *e);
-int mrd_batch_next_sync(struct mrd_batch_cursor *c, struct mrd_sync *e);
-int mrd_batch_next_api(struct mrd_batch_cursor *c, struct mrd_api *e);
-int mrd_batch_next_graph(struct mrd_batch_cursor *c, struct mrd_graph *e);
-int mrd_batch_next_extcorr(struct mrd_batch_cursor *c, struct mrd_extcorr *e);
-int mrd_batch_next_nvtx(struct mrd_batch_cursor *c, struct mrd_nvtx *e);
-int mrd_batch_next_nccl_op(struct mrd_batch_cursor *c, struct mrd_nccl_op *e);
-int mrd_batch_next_nccl_channel(struct mrd_batch_cursor *c, struct mrd_nccl_channel *e);
-int mrd_batch_next_mpi(struct mrd_batch_cursor *c, struct mrd_mpi *e);
-int mrd_batch_next_clock_sample(struct mrd_batch_cursor *c, struct mrd_clock_sample *e);
-int mrd_batch_next_gpu_clock_sample(struct mrd_batch_cursor *c, struct mrd_gpu_clock_sample *e);
+#define MRD__BATCH_NEXT_DECL(E, v, fn, T, u, bm, C, d, t, tag)                                    \
+    int mrd_batch_next_##fn(struct mrd_batch_cursor *c, T *e);
+MRD_KINDS(MRD__BATCH_NEXT_DECL) /* mrd_batch_next_kernel, ... (proto/kinds.h) */
 
 /* ---- any kind (for code that moves events without looking at them: re-splitting,
  * replay) ---- */

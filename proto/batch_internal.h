@@ -90,21 +90,8 @@ static inline int32_t mrd__u2s32(uint32_t v)
     return v <= (uint32_t)INT32_MAX ? (int32_t)v : -(int32_t)(~v) - 1;
 }
 
-/* Every event kind once, for per-kind tables (mrd_batch_add_any, mrd_batch_next_any):
- * X(enum value, name in mrd_batch_add_<name> / mrd_batch_next_<name>, event struct). */
-#define MRD__EVENT_KINDS(X)                                                                        \
-    X(MRD_EV_KERNEL, kernel, struct mrd_kernel)                                                    \
-    X(MRD_EV_MEMCPY, memcpy, struct mrd_memcpy)                                                    \
-    X(MRD_EV_MEMSET, memset, struct mrd_memset)                                                    \
-    X(MRD_EV_SYNC, sync, struct mrd_sync)                                                          \
-    X(MRD_EV_API, api, struct mrd_api)                                                             \
-    X(MRD_EV_GRAPH, graph, struct mrd_graph)                                                       \
-    X(MRD_EV_EXTCORR, extcorr, struct mrd_extcorr)                                                 \
-    X(MRD_EV_NVTX, nvtx, struct mrd_nvtx)                                                          \
-    X(MRD_EV_NCCL_OP, nccl_op, struct mrd_nccl_op)                                                 \
-    X(MRD_EV_NCCL_CHANNEL, nccl_channel, struct mrd_nccl_channel)                                  \
-    X(MRD_EV_MPI, mpi, struct mrd_mpi)                                                             \
-    X(MRD_EV_CLOCK, clock_sample, struct mrd_clock_sample)                                         \
-    X(MRD_EV_GPU_CLOCK, gpu_clock_sample, struct mrd_gpu_clock_sample)
+/* The Columns message type of kind fn (proto/kinds.h), for the generated per-kind code. */
+#define MRD__COLS_TYPEDEF(E, v, fn, T, u, bm, C, d, t, tag) typedef C mrd__cols_##fn;
+MRD_KINDS(MRD__COLS_TYPEDEF)
 
 #endif

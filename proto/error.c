@@ -101,21 +101,9 @@ const char *mrd_strerror(int err)
     return "unknown error";
 }
 
-static const char *const kind_names[MRD_EV__COUNT] = {
-    [MRD_EV_KERNEL] = "kernel",
-    [MRD_EV_MEMCPY] = "memcpy",
-    [MRD_EV_MEMSET] = "memset",
-    [MRD_EV_SYNC] = "sync",
-    [MRD_EV_API] = "api",
-    [MRD_EV_GRAPH] = "graph",
-    [MRD_EV_EXTCORR] = "extcorr",
-    [MRD_EV_NVTX] = "nvtx",
-    [MRD_EV_NCCL_OP] = "nccl_op",
-    [MRD_EV_NCCL_CHANNEL] = "nccl_channel",
-    [MRD_EV_MPI] = "mpi",
-    [MRD_EV_CLOCK] = "clock",
-    [MRD_EV_GPU_CLOCK] = "gpu_clock",
-};
+/* the kind's union member in events.h (proto/kinds.h) */
+#define KIND_NAME(E, v, fn, T, u, bm, C, d, t, tag) [E] = #u,
+static const char *const kind_names[MRD_EV__COUNT] = {MRD_KINDS(KIND_NAME)};
 
 static const char *const drop_names[MRD_DROP__COUNT] = {
     [MRD_DROP_RING_FULL] = "ring_full",

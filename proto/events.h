@@ -14,6 +14,8 @@
 
 #include <stdint.h>
 
+#include "kinds.h"
+
 struct mrd_kernel {
     int64_t start, end;
     uint64_t correlation;
@@ -96,11 +98,11 @@ struct mrd_gpu_clock_sample {
     uint32_t device;
 };
 
-/* Event kinds (values equal meridian.proto's EventKind) and drop reasons (DropReason). */
+/* Event kinds (values equal meridian.proto's EventKind; the list is proto/kinds.h) and drop
+ * reasons (DropReason). */
+#define MRD__KIND_ENUM(E, v, fn, T, u, bm, C, d, t, tag) E = v,
 enum mrd_event_kind {
-    MRD_EV_KERNEL = 1, MRD_EV_MEMCPY, MRD_EV_MEMSET, MRD_EV_SYNC, MRD_EV_API, MRD_EV_GRAPH,
-    MRD_EV_EXTCORR, MRD_EV_NVTX, MRD_EV_NCCL_OP, MRD_EV_NCCL_CHANNEL, MRD_EV_MPI,
-    MRD_EV_CLOCK, MRD_EV_GPU_CLOCK,
+    MRD_KINDS(MRD__KIND_ENUM)
     MRD_EV__COUNT
 };
 enum mrd_drop_reason {
@@ -117,20 +119,9 @@ const char *mrd_drop_reason_name(int reason);
 
 /* Room for one event of any kind: the agent's ring records, mrd_batch_add_any /
  * mrd_batch_next_any (batch.h), replay's canonical events. */
+#define MRD__KIND_UNION(E, v, fn, T, u, bm, C, d, t, tag) T u;
 union mrd_any_event {
-    struct mrd_kernel kernel;
-    struct mrd_memcpy memcpy;
-    struct mrd_memset memset;
-    struct mrd_sync sync;
-    struct mrd_api api;
-    struct mrd_graph graph;
-    struct mrd_extcorr extcorr;
-    struct mrd_nvtx nvtx;
-    struct mrd_nccl_op nccl_op;
-    struct mrd_nccl_channel nccl_channel;
-    struct mrd_mpi mpi;
-    struct mrd_clock_sample clock;
-    struct mrd_gpu_clock_sample gpu_clock;
+    MRD_KINDS(MRD__KIND_UNION)
 };
 
 #endif

@@ -53,9 +53,26 @@ extern const char mrd__store_schema_text[]; /* generated from schema.sql at buil
 static const char pragmas[] = WAL_PRAGMA CONN_PRAGMAS;
 static const char conn_pragmas[] = CONN_PRAGMAS;
 
+/* The event tables (write.c, generated from proto/kinds.h) in front of schema.sql, whose
+ * indexes name some of them; built once. If that allocation fails, schema.sql alone (the
+ * caller's statements on event tables then fail with "no such table"). */
+static char *schema_all;
+static pthread_once_t schema_all_once = PTHREAD_ONCE_INIT;
+
+static void schema_all_build(void)
+{
+    size_t a = strlen(mrd__store_event_ddl), b = strlen(mrd__store_schema_text);
+    schema_all = malloc(a + b + 1);
+    if (!schema_all)
+        return;
+    memcpy(schema_all, mrd__store_event_ddl, a);
+    memcpy(schema_all + a, mrd__store_schema_text, b + 1);
+}
+
 const char *mrd_store_schema_sql(void)
 {
-    return mrd__store_schema_text;
+    pthread_once(&schema_all_once, schema_all_build);
+    return schema_all ? schema_all : mrd__store_schema_text;
 }
 
 const char *mrd_store_pragmas(void)
@@ -420,7 +437,8 @@ static int apply_schema(struct mrd_store *s, const struct mrd_store_config *cfg)
     for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
         if ((rc = migrations[step - 1].run(s)) < 0)
             goto fail;
-    if ((rc = exec(s, mrd__store_schema_text, "schema")) < 0)
+    if ((rc = exec(s, mrd__store_event_ddl, "event tables")) < 0 ||
+        (rc = exec(s, mrd__store_schema_text, "schema")) < 0)
         goto fail;
     if (v != MRD_STORE_SCHEMA_VERSION) {
         char sql[96];

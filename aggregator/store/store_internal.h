@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "events.h"
 #include "store.h"
 
 /* Prepared statements, one per SQL text in write.c's table (same order). */
@@ -15,19 +16,8 @@ enum {
     MRD__ST_COMMIT,
     MRD__ST_ROLLBACK,
     MRD__ST_BATCH,
-    MRD__ST_KERNEL,
-    MRD__ST_MEMCPY,
-    MRD__ST_MEMSET,
-    MRD__ST_SYNC,
-    MRD__ST_API,
-    MRD__ST_GRAPH,
-    MRD__ST_EXTCORR,
-    MRD__ST_NVTX,
-    MRD__ST_NCCL_OP,
-    MRD__ST_NCCL_CH,
-    MRD__ST_MPI,
-    MRD__ST_CLOCK,
-    MRD__ST_GPU_CLOCK,
+    /* one INSERT per event kind: MRD__ST_EVENT(kind), kinds 1..MRD_EV__COUNT-1 */
+    MRD__ST_EVENT_LAST = MRD__ST_BATCH + MRD_EV__COUNT - 1,
     MRD__ST_STR_FIND,
     MRD__ST_STR_INS,
     MRD__ST_RSTR_PUT,
@@ -96,8 +86,14 @@ struct mrd_store {
     struct mrd_store_ckpt *ckpt; /* WAL checkpoints on their own thread (ckpt.c) */
 };
 
+/* The INSERT statement of event kind k (enum mrd_event_kind). */
+#define MRD__ST_EVENT(k) (MRD__ST_BATCH + (k))
+
 /* write.c */
 extern const char *const mrd__store_sql[MRD__ST__COUNT];
+/* CREATE TABLE IF NOT EXISTS of every event kind's table, generated from proto/kinds.h;
+ * run before schema.sql (whose indexes name some of them). */
+extern const char mrd__store_event_ddl[];
 int mrd__store_write_item(struct mrd_store *s, struct mrd_store_item *it);
 int mrd__store_strmap_init(struct mrd__strmap *m, size_t max);
 void mrd__store_strmap_clear(struct mrd__strmap *m);

@@ -24,44 +24,27 @@
 #include "events.h"
 #include "store_internal.h"
 
+/* Each event kind's table and INSERT, generated from its field list (proto/kinds.h): the
+ * columns in table order after rank, which is always column 1. */
+#define DDL_COL(K, m, sql, cls, num, wire, codec, arg, pos, sep) ",\n    " sql " " MRD__SQL_DECL(cls)
+#define EVENT_DDL(E, v, fn, T, u, bm, C, d, t, tag)                                                \
+    "\nCREATE TABLE IF NOT EXISTS " t " (\n    rank INTEGER NOT NULL" MRD__FIELDS(fn, DDL_COL)   \
+    "\n);\n"
+const char mrd__store_event_ddl[] = MRD_KINDS(EVENT_DDL);
+
+#define INSERT_COL(K, m, sql, cls, num, wire, codec, arg, pos, sep) ", " sql
+#define INSERT_ARG(K, m, sql, cls, num, wire, codec, arg, pos, sep) ",?"
+#define EVENT_INSERT(E, v, fn, T, u, bm, C, d, t, tag)                                             \
+    [MRD__ST_EVENT(E)] = "INSERT INTO " t "(rank" MRD__FIELDS(fn, INSERT_COL) ") VALUES(?1"        \
+                         MRD__FIELDS(fn, INSERT_ARG) ")",
+
 const char *const mrd__store_sql[MRD__ST__COUNT] = {
     [MRD__ST_BEGIN] = "BEGIN",
     [MRD__ST_COMMIT] = "COMMIT",
     [MRD__ST_ROLLBACK] = "ROLLBACK",
     [MRD__ST_BATCH] = "INSERT OR IGNORE INTO batches(rank, seq, events, wire_bytes, received_ns,"
                       " agent_instance) VALUES(?1, ?2, ?3, ?4, ?5, ?6)",
-    [MRD__ST_KERNEL] = "INSERT INTO kernels(rank, device, stream, context, start_ns, end_ns,"
-                       " correlation_id, name_id, grid_x, grid_y, grid_z, block_x, block_y,"
-                       " block_z, shared_bytes, registers, graph_id)"
-                       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17)",
-    [MRD__ST_MEMCPY] = "INSERT INTO memcpys(rank, device, stream, start_ns, end_ns,"
-                       " correlation_id, bytes, copy_kind, src_kind, dst_kind, peer_device)"
-                       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-    [MRD__ST_MEMSET] = "INSERT INTO memsets(rank, device, stream, start_ns, end_ns,"
-                       " correlation_id, bytes, value, memory_kind)"
-                       " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-    [MRD__ST_SYNC] = "INSERT INTO syncs(rank, context, stream, start_ns, end_ns, correlation_id,"
-                     " type) VALUES(?1,?2,?3,?4,?5,?6,?7)",
-    [MRD__ST_API] = "INSERT INTO api_calls(rank, thread, start_ns, end_ns, correlation_id,"
-                    " domain, cbid, name_id) VALUES(?1,?2,?3,?4,?5,?6,?7,?8)",
-    [MRD__ST_GRAPH] = "INSERT INTO graph_launches(rank, device, stream, start_ns, end_ns,"
-                      " correlation_id, graph_id) VALUES(?1,?2,?3,?4,?5,?6,?7)",
-    [MRD__ST_EXTCORR] = "INSERT INTO external_correlations(rank, correlation_id, external_id,"
-                        " kind) VALUES(?1,?2,?3,?4)",
-    [MRD__ST_NVTX] = "INSERT INTO nvtx(rank, thread, start_ns, end_ns, kind, domain_id, name_id,"
-                     " depth, color) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-    [MRD__ST_NCCL_OP] = "INSERT INTO nccl_ops(rank, op_id, start_ns, end_ns, comm_hash,"
-                        " comm_rank, comm_nranks, seq, func_id, count, datatype_id, bytes, root,"
-                        " peer, algo_id, proto_id, channels, warps, launch_id, is_p2p, device)"
-                        " VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,"
-                        "?18,?19,?20,?21)",
-    [MRD__ST_NCCL_CH] = "INSERT INTO nccl_channels(rank, op_id, channel, gpu_start, gpu_end,"
-                        " host_start_ns) VALUES(?1,?2,?3,?4,?5,?6)",
-    [MRD__ST_MPI] = "INSERT INTO mpi_calls(rank, thread, start_ns, end_ns, call_id, bytes, peer,"
-                    " tag, comm_size) VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-    [MRD__ST_CLOCK] = "INSERT INTO clock_samples(rank, t0, t1, t2, t3) VALUES(?1,?2,?3,?4,?5)",
-    [MRD__ST_GPU_CLOCK] = "INSERT INTO gpu_clock_samples(rank, device, host_ns, gpu_ns,"
-                          " uncertainty_ns) VALUES(?1,?2,?3,?4,?5)",
+    MRD_KINDS(EVENT_INSERT)
     [MRD__ST_STR_FIND] = "SELECT id FROM strings WHERE value = ?1",
     [MRD__ST_STR_INS] = "INSERT INTO strings(value) VALUES(?1)",
     [MRD__ST_RSTR_PUT] = "INSERT OR REPLACE INTO rank_strings(rank, agent_instance, local_id,"
@@ -114,16 +97,7 @@ const char *mrd_store_sql_text(enum mrd_store_sql which)
 
 const char *mrd_store_event_sql(int kind)
 {
-    static const int st[MRD_EV__COUNT] = {
-        [MRD_EV_KERNEL] = MRD__ST_KERNEL,   [MRD_EV_MEMCPY] = MRD__ST_MEMCPY,
-        [MRD_EV_MEMSET] = MRD__ST_MEMSET,   [MRD_EV_SYNC] = MRD__ST_SYNC,
-        [MRD_EV_API] = MRD__ST_API,         [MRD_EV_GRAPH] = MRD__ST_GRAPH,
-        [MRD_EV_EXTCORR] = MRD__ST_EXTCORR, [MRD_EV_NVTX] = MRD__ST_NVTX,
-        [MRD_EV_NCCL_OP] = MRD__ST_NCCL_OP, [MRD_EV_NCCL_CHANNEL] = MRD__ST_NCCL_CH,
-        [MRD_EV_MPI] = MRD__ST_MPI,         [MRD_EV_CLOCK] = MRD__ST_CLOCK,
-        [MRD_EV_GPU_CLOCK] = MRD__ST_GPU_CLOCK,
-    };
-    return kind > 0 && kind < MRD_EV__COUNT ? mrd__store_sql[st[kind]] : NULL;
+    return kind > 0 && kind < MRD_EV__COUNT ? mrd__store_sql[MRD__ST_EVENT(kind)] : NULL;
 }
 
 /* ---- string map ---- */
@@ -517,16 +491,34 @@ static int write_strings(struct mrd_store *s, uint32_t rank, uint64_t inst,
     return 0;
 }
 
-/* One macro per event loop: init a cursor, bind each event, step. `body` binds columns
- * 2.. of statement `st` from event `e`; column 1 is always the rank. */
-#define EVENTS(stidx, type, next, body)                                                            \
-    do {                                                                                           \
-        sqlite3_stmt *st = s->st[stidx];                                                           \
-        struct type e;                                                                             \
+/* One writer per event kind, generated from its field list (proto/kinds.h): a cursor over
+ * the kind, one bind per column in table order (rank first, string ids mapped, nccl_ops.seq
+ * NULL for point-to-point operations), one step per event. Adds the rows to *rows. */
+#define BIND_VAL_INT(m) BIND(st, i++, e->m)
+#define BIND_VAL_NN(m) BIND(st, i++, e->m)
+#define BIND_VAL_GNN(m) BIND(st, i++, e->m)
+#define BIND_VAL_P2PNULL(m)                                                                        \
+    if (e->is_p2p)                                                                                 \
+        sqlite3_bind_null(st, i++);                                                                \
+    else                                                                                           \
+        BIND(st, i++, e->m)
+#define BIND_CODEC_STR(cls, m) bind_str_id(st, i++, string_id(s, rank, inst, e->m))
+#define BIND_CODEC_PLAIN(cls, m) BIND_VAL_##cls(m)
+#define BIND_CODEC_DELTA(cls, m) BIND_VAL_##cls(m)
+#define BIND_CODEC_DUR(cls, m) BIND_VAL_##cls(m)
+#define BIND_FIELD(K, m, sql, cls, num, wire, codec, arg, pos, sep) BIND_CODEC_##codec(cls, m);
+#define WRITE_KIND(E, v, fn, T, u, bm, C, d, t, tag)                                               \
+    static int write_##fn(struct mrd_store *s, uint32_t rank, uint64_t inst,                       \
+                          const Meridian__V1__Batch *b, uint64_t *rows)                            \
+    {                                                                                              \
+        sqlite3_stmt *st = s->st[MRD__ST_EVENT(E)];                                                \
+        struct mrd_batch_cursor c;                                                                 \
+        T ev, *e = &ev;                                                                            \
         mrd_batch_cursor_init(&c, b);                                                              \
-        while (next(&c, &e)) {                                                                     \
-            BIND(st, 1, rank);                                                                     \
-            body;                                                                                  \
+        while (mrd_batch_next_##fn(&c, e)) {                                                       \
+            int i = 1;                                                                             \
+            BIND(st, i++, rank);                                                                   \
+            MRD__FIELDS(fn, BIND_FIELD)                                                            \
             if (s->string_err) { /* a string lookup failed: the item fails */                      \
                 int e_ = s->string_err;                                                            \
                 s->string_err = 0;                                                                 \
@@ -535,108 +527,25 @@ static int write_strings(struct mrd_store *s, uint32_t rank, uint64_t inst,
             int r_ = sqlite3_step(st);                                                             \
             sqlite3_reset(st);                                                                     \
             if (r_ != SQLITE_DONE)                                                                 \
-                return mrd__store_sqlite_err(s, r_, #type);                                        \
-            rows++;                                                                                \
+                return mrd__store_sqlite_err(s, r_, "mrd_" #fn);                                       \
+            (*rows)++;                                                                             \
         }                                                                                          \
-    } while (0)
+        return 0;                                                                                  \
+    }
+MRD_KINDS(WRITE_KIND)
 
-/* one line per group of columns reads better than one bind per line: */
-// clang-format off
 static int write_events(struct mrd_store *s, uint32_t rank, uint64_t inst,
                         const Meridian__V1__Batch *b, uint64_t *nrows)
 {
-    struct mrd_batch_cursor c;
     uint64_t rows = 0;
-    if (b->kernels)
-        EVENTS(MRD__ST_KERNEL, mrd_kernel, mrd_batch_next_kernel, {
-            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.context);
-            BIND(st, 5, e.start); BIND(st, 6, e.end); BIND(st, 7, e.correlation);
-            bind_str_id(st, 8, string_id(s, rank, inst, e.name));
-            BIND(st, 9, e.grid[0]); BIND(st, 10, e.grid[1]); BIND(st, 11, e.grid[2]);
-            BIND(st, 12, e.block[0]); BIND(st, 13, e.block[1]); BIND(st, 14, e.block[2]);
-            BIND(st, 15, e.shared_bytes); BIND(st, 16, e.registers);
-            BIND(st, 17, e.graph_id);
-        });
-    if (b->memcpys)
-        EVENTS(MRD__ST_MEMCPY, mrd_memcpy, mrd_batch_next_memcpy, {
-            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.start);
-            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.bytes);
-            BIND(st, 8, e.copy_kind); BIND(st, 9, e.src_kind); BIND(st, 10, e.dst_kind);
-            BIND(st, 11, e.peer_device);
-        });
-    if (b->memsets)
-        EVENTS(MRD__ST_MEMSET, mrd_memset, mrd_batch_next_memset, {
-            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.start);
-            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.bytes);
-            BIND(st, 8, e.value); BIND(st, 9, e.memory_kind);
-        });
-    if (b->syncs)
-        EVENTS(MRD__ST_SYNC, mrd_sync, mrd_batch_next_sync, {
-            BIND(st, 2, e.context); BIND(st, 3, e.stream); BIND(st, 4, e.start);
-            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.type);
-        });
-    if (b->api_calls)
-        EVENTS(MRD__ST_API, mrd_api, mrd_batch_next_api, {
-            BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
-            BIND(st, 5, e.correlation); BIND(st, 6, e.domain); BIND(st, 7, e.cbid);
-            bind_str_id(st, 8, string_id(s, rank, inst, e.name));
-        });
-    if (b->graphs)
-        EVENTS(MRD__ST_GRAPH, mrd_graph, mrd_batch_next_graph, {
-            BIND(st, 2, e.device); BIND(st, 3, e.stream); BIND(st, 4, e.start);
-            BIND(st, 5, e.end); BIND(st, 6, e.correlation); BIND(st, 7, e.graph_id);
-        });
-    if (b->ext_correlations)
-        EVENTS(MRD__ST_EXTCORR, mrd_extcorr, mrd_batch_next_extcorr, {
-            BIND(st, 2, e.correlation); BIND(st, 3, e.external_id); BIND(st, 4, e.kind);
-        });
-    if (b->nvtx)
-        EVENTS(MRD__ST_NVTX, mrd_nvtx, mrd_batch_next_nvtx, {
-            BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
-            BIND(st, 5, e.kind); bind_str_id(st, 6, string_id(s, rank, inst, e.domain));
-            bind_str_id(st, 7, string_id(s, rank, inst, e.name));
-            BIND(st, 8, e.depth); BIND(st, 9, e.color);
-        });
-    if (b->nccl_ops)
-        EVENTS(MRD__ST_NCCL_OP, mrd_nccl_op, mrd_batch_next_nccl_op, {
-            BIND(st, 2, e.op_id); BIND(st, 3, e.start); BIND(st, 4, e.end);
-            BIND(st, 5, e.comm_hash); BIND(st, 6, e.comm_rank); BIND(st, 7, e.comm_nranks);
-            if (e.is_p2p)
-                sqlite3_bind_null(st, 8);
-            else
-                BIND(st, 8, e.seq);
-            bind_str_id(st, 9, string_id(s, rank, inst, e.func)); BIND(st, 10, e.count);
-            bind_str_id(st, 11, string_id(s, rank, inst, e.datatype)); BIND(st, 12, e.bytes);
-            BIND(st, 13, e.root); BIND(st, 14, e.peer);
-            bind_str_id(st, 15, string_id(s, rank, inst, e.algo));
-            bind_str_id(st, 16, string_id(s, rank, inst, e.proto));
-            BIND(st, 17, e.channels); BIND(st, 18, e.warps); BIND(st, 19, e.launch_id);
-            BIND(st, 20, e.is_p2p); BIND(st, 21, e.device);
-        });
-    if (b->nccl_channels)
-        EVENTS(MRD__ST_NCCL_CH, mrd_nccl_channel, mrd_batch_next_nccl_channel, {
-            BIND(st, 2, e.op_id); BIND(st, 3, e.channel); BIND(st, 4, e.gpu_start);
-            BIND(st, 5, e.gpu_end); BIND(st, 6, e.host_start);
-        });
-    if (b->mpi)
-        EVENTS(MRD__ST_MPI, mrd_mpi, mrd_batch_next_mpi, {
-            BIND(st, 2, e.thread); BIND(st, 3, e.start); BIND(st, 4, e.end);
-            bind_str_id(st, 5, string_id(s, rank, inst, e.call)); BIND(st, 6, e.bytes);
-            BIND(st, 7, e.peer); BIND(st, 8, e.tag); BIND(st, 9, e.comm_size);
-        });
-    if (b->clock_samples)
-        EVENTS(MRD__ST_CLOCK, mrd_clock_sample, mrd_batch_next_clock_sample, {
-            BIND(st, 2, e.t0); BIND(st, 3, e.t1); BIND(st, 4, e.t2); BIND(st, 5, e.t3);
-        });
-    if (b->gpu_clock_samples)
-        EVENTS(MRD__ST_GPU_CLOCK, mrd_gpu_clock_sample, mrd_batch_next_gpu_clock_sample, {
-            BIND(st, 2, e.device); BIND(st, 3, e.host_ns); BIND(st, 4, e.gpu_ns);
-            BIND(st, 5, e.uncertainty_ns);
-        });
+    int rc = 0;
+#define WRITE_CALL(E, v, fn, T, u, bm, C, d, t, tag)                                               \
+    if (rc == 0 && b->bm)                                                                          \
+        rc = write_##fn(s, rank, inst, b, &rows);
+    MRD_KINDS(WRITE_CALL)
     *nrows = rows;
-    return 0;
+    return rc;
 }
-// clang-format on
 
 static int write_batch(struct mrd_store *s, struct mrd_store_item *it)
 {

@@ -39,106 +39,18 @@ struct table {
     struct col cols[24];
 };
 
-#define F(kind_field, member, t)                                                                   \
-    {                                                                                              \
-#member, offsetof(struct mrd_canon_event, u.kind_field.member), t                          \
-    }
-#define FN(name, kind_field, member, t)                                                            \
-    {                                                                                              \
-        name, offsetof(struct mrd_canon_event, u.kind_field.member), t                             \
-    }
+/* Every event table, generated from proto/kinds.h: its columns after rank, each read into
+ * its event struct member with that member's type. */
+#define EV_TYPEDEF(E, v, fn, T, u, bm, C, d, t, tag) typedef T ev_##fn;
+MRD_KINDS(EV_TYPEDEF)
+#define COL_TYPE(x) _Generic((x), int64_t: C_I64, uint64_t: C_U64, uint32_t: C_U32, int32_t: C_I32)
+#define COL(K, m, sql, cls, num, wire, codec, arg, pos, sep)                                       \
+    {sql, offsetof(struct mrd_canon_event, u) + offsetof(ev_##K, m),                              \
+     COL_TYPE(((ev_##K *)0)->m)},
+#define TABLE(E, v, fn, T, u, bm, C, d, t, tag) {t, E, {MRD__FIELDS(fn, COL)}},
 
-static const struct table tables[] = {
-    {"kernels",
-     MRD_EV_KERNEL,
-     {F(kernel, device, C_U32), F(kernel, stream, C_U32), F(kernel, context, C_U32),
-      FN("start_ns", kernel, start, C_I64), FN("end_ns", kernel, end, C_I64),
-      FN("correlation_id", kernel, correlation, C_U64), FN("name_id", kernel, name, C_U32),
-      FN("grid_x", kernel, grid[0], C_U32), FN("grid_y", kernel, grid[1], C_U32),
-      FN("grid_z", kernel, grid[2], C_U32), FN("block_x", kernel, block[0], C_U32),
-      FN("block_y", kernel, block[1], C_U32), FN("block_z", kernel, block[2], C_U32),
-      F(kernel, shared_bytes, C_U32), F(kernel, registers, C_U32), F(kernel, graph_id, C_U32)}},
-    {"memcpys",
-     MRD_EV_MEMCPY,
-     {F(memcpy, device, C_U32), F(memcpy, stream, C_U32), FN("start_ns", memcpy, start, C_I64),
-      FN("end_ns", memcpy, end, C_I64), FN("correlation_id", memcpy, correlation, C_U64),
-      F(memcpy, bytes, C_U64), F(memcpy, copy_kind, C_U32), F(memcpy, src_kind, C_U32),
-      F(memcpy, dst_kind, C_U32), F(memcpy, peer_device, C_U32)}},
-    {"memsets",
-     MRD_EV_MEMSET,
-     {F(memset, device, C_U32), F(memset, stream, C_U32), FN("start_ns", memset, start, C_I64),
-      FN("end_ns", memset, end, C_I64), FN("correlation_id", memset, correlation, C_U64),
-      F(memset, bytes, C_U64), F(memset, value, C_U32), F(memset, memory_kind, C_U32)}},
-    {"syncs",
-     MRD_EV_SYNC,
-     {F(sync, context, C_U32), F(sync, stream, C_U32), FN("start_ns", sync, start, C_I64),
-      FN("end_ns", sync, end, C_I64), FN("correlation_id", sync, correlation, C_U64),
-      F(sync, type, C_U32)}},
-    {"api_calls",
-     MRD_EV_API,
-     {F(api, thread, C_U32), FN("start_ns", api, start, C_I64), FN("end_ns", api, end, C_I64),
-      FN("correlation_id", api, correlation, C_U64), F(api, domain, C_U32), F(api, cbid, C_U32),
-      FN("name_id", api, name, C_U32)}},
-    {"graph_launches",
-     MRD_EV_GRAPH,
-     {F(graph, device, C_U32), F(graph, stream, C_U32), FN("start_ns", graph, start, C_I64),
-      FN("end_ns", graph, end, C_I64), FN("correlation_id", graph, correlation, C_U64),
-      F(graph, graph_id, C_U32)}},
-    {"external_correlations",
-     MRD_EV_EXTCORR,
-     {FN("correlation_id", extcorr, correlation, C_U64), F(extcorr, external_id, C_U64),
-      F(extcorr, kind, C_U32)}},
-    {"nvtx",
-     MRD_EV_NVTX,
-     {F(nvtx, thread, C_U32), FN("start_ns", nvtx, start, C_I64), FN("end_ns", nvtx, end, C_I64),
-      F(nvtx, kind, C_U32), FN("domain_id", nvtx, domain, C_U32), FN("name_id", nvtx, name, C_U32),
-      F(nvtx, depth, C_U32), F(nvtx, color, C_U32)}},
-    {"nccl_ops",
-     MRD_EV_NCCL_OP,
-     {F(nccl_op, op_id, C_U64),
-      FN("start_ns", nccl_op, start, C_I64),
-      FN("end_ns", nccl_op, end, C_I64),
-      F(nccl_op, comm_hash, C_U64),
-      F(nccl_op, comm_rank, C_U32),
-      F(nccl_op, comm_nranks, C_U32),
-      F(nccl_op, seq, C_U64),
-      FN("func_id", nccl_op, func, C_U32),
-      F(nccl_op, count, C_U64),
-      FN("datatype_id", nccl_op, datatype, C_U32),
-      F(nccl_op, bytes, C_U64),
-      F(nccl_op, root, C_I32),
-      F(nccl_op, peer, C_I32),
-      FN("algo_id", nccl_op, algo, C_U32),
-      FN("proto_id", nccl_op, proto, C_U32),
-      F(nccl_op, channels, C_U32),
-      F(nccl_op, warps, C_U32),
-      F(nccl_op, launch_id, C_U64),
-      F(nccl_op, is_p2p, C_U32),
-      F(nccl_op, device, C_U32)}},
-    {"nccl_channels",
-     MRD_EV_NCCL_CHANNEL,
-     {F(nccl_channel, op_id, C_U64), F(nccl_channel, channel, C_U32),
-      F(nccl_channel, gpu_start, C_I64), F(nccl_channel, gpu_end, C_I64),
-      FN("host_start_ns", nccl_channel, host_start, C_I64)}},
-    {"mpi_calls",
-     MRD_EV_MPI,
-     {F(mpi, thread, C_U32), FN("start_ns", mpi, start, C_I64), FN("end_ns", mpi, end, C_I64),
-      FN("call_id", mpi, call, C_U32), F(mpi, bytes, C_U64), F(mpi, peer, C_I32),
-      F(mpi, tag, C_I32), F(mpi, comm_size, C_U32)}},
-    {"clock_samples",
-     MRD_EV_CLOCK,
-     {F(clock, t0, C_I64), F(clock, t1, C_I64), F(clock, t2, C_I64), F(clock, t3, C_I64)}},
-    {"gpu_clock_samples",
-     MRD_EV_GPU_CLOCK,
-     {F(gpu_clock, device, C_U32), F(gpu_clock, host_ns, C_I64), F(gpu_clock, gpu_ns, C_I64),
-      F(gpu_clock, uncertainty_ns, C_U64)}},
-};
+static const struct table tables[] = {MRD_KINDS(TABLE)};
 #define N_TABLES (sizeof tables / sizeof tables[0])
-
-static const char *const kind_names[MRD_EV__COUNT] = {
-    "",        "kernel", "memcpy",  "memset",       "sync", "api",   "graph",
-    "extcorr", "nvtx",   "nccl_op", "nccl_channel", "mpi",  "clock", "gpu_clock",
-};
 
 struct tally {
     int in_report;
@@ -217,7 +129,7 @@ static int read_report(const char *path, struct tally *t, uint32_t *nranks)
         x->ok_status = strstr(line, "status=ok") != NULL;
         for (int k = 1; k < MRD_EV__COUNT; k++) {
             char key[32];
-            snprintf(key, sizeof key, "n_%s", kind_names[k]);
+            snprintf(key, sizeof key, "n_%s", mrd_event_kind_name(k));
             x->by_kind[k] = kv(line, key, 0, NULL);
         }
         if (r + 1 > *nranks)
@@ -469,7 +381,7 @@ int main(int argc, char **argv)
                     x->db_events, x->events, x->db_checksum, x->checksum);
             for (int k = 1; k < MRD_EV__COUNT; k++)
                 if (x->db_by_kind[k] != x->by_kind[k])
-                    WHY(" %s(db=%" PRIu64 ",sent=%" PRIu64 ")", kind_names[k], x->db_by_kind[k],
+                    WHY(" %s(db=%" PRIu64 ",sent=%" PRIu64 ")", mrd_event_kind_name(k), x->db_by_kind[k],
                         x->by_kind[k]);
             /* seqs need not start at 1 (the agent starts at its clock), but each batch sent
              * is stored once and nothing else is */
