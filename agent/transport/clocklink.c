@@ -10,7 +10,7 @@
  * replies that arrive later are recognised by probe_id and ignored. Completed samples
  * (t0, t1, t2, t3) travel in the next batch's clock_samples; every sample is sent (the
  * aggregator's fit chooses the lowest round trips). Every probe also carries the step
- * counter (agent/core/stepctl.h), and every reply's window requests go to stepctl: the
+ * counter (agent/base/stepctl.h), and every reply's window requests go to stepctl: the
  * aggregator opens windows on the same steps of every rank through this channel.
  *
  * Workload: 8 probes every 500 ms by default: ~16 small frames a second each way; a round

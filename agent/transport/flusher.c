@@ -65,13 +65,6 @@ static _Atomic int g_wake_fd = -1;
 static pthread_mutex_t g_done_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_done_cond;
 
-int64_t mrd__mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
 {
     va_list ap;

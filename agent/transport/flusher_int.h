@@ -10,8 +10,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "agent.h"
 #include "batch.h"
+#include "clock.h"
+#include "config.h"
+#include "counters.h"
 #include "conn.h"
 #include "convert.h"
 #include "gpus.h"
