@@ -157,14 +157,15 @@ static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
     mrd_stepctl_probe(&p.steps_begun, &p.last_step_ns, &p.longest_step_ns);
     *t0 = mrd_clock_now();
     p.t0 = *t0;
-    size_t len = meridian__v1__clock_probe__pack(&p, buf + MRD_FRAME_HEADER_BYTES);
-    struct mrd_frame_header h = {
-        .version = MRD_PROTOCOL_VERSION, .type = MRD_FRAME_CLOCK_PROBE, .length = (uint32_t)len};
-    mrd_frame_header_write(buf, &h);
-    ssize_t n = mrd_conn_write(&f->clk.link.conn, buf, MRD_FRAME_HEADER_BYTES + len);
+    size_t len = 0;
+    int e = mrd_frame_encode_into(MRD_FRAME_CLOCK_PROBE, MRD_PROTOCOL_VERSION, &p.base, buf,
+                                  sizeof buf, &len);
+    if (e != 0)
+        return e;
+    ssize_t n = mrd_conn_write(&f->clk.link.conn, buf, len);
     if (n < 0)
         return (int)n;
-    return (size_t)n == MRD_FRAME_HEADER_BYTES + len ? 0 : -EAGAIN;
+    return (size_t)n == len ? 0 : -EAGAIN;
 }
 
 /* Waits for the reply to probe `id`. Returns 1 with *s filled, 0 on timeout, negative on

@@ -6,6 +6,8 @@
  * when a connection may resume after the writer committed. Frames are cut from the read
  * buffer with mrd_frame_header_parse, decoded with mrd_frame_decode and handed to the
  * store as items; clock probes are answered right here, before anything else is read.
+ * Every frame sent is encoded by mrd_frame_encode_into: this file neither packs protobuf
+ * nor writes a header itself (proto/frame.h does both).
  *
  * Caps (see ingest.h): a frame is at most 64 KiB before a valid Hello and max_frame after;
  * the read buffer grows beyond 64 KiB only for one frame and only from the global budget,
@@ -199,19 +201,23 @@ int mrd__conn_send(struct mrd_ingest *g, struct mrd__conn *c, enum mrd_frame_typ
                    const ProtobufCMessage *msg)
 {
     uint8_t stackbuf[SEND_STACK], *buf = stackbuf;
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    if (n + MRD_FRAME_HEADER_BYTES > sizeof(stackbuf)) {
-        buf = malloc(n + MRD_FRAME_HEADER_BYTES);
+    size_t cap = mrd_frame_encoded_size(msg), n = 0;
+    if (cap > sizeof(stackbuf)) {
+        buf = malloc(cap);
         if (!buf) {
             mrd__conn_close(g, c);
             return -1;
         }
+    } else {
+        cap = sizeof(stackbuf);
     }
-    struct mrd_frame_header h = {
-        .version = c->version, .type = (uint8_t)type, .flags = 0, .length = (uint32_t)n};
-    mrd_frame_header_write(buf, &h);
-    protobuf_c_message_pack(msg, buf + MRD_FRAME_HEADER_BYTES);
-    int rc = conn_write(g, c, buf, n + MRD_FRAME_HEADER_BYTES);
+    if (mrd_frame_encode_into(type, c->version, msg, buf, cap, &n) != 0) {
+        if (buf != stackbuf)
+            free(buf);
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    int rc = conn_write(g, c, buf, n);
     if (buf != stackbuf)
         free(buf);
     return rc;
@@ -681,12 +687,6 @@ static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c, const struct 
 
 /* ---- reading ---- */
 
-static uint32_t frame_length(const uint8_t *hdr)
-{
-    return (uint32_t)hdr[4] | (uint32_t)hdr[5] << 8 | (uint32_t)hdr[6] << 16 |
-           (uint32_t)hdr[7] << 24;
-}
-
 /* Makes room for a frame of `need` bytes at rbuf[0]. Returns 0, or -EAGAIN when the
  * global budget is exhausted (c->want_big is set; retried when budget is freed). */
 static int rbuf_reserve(struct mrd_ingest *g, struct mrd__conn *c, size_t need)
@@ -765,7 +765,9 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
         if (rc < 0) {
             int counter;
             uint32_t code = reject_code(rc, &counter);
-            uint8_t peer_version = c->rbuf[c->rpos];
+            struct mrd_frame_header seen;
+            mrd_frame_header_peek(c->rbuf + c->rpos, &seen);
+            uint8_t peer_version = seen.version;
             /* an older peer we know reads our answer only in its own version (the header
              * is the same; HelloReply and Error carry the same fields) */
             if (rc == -MRD_ERR_VERSION && c->state == MRD__CONN_HELLO &&
@@ -778,7 +780,7 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
                                  MRD_PROTOCOL_VERSION, version_advice(peer_version));
             else if (rc == -MRD_ERR_TOO_LARGE)
                 mrd__conn_reject(g, c, counter, code, "frame of %u bytes over the limit of %u",
-                                 frame_length(c->rbuf + c->rpos), limit);
+                                 seen.length, limit);
             else
                 mrd__conn_reject(g, c, counter, code, "malformed frame header");
             return 0;
@@ -823,12 +825,13 @@ static void log_truncated(struct mrd_ingest *g, const struct mrd__conn *c, size_
                         who, how, left, MRD_FRAME_HEADER_BYTES);
         return;
     }
-    const uint8_t *hb = c->rbuf + c->rpos;
+    struct mrd_frame_header h;
+    mrd_frame_header_peek(c->rbuf + c->rpos, &h);
     mrd__ingest_log(g, -1,
                     "%s: connection ended%s inside a %s frame (%zu of %llu bytes): "
                     "discarded",
-                    who, how, type_name(hb[1]), left,
-                    (unsigned long long)MRD_FRAME_HEADER_BYTES + frame_length(hb));
+                    who, how, type_name(h.type), left,
+                    (unsigned long long)MRD_FRAME_HEADER_BYTES + h.length);
 }
 
 static void conn_eof(struct mrd_ingest *g, struct mrd__conn *c, const char *how, int linger)
