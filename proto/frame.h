@@ -41,8 +41,8 @@ enum mrd_frame_type {
     MRD_FRAME_ACK = 6,
     MRD_FRAME_GOODBYE = 7,
     MRD_FRAME_ERROR = 8,
-    MRD_FRAME_CHALLENGE = 9, /* since v2: meridiand's nonce, the answer to a Hello */
-    MRD_FRAME_PROOF = 10,    /* since v2: the agent's HMAC over it (proto/auth.h) */
+    MRD_FRAME_CHALLENGE = 9, /* meridiand's nonce, the answer to a Hello (version >= 2) */
+    MRD_FRAME_PROOF = 10,    /* the agent's HMAC over it (proto/auth.h; version >= 2) */
     MRD_FRAME__MAX = 10
 };
 

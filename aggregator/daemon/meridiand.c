@@ -474,7 +474,7 @@ static int announce(const struct daemon_opts *d, struct mrd_store *store, uint16
     int rc;
     if (d->port_file && (rc = write_port_file(d->port_file, bound)) < 0) {
         fprintf(stderr, "meridiand: cannot write the port file %s: %s\n", d->port_file,
-                strerror(-rc));
+                mrd_strerror(rc));
         return -1;
     }
     if (d->ready_fd >= 0) {

@@ -151,7 +151,7 @@ static int conn_write(struct mrd_ingest *g, struct mrd__conn *c, const uint8_t *
         c->wpos = c->wlen = 0;
         ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, strerror(errno));
+            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, mrd_strerror(-errno));
             mrd__conn_close(g, c);
             return -1;
         }
@@ -230,7 +230,7 @@ void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c)
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 break;
-            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, strerror(errno));
+            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, mrd_strerror(-errno));
             mrd__conn_close(g, c);
             return;
         }
@@ -896,7 +896,7 @@ void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c)
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return;
         char how[96];
-        snprintf(how, sizeof(how), " (%s)", strerror(errno));
+        snprintf(how, sizeof(how), " (%s)", mrd_strerror(-errno));
         conn_eof(g, c, how, 0);
         return;
     }
