@@ -308,26 +308,30 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
     return now >= f->deadline_ns + (int64_t)MRD_GOODBYE_GRACE_MS * 1000000;
 }
 
+/* The n values that are not 0 as Counters (key: the index) in c[], listed in p[]; returns
+ * how many. */
+static size_t put_counters(const uint64_t *v, int n, Meridian__V1__Counter c[],
+                           Meridian__V1__Counter *p[])
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        meridian__v1__counter__init(&c[i]);
+        c[i].key = (uint32_t)i;
+        c[i].value = v[i];
+        if (v[i])
+            p[k++] = &c[i];
+    }
+    return k;
+}
+
 void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb)
 {
     uint64_t captured[MRD_EV__COUNT], dropped[MRD_DROP__COUNT];
     Meridian__V1__Goodbye *g = &gb->g;
     mrd_agent_counters(captured, dropped);
     meridian__v1__goodbye__init(g);
-    for (int i = 0; i < MRD_EV__COUNT; i++) {
-        meridian__v1__counter__init(&gb->cc[i]);
-        gb->cc[i].key = (uint32_t)i;
-        gb->cc[i].value = captured[i];
-        if (captured[i])
-            gb->cp[g->n_captured++] = &gb->cc[i];
-    }
-    for (int i = 0; i < MRD_DROP__COUNT; i++) {
-        meridian__v1__counter__init(&gb->dc[i]);
-        gb->dc[i].key = (uint32_t)i;
-        gb->dc[i].value = dropped[i];
-        if (dropped[i])
-            gb->dp[g->n_dropped++] = &gb->dc[i];
-    }
+    g->n_captured = put_counters(captured, MRD_EV__COUNT, gb->cc, gb->cp);
+    g->n_dropped = put_counters(dropped, MRD_DROP__COUNT, gb->dc, gb->dp);
     g->captured = gb->cp;
     g->dropped = gb->dp;
     size_t nn = mrd_agent_named_counters(gb->named, MRD_AGENT_NAMED_MAX);

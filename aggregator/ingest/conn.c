@@ -413,8 +413,22 @@ drop:
     return 0;
 }
 
+/* A store item of `kind` for message m; without memory, m is freed and the connection
+ * closed (one log line) and NULL returned: the caller returns -1. */
+static struct mrd_store_item *item_new(struct mrd_ingest *g, struct mrd__conn *c,
+                                       enum mrd_store_item_kind kind, ProtobufCMessage *m)
+{
+    struct mrd_store_item *it = mrd_store_item_new(kind);
+    if (!it) {
+        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
+        protobuf_c_message_free_unpacked(m, NULL);
+        mrd__conn_close(g, c);
+    }
+    return it;
+}
+
 /* The Proof: checked against the kept Hello's claim; then the run, the role, the caps and
- * the rank, as a Hello was checked before version 2. */
+ * the rank of the Hello it proves. */
 static int on_proof(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *pm)
 {
     ProtobufCMessage *m = NULL;
@@ -496,13 +510,9 @@ static int on_proof(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
                          (unsigned long long)h->agent_instance, h->pid, h->host ? h->host : "?");
         goto drop;
     }
-    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
-    if (!it) {
-        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
-        protobuf_c_message_free_unpacked(m, NULL);
-        mrd__conn_close(g, c);
+    struct mrd_store_item *it = item_new(g, c, MRD_STORE_HELLO, m);
+    if (!it)
         return -1;
-    }
     mrd__conn_set_state(g, c, MRD__CONN_DATA);
     c->instance = h->agent_instance;
     c->pid = h->pid;
@@ -548,13 +558,9 @@ static int on_batch(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_
                          (unsigned long long)b->seq);
         goto drop;
     }
-    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_BATCH);
-    if (!it) {
-        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
-        protobuf_c_message_free_unpacked(m, NULL);
-        mrd__conn_close(g, c);
+    struct mrd_store_item *it = item_new(g, c, MRD_STORE_BATCH, m);
+    if (!it)
         return -1;
-    }
     /* cost: an estimate of the decoded message (columns are 4-8 bytes per value, up to 21
      * values per event) plus the strings and the item */
     size_t events = 0, strbytes = 0;
@@ -578,12 +584,9 @@ drop:
 
 static int on_goodbye(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
 {
-    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_GOODBYE);
-    if (!it) {
-        protobuf_c_message_free_unpacked(m, NULL);
-        mrd__conn_close(g, c);
+    struct mrd_store_item *it = item_new(g, c, MRD_STORE_GOODBYE, m);
+    if (!it)
         return -1;
-    }
     mrd__ingest_log(g, 1, "rank %u said goodbye after %llu batches on this connection", c->rank,
                     (unsigned long long)c->batches);
     c->goodbye = 1;
@@ -607,8 +610,8 @@ static int on_probe(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
     r.t0 = p->t0;
     r.t1 = c->t_read;
     if (p->steps_begun || p->last_step_ns) /* both 0: an older agent, or no step yet */
-        mrd_winctl_report(g->winctl, c->rank, p->steps_begun, p->last_step_ns,
-                          p->longest_step_ns, mrd__ingest_mono_ms());
+        mrd_winctl_report(g->winctl, c->rank, p->steps_begun, p->last_step_ns, p->longest_step_ns,
+                          mrd__ingest_mono_ms());
     protobuf_c_message_free_unpacked(m, NULL);
     const struct mrd_winctl_request *q;
     size_t n = mrd_winctl_active(g->winctl, &q);
