@@ -12,9 +12,10 @@
 #include "error.h"
 #include "events.h"
 
-/* Our own static table instead of strerror(): strerror is not guaranteed thread-safe,
- * and these messages are the ones meridian actually produces or sees from sockets,
- * files and allocation. Anything else prints as "unknown error". */
+/* meridian's one error-text function, used instead of strerror() everywhere: strerror is
+ * not guaranteed thread-safe, and one function keeps every message alike. The table holds
+ * the codes meridian produces or sees from sockets, files, processes and allocation;
+ * anything else prints as "unknown error". */
 static const char *const errno_text[] = {
     [EPERM] = "operation not permitted",
     [ENOENT] = "no such file or directory",
@@ -65,6 +66,14 @@ static const char *const errno_text[] = {
     [EALREADY] = "operation already in progress",
     [EINPROGRESS] = "operation now in progress",
     [ECANCELED] = "operation canceled",
+    [ENOTSOCK] = "socket operation on non-socket",
+    [EAFNOSUPPORT] = "address family not supported by protocol",
+    [EPROTONOSUPPORT] = "protocol not supported",
+    [ELOOP] = "too many levels of symbolic links",
+    [ENOTEMPTY] = "directory not empty",
+    [EDQUOT] = "disk quota exceeded",
+    [ETXTBSY] = "text file busy",
+    [ENOEXEC] = "exec format error",
 };
 
 static const char *const mrd_err_text[] = {

@@ -131,6 +131,37 @@ void mrd_frame_header_write(uint8_t out[MRD_FRAME_HEADER_BYTES], const struct mr
     put_le32(out + 4, h->length);
 }
 
+/* The fields as written (contract in frame.h). Thread-safe. */
+void mrd_frame_header_peek(const uint8_t buf[MRD_FRAME_HEADER_BYTES], struct mrd_frame_header *h)
+{
+    h->version = buf[0];
+    h->type = buf[1];
+    h->flags = (uint16_t)(buf[2] | buf[3] << 8);
+    h->length = get_le32(buf + 4);
+}
+
+size_t mrd_frame_encoded_size(const ProtobufCMessage *msg)
+{
+    return MRD_FRAME_HEADER_BYTES + protobuf_c_message_get_packed_size(msg);
+}
+
+/* Uncompressed, into the caller's buffer (contract in frame.h). Thread-safe. */
+int mrd_frame_encode_into(enum mrd_frame_type type, uint8_t version, const ProtobufCMessage *msg,
+                          uint8_t *buf, size_t cap, size_t *out_len)
+{
+    const ProtobufCMessageDescriptor *d = mrd_frame_descriptor(type);
+    if (!d || !msg || msg->descriptor != d || !buf || !out_len)
+        return -EINVAL;
+    size_t n = protobuf_c_message_get_packed_size(msg);
+    if (n > UINT32_MAX || n > cap || cap - n < MRD_FRAME_HEADER_BYTES)
+        return -ENOBUFS;
+    struct mrd_frame_header h = {version, (uint8_t)type, 0, (uint32_t)n};
+    mrd_frame_header_write(buf, &h);
+    protobuf_c_message_pack(msg, buf + MRD_FRAME_HEADER_BYTES);
+    *out_len = MRD_FRAME_HEADER_BYTES + n;
+    return 0;
+}
+
 /* Compresses raw[0..raw_len) into frame+8. Returns the compressed length when it is
  * smaller than raw_len and fits max_frame, 0 when compression does not pay (the caller
  * then sends raw), or -ENOMEM. */

@@ -41,8 +41,8 @@ enum mrd_frame_type {
     MRD_FRAME_ACK = 6,
     MRD_FRAME_GOODBYE = 7,
     MRD_FRAME_ERROR = 8,
-    MRD_FRAME_CHALLENGE = 9, /* since v2: meridiand's nonce, the answer to a Hello */
-    MRD_FRAME_PROOF = 10,    /* since v2: the agent's HMAC over it (proto/auth.h) */
+    MRD_FRAME_CHALLENGE = 9, /* meridiand's nonce, the answer to a Hello (version >= 2) */
+    MRD_FRAME_PROOF = 10,    /* the agent's HMAC over it (proto/auth.h; version >= 2) */
     MRD_FRAME__MAX = 10
 };
 
@@ -69,6 +69,23 @@ int mrd_frame_header_parse_recorded(const uint8_t *buf, size_t avail, uint32_t m
 
 /* Writes h into out[0..7]. */
 void mrd_frame_header_write(uint8_t out[MRD_FRAME_HEADER_BYTES], const struct mrd_frame_header *h);
+
+/* Reads the header's fields from buf[0..7] as they stand, without checking any: only to
+ * describe a frame that mrd_frame_header_parse refused (its version, type and length in a
+ * log line or a refusal). */
+void mrd_frame_header_peek(const uint8_t buf[MRD_FRAME_HEADER_BYTES], struct mrd_frame_header *h);
+
+/* The bytes mrd_frame_encode_into needs for msg (header included). */
+size_t mrd_frame_encoded_size(const ProtobufCMessage *msg);
+
+/* Encodes msg (whose protobuf-c descriptor must match `type`) uncompressed into a complete
+ * frame at buf, which has room for cap bytes, with `version` in its header
+ * (MRD_PROTOCOL_VERSION, or an older peer's own version for a refusal it must read).
+ * Allocates nothing. Returns 0 and sets *out_len; -ENOBUFS when the frame is larger than
+ * cap (nothing written); -EINVAL for a message of another type. The bytes are those of
+ * mrd_frame_encode at compress_level 0 (with the same version). Thread-safe. */
+int mrd_frame_encode_into(enum mrd_frame_type type, uint8_t version, const ProtobufCMessage *msg,
+                          uint8_t *buf, size_t cap, size_t *out_len);
 
 /* Encodes msg (whose protobuf-c descriptor must match `type`) into a complete frame in a
  * newly malloc'd buffer. compress_level > 0 zstd-compresses the payload at that level

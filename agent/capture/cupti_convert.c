@@ -109,9 +109,14 @@ static int device_dropped(uint64_t start, uint64_t end)
     return 1;
 }
 
-static void kernel(const CUpti_ActivityKernel10 *k, struct mrd_record *out)
+/* Each converter fills *out from one CUPTI record and returns 1, or returns 0 for a record
+ * that carries no event (counted where it is a loss). */
+
+static int kernel(const CUpti_ActivityKernel10 *k, struct mrd_record *out)
 {
     struct mrd_kernel *e = &out->ev.kernel;
+    if (device_dropped(k->start, k->end))
+        return 0;
     out->kind = MRD_EV_KERNEL;
     out->str[0] = k->name;
     e->start = (int64_t)k->start;
@@ -129,43 +134,37 @@ static void kernel(const CUpti_ActivityKernel10 *k, struct mrd_record *out)
     e->shared_bytes = (uint32_t)(k->staticSharedMemory + k->dynamicSharedMemory);
     e->registers = k->registersPerThread;
     e->graph_id = k->graphId;
+    return 1;
 }
 
-static void memcpy_rec(const CUpti_ActivityMemcpy6 *m, struct mrd_record *out)
+/* A copy: CUPTI's Memcpy6 (within a device) and MemcpyPtoP4 (between devices) records
+ * name these fields alike; peer is the other device of a peer copy (the device itself
+ * otherwise). */
+static int copy(const struct mrd_memcpy *c, struct mrd_record *out)
 {
-    struct mrd_memcpy *e = &out->ev.memcpy;
+    if (device_dropped((uint64_t)c->start, (uint64_t)c->end))
+        return 0;
     out->kind = MRD_EV_MEMCPY;
-    e->start = (int64_t)m->start;
-    e->end = (int64_t)m->end;
-    e->correlation = m->correlationId;
-    e->bytes = m->bytes;
-    e->device = m->deviceId;
-    e->stream = m->streamId;
-    e->copy_kind = m->copyKind;
-    e->src_kind = m->srcKind;
-    e->dst_kind = m->dstKind;
-    e->peer_device = m->deviceId;
+    out->ev.memcpy = *c;
+    return 1;
 }
+#define MRD_COPY_OF(m, peer)                                                                       \
+    (&(struct mrd_memcpy){.start = (int64_t)(m)->start,                                            \
+                          .end = (int64_t)(m)->end,                                                \
+                          .correlation = (m)->correlationId,                                       \
+                          .bytes = (m)->bytes,                                                     \
+                          .device = (m)->deviceId,                                                 \
+                          .stream = (m)->streamId,                                                 \
+                          .copy_kind = (m)->copyKind,                                              \
+                          .src_kind = (m)->srcKind,                                                \
+                          .dst_kind = (m)->dstKind,                                                \
+                          .peer_device = (peer)})
 
-static void memcpy_p2p(const CUpti_ActivityMemcpyPtoP4 *m, struct mrd_record *out)
-{
-    struct mrd_memcpy *e = &out->ev.memcpy;
-    out->kind = MRD_EV_MEMCPY;
-    e->start = (int64_t)m->start;
-    e->end = (int64_t)m->end;
-    e->correlation = m->correlationId;
-    e->bytes = m->bytes;
-    e->device = m->deviceId;
-    e->stream = m->streamId;
-    e->copy_kind = m->copyKind;
-    e->src_kind = m->srcKind;
-    e->dst_kind = m->dstKind;
-    e->peer_device = m->srcDeviceId == m->deviceId ? m->dstDeviceId : m->srcDeviceId;
-}
-
-static void memset_rec(const CUpti_ActivityMemset4 *m, struct mrd_record *out)
+static int memset_rec(const CUpti_ActivityMemset4 *m, struct mrd_record *out)
 {
     struct mrd_memset *e = &out->ev.memset;
+    if (device_dropped(m->start, m->end))
+        return 0;
     out->kind = MRD_EV_MEMSET;
     e->start = (int64_t)m->start;
     e->end = (int64_t)m->end;
@@ -175,9 +174,10 @@ static void memset_rec(const CUpti_ActivityMemset4 *m, struct mrd_record *out)
     e->stream = m->streamId;
     e->value = m->value;
     e->memory_kind = m->memoryKind;
+    return 1;
 }
 
-static void sync_rec(const CUpti_ActivitySynchronization2 *s, struct mrd_record *out)
+static int sync_rec(const CUpti_ActivitySynchronization2 *s, struct mrd_record *out)
 {
     struct mrd_sync *e = &out->ev.sync;
     out->kind = MRD_EV_SYNC;
@@ -187,9 +187,10 @@ static void sync_rec(const CUpti_ActivitySynchronization2 *s, struct mrd_record 
     e->type = (uint32_t)s->type;
     e->context = s->contextId;
     e->stream = s->streamId;
+    return 1;
 }
 
-static void api_rec(const CUpti_ActivityAPI *a, uint32_t domain, struct mrd_record *out)
+static int api_rec(const CUpti_ActivityAPI *a, uint32_t domain, struct mrd_record *out)
 {
     struct mrd_api *e = &out->ev.api;
     out->kind = MRD_EV_API;
@@ -200,9 +201,10 @@ static void api_rec(const CUpti_ActivityAPI *a, uint32_t domain, struct mrd_reco
     e->domain = domain;
     e->cbid = a->cbid;
     e->thread = a->threadId;
+    return 1;
 }
 
-static void graph_rec(const CUpti_ActivityGraphTrace2 *g, struct mrd_record *out)
+static int graph_rec(const CUpti_ActivityGraphTrace2 *g, struct mrd_record *out)
 {
     struct mrd_graph *e = &out->ev.graph;
     out->kind = MRD_EV_GRAPH;
@@ -212,15 +214,17 @@ static void graph_rec(const CUpti_ActivityGraphTrace2 *g, struct mrd_record *out
     e->device = g->deviceId;
     e->stream = g->streamId;
     e->graph_id = g->graphId;
+    return 1;
 }
 
-static void extcorr_rec(const CUpti_ActivityExternalCorrelation *x, struct mrd_record *out)
+static int extcorr_rec(const CUpti_ActivityExternalCorrelation *x, struct mrd_record *out)
 {
     struct mrd_extcorr *e = &out->ev.extcorr;
     out->kind = MRD_EV_EXTCORR;
     e->correlation = x->correlationId;
     e->external_id = x->externalId;
     e->kind = (uint32_t)x->externalKind;
+    return 1;
 }
 
 /* "0000:3b:00.0" for a device ordinal, through the driver already loaded in the process;
@@ -258,49 +262,29 @@ int mrd__cupti_convert(const CUpti_Activity *rec, struct mrd_record *out)
     memset(out, 0, sizeof(*out));
     switch (rec->kind) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-    case CUPTI_ACTIVITY_KIND_KERNEL: {
-        const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-        if (device_dropped(k->start, k->end))
-            return 0;
-        kernel(k, out);
-        return 1;
-    }
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+        return kernel((const CUpti_ActivityKernel10 *)rec, out);
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-        if (device_dropped(m->start, m->end))
-            return 0;
-        memcpy_rec(m, out);
-        return 1;
+        return copy(MRD_COPY_OF(m, m->deviceId), out);
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY2: {
         const CUpti_ActivityMemcpyPtoP4 *m = (const CUpti_ActivityMemcpyPtoP4 *)rec;
-        if (device_dropped(m->start, m->end))
-            return 0;
-        memcpy_p2p(m, out);
-        return 1;
+        return copy(MRD_COPY_OF(m, m->srcDeviceId == m->deviceId ? m->dstDeviceId : m->srcDeviceId),
+                    out);
     }
-    case CUPTI_ACTIVITY_KIND_MEMSET: {
-        const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-        if (device_dropped(m->start, m->end))
-            return 0;
-        memset_rec(m, out);
-        return 1;
-    }
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+        return memset_rec((const CUpti_ActivityMemset4 *)rec, out);
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
-        sync_rec((const CUpti_ActivitySynchronization2 *)rec, out);
-        return 1;
+        return sync_rec((const CUpti_ActivitySynchronization2 *)rec, out);
     case CUPTI_ACTIVITY_KIND_RUNTIME:
-        api_rec((const CUpti_ActivityAPI *)rec, MRD_API_RUNTIME, out);
-        return 1;
+        return api_rec((const CUpti_ActivityAPI *)rec, MRD_API_RUNTIME, out);
     case CUPTI_ACTIVITY_KIND_DRIVER:
-        api_rec((const CUpti_ActivityAPI *)rec, MRD_API_DRIVER, out);
-        return 1;
+        return api_rec((const CUpti_ActivityAPI *)rec, MRD_API_DRIVER, out);
     case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
-        graph_rec((const CUpti_ActivityGraphTrace2 *)rec, out);
-        return 1;
+        return graph_rec((const CUpti_ActivityGraphTrace2 *)rec, out);
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-        extcorr_rec((const CUpti_ActivityExternalCorrelation *)rec, out);
-        return 1;
+        return extcorr_rec((const CUpti_ActivityExternalCorrelation *)rec, out);
     case CUPTI_ACTIVITY_KIND_DEVICE:
         device_rec((const CUpti_ActivityDevice5 *)rec);
         return 0;

@@ -132,6 +132,21 @@ static const char *arena_copy_wide(const wchar_t *w)
     return arena_copy(buf);
 }
 
+/* An ASCII / a wide string as the message m; returns m. */
+static const struct mrd__nvtx_msg *msg_a(struct mrd__nvtx_msg *m, const char *s)
+{
+    m->reg = NULL;
+    ascii_copy(s, m->text);
+    return m;
+}
+
+static const struct mrd__nvtx_msg *msg_w(struct mrd__nvtx_msg *m, const wchar_t *s)
+{
+    m->reg = NULL;
+    wide_to_utf8(s, m->text, sizeof(m->text));
+    return m;
+}
+
 /* The message of an event attribute structure (older, shorter structures: none). */
 static void attr_msg(const nvtxEventAttributes_t *a, struct mrd__nvtx_msg *m, uint32_t *color)
 {
@@ -165,8 +180,8 @@ static void attr_msg(const nvtxEventAttributes_t *a, struct mrd__nvtx_msg *m, ui
 /* Writes one NVTX record into the ring of t, the calling thread's capture state (looked up
  * once by the caller; NULL: no ring, the record is dropped and counted as no_thread_slot). */
 static void emit(struct mrd__capture_thread *t, uint32_t kind, int64_t start, int64_t end,
-                 const char *domain, const struct mrd__nvtx_msg *m, uint32_t color,
-                 uint32_t thread, uint32_t depth)
+                 const char *domain, const struct mrd__nvtx_msg *m, uint32_t color, uint32_t thread,
+                 uint32_t depth)
 {
     struct mrd_record r;
     memset(&r, 0, sizeof(r));
@@ -298,8 +313,8 @@ static void range_end(nvtxRangeId_t id)
     if (atomic_load_explicit(&s->id, memory_order_acquire) != id)
         return;
     if (mrd_agent_active())
-        emit(mrd__capture_thread(), MRD_NVTX_STARTEND, s->start, mrd_clock_now(), s->domain,
-             &s->m, s->color, s->thread, 0);
+        emit(mrd__capture_thread(), MRD_NVTX_STARTEND, s->start, mrd_clock_now(), s->domain, &s->m,
+             s->color, s->thread, 0);
     uint64_t expect = id;
     atomic_compare_exchange_strong(&s->id, &expect, 0);
 }
@@ -319,15 +334,13 @@ static void NVTX_API mark_ex(const nvtxEventAttributes_t *a)
 static void NVTX_API mark_a(const char *s)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    ascii_copy(s, m.text);
-    mark(NULL, &m, 0);
+    mark(NULL, msg_a(&m, s), 0);
 }
 
 static void NVTX_API mark_w(const wchar_t *s)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    wide_to_utf8(s, m.text, sizeof(m.text));
-    mark(NULL, &m, 0);
+    mark(NULL, msg_w(&m, s), 0);
 }
 
 static nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t *a)
@@ -341,15 +354,13 @@ static nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t *a)
 static nvtxRangeId_t NVTX_API range_start_a(const char *s)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    ascii_copy(s, m.text);
-    return range_start(NULL, &m, 0);
+    return range_start(NULL, msg_a(&m, s), 0);
 }
 
 static nvtxRangeId_t NVTX_API range_start_w(const wchar_t *s)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    wide_to_utf8(s, m.text, sizeof(m.text));
-    return range_start(NULL, &m, 0);
+    return range_start(NULL, msg_w(&m, s), 0);
 }
 
 static void NVTX_API range_end_fn(nvtxRangeId_t id)
@@ -368,15 +379,13 @@ static int NVTX_API push_ex(const nvtxEventAttributes_t *a)
 static int NVTX_API push_a(const char *s)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    ascii_copy(s, m.text);
-    return push(NULL, &m, 0);
+    return push(NULL, msg_a(&m, s), 0);
 }
 
 static int NVTX_API push_w(const wchar_t *s)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    wide_to_utf8(s, m.text, sizeof(m.text));
-    return push(NULL, &m, 0);
+    return push(NULL, msg_w(&m, s), 0);
 }
 
 static int NVTX_API pop_fn(void)
@@ -395,15 +404,13 @@ static void name_thread(uint32_t tid, const struct mrd__nvtx_msg *m)
 static void NVTX_API name_os_thread_a(uint32_t tid, const char *name)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    ascii_copy(name, m.text);
-    name_thread(tid, &m);
+    name_thread(tid, msg_a(&m, name));
 }
 
 static void NVTX_API name_os_thread_w(uint32_t tid, const wchar_t *name)
 {
     struct mrd__nvtx_msg m = {NULL, ""};
-    wide_to_utf8(name, m.text, sizeof(m.text));
-    name_thread(tid, &m);
+    name_thread(tid, msg_w(&m, name));
 }
 
 /* ---- NVTX entry points (CORE2 module: domains) ------------------------------------- */

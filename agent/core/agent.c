@@ -1,15 +1,16 @@
-/* The agent's shared state: start, identity, inertness, clock, counters, GPUs, flush
- * hooks, fork handling and the exit path with a deadline.
+/* The agent's lifecycle: start, identity, inertness, GPUs, flush hooks, fork handling and
+ * the exit path with a deadline.
  *
  * Where it sits: every entry point of libmeridian.so (CUDA injection, NCCL profiler plugin,
  * NVTX injection, MPI wrappers) calls mrd_agent_start(); the first call reads the
  * environment once (config.c), maps the rings, starts the flusher thread (transport/) and
  * registers atexit and pthread_atfork handlers. Capture code then only calls the hot-path
- * functions here (mrd_agent_active, mrd_clock_now, the drop counters) and mrd_ring_write.
+ * function here (mrd_agent_active), the clock and counters of agent/base and mrd_ring_write.
+ * Dependencies point down: core -> transport, ring, base; transport -> ring, base.
  *
- * Workload: mrd_clock_now and the counters run on application threads at up to ~200,000
- * calls/s: a vDSO clock read and relaxed atomics, nothing else. Everything else runs once
- * per process (start, shutdown) or a few times (GPUs, hooks).
+ * Workload: mrd_agent_active runs on application threads at up to ~200,000 calls/s (one
+ * atomic load). Everything else runs once per process (start, shutdown) or a few times
+ * (GPUs, hooks).
  *
  * Exit: mrd_agent_shutdown (atexit, or the MPI_Finalize wrapper before PMPI_Finalize) runs
  * the flush hooks, asks the flusher to deliver what is left until the deadline
@@ -37,25 +38,16 @@
 #include "ring.h"
 #include "transport.h"
 
-#define MAX_FLUSH_HOOKS     8
-#define MAX_COUNTER_SOURCES 8
+#define MAX_FLUSH_HOOKS 8
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static struct mrd_agent_config g_cfg;
 static _Atomic int g_active;
 static _Atomic int g_shutdown_started;
 static _Atomic int g_forked_child;
-static _Atomic double g_clock_rate_minus_1; /* MERIDIAN_TEST_CLOCK_PPM * 1e-6; 0 normally */
-
-static _Atomic uint64_t g_captured[MRD_EV__COUNT];
-static _Atomic uint64_t g_dropped[MRD_DROP__COUNT];
-
 static void (*_Atomic g_hooks[MAX_FLUSH_HOOKS])(void);
 static _Atomic unsigned g_nhooks;
 
-typedef size_t (*counter_source_fn)(struct mrd_named_counter *out, size_t max);
-static _Atomic counter_source_fn g_sources[MAX_COUNTER_SOURCES];
-static _Atomic unsigned g_nsources;
 
 static const char *env_get(const char *name, void *arg)
 {
@@ -87,7 +79,7 @@ static void agent_start_once(void)
     }
     if (r == 0)
         return;
-    atomic_store(&g_clock_rate_minus_1, g_cfg.test_clock_ppm * 1e-6);
+    mrd_clock_set_test_ppm(g_cfg.test_clock_ppm);
     int e = mrd_ring_init(g_cfg.ring_threads, g_cfg.ring_records);
     if (e != 0) {
         fprintf(stderr, "meridian: rank %d: inactive: cannot map %u rings of %u records: %s\n",
@@ -124,42 +116,6 @@ const struct mrd_agent_config *mrd_agent_config(void)
     return &g_cfg;
 }
 
-int64_t mrd_clock_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
-    int64_t raw = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    /* Test-only drift (MERIDIAN_TEST_CLOCK_PPM): local = raw * (1 + ppm/1e6), anchored at
-     * raw = 0 so a test can compute the true raw time of any local stamp. */
-    double k = atomic_load_explicit(&g_clock_rate_minus_1, memory_order_relaxed);
-    if (k != 0.0)
-        raw += (int64_t)((double)raw * k);
-    return raw;
-}
-
-void mrd_agent_count_captured(int kind, uint64_t n)
-{
-    if (kind > 0 && kind < MRD_EV__COUNT)
-        atomic_fetch_add_explicit(&g_captured[kind], n, memory_order_relaxed);
-}
-
-void mrd_agent_count_drop(int reason, uint64_t n)
-{
-    if (reason > 0 && reason < MRD_DROP__COUNT)
-        atomic_fetch_add_explicit(&g_dropped[reason], n, memory_order_relaxed);
-    else
-        atomic_fetch_add_explicit(&g_dropped[0], n, memory_order_relaxed);
-}
-
-void mrd_agent_counters(uint64_t captured[MRD_EV__COUNT], uint64_t dropped[MRD_DROP__COUNT])
-{
-    for (int i = 0; i < MRD_EV__COUNT; i++)
-        captured[i] = atomic_load_explicit(&g_captured[i], memory_order_relaxed);
-    for (int i = 0; i < MRD_DROP__COUNT; i++)
-        dropped[i] = atomic_load_explicit(&g_dropped[i], memory_order_relaxed);
-    mrd_ring_dropped(dropped);
-}
-
 void mrd_agent_add_gpu(uint32_t device, const char *uuid, const char *pci_bus_id, const char *name)
 {
     mrd__gpus_add(device, uuid, pci_bus_id, name);
@@ -174,40 +130,6 @@ void mrd_agent_on_flush(void (*fn)(void))
         atomic_store(&g_hooks[i], fn);
     else
         fprintf(stderr, "meridian: more than %d flush hooks; one is ignored\n", MAX_FLUSH_HOOKS);
-}
-
-void mrd_agent_add_counter_source(size_t (*fn)(struct mrd_named_counter *out, size_t max))
-{
-    if (fn == NULL)
-        return;
-    unsigned i = atomic_fetch_add(&g_nsources, 1);
-    if (i < MAX_COUNTER_SOURCES)
-        atomic_store(&g_sources[i], fn);
-    else if (i == MAX_COUNTER_SOURCES)
-        fprintf(stderr, "meridian: more than %d counter sources; the rest are ignored\n",
-                MAX_COUNTER_SOURCES);
-}
-
-size_t mrd_agent_put_counters(struct mrd_named_counter *out, size_t max,
-                              const struct mrd_named_counter *c, size_t n)
-{
-    size_t k = n < max ? n : max;
-    memcpy(out, c, k * sizeof(*c));
-    return k;
-}
-
-size_t mrd_agent_named_counters(struct mrd_named_counter *out, size_t max)
-{
-    size_t n = 0;
-    unsigned k = atomic_load(&g_nsources);
-    for (unsigned i = 0; i < k && i < MAX_COUNTER_SOURCES && n < max; i++) {
-        counter_source_fn fn = atomic_load(&g_sources[i]);
-        if (fn) {
-            size_t got = fn(out + n, max - n);
-            n += got < max - n ? got : max - n;
-        }
-    }
-    return n;
 }
 
 /* Sum of every drop reason: what the exit line calls "lost". */

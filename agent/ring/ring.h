@@ -18,7 +18,7 @@
 #define MRD_RING_RELEASE_EVERY 1024
 
 /* Bytes of per-thread capture state carried by every ring for the thread that owns it
- * (mrd_ring_thread_state). Added after v1 (additive). */
+ * (mrd_ring_thread_state). */
 #define MRD_RING_THREAD_STATE_BYTES 4096
 
 /* Allocates `max_threads` rings of `records_per_ring` records each (power of two).
@@ -37,7 +37,7 @@ int mrd_ring_write(const struct mrd_record *r);
  * that thread uses it; it goes with the ring when the thread exits (and is zeroed again for
  * the next owner). NULL when disabled, before init, or when no ring is free (the caller
  * then does without and counts what it loses as MRD_DROP_NO_THREAD_SLOT). No lock, no
- * allocation, no system call after the thread's claim. Added after v1 (additive). */
+ * allocation, no system call after the thread's claim. */
 void *mrd_ring_thread_state(void);
 
 /* Hot path, any thread: mrd_ring_write for a caller that already looked up its thread's
@@ -45,13 +45,13 @@ void *mrd_ring_thread_state(void);
  * writes into the ring that state belongs to without looking the ring up again. state NULL
  * (no ring for this thread) drops the record and counts it as MRD_DROP_NO_THREAD_SLOT, as
  * mrd_ring_write would, without another claim attempt. Returns 0 or -EAGAIN (dropped;
- * uncounted after mrd_ring_disable). Added after v1 (additive). */
+ * uncounted after mrd_ring_disable). */
 int mrd_ring_write_in(void *state, const struct mrd_record *r);
 
 /* Free records in the calling thread's ring (claiming one if the thread has none yet;
  * 0 when disabled or no ring is free). Lets a producer that writes in bursts from its own
  * thread (CUPTI's buffer-completion worker, not an application thread) pace itself instead
- * of overflowing. No lock, no allocation, no system call. Added after v1 (additive). */
+ * of overflowing. No lock, no allocation, no system call. */
 size_t mrd_ring_space(void);
 
 /* Paced producers only: a thread that writes bursts on its own time, never an application,
@@ -61,12 +61,11 @@ size_t mrd_ring_space(void);
  * mrd_ring_set_consumer_wake; at most once per consumer pass over this ring); then, if
  * fewer than `want` records are free and timeout_ns > 0, sleeps until the consumer frees
  * records of this ring or timeout_ns (relative) has passed. Returns the free records
- * afterwards (0 when disabled or no ring could be claimed). Added after v1 (additive). */
+ * afterwards (0 when disabled or no ring could be claimed). */
 size_t mrd_ring_pace(size_t want, int64_t timeout_ns);
 
 /* Consumer: how mrd_ring_pace wakes it (e.g. a write to the flusher's eventfd); NULL
- * removes it. The function must be cheap and safe from any thread. Added after v1
- * (additive). */
+ * removes it. The function must be cheap and safe from any thread. */
 void mrd_ring_set_consumer_wake(void (*fn)(void));
 
 /* Flusher thread only: hands every pending record of every ring to fn (in per-ring
@@ -79,8 +78,7 @@ size_t mrd_ring_drain(void (*fn)(const struct mrd_record *r, void *arg), void *a
 void mrd_ring_dropped(uint64_t dropped[MRD_DROP__COUNT]);
 
 /* Makes every later mrd_ring_write refuse its record with -EAGAIN, uncounted (a fork
- * child is inert and reports nothing). Async-signal-safe (one atomic store).
- * Added after v1 of this contract (additive). */
+ * child is inert and reports nothing). Async-signal-safe (one atomic store). */
 void mrd_ring_disable(void);
 
 /* Frees every ring (at exit, after writers have stopped). */

@@ -10,7 +10,7 @@
  * replies that arrive later are recognised by probe_id and ignored. Completed samples
  * (t0, t1, t2, t3) travel in the next batch's clock_samples; every sample is sent (the
  * aggregator's fit chooses the lowest round trips). Every probe also carries the step
- * counter (agent/core/stepctl.h), and every reply's window requests go to stepctl: the
+ * counter (agent/base/stepctl.h), and every reply's window requests go to stepctl: the
  * aggregator opens windows on the same steps of every rank through this channel.
  *
  * Workload: 8 probes every 500 ms by default: ~16 small frames a second each way; a round
@@ -25,72 +25,54 @@
 #include "stepctl.h"
 #include "steps.h"
 
-static void clock_fail(struct mrd_flusher *f, int64_t now, uint32_t backoff_floor_ms)
+static void clock_fail(struct mrd_flusher *f, int64_t now)
 {
-    mrd_conn_close(&f->clk);
-    uint32_t b = mrd__tx_backoff_next(&f->clk_backoff_ms);
-    if (b < backoff_floor_ms)
-        b = backoff_floor_ms;
-    f->clk_next_connect_ns = now + (int64_t)b * 1000000;
+    mrd__link_fail(&f->clk.link, now, 0);
 }
 
 short mrd__clock_poll_events(const struct mrd_flusher *f)
 {
-    const struct mrd_conn *c = &f->clk;
-    switch (c->state) {
-    case MRD_CONN_CONNECTING:
-        return POLLOUT;
-    case MRD_CONN_HELLO:
-    case MRD_CONN_PROOF:
-        return POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
-    case MRD_CONN_READY:
-        return POLLIN;
-    default:
-        return 0;
-    }
+    return mrd__link_poll_events(&f->clk.link);
 }
 
 /* Handles the frames in the input buffer outside a probe round (contract in
  * flusher_int.h). */
 void mrd__clock_process_frames(struct mrd_flusher *f, int64_t now)
 {
+    struct mrd_clocklink *k = &f->clk;
     for (;;) {
         int type = 0;
         ProtobufCMessage *m = NULL;
-        int e = mrd_conn_next_frame(&f->clk, &type, &m);
+        int e = mrd_conn_next_frame(&k->link.conn, &type, &m);
         if (e < 0) {
-            clock_fail(f, now, 0);
+            clock_fail(f, now);
             return;
         }
         if (e == 0)
             return;
-        int fail = 0;
-        if (type == MRD_FRAME_CHALLENGE && f->clk.state == MRD_CONN_HELLO) {
-            if (mrd__tx_answer_challenge(f, &f->clk, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK,
-                                         (const Meridian__V1__Challenge *)m) != 0)
-                fail = 1;
-        } else if (type == MRD_FRAME_HELLO_REPLY &&
-                   (f->clk.state == MRD_CONN_PROOF ||
-                    (f->clk.state == MRD_CONN_HELLO &&
-                     !((Meridian__V1__HelloReply *)m)->accepted))) {
-            Meridian__V1__HelloReply *r = (Meridian__V1__HelloReply *)m;
-            if (r->accepted) {
-                f->clk.state = MRD_CONN_READY;
-                f->clk.state_since_ns = now;
-                f->clk_backoff_ms = 0;
-                f->probe_burst = MRD_PROBE_BURST;
-                f->next_probe_ns = now;
-            } else {
-                fail = MRD_BACKOFF_MAX_MS;
-            }
-        } else if (type == MRD_FRAME_CLOCK_REPLY && f->clk.state == MRD_CONN_READY) {
-            /* a reply that came after its round gave up: ignored */
-        } else {
+        int fail = 0, refused = 0;
+        e = mrd__link_handshake_frame(&k->link, &f->id, type, m);
+        if (e < 0) {
             fail = 1;
+        } else if (e == MRD_LINK_REPLY) {
+            if (((Meridian__V1__HelloReply *)m)->accepted) {
+                mrd__link_ready(&k->link, now);
+                k->probe_burst = MRD_PROBE_BURST;
+                k->next_probe_ns = now;
+            } else {
+                refused = 1;
+            }
+        } else if (e == MRD_LINK_NOT_MINE &&
+                   !(type == MRD_FRAME_CLOCK_REPLY && k->link.conn.state == MRD_CONN_READY)) {
+            fail = 1; /* a ClockReply in READY came after its round gave up: ignored */
         }
         protobuf_c_message_free_unpacked(m, NULL);
+        if (refused) {
+            mrd__link_refused(&k->link, now);
+            return;
+        }
         if (fail) {
-            clock_fail(f, now, (uint32_t)fail);
+            clock_fail(f, now);
             return;
         }
     }
@@ -98,77 +80,61 @@ void mrd__clock_process_frames(struct mrd_flusher *f, int64_t now)
 
 void mrd__clock_step(struct mrd_flusher *f, int64_t now)
 {
-    struct mrd_conn *c = &f->clk;
+    struct mrd_clocklink *k = &f->clk;
     const char *why = "";
-    switch (c->state) {
+    switch (k->link.conn.state) {
     case MRD_CONN_CLOSED:
-        if (f->data.state != MRD_CONN_READY || now < f->clk_next_connect_ns ||
-            f->goodbye_state != 0)
+        if (f->data.link.conn.state != MRD_CONN_READY || now < k->link.next_connect_ns ||
+            f->data.goodbye_state != 0)
             return;
-    {
-        struct mrd_addrs a; /* the data connection's, already resolved */
-        if (mrd_resolver_addrs(f->res, &a, now, &why) != 0 || mrd_conn_open(c, &a, &why) != 0)
-            clock_fail(f, now, 0);
-        return;
-    }
+        {
+            struct mrd_addrs a; /* the data connection's, already resolved */
+            if (mrd_resolver_addrs(f->res, &a, now, &why) != 0 ||
+                mrd_conn_open(&k->link.conn, &a, &why) != 0)
+                clock_fail(f, now);
+            return;
+        }
     case MRD_CONN_CONNECTING:
-        if (now - c->state_since_ns > (int64_t)MRD_CONNECT_TIMEOUT_MS * 1000000)
-            clock_fail(f, now, 0);
-        return;
     case MRD_CONN_HELLO:
     case MRD_CONN_PROOF:
-        if (now - c->state_since_ns > (int64_t)MRD_HELLO_TIMEOUT_MS * 1000000)
-            clock_fail(f, now, 0);
+        if (mrd__link_check_timeout(&k->link, now, &why) != 0)
+            clock_fail(f, now);
         return;
     case MRD_CONN_READY:
-        if (f->stopping || now < f->next_probe_ns)
+        if (f->stopping || now < k->next_probe_ns)
             return;
-        unsigned n = f->probe_burst ? f->probe_burst : MRD_PROBE_ROUND;
-        f->probe_burst = 0;
+        unsigned n = k->probe_burst ? k->probe_burst : MRD_PROBE_ROUND;
+        k->probe_burst = 0;
         mrd__clock_round(f, n, now + 250 * 1000000ll);
-        f->next_probe_ns = mrd__mono_ns() + (int64_t)f->cfg->probe_interval_ms * 1000000;
+        k->next_probe_ns = mrd__mono_ns() + (int64_t)f->id.cfg->probe_interval_ms * 1000000;
         return;
     }
 }
 
 void mrd__clock_on_poll(struct mrd_flusher *f, short revents, int64_t now)
 {
-    struct mrd_conn *c = &f->clk;
-    if (c->state == MRD_CONN_CONNECTING) {
-        int e = mrd_conn_finish_connect(c);
+    struct mrd_link *l = &f->clk.link;
+    const char *what = "";
+    if (l->conn.state == MRD_CONN_CONNECTING) {
+        int e = mrd_conn_finish_connect(&l->conn);
         if (e == -EAGAIN)
             return;
-        if (e < 0) {
-            clock_fail(f, now, 0);
-            return;
-        }
-        Meridian__V1__Hello h;
-        Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
-        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK);
-        if (mrd_conn_queue(c, MRD_FRAME_HELLO, &h.base) != 0) {
-            clock_fail(f, now, 0);
-            return;
-        }
-        c->state = MRD_CONN_HELLO;
-        c->state_since_ns = now;
-        e = mrd_conn_flush(c);
-        if (e != 0 && e != -EAGAIN)
-            clock_fail(f, now, 0);
+        if (e == 0)
+            e = mrd__link_send_hello(l, &f->id, now, &what, NULL);
+        if (e < 0)
+            clock_fail(f, now);
         return;
     }
     if (revents & (POLLIN | POLLHUP | POLLERR)) {
-        int rd = mrd_conn_read(c);
+        int rd = mrd_conn_read(&l->conn);
         mrd__clock_process_frames(f, now);
-        if (rd < 0 && c->state != MRD_CONN_CLOSED)
-            clock_fail(f, now, 0);
-        if (c->state == MRD_CONN_CLOSED)
+        if (rd < 0 && l->conn.state != MRD_CONN_CLOSED)
+            clock_fail(f, now);
+        if (l->conn.state == MRD_CONN_CLOSED)
             return;
     }
-    if ((revents & POLLOUT) && (c->state == MRD_CONN_HELLO || c->state == MRD_CONN_PROOF)) {
-        int e = mrd_conn_flush(c);
-        if (e != 0 && e != -EAGAIN)
-            clock_fail(f, now, 0);
-    }
+    if ((revents & POLLOUT) && mrd__link_flush_handshake(l) != 0)
+        clock_fail(f, now);
 }
 
 /* The aggregator's window requests (any reply carries them): handed to stepctl, which
@@ -191,14 +157,15 @@ static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
     mrd_stepctl_probe(&p.steps_begun, &p.last_step_ns, &p.longest_step_ns);
     *t0 = mrd_clock_now();
     p.t0 = *t0;
-    size_t len = meridian__v1__clock_probe__pack(&p, buf + MRD_FRAME_HEADER_BYTES);
-    struct mrd_frame_header h = {
-        .version = MRD_PROTOCOL_VERSION, .type = MRD_FRAME_CLOCK_PROBE, .length = (uint32_t)len};
-    mrd_frame_header_write(buf, &h);
-    ssize_t n = mrd_conn_write(&f->clk, buf, MRD_FRAME_HEADER_BYTES + len);
+    size_t len = 0;
+    int e = mrd_frame_encode_into(MRD_FRAME_CLOCK_PROBE, MRD_PROTOCOL_VERSION, &p.base, buf,
+                                  sizeof buf, &len);
+    if (e != 0)
+        return e;
+    ssize_t n = mrd_conn_write(&f->clk.link.conn, buf, len);
     if (n < 0)
         return (int)n;
-    return (size_t)n == MRD_FRAME_HEADER_BYTES + len ? 0 : -EAGAIN;
+    return (size_t)n == len ? 0 : -EAGAIN;
 }
 
 /* Waits for the reply to probe `id`. Returns 1 with *s filled, 0 on timeout, negative on
@@ -210,11 +177,11 @@ static int await_reply(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t u
         int64_t left = until - mrd__mono_ns();
         if (left <= 0)
             return 0;
-        struct pollfd p = {.fd = f->clk.fd, .events = POLLIN};
+        struct pollfd p = {.fd = f->clk.link.conn.fd, .events = POLLIN};
         int r = poll(&p, 1, (int)((left + 999999) / 1000000));
         if (r <= 0)
             return 0;
-        ssize_t n = mrd_conn_read_once(&f->clk);
+        ssize_t n = mrd_conn_read_once(&f->clk.link.conn);
         int64_t t3 = mrd_clock_now();
         if (n < 0)
             return (int)n;
@@ -232,7 +199,7 @@ int mrd__clock_take_replies(struct mrd_flusher *f, uint64_t id, int64_t t0, int6
     for (;;) {
         int type = 0;
         ProtobufCMessage *m = NULL;
-        int e = mrd_conn_next_frame(&f->clk, &type, &m);
+        int e = mrd_conn_next_frame(&f->clk.link.conn, &type, &m);
         if (e <= 0)
             return e;
         int ok = 0;
@@ -256,22 +223,22 @@ int mrd__clock_take_replies(struct mrd_flusher *f, uint64_t id, int64_t t0, int6
 
 void mrd__clock_round(struct mrd_flusher *f, unsigned n, int64_t until_ns)
 {
-    for (unsigned i = 0; i < n && f->clk.state == MRD_CONN_READY; i++) {
+    for (unsigned i = 0; i < n && f->clk.link.conn.state == MRD_CONN_READY; i++) {
         int64_t now = mrd__mono_ns();
         if (now >= until_ns)
             return;
-        uint64_t id = ++f->probe_id;
+        uint64_t id = ++f->clk.probe_id;
         int64_t t0 = 0;
         struct mrd_clock_sample s;
         int e = send_probe(f, id, &t0);
         if (e != 0) {
-            clock_fail(f, now, 0);
+            clock_fail(f, now);
             return;
         }
         int64_t wait_until = now + (int64_t)MRD_PROBE_TIMEOUT_MS * 1000000;
         e = await_reply(f, id, t0, wait_until < until_ns ? wait_until : until_ns, &s);
         if (e < 0) {
-            clock_fail(f, mrd__mono_ns(), 0);
+            clock_fail(f, mrd__mono_ns());
             return;
         }
         if (e == 0)

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "transport.h"
+#include "clock.h"
 
 void mrd_conn_init(struct mrd_conn *c)
 {

@@ -5,7 +5,7 @@
  * address comes from the resolver (resolve.h: looked up off this thread, once, and again
  * only after repeated connection failures, rate-limited). Reconnects use
  * exponential backoff from 100 ms to 2 s with +-20% jitter. The handshake (protocol version 2):
- * Hello (no secret), the aggregator's Challenge, our Proof (mrd__tx_answer_challenge), then
+ * Hello (no secret), the aggregator's Challenge, our Proof (link.c), then
  * the HelloReply; after an accepting HelloReply the queue is
  * trimmed to what the aggregator has not committed (committed_seq) and everything left is
  * sent again, oldest first (at-least-once; the aggregator de-duplicates by (run, rank,
@@ -36,18 +36,18 @@
 
 static void goodbye_over(struct mrd_flusher *f, int outcome)
 {
-    f->goodbye_state = MRD_GB_DONE;
+    f->data.goodbye_state = MRD_GB_DONE;
     atomic_store(&f->sh->goodbye, outcome);
 }
 
 static void data_fail(struct mrd_flusher *f, int64_t now, const char *what, int err)
 {
-    if (f->goodbye_state == MRD_GB_SENT) {
-        if (f->peer_acks_goodbye) {
-            f->goodbye_state = MRD_GB_RESEND; /* not committed as far as we know */
+    if (f->data.goodbye_state == MRD_GB_SENT) {
+        if (f->data.peer_acks_goodbye) {
+            f->data.goodbye_state = MRD_GB_RESEND; /* not committed as far as we know */
         } else { /* an older aggregator: the Goodbye was all we had to say */
             goodbye_over(f, MRD_TX_GOODBYE_SENT_ONLY);
-            mrd_conn_close(&f->data);
+            mrd_conn_close(&f->data.link.conn);
             return;
         }
     }
@@ -55,9 +55,8 @@ static void data_fail(struct mrd_flusher *f, int64_t now, const char *what, int 
         mrd__tx_set_error(f, "%s: %s", what, mrd_strerror(err));
     else
         mrd__tx_set_error(f, "%s", what);
-    mrd_conn_close(&f->data);
-    f->write_off = 0;
-    f->next_connect_ns = now + (int64_t)mrd__tx_backoff_next(&f->backoff_ms) * 1000000;
+    mrd__link_fail(&f->data.link, now, 0);
+    f->data.write_off = 0;
 }
 
 /* The highest batch seq the agent numbers up to: the aggregator keeps seqs as SQLite
@@ -79,51 +78,48 @@ static void on_acked(uint64_t seq, uint32_t events, void *arg)
 static void sync_stats(struct mrd_flusher *f)
 {
     atomic_store(&f->sh->events_queued, f->q.events);
-    atomic_store(&f->sh->bytes_sent, f->data.bytes_written + f->clk.bytes_written);
+    atomic_store(&f->sh->bytes_sent,
+                 f->data.link.conn.bytes_written + f->clk.link.conn.bytes_written);
 }
 
 static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply *r, int64_t now)
 {
     if (!r->accepted) {
-        if (!f->refusal_logged++)
+        if (!f->data.refusal_logged++)
             /* the reason is the aggregator's text: at most 300 bytes reach the job's stderr */
             fprintf(stderr, "meridian: rank %d: aggregator %s refused the connection: %.300s\n",
-                    f->cfg->rank, f->cfg->aggregator, r->reason ? r->reason : "(no reason)");
+                    f->id.cfg->rank, f->id.cfg->aggregator, r->reason ? r->reason : "(no reason)");
         mrd__tx_set_error(f, "refused: %.100s", r->reason ? r->reason : "");
-        mrd_conn_close(&f->data);
-        f->backoff_ms = MRD_BACKOFF_MAX_MS;
-        f->next_connect_ns = now + (int64_t)MRD_BACKOFF_MAX_MS * 1000000;
+        mrd__link_refused(&f->data.link, now);
         return;
     }
-    f->peer_acks_goodbye = r->goodbye_acks;
+    f->data.peer_acks_goodbye = r->goodbye_acks;
     if (r->committed_seq >= MRD_TX_SEQ_MAX) {
         fprintf(stderr,
                 "meridian: rank %d: the aggregator holds batch %llu of this rank, past any "
                 "sequence number; keeping this process's numbering\n",
-                f->cfg->rank, (unsigned long long)r->committed_seq);
+                f->id.cfg->rank, (unsigned long long)r->committed_seq);
     } else if (r->committed_seq >= f->next_seq) {
         /* Not ours: another process used this rank in this run with later sequence
          * numbers. Ours would be taken for duplicates: move past them. */
         fprintf(stderr,
                 "meridian: rank %d: the aggregator already holds batch %llu of this "
                 "rank from another process; continuing after it\n",
-                f->cfg->rank, (unsigned long long)r->committed_seq);
+                f->id.cfg->rank, (unsigned long long)r->committed_seq);
         f->next_seq = r->committed_seq + 1;
     } else {
         mrd_txq_drop_committed(&f->q, r->committed_seq, on_acked, f);
     }
-    if (f->ever_connected)
+    if (f->data.ever_connected)
         mrd_batch_builder_reset_unacked(f->b);
     mrd_txq_rewind(&f->q);
     /* batches built from now on fit this aggregator's limit; queued ones over it are
      * re-split when the cursor reaches them (write_batches) */
     mrd__tx_apply_peer_limit(f, r->max_frame_bytes, now);
-    f->write_off = 0;
-    f->ever_connected = 1;
-    f->backoff_ms = 0;
-    f->hello_ns = now;
-    f->data.state = MRD_CONN_READY;
-    f->data.state_since_ns = now;
+    f->data.write_off = 0;
+    f->data.ever_connected = 1;
+    f->data.hello_ns = now;
+    mrd__link_ready(&f->data.link, now);
     atomic_fetch_add(&f->sh->connects, 1);
     mrd__tx_set_error(f, "%s", "");
     sync_stats(f);
@@ -132,26 +128,25 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
 /* Handles every complete frame in the input buffer (contract in flusher_int.h). */
 int mrd__data_process_frames(struct mrd_flusher *f, int64_t now)
 {
+    struct mrd_datalink *d = &f->data;
     for (;;) {
         int type = 0;
         ProtobufCMessage *m = NULL;
-        int e = mrd_conn_next_frame(&f->data, &type, &m);
+        int e = mrd_conn_next_frame(&d->link.conn, &type, &m);
         if (e <= 0)
             return e;
-        if (type == MRD_FRAME_CHALLENGE && f->data.state == MRD_CONN_HELLO) {
-            e = mrd__tx_answer_challenge(f, &f->data, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA,
-                                         (const Meridian__V1__Challenge *)m);
-        } else if (type == MRD_FRAME_HELLO_REPLY &&
-                   (f->data.state == MRD_CONN_PROOF ||
-                    (f->data.state == MRD_CONN_HELLO &&
-                     !((Meridian__V1__HelloReply *)m)->accepted))) {
-            /* accepted only after our Proof; refused at any point of the handshake (an
-             * older or newer aggregator refuses the Hello itself) */
+        e = mrd__link_handshake_frame(&d->link, &f->id, type, m);
+        if (e == MRD_LINK_REPLY) {
             on_hello_reply(f, (Meridian__V1__HelloReply *)m, now);
-        } else if (type == MRD_FRAME_ACK && f->data.state == MRD_CONN_READY) {
+            e = 0;
+        } else if (e == MRD_LINK_ANSWERED) {
+            e = 0;
+        } else if (e < 0) {
+            /* the Proof could not be queued: the caller fails the connection */
+        } else if (type == MRD_FRAME_ACK && d->link.conn.state == MRD_CONN_READY) {
             const Meridian__V1__Ack *a = (const Meridian__V1__Ack *)m;
             if (a->goodbye) {
-                if (f->goodbye_state == MRD_GB_SENT)
+                if (d->goodbye_state == MRD_GB_SENT)
                     goodbye_over(f, MRD_TX_GOODBYE_ACKED);
             } else {
                 mrd_txq_ack(&f->q, a->seq, on_acked, f);
@@ -168,7 +163,7 @@ int mrd__data_process_frames(struct mrd_flusher *f, int64_t now)
         protobuf_c_message_free_unpacked(m, NULL);
         if (e < 0)
             return e;
-        if (f->data.state == MRD_CONN_CLOSED)
+        if (d->link.conn.state == MRD_CONN_CLOSED)
             return 0; /* refused */
     }
 }
@@ -176,7 +171,7 @@ int mrd__data_process_frames(struct mrd_flusher *f, int64_t now)
 /* Writes control frames, then batch frames from the queue, until the socket is full. */
 static void write_batches(struct mrd_flusher *f, int64_t now)
 {
-    int e = mrd_conn_flush(&f->data);
+    int e = mrd_conn_flush(&f->data.link.conn);
     if (e == -EAGAIN)
         return;
     if (e < 0) {
@@ -186,104 +181,81 @@ static void write_batches(struct mrd_flusher *f, int64_t now)
     struct mrd_txq_entry *en;
     while ((en = mrd_txq_peek_unsent(&f->q)) != NULL) {
         /* built before this aggregator's limit applied (resplit.c): does it take it? */
-        if (f->write_off == 0 &&
-            (en->seq < f->builder_limit_seq || f->builder_max_frame != f->peer_max_frame) &&
+        if (f->data.write_off == 0 &&
+            (en->seq < f->lim.builder_limit_seq ||
+             f->lim.builder_max_frame != f->lim.peer_max_frame) &&
             !mrd__tx_frame_fits(f, en)) {
             if (mrd__tx_oversized(f, now)) /* re-split, or kept for the next pass */
                 break;
             continue; /* dropped (counted): no limit the builder can apply fits the peer */
         }
-        ssize_t n = mrd_conn_write(&f->data, en->frame + f->write_off, en->len - f->write_off);
+        ssize_t n = mrd_conn_write(&f->data.link.conn, en->frame + f->data.write_off,
+                                   en->len - f->data.write_off);
         if (n < 0) {
             data_fail(f, now, "send", (int)n);
             break;
         }
         if (n == 0)
             break;
-        f->write_off += (size_t)n;
-        if (f->write_off < en->len)
+        f->data.write_off += (size_t)n;
+        if (f->data.write_off < en->len)
             break;
         atomic_fetch_add(en->sent_count ? &f->sh->batches_resent : &f->sh->batches_sent, 1);
         mrd_txq_mark_sent(&f->q);
-        f->write_off = 0;
+        f->data.write_off = 0;
     }
     sync_stats(f);
 }
 
-static void queue_hello(struct mrd_flusher *f, int64_t now)
-{
-    Meridian__V1__Hello h;
-    Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
-    mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA);
-    int e = mrd_conn_queue(&f->data, MRD_FRAME_HELLO, &h.base);
-    if (e != 0) {
-        data_fail(f, now, "hello", e);
-        return;
-    }
-    f->data.state = MRD_CONN_HELLO;
-    f->data.state_since_ns = now;
-    e = mrd_conn_flush(&f->data);
-    if (e != 0 && e != -EAGAIN)
-        data_fail(f, now, "send hello", e);
-}
-
 short mrd__data_poll_events(const struct mrd_flusher *f)
 {
-    const struct mrd_conn *c = &f->data;
-    switch (c->state) {
-    case MRD_CONN_CONNECTING:
-        return POLLOUT;
-    case MRD_CONN_HELLO:
-    case MRD_CONN_PROOF:
-        return POLLIN | (c->out_len > c->out_off ? POLLOUT : 0);
-    case MRD_CONN_READY:
-        return POLLIN | (c->out_len > c->out_off || mrd_txq_peek_unsent(&f->q) ? POLLOUT : 0);
-    default:
-        return 0;
-    }
+    const struct mrd_conn *c = &f->data.link.conn;
+    short ev = mrd__link_poll_events(&f->data.link);
+    if (c->state == MRD_CONN_READY && (c->out_len > c->out_off || mrd_txq_peek_unsent(&f->q)))
+        ev |= POLLOUT;
+    return ev;
 }
 
 void mrd__data_step(struct mrd_flusher *f, int64_t now)
 {
-    struct mrd_conn *c = &f->data;
+    struct mrd_conn *c = &f->data.link.conn;
     const char *why = "";
     int e;
-    if (f->goodbye_state == MRD_GB_DONE)
+    if (f->data.goodbye_state == MRD_GB_DONE)
         return;
     switch (c->state) {
     case MRD_CONN_CLOSED:
-        if (now < f->next_connect_ns)
+        if (now < f->data.link.next_connect_ns)
             return;
-    {
-        /* addresses resolved off this thread (resolve.h): a slow DNS never stalls the
-         * drain; until there is one, batches queue and the attempt comes back later */
-        struct mrd_addrs a;
-        e = mrd_resolver_addrs(f->res, &a, now, &why);
-        if (e == 0 && (e = mrd_conn_open(c, &a, &why)) != 0)
-            mrd_resolver_failed(f->res, now);
-        if (e != 0) {
-            mrd__tx_set_error(f, "connect: %s", why);
-            f->next_connect_ns = now + (int64_t)mrd__tx_backoff_next(&f->backoff_ms) * 1000000;
+        {
+            /* addresses resolved off this thread (resolve.h): a slow DNS never stalls the
+             * drain; until there is one, batches queue and the attempt comes back later */
+            struct mrd_addrs a;
+            e = mrd_resolver_addrs(f->res, &a, now, &why);
+            if (e == 0 && (e = mrd_conn_open(c, &a, &why)) != 0)
+                mrd_resolver_failed(f->res, now);
+            if (e != 0) {
+                mrd__tx_set_error(f, "connect: %s", why);
+                mrd__link_fail(&f->data.link, now, 0);
+            }
+            return;
         }
-        return;
-    }
     case MRD_CONN_CONNECTING:
-        if (now - c->state_since_ns > (int64_t)MRD_CONNECT_TIMEOUT_MS * 1000000) {
-            mrd_resolver_failed(f->res, now);
-            data_fail(f, now, "connect: timed out", 0);
-        }
-        return;
     case MRD_CONN_HELLO:
     case MRD_CONN_PROOF:
-        if (now - c->state_since_ns > (int64_t)MRD_HELLO_TIMEOUT_MS * 1000000)
-            data_fail(f, now, "no reply to hello", 0);
+        if (mrd__link_check_timeout(&f->data.link, now, &why) != 0) {
+            if (c->state == MRD_CONN_CONNECTING)
+                mrd_resolver_failed(f->res, now);
+            data_fail(f, now, why, 0);
+        }
         return;
     case MRD_CONN_READY:
-        if (!f->stopping && mrd__gpus_generation() != f->hello_gpu_gen &&
-            f->q.head == f->q.cursor && f->write_off == 0 && now - f->hello_ns > 1000000000ll) {
+        if (!f->stopping && mrd__gpus_generation() != f->data.hello_gpu_gen &&
+            f->q.head == f->q.cursor && f->data.write_off == 0 &&
+            now - f->data.hello_ns > 1000000000ll) {
             /* new GPUs since the hello and nothing in flight: say hello again */
             mrd_conn_close(c);
-            f->next_connect_ns = now;
+            f->data.link.next_connect_ns = now;
             return;
         }
         write_batches(f, now);
@@ -293,7 +265,7 @@ void mrd__data_step(struct mrd_flusher *f, int64_t now)
 
 void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
 {
-    struct mrd_conn *c = &f->data;
+    struct mrd_conn *c = &f->data.link.conn;
     if (c->state == MRD_CONN_CONNECTING) {
         int e = mrd_conn_finish_connect(c);
         if (e == -EAGAIN)
@@ -304,24 +276,27 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
             return;
         }
         mrd_resolver_connected(f->res);
-        queue_hello(f, now);
+        const char *what = "";
+        e = mrd__link_send_hello(&f->data.link, &f->id, now, &what, &f->data.hello_gpu_gen);
+        if (e != 0)
+            data_fail(f, now, what, e);
         return;
     }
     if (revents & (POLLIN | POLLHUP | POLLERR)) {
         int rd = mrd_conn_read(c);
         int e = mrd__data_process_frames(f, now);
-        if (e == -MRD_ERR_VERSION && !f->refusal_logged++) /* its refusal is unreadable */
+        if (e == -MRD_ERR_VERSION && !f->data.refusal_logged++) /* its refusal is unreadable */
             fprintf(stderr,
                     "meridian: rank %d: aggregator %s speaks another protocol version than "
                     "this agent (%d): use libmeridian.so and meridiand of one meridian "
                     "version\n",
-                    f->cfg->rank, f->cfg->aggregator, MRD_PROTOCOL_VERSION);
+                    f->id.cfg->rank, f->id.cfg->aggregator, MRD_PROTOCOL_VERSION);
         if (e < 0) {
             data_fail(f, now, "protocol", e);
             return;
         }
         if (rd < 0 && c->state != MRD_CONN_CLOSED) {
-            if (f->goodbye_state == MRD_GB_DONE) { /* the aggregator closes after the Ack */
+            if (f->data.goodbye_state == MRD_GB_DONE) { /* the aggregator closes after the Ack */
                 mrd_conn_close(c);
                 return;
             }
@@ -331,8 +306,8 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
         }
     }
     if ((revents & POLLOUT) && (c->state == MRD_CONN_HELLO || c->state == MRD_CONN_PROOF)) {
-        int e = mrd_conn_flush(c);
-        if (e != 0 && e != -EAGAIN)
+        int e = mrd__link_flush_handshake(&f->data.link);
+        if (e != 0)
             data_fail(f, now, "send hello", e);
     } else if ((revents & POLLOUT) && c->state == MRD_CONN_READY) {
         write_batches(f, now);
@@ -341,7 +316,7 @@ void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now)
 
 void mrd__data_goodbye(struct mrd_flusher *f, int64_t now)
 {
-    struct mrd_conn *c = &f->data;
+    struct mrd_conn *c = &f->data.link.conn;
     struct mrd_goodbye_buf gb;
 
     mrd__tx_fill_goodbye(f, &gb);
@@ -349,20 +324,20 @@ void mrd__data_goodbye(struct mrd_flusher *f, int64_t now)
         goodbye_over(f, MRD_TX_GOODBYE_NONE); /* cannot even encode it: nothing to wait for */
         return;
     }
-    f->goodbye_state = MRD_GB_SENT;
-    f->goodbye_shut = 0;
+    f->data.goodbye_state = MRD_GB_SENT;
+    f->data.goodbye_shut = 0;
     atomic_store(&f->sh->goodbye, MRD_TX_GOODBYE_UNACKED);
     mrd__data_goodbye_progress(f, now);
 }
 
 void mrd__data_goodbye_progress(struct mrd_flusher *f, int64_t now)
 {
-    struct mrd_conn *c = &f->data;
-    if (f->goodbye_state != MRD_GB_SENT || c->state != MRD_CONN_READY)
+    struct mrd_conn *c = &f->data.link.conn;
+    if (f->data.goodbye_state != MRD_GB_SENT || c->state != MRD_CONN_READY)
         return;
-    if (f->goodbye_shut) {
+    if (f->data.goodbye_shut) {
         /* an older aggregator never answers: done once it closed, or after 100 ms */
-        if (!f->peer_acks_goodbye && now - f->goodbye_shut_ns > 100 * 1000000ll) {
+        if (!f->data.peer_acks_goodbye && now - f->data.goodbye_shut_ns > 100 * 1000000ll) {
             goodbye_over(f, MRD_TX_GOODBYE_SENT_ONLY);
             mrd_conn_close(c);
         }
@@ -380,6 +355,6 @@ void mrd__data_goodbye_progress(struct mrd_flusher *f, int64_t now)
      * closes. Closing instead with unread input would make TCP send a reset, which can
      * discard the Goodbye on its side before it is read. */
     shutdown(c->fd, SHUT_WR);
-    f->goodbye_shut = 1;
-    f->goodbye_shut_ns = now;
+    f->data.goodbye_shut = 1;
+    f->data.goodbye_shut_ns = now;
 }

@@ -42,15 +42,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "auth.h"
 #include "error.h"
 #include "flusher_int.h"
 #include "gpus.h"
 #include "ring.h"
-
-#ifndef MRD_VERSION
-#define MRD_VERSION "0.0.0"
-#endif
 
 static const char k_magic[8] = {'M', 'R', 'D', 'C', 'A', 'P', '1', '\n'};
 
@@ -65,13 +60,6 @@ static _Atomic int g_wake_fd = -1;
 static pthread_mutex_t g_done_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_done_cond;
 
-int64_t mrd__mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
 {
     va_list ap;
@@ -80,15 +68,6 @@ void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
     vsnprintf(f->sh->last_error, sizeof f->sh->last_error, fmt, ap);
     va_end(ap);
     pthread_mutex_unlock(&f->sh->err_lock);
-}
-
-uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms)
-{
-    uint32_t b = *backoff_ms ? *backoff_ms : MRD_BACKOFF_MIN_MS;
-    *backoff_ms = b * 2 > MRD_BACKOFF_MAX_MS ? MRD_BACKOFF_MAX_MS : b * 2;
-    /* +-20% jitter so hundreds of ranks do not reconnect in lockstep */
-    uint32_t j = (uint32_t)(mrd__mono_ns() / 1000 % 41);
-    return b * (80 + j) / 100;
 }
 
 /* ---- record file ---------------------------------------------------------------- */
@@ -103,7 +82,7 @@ static void rec_write(struct mrd_flusher *f, const void *buf, size_t len)
             continue;
         if (n <= 0) {
             fprintf(stderr, "meridian: rank %d: record file %s: %s; recording stopped\n",
-                    f->cfg->rank, f->cfg->record_file, mrd_strerror(n < 0 ? -errno : -EIO));
+                    f->id.cfg->rank, f->id.cfg->record_file, mrd_strerror(n < 0 ? -errno : -EIO));
             atomic_store(&f->rec_fd, -1);
             close(fd);
             return;
@@ -118,13 +97,12 @@ void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t le
     if (atomic_load(&f->rec_fd) < 0)
         return;
     if (!f->rec_hello_done) {
-        Meridian__V1__Hello h;
-        Meridian__V1__GpuInfo gi[MRD_MAX_GPUS], *gp[MRD_MAX_GPUS];
+        struct mrd_hello_buf hb;
         uint8_t *hf = NULL;
         size_t hl = 0;
         f->rec_hello_done = 1;
-        mrd__tx_fill_hello(f, &h, gi, gp, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA);
-        if (mrd_frame_encode(MRD_FRAME_HELLO, &h.base, 0, MRD_FRAME_DEFAULT_MAX, &hf, &hl) == 0)
+        mrd__link_fill_hello(&f->id, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA, &hb);
+        if (mrd_frame_encode(MRD_FRAME_HELLO, &hb.h.base, 0, MRD_FRAME_DEFAULT_MAX, &hf, &hl) == 0)
             rec_write(f, hf, hl);
         free(hf);
     }
@@ -133,76 +111,16 @@ void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t le
 
 static void rec_open(struct mrd_flusher *f)
 {
-    if (f->cfg->record_file[0] == '\0')
+    if (f->id.cfg->record_file[0] == '\0')
         return;
-    int fd = open(f->cfg->record_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(f->id.cfg->record_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        fprintf(stderr, "meridian: rank %d: cannot open record file %s: %s\n", f->cfg->rank,
-                f->cfg->record_file, mrd_strerror(-errno));
+        fprintf(stderr, "meridian: rank %d: cannot open record file %s: %s\n", f->id.cfg->rank,
+                f->id.cfg->record_file, mrd_strerror(-errno));
         return;
     }
     atomic_store(&f->rec_fd, fd);
     rec_write(f, k_magic, sizeof k_magic);
-}
-
-/* ---- hello ------------------------------------------------------------------------ */
-
-void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian__V1__GpuInfo gi[],
-                        Meridian__V1__GpuInfo *gp[], int role)
-{
-    struct mrd_gpu *gpus = f->gpus;
-    const struct mrd_agent_config *c = f->cfg;
-    uint64_t gen;
-    unsigned n = mrd__gpus_snapshot(f->gpus, &gen);
-
-    meridian__v1__hello__init(h);
-    h->protocol_version = MRD_PROTOCOL_VERSION;
-    h->run_id = (char *)c->run_id;
-    h->rank = (uint32_t)c->rank;
-    h->local_rank = c->local_rank >= 0 ? (uint32_t)c->local_rank : 0;
-    h->world_size = c->world_size >= 0 ? (uint32_t)c->world_size : 0;
-    h->host = f->host;
-    h->pid = (uint32_t)getpid();
-    for (unsigned i = 0; i < n; i++) {
-        meridian__v1__gpu_info__init(&gi[i]);
-        gi[i].device = gpus[i].device;
-        gi[i].uuid = gpus[i].uuid;
-        gi[i].pci_bus_id = gpus[i].pci_bus_id;
-        gi[i].name = gpus[i].name;
-        gp[i] = &gi[i];
-    }
-    h->n_gpus = n;
-    h->gpus = gp;
-    h->agent_version = (char *)"meridian " MRD_VERSION;
-    h->role = role;
-    h->shard_id = c->shard_id;
-    h->agent_instance = f->agent_instance;
-    if (role == MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA)
-        f->hello_gpu_gen = gen;
-}
-
-int mrd__tx_answer_challenge(struct mrd_flusher *f, struct mrd_conn *c, int role,
-                             const Meridian__V1__Challenge *ch)
-{
-    struct mrd_auth_claim claim = {.run_id = f->cfg->run_id,
-                                   .role = (uint32_t)role,
-                                   .rank = (uint32_t)f->cfg->rank,
-                                   .agent_instance = f->agent_instance};
-    uint8_t mac[MRD_AUTH_MAC_BYTES];
-    if (ch->nonce.len != MRD_AUTH_NONCE_BYTES)
-        return -MRD_ERR_MALFORMED;
-    int e = mrd_auth_proof((const uint8_t *)f->cfg->secret, strlen(f->cfg->secret), ch->nonce.data,
-                           ch->nonce.len, &claim, mac);
-    if (e != 0)
-        return e;
-    Meridian__V1__Proof p = MERIDIAN__V1__PROOF__INIT;
-    p.mac.data = mac;
-    p.mac.len = sizeof mac;
-    e = mrd_conn_queue(c, MRD_FRAME_PROOF, &p.base);
-    if (e != 0)
-        return e;
-    c->state = MRD_CONN_PROOF; /* state_since_ns kept: the hello timeout covers both */
-    return 0;
 }
 
 /* ---- batches ---------------------------------------------------------------------- */
@@ -232,7 +150,7 @@ int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now)
         static int logged;
         if (!logged++)
             fprintf(stderr, "meridian: rank %d: cannot encode a batch of %u events: %s\n",
-                    f->cfg->rank, events, mrd_strerror(e));
+                    f->id.cfg->rank, events, mrd_strerror(e));
         return e;
     }
     f->next_seq++;
@@ -240,7 +158,7 @@ int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now)
     f->last_batch_ns = now;
     f->drops_in_last_batch = drops;
     f->cv.new_string_bytes = 0;
-    if (!f->resplitting) /* a re-split frame's events are in the file already (resplit.c) */
+    if (!f->lim.resplitting) /* a re-split frame's events are in the file already (resplit.c) */
         mrd__tx_record_frame(f, frame, len);
 
     if (f->record_only) {
@@ -319,9 +237,9 @@ static size_t drain(struct mrd_flusher *f, size_t max)
 static void maybe_finish(struct mrd_flusher *f, int64_t now, int force)
 {
     size_t pending = mrd_batch_builder_pending(f->b);
-    int due =
-        pending > 0 && (force || now - f->batch_first_ns >= (int64_t)f->cfg->batch_ms * 1000000 ||
-                        f->cv.new_string_bytes >= MRD_NEW_STRING_BYTES_MAX);
+    int due = pending > 0 &&
+              (force || now - f->batch_first_ns >= (int64_t)f->id.cfg->batch_ms * 1000000 ||
+               f->cv.new_string_bytes >= MRD_NEW_STRING_BYTES_MAX);
     if (!due && now - f->last_batch_ns >= 1000000000) {
         /* no events, but drop counters moved: tell the aggregator once a second */
         uint64_t c[MRD_EV__COUNT], d[MRD_DROP__COUNT], drops = 0;
@@ -350,7 +268,7 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
 {
     if (!f->final_probes_done) {
         f->final_probes_done = 1;
-        if (f->clk.state == MRD_CONN_READY) {
+        if (f->clk.link.conn.state == MRD_CONN_READY) {
             int64_t until = now + 500 * 1000000ll;
             mrd__clock_round(f, MRD_PROBE_BURST, until < f->deadline_ns ? until : f->deadline_ns);
         }
@@ -362,18 +280,18 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
     if (f->record_only)
         return 1;
     int queue_empty = f->q.count == 0 && mrd_batch_builder_pending(f->b) == 0;
-    if (f->goodbye_state == 0 && queue_empty && now < f->deadline_ns &&
-        f->data.state == MRD_CONN_READY && !f->exit_rehello &&
-        mrd__gpus_generation() != f->hello_gpu_gen) {
+    if (f->data.goodbye_state == 0 && queue_empty && now < f->deadline_ns &&
+        f->data.link.conn.state == MRD_CONN_READY && !f->exit_rehello &&
+        mrd__gpus_generation() != f->data.hello_gpu_gen) {
         /* GPUs registered since the Hello (CUPTI reports devices late): say hello again so
          * the aggregator learns them, then goodbye */
         f->exit_rehello = 1;
-        mrd_conn_close(&f->data);
-        f->next_connect_ns = now;
+        mrd_conn_close(&f->data.link.conn);
+        f->data.link.next_connect_ns = now;
         return 0;
     }
-    if (f->goodbye_state == MRD_GB_NONE && (queue_empty || now >= f->deadline_ns)) {
-        if (f->data.state == MRD_CONN_READY && f->write_off == 0) {
+    if (f->data.goodbye_state == MRD_GB_NONE && (queue_empty || now >= f->deadline_ns)) {
+        if (f->data.link.conn.state == MRD_CONN_READY && f->data.write_off == 0) {
             account_unsent(f);
             mrd__data_goodbye(f, now);
         } else if (now >= f->deadline_ns) {
@@ -381,12 +299,29 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
             return 1;
         }
     }
-    if (f->goodbye_state == MRD_GB_RESEND && f->data.state == MRD_CONN_READY && f->write_off == 0)
+    if (f->data.goodbye_state == MRD_GB_RESEND && f->data.link.conn.state == MRD_CONN_READY &&
+        f->data.write_off == 0)
         mrd__data_goodbye(f, now); /* reconnected: the Goodbye again, totals as of now */
     mrd__data_goodbye_progress(f, now);
-    if (f->goodbye_state == MRD_GB_DONE)
+    if (f->data.goodbye_state == MRD_GB_DONE)
         return 1;
     return now >= f->deadline_ns + (int64_t)MRD_GOODBYE_GRACE_MS * 1000000;
+}
+
+/* The n values that are not 0 as Counters (key: the index) in c[], listed in p[]; returns
+ * how many. */
+static size_t put_counters(const uint64_t *v, int n, Meridian__V1__Counter c[],
+                           Meridian__V1__Counter *p[])
+{
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+        meridian__v1__counter__init(&c[i]);
+        c[i].key = (uint32_t)i;
+        c[i].value = v[i];
+        if (v[i])
+            p[k++] = &c[i];
+    }
+    return k;
 }
 
 void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb)
@@ -395,20 +330,8 @@ void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb)
     Meridian__V1__Goodbye *g = &gb->g;
     mrd_agent_counters(captured, dropped);
     meridian__v1__goodbye__init(g);
-    for (int i = 0; i < MRD_EV__COUNT; i++) {
-        meridian__v1__counter__init(&gb->cc[i]);
-        gb->cc[i].key = (uint32_t)i;
-        gb->cc[i].value = captured[i];
-        if (captured[i])
-            gb->cp[g->n_captured++] = &gb->cc[i];
-    }
-    for (int i = 0; i < MRD_DROP__COUNT; i++) {
-        meridian__v1__counter__init(&gb->dc[i]);
-        gb->dc[i].key = (uint32_t)i;
-        gb->dc[i].value = dropped[i];
-        if (dropped[i])
-            gb->dp[g->n_dropped++] = &gb->dc[i];
-    }
+    g->n_captured = put_counters(captured, MRD_EV__COUNT, gb->cc, gb->cp);
+    g->n_dropped = put_counters(dropped, MRD_DROP__COUNT, gb->dc, gb->dp);
     g->captured = gb->cp;
     g->dropped = gb->dp;
     size_t nn = mrd_agent_named_counters(gb->named, MRD_AGENT_NAMED_MAX);
@@ -459,7 +382,7 @@ static void *flusher_main(void *arg)
 {
     struct mrd_flusher *f = arg;
     int64_t now = mrd__mono_ns();
-    size_t max_drain = (size_t)f->cfg->batch_events * 4;
+    size_t max_drain = (size_t)f->id.cfg->batch_events * 4;
     f->last_batch_ns = now;
 
     for (;;) {
@@ -467,8 +390,8 @@ static void *flusher_main(void *arg)
         if (!f->stopping && atomic_load(&g_stop_req)) {
             f->stopping = 1;
             f->deadline_ns = atomic_load(&g_deadline_ns);
-            if (f->next_connect_ns > now)
-                f->next_connect_ns = now; /* one more try right away */
+            if (f->data.link.next_connect_ns > now)
+                f->data.link.next_connect_ns = now; /* one more try right away */
         }
         /* once stopping, stop_step drains one last time; records written after that
          * (threads still running during exit) are not waited for */
@@ -483,9 +406,9 @@ static void *flusher_main(void *arg)
             break;
 
         struct pollfd pfd[3] = {{.fd = atomic_load(&g_wake_fd), .events = POLLIN}};
-        pfd[1].fd = f->data.fd;
+        pfd[1].fd = f->data.link.conn.fd;
         pfd[1].events = mrd__data_poll_events(f);
-        pfd[2].fd = f->clk.fd;
+        pfd[2].fd = f->clk.link.conn.fd;
         pfd[2].events = mrd__clock_poll_events(f);
         int timeout = n >= max_drain ? 0 : n > 0 ? 2 : 10;
         if (f->stopping)
@@ -497,14 +420,14 @@ static void *flusher_main(void *arg)
                 (void)r;
             }
             now = mrd__mono_ns();
-            if (pfd[1].revents && f->data.fd >= 0)
+            if (pfd[1].revents && f->data.link.conn.fd >= 0)
                 mrd__data_on_poll(f, pfd[1].revents, now);
-            if (pfd[2].revents && f->clk.fd >= 0)
+            if (pfd[2].revents && f->clk.link.conn.fd >= 0)
                 mrd__clock_on_poll(f, pfd[2].revents, now);
         }
     }
-    mrd_conn_close(&f->data);
-    mrd_conn_close(&f->clk);
+    mrd_conn_close(&f->data.link.conn);
+    mrd_conn_close(&f->clk.link.conn);
     record_goodbye(f);
     int fd = atomic_exchange(&f->rec_fd, -1);
     if (fd >= 0)
@@ -535,16 +458,16 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     f = calloc(1, sizeof *f);
     if (f == NULL)
         return -ENOMEM;
-    f->cfg = cfg;
+    f->id.cfg = cfg;
     f->sh = &g_sh;
     f->record_only = cfg->aggregator[0] == '\0';
-    f->agent_instance = random_u64();
+    f->id.agent_instance = random_u64();
     atomic_store(&f->rec_fd, -1);
-    mrd_conn_init(&f->data);
-    mrd_conn_init(&f->clk);
+    mrd__link_init(&f->data.link, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA);
+    mrd__link_init(&f->clk.link, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK);
     mrd_txq_init(&f->q, cfg->queue_bytes);
-    if (gethostname(f->host, sizeof f->host - 1) != 0)
-        strcpy(f->host, "unknown");
+    if (gethostname(f->id.host, sizeof f->id.host - 1) != 0)
+        strcpy(f->id.host, "unknown");
     struct timespec rt;
     clock_gettime(CLOCK_REALTIME, &rt);
     f->first_seq = f->next_seq = (uint64_t)rt.tv_sec * 1000000 + (uint64_t)rt.tv_nsec / 1000;
@@ -552,7 +475,7 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     struct mrd_batch_builder_config bc = {
         .run_id = cfg->run_id,
         .rank = (uint32_t)cfg->rank,
-        .agent_instance = f->agent_instance,
+        .agent_instance = f->id.agent_instance,
         .max_frame = MRD_FRAME_DEFAULT_MAX,
         .target_events = cfg->batch_events,
         .compress_level = 1,
@@ -569,7 +492,8 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
             goto fail;
         }
     }
-    f->peer_max_frame = f->builder_max_frame = f->builder_max_ever = MRD_FRAME_DEFAULT_MAX;
+    f->lim.peer_max_frame = f->lim.builder_max_frame = f->lim.builder_max_ever =
+        MRD_FRAME_DEFAULT_MAX;
 
     wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake < 0) {
@@ -662,7 +586,8 @@ void mrd__transport_atfork_child(void)
         close(fd);
     if (f == NULL)
         return;
-    int fds[3] = {atomic_exchange(&f->data.fd_mirror, -1), atomic_exchange(&f->clk.fd_mirror, -1),
+    int fds[3] = {atomic_exchange(&f->data.link.conn.fd_mirror, -1),
+                  atomic_exchange(&f->clk.link.conn.fd_mirror, -1),
                   atomic_exchange(&f->rec_fd, -1)};
     for (int i = 0; i < 3; i++)
         if (fds[i] >= 0)

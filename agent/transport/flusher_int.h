@@ -1,7 +1,13 @@
-/* The flusher thread's state, shared by flusher.c (loop, batches, exit), datalink.c (the
- * ROLE_DATA connection: hello, batches, acks, goodbye) and clocklink.c (the ROLE_CLOCK
- * connection: probes). Internal to agent/transport; everything here runs on the flusher
- * thread except the atomics in struct mrd_tx_shared.
+/* The flusher thread's state, internal to agent/transport, split by owner:
+ *   struct mrd_tx_ident   who this process is (link.h), set at start;
+ *   struct mrd_tx_limit   the builder's frame limit and the re-split (resplit.c);
+ *   struct mrd_datalink   the ROLE_DATA connection: handshake, batches, acks, goodbye
+ *                         (datalink.c);
+ *   struct mrd_clocklink  the ROLE_CLOCK connection: probes (clocklink.c);
+ *   struct mrd_flusher    the rest: the loop, batches, the unacked queue, the record file
+ *                         and the exit flush (flusher.c), holding one of each above.
+ * Each part writes its own fields and reads the others'. Everything here runs on the
+ * flusher thread except the atomics in struct mrd_tx_shared.
  */
 #ifndef MRD_AGENT_FLUSHER_INT_H
 #define MRD_AGENT_FLUSHER_INT_H
@@ -10,20 +16,19 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "agent.h"
 #include "batch.h"
+#include "clock.h"
+#include "config.h"
+#include "counters.h"
 #include "conn.h"
 #include "convert.h"
 #include "gpus.h"
+#include "link.h"
 #include "meridian.pb-c.h"
 #include "resolve.h"
 #include "transport.h"
 #include "txqueue.h"
 
-#define MRD_BACKOFF_MIN_MS       100u
-#define MRD_BACKOFF_MAX_MS       2000u
-#define MRD_CONNECT_TIMEOUT_MS   3000u
-#define MRD_HELLO_TIMEOUT_MS     5000u
 #define MRD_PROBE_TIMEOUT_MS     100u
 #define MRD_PROBE_BURST          16u        /* probes at connect and before goodbye */
 #define MRD_PROBE_ROUND          8u         /* probes per periodic round */
@@ -42,12 +47,42 @@ struct mrd_tx_shared {
     char last_error[128];
 };
 
+/* The builder's frame limit (resplit.c). */
+struct mrd_tx_limit {
+    uint32_t peer_max_frame;    /* HelloReply.max_frame_bytes (payload bytes) */
+    uint32_t builder_max_frame; /* the limit the builder applies now ... */
+    uint32_t builder_max_ever;  /* ... and the largest it ever applied */
+    uint64_t builder_limit_seq; /* first batch seq built under builder_max_frame */
+    unsigned limit_failures;    /* passes in a row the builder could not take the peer's */
+    int resplitting;            /* batches finished now hold a re-split frame's events */
+};
+
+/* The data connection (datalink.c). */
+struct mrd_datalink {
+    struct mrd_link link;
+    size_t write_off; /* bytes of the cursor entry already written */
+    int ever_connected;
+    int refusal_logged;
+    uint64_t hello_gpu_gen; /* the GPU list's generation the last Hello carried */
+    int64_t hello_ns;
+    int goodbye_state;       /* enum mrd_gb_state */
+    int goodbye_shut;        /* SENT: the Goodbye is written and our side shut ... */
+    int64_t goodbye_shut_ns; /* ... at this time */
+    int peer_acks_goodbye;   /* the last HelloReply had goodbye_acks set */
+};
+
+/* The clock connection (clocklink.c). */
+struct mrd_clocklink {
+    struct mrd_link link;
+    int64_t next_probe_ns;
+    unsigned probe_burst; /* probes owed as a burst (connect) */
+    uint64_t probe_id;
+};
+
 struct mrd_flusher {
-    const struct mrd_agent_config *cfg;
+    struct mrd_tx_ident id;
     struct mrd_tx_shared *sh;
     int record_only;
-    uint64_t agent_instance;
-    char host[256];
 
     /* batches */
     struct mrd_batch_builder *b;
@@ -57,33 +92,13 @@ struct mrd_flusher {
     int64_t last_batch_ns;
     uint64_t drops_in_last_batch;           /* sum of drop counters the last batch carried */
     uint64_t captured_local[MRD_EV__COUNT]; /* per drain pass, folded into the agent's */
+    struct mrd_tx_limit lim;
 
-    /* unacked queue + data connection */
+    /* the unacked queue and the connections */
     struct mrd_resolver *res; /* the aggregator's address (resolve.h); NULL record-only */
     struct mrd_txq q;
-    struct mrd_conn data;
-    size_t write_off; /* bytes of the cursor entry already written */
-    int64_t next_connect_ns;
-    uint32_t backoff_ms;
-    int ever_connected;
-    int refusal_logged;
-    uint32_t peer_max_frame;    /* HelloReply.max_frame_bytes (payload bytes) */
-    uint32_t builder_max_frame; /* the limit the builder applies now (resplit.c) ... */
-    uint32_t builder_max_ever;  /* ... and the largest it ever applied */
-    uint64_t builder_limit_seq; /* first batch seq built under builder_max_frame */
-    unsigned limit_failures;    /* passes in a row the builder could not take the peer's */
-    int resplitting;            /* batches finished now hold a re-split frame's events */
-    uint64_t hello_gpu_gen;
-    int64_t hello_ns;
-    struct mrd_gpu gpus[MRD_MAX_GPUS]; /* snapshot for the Hello being built */
-
-    /* clock connection */
-    struct mrd_conn clk;
-    int64_t clk_next_connect_ns;
-    uint32_t clk_backoff_ms;
-    int64_t next_probe_ns;
-    unsigned probe_burst; /* probes owed as a burst (connect) */
-    uint64_t probe_id;
+    struct mrd_datalink data;
+    struct mrd_clocklink clk;
 
     /* record file */
     _Atomic int rec_fd;
@@ -93,11 +108,7 @@ struct mrd_flusher {
     int stopping;
     int64_t deadline_ns;
     int final_probes_done;
-    int exit_rehello;        /* the exit flush said hello again for new GPUs */
-    int goodbye_state;       /* enum mrd_gb_state */
-    int goodbye_shut;        /* SENT: the Goodbye is written and our side shut ... */
-    int64_t goodbye_shut_ns; /* ... at this time */
-    int peer_acks_goodbye;   /* the last HelloReply had goodbye_acks set */
+    int exit_rehello; /* the exit flush said hello again for new GPUs */
 };
 
 /* The Goodbye's way through the exit flush (f->goodbye_state). */
@@ -124,19 +135,7 @@ void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb);
 void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t len);
-/* Fills a Hello (version 2: no secret) of `role` for this process; gi/gp hold its GPUs. */
-void mrd__tx_fill_hello(struct mrd_flusher *f, Meridian__V1__Hello *h, Meridian__V1__GpuInfo gi[],
-                        Meridian__V1__GpuInfo *gp[], int role);
-/* A Challenge arrived on c (state HELLO) of connection `role`: queues the Proof, the
- * HMAC of the run secret over its nonce and this process's claim (run id, rank,
- * agent_instance, role; proto/auth.h), and moves c to PROOF. Returns 0, or a negative code
- * (a nonce of another size or no secret: -MRD_ERR_MALFORMED / -EINVAL; no room: -ENOBUFS)
- * after which the caller fails the connection. Touches no socket: the Proof goes out when
- * c is flushed (its poll events ask for POLLOUT). Flusher thread (and the fuzz target). */
-int mrd__tx_answer_challenge(struct mrd_flusher *f, struct mrd_conn *c, int role,
-                             const Meridian__V1__Challenge *ch);
 void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s);
-uint32_t mrd__tx_backoff_next(uint32_t *backoff_ms);
 
 /* Encodes the pending events (and current drop counters) as the next batch and queues it
  * (and records it, unless re-splitting). Returns 0, or a negative code when the builder
@@ -191,7 +190,7 @@ void mrd__data_goodbye_progress(struct mrd_flusher *f, int64_t now);
  * (f->data closed); a negative code for a protocol error (-MRD_ERR_* from framing, or a
  * frame the aggregator never sends in this state), after which the caller fails the
  * connection (mrd__data_on_poll: data_fail). Challenge in state HELLO: the Proof is queued
- * (mrd__tx_answer_challenge), state PROOF; a HelloReply that accepts before the Proof was
+ * (mrd__link_answer_challenge), state PROOF; a HelloReply that accepts before the Proof was
  * sent is a protocol error (a refusal is taken in HELLO or PROOF). Touches no socket: only
  * f, its builder and queue, and f->data's output buffer. Flusher thread
  * (tests/fuzz/fuzz_agent_input.c drives it with bytes alone). */

@@ -10,7 +10,8 @@
  * decompressed within MRD_FRAME_MAX_EXPANSION times it: a compressed frame can pass the
  * first and fail the second); one that would be refused, mrd__tx_resplit takes out of the
  * queue, decodes and appends its events again to the builder, which finishes them into
- * batches within the limit under new sequence numbers. Policy, chosen so that `meridiand --max-frame` below 4 MiB loses nothing:
+ * batches within the limit under new sequence numbers. Policy, chosen so that `meridiand
+ * --max-frame` below 4 MiB loses nothing:
  *  - the old sequence number is never sent: this aggregator cannot have committed that
  *    frame (it refuses frames over its limit, and committed_seq has already trimmed what
  *    any earlier one committed), so the new batches duplicate nothing;
@@ -51,10 +52,10 @@ _Atomic int mrd__tx_test_limit_nomem;
 void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t now)
 {
     uint32_t limit = announced ? announced : MRD_FRAME_DEFAULT_MAX;
-    f->peer_max_frame = limit;
+    f->lim.peer_max_frame = limit;
     if (limit < MRD_FRAME_MIN_MAX)
         limit = MRD_FRAME_MIN_MAX; /* not a valid announcement: the builder's floor */
-    if (limit == f->builder_max_frame)
+    if (limit == f->lim.builder_max_frame)
         return;
     int e, fault = atomic_load_explicit(&mrd__tx_test_limit_nomem, memory_order_relaxed);
     if (fault > 0) { /* tests: this change fails as an allocation would */
@@ -72,11 +73,11 @@ void mrd__tx_apply_peer_limit(struct mrd_flusher *f, uint32_t announced, int64_t
     /* Lowered: every frame queued so far was built under a larger limit and is checked
      * (write_batches). Raised: they all fit the new one; checking them would decompress
      * and unpack each queued frame for nothing. */
-    if (limit < f->builder_max_frame)
-        f->builder_limit_seq = f->next_seq;
-    f->builder_max_frame = limit;
-    if (limit > f->builder_max_ever)
-        f->builder_max_ever = limit;
+    if (limit < f->lim.builder_max_frame)
+        f->lim.builder_limit_seq = f->next_seq;
+    f->lim.builder_max_frame = limit;
+    if (limit > f->lim.builder_max_ever)
+        f->lim.builder_max_ever = limit;
 }
 
 /* Appends every event of a checked batch to the builder, finishing batches as they fill;
@@ -96,19 +97,21 @@ int mrd__tx_oversized(struct mrd_flusher *f, int64_t now)
 {
     /* an earlier change of the builder's limit failed (no memory to finish the batch
      * pending then): try again now, before deciding anything about this frame */
-    if (f->builder_max_frame != f->peer_max_frame && f->peer_max_frame >= MRD_FRAME_MIN_MAX)
-        mrd__tx_apply_peer_limit(f, f->peer_max_frame, now);
-    if (f->builder_max_frame == f->peer_max_frame) {
-        f->limit_failures = 0;
+    if (f->lim.builder_max_frame != f->lim.peer_max_frame &&
+        f->lim.peer_max_frame >= MRD_FRAME_MIN_MAX)
+        mrd__tx_apply_peer_limit(f, f->lim.peer_max_frame, now);
+    if (f->lim.builder_max_frame == f->lim.peer_max_frame) {
+        f->lim.limit_failures = 0;
         mrd__tx_resplit(f, now);
         return 1; /* one frame per pass: the loop drains the rings in between */
     }
-    if (f->peer_max_frame >= MRD_FRAME_MIN_MAX && ++f->limit_failures < MRD_TX_LIMIT_RETRIES)
+    if (f->lim.peer_max_frame >= MRD_FRAME_MIN_MAX &&
+        ++f->lim.limit_failures < MRD_TX_LIMIT_RETRIES)
         return 1; /* still failing: the frame stays queued, and the next pass retries */
     /* the builder cannot go as low as this aggregator asks (an announcement below
      * MRD_FRAME_MIN_MAX), or could not take the limit in MRD_TX_LIMIT_RETRIES passes:
      * re-splitting would not make it fit */
-    f->limit_failures = 0;
+    f->lim.limit_failures = 0;
     mrd_agent_count_drop(MRD_DROP_TOO_LARGE, mrd_txq_remove_cursor(&f->q));
     return 0;
 }
@@ -117,13 +120,13 @@ int mrd__tx_frame_fits(struct mrd_flusher *f, const struct mrd_txq_entry *en)
 {
     struct mrd_frame_header h;
     ProtobufCMessage *msg = NULL;
-    if (mrd_frame_header_parse(en->frame, en->len, f->peer_max_frame, &h) != 0 ||
+    if (mrd_frame_header_parse(en->frame, en->len, f->lim.peer_max_frame, &h) != 0 ||
         en->len < MRD_FRAME_HEADER_BYTES + h.length)
         return 0;
     /* the aggregator's own check: payload within its limit, and decompressed within
      * MRD_FRAME_MAX_EXPANSION times it (a batch built for 4 MiB compresses below a small
      * limit and still expands past that) */
-    int e = mrd_frame_decode(&h, en->frame + MRD_FRAME_HEADER_BYTES, f->peer_max_frame, &msg);
+    int e = mrd_frame_decode(&h, en->frame + MRD_FRAME_HEADER_BYTES, f->lim.peer_max_frame, &msg);
     if (msg)
         protobuf_c_message_free_unpacked(msg, NULL);
     return e == 0;
@@ -140,11 +143,11 @@ int mrd__tx_resplit(struct mrd_flusher *f, int64_t now)
     if (en == NULL)
         return 0;
     /* the builder made this frame under a limit of at most builder_max_ever */
-    e = mrd_frame_header_parse(en->frame, en->len, f->builder_max_ever, &h);
+    e = mrd_frame_header_parse(en->frame, en->len, f->lim.builder_max_ever, &h);
     if (e == 0 && (h.type != MRD_FRAME_BATCH || en->len < MRD_FRAME_HEADER_BYTES + h.length))
         e = -MRD_ERR_MALFORMED;
     if (e == 0)
-        e = mrd_frame_decode(&h, en->frame + MRD_FRAME_HEADER_BYTES, f->builder_max_ever, &msg);
+        e = mrd_frame_decode(&h, en->frame + MRD_FRAME_HEADER_BYTES, f->lim.builder_max_ever, &msg);
     if (e == 0)
         e = mrd_batch_check((const Meridian__V1__Batch *)msg, &why);
     uint32_t events = mrd_txq_remove_cursor(&f->q);
@@ -159,11 +162,11 @@ int mrd__tx_resplit(struct mrd_flusher *f, int64_t now)
         mrd_agent_count_drop(MRD_DROP_UNENCODABLE, events);
         goto done;
     }
-    f->resplitting = 1;
+    f->lim.resplitting = 1;
     readd(f, (const Meridian__V1__Batch *)msg, now);
     if (mrd_batch_builder_pending(f->b) > 0)
         (void)mrd__tx_finish_batch(f, now); /* a failure keeps them pending: sent later */
-    f->resplitting = 0;
+    f->lim.resplitting = 0;
 done:
     if (msg)
         protobuf_c_message_free_unpacked(msg, NULL);

@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "agent.h"
+#include "config.h"
 
 /* What became of the Goodbye (mrd_transport_stats.goodbye). */
 enum {
@@ -54,8 +54,5 @@ void mrd__transport_stats(struct mrd_transport_stats *s);
 
 /* Fork child: forget the parent's flusher and close its descriptors. Async-signal-safe. */
 void mrd__transport_atfork_child(void);
-
-/* CLOCK_MONOTONIC ns (the agent's timers; not the event clock). */
-int64_t mrd__mono_ns(void);
 
 #endif

@@ -313,6 +313,21 @@ struct daemon_opts {
     int ready_fd, verbose;
 };
 
+/* An option that sets a uint32_t field from a number in [lo, hi]. */
+struct u32_opt {
+    int opt;
+    unsigned long long lo, hi;
+    uint32_t *field;
+};
+
+static const struct u32_opt *find_u32_opt(const struct u32_opt *t, size_t n, int opt)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].opt == opt)
+            return &t[i];
+    return NULL;
+}
+
 /* Parses argv into d. Returns 0 to go on, 1 after --help or --version (printed: exit 0),
  * or 2 on a usage error (reported). */
 static int parse_args(int argc, char **argv, struct daemon_opts *d)
@@ -325,7 +340,28 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
     snprintf(d->host, sizeof(d->host), "127.0.0.1");
     d->port = DEFAULT_PORT;
     d->ready_fd = -1;
+    /* the options that set a uint32_t setting from a number in a range */
+    const struct u32_opt u32_opts[] = {
+        {OPT_MAXFRAME, MRD_FRAME_MIN_MAX, 64u << 20, &d->ic.max_frame},
+        {OPT_MAXCONN, 1, 1u << 20, &d->ic.max_connections},
+        {OPT_MAXPRE, 1, 1u << 20, &d->ic.max_prehello},
+        {OPT_MAXPRE_ADDR, 1, 1u << 20, &d->ic.max_prehello_per_addr},
+        {OPT_MAXSECRET, 1, 1u << 20, &d->ic.max_per_secret},
+        {OPT_COMMIT, 1, 60000, &d->sc.commit_ms},
+        {OPT_HELLO_TIMEOUT, 1, 3600000, &d->ic.hello_timeout_ms},
+        {OPT_SHARD, 0, UINT32_MAX, &d->sc.shard_id},
+        {OPT_MARGIN, 1, MRD_WINCTL_MARGIN_MAX, &wc->margin},
+        {OPT_PROBE_INTERVAL, 1, 3600000, &wc->probe_interval_ms},
+        {OPT_TRIGGER_LENGTH, 1, MRD_WINCTL_LENGTH_MAX, &wc->trigger_length},
+    };
     while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        const struct u32_opt *u = find_u32_opt(u32_opts, sizeof u32_opts / sizeof u32_opts[0], opt);
+        if (u) {
+            if (parse_u64(optarg, u->lo, u->hi, &v) < 0)
+                goto bad_value;
+            *u->field = (uint32_t)v;
+            continue;
+        }
         switch (opt) {
         case OPT_DB:
             d->sc.db_path = optarg;
@@ -340,53 +376,13 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
         case OPT_SECRET:
             d->secret_file = optarg;
             break;
-        case OPT_MAXFRAME:
-            if (parse_u64(optarg, MRD_FRAME_MIN_MAX, 64u << 20, &v) < 0)
-                goto bad_value;
-            d->ic.max_frame = (uint32_t)v;
-            break;
-        case OPT_MAXCONN:
-            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
-                goto bad_value;
-            d->ic.max_connections = (uint32_t)v;
-            break;
-        case OPT_MAXPRE:
-            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
-                goto bad_value;
-            d->ic.max_prehello = (uint32_t)v;
-            break;
-        case OPT_MAXPRE_ADDR:
-            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
-                goto bad_value;
-            d->ic.max_prehello_per_addr = (uint32_t)v;
-            break;
-        case OPT_MAXSECRET:
-            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
-                goto bad_value;
-            d->ic.max_per_secret = (uint32_t)v;
-            break;
         case OPT_QUEUE:
             if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
                 goto bad_value;
             d->ic.queue_cap = (size_t)v << 20;
             break;
-        case OPT_COMMIT:
-            if (parse_u64(optarg, 1, 60000, &v) < 0)
-                goto bad_value;
-            d->sc.commit_ms = (uint32_t)v;
-            break;
-        case OPT_HELLO_TIMEOUT:
-            if (parse_u64(optarg, 1, 3600000, &v) < 0)
-                goto bad_value;
-            d->ic.hello_timeout_ms = (uint32_t)v;
-            break;
         case OPT_SYNC:
             d->sc.sync_full = 1;
-            break;
-        case OPT_SHARD:
-            if (parse_u64(optarg, 0, UINT32_MAX, &v) < 0)
-                goto bad_value;
-            d->sc.shard_id = (uint32_t)v;
             break;
         case OPT_PORTFILE:
             d->port_file = optarg;
@@ -401,25 +397,10 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
                 goto bad_value;
             d->ic.control_path = optarg;
             break;
-        case OPT_MARGIN:
-            if (parse_u64(optarg, 1, MRD_WINCTL_MARGIN_MAX, &v) < 0)
-                goto bad_value;
-            wc->margin = (uint32_t)v;
-            break;
-        case OPT_PROBE_INTERVAL:
-            if (parse_u64(optarg, 1, 3600000, &v) < 0)
-                goto bad_value;
-            wc->probe_interval_ms = (uint32_t)v;
-            break;
         case OPT_TRIGGER:
             if (parse_num(optarg, 1.0, 1000.0, &x) < 0)
                 goto bad_value;
             wc->trigger_factor = x;
-            break;
-        case OPT_TRIGGER_LENGTH:
-            if (parse_u64(optarg, 1, MRD_WINCTL_LENGTH_MAX, &v) < 0)
-                goto bad_value;
-            wc->trigger_length = (uint32_t)v;
             break;
         case OPT_TRIGGER_COOLDOWN:
             if (parse_u64(optarg, 0, MRD_WINDOW_STEP_MAX, &v) < 0)
@@ -474,7 +455,7 @@ static int announce(const struct daemon_opts *d, struct mrd_store *store, uint16
     int rc;
     if (d->port_file && (rc = write_port_file(d->port_file, bound)) < 0) {
         fprintf(stderr, "meridiand: cannot write the port file %s: %s\n", d->port_file,
-                strerror(-rc));
+                mrd_strerror(rc));
         return -1;
     }
     if (d->ready_fd >= 0) {

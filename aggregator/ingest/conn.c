@@ -6,6 +6,8 @@
  * when a connection may resume after the writer committed. Frames are cut from the read
  * buffer with mrd_frame_header_parse, decoded with mrd_frame_decode and handed to the
  * store as items; clock probes are answered right here, before anything else is read.
+ * Every frame sent is encoded by mrd_frame_encode_into: this file neither packs protobuf
+ * nor writes a header itself (proto/frame.h does both).
  *
  * Caps (see ingest.h): a frame is at most 64 KiB before a valid Hello and max_frame after;
  * the read buffer grows beyond 64 KiB only for one frame and only from the global budget,
@@ -149,7 +151,7 @@ static int conn_write(struct mrd_ingest *g, struct mrd__conn *c, const uint8_t *
         c->wpos = c->wlen = 0;
         ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, strerror(errno));
+            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, mrd_strerror(-errno));
             mrd__conn_close(g, c);
             return -1;
         }
@@ -199,19 +201,23 @@ int mrd__conn_send(struct mrd_ingest *g, struct mrd__conn *c, enum mrd_frame_typ
                    const ProtobufCMessage *msg)
 {
     uint8_t stackbuf[SEND_STACK], *buf = stackbuf;
-    size_t n = protobuf_c_message_get_packed_size(msg);
-    if (n + MRD_FRAME_HEADER_BYTES > sizeof(stackbuf)) {
-        buf = malloc(n + MRD_FRAME_HEADER_BYTES);
+    size_t cap = mrd_frame_encoded_size(msg), n = 0;
+    if (cap > sizeof(stackbuf)) {
+        buf = malloc(cap);
         if (!buf) {
             mrd__conn_close(g, c);
             return -1;
         }
+    } else {
+        cap = sizeof(stackbuf);
     }
-    struct mrd_frame_header h = {
-        .version = c->version, .type = (uint8_t)type, .flags = 0, .length = (uint32_t)n};
-    mrd_frame_header_write(buf, &h);
-    protobuf_c_message_pack(msg, buf + MRD_FRAME_HEADER_BYTES);
-    int rc = conn_write(g, c, buf, n + MRD_FRAME_HEADER_BYTES);
+    if (mrd_frame_encode_into(type, c->version, msg, buf, cap, &n) != 0) {
+        if (buf != stackbuf)
+            free(buf);
+        mrd__conn_close(g, c);
+        return -1;
+    }
+    int rc = conn_write(g, c, buf, n);
     if (buf != stackbuf)
         free(buf);
     return rc;
@@ -224,7 +230,7 @@ void mrd__conn_on_writable(struct mrd_ingest *g, struct mrd__conn *c)
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
                 break;
-            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, strerror(errno));
+            mrd__ingest_log(g, 1, "%s: write failed (%s): closing", c->peer, mrd_strerror(-errno));
             mrd__conn_close(g, c);
             return;
         }
@@ -407,8 +413,22 @@ drop:
     return 0;
 }
 
+/* A store item of `kind` for message m; without memory, m is freed and the connection
+ * closed (one log line) and NULL returned: the caller returns -1. */
+static struct mrd_store_item *item_new(struct mrd_ingest *g, struct mrd__conn *c,
+                                       enum mrd_store_item_kind kind, ProtobufCMessage *m)
+{
+    struct mrd_store_item *it = mrd_store_item_new(kind);
+    if (!it) {
+        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
+        protobuf_c_message_free_unpacked(m, NULL);
+        mrd__conn_close(g, c);
+    }
+    return it;
+}
+
 /* The Proof: checked against the kept Hello's claim; then the run, the role, the caps and
- * the rank, as a Hello was checked before version 2. */
+ * the rank of the Hello it proves. */
 static int on_proof(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *pm)
 {
     ProtobufCMessage *m = NULL;
@@ -490,13 +510,9 @@ static int on_proof(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
                          (unsigned long long)h->agent_instance, h->pid, h->host ? h->host : "?");
         goto drop;
     }
-    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_HELLO);
-    if (!it) {
-        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
-        protobuf_c_message_free_unpacked(m, NULL);
-        mrd__conn_close(g, c);
+    struct mrd_store_item *it = item_new(g, c, MRD_STORE_HELLO, m);
+    if (!it)
         return -1;
-    }
     mrd__conn_set_state(g, c, MRD__CONN_DATA);
     c->instance = h->agent_instance;
     c->pid = h->pid;
@@ -542,13 +558,9 @@ static int on_batch(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_
                          (unsigned long long)b->seq);
         goto drop;
     }
-    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_BATCH);
-    if (!it) {
-        mrd__ingest_log(g, 0, "%s: out of memory: closing", c->peer);
-        protobuf_c_message_free_unpacked(m, NULL);
-        mrd__conn_close(g, c);
+    struct mrd_store_item *it = item_new(g, c, MRD_STORE_BATCH, m);
+    if (!it)
         return -1;
-    }
     /* cost: an estimate of the decoded message (columns are 4-8 bytes per value, up to 21
      * values per event) plus the strings and the item */
     size_t events = 0, strbytes = 0;
@@ -572,12 +584,9 @@ drop:
 
 static int on_goodbye(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage *m)
 {
-    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_GOODBYE);
-    if (!it) {
-        protobuf_c_message_free_unpacked(m, NULL);
-        mrd__conn_close(g, c);
+    struct mrd_store_item *it = item_new(g, c, MRD_STORE_GOODBYE, m);
+    if (!it)
         return -1;
-    }
     mrd__ingest_log(g, 1, "rank %u said goodbye after %llu batches on this connection", c->rank,
                     (unsigned long long)c->batches);
     c->goodbye = 1;
@@ -601,8 +610,8 @@ static int on_probe(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
     r.t0 = p->t0;
     r.t1 = c->t_read;
     if (p->steps_begun || p->last_step_ns) /* both 0: an older agent, or no step yet */
-        mrd_winctl_report(g->winctl, c->rank, p->steps_begun, p->last_step_ns,
-                          p->longest_step_ns, mrd__ingest_mono_ms());
+        mrd_winctl_report(g->winctl, c->rank, p->steps_begun, p->last_step_ns, p->longest_step_ns,
+                          mrd__ingest_mono_ms());
     protobuf_c_message_free_unpacked(m, NULL);
     const struct mrd_winctl_request *q;
     size_t n = mrd_winctl_active(g->winctl, &q);
@@ -680,12 +689,6 @@ static int handle_frame(struct mrd_ingest *g, struct mrd__conn *c, const struct 
 }
 
 /* ---- reading ---- */
-
-static uint32_t frame_length(const uint8_t *hdr)
-{
-    return (uint32_t)hdr[4] | (uint32_t)hdr[5] << 8 | (uint32_t)hdr[6] << 16 |
-           (uint32_t)hdr[7] << 24;
-}
 
 /* Makes room for a frame of `need` bytes at rbuf[0]. Returns 0, or -EAGAIN when the
  * global budget is exhausted (c->want_big is set; retried when budget is freed). */
@@ -765,7 +768,9 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
         if (rc < 0) {
             int counter;
             uint32_t code = reject_code(rc, &counter);
-            uint8_t peer_version = c->rbuf[c->rpos];
+            struct mrd_frame_header seen;
+            mrd_frame_header_peek(c->rbuf + c->rpos, &seen);
+            uint8_t peer_version = seen.version;
             /* an older peer we know reads our answer only in its own version (the header
              * is the same; HelloReply and Error carry the same fields) */
             if (rc == -MRD_ERR_VERSION && c->state == MRD__CONN_HELLO &&
@@ -778,7 +783,7 @@ int mrd__conn_process(struct mrd_ingest *g, struct mrd__conn *c)
                                  MRD_PROTOCOL_VERSION, version_advice(peer_version));
             else if (rc == -MRD_ERR_TOO_LARGE)
                 mrd__conn_reject(g, c, counter, code, "frame of %u bytes over the limit of %u",
-                                 frame_length(c->rbuf + c->rpos), limit);
+                                 seen.length, limit);
             else
                 mrd__conn_reject(g, c, counter, code, "malformed frame header");
             return 0;
@@ -823,12 +828,13 @@ static void log_truncated(struct mrd_ingest *g, const struct mrd__conn *c, size_
                         who, how, left, MRD_FRAME_HEADER_BYTES);
         return;
     }
-    const uint8_t *hb = c->rbuf + c->rpos;
+    struct mrd_frame_header h;
+    mrd_frame_header_peek(c->rbuf + c->rpos, &h);
     mrd__ingest_log(g, -1,
                     "%s: connection ended%s inside a %s frame (%zu of %llu bytes): "
                     "discarded",
-                    who, how, type_name(hb[1]), left,
-                    (unsigned long long)MRD_FRAME_HEADER_BYTES + frame_length(hb));
+                    who, how, type_name(h.type), left,
+                    (unsigned long long)MRD_FRAME_HEADER_BYTES + h.length);
 }
 
 static void conn_eof(struct mrd_ingest *g, struct mrd__conn *c, const char *how, int linger)
@@ -893,7 +899,7 @@ void mrd__conn_on_readable(struct mrd_ingest *g, struct mrd__conn *c)
         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
             return;
         char how[96];
-        snprintf(how, sizeof(how), " (%s)", strerror(errno));
+        snprintf(how, sizeof(how), " (%s)", mrd_strerror(-errno));
         conn_eof(g, c, how, 0);
         return;
     }

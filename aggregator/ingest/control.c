@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "ingest_internal.h"
 #include "steps.h"
 #include "winctl.h"
@@ -65,8 +66,13 @@ int mrd_control_sockaddr(const char *path, struct sockaddr_un *sa, socklen_t *le
 static int clear_path(const char *path, char *why, size_t n)
 {
     struct stat st;
-    if (lstat(path, &st) < 0)
-        return errno == ENOENT ? 0 : (snprintf(why, n, "%s", strerror(errno)), -errno);
+    if (lstat(path, &st) < 0) {
+        int e = -errno;
+        if (e == -ENOENT)
+            return 0;
+        snprintf(why, n, "%s", mrd_strerror(e));
+        return e;
+    }
     if (!S_ISSOCK(st.st_mode)) {
         snprintf(why, n, "it exists and is not a socket (not removed)");
         return -EEXIST;
@@ -75,7 +81,7 @@ static int clear_path(const char *path, char *why, size_t n)
     socklen_t len;
     int dirfd, rc = mrd_control_sockaddr(path, &sa, &len, &dirfd);
     if (rc < 0) {
-        snprintf(why, n, "%s", strerror(-rc));
+        snprintf(why, n, "%s", mrd_strerror(rc));
         return rc;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -104,20 +110,20 @@ int mrd__control_open(struct mrd_ingest *g)
     if ((rc = clear_path(path, why, sizeof(why))) < 0)
         goto fail;
     if ((rc = mrd_control_sockaddr(path, &sa, &len, &dirfd)) < 0) {
-        snprintf(why, sizeof(why), "%s", strerror(-rc));
+        snprintf(why, sizeof(why), "%s", mrd_strerror(rc));
         goto fail;
     }
     g->ctl_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (g->ctl_fd < 0 || bind(g->ctl_fd, (struct sockaddr *)&sa, len) < 0) {
         rc = -errno;
-        snprintf(why, sizeof(why), "%s", strerror(errno));
+        snprintf(why, sizeof(why), "%s", mrd_strerror(-errno));
         goto fail;
     }
     struct stat st;
     /* 0600 right after bind; peers of another uid are refused anyway (SO_PEERCRED) */
     if (chmod(path, 0600) < 0 || stat(path, &st) < 0 || listen(g->ctl_fd, 16) < 0) {
         rc = -errno;
-        snprintf(why, sizeof(why), "%s", strerror(errno));
+        snprintf(why, sizeof(why), "%s", mrd_strerror(-errno));
         unlink(path);
         goto fail;
     }
@@ -126,7 +132,7 @@ int mrd__control_open(struct mrd_ingest *g)
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = MRD__EV_CONTROL};
     if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, g->ctl_fd, &ev) < 0) {
         rc = -errno;
-        snprintf(why, sizeof(why), "epoll: %s", strerror(errno));
+        snprintf(why, sizeof(why), "epoll: %s", mrd_strerror(-errno));
         unlink(path);
         goto fail;
     }

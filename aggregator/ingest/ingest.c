@@ -226,7 +226,7 @@ static void on_accept(struct mrd_ingest *g)
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
                 mrd__ingest_log(g, 0, "cannot accept (%s): pausing accepts for a second",
-                                strerror(errno));
+                                mrd_strerror(-errno));
                 set_listen_interest(g, 0);
             }
             return; /* EAGAIN and transient errors (ECONNABORTED...) */
@@ -475,7 +475,7 @@ int mrd_ingest_run(struct mrd_ingest *g)
         int n = epoll_wait(g->epfd, evs, 64, wait < 0 ? 0 : (int)wait);
         if (n < 0 && errno != EINTR) {
             int e = errno;
-            mrd__ingest_log(g, 0, "epoll_wait: %s", strerror(e));
+            mrd__ingest_log(g, 0, "epoll_wait: %s", mrd_strerror(-e));
             return -e;
         }
         for (int i = 0; i < n; i++)
@@ -541,7 +541,7 @@ static int listen_on(struct mrd_ingest *g)
     freeaddrinfo(ai);
     return 0;
 fail:
-    mrd__ingest_log(g, 0, "cannot listen on %s:%u: %s", g->cfg.host, g->cfg.port, strerror(-rc));
+    mrd__ingest_log(g, 0, "cannot listen on %s:%u: %s", g->cfg.host, g->cfg.port, mrd_strerror(rc));
     freeaddrinfo(ai);
     return rc;
 }

@@ -1,6 +1,6 @@
 /* agent_config: the environment contract (agent/ENVIRONMENT.md) as mrd__config_parse reads
  * it: rank precedence, inertness, record-only mode, numbers and their limits, secrets (one
- * is required unless in record-only mode: without it the agent used to start, send an
+ * is required unless in record-only mode: without one the agent would start, send an
  * empty secret and retry against a meridiand that refuses it for the whole run), and a
  * list of aggregators (sharded aggregation): rank r takes entry r % N as its aggregator and
  * shard id, every entry is checked with its index in the error, an explicit

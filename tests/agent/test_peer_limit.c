@@ -73,7 +73,7 @@ static struct mrd_flusher *flusher_new(void)
 {
     struct mrd_flusher *f = calloc(1, sizeof *f);
     CHECK(f != NULL);
-    f->cfg = &cfg;
+    f->id.cfg = &cfg;
     f->sh = &sh;
     atomic_store(&f->rec_fd, -1);
     mrd_txq_init(&f->q, 1ull << 30);
@@ -84,7 +84,8 @@ static struct mrd_flusher *flusher_new(void)
                                           .compress_level = 1};
     CHECK_OK(mrd_batch_builder_new(&bc, &f->b));
     f->next_seq = f->first_seq = 1;
-    f->peer_max_frame = f->builder_max_frame = f->builder_max_ever = MRD_FRAME_DEFAULT_MAX;
+    f->lim.peer_max_frame = f->lim.builder_max_frame = f->lim.builder_max_ever =
+        MRD_FRAME_DEFAULT_MAX;
     return f;
 }
 
@@ -128,10 +129,10 @@ int main(void)
     /* 1. the limit change fails for want of memory, twice */
     atomic_store(&mrd__tx_test_limit_nomem, 2);
     mrd__tx_apply_peer_limit(f, MRD_FRAME_MIN_MAX, 2);
-    CHECK_UEQ(f->peer_max_frame, MRD_FRAME_MIN_MAX);
-    CHECK_UEQ(f->builder_max_frame, MRD_FRAME_DEFAULT_MAX); /* the old limit, kept */
-    CHECK(!mrd__tx_frame_fits(f, en));                      /* the peer would refuse it */
-    CHECK_EQ(mrd__tx_oversized(f, 3), 1);                   /* retried, failed: kept */
+    CHECK_UEQ(f->lim.peer_max_frame, MRD_FRAME_MIN_MAX);
+    CHECK_UEQ(f->lim.builder_max_frame, MRD_FRAME_DEFAULT_MAX); /* the old limit, kept */
+    CHECK(!mrd__tx_frame_fits(f, en));                          /* the peer would refuse it */
+    CHECK_EQ(mrd__tx_oversized(f, 3), 1);                       /* retried, failed: kept */
     en = mrd_txq_peek_unsent(&f->q);
     CHECK(en != NULL);
     CHECK_UEQ(en->seq, seq);
@@ -142,7 +143,7 @@ int main(void)
 
     /* 2. the next attempt succeeds: re-split, nothing lost */
     CHECK_EQ(mrd__tx_oversized(f, 4), 1);
-    CHECK_UEQ(f->builder_max_frame, MRD_FRAME_MIN_MAX);
+    CHECK_UEQ(f->lim.builder_max_frame, MRD_FRAME_MIN_MAX);
     CHECK_UEQ(lost(), 0);
     CHECK_UEQ(f->q.events + mrd_batch_builder_pending(f->b), EVENTS + PENDING);
     if (mrd_batch_builder_pending(f->b) > 0)
@@ -158,7 +159,7 @@ int main(void)
         add_kernel(f, i);
     CHECK_OK(mrd__tx_finish_batch(f, 1));
     mrd__tx_apply_peer_limit(f, 1000, 2);
-    CHECK_UEQ(f->builder_max_frame, MRD_FRAME_MIN_MAX);
+    CHECK_UEQ(f->lim.builder_max_frame, MRD_FRAME_MIN_MAX);
     en = mrd_txq_peek_unsent(&f->q);
     CHECK(en != NULL && !mrd__tx_frame_fits(f, en));
     CHECK_EQ(mrd__tx_oversized(f, 3), 0);
@@ -174,7 +175,7 @@ int main(void)
     CHECK_OK(mrd__tx_finish_batch(f, 1));
     atomic_store(&mrd__tx_test_limit_nomem, 1000000);
     mrd__tx_apply_peer_limit(f, MRD_FRAME_MIN_MAX, 2);
-    CHECK_UEQ(f->builder_max_frame, MRD_FRAME_DEFAULT_MAX);
+    CHECK_UEQ(f->lim.builder_max_frame, MRD_FRAME_DEFAULT_MAX);
     uint64_t before = dropped_as(MRD_DROP_TOO_LARGE);
     for (unsigned i = 1; i < MRD_TX_LIMIT_RETRIES; i++) {
         CHECK_EQ(mrd__tx_oversized(f, 3), 1);
@@ -183,7 +184,7 @@ int main(void)
     CHECK_EQ(mrd__tx_oversized(f, 3), 0);
     CHECK_UEQ(dropped_as(MRD_DROP_TOO_LARGE) - before, EVENTS);
     CHECK_UEQ(f->q.events, 0);
-    CHECK_UEQ(f->limit_failures, 0);
+    CHECK_UEQ(f->lim.limit_failures, 0);
     atomic_store(&mrd__tx_test_limit_nomem, 0);
     flusher_free(f);
     return 0;

@@ -6,7 +6,7 @@
  * way mrd_conn_read does (at most the buffer's room at a time), and the transport's frame
  * handlers take them out with mrd_conn_next_frame (framing, zstd, decode) and act on each
  * frame (flusher_int.h): mrd__data_process_frames (Challenge: the Proof is queued by
- * mrd__tx_answer_challenge; HelloReply: committed_seq trims the unacked queue,
+ * mrd__link_answer_challenge; HelloReply: committed_seq trims the unacked queue,
  * max_frame_bytes goes to the batch builder, refusals close; Ack: moves the queue or ends
  * the Goodbye; Error), mrd__clock_process_frames (the clock connection's handshake, late
  * replies outside a probe round) and mrd__clock_take_replies (inside a round: every
@@ -131,23 +131,24 @@ static void pass_init(struct pass *p, int long_names)
     p->cfg.batch_events = 16384;
     p->cfg.probe_interval_ms = 500;
     REQUIRE(pthread_mutex_init(&p->sh.err_lock, NULL) == 0);
-    f->cfg = &p->cfg;
+    f->id.cfg = &p->cfg;
     f->sh = &p->sh;
-    f->agent_instance = 77;
+    f->id.agent_instance = 77;
     atomic_store(&f->rec_fd, -1);
-    mrd_conn_init(&f->data);
-    mrd_conn_init(&f->clk);
+    mrd__link_init(&f->data.link, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA);
+    mrd__link_init(&f->clk.link, MERIDIAN__V1__CONNECTION_ROLE__ROLE_CLOCK);
     mrd_txq_init(&f->q, p->cfg.queue_bytes);
     struct mrd_batch_builder_config bc = {.run_id = p->cfg.run_id,
                                           .rank = 3,
-                                          .agent_instance = f->agent_instance,
+                                          .agent_instance = f->id.agent_instance,
                                           .max_frame = MRD_FRAME_DEFAULT_MAX,
                                           .target_events = p->cfg.batch_events,
                                           .compress_level = 0}; /* raw: zstd per input is slow */
     REQUIRE(mrd_batch_builder_new(&bc, &f->b) == 0);
     f->cv = (struct mrd_convert){.b = f->b, .target_events = p->cfg.batch_events};
     f->first_seq = f->next_seq = SEQ0;
-    f->peer_max_frame = f->builder_max_frame = f->builder_max_ever = MRD_FRAME_DEFAULT_MAX;
+    f->lim.peer_max_frame = f->lim.builder_max_frame = f->lim.builder_max_ever =
+        MRD_FRAME_DEFAULT_MAX;
     p->drops0 = drops_total();
     for (int i = 0; i < QUEUED; i++) {
         uint32_t id = mrd_batch_builder_intern(f->b, names[i]);
@@ -257,18 +258,20 @@ static void check_flusher(const struct pass *p)
      * to go on (seqs are int64 in the aggregator's store; datalink.c: MRD_TX_SEQ_MAX) */
     REQUIRE(f->next_seq != 0 && f->next_seq <= (uint64_t)INT64_MAX);
     REQUIRE(last == NULL || f->next_seq > last->seq);
-    REQUIRE(f->data.in_len <= sizeof f->data.in && f->clk.in_len <= sizeof f->clk.in);
-    check_handshake(&f->data);
-    check_handshake(&f->clk);
-    REQUIRE(f->goodbye_state == MRD_GB_NONE || f->goodbye_state == MRD_GB_SENT ||
-            f->goodbye_state == MRD_GB_DONE);
+    REQUIRE(f->data.link.conn.in_len <= sizeof f->data.link.conn.in &&
+            f->clk.link.conn.in_len <= sizeof f->clk.link.conn.in);
+    check_handshake(&f->data.link.conn);
+    check_handshake(&f->clk.link.conn);
+    REQUIRE(f->data.goodbye_state == MRD_GB_NONE || f->data.goodbye_state == MRD_GB_SENT ||
+            f->data.goodbye_state == MRD_GB_DONE);
     /* only the Goodbye's Ack ends the Goodbye here, and says so */
-    REQUIRE(f->goodbye_state != MRD_GB_DONE || atomic_load(&p->sh.goodbye) == MRD_TX_GOODBYE_ACKED);
-    if (f->data.state == MRD_CONN_READY) {
+    REQUIRE(f->data.goodbye_state != MRD_GB_DONE ||
+            atomic_load(&p->sh.goodbye) == MRD_TX_GOODBYE_ACKED);
+    if (f->data.link.conn.state == MRD_CONN_READY) {
         uint32_t want =
-            f->peer_max_frame < MRD_FRAME_MIN_MAX ? MRD_FRAME_MIN_MAX : f->peer_max_frame;
-        REQUIRE(f->peer_max_frame != 0 && f->builder_max_frame == want);
-        REQUIRE(f->builder_max_ever >= f->builder_max_frame);
+            f->lim.peer_max_frame < MRD_FRAME_MIN_MAX ? MRD_FRAME_MIN_MAX : f->lim.peer_max_frame;
+        REQUIRE(f->lim.peer_max_frame != 0 && f->lim.builder_max_frame == want);
+        REQUIRE(f->lim.builder_max_ever >= f->lim.builder_max_frame);
     }
 }
 
@@ -303,18 +306,20 @@ static void pass_data_bytewise(const uint8_t *data, size_t size)
     size_t off = 0;
 
     pass_init(&p, 1);
-    hello_sent(&p.f->data, p.now);
+    hello_sent(&p.f->data.link.conn, p.now);
     while (off < size) {
-        if (p.f->data.state == MRD_CONN_CLOSED) /* refused or failed: the next connection */
-            hello_sent(&p.f->data, p.now);
-        feed(&p.f->data, data, size, &off, 1);
+        if (p.f->data.link.conn.state ==
+            MRD_CONN_CLOSED) /* refused or failed: the next connection */
+            hello_sent(&p.f->data.link.conn, p.now);
+        feed(&p.f->data.link.conn, data, size, &off, 1);
         int e = mrd__data_process_frames(p.f, p.now);
         REQUIRE(e <= 0);
-        if (e < 0 || p.f->data.in_len == 0) /* a frame was handled (or the connection ended) */
+        if (e < 0 ||
+            p.f->data.link.conn.in_len == 0) /* a frame was handled (or the connection ended) */
             check_flusher(&p);
         if (e < 0)
-            mrd_conn_close(&p.f->data); /* data_fail */
-        else if (p.f->data.state == MRD_CONN_READY)
+            mrd_conn_close(&p.f->data.link.conn); /* data_fail */
+        else if (p.f->data.link.conn.state == MRD_CONN_READY)
             write_all(p.f);
         p.now += 1000000;
     }
@@ -328,20 +333,20 @@ static void pass_data_ready(const uint8_t *data, size_t size)
     size_t off = 0;
 
     pass_init(&p, 0);
-    hello_sent(&p.f->data, p.now);
-    p.f->data.state = MRD_CONN_READY;
-    p.f->ever_connected = 1;
-    p.f->peer_acks_goodbye = 1;
-    p.f->goodbye_state = MRD_GB_SENT;
+    hello_sent(&p.f->data.link.conn, p.now);
+    p.f->data.link.conn.state = MRD_CONN_READY;
+    p.f->data.ever_connected = 1;
+    p.f->data.peer_acks_goodbye = 1;
+    p.f->data.goodbye_state = MRD_GB_SENT;
     write_all(p.f);
-    while (off < size && p.f->data.state == MRD_CONN_READY) {
-        size_t took = feed(&p.f->data, data, size, &off, SIZE_MAX);
+    while (off < size && p.f->data.link.conn.state == MRD_CONN_READY) {
+        size_t took = feed(&p.f->data.link.conn, data, size, &off, SIZE_MAX);
         int e = mrd__data_process_frames(p.f, p.now);
         REQUIRE(e <= 0);
         check_flusher(&p);
         if (e < 0)
             break; /* data_fail */
-        check_progress(&p.f->data, took);
+        check_progress(&p.f->data.link.conn, took);
         if (took == 0)
             break;
         p.now += 1000000;
@@ -356,14 +361,16 @@ static void pass_clock_idle(const uint8_t *data, size_t size)
     size_t off = 0;
 
     pass_init(&p, 0);
-    hello_sent(&p.f->clk, p.now);
-    while (off < size && p.f->clk.state != MRD_CONN_CLOSED) {
-        size_t took = feed(&p.f->clk, data, size, &off, SIZE_MAX);
+    hello_sent(&p.f->clk.link.conn, p.now);
+    while (off < size && p.f->clk.link.conn.state != MRD_CONN_CLOSED) {
+        size_t took = feed(&p.f->clk.link.conn, data, size, &off, SIZE_MAX);
         mrd__clock_process_frames(p.f, p.now);
         check_flusher(&p);
-        REQUIRE(p.f->clk.state == MRD_CONN_CLOSED || p.f->clk.state == MRD_CONN_HELLO ||
-                p.f->clk.state == MRD_CONN_PROOF || p.f->clk.state == MRD_CONN_READY);
-        check_progress(&p.f->clk, took);
+        REQUIRE(p.f->clk.link.conn.state == MRD_CONN_CLOSED ||
+                p.f->clk.link.conn.state == MRD_CONN_HELLO ||
+                p.f->clk.link.conn.state == MRD_CONN_PROOF ||
+                p.f->clk.link.conn.state == MRD_CONN_READY);
+        check_progress(&p.f->clk.link.conn, took);
         if (took == 0)
             break;
         p.now += 1000000;
@@ -379,8 +386,8 @@ static void pass_clock_round(const uint8_t *data, size_t size)
     unsigned samples = 0;
 
     pass_init(&p, 0);
-    hello_sent(&p.f->clk, p.now);
-    p.f->clk.state = MRD_CONN_READY;
+    hello_sent(&p.f->clk.link.conn, p.now);
+    p.f->clk.link.conn.state = MRD_CONN_READY;
     for (int i = 0; i < STEPS0; i++)
         mrd_stepctl_begin();
     for (uint64_t id = 1; id <= MRD_PROBE_BURST;) {
@@ -391,7 +398,7 @@ static void pass_clock_round(const uint8_t *data, size_t size)
         check_windows();
         check_flusher(&p);
         if (e < 0) {
-            mrd_conn_close(&p.f->clk); /* clock_fail */
+            mrd_conn_close(&p.f->clk.link.conn); /* clock_fail */
             break;
         }
         if (e == 1) {
@@ -403,13 +410,14 @@ static void pass_clock_round(const uint8_t *data, size_t size)
             id++;
             continue;
         }
-        size_t took = feed(&p.f->clk, data, size, &off, SIZE_MAX);
-        check_progress(&p.f->clk, took);
+        size_t took = feed(&p.f->clk.link.conn, data, size, &off, SIZE_MAX);
+        check_progress(&p.f->clk.link.conn, took);
         if (took == 0)
             break; /* no reply: the round times out */
     }
     REQUIRE(atomic_load(&p.sh.clock_samples) == samples);
-    if (p.f->clk.state == MRD_CONN_READY) { /* replies after the round: mrd__clock_on_poll */
+    if (p.f->clk.link.conn.state ==
+        MRD_CONN_READY) { /* replies after the round: mrd__clock_on_poll */
         mrd__clock_process_frames(p.f, p.now);
         check_flusher(&p);
     }

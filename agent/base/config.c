@@ -37,6 +37,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -152,46 +153,60 @@ static int expand_path(char *dst, size_t cap, const char *pat, int rank)
     return 0;
 }
 
-#define FAIL(...)                                                                                  \
-    do {                                                                                           \
-        snprintf(why, why_len, __VA_ARGS__);                                                       \
-        return -MRD_ERR_CONFIG;                                                                    \
-    } while (0)
+/* Writes the reason into why[] and returns -MRD_ERR_CONFIG: `return fail(...)`. */
+__attribute__((format(printf, 3, 4))) static int fail(char *why, size_t why_len, const char *fmt,
+                                                      ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, why_len, fmt, ap);
+    va_end(ap);
+    return -MRD_ERR_CONFIG;
+}
 
-/* Optional numeric variable into a uint32/uint64 field. */
-#define NUM(name, lo, hi, field)                                                                   \
-    do {                                                                                           \
-        const char *s_ = get(name, arg);                                                           \
-        uint64_t v_;                                                                               \
-        if (s_ != NULL && *s_ != '\0') {                                                           \
-            if (parse_u64(s_, (lo), (hi), &v_) != 0)                                               \
-                FAIL("%s=%s is not a number in [%llu, %llu]", name, s_, (unsigned long long)(lo),  \
-                     (unsigned long long)(hi));                                                    \
-            (field) = v_;                                                                          \
-        }                                                                                          \
-    } while (0)
+/* An optional numeric variable and its range. */
+struct num_var {
+    const char *name;
+    uint64_t lo, hi;
+    uint64_t *value; /* kept when the variable is unset or empty */
+};
+
+/* Reads v->name into *v->value. Returns 0, or -MRD_ERR_CONFIG with why[] set. */
+static int read_num(mrd_env_fn get, void *arg, const struct num_var *v, char *why, size_t why_len)
+{
+    const char *s = get(v->name, arg);
+    uint64_t x;
+    if (s == NULL || *s == '\0')
+        return 0;
+    if (parse_u64(s, v->lo, v->hi, &x) != 0)
+        return fail(why, why_len, "%s=%s is not a number in [%llu, %llu]", v->name, s,
+                    (unsigned long long)v->lo, (unsigned long long)v->hi);
+    *v->value = x;
+    return 0;
+}
 
 /* MERIDIAN_AGGREGATOR (one host:port, or a list: mrd_aggregator_pick's rule, runcfg.h):
  * fills c->aggregator, c->shard_index and c->shard_count from rank c->rank; returns 0, or
  * -MRD_ERR_CONFIG with why[] naming what is wrong (a list's entry by its 0-based index). */
-static int pick_aggregator(struct mrd_agent_config *c, const char *s, char *why,
-                           size_t why_len)
+static int pick_aggregator(struct mrd_agent_config *c, const char *s, char *why, size_t why_len)
 {
     struct mrd_aggregator_error e;
     if (mrd_aggregator_pick(s, (uint64_t)c->rank, c->aggregator, sizeof c->aggregator,
                             &c->shard_index, &c->shard_count, &e) == 0)
         return 0;
     if (strchr(s, ',') == NULL)
-        FAIL("MERIDIAN_AGGREGATOR=%.64s is not host:port", s);
+        return fail(why, why_len, "MERIDIAN_AGGREGATOR=%.64s is not host:port", s);
     if (e.fault == MRD_AGG_TOO_MANY)
-        FAIL("MERIDIAN_AGGREGATOR: entry %u is one too many (a list holds at most %u "
-             "host:port entries)",
-             e.entry, MRD_AGGREGATORS_MAX);
+        return fail(why, why_len,
+                    "MERIDIAN_AGGREGATOR: entry %u is one too many (a list holds at most %u "
+                    "host:port entries)",
+                    e.entry, MRD_AGGREGATORS_MAX);
     if (e.fault == MRD_AGG_EMPTY)
-        FAIL("MERIDIAN_AGGREGATOR: entry %u is empty (expected host:port,host:port,...)",
-             e.entry);
-    FAIL("MERIDIAN_AGGREGATOR: entry %u (%.*s) is not host:port", e.entry,
-         (int)(e.len < 64 ? e.len : 64), e.text);
+        return fail(why, why_len,
+                    "MERIDIAN_AGGREGATOR: entry %u is empty (expected host:port,host:port,...)",
+                    e.entry);
+    return fail(why, why_len, "MERIDIAN_AGGREGATOR: entry %u (%.*s) is not host:port", e.entry,
+                (int)(e.len < 64 ? e.len : 64), e.text);
 }
 
 static int flag_on(const char *s)
@@ -228,71 +243,81 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
 
     int r = first_rank(get, arg, rank_vars, &c->rank, &which);
     if (r < 0)
-        FAIL("%s=%s is not a rank number", which, get(which, arg));
+        return fail(why, why_len, "%s=%s is not a rank number", which, get(which, arg));
     if (r == 0) {
         if (!c->force)
             return 0; /* mpirun itself, helper processes: not a rank */
         c->rank = 0;
     }
     if (first_rank(get, arg, local_vars, &c->local_rank, &which) < 0)
-        FAIL("%s=%s is not a rank number", which, get(which, arg));
+        return fail(why, why_len, "%s=%s is not a rank number", which, get(which, arg));
     if (first_rank(get, arg, size_vars, &c->world_size, &which) < 0)
-        FAIL("%s=%s is not a number", which, get(which, arg));
+        return fail(why, why_len, "%s=%s is not a number", which, get(which, arg));
 
     s = get("MERIDIAN_RECORD_FILE", arg);
     if (s != NULL && *s != '\0' &&
         expand_path(c->record_file, sizeof c->record_file, s, c->rank) != 0)
-        FAIL("MERIDIAN_RECORD_FILE is longer than %zu bytes", sizeof c->record_file - 1);
+        return fail(why, why_len, "MERIDIAN_RECORD_FILE is longer than %zu bytes",
+                    sizeof c->record_file - 1);
 
     s = get("MERIDIAN_AGGREGATOR", arg);
     if (s != NULL && *s != '\0') {
         if (pick_aggregator(c, s, why, why_len) != 0)
             return -MRD_ERR_CONFIG;
     } else if (c->record_file[0] == '\0') {
-        FAIL("MERIDIAN_AGGREGATOR is not set (expected host:port of meridiand)");
+        return fail(why, why_len,
+                    "MERIDIAN_AGGREGATOR is not set (expected host:port of meridiand)");
     }
     s = get("MERIDIAN_RUN_ID", arg);
     if (s == NULL || *s == '\0')
-        FAIL("MERIDIAN_RUN_ID is not set");
+        return fail(why, why_len, "MERIDIAN_RUN_ID is not set");
     if (copy_str(c->run_id, sizeof c->run_id, s) != 0)
-        FAIL("MERIDIAN_RUN_ID is longer than %zu bytes", sizeof c->run_id - 1);
+        return fail(why, why_len, "MERIDIAN_RUN_ID is longer than %zu bytes", sizeof c->run_id - 1);
 
     s = get("MERIDIAN_SECRET", arg);
     const char *sw = NULL;
     if (s != NULL && *s != '\0') {
         if (mrd_secret_read(NULL, s, c->secret, &sw) < 0)
-            FAIL("MERIDIAN_SECRET: %s", sw);
+            return fail(why, why_len, "MERIDIAN_SECRET: %s", sw);
     } else if ((s = get("MERIDIAN_SECRET_FILE", arg)) != NULL && *s != '\0') {
         if (mrd_secret_read(s, NULL, c->secret, &sw) < 0)
-            FAIL("MERIDIAN_SECRET_FILE %.200s: %s", s, sw);
+            return fail(why, why_len, "MERIDIAN_SECRET_FILE %.200s: %s", s, sw);
     }
     /* meridiand refuses every agent without the run's secret: connecting without one would
      * only retry for nothing and lose everything. Record-only mode needs none. */
     if (c->secret[0] == '\0' && c->aggregator[0] != '\0')
-        FAIL("neither MERIDIAN_SECRET nor MERIDIAN_SECRET_FILE is set (meridiand %.64s "
-             "requires the run's secret)",
-             c->aggregator);
+        return fail(why, why_len,
+                    "neither MERIDIAN_SECRET nor MERIDIAN_SECRET_FILE is set (meridiand %.64s "
+                    "requires the run's secret)",
+                    c->aggregator);
 
     uint64_t ring_records = c->ring_records, ring_threads = c->ring_threads;
     uint64_t deadline = c->flush_deadline_ms, batch_events = c->batch_events;
     uint64_t batch_ms = c->batch_ms, probe_ms = c->probe_interval_ms, shard = 0;
-    NUM("MERIDIAN_QUEUE_BYTES", 1ull << 20, 1ull << 40, c->queue_bytes);
-    NUM("MERIDIAN_FLUSH_DEADLINE_MS", 0, 600000, deadline);
-    NUM("MERIDIAN_RING_RECORDS", 16, 1u << 24, ring_records);
-    NUM("MERIDIAN_RING_THREADS", 1, 4096, ring_threads);
-    NUM("MERIDIAN_BATCH_EVENTS", 64, 1u << 20, batch_events);
-    NUM("MERIDIAN_BATCH_MS", 1, 60000, batch_ms);
-    NUM("MERIDIAN_PROBE_INTERVAL_MS", 10, 3600000, probe_ms);
-    NUM("MERIDIAN_SHARD_ID", 0, UINT32_MAX, shard);
+    const struct num_var nums[] = {
+        {"MERIDIAN_QUEUE_BYTES", 1ull << 20, 1ull << 40, &c->queue_bytes},
+        {"MERIDIAN_FLUSH_DEADLINE_MS", 0, 600000, &deadline},
+        {"MERIDIAN_RING_RECORDS", 16, 1u << 24, &ring_records},
+        {"MERIDIAN_RING_THREADS", 1, 4096, &ring_threads},
+        {"MERIDIAN_BATCH_EVENTS", 64, 1u << 20, &batch_events},
+        {"MERIDIAN_BATCH_MS", 1, 60000, &batch_ms},
+        {"MERIDIAN_PROBE_INTERVAL_MS", 10, 3600000, &probe_ms},
+        {"MERIDIAN_SHARD_ID", 0, UINT32_MAX, &shard},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+        if (read_num(get, arg, &nums[i], why, why_len) != 0)
+            return -MRD_ERR_CONFIG;
     /* a list decides the shard: an explicit id must agree with it (a mismatch would store
      * this rank under another shard's id in this shard's database) */
     if (c->shard_count > 1) {
         s = get("MERIDIAN_SHARD_ID", arg);
         if (s != NULL && *s != '\0' && shard != c->shard_index)
-            FAIL("MERIDIAN_SHARD_ID=%.16s but rank %d connects to MERIDIAN_AGGREGATOR entry "
-                 "%u of %u (rank %% %u), whose shard id is %u: leave MERIDIAN_SHARD_ID unset "
-                 "with a list of aggregators",
-                 s, c->rank, c->shard_index, c->shard_count, c->shard_count, c->shard_index);
+            return fail(
+                why, why_len,
+                "MERIDIAN_SHARD_ID=%.16s but rank %d connects to MERIDIAN_AGGREGATOR entry "
+                "%u of %u (rank %% %u), whose shard id is %u: leave MERIDIAN_SHARD_ID unset "
+                "with a list of aggregators",
+                s, c->rank, c->shard_index, c->shard_count, c->shard_count, c->shard_index);
         shard = c->shard_index;
     }
     /* rings are indexed with a mask: round up to a power of two */
@@ -314,7 +339,8 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
         errno = 0;
         double ppm = strtod(s, &end);
         if (errno != 0 || end == s || *end != '\0' || ppm < -10000.0 || ppm > 10000.0)
-            FAIL("MERIDIAN_TEST_CLOCK_PPM=%.32s is not a number in [-10000, 10000]", s);
+            return fail(why, why_len,
+                        "MERIDIAN_TEST_CLOCK_PPM=%.32s is not a number in [-10000, 10000]", s);
         c->test_clock_ppm = ppm;
     }
     return 1;

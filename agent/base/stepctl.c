@@ -5,7 +5,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "agent.h"
+#include "counters.h"
 #include "steps.h"
 
 struct slot {
