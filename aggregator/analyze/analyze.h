@@ -251,6 +251,11 @@ void mrd_analysis_free(struct mrd_analysis *a);
 struct mrd_an_wait mrd_analyze_ranked_wait(const struct mrd_analysis *a,
                                            const struct mrd_an_rank *r);
 
+/* Ranks in straggler order (the definition above: wait caused, then last arrivals, then
+ * rank, each by mrd_analyze_ranked_wait): a malloc'd array of a->nranks pointers into
+ * a->ranks (caller frees; valid while a lives), NULL on -ENOMEM. Pure, any thread. */
+const struct mrd_an_rank **mrd_analyze_ranking(const struct mrd_analysis *a);
+
 /* Name of per-rank event table i (0 <= i < MRD_AN_NKINDS): "kernels", "memcpys", ... */
 const char *mrd_analyze_kind_name(int i);
 

@@ -369,7 +369,7 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
     char b1[32], b2[32];
     int64_t max = 1;
     const int left = 70, row = 20;
-    const struct mrd_an_rank **v = mrd__report_ranking(a);
+    const struct mrd_an_rank **v = mrd_analyze_ranking(a);
     if (!v)
         return -ENOMEM;
     char left_out[512];

@@ -174,7 +174,7 @@ static void windows_arr(FILE *f, const struct mrd_analysis *a)
 
 int mrd_export_json(FILE *f, const struct mrd_analysis *a)
 {
-    const struct mrd_an_rank **rankv = mrd__report_ranking(a);
+    const struct mrd_an_rank **rankv = mrd_analyze_ranking(a);
     if (!rankv)
         return -ENOMEM;
     fputs("{\"schema\":\"meridian-report/1\",\"run\":{\"run_id\":", f);

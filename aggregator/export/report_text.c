@@ -72,40 +72,6 @@ int64_t mrd__report_quantile(const struct mrd_analysis *a, double q)
     return a->skew_max_ns;
 }
 
-struct ranked {
-    const struct mrd_an_rank *r;
-    struct mrd_an_wait w;
-};
-
-static int cmp_straggler(const void *x, const void *y)
-{
-    const struct ranked *a = x, *b = y;
-    if (a->w.caused_ns != b->w.caused_ns)
-        return a->w.caused_ns > b->w.caused_ns ? -1 : 1;
-    if (a->w.times_last != b->w.times_last)
-        return a->w.times_last > b->w.times_last ? -1 : 1;
-    return a->r->rank < b->r->rank ? -1 : a->r->rank > b->r->rank;
-}
-
-const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a)
-{
-    size_t n = (size_t)(a->nranks ? a->nranks : 1);
-    const struct mrd_an_rank **v = malloc(n * sizeof(*v));
-    struct ranked *t = malloc(n * sizeof(*t));
-    if (!v || !t) {
-        free(v);
-        free(t);
-        return NULL;
-    }
-    for (int i = 0; i < a->nranks; i++)
-        t[i] = (struct ranked){&a->ranks[i], mrd_analyze_ranked_wait(a, &a->ranks[i])};
-    qsort(t, (size_t)a->nranks, sizeof(*t), cmp_straggler);
-    for (int i = 0; i < a->nranks; i++)
-        v[i] = t[i].r;
-    free(t);
-    return v;
-}
-
 /* The capture steps' part of the "not ranked" sentence, appended at buf + k. */
 static void capture_steps_note(const struct mrd_analysis *a, char *buf, size_t n, int k)
 {
@@ -430,7 +396,7 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
         fprintf(f, "  no timed collective instance: nothing to rank\n");
         return;
     }
-    const struct mrd_an_rank **v = mrd__report_ranking(a);
+    const struct mrd_an_rank **v = mrd_analyze_ranking(a);
     if (!v)
         return;
     fprintf(f, "  %-3s %-5s %14s %8s %14s %14s\n", "#", "rank", "last arrivals", "share",

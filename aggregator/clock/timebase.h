@@ -2,8 +2,9 @@
  * database, and the maps local -> global (and back) that every cross-rank computation and
  * every export applies to a row's timestamp.
  *
- * Where it sits: downstream of the clock fit (aggregator/clock writes clock_models and
- * gpu_timer_models); upstream of analyze (matching, steps) and export (Perfetto, HTML).
+ * Where it sits: in the clock module, after the fit that writes clock_models and
+ * gpu_timer_models (fit_db.c, gpu.c); used downstream by analyze (matching, steps, the
+ * windows table) and export (Perfetto, HTML).
  * It reads the tables directly, using only the formulas documented in schema.sql, so the
  * analysis works on any database that has them, whoever fitted them.
  *
