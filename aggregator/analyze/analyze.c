@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "db.h"
 #include "error.h"
 
 #define MRD_AN_MAX_RANKS 65536 /* distinct ranks tracked; rows of other ranks are ignored */
@@ -79,11 +79,6 @@ void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
     va_end(ap);
 }
 
-int mrd_analyze_has_table(sqlite3 *db, const char *name)
-{
-    return mrd_clock_table_exists(db, name) == 1; /* the query lives in aggregator/clock */
-}
-
 struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank)
 {
     int lo = 0, hi = a->nranks;
@@ -136,7 +131,7 @@ static void copy_text(char *dst, size_t n, sqlite3_stmt *st, int col)
 static int load_run(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
-    if (!mrd_analyze_has_table(db, "runs"))
+    if (mrd_db_has_table(db, "runs") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT run_id, world_size, anchor_realtime_ns, created_ns, command "
@@ -159,7 +154,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (mrd_analyze_has_table(db, "ranks")) {
+    if (mrd_db_has_table(db, "ranks") == 1) {
         if (sqlite3_prepare_v2(db,
                                "SELECT rank, local_rank, world_size, host, pid, goodbye "
                                "FROM ranks ORDER BY rank",
@@ -182,7 +177,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
         if (rc != SQLITE_DONE)
             return mrd__analyze_sqlerr(db);
     }
-    if (!mrd_analyze_has_table(db, "gpus"))
+    if (mrd_db_has_table(db, "gpus") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
@@ -231,9 +226,9 @@ static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
     int rc, rank = -1, n = 0;
     size_t len = 0;
 
-    if (!mrd_analyze_has_table(db, "batches"))
+    if (mrd_db_has_table(db, "batches") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_analyze_has_table(db, "rank_processes") ? with_hosts : without,
+    if (sqlite3_prepare_v2(db, mrd_db_has_table(db, "rank_processes") == 1 ? with_hosts : without,
                            -1, &st, NULL) != SQLITE_OK)
         return 0; /* a file without batches.agent_instance (schema 1): nothing to tell */
     for (;;) {
@@ -276,7 +271,7 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
         char sql[160];
         sqlite3_stmt *st = NULL;
         int rc;
-        if (!mrd_analyze_has_table(db, kind_tables[k]))
+        if (mrd_db_has_table(db, kind_tables[k]) != 1)
             continue;
         snprintf(sql, sizeof(sql), "SELECT rank, COUNT(*) FROM %s GROUP BY rank", kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
@@ -335,7 +330,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (mrd_analyze_has_table(db, "agent_counters")) {
+    if (mrd_db_has_table(db, "agent_counters") == 1) {
         if (sqlite3_prepare_v2(db,
                                "SELECT rank, category, name, value FROM agent_counters "
                                "WHERE category IN ('captured','dropped','agent','cupti') "
@@ -360,7 +355,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
         if (rc != SQLITE_DONE)
             return mrd__analyze_sqlerr(db);
     }
-    if (!mrd_analyze_has_table(db, "aggregator_counters"))
+    if (mrd_db_has_table(db, "aggregator_counters") != 1)
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters", -1, &st, NULL) !=
         SQLITE_OK)
@@ -381,7 +376,7 @@ static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd_analyze_has_table(db, "clock_models"))
+    if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, segment, offset_ns, drift_ppm, error_bound_ns, "
@@ -414,7 +409,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd_analyze_has_table(db, "clock_causality"))
+    if (mrd_db_has_table(db, "clock_causality") != 1)
         return 0;
     a->clock_checked = 1;
     if (sqlite3_prepare_v2(db,
@@ -442,7 +437,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
-    if (!mrd_analyze_has_table(db, "clock_adjustments"))
+    if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
         SQLITE_OK)
@@ -456,86 +451,6 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
-}
-
-static int exec(sqlite3 *db, const char *sql)
-{
-    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    return 0;
-}
-
-/* 1 when kernels has an index starting (rank, correlation_id) (aggregator/clock creates
- * one): then probing kernels per link is cheapest; without it the kernels are scanned once
- * and each probes the small link table (CROSS JOIN fixes that order: SQLite would
- * otherwise scan every kernel of the rank once per link). */
-static int has_corr_index(sqlite3 *db)
-{
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT 1 FROM pragma_index_list('kernels') il JOIN "
-                           "pragma_index_info(il.name) a ON a.seqno = 0 AND a.name = 'rank' "
-                           "JOIN pragma_index_info(il.name) b ON b.seqno = 1 AND b.name = "
-                           "'correlation_id'",
-                           -1, &st, NULL) != SQLITE_OK)
-        return 0;
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
-int mrd_analyze_prepare(sqlite3 *db)
-{
-    int rc;
-    int have_ops = mrd_analyze_has_table(db, "nccl_ops");
-    int have_ec = mrd_analyze_has_table(db, "external_correlations");
-    int have_k = mrd_analyze_has_table(db, "kernels");
-    int have_ch = mrd_analyze_has_table(db, "nccl_channels");
-    sqlite3_stmt *st = NULL;
-
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='mrd_op_time'", -1, &st,
-                           NULL) == SQLITE_OK) {
-        int done = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
-        if (done)
-            return 0;
-    }
-    if ((rc = exec(db, "CREATE TEMP TABLE mrd_link (rank INTEGER NOT NULL, correlation_id "
-                       "INTEGER NOT NULL, op_id INTEGER NOT NULL, PRIMARY KEY (rank, "
-                       "correlation_id, op_id)) WITHOUT ROWID;"
-                       "CREATE TEMP TABLE mrd_op_time (rank INTEGER NOT NULL, op_id INTEGER "
-                       "NOT NULL, start_ns INTEGER, end_ns INTEGER, source INTEGER NOT NULL, "
-                       "PRIMARY KEY (rank, op_id)) WITHOUT ROWID;")) < 0)
-        return rc;
-    if (have_ops && have_ec &&
-        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_link SELECT n.rank, ec.correlation_id, "
-                       "n.op_id FROM main.nccl_ops n JOIN main.external_correlations ec ON "
-                       "ec.rank = n.rank AND ec.external_id = n.launch_id "
-                       "WHERE n.launch_id IS NOT NULL")) < 0)
-        return rc;
-    /* source 1: the linked kernels' interval (local clock); records lost by CUPTI's device
-     * buffer carry start == end == 0 and are skipped. */
-    if (have_ops && have_ec && have_k &&
-        (rc = exec(db, has_corr_index(db)
-                           ? "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
-                             "MIN(k.start_ns), MAX(k.end_ns), 1 FROM temp.mrd_link l JOIN "
-                             "main.kernels k ON k.rank = l.rank AND k.correlation_id = "
-                             "l.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
-                             "GROUP BY l.rank, l.op_id"
-                           : "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
-                             "MIN(k.start_ns), MAX(k.end_ns), 1 FROM main.kernels k CROSS "
-                             "JOIN temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = "
-                             "k.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
-                             "GROUP BY l.rank, l.op_id")) < 0)
-        return rc;
-    /* source 2: raw GPU timer values of the op's channels, for ops without a kernel */
-    if (have_ch &&
-        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_op_time SELECT rank, op_id, "
-                       "MIN(gpu_start), MAX(gpu_end), 2 FROM main.nccl_channels "
-                       "WHERE gpu_start > 0 AND gpu_end >= gpu_start GROUP BY rank, op_id")) < 0)
-        return rc;
-    return 0;
 }
 
 int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_analysis **out,
@@ -580,7 +495,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
                               "timing",
                               unfitted);
     }
-    if ((rc = mrd_analyze_prepare(db)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
+    if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
         (rc = mrd__analyze_match(db, tb, o, a)) < 0)
         goto fail;
     mrd_timebase_destroy(tb);

@@ -43,6 +43,7 @@
 
 #include <sqlite3.h>
 
+#include "db.h"
 #include "timebase.h"
 
 #define MRD_AN_NKINDS       13   /* event tables counted per rank, see mrd_analyze_kind_name */
@@ -235,8 +236,8 @@ struct mrd_analysis {
     char warnings[MRD_AN_MAX_WARNINGS][256];
 };
 
-/* Analyses the database open on db (read-only is enough). Creates TEMP tables
- * (mrd_link, mrd_op_time) on that connection, which the exports reuse. Returns 0 and
+/* Analyses the database open on db (read-only is enough). Creates the op-interval TEMP
+ * tables (mrd_db_op_intervals) on that connection, which the exports reuse. Returns 0 and
  * *out (caller frees with mrd_analysis_free), -ENOMEM, -E2BIG (a cap that cannot degrade
  * gracefully), or -MRD_ERR_SQLITE (the SQLite message is in *err_msg when err_msg is not
  * NULL; static buffer valid until the next call). Single thread per db connection. */
@@ -262,18 +263,7 @@ const char *mrd_analyze_kind_name(int i);
 /* "correlation", "kernel-name", "correlation+name" or "none". */
 const char *mrd_analyze_method_name(int method);
 
-/* Builds the TEMP helper tables on db if they do not exist yet: mrd_link(rank,
- * correlation_id, op_id) for kernels linked to NCCL ops, and mrd_op_time(rank, op_id,
- * start_ns, end_ns, source) for each NCCL op's kernel interval (local clock). Idempotent.
- * Returns 0 or -MRD_ERR_SQLITE. */
-int mrd_analyze_prepare(sqlite3 *db);
-
 /* 1 when a kernel name names an NCCL kernel ("nccl..." or "_Z<len>nccl..."), else 0. */
 int mrd_analyze_is_nccl_name(const char *name);
-
-/* 1 when table `name` exists in db's main schema, 0 when not or when the query fails (a
- * database written by an older or partial run lacks some tables: callers skip what is
- * absent). Any thread that may use db. */
-int mrd_analyze_has_table(sqlite3 *db, const char *name);
 
 #endif

@@ -175,7 +175,7 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
     sqlite3_stmt *q = NULL;
     struct name_cache *names = NULL;
     int rc = 0;
-    if (!mrd_analyze_has_table(db, "kernels"))
+    if (mrd_db_has_table(db, "kernels") != 1)
         return 0;
     names = malloc(sizeof(*names));
     if (!names)

@@ -139,7 +139,7 @@ static int domain_id(struct derive *d, int64_t *id)
 {
     sqlite3_stmt *q = NULL;
     int rc;
-    if (!mrd_analyze_has_table(d->db, "nvtx") || !mrd_analyze_has_table(d->db, "strings"))
+    if (mrd_db_has_table(d->db, "nvtx") != 1 || mrd_db_has_table(d->db, "strings") != 1)
         return 0;
     if (sqlite3_prepare_v2(d->db, "SELECT id FROM strings WHERE value = ?1", -1, &q, NULL) !=
         SQLITE_OK)
@@ -242,7 +242,7 @@ static int fill(struct derive *d, int64_t domain)
                            "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
                            -1, &d->ins, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
-    if (mrd_analyze_has_table(d->db, "kernels") &&
+    if (mrd_db_has_table(d->db, "kernels") == 1 &&
         sqlite3_prepare_v2(d->db,
                            "SELECT start_ns FROM kernels WHERE rank = ?1 AND start_ns >= ?2 "
                            "AND start_ns <= ?3",
@@ -378,7 +378,7 @@ static int medians(sqlite3 *db, struct mrd_analysis *a)
 static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *q = NULL;
-    if (!mrd_analyze_has_table(db, "strings") ||
+    if (mrd_db_has_table(db, "strings") != 1 ||
         sqlite3_prepare_v2(db, "SELECT 1 FROM strings WHERE value = ?1", -1, &q, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
@@ -392,7 +392,7 @@ int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *q = NULL;
     int rc, cap = 0;
-    if (!mrd_analyze_has_table(db, "windows")) {
+    if (mrd_db_has_table(db, "windows") != 1) {
         warn_not_derived(db, a);
         return 0;
     }

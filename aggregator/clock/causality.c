@@ -20,6 +20,9 @@
  * factors are reported; when the pair constraints alone are contradictory nothing moves.
  * Ranks that share no instance are solved independently.
  *
+ * The instances and each op's interval are the database module's one matching
+ * (mrd_db_instances_open, over its op intervals), the same rows the analysis matches.
+ *
  * Workload: O(instances x ranks^2) pair checks streamed from one SQL query (two passes),
  * memory O(ranks^2). Fine for the design point's instance counts at tens of ranks per
  * communicator; at 512 ranks per instance it is the slow part of finalize.
@@ -32,6 +35,7 @@
 
 #include "clock.h"
 #include "clock_internal.h"
+#include "db.h"
 #include "error.h"
 
 #define INF64 INT64_MAX
@@ -118,24 +122,6 @@ enum mrd_clock_coll_order mrd_clock_coll_order(const char *func)
     return MRD_CLOCK_ALL_TO_ALL;
 }
 
-/* One row per (rank, op): kernel interval (local clock) or channel interval (GPU timer),
- * the function's name and whether this rank is the root. */
-static const char instances_sql[] =
-    "SELECT o.comm_hash, o.seq, o.func_id, o.rank, COALESCE(o.device, 0),"
-    "       MIN(k.start_ns), MAX(k.end_ns), ch.gs, ch.ge,"
-    "       (SELECT value FROM strings f WHERE f.id = o.func_id),"
-    "       o.root IS NOT NULL AND o.comm_rank IS NOT NULL AND o.comm_rank = o.root"
-    " FROM nccl_ops o"
-    " LEFT JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
-    " LEFT JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
-    "      AND +k.start_ns > 0 AND +k.end_ns >= k.start_ns" /* + : search by correlation */
-    " LEFT JOIN (SELECT rank, op_id, MIN(gpu_start) AS gs, MAX(gpu_end) AS ge"
-    "            FROM nccl_channels WHERE gpu_start > 0 AND gpu_end >= gpu_start"
-    "            GROUP BY rank, op_id) ch ON ch.rank = o.rank AND ch.op_id = o.op_id"
-    " WHERE o.is_p2p = 0 AND o.seq IS NOT NULL"
-    " GROUP BY o.rank, o.op_id"
-    " ORDER BY o.comm_hash, o.seq, o.func_id, o.rank";
-
 /* Checks one instance's members; pass 1 accumulates constraints and "before" counts,
  * pass 2 the "after" counts with the shifts applied. Only what the collective's data flow
  * guarantees is required: "a ends after b began" (a depends on b) for every pair of an
@@ -195,26 +181,26 @@ static void check_instance(struct cctx *c, int pass)
 
 static int add_member(struct cctx *c, sqlite3_stmt *st)
 {
-    int rank = sqlite3_column_int(st, 3), dev = sqlite3_column_int(st, 4);
+    int rank = sqlite3_column_int(st, MRD_DB_INST_RANK);
+    int dev = sqlite3_column_int(st, MRD_DB_INST_DEVICE);
     const struct mrd_clock_model *cm = mrd_clock_models_get(c->ms, rank);
     int64_t s, e;
-    if (!cm) {
+    if (!cm || sqlite3_column_type(st, MRD_DB_INST_SOURCE) == SQLITE_NULL) {
         c->unmapped++;
         return 0;
     }
-    if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
-        s = sqlite3_column_int64(st, 5), e = sqlite3_column_int64(st, 6);
-    } else {
+    s = sqlite3_column_int64(st, MRD_DB_INST_START), e = sqlite3_column_int64(st, MRD_DB_INST_END);
+    if (sqlite3_column_int(st, MRD_DB_INST_SOURCE) == 2) { /* raw GPU timer */
         const struct mrd_gpu_timer_model *g = gpu_model(&c->gm, rank, dev);
-        if (!g || sqlite3_column_type(st, 7) == SQLITE_NULL) {
+        if (!g) {
             c->unmapped++;
             return 0;
         }
-        s = mrd_clock_gpu_map(g, sqlite3_column_int64(st, 7));
-        e = mrd_clock_gpu_map(g, sqlite3_column_int64(st, 8));
+        s = mrd_clock_gpu_map(g, s);
+        e = mrd_clock_gpu_map(g, e);
     }
     s = mrd_clock_map(cm, s), e = mrd_clock_map(cm, e);
-    int idx = c->idx_of[rank], is_root = sqlite3_column_int(st, 10) != 0;
+    int idx = c->idx_of[rank], is_root = sqlite3_column_int(st, MRD_DB_INST_IS_ROOT) != 0;
     for (size_t i = 0; i < c->nmem; i++) { /* same rank twice: merge */
         if (c->mem[i].idx == idx) {
             c->mem[i].is_root |= is_root;
@@ -241,17 +227,18 @@ static int run_pass(struct cctx *c, int pass)
     sqlite3_stmt *st = NULL;
     int step, rc = 0, have = 0;
     int64_t kh = 0, ks = 0, kf = 0;
-    if (sqlite3_prepare_v2(c->db, instances_sql, -1, &st, NULL) != SQLITE_OK)
+    if (mrd_db_instances_open(c->db, pass == 1, &st) < 0)
         return mrd__clock_sqlerr(c->db, c->log, "causality query");
     c->nmem = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t h = sqlite3_column_int64(st, 0), s = sqlite3_column_int64(st, 1),
-                f = sqlite3_column_int64(st, 2);
+        int64_t h = sqlite3_column_int64(st, MRD_DB_INST_COMM),
+                s = sqlite3_column_int64(st, MRD_DB_INST_SEQ),
+                f = sqlite3_column_int64(st, MRD_DB_INST_FUNC_ID);
         if (!have || h != kh || s != ks || f != kf) {
             check_instance(c, pass);
             c->nmem = 0;
             kh = h, ks = s, kf = f, have = 1;
-            c->order = mrd_clock_coll_order((const char *)sqlite3_column_text(st, 9));
+            c->order = mrd_clock_coll_order((const char *)sqlite3_column_text(st, MRD_DB_INST_FUNC));
         }
         if ((rc = add_member(c, st)))
             goto fail;
@@ -271,7 +258,7 @@ static int load_prev_shifts(sqlite3 *db, const struct cctx *c, int64_t *prev)
 {
     sqlite3_stmt *st = NULL;
     int step;
-    if (mrd_clock_table_exists(db, "clock_adjustments") != 1)
+    if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
         SQLITE_OK)

@@ -216,7 +216,7 @@ static int load_brackets(sqlite3 *db, FILE *log, struct gbr **v, size_t *n, uint
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc = 0, step;
-    int has_samples = mrd_clock_table_exists(db, "gpu_clock_samples") == 1;
+    int has_samples = mrd_db_has_table(db, "gpu_clock_samples") == 1;
     if (sqlite3_prepare_v2(db, kernel_brackets_sql, -1, &st, NULL) != SQLITE_OK)
         return mrd__clock_sqlerr(db, log, "calibration query");
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {

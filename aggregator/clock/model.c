@@ -103,7 +103,7 @@ int mrd_clock_models_load(sqlite3 *db, struct mrd_clock_models **out)
     if (!ms)
         return -ENOMEM;
     ms->max_rank = -1;
-    rc = mrd_clock_table_exists(db, "clock_models");
+    rc = mrd_db_has_table(db, "clock_models");
     if (rc <= 0) /* no table: an empty set */
         goto done;
     if (sqlite3_prepare_v2(db, "SELECT max(rank) FROM clock_models", -1, &st, NULL) != SQLITE_OK)

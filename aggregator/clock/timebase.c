@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "db.h"
 #include "error.h"
 
 struct tb_segment {
@@ -40,7 +40,7 @@ static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc;
-    if (mrd_clock_table_exists(db, "clock_models") != 1)
+    if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm "
@@ -78,7 +78,7 @@ static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc;
-    if (mrd_clock_table_exists(db, "gpu_timer_models") != 1)
+    if (mrd_db_has_table(db, "gpu_timer_models") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
                            "SELECT rank, device, slope, intercept_ns FROM gpu_timer_models "
@@ -117,7 +117,7 @@ int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
     int rc = -ENOMEM;
     if (!tb)
         goto fail;
-    if (mrd_clock_table_exists(db, "runs") == 1 &&
+    if (mrd_db_has_table(db, "runs") == 1 &&
         sqlite3_prepare_v2(db, "SELECT anchor_realtime_ns FROM runs LIMIT 1", -1, &st, NULL) ==
             SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)

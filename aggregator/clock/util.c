@@ -1,8 +1,6 @@
 /* Small shared pieces of the clock module: SQLite error reporting, the module's own
- * tables, and a dense Cholesky solver for the (small) normal equations of the fits; also
- * the one "does this table exist" query of the aggregator's finalize and analysis
- * (mrd_clock_table_exists, which aggregator/analyze and launcher/finalize.c reach through
- * mrd_analyze_has_table: analyze links mrd_clock, not the other way round).
+ * tables (their SQL text is the database module's, aggregator/db), and a dense Cholesky
+ * solver for the (small) normal equations of the fits.
  *
  * Where it sits: used by fit.c, gpu.c and causality.c in the finalize step after ingest.
  * Workload: a handful of calls per finalize; matrices of at most a few hundred rows.
@@ -49,21 +47,6 @@ int mrd__clock_exec(sqlite3 *db, FILE *log, const char *sql)
         return -MRD_ERR_SQLITE;
     }
     return 0;
-}
-
-int mrd_clock_table_exists(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_ROW)
-        return 1;
-    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
 int mrd__clock_ensure_tables(sqlite3 *db, FILE *log)

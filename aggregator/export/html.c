@@ -150,7 +150,7 @@ static int pick_window(sqlite3 *db, const struct mrd_analysis *a, const struct m
                  a->worst_seq);
         return 1;
     }
-    if (a->nranks == 0 || !mrd_analyze_has_table(db, "kernels"))
+    if (a->nranks == 0 || mrd_db_has_table(db, "kernels") != 1)
         return 0;
     sqlite3_stmt *st = NULL;
     int ok = 0;
@@ -181,7 +181,7 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
     if ((rc = mrd_timebase_load(db, !a->global_timebase, &tb)) < 0)
         return rc;
     if (!pick_window(db, a, tb, &ws, &we, what, sizeof(what)) ||
-        !mrd_analyze_has_table(db, "kernels")) {
+        mrd_db_has_table(db, "kernels") != 1) {
         fputs("<p>no kernels to draw</p>\n", f);
         mrd_timebase_destroy(tb);
         return 0;

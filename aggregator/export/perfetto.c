@@ -343,7 +343,7 @@ static int run_query(struct pf *p, const char *table, const char *sql,
 {
     sqlite3_stmt *q = NULL;
     int rc;
-    if (table && !mrd_analyze_has_table(p->db, table))
+    if (table && mrd_db_has_table(p->db, table) != 1)
         return 0;
     if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
@@ -517,7 +517,7 @@ static int64_t local_origin(sqlite3 *db)
 {
     int64_t o = 0;
     sqlite3_stmt *st = NULL;
-    if (!mrd_analyze_has_table(db, "kernels"))
+    if (mrd_db_has_table(db, "kernels") != 1)
         return 0;
     if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0", -1, &st,
                            NULL) == SQLITE_OK) {
@@ -547,7 +547,7 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
         goto fail;
     }
     if ((rc = mrd_timebase_load(db, p.o->ignore_clock_models, &p.tb)) < 0 ||
-        (rc = mrd_analyze_prepare(db)) < 0)
+        (rc = mrd_db_op_intervals(db, 0)) < 0)
         goto fail;
     if (sqlite3_prepare_v2(db,
                            "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
