@@ -479,6 +479,10 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         goto fail;
     }
     a->global_timebase = mrd_timebase_is_global(tb);
+    if ((rc = mrd_timebase_origin(tb, db, &a->time_origin_ns)) < 0) {
+        mrd__analyze_sqlerr(db);
+        goto fail;
+    }
     if (!a->global_timebase)
         mrd__analyze_warn(a,
                           "%s: cross-rank times use each rank's local clock (valid only "

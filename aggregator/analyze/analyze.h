@@ -194,6 +194,9 @@ struct mrd_analysis {
     char command[512];
     int64_t world_size, anchor_realtime_ns, created_ns;
     int global_timebase; /* 1 when clock models were used */
+    /* the origin every output shows times from (mrd_timebase_origin): global ns, or local
+     * ns when global_timebase is 0; step and instance times below are absolute */
+    int64_t time_origin_ns;
     int nranks;
     struct mrd_an_rank *ranks; /* [nranks], ascending rank */
     /* aggregator-side counters */

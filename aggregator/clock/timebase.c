@@ -249,3 +249,18 @@ int64_t mrd_timebase_anchor(const struct mrd_timebase *tb)
 {
     return tb->anchor;
 }
+
+/* mrd_db_time_origin's map: 1 and *global for a rank with a model, else 0. */
+static int origin_map(void *ctx, int rank, int64_t local, int64_t *global)
+{
+    const struct mrd_timebase *tb = ctx;
+    if (!mrd_timebase_rank_fitted(tb, rank))
+        return 0;
+    *global = mrd_timebase_map(tb, rank, local);
+    return 1;
+}
+
+int mrd_timebase_origin(const struct mrd_timebase *tb, sqlite3 *db, int64_t *origin)
+{
+    return mrd_db_time_origin(db, mrd_timebase_is_global(tb), origin_map, (void *)tb, origin);
+}

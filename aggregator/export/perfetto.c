@@ -13,8 +13,8 @@
  * synchronization" threads. Slices of one thread must nest (Perfetto drops the others),
  * so the classes that may overlap are spread over lanes (see struct lanes). Flow arrows (ph s/f, id
  * per op) and args link each NCCL op to its kernel. Times: microseconds with exactly three
- * decimals, relative to the run's anchor (global) or to the earliest kernel (local clocks), printed
- * from integers.
+ * decimals, printed from integers, after the run's time origin (mrd_timebase_origin; a rank
+ * without a clock model in a global trace: after its own first kernel).
  *
  * Workload: hundreds of millions of rows stream through; memory is the track table only
  * (open addressing, MRD_EXPORT_MAX_TRACKS entries; beyond, a process's further rows go to
@@ -70,11 +70,13 @@ struct pf {
     const struct mrd_perfetto_options *o;
     struct mrd_perfetto_stats st;
     sqlite3_stmt *links; /* the NCCL ops a kernel launched, and each op's first kernel */
+    int select_none;     /* a step range that holds no step: nothing is selected */
     struct lanes lanes;  /* of the query being exported */
     uint64_t overlapped; /* slices placed over another in a full set of lanes */
     struct track *tracks;
     size_t nslots, ntracks;
     int64_t origin;
+    int64_t window_from_ns, window_to_ns; /* the options' window, or the steps' */
     int first;
 };
 
@@ -264,14 +266,24 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
     return t->tid;
 }
 
-/* 1 when [gs, ge] (global) meets the requested window (always without one). */
+/* 1 when [gs, ge] (global) meets the requested window (always without one); counts the
+ * row into the run's span (stats first_ns, last_ns) and, when selected, into selected. */
 static int in_window(struct pf *p, int rank, int64_t gs, int64_t ge)
 {
-    if (!p->o->window_to_ns)
-        return 1;
     struct track *proc = process(p, rank);
     int64_t origin = proc ? proc->origin : p->origin;
-    return ge - origin >= p->o->window_from_ns && gs - origin <= p->o->window_to_ns;
+    if (!p->st.rows || gs - origin < p->st.first_ns)
+        p->st.first_ns = gs - origin;
+    if (!p->st.rows || ge - origin > p->st.last_ns)
+        p->st.last_ns = ge - origin;
+    p->st.rows++;
+    if (p->select_none)
+        return 0;
+    if (p->window_to_ns &&
+        !(ge - origin >= p->window_from_ns && gs - origin <= p->window_to_ns))
+        return 0;
+    p->st.selected++;
+    return 1;
 }
 
 /* Writes the common head of an X (complete) event and returns 1; the caller adds args and
@@ -359,8 +371,8 @@ static int run_query(struct pf *p, const char *table, const char *sql,
 static void kernel_row(struct pf *p, sqlite3_stmt *q)
 {
     int rank = sqlite3_column_int(q, 0);
-    if (col64(q, 3) == 0 && col64(q, 4) == 0)
-        return; /* lost by CUPTI's device buffer */
+    if (!mrd_db_kernel_valid(col64(q, 3), col64(q, 4)))
+        return; /* lost by CUPTI's device buffer, or corrupt */
     if (!slice(p, rank, TR_STREAM, stream_key(q, 1, 2), "kernel", text(q, 6, "kernel"), col64(q, 3),
                col64(q, 4)))
         return;
@@ -513,19 +525,39 @@ static void api_row(struct pf *p, sqlite3_stmt *q)
             col64(q, 6));
 }
 
-static int64_t local_origin(sqlite3 *db)
+/* Turns the options' step range into a window (ns after the origin) with the analysis'
+ * own steps (NVTX step ranges, global start of the first to end of the last over ranks);
+ * a range that holds no step selects nothing. Fills stats.steps. */
+static int steps_window(struct pf *p)
 {
-    int64_t o = 0;
-    sqlite3_stmt *st = NULL;
-    if (mrd_db_has_table(db, "kernels") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0", -1, &st,
-                           NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW)
-            o = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+    struct mrd_analyze_options ao;
+    struct mrd_analysis *a = NULL;
+    int64_t from = INT64_MAX, to = INT64_MIN;
+    int rc;
+    memset(&ao, 0, sizeof(ao));
+    ao.ignore_clock_models = p->o->ignore_clock_models;
+    ao.step_name = p->o->step_name;
+    if ((rc = mrd_analyze(p->db, &ao, &a, NULL)) < 0)
+        return rc;
+    p->st.steps = (uint64_t)a->nsteps;
+    for (int i = 0; i < a->nsteps; i++) {
+        const struct mrd_an_step *st = &a->steps[i];
+        if (st->index < p->o->step_first || st->index > p->o->step_last)
+            continue;
+        from = st->start_ns < from ? st->start_ns : from;
+        to = st->end_ns > to ? st->end_ns : to;
     }
-    return o;
+    if (from > to)
+        p->select_none = 1;
+    else {
+        p->window_from_ns = from - p->origin;
+        p->window_to_ns = to - p->origin > p->window_from_ns ? to - p->origin
+                                                             : p->window_from_ns + 1;
+        if (p->window_to_ns == 0) /* 0 would mean "no window" */
+            p->window_to_ns = 1;
+    }
+    mrd_analysis_free(a);
+    return 0;
 }
 
 int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *opts,
@@ -547,7 +579,13 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
         goto fail;
     }
     if ((rc = mrd_timebase_load(db, p.o->ignore_clock_models, &p.tb)) < 0 ||
-        (rc = mrd_db_op_intervals(db, 0)) < 0)
+        (rc = mrd_timebase_origin(p.tb, db, &p.origin)) < 0)
+        goto fail;
+    p.window_from_ns = p.o->window_from_ns;
+    p.window_to_ns = p.o->window_to_ns;
+    if (p.o->by_steps && (rc = steps_window(&p)) < 0)
+        goto fail;
+    if ((rc = mrd_db_op_intervals(db, 0)) < 0)
         goto fail;
     if (sqlite3_prepare_v2(db,
                            "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
@@ -557,7 +595,6 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
         rc = -MRD_ERR_SQLITE;
         goto fail;
     }
-    p.origin = mrd_timebase_is_global(p.tb) ? mrd_timebase_anchor(p.tb) : local_origin(db);
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"meridian export\","
           "\"timebase\":",
           f);

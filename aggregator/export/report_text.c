@@ -118,6 +118,13 @@ static void section(FILE *f, const char *title)
     fprintf(f, "\n== %s\n", title);
 }
 
+/* A time of the analysis as the outputs show it: milliseconds after the time origin. */
+static const char *fmt_at(char *buf, size_t n, const struct mrd_analysis *a, int64_t t)
+{
+    snprintf(buf, n, "%.3f ms", (double)(t - a->time_origin_ns) / 1e6);
+    return buf;
+}
+
 static void print_run(FILE *f, const struct mrd_analysis *a)
 {
     char t[64];
@@ -134,6 +141,12 @@ static void print_run(FILE *f, const struct mrd_analysis *a)
             a->global_timebase ? "global (aggregator clock, aligned per rank)"
                                : "LOCAL clocks of each rank (not aligned)",
             fitted, a->nranks);
+    /* every "at" below, and the Perfetto export's times, count from this origin */
+    if (a->global_timebase)
+        mrd__report_time(t, sizeof(t), a->time_origin_ns);
+    fprintf(f, "  time origin: %s%s (%" PRId64 " ns); times \"at\" are after it\n",
+            a->global_timebase ? "" : "earliest event, local clock", a->global_timebase ? t : "",
+            a->time_origin_ns);
 }
 
 static void print_ranks(FILE *f, const struct mrd_analysis *a)
@@ -349,8 +362,10 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
             mrd_export_fmt_ns(b3, sizeof(b3), mrd__report_quantile(a, 0.9)),
             mrd_export_fmt_ns(b4, sizeof(b4), mrd__report_quantile(a, 0.99)),
             mrd_export_fmt_ns(b5, sizeof(b5), a->skew_max_ns));
-    fprintf(f, "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d\n",
-            a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank);
+    fprintf(f,
+            "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d, at %s\n",
+            a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank,
+            fmt_at(b1, sizeof(b1), a, a->worst_start_ns));
     fprintf(f, "  total wait (sum over instances of every rank's wait for the last): %s\n",
             mrd_export_fmt_ns(b1, sizeof(b1), a->cost_ns));
     fprintf(f, "  %-16s %-16s %10s %10s %12s %12s %12s\n", "communicator", "function", "instances",
@@ -423,11 +438,13 @@ static void print_steps(FILE *f, const struct mrd_analysis *a)
         fprintf(f, "  no NVTX step ranges found\n");
         return;
     }
-    fprintf(f, "  %-6s %12s %10s %12s %12s %s\n", "step", "duration", "instances", "max skew",
-            "wait cost", "worst rank (wait caused)");
+    char b5[32];
+    fprintf(f, "  %-6s %12s %12s %10s %12s %12s %s\n", "step", "at", "duration", "instances",
+            "max skew", "wait cost", "worst rank (wait caused)");
     for (int s = 0; s < a->nsteps && s < MAX_STEP_LINES; s++) {
         const struct mrd_an_step *st = &a->steps[s];
-        fprintf(f, "  %-6" PRId64 " %12s %10" PRIu64 " %12s %12s ", st->index,
+        fprintf(f, "  %-6" PRId64 " %12s %12s %10" PRIu64 " %12s %12s ", st->index,
+                fmt_at(b5, sizeof(b5), a, st->start_ns),
                 mrd_export_fmt_ns(b1, sizeof(b1), st->end_ns - st->start_ns), st->instances,
                 mrd_export_fmt_ns(b2, sizeof(b2), st->max_skew_ns),
                 mrd_export_fmt_ns(b3, sizeof(b3), st->cost_ns));
