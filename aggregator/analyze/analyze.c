@@ -134,8 +134,7 @@ static int load_run(sqlite3 *db, struct mrd_analysis *a)
     if (mrd_db_has_table(db, "runs") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
-                           "SELECT run_id, world_size, anchor_realtime_ns, created_ns, command "
-                           "FROM runs ORDER BY created_ns LIMIT 1",
+                           mrd_db_sql_run_info,
                            -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     if (sqlite3_step(st) == SQLITE_ROW) {
@@ -156,8 +155,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
     int rc;
     if (mrd_db_has_table(db, "ranks") == 1) {
         if (sqlite3_prepare_v2(db,
-                               "SELECT rank, local_rank, world_size, host, pid, goodbye "
-                               "FROM ranks ORDER BY rank",
+                               mrd_db_sql_ranks,
                                -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -180,8 +178,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
     if (mrd_db_has_table(db, "gpus") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
-                           "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
-                           "ORDER BY rank, device",
+                           mrd_db_sql_gpus,
                            -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -208,19 +205,6 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
  * batches; the warning names at most the first 3 processes (a warning is one line). */
 static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
 {
-    static const char *const with_hosts =
-        "SELECT b.rank, b.agent_instance, count(*), p.host, p.pid FROM batches b"
-        " LEFT JOIN rank_processes p ON p.rank = b.rank AND p.agent_instance = b.agent_instance"
-        " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
-        " WHERE agent_instance IS NOT NULL GROUP BY rank"
-        " HAVING count(DISTINCT agent_instance) > 1)"
-        " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
-    static const char *const without =
-        "SELECT b.rank, b.agent_instance, count(*), NULL, NULL FROM batches b"
-        " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
-        " WHERE agent_instance IS NOT NULL GROUP BY rank"
-        " HAVING count(DISTINCT agent_instance) > 1)"
-        " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
     sqlite3_stmt *st = NULL;
     char line[512], one[160];
     int rc, rank = -1, n = 0;
@@ -228,7 +212,9 @@ static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
 
     if (mrd_db_has_table(db, "batches") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_has_table(db, "rank_processes") == 1 ? with_hosts : without,
+    if (sqlite3_prepare_v2(db, mrd_db_has_table(db, "rank_processes") == 1
+                               ? mrd_db_sql_rank_processes_hosts
+                               : mrd_db_sql_rank_processes,
                            -1, &st, NULL) != SQLITE_OK)
         return 0; /* a file without batches.agent_instance (schema 1): nothing to tell */
     for (;;) {
@@ -273,7 +259,7 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
         int rc;
         if (mrd_db_has_table(db, kind_tables[k]) != 1)
             continue;
-        snprintf(sql, sizeof(sql), "SELECT rank, COUNT(*) FROM %s GROUP BY rank", kind_tables[k]);
+        snprintf(sql, sizeof(sql), mrd_db_sql_count_by_rank_fmt, kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -332,9 +318,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
     int rc;
     if (mrd_db_has_table(db, "agent_counters") == 1) {
         if (sqlite3_prepare_v2(db,
-                               "SELECT rank, category, name, value FROM agent_counters "
-                               "WHERE category IN ('captured','dropped','agent','cupti') "
-                               "ORDER BY rank, name",
+                               mrd_db_sql_agent_counters,
                                -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -357,7 +341,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
     }
     if (mrd_db_has_table(db, "aggregator_counters") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters", -1, &st, NULL) !=
+    if (sqlite3_prepare_v2(db, mrd_db_sql_aggregator_counters, -1, &st, NULL) !=
         SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -379,8 +363,7 @@ static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
     if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
-                           "SELECT rank, segment, offset_ns, drift_ppm, error_bound_ns, "
-                           "samples, method FROM clock_models ORDER BY rank, local_begin_ns",
+                           mrd_db_sql_clock_summary,
                            -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -413,10 +396,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
         return 0;
     a->clock_checked = 1;
     if (sqlite3_prepare_v2(db,
-                           "SELECT rank_a, rank_b, instances, violations_before, "
-                           "violations_after, max_violation_before_ns, max_violation_after_ns "
-                           "FROM clock_causality ORDER BY violations_before DESC, rank_a, "
-                           "rank_b",
+                           mrd_db_sql_causality_pairs,
                            -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -439,7 +419,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
         return mrd__analyze_sqlerr(db);
     if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) !=
         SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -467,7 +447,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         goto fail;
     a->world_size = -1;
     a->worst_last_rank = -1;
-    sqlite3_exec(db, "PRAGMA cache_size=-65536", NULL, NULL, NULL); /* 64 MiB page cache */
+    sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 64 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
         (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0 ||

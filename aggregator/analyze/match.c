@@ -66,7 +66,7 @@ static int load_capture_steps(sqlite3 *db, struct matcher *m)
     int rc;
     if (mrd_db_has_table(db, "windows") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT first_step, detach_step FROM main.windows", -1, &st,
+    if (sqlite3_prepare_v2(db, mrd_db_sql_window_steps, -1, &st,
                            NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -89,11 +89,7 @@ static int load_steps(sqlite3 *db, struct matcher *m)
     if (mrd_db_has_table(db, "nvtx") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
-                           "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN "
-                           "main.strings s ON s.id = n.name_id WHERE n.kind IN (1, 2) AND "
-                           "(s.value LIKE ?1 || '%' OR s.value LIKE 'ProfilerStep%' OR "
-                           "(?2 AND s.value LIKE 'train%step%')) "
-                           "ORDER BY n.rank, n.start_ns",
+                           mrd_db_sql_step_ranges,
                            -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     sqlite3_bind_text(st, 1, m->o->step_name ? m->o->step_name : "step", -1, SQLITE_STATIC);

@@ -182,16 +182,13 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
         return -ENOMEM;
     memset(names->id, 0xff, sizeof(names->id));
     names->lookup = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM main.strings WHERE id = ?1", -1,
+    if (sqlite3_prepare_v2(db, mrd_db_sql_string_by_id, -1,
                            &names->lookup, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
         goto fail;
     }
     if (sqlite3_prepare_v2(db,
-                           "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
-                           "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
-                           "k.correlation_id), k.name_id FROM main.kernels k "
-                           "WHERE k.rank = ?1 ORDER BY k.start_ns",
+                           mrd_db_sql_rank_kernels_linked,
                            -1, &q, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
         goto fail;

@@ -88,8 +88,7 @@ static int load_gpu_models(sqlite3 *db, struct gpumodels *g)
     sqlite3_stmt *st = NULL;
     int step;
     if (sqlite3_prepare_v2(db,
-                           "SELECT rank, device, slope, intercept_ns, error_bound_ns"
-                           " FROM gpu_timer_models",
+                           mrd_db_sql_gpu_model_bounds,
                            -1, &st, NULL) != SQLITE_OK)
         return 0; /* no table: channel fallback unavailable */
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -260,7 +259,7 @@ static int load_prev_shifts(sqlite3 *db, const struct cctx *c, int64_t *prev)
     int step;
     if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) !=
         SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -291,16 +290,15 @@ static int store_results(struct cctx *c, const struct solution *so, const int64_
     sqlite3_stmt *pst = NULL, *ast = NULL, *ust = NULL;
     int rc = -MRD_ERR_SQLITE;
     if ((rc = mrd__clock_exec(c->db, c->log,
-                              "DELETE FROM clock_causality; DELETE FROM clock_adjustments")))
+                              mrd_db_sql_causality_clear)))
         return rc;
     rc = -MRD_ERR_SQLITE;
-    if (sqlite3_prepare_v2(c->db, "INSERT INTO clock_causality VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
+    if (sqlite3_prepare_v2(c->db, mrd_db_sql_causality_pair_insert,
                            -1, &pst, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(c->db, "INSERT INTO clock_adjustments VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
+        sqlite3_prepare_v2(c->db, mrd_db_sql_causality_adjustment_insert,
                            -1, &ast, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(c->db,
-                           "UPDATE clock_models SET offset_ns = offset_ns + ?2"
-                           " WHERE rank = ?1",
+                           mrd_db_sql_clock_offset_shift,
                            -1, &ust, NULL) != SQLITE_OK)
         goto fail;
     for (int a = 0; a < c->n; a++) {
@@ -431,7 +429,7 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
     if (apply) {
         if ((rc = mrd__clock_ensure_tables(db, log)))
             return rc;
-        if ((rc = mrd__clock_exec(db, log, "BEGIN IMMEDIATE")))
+        if ((rc = mrd__clock_exec(db, log, mrd_db_sql_begin_immediate)))
             return rc;
         in_tx = 1;
     }
@@ -509,7 +507,7 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
             s.max_shift_ns = m;
     }
     if (apply) {
-        if ((rc = store_results(&c, &so, prev)) || (rc = mrd__clock_exec(db, log, "COMMIT")))
+        if ((rc = store_results(&c, &so, prev)) || (rc = mrd__clock_exec(db, log, mrd_db_sql_commit)))
             goto fail;
         in_tx = 0;
     }
@@ -519,7 +517,7 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
     rc = 0;
 fail:
     if (in_tx)
-        mrd__clock_exec(db, NULL, "ROLLBACK");
+        mrd__clock_exec(db, NULL, mrd_db_sql_rollback);
     cctx_free(&c);
     free(so.bound), free(so.newb), free(so.lo), free(so.hi), free(so.scale);
     free(cons);

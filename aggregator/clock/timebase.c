@@ -43,8 +43,7 @@ static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
     if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
-                           "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm "
-                           "FROM clock_models ORDER BY rank, local_begin_ns",
+                           mrd_db_sql_clock_segments,
                            -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -81,8 +80,7 @@ static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
     if (mrd_db_has_table(db, "gpu_timer_models") != 1)
         return 0;
     if (sqlite3_prepare_v2(db,
-                           "SELECT rank, device, slope, intercept_ns FROM gpu_timer_models "
-                           "ORDER BY rank, device",
+                           mrd_db_sql_gpu_models,
                            -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -118,7 +116,7 @@ int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
     if (!tb)
         goto fail;
     if (mrd_db_has_table(db, "runs") == 1 &&
-        sqlite3_prepare_v2(db, "SELECT anchor_realtime_ns FROM runs LIMIT 1", -1, &st, NULL) ==
+        sqlite3_prepare_v2(db, mrd_db_sql_run_anchor, -1, &st, NULL) ==
             SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             tb->anchor = sqlite3_column_int64(st, 0);

@@ -13,23 +13,6 @@
 #include "clock_internal.h"
 #include "error.h"
 
-/* Tables owned by the clock module (documented in aggregator/SCHEMA.md, "Clock alignment
- * results"). The indexes serve the joins of the calibration and the causality check. */
-static const char clock_tables_sql[] =
-    "CREATE TABLE IF NOT EXISTS clock_causality ("
-    " rank_a INTEGER NOT NULL, rank_b INTEGER NOT NULL, instances INTEGER NOT NULL,"
-    " violations_before INTEGER NOT NULL, violations_after INTEGER NOT NULL,"
-    " max_violation_before_ns INTEGER NOT NULL, max_violation_after_ns INTEGER NOT NULL,"
-    " feasible_lo_ns INTEGER, feasible_hi_ns INTEGER,"
-    " PRIMARY KEY (rank_a, rank_b)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS clock_adjustments ("
-    " rank INTEGER PRIMARY KEY, shift_ns INTEGER NOT NULL,"
-    " bound_before_ns INTEGER NOT NULL, bound_after_ns INTEGER NOT NULL,"
-    " feasible_lo_ns INTEGER, feasible_hi_ns INTEGER, bound_scale REAL NOT NULL,"
-    " instances INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS clock_kernels_corr ON kernels (rank, correlation_id);"
-    "CREATE INDEX IF NOT EXISTS clock_channels_op ON nccl_channels (rank, op_id);";
-
 int mrd__clock_sqlerr(sqlite3 *db, FILE *log, const char *what)
 {
     if (log)
@@ -51,7 +34,7 @@ int mrd__clock_exec(sqlite3 *db, FILE *log, const char *sql)
 
 int mrd__clock_ensure_tables(sqlite3 *db, FILE *log)
 {
-    return mrd__clock_exec(db, log, clock_tables_sql);
+    return mrd__clock_exec(db, log, mrd_db_sql_clock_tables);
 }
 
 int mrd__clock_spd_solve(double *A, double *b, int p, double *inv_diag)

@@ -51,8 +51,10 @@ int mrd_db_exec(sqlite3 *db, const char *sql);
  * by the device buffer lose both timestamps) or ends before it starts (a corrupt record
  * that would give a negative duration and a false causality violation). A start of 0
  * with a later end is a valid reading of a local clock and is kept. C code tests the same
- * with mrd_db_kernel_valid. */
-#define MRD_DB_KERNEL_VALID "(NOT (k.start_ns = 0 AND k.end_ns = 0) AND k.end_ns >= k.start_ns)"
+ * with mrd_db_kernel_valid. The unary + keeps the condition a filter: it never steers
+ * SQLite to an index on the times instead of the join's. */
+#define MRD_DB_KERNEL_VALID \
+    "(NOT (+k.start_ns = 0 AND +k.end_ns = 0) AND +k.end_ns >= +k.start_ns)"
 static inline int mrd_db_kernel_valid(int64_t start_ns, int64_t end_ns)
 {
     return !(start_ns == 0 && end_ns == 0) && end_ns >= start_ns;

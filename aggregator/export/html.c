@@ -154,7 +154,7 @@ static int pick_window(sqlite3 *db, const struct mrd_analysis *a, const struct m
         return 0;
     sqlite3_stmt *st = NULL;
     int ok = 0;
-    if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?", -1, &st,
+    if (sqlite3_prepare_v2(db, mrd_db_sql_first_kernel_of_rank, -1, &st,
                            NULL) != SQLITE_OK)
         return 0;
     sqlite3_bind_int(st, 1, a->ranks[0].rank);
@@ -187,11 +187,7 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
         return 0;
     }
     if (sqlite3_prepare_v2(db,
-                           "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l "
-                           "WHERE l.rank = k.rank AND l.correlation_id = k.correlation_id), "
-                           "s.value FROM main.kernels k LEFT JOIN main.strings s ON s.id = "
-                           "k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 AND k.start_ns < "
-                           "?3 AND k.end_ns > ?4 ORDER BY k.start_ns LIMIT ?5",
+                           mrd_db_sql_html_kernels,
                            -1, &q, NULL) != SQLITE_OK) {
         mrd_timebase_destroy(tb);
         return -MRD_ERR_SQLITE;

@@ -180,7 +180,7 @@ static int64_t rank_origin(struct pf *p, int rank, int *aligned)
         return p->origin;
     int64_t o = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db, "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?", -1, &st,
+    if (sqlite3_prepare_v2(p->db, mrd_db_sql_first_kernel_of_rank, -1, &st,
                            NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, rank);
         if (sqlite3_step(st) == SQLITE_ROW)
@@ -201,7 +201,7 @@ static struct track *process(struct pf *p, int rank)
     char name[256], host[160] = "";
     int aligned;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db, "SELECT host FROM main.ranks WHERE rank = ?", -1, &st, NULL) ==
+    if (sqlite3_prepare_v2(p->db, mrd_db_sql_rank_host, -1, &st, NULL) ==
         SQLITE_OK) {
         sqlite3_bind_int(st, 1, rank);
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
@@ -588,9 +588,7 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
     if ((rc = mrd_db_op_intervals(db, 0)) < 0)
         goto fail;
     if (sqlite3_prepare_v2(db,
-                           "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
-                           "temp.mrd_op_time t ON t.rank = l.rank AND t.op_id = l.op_id AND "
-                           "t.source = 1 WHERE l.rank = ?1 AND l.correlation_id = ?2",
+                           mrd_db_sql_kernel_ops,
                            -1, &p.links, NULL) != SQLITE_OK) {
         rc = -MRD_ERR_SQLITE;
         goto fail;
@@ -601,63 +599,37 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
     fprintf(f, "\"%s\",\"origin_ns\":%" PRId64 "},\"traceEvents\":[",
             mrd_timebase_is_global(p.tb) ? "global" : "local", p.origin);
     if ((rc = run_query(&p, "kernels",
-                        "SELECT k.rank, k.device, k.stream, k.start_ns, k.end_ns, "
-                        "k.correlation_id, s.value, k.grid_x, k.grid_y, k.grid_z, k.block_x, "
-                        "k.block_y, k.block_z, (SELECT l.op_id FROM temp.mrd_link l WHERE "
-                        "l.rank = k.rank AND l.correlation_id = k.correlation_id LIMIT 1) "
-                        "FROM main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id",
+                        mrd_db_sql_export_kernels,
                         kernel_row)) < 0 ||
 
         (rc = run_query(&p, "memcpys",
-                        "SELECT rank, device, stream, start_ns, end_ns, bytes, copy_kind "
-                        "FROM main.memcpys WHERE NOT (start_ns = 0 AND end_ns = 0)",
+                        mrd_db_sql_export_memcpys,
                         memcpy_row)) < 0 ||
         (rc = run_query(&p, "memsets",
-                        "SELECT rank, device, stream, start_ns, end_ns, bytes FROM "
-                        "main.memsets WHERE NOT (start_ns = 0 AND end_ns = 0)",
+                        mrd_db_sql_export_memsets,
                         memset_row)) < 0 ||
         (rc = run_query(&p, "graph_launches",
-                        "SELECT rank, device, stream, start_ns, end_ns, graph_id FROM "
-                        "main.graph_launches",
+                        mrd_db_sql_export_graphs,
                         graph_row)) < 0 ||
         (rc = run_query(&p, "nccl_ops",
-                        "SELECT n.rank, n.op_id, n.start_ns, n.end_ns, n.seq, f.value, "
-                        "n.count, n.bytes, d.value, a.value, pr.value, n.peer, n.channels, "
-                        "n.is_p2p, n.device, n.comm_hash, n.root, t.start_ns, t.end_ns "
-                        "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
-                        "LEFT JOIN main.strings d ON d.id = n.datatype_id LEFT JOIN "
-                        "main.strings a ON a.id = n.algo_id LEFT JOIN main.strings pr ON "
-                        "pr.id = n.proto_id LEFT JOIN temp.mrd_op_time t ON t.rank = n.rank "
-                        "AND t.op_id = n.op_id AND t.source = 1 "
-                        "ORDER BY n.rank, n.device, n.start_ns",
+                        mrd_db_sql_export_nccl_ops,
                         nccl_row)) < 0 ||
         (rc = run_query(&p, "nvtx",
-                        "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
-                        "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
-                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
-                        "WHERE n.kind <> 2",
+                        mrd_db_sql_export_nvtx,
                         nvtx_row)) < 0 ||
         (rc = run_query(&p, "nvtx",
-                        "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
-                        "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
-                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
-                        "WHERE n.kind = 2 ORDER BY n.rank, n.thread, n.start_ns",
+                        mrd_db_sql_export_nvtx_start_end,
                         nvtx_row)) < 0 ||
         (rc = run_query(&p, "mpi_calls",
-                        "SELECT m.rank, m.thread, m.start_ns, m.end_ns, s.value, m.call_id, "
-                        "m.bytes, m.peer, m.tag FROM main.mpi_calls m LEFT JOIN main.strings "
-                        "s ON s.id = m.call_id",
+                        mrd_db_sql_export_mpi,
                         mpi_row)) < 0 ||
         (rc = run_query(&p, "syncs",
-                        "SELECT rank, start_ns, end_ns, type, stream FROM main.syncs "
-                        "ORDER BY rank, start_ns",
+                        mrd_db_sql_export_syncs,
                         sync_row)) < 0)
         goto fail;
     if (p.o->include_api &&
         (rc = run_query(&p, "api_calls",
-                        "SELECT c.rank, c.thread, c.start_ns, c.end_ns, s.value, c.cbid, "
-                        "c.correlation_id FROM main.api_calls c LEFT JOIN main.strings s ON "
-                        "s.id = c.name_id",
+                        mrd_db_sql_export_api,
                         api_row)) < 0)
         goto fail;
     fputs("\n]}\n", f);
