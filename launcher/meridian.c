@@ -197,20 +197,23 @@ static int parse_steps(const char *s, int64_t *first, int64_t *last)
 static void warn_empty(const struct mrd_perfetto_options *po, const struct mrd_perfetto_stats *st)
 {
     if (po->by_steps && st->steps == 0)
-        fprintf(stderr, "meridian export: warning: --steps %lld-%lld selects no event: the run "
-                        "has no NVTX step ranges (see --step-name)\n",
+        fprintf(stderr,
+                "meridian export: warning: --steps %lld-%lld selects no event: the run "
+                "has no NVTX step ranges (see --step-name)\n",
                 (long long)po->step_first, (long long)po->step_last);
     else if (po->by_steps)
-        fprintf(stderr, "meridian export: warning: --steps %lld-%lld selects no event: the run "
-                        "has steps 0 to %llu\n",
+        fprintf(stderr,
+                "meridian export: warning: --steps %lld-%lld selects no event: the run "
+                "has steps 0 to %llu\n",
                 (long long)po->step_first, (long long)po->step_last,
                 (unsigned long long)st->steps - 1);
     else if (st->rows == 0)
         fprintf(stderr, "meridian export: warning: --window selects no event: the run has "
                         "none\n");
     else
-        fprintf(stderr, "meridian export: warning: --window %.3f:%.3f selects no event: the "
-                        "run's events lie between %.3f and %.3f ms after the time origin\n",
+        fprintf(stderr,
+                "meridian export: warning: --window %.3f:%.3f selects no event: the "
+                "run's events lie between %.3f and %.3f ms after the time origin\n",
                 (double)po->window_from_ns / 1e6, (double)po->window_to_ns / 1e6,
                 (double)st->first_ns / 1e6, (double)st->last_ns / 1e6);
 }

@@ -133,9 +133,7 @@ static int load_run(sqlite3 *db, struct mrd_analysis *a)
     sqlite3_stmt *st = NULL;
     if (mrd_db_has_table(db, "runs") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_run_info,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_run_info, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     if (sqlite3_step(st) == SQLITE_ROW) {
         copy_text(a->run_id, sizeof(a->run_id), st, 0);
@@ -154,9 +152,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
     sqlite3_stmt *st = NULL;
     int rc;
     if (mrd_db_has_table(db, "ranks") == 1) {
-        if (sqlite3_prepare_v2(db,
-                               mrd_db_sql_ranks,
-                               -1, &st, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(db, mrd_db_sql_ranks, -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
@@ -177,9 +173,7 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
     }
     if (mrd_db_has_table(db, "gpus") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_gpus,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpus, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
@@ -212,7 +206,8 @@ static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
 
     if (mrd_db_has_table(db, "batches") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_has_table(db, "rank_processes") == 1
+    if (sqlite3_prepare_v2(db,
+                           mrd_db_has_table(db, "rank_processes") == 1
                                ? mrd_db_sql_rank_processes_hosts
                                : mrd_db_sql_rank_processes,
                            -1, &st, NULL) != SQLITE_OK)
@@ -317,9 +312,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
     sqlite3_stmt *st = NULL;
     int rc;
     if (mrd_db_has_table(db, "agent_counters") == 1) {
-        if (sqlite3_prepare_v2(db,
-                               mrd_db_sql_agent_counters,
-                               -1, &st, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(db, mrd_db_sql_agent_counters, -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
@@ -341,8 +334,7 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
     }
     if (mrd_db_has_table(db, "aggregator_counters") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_aggregator_counters, -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_aggregator_counters, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -362,9 +354,7 @@ static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
     int rc;
     if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_clock_summary,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_summary, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
@@ -395,9 +385,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
     if (mrd_db_has_table(db, "clock_causality") != 1)
         return 0;
     a->clock_checked = 1;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_causality_pairs,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_causality_pairs, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         uint64_t before = (uint64_t)sqlite3_column_int64(st, 3);
@@ -419,8 +407,7 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
         return mrd__analyze_sqlerr(db);
     if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));

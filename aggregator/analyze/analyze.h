@@ -46,16 +46,16 @@
 #include "db.h"
 #include "timebase.h"
 
-#define MRD_AN_NKINDS       13   /* event tables counted per rank, see mrd_analyze_kind_name */
-#define MRD_AN_MAX_GPUS     16   /* GPUs listed per rank; more are counted in ngpus_total */
-#define MRD_AN_MAX_DROPS    16   /* drop reasons kept per rank; more are summed in "other" */
-#define MRD_AN_MAX_DEVICES  16   /* devices swept per rank; more are folded into the last */
-#define MRD_AN_MAX_STEPS    1024 /* steps broken down; later ones are counted only */
-#define MRD_AN_MAX_COLLS    64   /* (communicator, function) summaries; more into "other" */
-#define MRD_AN_MAX_WARNINGS 16
-#define MRD_AN_MAX_PAIRS    16 /* rank pairs with causality violations listed (the worst) */
-#define MRD_AN_HIST_BINS    40 /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
-#define MRD_AN_MAX_WINDOW_RANGES 8 /* window step ranges listed per rank; more are counted */
+#define MRD_AN_NKINDS            13   /* event tables counted per rank, see mrd_analyze_kind_name */
+#define MRD_AN_MAX_GPUS          16   /* GPUs listed per rank; more are counted in ngpus_total */
+#define MRD_AN_MAX_DROPS         16   /* drop reasons kept per rank; more are summed in "other" */
+#define MRD_AN_MAX_DEVICES       16   /* devices swept per rank; more are folded into the last */
+#define MRD_AN_MAX_STEPS         1024 /* steps broken down; later ones are counted only */
+#define MRD_AN_MAX_COLLS         64   /* (communicator, function) summaries; more into "other" */
+#define MRD_AN_MAX_WARNINGS      16
+#define MRD_AN_MAX_PAIRS         16 /* rank pairs with causality violations listed (the worst) */
+#define MRD_AN_HIST_BINS         40 /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
+#define MRD_AN_MAX_WINDOW_RANGES 8  /* window step ranges listed per rank; more are counted */
 
 /* How a rank's communication kernels were recognised: all through correlation, all by
  * name, or both (some NCCL-named kernels had no correlation record). */
@@ -115,11 +115,11 @@ struct mrd_an_rank {
     int64_t clock_shift_ns; /* ... by this much (clock_adjustments.shift_ns) */
     struct mrd_an_overlap ov;
     /* collectives and stragglers */
-    uint64_t instances;       /* instances this rank took part in with a timed interval */
-    uint64_t times_last;      /* instances in which it arrived last (of >= 2 timed ranks) */
-    int64_t wait_caused_ns;   /* sum of costs of those instances */
-    int64_t wait_suffered_ns; /* sum of its own waits */
-    uint64_t steps;           /* NVTX step ranges found on this rank */
+    uint64_t instances;          /* instances this rank took part in with a timed interval */
+    uint64_t times_last;         /* instances in which it arrived last (of >= 2 timed ranks) */
+    int64_t wait_caused_ns;      /* sum of costs of those instances */
+    int64_t wait_suffered_ns;    /* sum of its own waits */
+    uint64_t steps;              /* NVTX step ranges found on this rank */
     struct mrd_an_wait in_steps; /* the four above over instances within the steps */
     /* the agent's own cost (agent_counters, categories agent and cupti): its NVTX and NCCL
      * callbacks sampled one in 64 and the time they took, CUPTI's own overhead records */

@@ -29,8 +29,8 @@
 
 struct step_list {
     int n;
-    int64_t *start, *end; /* local clock, ascending, non-overlapping; the first n */
-    int any;              /* step ranges seen, also past MRD_AN_MAX_STEPS: */
+    int64_t *start, *end;          /* local clock, ascending, non-overlapping; the first n */
+    int any;                       /* step ranges seen, also past MRD_AN_MAX_STEPS: */
     int64_t first_start, last_end; /* ... the span from the first to the last */
 };
 
@@ -45,9 +45,9 @@ struct matcher {
     struct mrd_analysis *a;
     const struct mrd_timebase *tb;
     const struct mrd_analyze_options *o;
-    struct step_list *steps; /* [a->nranks] */
+    struct step_list *steps;                /* [a->nranks] */
     uint8_t capture_step[MRD_AN_MAX_STEPS]; /* MRD_AN_ATTACH | MRD_AN_DETACH, per step */
-    int64_t *cell_caused;    /* [nsteps * nranks] or NULL */
+    int64_t *cell_caused;                   /* [nsteps * nranks] or NULL */
     struct row *rows;
     int nrows, cap_rows, comm_nranks, nfound, dup_rows, overflow_rows;
     uint64_t comm_hash, seq;
@@ -66,8 +66,7 @@ static int load_capture_steps(sqlite3 *db, struct matcher *m)
     int rc;
     if (mrd_db_has_table(db, "windows") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_window_steps, -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_window_steps, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         for (int c = 0; c < 2; c++) {
@@ -88,9 +87,7 @@ static int load_steps(sqlite3 *db, struct matcher *m)
     int rc;
     if (mrd_db_has_table(db, "nvtx") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_step_ranges,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_step_ranges, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     sqlite3_bind_text(st, 1, m->o->step_name ? m->o->step_name : "step", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, m->o->step_name == NULL);
@@ -285,8 +282,8 @@ static void flush_instance(struct matcher *m)
     /* the step: the last arriver's, else the first row found inside a step */
     in.step = step_of(&m->steps[li], m->rows[last].lstart);
     for (int i = 0; in.step < 0 && i < m->nrows; i++)
-        in.step = step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
-                          m->rows[i].lstart);
+        in.step =
+            step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks], m->rows[i].lstart);
     int scoped = in.step >= 0 || within_steps(&m->steps[li], m->rows[last].lstart);
     for (int i = 0; !scoped && i < m->nrows; i++)
         scoped = within_steps(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],

@@ -131,8 +131,7 @@ static int domain_id(struct derive *d, int64_t *id)
     int rc;
     if (mrd_db_has_table(d->db, "nvtx") != 1 || mrd_db_has_table(d->db, "strings") != 1)
         return 0;
-    if (sqlite3_prepare_v2(d->db, mrd_db_sql_string_id, -1, &q, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(d->db, mrd_db_sql_string_id, -1, &q, NULL) != SQLITE_OK)
         return sqlerr(d, "looking up the window domain");
     sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
     rc = sqlite3_step(q);
@@ -221,17 +220,11 @@ static int one_record(struct derive *d, int *last_rank)
 static int fill(struct derive *d, int64_t domain)
 {
     int rc, step, last_rank = -1;
-    if (sqlite3_prepare_v2(d->db,
-                           mrd_db_sql_window_records,
-                           -1, &d->sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(d->db,
-                           mrd_db_sql_window_insert,
-                           -1, &d->ins, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(d->db, mrd_db_sql_window_records, -1, &d->sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(d->db, mrd_db_sql_window_insert, -1, &d->ins, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
     if (mrd_db_has_table(d->db, "kernels") == 1 &&
-        sqlite3_prepare_v2(d->db,
-                           mrd_db_sql_kernels_in_interval,
-                           -1, &d->kern, NULL) != SQLITE_OK)
+        sqlite3_prepare_v2(d->db, mrd_db_sql_kernels_in_interval, -1, &d->kern, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
     sqlite3_bind_int64(d->sel, 1, domain);
     while ((step = sqlite3_step(d->sel)) == SQLITE_ROW)
@@ -339,12 +332,8 @@ static int medians(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *qa = NULL, *qd = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_window_attach_nth,
-                           -1, &qa, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           mrd_db_sql_window_detach_nth,
-                           -1, &qd, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_window_attach_nth, -1, &qa, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_window_detach_nth, -1, &qd, NULL) != SQLITE_OK)
         rc = mrd__analyze_sqlerr(db);
     for (int i = 0; rc == 0 && i < a->nwindow_ranks; i++) {
         struct mrd_an_windows *w = &a->windows[i];
@@ -379,9 +368,7 @@ int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)
         warn_not_derived(db, a);
         return 0;
     }
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_windows_list,
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_windows_list, -1, &q, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         struct mrd_an_windows *w = summary(a, sqlite3_column_int(q, 0), &cap);

@@ -87,9 +87,7 @@ static int load_gpu_models(sqlite3 *db, struct gpumodels *g)
 {
     sqlite3_stmt *st = NULL;
     int step;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_gpu_model_bounds,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_model_bounds, -1, &st, NULL) != SQLITE_OK)
         return 0; /* no table: channel fallback unavailable */
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_gpu_timer_model *p = realloc(g->m, sizeof(*p) * (g->n + 1));
@@ -237,7 +235,8 @@ static int run_pass(struct cctx *c, int pass)
             check_instance(c, pass);
             c->nmem = 0;
             kh = h, ks = s, kf = f, have = 1;
-            c->order = mrd_clock_coll_order((const char *)sqlite3_column_text(st, MRD_DB_INST_FUNC));
+            c->order =
+                mrd_clock_coll_order((const char *)sqlite3_column_text(st, MRD_DB_INST_FUNC));
         }
         if ((rc = add_member(c, st)))
             goto fail;
@@ -259,8 +258,7 @@ static int load_prev_shifts(sqlite3 *db, const struct cctx *c, int64_t *prev)
     int step;
     if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         int rank = sqlite3_column_int(st, 0);
@@ -289,17 +287,13 @@ static int store_results(struct cctx *c, const struct solution *so, const int64_
 {
     sqlite3_stmt *pst = NULL, *ast = NULL, *ust = NULL;
     int rc = -MRD_ERR_SQLITE;
-    if ((rc = mrd__clock_exec(c->db, c->log,
-                              mrd_db_sql_causality_clear)))
+    if ((rc = mrd__clock_exec(c->db, c->log, mrd_db_sql_causality_clear)))
         return rc;
     rc = -MRD_ERR_SQLITE;
-    if (sqlite3_prepare_v2(c->db, mrd_db_sql_causality_pair_insert,
-                           -1, &pst, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(c->db, mrd_db_sql_causality_adjustment_insert,
-                           -1, &ast, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(c->db,
-                           mrd_db_sql_clock_offset_shift,
-                           -1, &ust, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(c->db, mrd_db_sql_causality_pair_insert, -1, &pst, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(c->db, mrd_db_sql_causality_adjustment_insert, -1, &ast, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(c->db, mrd_db_sql_clock_offset_shift, -1, &ust, NULL) != SQLITE_OK)
         goto fail;
     for (int a = 0; a < c->n; a++) {
         uint64_t inst_r = 0;
@@ -507,7 +501,8 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
             s.max_shift_ns = m;
     }
     if (apply) {
-        if ((rc = store_results(&c, &so, prev)) || (rc = mrd__clock_exec(db, log, mrd_db_sql_commit)))
+        if ((rc = store_results(&c, &so, prev)) ||
+            (rc = mrd__clock_exec(db, log, mrd_db_sql_commit)))
             goto fail;
         in_tx = 0;
     }

@@ -79,14 +79,9 @@ int mrd_clock_fit_db(sqlite3 *db, const struct mrd_clock_fit_options *o, FILE *l
     int rc, step, cur = -1, fitted = 0, in_tx = 0;
     if ((rc = mrd__clock_ensure_tables(db, log)))
         return rc;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_clock_probes,
-                           -1, &sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, mrd_db_sql_clock_model_delete, -1, &del, NULL) !=
-            SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           mrd_db_sql_clock_model_insert,
-                           -1, &ins, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_probes, -1, &sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_clock_model_delete, -1, &del, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_clock_model_insert, -1, &ins, NULL) != SQLITE_OK) {
         rc = mrd__clock_sqlerr(db, log, "prepare");
         goto fail;
     }

@@ -259,9 +259,7 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
         rc = -ENOMEM;
         goto fail;
     }
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_gpu_model_insert,
-                           -1, &ins, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_model_insert, -1, &ins, NULL) != SQLITE_OK) {
         rc = mrd__clock_sqlerr(db, log, "prepare");
         goto fail;
     }

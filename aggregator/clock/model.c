@@ -125,9 +125,7 @@ int mrd_clock_models_load(sqlite3 *db, struct mrd_clock_models **out)
         rc = -ENOMEM;
         goto fail;
     }
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_clock_models_all,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_models_all, -1, &st, NULL) != SQLITE_OK)
         goto sqlfail;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_clock_segment s = {

@@ -42,9 +42,7 @@ static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
     int rc;
     if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_clock_segments,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_segments, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (tb->nseg == cap) {
@@ -79,9 +77,7 @@ static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
     int rc;
     if (mrd_db_has_table(db, "gpu_timer_models") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_gpu_models,
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_models, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (tb->ngpu == cap) {
@@ -116,8 +112,7 @@ int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
     if (!tb)
         goto fail;
     if (mrd_db_has_table(db, "runs") == 1 &&
-        sqlite3_prepare_v2(db, mrd_db_sql_run_anchor, -1, &st, NULL) ==
-            SQLITE_OK) {
+        sqlite3_prepare_v2(db, mrd_db_sql_run_anchor, -1, &st, NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             tb->anchor = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);

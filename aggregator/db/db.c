@@ -122,8 +122,8 @@ static const char *const event_tables[] = {"kernels", "memcpys",   "memsets",
                                            "nvtx",    "nccl_ops",  "mpi_calls"};
 
 int mrd_db_time_origin(sqlite3 *db, int have_models,
-                       int (*map)(void *ctx, int rank, int64_t local, int64_t *global),
-                       void *ctx, int64_t *origin)
+                       int (*map)(void *ctx, int rank, int64_t local, int64_t *global), void *ctx,
+                       int64_t *origin)
 {
     int64_t anchor = 0, t1 = 0, best = 0;
     int have_anchor = 0, have_t1 = 0, have_best = 0, rc;

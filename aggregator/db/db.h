@@ -53,8 +53,7 @@ int mrd_db_exec(sqlite3 *db, const char *sql);
  * with a later end is a valid reading of a local clock and is kept. C code tests the same
  * with mrd_db_kernel_valid. The unary + keeps the condition a filter: it never steers
  * SQLite to an index on the times instead of the join's. */
-#define MRD_DB_KERNEL_VALID \
-    "(NOT (+k.start_ns = 0 AND +k.end_ns = 0) AND +k.end_ns >= +k.start_ns)"
+#define MRD_DB_KERNEL_VALID "(NOT (+k.start_ns = 0 AND +k.end_ns = 0) AND +k.end_ns >= +k.start_ns)"
 static inline int mrd_db_kernel_valid(int64_t start_ns, int64_t end_ns)
 {
     return !(start_ns == 0 && end_ns == 0) && end_ns >= start_ns;
@@ -112,7 +111,7 @@ enum mrd_db_inst_col {
  * time is a start_ns > 0 of an event table (kernels also by MRD_DB_KERNEL_VALID).
  * Returns 0 and *origin (0 for an empty database) or -MRD_ERR_SQLITE. */
 int mrd_db_time_origin(sqlite3 *db, int have_models,
-                       int (*map)(void *ctx, int rank, int64_t local, int64_t *global),
-                       void *ctx, int64_t *origin);
+                       int (*map)(void *ctx, int rank, int64_t local, int64_t *global), void *ctx,
+                       int64_t *origin);
 
 #endif

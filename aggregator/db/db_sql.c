@@ -58,19 +58,18 @@ const char mrd_db_sql_instances[] =
     "ON s.id = n.func_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
     "ORDER BY n.comm_hash, n.seq, n.func_id, n.rank, n.op_id";
 
-const char mrd_db_sql_no_instances[] =
-    "SELECT 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0 WHERE 0";
+const char mrd_db_sql_no_instances[] = "SELECT 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0 WHERE 0";
 
 const char mrd_db_sql_run_anchor[] =
     "SELECT anchor_realtime_ns FROM main.runs ORDER BY created_ns LIMIT 1";
 
 const char mrd_db_sql_first_probe[] = "SELECT MIN(t1) FROM main.clock_samples";
 
-#define FIRST_EVENT(table) \
+#define FIRST_EVENT(table)                                                                         \
     "SELECT rank, MIN(start_ns) FROM main." table " WHERE start_ns > 0 GROUP BY rank"
 const char *const mrd_db_sql_first_event[9] = {
-    "SELECT k.rank, MIN(k.start_ns) FROM main.kernels k WHERE k.start_ns > 0 AND "
-    MRD_DB_KERNEL_VALID " GROUP BY k.rank",
+    "SELECT k.rank, MIN(k.start_ns) FROM main.kernels k WHERE k.start_ns > 0 "
+    "AND " MRD_DB_KERNEL_VALID " GROUP BY k.rank",
     FIRST_EVENT("memcpys"),
     FIRST_EVENT("memsets"),
     FIRST_EVENT("syncs"),
@@ -112,24 +111,19 @@ const char mrd_db_sql_run_info[] =
     "SELECT run_id, world_size, anchor_realtime_ns, created_ns, command "
     "FROM runs ORDER BY created_ns LIMIT 1";
 
-const char mrd_db_sql_ranks[] =
-    "SELECT rank, local_rank, world_size, host, pid, goodbye "
-    "FROM ranks ORDER BY rank";
+const char mrd_db_sql_ranks[] = "SELECT rank, local_rank, world_size, host, pid, goodbye "
+                                "FROM ranks ORDER BY rank";
 
-const char mrd_db_sql_gpus[] =
-    "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
-    "ORDER BY rank, device";
+const char mrd_db_sql_gpus[] = "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
+                               "ORDER BY rank, device";
 
-const char mrd_db_sql_count_by_rank_fmt[] =
-    "SELECT rank, COUNT(*) FROM %s GROUP BY rank";
+const char mrd_db_sql_count_by_rank_fmt[] = "SELECT rank, COUNT(*) FROM %s GROUP BY rank";
 
-const char mrd_db_sql_agent_counters[] =
-    "SELECT rank, category, name, value FROM agent_counters "
-    "WHERE category IN ('captured','dropped','agent','cupti') "
-    "ORDER BY rank, name";
+const char mrd_db_sql_agent_counters[] = "SELECT rank, category, name, value FROM agent_counters "
+                                         "WHERE category IN ('captured','dropped','agent','cupti') "
+                                         "ORDER BY rank, name";
 
-const char mrd_db_sql_aggregator_counters[] =
-    "SELECT name, value FROM aggregator_counters";
+const char mrd_db_sql_aggregator_counters[] = "SELECT name, value FROM aggregator_counters";
 
 const char mrd_db_sql_clock_summary[] =
     "SELECT rank, segment, offset_ns, drift_ppm, error_bound_ns, "
@@ -141,14 +135,11 @@ const char mrd_db_sql_causality_pairs[] =
     "FROM clock_causality ORDER BY violations_before DESC, rank_a, "
     "rank_b";
 
-const char mrd_db_sql_clock_shifts[] =
-    "SELECT rank, shift_ns FROM clock_adjustments";
+const char mrd_db_sql_clock_shifts[] = "SELECT rank, shift_ns FROM clock_adjustments";
 
-const char mrd_db_sql_analysis_cache_size[] =
-    "PRAGMA cache_size=-65536";
+const char mrd_db_sql_analysis_cache_size[] = "PRAGMA cache_size=-65536";
 
-const char mrd_db_sql_window_steps[] =
-    "SELECT first_step, detach_step FROM main.windows";
+const char mrd_db_sql_window_steps[] = "SELECT first_step, detach_step FROM main.windows";
 
 const char mrd_db_sql_step_ranges[] =
     "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN "
@@ -157,8 +148,7 @@ const char mrd_db_sql_step_ranges[] =
     "(?2 AND s.value LIKE 'train%step%')) "
     "ORDER BY n.rank, n.start_ns";
 
-const char mrd_db_sql_string_by_id[] =
-    "SELECT value FROM main.strings WHERE id = ?1";
+const char mrd_db_sql_string_by_id[] = "SELECT value FROM main.strings WHERE id = ?1";
 
 const char mrd_db_sql_rank_kernels_linked[] =
     "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
@@ -166,8 +156,7 @@ const char mrd_db_sql_rank_kernels_linked[] =
     "k.correlation_id), k.name_id FROM main.kernels k "
     "WHERE k.rank = ?1 ORDER BY k.start_ns";
 
-const char mrd_db_sql_string_id[] =
-    "SELECT id FROM strings WHERE value = ?1";
+const char mrd_db_sql_string_id[] = "SELECT id FROM strings WHERE value = ?1";
 
 const char mrd_db_sql_window_records[] =
     "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM nvtx n "
@@ -183,14 +172,11 @@ const char mrd_db_sql_kernels_in_interval[] =
     "SELECT start_ns FROM kernels WHERE rank = ?1 AND start_ns >= ?2 "
     "AND start_ns <= ?3";
 
-const char mrd_db_sql_begin_immediate[] =
-    "BEGIN IMMEDIATE";
+const char mrd_db_sql_begin_immediate[] = "BEGIN IMMEDIATE";
 
-const char mrd_db_sql_commit[] =
-    "COMMIT";
+const char mrd_db_sql_commit[] = "COMMIT";
 
-const char mrd_db_sql_rollback[] =
-    "ROLLBACK";
+const char mrd_db_sql_rollback[] = "ROLLBACK";
 
 const char mrd_db_sql_window_attach_nth[] =
     "SELECT attach_ns FROM windows WHERE rank = ?1 ORDER BY attach_ns "
@@ -200,8 +186,7 @@ const char mrd_db_sql_window_detach_nth[] =
     "SELECT detach_ns FROM windows WHERE rank = ?1 AND detach_ns IS NOT "
     "NULL ORDER BY detach_ns LIMIT ?2 OFFSET ?3";
 
-const char mrd_db_sql_string_exists[] =
-    "SELECT 1 FROM strings WHERE value = ?1";
+const char mrd_db_sql_string_exists[] = "SELECT 1 FROM strings WHERE value = ?1";
 
 const char mrd_db_sql_windows_list[] =
     "SELECT rank, first_step, last_step, detach_ns IS NULL, kernels "
@@ -236,8 +221,7 @@ const char mrd_db_sql_gpu_kernel_brackets[] =
     " CROSS JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
     " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
     " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
-    "   AND " MRD_DB_KERNEL_VALID
-    " GROUP BY k.rank, k.correlation_id, k.start_ns";
+    "   AND " MRD_DB_KERNEL_VALID " GROUP BY k.rank, k.correlation_id, k.start_ns";
 
 const char mrd_db_sql_gpu_model_bounds[] =
     "SELECT rank, device, slope, intercept_ns, error_bound_ns"
@@ -252,35 +236,29 @@ const char mrd_db_sql_causality_pair_insert[] =
 const char mrd_db_sql_causality_adjustment_insert[] =
     "INSERT INTO clock_adjustments VALUES (?1,?2,?3,?4,?5,?6,?7,?8)";
 
-const char mrd_db_sql_clock_offset_shift[] =
-    "UPDATE clock_models SET offset_ns = offset_ns + ?2"
-    " WHERE rank = ?1";
+const char mrd_db_sql_clock_offset_shift[] = "UPDATE clock_models SET offset_ns = offset_ns + ?2"
+                                             " WHERE rank = ?1";
 
-const char mrd_db_sql_clock_probes[] =
-    "SELECT rank, t0, t1, t2, t3 FROM clock_samples"
-    " ORDER BY rank, t0";
+const char mrd_db_sql_clock_probes[] = "SELECT rank, t0, t1, t2, t3 FROM clock_samples"
+                                       " ORDER BY rank, t0";
 
-const char mrd_db_sql_clock_model_delete[] =
-    "DELETE FROM clock_models WHERE rank = ?1";
+const char mrd_db_sql_clock_model_delete[] = "DELETE FROM clock_models WHERE rank = ?1";
 
 const char mrd_db_sql_clock_model_insert[] =
     "INSERT INTO clock_models (rank, segment, local_begin_ns,"
     " local_end_ns, offset_ns, drift_ppm, error_bound_ns, samples,"
     " method) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)";
 
-const char mrd_db_sql_clock_fit_commit[] =
-    "DELETE FROM clock_adjustments; COMMIT";
+const char mrd_db_sql_clock_fit_commit[] = "DELETE FROM clock_adjustments; COMMIT";
 
 const char mrd_db_sql_gpu_model_insert[] =
     "INSERT OR REPLACE INTO gpu_timer_models (rank, device, slope,"
     " intercept_ns, error_bound_ns, samples, method)"
     " VALUES (?1,?2,?3,?4,?5,?6,?7)";
 
-const char mrd_db_sql_gpu_models_begin[] =
-    "BEGIN IMMEDIATE; DELETE FROM gpu_timer_models";
+const char mrd_db_sql_gpu_models_begin[] = "BEGIN IMMEDIATE; DELETE FROM gpu_timer_models";
 
-const char mrd_db_sql_clock_models_max_rank[] =
-    "SELECT max(rank) FROM clock_models";
+const char mrd_db_sql_clock_models_max_rank[] = "SELECT max(rank) FROM clock_models";
 
 const char mrd_db_sql_clock_models_all[] =
     "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm,"
@@ -307,8 +285,7 @@ const char mrd_db_sql_html_kernels[] =
     "k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 AND k.start_ns < "
     "?3 AND k.end_ns > ?4 ORDER BY k.start_ns LIMIT ?5";
 
-const char mrd_db_sql_rank_host[] =
-    "SELECT host FROM main.ranks WHERE rank = ?";
+const char mrd_db_sql_rank_host[] = "SELECT host FROM main.ranks WHERE rank = ?";
 
 const char mrd_db_sql_kernel_ops[] =
     "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
@@ -373,24 +350,21 @@ const char mrd_db_sql_export_api[] =
 
 /* ---- the store's connection setup and schema checks (aggregator/store) ------------------- */
 
-const char mrd_db_sql_store_pragmas[] =
-    "PRAGMA journal_mode=WAL;\n"
-    "PRAGMA synchronous=NORMAL;\n"
-    "PRAGMA temp_store=MEMORY;\n"
-    "PRAGMA cache_size=-65536;\n"
-    "PRAGMA wal_autocheckpoint=16384;\n"
-    "PRAGMA busy_timeout=10000;\n";
+const char mrd_db_sql_store_pragmas[] = "PRAGMA journal_mode=WAL;\n"
+                                        "PRAGMA synchronous=NORMAL;\n"
+                                        "PRAGMA temp_store=MEMORY;\n"
+                                        "PRAGMA cache_size=-65536;\n"
+                                        "PRAGMA wal_autocheckpoint=16384;\n"
+                                        "PRAGMA busy_timeout=10000;\n";
 
-const char mrd_db_sql_conn_pragmas[] =
-    "PRAGMA synchronous=NORMAL;\n"
-    "PRAGMA temp_store=MEMORY;\n"
-    "PRAGMA cache_size=-65536;\n"
-    "PRAGMA wal_autocheckpoint=16384;\n"
-    "PRAGMA busy_timeout=10000;\n";
+const char mrd_db_sql_conn_pragmas[] = "PRAGMA synchronous=NORMAL;\n"
+                                       "PRAGMA temp_store=MEMORY;\n"
+                                       "PRAGMA cache_size=-65536;\n"
+                                       "PRAGMA wal_autocheckpoint=16384;\n"
+                                       "PRAGMA busy_timeout=10000;\n";
 
-const char mrd_db_sql_store_v2_layout[] =
-    "SELECT count(*) FROM pragma_table_info('rank_strings')"
-    " WHERE name = 'agent_instance'";
+const char mrd_db_sql_store_v2_layout[] = "SELECT count(*) FROM pragma_table_info('rank_strings')"
+                                          " WHERE name = 'agent_instance'";
 
 const char mrd_db_sql_store_migrate_v1_v2[] =
     "ALTER TABLE batches ADD COLUMN agent_instance INTEGER;"
@@ -404,23 +378,18 @@ const char mrd_db_sql_store_migrate_v1_v2[] =
     " FROM rank_strings_v1 o LEFT JOIN ranks r ON r.rank = o.rank;"
     "DROP TABLE rank_strings_v1;";
 
-const char mrd_db_sql_run_count[] =
-    "SELECT count(*) FROM runs";
+const char mrd_db_sql_run_count[] = "SELECT count(*) FROM runs";
 
-const char mrd_db_sql_run_id[] =
-    "SELECT run_id FROM runs";
+const char mrd_db_sql_run_id[] = "SELECT run_id FROM runs";
 
-const char mrd_db_sql_begin[] =
-    "BEGIN";
+const char mrd_db_sql_begin[] = "BEGIN";
 
-const char mrd_db_sql_run_insert[] =
-    "INSERT INTO runs(run_id, shard_id, anchor_realtime_ns,"
-    " anchor_monotonic_ns, boot_id, created_ns, command)"
-    " VALUES(?1,?2,?3,?4,?5,?3,?6)";
+const char mrd_db_sql_run_insert[] = "INSERT INTO runs(run_id, shard_id, anchor_realtime_ns,"
+                                     " anchor_monotonic_ns, boot_id, created_ns, command)"
+                                     " VALUES(?1,?2,?3,?4,?5,?3,?6)";
 
-const char mrd_db_sql_run_anchors[] =
-    "SELECT run_id, anchor_realtime_ns, anchor_monotonic_ns,"
-    " coalesce(boot_id, '') FROM runs";
+const char mrd_db_sql_run_anchors[] = "SELECT run_id, anchor_realtime_ns, anchor_monotonic_ns,"
+                                      " coalesce(boot_id, '') FROM runs";
 
 const char mrd_db_sql_run_reanchor_fmt[] =
     "UPDATE runs SET anchor_realtime_ns = %lld, anchor_monotonic_ns = %lld,"
@@ -437,34 +406,26 @@ const char mrd_db_sql_schema_user_tables[] =
     "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
     " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'";
 
-const char mrd_db_sql_schema_version_rows[] =
-    "SELECT count(*) FROM schema_version";
+const char mrd_db_sql_schema_version_rows[] = "SELECT count(*) FROM schema_version";
 
-const char mrd_db_sql_schema_version_odd_rows[] =
-    "SELECT count(*) FROM schema_version"
-    " WHERE typeof(version) != 'integer'";
+const char mrd_db_sql_schema_version_odd_rows[] = "SELECT count(*) FROM schema_version"
+                                                  " WHERE typeof(version) != 'integer'";
 
-const char mrd_db_sql_schema_version_odd[] =
-    "SELECT quote(version) FROM schema_version"
-    " WHERE typeof(version) != 'integer'";
+const char mrd_db_sql_schema_version_odd[] = "SELECT quote(version) FROM schema_version"
+                                             " WHERE typeof(version) != 'integer'";
 
-const char mrd_db_sql_schema_version_max[] =
-    "SELECT max(version) FROM schema_version";
+const char mrd_db_sql_schema_version_max[] = "SELECT max(version) FROM schema_version";
 
 const char mrd_db_sql_schema_has_runs[] =
     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'";
 
-const char mrd_db_sql_sync_full[] =
-    "PRAGMA synchronous=FULL";
+const char mrd_db_sql_sync_full[] = "PRAGMA synchronous=FULL";
 
-const char mrd_db_sql_wal[] =
-    "PRAGMA journal_mode=WAL";
+const char mrd_db_sql_wal[] = "PRAGMA journal_mode=WAL";
 
 /* ---- the CLI (launcher/finalize.c, launcher/profile.c) ----------------------------------- */
 
-const char mrd_db_sql_run_command_set[] =
-    "UPDATE runs SET command = ?1 WHERE command IS NULL OR "
-    "command = ''";
+const char mrd_db_sql_run_command_set[] = "UPDATE runs SET command = ?1 WHERE command IS NULL OR "
+                                          "command = ''";
 
-const char mrd_db_sql_schema_read[] =
-    "SELECT count(*) FROM sqlite_master";
+const char mrd_db_sql_schema_read[] = "SELECT count(*) FROM sqlite_master";

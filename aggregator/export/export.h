@@ -3,7 +3,7 @@
  *
  * Where it sits: the last stage; consumes struct mrd_analysis (aggregator/analyze) and, for
  * the HTML timeline and the trace, streams rows from the database again (the TEMP helper
- * tables of mrd_analyze_prepare are reused on the same connection).
+ * tables of mrd_db_op_intervals are reused on the same connection).
  *
  * Workload: the text/JSON outputs are proportional to ranks and steps. The HTML timeline
  * draws at most MRD_EXPORT_HTML_MAX_RANKS ranks and MRD_EXPORT_HTML_MAX_KERNELS kernels per

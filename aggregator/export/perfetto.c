@@ -2,7 +2,7 @@
  *
  * Where it sits: export stage; streams the event tables of the database once each (no
  * ordering needed: trace viewers sort), maps every timestamp into the global timebase
- * (aggregator/analyze/timebase.h) and writes one JSON object per row.
+ * (aggregator/clock/timebase.h) and writes one JSON object per row.
  *
  * Layout: pid = rank + 1 (named "rank N (host)"; pid 0 is avoided because some importers
  * treat it as the idle process), one thread per (GPU, stream) for kernels, memcpy and
@@ -180,8 +180,7 @@ static int64_t rank_origin(struct pf *p, int rank, int *aligned)
         return p->origin;
     int64_t o = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db, mrd_db_sql_first_kernel_of_rank, -1, &st,
-                           NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(p->db, mrd_db_sql_first_kernel_of_rank, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, rank);
         if (sqlite3_step(st) == SQLITE_ROW)
             o = sqlite3_column_int64(st, 0);
@@ -201,8 +200,7 @@ static struct track *process(struct pf *p, int rank)
     char name[256], host[160] = "";
     int aligned;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db, mrd_db_sql_rank_host, -1, &st, NULL) ==
-        SQLITE_OK) {
+    if (sqlite3_prepare_v2(p->db, mrd_db_sql_rank_host, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, rank);
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
             snprintf(host, sizeof(host), "%s", (const char *)sqlite3_column_text(st, 0));
@@ -279,8 +277,7 @@ static int in_window(struct pf *p, int rank, int64_t gs, int64_t ge)
     p->st.rows++;
     if (p->select_none)
         return 0;
-    if (p->window_to_ns &&
-        !(ge - origin >= p->window_from_ns && gs - origin <= p->window_to_ns))
+    if (p->window_to_ns && !(ge - origin >= p->window_from_ns && gs - origin <= p->window_to_ns))
         return 0;
     p->st.selected++;
     return 1;
@@ -551,8 +548,8 @@ static int steps_window(struct pf *p)
         p->select_none = 1;
     else {
         p->window_from_ns = from - p->origin;
-        p->window_to_ns = to - p->origin > p->window_from_ns ? to - p->origin
-                                                             : p->window_from_ns + 1;
+        p->window_to_ns =
+            to - p->origin > p->window_from_ns ? to - p->origin : p->window_from_ns + 1;
         if (p->window_to_ns == 0) /* 0 would mean "no window" */
             p->window_to_ns = 1;
     }
@@ -587,9 +584,7 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
         goto fail;
     if ((rc = mrd_db_op_intervals(db, 0)) < 0)
         goto fail;
-    if (sqlite3_prepare_v2(db,
-                           mrd_db_sql_kernel_ops,
-                           -1, &p.links, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_kernel_ops, -1, &p.links, NULL) != SQLITE_OK) {
         rc = -MRD_ERR_SQLITE;
         goto fail;
     }
@@ -598,39 +593,18 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
           f);
     fprintf(f, "\"%s\",\"origin_ns\":%" PRId64 "},\"traceEvents\":[",
             mrd_timebase_is_global(p.tb) ? "global" : "local", p.origin);
-    if ((rc = run_query(&p, "kernels",
-                        mrd_db_sql_export_kernels,
-                        kernel_row)) < 0 ||
+    if ((rc = run_query(&p, "kernels", mrd_db_sql_export_kernels, kernel_row)) < 0 ||
 
-        (rc = run_query(&p, "memcpys",
-                        mrd_db_sql_export_memcpys,
-                        memcpy_row)) < 0 ||
-        (rc = run_query(&p, "memsets",
-                        mrd_db_sql_export_memsets,
-                        memset_row)) < 0 ||
-        (rc = run_query(&p, "graph_launches",
-                        mrd_db_sql_export_graphs,
-                        graph_row)) < 0 ||
-        (rc = run_query(&p, "nccl_ops",
-                        mrd_db_sql_export_nccl_ops,
-                        nccl_row)) < 0 ||
-        (rc = run_query(&p, "nvtx",
-                        mrd_db_sql_export_nvtx,
-                        nvtx_row)) < 0 ||
-        (rc = run_query(&p, "nvtx",
-                        mrd_db_sql_export_nvtx_start_end,
-                        nvtx_row)) < 0 ||
-        (rc = run_query(&p, "mpi_calls",
-                        mrd_db_sql_export_mpi,
-                        mpi_row)) < 0 ||
-        (rc = run_query(&p, "syncs",
-                        mrd_db_sql_export_syncs,
-                        sync_row)) < 0)
+        (rc = run_query(&p, "memcpys", mrd_db_sql_export_memcpys, memcpy_row)) < 0 ||
+        (rc = run_query(&p, "memsets", mrd_db_sql_export_memsets, memset_row)) < 0 ||
+        (rc = run_query(&p, "graph_launches", mrd_db_sql_export_graphs, graph_row)) < 0 ||
+        (rc = run_query(&p, "nccl_ops", mrd_db_sql_export_nccl_ops, nccl_row)) < 0 ||
+        (rc = run_query(&p, "nvtx", mrd_db_sql_export_nvtx, nvtx_row)) < 0 ||
+        (rc = run_query(&p, "nvtx", mrd_db_sql_export_nvtx_start_end, nvtx_row)) < 0 ||
+        (rc = run_query(&p, "mpi_calls", mrd_db_sql_export_mpi, mpi_row)) < 0 ||
+        (rc = run_query(&p, "syncs", mrd_db_sql_export_syncs, sync_row)) < 0)
         goto fail;
-    if (p.o->include_api &&
-        (rc = run_query(&p, "api_calls",
-                        mrd_db_sql_export_api,
-                        api_row)) < 0)
+    if (p.o->include_api && (rc = run_query(&p, "api_calls", mrd_db_sql_export_api, api_row)) < 0)
         goto fail;
     fputs("\n]}\n", f);
     fflush(f);

@@ -106,8 +106,7 @@ void mrd__report_outside_steps(const struct mrd_analysis *a, char *buf, size_t n
     int k = snprintf(buf, n,
                      "not ranked: %" PRIu64 " instance(s) outside the steps (warm-up, start-up, "
                      "teardown) cost %s",
-                     a->outside_steps,
-                     mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns));
+                     a->outside_steps, mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns));
     if (top && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ", the most of it caused by rank %d", top->rank);
     capture_steps_note(a, buf, n, k);
@@ -362,8 +361,7 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
             mrd_export_fmt_ns(b3, sizeof(b3), mrd__report_quantile(a, 0.9)),
             mrd_export_fmt_ns(b4, sizeof(b4), mrd__report_quantile(a, 0.99)),
             mrd_export_fmt_ns(b5, sizeof(b5), a->skew_max_ns));
-    fprintf(f,
-            "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d, at %s\n",
+    fprintf(f, "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d, at %s\n",
             a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank,
             fmt_at(b1, sizeof(b1), a, a->worst_start_ns));
     fprintf(f, "  total wait (sum over instances of every rank's wait for the last): %s\n",
@@ -419,8 +417,8 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         struct mrd_an_wait w = mrd_analyze_ranked_wait(a, v[i]);
         double share = w.instances ? 100.0 * (double)w.times_last / (double)w.instances : 0;
-        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, v[i]->rank,
-                w.times_last, share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
+        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, v[i]->rank, w.times_last,
+                share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), w.suffered_ns));
     }
     char line[512];

@@ -193,14 +193,10 @@ static int query_int(struct mrd_store *s, const char *sql, long long *v)
 static int migrate_v1_v2(struct mrd_store *s)
 {
     long long later;
-    int rc = query_int(s,
-                       mrd_db_sql_store_v2_layout,
-                       &later);
+    int rc = query_int(s, mrd_db_sql_store_v2_layout, &later);
     if (rc < 0 || later)
         return rc;
-    return exec(s,
-                mrd_db_sql_store_migrate_v1_v2,
-                "migrate schema v1 -> v2");
+    return exec(s, mrd_db_sql_store_migrate_v1_v2, "migrate schema v1 -> v2");
 }
 
 /* The migration steps, one per version: steps[v - 1] takes version v to v + 1. */
@@ -299,9 +295,7 @@ static int check_before_wal(struct mrd_store *s, const struct mrd_store_config *
 static int insert_run(struct mrd_store *s, uint32_t shard, const char *command, const char *boot)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db,
-                                mrd_db_sql_run_insert,
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(s->db, mrd_db_sql_run_insert, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return mrd__store_sqlite_err(s, rc, "runs");
     sqlite3_bind_text(st, 1, s->run_id, -1, SQLITE_STATIC);
@@ -345,9 +339,7 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
         return 0;
     }
     sqlite3_stmt *st = NULL;
-    rc = sqlite3_prepare_v2(s->db,
-                            mrd_db_sql_run_anchors,
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(s->db, mrd_db_sql_run_anchors, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return mrd__store_sqlite_err(s, rc, "runs");
     rc = sqlite3_step(st);
@@ -373,9 +365,8 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
                    s->run_id,
                    (long long)(s->anchor_realtime_ns - s->anchor_monotonic_ns - (art - amono)));
     char sql[256];
-    snprintf(sql, sizeof(sql),
-             mrd_db_sql_run_reanchor_fmt,
-             (long long)s->anchor_realtime_ns, (long long)s->anchor_monotonic_ns, boot);
+    snprintf(sql, sizeof(sql), mrd_db_sql_run_reanchor_fmt, (long long)s->anchor_realtime_ns,
+             (long long)s->anchor_monotonic_ns, boot);
     return exec(s, sql, "re-anchor run");
 }
 
@@ -400,9 +391,7 @@ static int apply_schema(struct mrd_store *s, const struct mrd_store_config *cfg)
         goto fail;
     if (v != MRD_STORE_SCHEMA_VERSION) {
         char sql[96];
-        snprintf(sql, sizeof(sql),
-                 mrd_db_sql_schema_version_set_fmt,
-                 MRD_STORE_SCHEMA_VERSION);
+        snprintf(sql, sizeof(sql), mrd_db_sql_schema_version_set_fmt, MRD_STORE_SCHEMA_VERSION);
         if ((rc = exec(s, sql, "schema_version")) < 0)
             goto fail;
     }
