@@ -64,10 +64,7 @@ static int set_command(sqlite3 *db, const char *command)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (sqlite3_prepare_v2(db,
-                           "UPDATE runs SET command = ?1 WHERE command IS NULL OR "
-                           "command = ''",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_run_command_set, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     sqlite3_bind_text(st, 1, command, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);

@@ -141,7 +141,8 @@ static void export_usage(FILE *f)
           "of each collective / p2p, with communicator, seq, bytes, algorithm, protocol, and the\n"
           "kernel's start and end), NVTX and MPI threads per host thread, CUDA synchronization;\n"
           "flow arrows from each NCCL op to its kernel. Times are in the global timebase,\n"
-          "microseconds with nanosecond precision, relative to the run's anchor (otherData).\n"
+          "microseconds with nanosecond precision, after the run's time origin\n"
+          "(otherData.origin_ns; aggregator/SCHEMA.md, \"The time origin\").\n"
           "\n"
           "  --perfetto FILE   output file ('-' = stdout)\n"
           "  --local-clocks    ignore clock models (each rank's own clock)\n"
@@ -149,9 +150,14 @@ static void export_usage(FILE *f)
           "  --window A:B      only events between A and B milliseconds after the origin (as\n"
           "                    the trace shows times), e.g. --window 1200:1500 for a few\n"
           "                    steps of a long run (trace viewers load ~1 GB at most)\n"
+          "  --steps A-B       only steps A to B (NVTX step ranges as the report numbers them,\n"
+          "                    from 0; --steps A for one step) instead of a time window\n"
+          "  --step-name NAME  with --steps: the step ranges' NVTX name prefix\n"
           "  -h, --help        this text\n"
           "\n"
-          "Exit status: 0, 1 on a read or write error, 2 on a usage error.\n",
+          "Exit status: 0, 1 on a read or write error, 2 on a usage error, 3 when --window or\n"
+          "--steps selects no event (the trace then holds metadata only; a warning says\n"
+          "where the run's events are).\n",
           f);
 }
 
@@ -171,13 +177,58 @@ static int parse_window(const char *s, int64_t *from, int64_t *to)
     return 0;
 }
 
+/* "A-B" or "A" (step numbers, A <= B) -> first, last. */
+static int parse_steps(const char *s, int64_t *first, int64_t *last)
+{
+    char *end;
+    long long a = strtoll(s, &end, 10), b = a;
+    if (end == s || a < 0 || (*end && *end != '-'))
+        return -EINVAL;
+    if (*end == '-') {
+        s = end + 1;
+        b = strtoll(s, &end, 10);
+        if (end == s || *end || b < a)
+            return -EINVAL;
+    }
+    *first = a;
+    *last = b;
+    return 0;
+}
+
+/* Says that the export's window or step range selected nothing, and where the run is. */
+static void warn_empty(const struct mrd_perfetto_options *po, const struct mrd_perfetto_stats *st)
+{
+    if (po->by_steps && st->steps == 0)
+        fprintf(stderr,
+                "meridian export: warning: --steps %lld-%lld selects no event: the run "
+                "has no NVTX step ranges (see --step-name)\n",
+                (long long)po->step_first, (long long)po->step_last);
+    else if (po->by_steps)
+        fprintf(stderr,
+                "meridian export: warning: --steps %lld-%lld selects no event: the run "
+                "has steps 0 to %llu\n",
+                (long long)po->step_first, (long long)po->step_last,
+                (unsigned long long)st->steps - 1);
+    else if (st->rows == 0)
+        fprintf(stderr, "meridian export: warning: --window selects no event: the run has "
+                        "none\n");
+    else
+        fprintf(stderr,
+                "meridian export: warning: --window %.3f:%.3f selects no event: the "
+                "run's events lie between %.3f and %.3f ms after the time origin\n",
+                (double)po->window_from_ns / 1e6, (double)po->window_to_ns / 1e6,
+                (double)st->first_ns / 1e6, (double)st->last_ns / 1e6);
+}
+
 static int cmd_export(int argc, char **argv)
 {
-    enum { O_PERFETTO = 256, O_LOCAL, O_API, O_WINDOW };
+    enum { O_PERFETTO = 256, O_LOCAL, O_API, O_WINDOW, O_STEPS, O_STEP_NAME };
     static const struct option lo[] = {{"perfetto", 1, 0, O_PERFETTO},
                                        {"local-clocks", 0, 0, O_LOCAL},
                                        {"api", 0, 0, O_API},
                                        {"window", 1, 0, O_WINDOW},
+                                       {"steps", 1, 0, O_STEPS},
+                                       {"step-name", 1, 0, O_STEP_NAME},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     struct mrd_perfetto_options po;
@@ -203,6 +254,16 @@ static int cmd_export(int argc, char **argv)
                 return 2;
             }
             break;
+        case O_STEPS:
+            if (parse_steps(optarg, &po.step_first, &po.step_last) < 0) {
+                fprintf(stderr, "meridian export: --steps wants A-B or A, 0 <= A <= B\n");
+                return 2;
+            }
+            po.by_steps = 1;
+            break;
+        case O_STEP_NAME:
+            po.step_name = optarg;
+            break;
         case 'h':
             export_usage(stdout);
             return 0;
@@ -212,6 +273,10 @@ static int cmd_export(int argc, char **argv)
     }
     if (optind != argc - 1 || !out) {
         fprintf(stderr, "meridian export: give one database and --perfetto FILE (see --help)\n");
+        return 2;
+    }
+    if (po.by_steps && po.window_to_ns) {
+        fprintf(stderr, "meridian export: give --window or --steps, not both\n");
         return 2;
     }
     sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian export");
@@ -238,6 +303,10 @@ static int cmd_export(int argc, char **argv)
                 "flows%s\n",
                 out, (unsigned long long)st.events, (unsigned long long)st.tracks,
                 (unsigned long long)st.flows, st.folded ? " (track cap reached: see 'other')" : "");
+    if (rc == 0 && (po.window_to_ns || po.by_steps) && st.selected == 0) {
+        warn_empty(&po, &st);
+        return 3;
+    }
     return rc == 0 ? 0 : 1;
 }
 

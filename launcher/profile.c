@@ -36,6 +36,7 @@
 #include "agentenv.h"
 #include "cli.h"
 #include "control.h"
+#include "db.h"
 #include "runcfg.h"
 #include "steps.h"
 
@@ -1018,7 +1019,7 @@ static void settle_db(const char *db)
         return;
     if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK) {
         sqlite3_busy_timeout(h, 5000);
-        sqlite3_exec(h, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL);
+        sqlite3_exec(h, mrd_db_sql_schema_read, NULL, NULL, NULL);
     }
     sqlite3_close(h);
 }

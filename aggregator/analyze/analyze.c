@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clock.h"
+#include "db.h"
 #include "error.h"
 
 #define MRD_AN_MAX_RANKS 65536 /* distinct ranks tracked; rows of other ranks are ignored */
@@ -79,11 +79,6 @@ void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
     va_end(ap);
 }
 
-int mrd_analyze_has_table(sqlite3 *db, const char *name)
-{
-    return mrd_clock_table_exists(db, name) == 1; /* the query lives in aggregator/clock */
-}
-
 struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank)
 {
     int lo = 0, hi = a->nranks;
@@ -136,12 +131,9 @@ static void copy_text(char *dst, size_t n, sqlite3_stmt *st, int col)
 static int load_run(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
-    if (!mrd_analyze_has_table(db, "runs"))
+    if (mrd_db_has_table(db, "runs") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT run_id, world_size, anchor_realtime_ns, created_ns, command "
-                           "FROM runs ORDER BY created_ns LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_run_info, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     if (sqlite3_step(st) == SQLITE_ROW) {
         copy_text(a->run_id, sizeof(a->run_id), st, 0);
@@ -159,11 +151,8 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (mrd_analyze_has_table(db, "ranks")) {
-        if (sqlite3_prepare_v2(db,
-                               "SELECT rank, local_rank, world_size, host, pid, goodbye "
-                               "FROM ranks ORDER BY rank",
-                               -1, &st, NULL) != SQLITE_OK)
+    if (mrd_db_has_table(db, "ranks") == 1) {
+        if (sqlite3_prepare_v2(db, mrd_db_sql_ranks, -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
@@ -182,12 +171,9 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
         if (rc != SQLITE_DONE)
             return mrd__analyze_sqlerr(db);
     }
-    if (!mrd_analyze_has_table(db, "gpus"))
+    if (mrd_db_has_table(db, "gpus") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
-                           "ORDER BY rank, device",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpus, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
@@ -213,27 +199,17 @@ static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
  * batches; the warning names at most the first 3 processes (a warning is one line). */
 static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
 {
-    static const char *const with_hosts =
-        "SELECT b.rank, b.agent_instance, count(*), p.host, p.pid FROM batches b"
-        " LEFT JOIN rank_processes p ON p.rank = b.rank AND p.agent_instance = b.agent_instance"
-        " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
-        " WHERE agent_instance IS NOT NULL GROUP BY rank"
-        " HAVING count(DISTINCT agent_instance) > 1)"
-        " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
-    static const char *const without =
-        "SELECT b.rank, b.agent_instance, count(*), NULL, NULL FROM batches b"
-        " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
-        " WHERE agent_instance IS NOT NULL GROUP BY rank"
-        " HAVING count(DISTINCT agent_instance) > 1)"
-        " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
     sqlite3_stmt *st = NULL;
     char line[512], one[160];
     int rc, rank = -1, n = 0;
     size_t len = 0;
 
-    if (!mrd_analyze_has_table(db, "batches"))
+    if (mrd_db_has_table(db, "batches") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_analyze_has_table(db, "rank_processes") ? with_hosts : without,
+    if (sqlite3_prepare_v2(db,
+                           mrd_db_has_table(db, "rank_processes") == 1
+                               ? mrd_db_sql_rank_processes_hosts
+                               : mrd_db_sql_rank_processes,
                            -1, &st, NULL) != SQLITE_OK)
         return 0; /* a file without batches.agent_instance (schema 1): nothing to tell */
     for (;;) {
@@ -276,9 +252,9 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
         char sql[160];
         sqlite3_stmt *st = NULL;
         int rc;
-        if (!mrd_analyze_has_table(db, kind_tables[k]))
+        if (mrd_db_has_table(db, kind_tables[k]) != 1)
             continue;
-        snprintf(sql, sizeof(sql), "SELECT rank, COUNT(*) FROM %s GROUP BY rank", kind_tables[k]);
+        snprintf(sql, sizeof(sql), mrd_db_sql_count_by_rank_fmt, kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -335,12 +311,8 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (mrd_analyze_has_table(db, "agent_counters")) {
-        if (sqlite3_prepare_v2(db,
-                               "SELECT rank, category, name, value FROM agent_counters "
-                               "WHERE category IN ('captured','dropped','agent','cupti') "
-                               "ORDER BY rank, name",
-                               -1, &st, NULL) != SQLITE_OK)
+    if (mrd_db_has_table(db, "agent_counters") == 1) {
+        if (sqlite3_prepare_v2(db, mrd_db_sql_agent_counters, -1, &st, NULL) != SQLITE_OK)
             return mrd__analyze_sqlerr(db);
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
@@ -360,10 +332,9 @@ static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
         if (rc != SQLITE_DONE)
             return mrd__analyze_sqlerr(db);
     }
-    if (!mrd_analyze_has_table(db, "aggregator_counters"))
+    if (mrd_db_has_table(db, "aggregator_counters") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT name, value FROM aggregator_counters", -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_aggregator_counters, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -381,12 +352,9 @@ static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd_analyze_has_table(db, "clock_models"))
+    if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, segment, offset_ns, drift_ppm, error_bound_ns, "
-                           "samples, method FROM clock_models ORDER BY rank, local_begin_ns",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_summary, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
@@ -414,15 +382,10 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd_analyze_has_table(db, "clock_causality"))
+    if (mrd_db_has_table(db, "clock_causality") != 1)
         return 0;
     a->clock_checked = 1;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank_a, rank_b, instances, violations_before, "
-                           "violations_after, max_violation_before_ns, max_violation_after_ns "
-                           "FROM clock_causality ORDER BY violations_before DESC, rank_a, "
-                           "rank_b",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_causality_pairs, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         uint64_t before = (uint64_t)sqlite3_column_int64(st, 3);
@@ -442,10 +405,9 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
-    if (!mrd_analyze_has_table(db, "clock_adjustments"))
+    if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
@@ -456,86 +418,6 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
-}
-
-static int exec(sqlite3 *db, const char *sql)
-{
-    if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    return 0;
-}
-
-/* 1 when kernels has an index starting (rank, correlation_id) (aggregator/clock creates
- * one): then probing kernels per link is cheapest; without it the kernels are scanned once
- * and each probes the small link table (CROSS JOIN fixes that order: SQLite would
- * otherwise scan every kernel of the rank once per link). */
-static int has_corr_index(sqlite3 *db)
-{
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT 1 FROM pragma_index_list('kernels') il JOIN "
-                           "pragma_index_info(il.name) a ON a.seqno = 0 AND a.name = 'rank' "
-                           "JOIN pragma_index_info(il.name) b ON b.seqno = 1 AND b.name = "
-                           "'correlation_id'",
-                           -1, &st, NULL) != SQLITE_OK)
-        return 0;
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
-int mrd_analyze_prepare(sqlite3 *db)
-{
-    int rc;
-    int have_ops = mrd_analyze_has_table(db, "nccl_ops");
-    int have_ec = mrd_analyze_has_table(db, "external_correlations");
-    int have_k = mrd_analyze_has_table(db, "kernels");
-    int have_ch = mrd_analyze_has_table(db, "nccl_channels");
-    sqlite3_stmt *st = NULL;
-
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM temp.sqlite_master WHERE name='mrd_op_time'", -1, &st,
-                           NULL) == SQLITE_OK) {
-        int done = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
-        if (done)
-            return 0;
-    }
-    if ((rc = exec(db, "CREATE TEMP TABLE mrd_link (rank INTEGER NOT NULL, correlation_id "
-                       "INTEGER NOT NULL, op_id INTEGER NOT NULL, PRIMARY KEY (rank, "
-                       "correlation_id, op_id)) WITHOUT ROWID;"
-                       "CREATE TEMP TABLE mrd_op_time (rank INTEGER NOT NULL, op_id INTEGER "
-                       "NOT NULL, start_ns INTEGER, end_ns INTEGER, source INTEGER NOT NULL, "
-                       "PRIMARY KEY (rank, op_id)) WITHOUT ROWID;")) < 0)
-        return rc;
-    if (have_ops && have_ec &&
-        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_link SELECT n.rank, ec.correlation_id, "
-                       "n.op_id FROM main.nccl_ops n JOIN main.external_correlations ec ON "
-                       "ec.rank = n.rank AND ec.external_id = n.launch_id "
-                       "WHERE n.launch_id IS NOT NULL")) < 0)
-        return rc;
-    /* source 1: the linked kernels' interval (local clock); records lost by CUPTI's device
-     * buffer carry start == end == 0 and are skipped. */
-    if (have_ops && have_ec && have_k &&
-        (rc = exec(db, has_corr_index(db)
-                           ? "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
-                             "MIN(k.start_ns), MAX(k.end_ns), 1 FROM temp.mrd_link l JOIN "
-                             "main.kernels k ON k.rank = l.rank AND k.correlation_id = "
-                             "l.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
-                             "GROUP BY l.rank, l.op_id"
-                           : "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
-                             "MIN(k.start_ns), MAX(k.end_ns), 1 FROM main.kernels k CROSS "
-                             "JOIN temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = "
-                             "k.correlation_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
-                             "GROUP BY l.rank, l.op_id")) < 0)
-        return rc;
-    /* source 2: raw GPU timer values of the op's channels, for ops without a kernel */
-    if (have_ch &&
-        (rc = exec(db, "INSERT OR IGNORE INTO temp.mrd_op_time SELECT rank, op_id, "
-                       "MIN(gpu_start), MAX(gpu_end), 2 FROM main.nccl_channels "
-                       "WHERE gpu_start > 0 AND gpu_end >= gpu_start GROUP BY rank, op_id")) < 0)
-        return rc;
-    return 0;
 }
 
 int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_analysis **out,
@@ -552,7 +434,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         goto fail;
     a->world_size = -1;
     a->worst_last_rank = -1;
-    sqlite3_exec(db, "PRAGMA cache_size=-65536", NULL, NULL, NULL); /* 64 MiB page cache */
+    sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 64 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
         (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
@@ -564,6 +446,10 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         goto fail;
     }
     a->global_timebase = mrd_timebase_is_global(tb);
+    if ((rc = mrd_timebase_origin(tb, db, &a->time_origin_ns)) < 0) {
+        mrd__analyze_sqlerr(db);
+        goto fail;
+    }
     if (!a->global_timebase)
         mrd__analyze_warn(a,
                           "%s: cross-rank times use each rank's local clock (valid only "
@@ -580,7 +466,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
                               "timing",
                               unfitted);
     }
-    if ((rc = mrd_analyze_prepare(db)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
+    if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
         (rc = mrd__analyze_match(db, tb, o, a)) < 0)
         goto fail;
     mrd_timebase_destroy(tb);
@@ -613,4 +499,38 @@ struct mrd_an_wait mrd_analyze_ranked_wait(const struct mrd_analysis *a,
                                 .times_last = r->times_last,
                                 .caused_ns = r->wait_caused_ns,
                                 .suffered_ns = r->wait_suffered_ns};
+}
+
+struct ranked {
+    const struct mrd_an_rank *r;
+    struct mrd_an_wait w;
+};
+
+static int cmp_straggler(const void *x, const void *y)
+{
+    const struct ranked *a = x, *b = y;
+    if (a->w.caused_ns != b->w.caused_ns)
+        return a->w.caused_ns > b->w.caused_ns ? -1 : 1;
+    if (a->w.times_last != b->w.times_last)
+        return a->w.times_last > b->w.times_last ? -1 : 1;
+    return a->r->rank < b->r->rank ? -1 : a->r->rank > b->r->rank;
+}
+
+const struct mrd_an_rank **mrd_analyze_ranking(const struct mrd_analysis *a)
+{
+    size_t n = (size_t)(a->nranks ? a->nranks : 1);
+    const struct mrd_an_rank **v = malloc(n * sizeof(*v));
+    struct ranked *t = malloc(n * sizeof(*t));
+    if (!v || !t) {
+        free(v);
+        free(t);
+        return NULL;
+    }
+    for (int i = 0; i < a->nranks; i++)
+        t[i] = (struct ranked){&a->ranks[i], mrd_analyze_ranked_wait(a, &a->ranks[i])};
+    qsort(t, (size_t)a->nranks, sizeof(*t), cmp_straggler);
+    for (int i = 0; i < a->nranks; i++)
+        v[i] = t[i].r;
+    free(t);
+    return v;
 }

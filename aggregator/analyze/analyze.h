@@ -43,18 +43,19 @@
 
 #include <sqlite3.h>
 
+#include "db.h"
 #include "timebase.h"
 
-#define MRD_AN_NKINDS       13   /* event tables counted per rank, see mrd_analyze_kind_name */
-#define MRD_AN_MAX_GPUS     16   /* GPUs listed per rank; more are counted in ngpus_total */
-#define MRD_AN_MAX_DROPS    16   /* drop reasons kept per rank; more are summed in "other" */
-#define MRD_AN_MAX_DEVICES  16   /* devices swept per rank; more are folded into the last */
-#define MRD_AN_MAX_STEPS    1024 /* steps broken down; later ones are counted only */
-#define MRD_AN_MAX_COLLS    64   /* (communicator, function) summaries; more into "other" */
-#define MRD_AN_MAX_WARNINGS 16
-#define MRD_AN_MAX_PAIRS    16 /* rank pairs with causality violations listed (the worst) */
-#define MRD_AN_HIST_BINS    40 /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
-#define MRD_AN_MAX_WINDOW_RANGES 8 /* window step ranges listed per rank; more are counted */
+#define MRD_AN_NKINDS            13   /* event tables counted per rank, see mrd_analyze_kind_name */
+#define MRD_AN_MAX_GPUS          16   /* GPUs listed per rank; more are counted in ngpus_total */
+#define MRD_AN_MAX_DROPS         16   /* drop reasons kept per rank; more are summed in "other" */
+#define MRD_AN_MAX_DEVICES       16   /* devices swept per rank; more are folded into the last */
+#define MRD_AN_MAX_STEPS         1024 /* steps broken down; later ones are counted only */
+#define MRD_AN_MAX_COLLS         64   /* (communicator, function) summaries; more into "other" */
+#define MRD_AN_MAX_WARNINGS      16
+#define MRD_AN_MAX_PAIRS         16 /* rank pairs with causality violations listed (the worst) */
+#define MRD_AN_HIST_BINS         40 /* skew histogram: bin 0 = [0,1us), bin i = [2^(i-1),2^i) us */
+#define MRD_AN_MAX_WINDOW_RANGES 8  /* window step ranges listed per rank; more are counted */
 
 /* How a rank's communication kernels were recognised: all through correlation, all by
  * name, or both (some NCCL-named kernels had no correlation record). */
@@ -114,11 +115,11 @@ struct mrd_an_rank {
     int64_t clock_shift_ns; /* ... by this much (clock_adjustments.shift_ns) */
     struct mrd_an_overlap ov;
     /* collectives and stragglers */
-    uint64_t instances;       /* instances this rank took part in with a timed interval */
-    uint64_t times_last;      /* instances in which it arrived last (of >= 2 timed ranks) */
-    int64_t wait_caused_ns;   /* sum of costs of those instances */
-    int64_t wait_suffered_ns; /* sum of its own waits */
-    uint64_t steps;           /* NVTX step ranges found on this rank */
+    uint64_t instances;          /* instances this rank took part in with a timed interval */
+    uint64_t times_last;         /* instances in which it arrived last (of >= 2 timed ranks) */
+    int64_t wait_caused_ns;      /* sum of costs of those instances */
+    int64_t wait_suffered_ns;    /* sum of its own waits */
+    uint64_t steps;              /* NVTX step ranges found on this rank */
     struct mrd_an_wait in_steps; /* the four above over instances within the steps */
     /* the agent's own cost (agent_counters, categories agent and cupti): its NVTX and NCCL
      * callbacks sampled one in 64 and the time they took, CUPTI's own overhead records */
@@ -193,6 +194,9 @@ struct mrd_analysis {
     char command[512];
     int64_t world_size, anchor_realtime_ns, created_ns;
     int global_timebase; /* 1 when clock models were used */
+    /* the origin every output shows times from (mrd_timebase_origin): global ns, or local
+     * ns when global_timebase is 0; step and instance times below are absolute */
+    int64_t time_origin_ns;
     int nranks;
     struct mrd_an_rank *ranks; /* [nranks], ascending rank */
     /* aggregator-side counters */
@@ -235,8 +239,8 @@ struct mrd_analysis {
     char warnings[MRD_AN_MAX_WARNINGS][256];
 };
 
-/* Analyses the database open on db (read-only is enough). Creates TEMP tables
- * (mrd_link, mrd_op_time) on that connection, which the exports reuse. Returns 0 and
+/* Analyses the database open on db (read-only is enough). Creates the op-interval TEMP
+ * tables (mrd_db_op_intervals) on that connection, which the exports reuse. Returns 0 and
  * *out (caller frees with mrd_analysis_free), -ENOMEM, -E2BIG (a cap that cannot degrade
  * gracefully), or -MRD_ERR_SQLITE (the SQLite message is in *err_msg when err_msg is not
  * NULL; static buffer valid until the next call). Single thread per db connection. */
@@ -251,24 +255,18 @@ void mrd_analysis_free(struct mrd_analysis *a);
 struct mrd_an_wait mrd_analyze_ranked_wait(const struct mrd_analysis *a,
                                            const struct mrd_an_rank *r);
 
+/* Ranks in straggler order (the definition above: wait caused, then last arrivals, then
+ * rank, each by mrd_analyze_ranked_wait): a malloc'd array of a->nranks pointers into
+ * a->ranks (caller frees; valid while a lives), NULL on -ENOMEM. Pure, any thread. */
+const struct mrd_an_rank **mrd_analyze_ranking(const struct mrd_analysis *a);
+
 /* Name of per-rank event table i (0 <= i < MRD_AN_NKINDS): "kernels", "memcpys", ... */
 const char *mrd_analyze_kind_name(int i);
 
 /* "correlation", "kernel-name", "correlation+name" or "none". */
 const char *mrd_analyze_method_name(int method);
 
-/* Builds the TEMP helper tables on db if they do not exist yet: mrd_link(rank,
- * correlation_id, op_id) for kernels linked to NCCL ops, and mrd_op_time(rank, op_id,
- * start_ns, end_ns, source) for each NCCL op's kernel interval (local clock). Idempotent.
- * Returns 0 or -MRD_ERR_SQLITE. */
-int mrd_analyze_prepare(sqlite3 *db);
-
 /* 1 when a kernel name names an NCCL kernel ("nccl..." or "_Z<len>nccl..."), else 0. */
 int mrd_analyze_is_nccl_name(const char *name);
-
-/* 1 when table `name` exists in db's main schema, 0 when not or when the query fails (a
- * database written by an older or partial run lacks some tables: callers skip what is
- * absent). Any thread that may use db. */
-int mrd_analyze_has_table(sqlite3 *db, const char *name);
 
 #endif

@@ -1,9 +1,10 @@
 /* Collective matching across ranks, arrival skew, waits, stragglers and the per-step
  * breakdown.
  *
- * Where it sits: part of mrd_analyze, after mrd_analyze_prepare (TEMP mrd_op_time gives
+ * Where it sits: part of mrd_analyze, after mrd_db_op_intervals (TEMP mrd_op_time gives
  * each NCCL op's kernel interval, or its channels' raw GPU interval) and the overlap
- * sweep. Maps every interval into the global timebase with the clock models.
+ * sweep. Steps through the one (communicator, seq, function) matching of the database
+ * module (mrd_db_instances_open) and maps every interval into the global timebase.
  *
  * Workload: one pass over nccl_ops in (comm_hash, seq, func_id) order through the
  * nccl_ops_match index; only the rows of the current instance are held (one per rank,
@@ -28,8 +29,8 @@
 
 struct step_list {
     int n;
-    int64_t *start, *end; /* local clock, ascending, non-overlapping; the first n */
-    int any;              /* step ranges seen, also past MRD_AN_MAX_STEPS: */
+    int64_t *start, *end;          /* local clock, ascending, non-overlapping; the first n */
+    int any;                       /* step ranges seen, also past MRD_AN_MAX_STEPS: */
     int64_t first_start, last_end; /* ... the span from the first to the last */
 };
 
@@ -44,9 +45,9 @@ struct matcher {
     struct mrd_analysis *a;
     const struct mrd_timebase *tb;
     const struct mrd_analyze_options *o;
-    struct step_list *steps; /* [a->nranks] */
+    struct step_list *steps;                /* [a->nranks] */
     uint8_t capture_step[MRD_AN_MAX_STEPS]; /* MRD_AN_ATTACH | MRD_AN_DETACH, per step */
-    int64_t *cell_caused;    /* [nsteps * nranks] or NULL */
+    int64_t *cell_caused;                   /* [nsteps * nranks] or NULL */
     struct row *rows;
     int nrows, cap_rows, comm_nranks, nfound, dup_rows, overflow_rows;
     uint64_t comm_hash, seq;
@@ -63,10 +64,9 @@ static int load_capture_steps(sqlite3 *db, struct matcher *m)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd_analyze_has_table(db, "windows"))
+    if (mrd_db_has_table(db, "windows") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT first_step, detach_step FROM main.windows", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_window_steps, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         for (int c = 0; c < 2; c++) {
@@ -85,15 +85,9 @@ static int load_steps(sqlite3 *db, struct matcher *m)
     struct mrd_analysis *a = m->a;
     sqlite3_stmt *st = NULL;
     int rc;
-    if (!mrd_analyze_has_table(db, "nvtx"))
+    if (mrd_db_has_table(db, "nvtx") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN "
-                           "main.strings s ON s.id = n.name_id WHERE n.kind IN (1, 2) AND "
-                           "(s.value LIKE ?1 || '%' OR s.value LIKE 'ProfilerStep%' OR "
-                           "(?2 AND s.value LIKE 'train%step%')) "
-                           "ORDER BY n.rank, n.start_ns",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_step_ranges, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     sqlite3_bind_text(st, 1, m->o->step_name ? m->o->step_name : "step", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, m->o->step_name == NULL);
@@ -288,8 +282,8 @@ static void flush_instance(struct matcher *m)
     /* the step: the last arriver's, else the first row found inside a step */
     in.step = step_of(&m->steps[li], m->rows[last].lstart);
     for (int i = 0; in.step < 0 && i < m->nrows; i++)
-        in.step = step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
-                          m->rows[i].lstart);
+        in.step =
+            step_of(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks], m->rows[i].lstart);
     int scoped = in.step >= 0 || within_steps(&m->steps[li], m->rows[last].lstart);
     for (int i = 0; !scoped && i < m->nrows; i++)
         scoped = within_steps(&m->steps[mrd__analyze_rank(a, m->rows[i].rank) - a->ranks],
@@ -399,7 +393,7 @@ static int grow_rows(struct matcher *m)
 /* Adds one nccl_ops row (and its interval, if any) to the current instance. */
 static int add_row(struct matcher *m, sqlite3_stmt *q)
 {
-    int rank = sqlite3_column_int(q, 3);
+    int rank = sqlite3_column_int(q, MRD_DB_INST_RANK);
     int64_t s, e;
     if (!mrd__analyze_rank(m->a, rank))
         return 0;
@@ -409,15 +403,15 @@ static int add_row(struct matcher *m, sqlite3_stmt *q)
             return 0;
         }
     }
-    if (sqlite3_column_int(q, 4) > m->comm_nranks)
-        m->comm_nranks = sqlite3_column_int(q, 4);
+    if (sqlite3_column_int(q, MRD_DB_INST_COMM_NRANKS) > m->comm_nranks)
+        m->comm_nranks = sqlite3_column_int(q, MRD_DB_INST_COMM_NRANKS);
     m->nfound++;
-    if (sqlite3_column_type(q, 8) == SQLITE_NULL)
+    if (sqlite3_column_type(q, MRD_DB_INST_SOURCE) == SQLITE_NULL)
         return 0; /* no kernel, no channel times: untimed on this rank */
-    s = sqlite3_column_int64(q, 6);
-    e = sqlite3_column_int64(q, 7);
-    if (sqlite3_column_int(q, 8) == 2) { /* raw GPU timer: calibrate to the local clock */
-        int dev = sqlite3_column_int(q, 5);
+    s = sqlite3_column_int64(q, MRD_DB_INST_START);
+    e = sqlite3_column_int64(q, MRD_DB_INST_END);
+    if (sqlite3_column_int(q, MRD_DB_INST_SOURCE) == 2) { /* raw GPU timer: to the local clock */
+        int dev = sqlite3_column_int(q, MRD_DB_INST_DEVICE);
         if (mrd_timebase_gpu_to_local(m->tb, rank, dev, s, &s) < 0 ||
             mrd_timebase_gpu_to_local(m->tb, rank, dev, e, &e) < 0)
             return 0;
@@ -432,7 +426,7 @@ static int add_row(struct matcher *m, sqlite3_stmt *q)
         return -ENOMEM;
     struct row *r = &m->rows[m->nrows++];
     r->rank = rank;
-    r->is_root = sqlite3_column_int(q, 10) != 0;
+    r->is_root = sqlite3_column_int(q, MRD_DB_INST_IS_ROOT) != 0;
     r->lstart = s;
     r->start = mrd_timebase_map(m->tb, rank, s);
     r->end = mrd_timebase_map(m->tb, rank, e);
@@ -466,7 +460,7 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
     m.a = a;
     m.tb = tb;
     m.o = o;
-    if (a->nranks == 0 || !mrd_analyze_has_table(db, "nccl_ops"))
+    if (a->nranks == 0 || mrd_db_has_table(db, "nccl_ops") != 1)
         return 0;
     m.steps = calloc((size_t)a->nranks, sizeof(*m.steps));
     if (!m.steps || grow_rows(&m) < 0) {
@@ -476,26 +470,17 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
     if ((rc = load_steps(db, &m)) < 0 || (rc = build_steps(&m)) < 0 ||
         (rc = load_capture_steps(db, &m)) < 0)
         goto fail;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT n.comm_hash, n.seq, n.func_id, n.rank, n.comm_nranks, "
-                           "n.device, t.start_ns, t.end_ns, t.source, s.value, "
-                           "n.root IS NOT NULL AND n.comm_rank IS NOT NULL AND "
-                           "n.comm_rank = n.root "
-                           "FROM main.nccl_ops n LEFT JOIN temp.mrd_op_time t ON "
-                           "t.rank = n.rank AND t.op_id = n.op_id LEFT JOIN main.strings s "
-                           "ON s.id = n.func_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
-                           "ORDER BY n.comm_hash, n.seq, n.func_id",
-                           -1, &q, NULL) != SQLITE_OK) {
+    if ((rc = mrd_db_instances_open(db, 0, &q)) < 0) {
         rc = mrd__analyze_sqlerr(db);
         goto fail;
     }
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        uint64_t comm = (uint64_t)sqlite3_column_int64(q, 0);
-        uint64_t seq = (uint64_t)sqlite3_column_int64(q, 1);
-        int func_id = sqlite3_column_int(q, 2);
+        uint64_t comm = (uint64_t)sqlite3_column_int64(q, MRD_DB_INST_COMM);
+        uint64_t seq = (uint64_t)sqlite3_column_int64(q, MRD_DB_INST_SEQ);
+        int func_id = sqlite3_column_int(q, MRD_DB_INST_FUNC_ID);
         if (!m.have_key || comm != m.comm_hash || seq != m.seq || func_id != m.func_id) {
             flush_instance(&m);
-            const unsigned char *f = sqlite3_column_text(q, 9);
+            const unsigned char *f = sqlite3_column_text(q, MRD_DB_INST_FUNC);
             m.have_key = 1;
             m.comm_hash = comm;
             m.seq = seq;

@@ -3,7 +3,7 @@
  *
  * Where it sits: part of mrd_analyze; reads kernels (rank-local clock: overlap is a
  * same-GPU question, no clock model needed) and the TEMP mrd_link table built by
- * mrd_analyze_prepare.
+ * mrd_db_op_intervals.
  *
  * The sweep keeps, per device and per class (comm, compute), only the largest end time
  * seen so far. Because rows arrive in start order, a class covers [pos, next_start)
@@ -107,8 +107,7 @@ static int name_is_nccl(struct name_cache *c, int64_t name_id)
     return nccl;
 }
 
-static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names,
-                      struct mrd_an_rank *r)
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, struct mrd_an_rank *r)
 {
     struct sweep sw[MRD_AN_MAX_DEVICES];
     struct mrd_an_overlap *ov = &r->ov;
@@ -126,10 +125,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names,
         int by_name = sqlite3_column_type(q, 4) != SQLITE_NULL &&
                       name_is_nccl(names, sqlite3_column_int64(q, 4));
         int comm = is_linked || by_name;
-        if (start == 0 && end == 0)
-            continue; /* lost by CUPTI's device buffer: counted as a drop, not timed */
-        if (end < start)
-            end = start;
+        if (!mrd_db_kernel_valid(start, end))
+            continue; /* lost by CUPTI's device buffer (a drop) or corrupt: not timed */
         struct sweep *s = device_slot(sw, device);
         if (!s->started) {
             s->started = 1;
@@ -175,24 +172,18 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
     sqlite3_stmt *q = NULL;
     struct name_cache *names = NULL;
     int rc = 0;
-    if (!mrd_analyze_has_table(db, "kernels"))
+    if (mrd_db_has_table(db, "kernels") != 1)
         return 0;
     names = malloc(sizeof(*names));
     if (!names)
         return -ENOMEM;
     memset(names->id, 0xff, sizeof(names->id));
     names->lookup = NULL;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM main.strings WHERE id = ?1", -1,
-                           &names->lookup, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_string_by_id, -1, &names->lookup, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
         goto fail;
     }
-    if (sqlite3_prepare_v2(db,
-                           "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
-                           "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
-                           "k.correlation_id), k.name_id FROM main.kernels k "
-                           "WHERE k.rank = ?1 ORDER BY k.start_ns",
-                           -1, &q, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_kernels_linked, -1, &q, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
         goto fail;
     }

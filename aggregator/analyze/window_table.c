@@ -30,16 +30,6 @@
 
 #define MAX_LOGGED_MALFORMED 8 /* records described in the log; the rest are only counted */
 
-static const char create_sql[] =
-    "DROP TABLE IF EXISTS windows;"
-    "CREATE TABLE windows ("
-    " rank INTEGER NOT NULL,"
-    " first_step INTEGER NOT NULL, last_step INTEGER NOT NULL, detach_step INTEGER NOT NULL,"
-    " reason TEXT NOT NULL,"
-    " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
-    " attach_ns INTEGER NOT NULL, detach_ns INTEGER, flush_ns INTEGER NOT NULL,"
-    " kernels INTEGER NOT NULL);";
-
 /* ---- the message ---------------------------------------------------------------------- */
 
 /* Microseconds that still fit in int64 nanoseconds. */
@@ -139,10 +129,9 @@ static int domain_id(struct derive *d, int64_t *id)
 {
     sqlite3_stmt *q = NULL;
     int rc;
-    if (!mrd_analyze_has_table(d->db, "nvtx") || !mrd_analyze_has_table(d->db, "strings"))
+    if (mrd_db_has_table(d->db, "nvtx") != 1 || mrd_db_has_table(d->db, "strings") != 1)
         return 0;
-    if (sqlite3_prepare_v2(d->db, "SELECT id FROM strings WHERE value = ?1", -1, &q, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(d->db, mrd_db_sql_string_id, -1, &q, NULL) != SQLITE_OK)
         return sqlerr(d, "looking up the window domain");
     sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
     rc = sqlite3_step(q);
@@ -231,22 +220,11 @@ static int one_record(struct derive *d, int *last_rank)
 static int fill(struct derive *d, int64_t domain)
 {
     int rc, step, last_rank = -1;
-    if (sqlite3_prepare_v2(d->db,
-                           "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM nvtx n "
-                           "LEFT JOIN strings s ON s.id = n.name_id WHERE n.domain_id = ?1 "
-                           "ORDER BY n.rank, n.start_ns, n.rowid",
-                           -1, &d->sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(d->db,
-                           "INSERT INTO windows (rank, first_step, last_step, detach_step, "
-                           "reason, start_ns, end_ns, attach_ns, detach_ns, flush_ns, kernels) "
-                           "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)",
-                           -1, &d->ins, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(d->db, mrd_db_sql_window_records, -1, &d->sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(d->db, mrd_db_sql_window_insert, -1, &d->ins, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
-    if (mrd_analyze_has_table(d->db, "kernels") &&
-        sqlite3_prepare_v2(d->db,
-                           "SELECT start_ns FROM kernels WHERE rank = ?1 AND start_ns >= ?2 "
-                           "AND start_ns <= ?3",
-                           -1, &d->kern, NULL) != SQLITE_OK)
+    if (mrd_db_has_table(d->db, "kernels") == 1 &&
+        sqlite3_prepare_v2(d->db, mrd_db_sql_kernels_in_interval, -1, &d->kern, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
     sqlite3_bind_int64(d->sel, 1, domain);
     while ((step = sqlite3_step(d->sel)) == SQLITE_ROW)
@@ -275,10 +253,10 @@ int mrd_window_table_derive(sqlite3 *db, struct mrd_window_table_stats *st, FILE
             sqlerr(&d, "loading the clock models");
         goto fail;
     }
-    if ((rc = exec(&d, "BEGIN IMMEDIATE", "begin")) < 0)
+    if ((rc = exec(&d, mrd_db_sql_begin_immediate, "begin")) < 0)
         goto fail;
     in_tx = 1;
-    if ((rc = exec(&d, create_sql, "creating the windows table")) < 0 ||
+    if ((rc = exec(&d, mrd_db_sql_windows_create, "creating the windows table")) < 0 ||
         (rc = domain_id(&d, &domain)) < 0)
         goto fail;
     if (rc == 1 && (rc = fill(&d, domain)) < 0)
@@ -287,7 +265,7 @@ int mrd_window_table_derive(sqlite3 *db, struct mrd_window_table_stats *st, FILE
     sqlite3_finalize(d.kern);
     sqlite3_finalize(d.ins);
     d.sel = d.kern = d.ins = NULL;
-    if ((rc = exec(&d, "COMMIT", "commit")) < 0)
+    if ((rc = exec(&d, mrd_db_sql_commit, "commit")) < 0)
         goto fail;
     in_tx = 0;
     if (st)
@@ -297,7 +275,7 @@ fail:
     sqlite3_finalize(d.kern);
     sqlite3_finalize(d.ins);
     if (in_tx)
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_exec(db, mrd_db_sql_rollback, NULL, NULL, NULL);
     mrd_timebase_destroy(d.tb);
     return rc < 0 ? rc : 0;
 }
@@ -354,14 +332,8 @@ static int medians(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *qa = NULL, *qd = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT attach_ns FROM windows WHERE rank = ?1 ORDER BY attach_ns "
-                           "LIMIT ?2 OFFSET ?3",
-                           -1, &qa, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "SELECT detach_ns FROM windows WHERE rank = ?1 AND detach_ns IS NOT "
-                           "NULL ORDER BY detach_ns LIMIT ?2 OFFSET ?3",
-                           -1, &qd, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_window_attach_nth, -1, &qa, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_window_detach_nth, -1, &qd, NULL) != SQLITE_OK)
         rc = mrd__analyze_sqlerr(db);
     for (int i = 0; rc == 0 && i < a->nwindow_ranks; i++) {
         struct mrd_an_windows *w = &a->windows[i];
@@ -378,8 +350,8 @@ static int medians(sqlite3 *db, struct mrd_analysis *a)
 static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *q = NULL;
-    if (!mrd_analyze_has_table(db, "strings") ||
-        sqlite3_prepare_v2(db, "SELECT 1 FROM strings WHERE value = ?1", -1, &q, NULL) != SQLITE_OK)
+    if (mrd_db_has_table(db, "strings") != 1 ||
+        sqlite3_prepare_v2(db, mrd_db_sql_string_exists, -1, &q, NULL) != SQLITE_OK)
         return;
     sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
     if (sqlite3_step(q) == SQLITE_ROW)
@@ -392,14 +364,11 @@ int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *q = NULL;
     int rc, cap = 0;
-    if (!mrd_analyze_has_table(db, "windows")) {
+    if (mrd_db_has_table(db, "windows") != 1) {
         warn_not_derived(db, a);
         return 0;
     }
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, first_step, last_step, detach_ns IS NULL, kernels "
-                           "FROM windows ORDER BY rank, first_step, start_ns",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_windows_list, -1, &q, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         struct mrd_an_windows *w = summary(a, sqlite3_column_int(q, 0), &cap);

@@ -20,6 +20,9 @@
  * factors are reported; when the pair constraints alone are contradictory nothing moves.
  * Ranks that share no instance are solved independently.
  *
+ * The instances and each op's interval are the database module's one matching
+ * (mrd_db_instances_open, over its op intervals), the same rows the analysis matches.
+ *
  * Workload: O(instances x ranks^2) pair checks streamed from one SQL query (two passes),
  * memory O(ranks^2). Fine for the design point's instance counts at tens of ranks per
  * communicator; at 512 ranks per instance it is the slow part of finalize.
@@ -32,6 +35,7 @@
 
 #include "clock.h"
 #include "clock_internal.h"
+#include "db.h"
 #include "error.h"
 
 #define INF64 INT64_MAX
@@ -83,10 +87,7 @@ static int load_gpu_models(sqlite3 *db, struct gpumodels *g)
 {
     sqlite3_stmt *st = NULL;
     int step;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, device, slope, intercept_ns, error_bound_ns"
-                           " FROM gpu_timer_models",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_model_bounds, -1, &st, NULL) != SQLITE_OK)
         return 0; /* no table: channel fallback unavailable */
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_gpu_timer_model *p = realloc(g->m, sizeof(*p) * (g->n + 1));
@@ -117,24 +118,6 @@ enum mrd_clock_coll_order mrd_clock_coll_order(const char *func)
             return MRD_CLOCK_TO_ROOT;
     return MRD_CLOCK_ALL_TO_ALL;
 }
-
-/* One row per (rank, op): kernel interval (local clock) or channel interval (GPU timer),
- * the function's name and whether this rank is the root. */
-static const char instances_sql[] =
-    "SELECT o.comm_hash, o.seq, o.func_id, o.rank, COALESCE(o.device, 0),"
-    "       MIN(k.start_ns), MAX(k.end_ns), ch.gs, ch.ge,"
-    "       (SELECT value FROM strings f WHERE f.id = o.func_id),"
-    "       o.root IS NOT NULL AND o.comm_rank IS NOT NULL AND o.comm_rank = o.root"
-    " FROM nccl_ops o"
-    " LEFT JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
-    " LEFT JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
-    "      AND +k.start_ns > 0 AND +k.end_ns >= k.start_ns" /* + : search by correlation */
-    " LEFT JOIN (SELECT rank, op_id, MIN(gpu_start) AS gs, MAX(gpu_end) AS ge"
-    "            FROM nccl_channels WHERE gpu_start > 0 AND gpu_end >= gpu_start"
-    "            GROUP BY rank, op_id) ch ON ch.rank = o.rank AND ch.op_id = o.op_id"
-    " WHERE o.is_p2p = 0 AND o.seq IS NOT NULL"
-    " GROUP BY o.rank, o.op_id"
-    " ORDER BY o.comm_hash, o.seq, o.func_id, o.rank";
 
 /* Checks one instance's members; pass 1 accumulates constraints and "before" counts,
  * pass 2 the "after" counts with the shifts applied. Only what the collective's data flow
@@ -195,26 +178,26 @@ static void check_instance(struct cctx *c, int pass)
 
 static int add_member(struct cctx *c, sqlite3_stmt *st)
 {
-    int rank = sqlite3_column_int(st, 3), dev = sqlite3_column_int(st, 4);
+    int rank = sqlite3_column_int(st, MRD_DB_INST_RANK);
+    int dev = sqlite3_column_int(st, MRD_DB_INST_DEVICE);
     const struct mrd_clock_model *cm = mrd_clock_models_get(c->ms, rank);
     int64_t s, e;
-    if (!cm) {
+    if (!cm || sqlite3_column_type(st, MRD_DB_INST_SOURCE) == SQLITE_NULL) {
         c->unmapped++;
         return 0;
     }
-    if (sqlite3_column_type(st, 5) != SQLITE_NULL) {
-        s = sqlite3_column_int64(st, 5), e = sqlite3_column_int64(st, 6);
-    } else {
+    s = sqlite3_column_int64(st, MRD_DB_INST_START), e = sqlite3_column_int64(st, MRD_DB_INST_END);
+    if (sqlite3_column_int(st, MRD_DB_INST_SOURCE) == 2) { /* raw GPU timer */
         const struct mrd_gpu_timer_model *g = gpu_model(&c->gm, rank, dev);
-        if (!g || sqlite3_column_type(st, 7) == SQLITE_NULL) {
+        if (!g) {
             c->unmapped++;
             return 0;
         }
-        s = mrd_clock_gpu_map(g, sqlite3_column_int64(st, 7));
-        e = mrd_clock_gpu_map(g, sqlite3_column_int64(st, 8));
+        s = mrd_clock_gpu_map(g, s);
+        e = mrd_clock_gpu_map(g, e);
     }
     s = mrd_clock_map(cm, s), e = mrd_clock_map(cm, e);
-    int idx = c->idx_of[rank], is_root = sqlite3_column_int(st, 10) != 0;
+    int idx = c->idx_of[rank], is_root = sqlite3_column_int(st, MRD_DB_INST_IS_ROOT) != 0;
     for (size_t i = 0; i < c->nmem; i++) { /* same rank twice: merge */
         if (c->mem[i].idx == idx) {
             c->mem[i].is_root |= is_root;
@@ -241,17 +224,19 @@ static int run_pass(struct cctx *c, int pass)
     sqlite3_stmt *st = NULL;
     int step, rc = 0, have = 0;
     int64_t kh = 0, ks = 0, kf = 0;
-    if (sqlite3_prepare_v2(c->db, instances_sql, -1, &st, NULL) != SQLITE_OK)
+    if (mrd_db_instances_open(c->db, pass == 1, &st) < 0)
         return mrd__clock_sqlerr(c->db, c->log, "causality query");
     c->nmem = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t h = sqlite3_column_int64(st, 0), s = sqlite3_column_int64(st, 1),
-                f = sqlite3_column_int64(st, 2);
+        int64_t h = sqlite3_column_int64(st, MRD_DB_INST_COMM),
+                s = sqlite3_column_int64(st, MRD_DB_INST_SEQ),
+                f = sqlite3_column_int64(st, MRD_DB_INST_FUNC_ID);
         if (!have || h != kh || s != ks || f != kf) {
             check_instance(c, pass);
             c->nmem = 0;
             kh = h, ks = s, kf = f, have = 1;
-            c->order = mrd_clock_coll_order((const char *)sqlite3_column_text(st, 9));
+            c->order =
+                mrd_clock_coll_order((const char *)sqlite3_column_text(st, MRD_DB_INST_FUNC));
         }
         if ((rc = add_member(c, st)))
             goto fail;
@@ -271,10 +256,9 @@ static int load_prev_shifts(sqlite3 *db, const struct cctx *c, int64_t *prev)
 {
     sqlite3_stmt *st = NULL;
     int step;
-    if (mrd_clock_table_exists(db, "clock_adjustments") != 1)
+    if (mrd_db_has_table(db, "clock_adjustments") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, "SELECT rank, shift_ns FROM clock_adjustments", -1, &st, NULL) !=
-        SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         int rank = sqlite3_column_int(st, 0);
@@ -303,18 +287,13 @@ static int store_results(struct cctx *c, const struct solution *so, const int64_
 {
     sqlite3_stmt *pst = NULL, *ast = NULL, *ust = NULL;
     int rc = -MRD_ERR_SQLITE;
-    if ((rc = mrd__clock_exec(c->db, c->log,
-                              "DELETE FROM clock_causality; DELETE FROM clock_adjustments")))
+    if ((rc = mrd__clock_exec(c->db, c->log, mrd_db_sql_causality_clear)))
         return rc;
     rc = -MRD_ERR_SQLITE;
-    if (sqlite3_prepare_v2(c->db, "INSERT INTO clock_causality VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-                           -1, &pst, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(c->db, "INSERT INTO clock_adjustments VALUES (?1,?2,?3,?4,?5,?6,?7,?8)",
-                           -1, &ast, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(c->db,
-                           "UPDATE clock_models SET offset_ns = offset_ns + ?2"
-                           " WHERE rank = ?1",
-                           -1, &ust, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(c->db, mrd_db_sql_causality_pair_insert, -1, &pst, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(c->db, mrd_db_sql_causality_adjustment_insert, -1, &ast, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(c->db, mrd_db_sql_clock_offset_shift, -1, &ust, NULL) != SQLITE_OK)
         goto fail;
     for (int a = 0; a < c->n; a++) {
         uint64_t inst_r = 0;
@@ -444,7 +423,7 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
     if (apply) {
         if ((rc = mrd__clock_ensure_tables(db, log)))
             return rc;
-        if ((rc = mrd__clock_exec(db, log, "BEGIN IMMEDIATE")))
+        if ((rc = mrd__clock_exec(db, log, mrd_db_sql_begin_immediate)))
             return rc;
         in_tx = 1;
     }
@@ -522,7 +501,8 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
             s.max_shift_ns = m;
     }
     if (apply) {
-        if ((rc = store_results(&c, &so, prev)) || (rc = mrd__clock_exec(db, log, "COMMIT")))
+        if ((rc = store_results(&c, &so, prev)) ||
+            (rc = mrd__clock_exec(db, log, mrd_db_sql_commit)))
             goto fail;
         in_tx = 0;
     }
@@ -532,7 +512,7 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
     rc = 0;
 fail:
     if (in_tx)
-        mrd__clock_exec(db, NULL, "ROLLBACK");
+        mrd__clock_exec(db, NULL, mrd_db_sql_rollback);
     cctx_free(&c);
     free(so.bound), free(so.newb), free(so.lo), free(so.hi), free(so.scale);
     free(cons);

@@ -77,12 +77,6 @@ int64_t mrd_clock_bound(const struct mrd_clock_model *m, int64_t local);
 /* Frees a model. NULL is fine. */
 void mrd_clock_model_destroy(struct mrd_clock_model *m);
 
-/* 1 when table `name` exists in db's main schema, 0 when it does not, -MRD_ERR_SQLITE when
- * the query fails (e.g. the file is not a database). The one copy of this query: the
- * clock passes, aggregator/analyze (mrd_analyze_has_table) and the CLI's finalize use it.
- * Any thread that may use db. */
-int mrd_clock_table_exists(sqlite3 *db, const char *name);
-
 /* Fits every rank found in clock_samples and replaces its clock_models rows (one
  * transaction); clears clock_adjustments left by an earlier causality pass. One line per
  * rank is written to log (may be NULL). Returns the number of ranks fitted (>= 0), or

@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include "clock.h"
+#include "db.h"
 
 /* Logs "clock: <what>: <sqlite message>" to log (may be NULL) and returns -MRD_ERR_SQLITE. */
 int mrd__clock_sqlerr(sqlite3 *db, FILE *log, const char *what);

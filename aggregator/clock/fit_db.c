@@ -79,21 +79,13 @@ int mrd_clock_fit_db(sqlite3 *db, const struct mrd_clock_fit_options *o, FILE *l
     int rc, step, cur = -1, fitted = 0, in_tx = 0;
     if ((rc = mrd__clock_ensure_tables(db, log)))
         return rc;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, t0, t1, t2, t3 FROM clock_samples"
-                           " ORDER BY rank, t0",
-                           -1, &sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "DELETE FROM clock_models WHERE rank = ?1", -1, &del, NULL) !=
-            SQLITE_OK ||
-        sqlite3_prepare_v2(db,
-                           "INSERT INTO clock_models (rank, segment, local_begin_ns,"
-                           " local_end_ns, offset_ns, drift_ppm, error_bound_ns, samples,"
-                           " method) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)",
-                           -1, &ins, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_probes, -1, &sel, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_clock_model_delete, -1, &del, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_clock_model_insert, -1, &ins, NULL) != SQLITE_OK) {
         rc = mrd__clock_sqlerr(db, log, "prepare");
         goto fail;
     }
-    if ((rc = mrd__clock_exec(db, log, "BEGIN IMMEDIATE")))
+    if ((rc = mrd__clock_exec(db, log, mrd_db_sql_begin_immediate)))
         goto fail;
     in_tx = 1;
     while ((step = sqlite3_step(sel)) == SQLITE_ROW) {
@@ -124,7 +116,7 @@ int mrd_clock_fit_db(sqlite3 *db, const struct mrd_clock_fit_options *o, FILE *l
             goto fail;
         fitted += rc;
     }
-    if ((rc = mrd__clock_exec(db, log, "DELETE FROM clock_adjustments; COMMIT")))
+    if ((rc = mrd__clock_exec(db, log, mrd_db_sql_clock_fit_commit)))
         goto fail;
     in_tx = 0;
     rc = fitted;
@@ -132,7 +124,7 @@ fail:
     if (rc == -MRD_ERR_SQLITE && log)
         fprintf(log, "clock: fit: %s\n", sqlite3_errmsg(db));
     if (in_tx)
-        mrd__clock_exec(db, NULL, "ROLLBACK");
+        mrd__clock_exec(db, NULL, mrd_db_sql_rollback);
     sqlite3_finalize(sel);
     sqlite3_finalize(del);
     sqlite3_finalize(ins);

@@ -178,22 +178,6 @@ static int cmp_gbr(const void *x, const void *y)
     return (a->b.g_lo > b->b.g_lo) - (a->b.g_lo < b->b.g_lo);
 }
 
-/* Brackets from NCCL kernels: one per CUPTI kernel record reached by the correlation chain. */
-static const char kernel_brackets_sql[] =
-    "SELECT k.rank, COALESCE(k.device, o.device, 0), k.start_ns, k.end_ns,"
-    "       MIN(c.gpu_start), MAX(c.gpu_end)"
-    " FROM nccl_ops o" /* CROSS JOIN fixes this order: every step an index search */
-    " CROSS JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
-    " CROSS JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
-    " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
-    " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
-    "   AND +k.end_ns >= k.start_ns AND +k.start_ns > 0" /* + : no index on these */
-    " GROUP BY k.rank, k.correlation_id, k.start_ns";
-
-static const char sample_brackets_sql[] =
-    "SELECT rank, device, host_ns - COALESCE(uncertainty_ns, 0), gpu_ns,"
-    "       host_ns + COALESCE(uncertainty_ns, 0) FROM gpu_clock_samples";
-
 static int push(struct gbr **v, size_t *n, size_t *cap, const struct gbr *x, uint64_t *over)
 {
     if (*n >= MRD_GPU_BRACKET_CAP) { /* policy at the cap: ignore and count */
@@ -216,8 +200,8 @@ static int load_brackets(sqlite3 *db, FILE *log, struct gbr **v, size_t *n, uint
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc = 0, step;
-    int has_samples = mrd_clock_table_exists(db, "gpu_clock_samples") == 1;
-    if (sqlite3_prepare_v2(db, kernel_brackets_sql, -1, &st, NULL) != SQLITE_OK)
+    int has_samples = mrd_db_has_table(db, "gpu_clock_samples") == 1;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_kernel_brackets, -1, &st, NULL) != SQLITE_OK)
         return mrd__clock_sqlerr(db, log, "calibration query");
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         struct gbr x = {.rank = sqlite3_column_int(st, 0), .device = sqlite3_column_int(st, 1)};
@@ -236,7 +220,7 @@ static int load_brackets(sqlite3 *db, FILE *log, struct gbr **v, size_t *n, uint
     st = NULL;
     if (!has_samples)
         return 0;
-    if (sqlite3_prepare_v2(db, sample_brackets_sql, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_sample_brackets, -1, &st, NULL) != SQLITE_OK)
         return mrd__clock_sqlerr(db, log, "gpu_clock_samples query");
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         struct gbr x = {.rank = sqlite3_column_int(st, 0), .device = sqlite3_column_int(st, 1)};
@@ -275,15 +259,11 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
         rc = -ENOMEM;
         goto fail;
     }
-    if (sqlite3_prepare_v2(db,
-                           "INSERT OR REPLACE INTO gpu_timer_models (rank, device, slope,"
-                           " intercept_ns, error_bound_ns, samples, method)"
-                           " VALUES (?1,?2,?3,?4,?5,?6,?7)",
-                           -1, &ins, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_model_insert, -1, &ins, NULL) != SQLITE_OK) {
         rc = mrd__clock_sqlerr(db, log, "prepare");
         goto fail;
     }
-    if ((rc = mrd__clock_exec(db, log, "BEGIN IMMEDIATE; DELETE FROM gpu_timer_models")))
+    if ((rc = mrd__clock_exec(db, log, mrd_db_sql_gpu_models_begin)))
         goto fail;
     in_tx = 1;
     for (size_t i = 0; i < n;) {
@@ -320,13 +300,13 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
         fitted++;
         i = j;
     }
-    if ((rc = mrd__clock_exec(db, log, "COMMIT")))
+    if ((rc = mrd__clock_exec(db, log, mrd_db_sql_commit)))
         goto fail;
     in_tx = 0;
     rc = fitted;
 fail:
     if (in_tx)
-        mrd__clock_exec(db, NULL, "ROLLBACK");
+        mrd__clock_exec(db, NULL, mrd_db_sql_rollback);
     sqlite3_finalize(ins);
     free(tmp);
     free(v);

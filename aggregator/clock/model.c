@@ -103,10 +103,10 @@ int mrd_clock_models_load(sqlite3 *db, struct mrd_clock_models **out)
     if (!ms)
         return -ENOMEM;
     ms->max_rank = -1;
-    rc = mrd_clock_table_exists(db, "clock_models");
+    rc = mrd_db_has_table(db, "clock_models");
     if (rc <= 0) /* no table: an empty set */
         goto done;
-    if (sqlite3_prepare_v2(db, "SELECT max(rank) FROM clock_models", -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_models_max_rank, -1, &st, NULL) != SQLITE_OK)
         goto sqlfail;
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
         int64_t mr = sqlite3_column_int64(st, 0);
@@ -125,11 +125,7 @@ int mrd_clock_models_load(sqlite3 *db, struct mrd_clock_models **out)
         rc = -ENOMEM;
         goto fail;
     }
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm,"
-                           " error_bound_ns, samples, method FROM clock_models"
-                           " WHERE rank >= 0 ORDER BY rank, segment",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_models_all, -1, &st, NULL) != SQLITE_OK)
         goto sqlfail;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
         struct mrd_clock_segment s = {

@@ -1,8 +1,6 @@
 /* Small shared pieces of the clock module: SQLite error reporting, the module's own
- * tables, and a dense Cholesky solver for the (small) normal equations of the fits; also
- * the one "does this table exist" query of the aggregator's finalize and analysis
- * (mrd_clock_table_exists, which aggregator/analyze and launcher/finalize.c reach through
- * mrd_analyze_has_table: analyze links mrd_clock, not the other way round).
+ * tables (their SQL text is the database module's, aggregator/db), and a dense Cholesky
+ * solver for the (small) normal equations of the fits.
  *
  * Where it sits: used by fit.c, gpu.c and causality.c in the finalize step after ingest.
  * Workload: a handful of calls per finalize; matrices of at most a few hundred rows.
@@ -14,23 +12,6 @@
 
 #include "clock_internal.h"
 #include "error.h"
-
-/* Tables owned by the clock module (documented in aggregator/SCHEMA.md, "Clock alignment
- * results"). The indexes serve the joins of the calibration and the causality check. */
-static const char clock_tables_sql[] =
-    "CREATE TABLE IF NOT EXISTS clock_causality ("
-    " rank_a INTEGER NOT NULL, rank_b INTEGER NOT NULL, instances INTEGER NOT NULL,"
-    " violations_before INTEGER NOT NULL, violations_after INTEGER NOT NULL,"
-    " max_violation_before_ns INTEGER NOT NULL, max_violation_after_ns INTEGER NOT NULL,"
-    " feasible_lo_ns INTEGER, feasible_hi_ns INTEGER,"
-    " PRIMARY KEY (rank_a, rank_b)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS clock_adjustments ("
-    " rank INTEGER PRIMARY KEY, shift_ns INTEGER NOT NULL,"
-    " bound_before_ns INTEGER NOT NULL, bound_after_ns INTEGER NOT NULL,"
-    " feasible_lo_ns INTEGER, feasible_hi_ns INTEGER, bound_scale REAL NOT NULL,"
-    " instances INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS clock_kernels_corr ON kernels (rank, correlation_id);"
-    "CREATE INDEX IF NOT EXISTS clock_channels_op ON nccl_channels (rank, op_id);";
 
 int mrd__clock_sqlerr(sqlite3 *db, FILE *log, const char *what)
 {
@@ -51,24 +32,9 @@ int mrd__clock_exec(sqlite3 *db, FILE *log, const char *sql)
     return 0;
 }
 
-int mrd_clock_table_exists(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?1",
-                           -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc == SQLITE_ROW)
-        return 1;
-    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
-}
-
 int mrd__clock_ensure_tables(sqlite3 *db, FILE *log)
 {
-    return mrd__clock_exec(db, log, clock_tables_sql);
+    return mrd__clock_exec(db, log, mrd_db_sql_clock_tables);
 }
 
 int mrd__clock_spd_solve(double *A, double *b, int p, double *inv_diag)

@@ -3,7 +3,7 @@
  *
  * Where it sits: the last stage; consumes struct mrd_analysis (aggregator/analyze) and, for
  * the HTML timeline and the trace, streams rows from the database again (the TEMP helper
- * tables of mrd_analyze_prepare are reused on the same connection).
+ * tables of mrd_db_op_intervals are reused on the same connection).
  *
  * Workload: the text/JSON outputs are proportional to ranks and steps. The HTML timeline
  * draws at most MRD_EXPORT_HTML_MAX_RANKS ranks and MRD_EXPORT_HTML_MAX_KERNELS kernels per
@@ -42,9 +42,15 @@ int mrd_export_html(FILE *f, sqlite3 *db, const struct mrd_analysis *a);
 struct mrd_perfetto_options {
     int ignore_clock_models; /* keep each rank's local clock */
     int include_api;         /* also export api_calls (off by default: large) */
-    /* only events meeting [window_from_ns, window_to_ns], in ns after the trace's origin
+    /* only events meeting [window_from_ns, window_to_ns], in ns after the time origin
      * (as the trace shows them); window_to_ns = 0: everything */
     int64_t window_from_ns, window_to_ns;
+    /* by_steps = 1: instead of the window, the steps step_first..step_last (NVTX step
+     * ranges numbered as the analysis does, with step_name as in mrd_analyze_options):
+     * from the earliest start of the first to the latest end of the last over ranks */
+    int by_steps;
+    int64_t step_first, step_last;
+    const char *step_name;
 };
 
 struct mrd_perfetto_stats {
@@ -53,6 +59,12 @@ struct mrd_perfetto_stats {
     uint64_t tracks;
     uint64_t folded;     /* rows written to an "other" track (track cap reached) */
     uint64_t overlapped; /* slices that overlap another on their track (lanes full) */
+    /* slices, instants and flow ends of the run (rows) and those the window or step range
+     * selected (selected; == rows without either). selected == 0 with rows > 0: the
+     * window missed the run, whose rows lie in [first_ns, last_ns] after the origin */
+    uint64_t rows, selected;
+    int64_t first_ns, last_ns;
+    uint64_t steps; /* with by_steps: the steps the run has (broken down by the analysis) */
 };
 
 /* Writes Chrome trace event JSON (Perfetto and chrome://tracing open it): one process per
@@ -61,9 +73,11 @@ struct mrd_perfetto_stats {
  * calls, for CUDA graph launches and host synchronizations (slices of a track always
  * nest: overlapping ones go to extra lanes); flow arrows (and args) link each NCCL op to
  * its kernel. Times are
- * microseconds with nanosecond precision relative to the run's anchor (global timebase)
- * or 0 (local clocks); the anchor is in metadata. Returns 0 and fills *st (may be NULL),
- * -EIO, -ENOMEM, or -MRD_ERR_SQLITE. */
+ * microseconds with nanosecond precision after the run's time origin (mrd_timebase_origin:
+ * aggregator/SCHEMA.md, "The time origin"), which otherData.origin_ns holds. A window or
+ * step range that selects nothing still writes a valid trace (metadata only) and returns
+ * 0: the caller tells from st->selected. Returns 0 and fills *st (may be NULL), -EIO,
+ * -ENOMEM, or -MRD_ERR_SQLITE. */
 int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *o,
                         struct mrd_perfetto_stats *st);
 

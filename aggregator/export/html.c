@@ -150,12 +150,11 @@ static int pick_window(sqlite3 *db, const struct mrd_analysis *a, const struct m
                  a->worst_seq);
         return 1;
     }
-    if (a->nranks == 0 || !mrd_analyze_has_table(db, "kernels"))
+    if (a->nranks == 0 || mrd_db_has_table(db, "kernels") != 1)
         return 0;
     sqlite3_stmt *st = NULL;
     int ok = 0;
-    if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?", -1, &st,
-                           NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_first_kernel_of_rank, -1, &st, NULL) != SQLITE_OK)
         return 0;
     sqlite3_bind_int(st, 1, a->ranks[0].rank);
     if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
@@ -181,27 +180,22 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
     if ((rc = mrd_timebase_load(db, !a->global_timebase, &tb)) < 0)
         return rc;
     if (!pick_window(db, a, tb, &ws, &we, what, sizeof(what)) ||
-        !mrd_analyze_has_table(db, "kernels")) {
+        mrd_db_has_table(db, "kernels") != 1) {
         fputs("<p>no kernels to draw</p>\n", f);
         mrd_timebase_destroy(tb);
         return 0;
     }
-    if (sqlite3_prepare_v2(db,
-                           "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l "
-                           "WHERE l.rank = k.rank AND l.correlation_id = k.correlation_id), "
-                           "s.value FROM main.kernels k LEFT JOIN main.strings s ON s.id = "
-                           "k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 AND k.start_ns < "
-                           "?3 AND k.end_ns > ?4 ORDER BY k.start_ns LIMIT ?5",
-                           -1, &q, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_html_kernels, -1, &q, NULL) != SQLITE_OK) {
         mrd_timebase_destroy(tb);
         return -MRD_ERR_SQLITE;
     }
     double scale = (double)(W - left - 10) / (double)(we - ws);
-    char b1[32];
+    char b1[32], b2[32];
     fprintf(f,
-            "<p class=\"note\">%s, %s wide. Upper lane: compute kernels (blue); lower lane: "
-            "communication kernels (orange). Hover for names.</p>\n",
-            what, ns(b1, we - ws));
+            "<p class=\"note\">%s, %s wide, from %s after the time origin. Upper lane: "
+            "compute kernels (blue); lower lane: communication kernels (orange). Hover for "
+            "names.</p>\n",
+            what, ns(b1, we - ws), ns(b2, ws - a->time_origin_ns));
     fprintf(f, "<svg width=\"%d\" height=\"%d\" xmlns=\"http://www.w3.org/2000/svg\">\n", W,
             shown * row + 48);
     /* time axis under the lanes: 5 ticks, labelled from the window's start */
@@ -211,7 +205,10 @@ static int timeline(FILE *f, sqlite3 *db, const struct mrd_analysis *a)
                 "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#666\"/>"
                 "<text x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">+%s</text>\n",
                 x, x, shown * row + 22, shown * row + 27, x, shown * row + 40,
-                k == 0 ? "start" : k == 4 ? "end" : "middle", ns(b1, (we - ws) * k / 4));
+                k == 0   ? "start"
+                : k == 4 ? "end"
+                         : "middle",
+                ns(b1, (we - ws) * k / 4));
     }
     for (int s = 0; s < a->nsteps; s++) {
         int64_t t = a->steps[s].start_ns;
@@ -369,7 +366,7 @@ static int wait_plot(FILE *f, const struct mrd_analysis *a)
     char b1[32], b2[32];
     int64_t max = 1;
     const int left = 70, row = 20;
-    const struct mrd_an_rank **v = mrd__report_ranking(a);
+    const struct mrd_an_rank **v = mrd_analyze_ranking(a);
     if (!v)
         return -ENOMEM;
     char left_out[512];

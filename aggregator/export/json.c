@@ -124,8 +124,11 @@ static void collectives_obj(FILE *f, const struct mrd_analysis *a)
             ",\"worst\":{\"comm\":\"%016" PRIx64 "\",\"seq\":%" PRIu64 ",\"func\":", a->worst_comm,
             a->worst_seq);
     mrd__json_str(f, a->worst_func);
-    fprintf(f, ",\"last_rank\":%d,\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 "}",
-            a->worst_last_rank, a->worst_start_ns, a->worst_end_ns);
+    fprintf(f,
+            ",\"last_rank\":%d,\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64 ",\"at_ns\":%" PRId64
+            "}",
+            a->worst_last_rank, a->worst_start_ns, a->worst_end_ns,
+            a->worst_start_ns - a->time_origin_ns);
     fputs(",\"skew_histogram_us_log2\":[", f);
     for (int i = 0; i < MRD_AN_HIST_BINS; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", a->skew_hist[i]);
@@ -174,7 +177,7 @@ static void windows_arr(FILE *f, const struct mrd_analysis *a)
 
 int mrd_export_json(FILE *f, const struct mrd_analysis *a)
 {
-    const struct mrd_an_rank **rankv = mrd__report_ranking(a);
+    const struct mrd_an_rank **rankv = mrd_analyze_ranking(a);
     if (!rankv)
         return -ENOMEM;
     fputs("{\"schema\":\"meridian-report/1\",\"run\":{\"run_id\":", f);
@@ -183,9 +186,9 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
     mrd__json_str(f, a->command);
     fprintf(f,
             ",\"world_size\":%" PRId64 ",\"anchor_realtime_ns\":%" PRId64 ",\"created_ns\":%" PRId64
-            ",\"timebase\":\"%s\"},",
+            ",\"timebase\":\"%s\",\"time_origin_ns\":%" PRId64 "},",
             a->world_size, a->anchor_realtime_ns, a->created_ns,
-            a->global_timebase ? "global" : "local");
+            a->global_timebase ? "global" : "local", a->time_origin_ns);
     fprintf(f, "\"aggregator\":{\"duplicates\":%" PRIu64 ",\"rejected\":%" PRIu64 "},",
             a->duplicates, a->rejected);
     fputs("\"ranks\":[", f);
@@ -222,20 +225,20 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
             ",\"wait_cost_ns\":%" PRId64 "},\n",
             a->ranked_in_steps ? "steps" : "all", a->outside_steps, a->outside_steps_cost_ns);
     if (a->capture_steps) /* additive: only in runs with windows */
-        fprintf(f, "\"capture_steps\":{\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64
-                   "},\n",
+        fprintf(f, "\"capture_steps\":{\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64 "},\n",
                 a->capture_steps, a->capture_steps_cost_ns);
     fputs("\"steps\":[", f);
     for (int s = 0; s < a->nsteps; s++) {
         const struct mrd_an_step *st = &a->steps[s];
-        fprintf(f,
-                "%s{\"index\":%" PRId64 ",\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
-                ",\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64 ",\"max_skew_ns\":%" PRId64
-                ",\"worst_rank\":%d,\"worst_caused_ns\":%" PRId64 "%s%s}",
-                s ? ",\n" : "\n", st->index, st->start_ns, st->end_ns, st->instances, st->cost_ns,
-                st->max_skew_ns, st->worst_rank, st->worst_caused_ns,
-                st->capture & MRD_AN_ATTACH ? ",\"cupti_attach\":true" : "",
-                st->capture & MRD_AN_DETACH ? ",\"cupti_detach\":true" : "");
+        fprintf(
+            f,
+            "%s{\"index\":%" PRId64 ",\"start_ns\":%" PRId64 ",\"end_ns\":%" PRId64
+            ",\"at_ns\":%" PRId64 ",\"instances\":%" PRIu64 ",\"wait_cost_ns\":%" PRId64
+            ",\"max_skew_ns\":%" PRId64 ",\"worst_rank\":%d,\"worst_caused_ns\":%" PRId64 "%s%s}",
+            s ? ",\n" : "\n", st->index, st->start_ns, st->end_ns, st->start_ns - a->time_origin_ns,
+            st->instances, st->cost_ns, st->max_skew_ns, st->worst_rank, st->worst_caused_ns,
+            st->capture & MRD_AN_ATTACH ? ",\"cupti_attach\":true" : "",
+            st->capture & MRD_AN_DETACH ? ",\"cupti_detach\":true" : "");
     }
     fprintf(f, "],\n\"steps_beyond_cap\":%" PRIu64 ",\n", a->steps_beyond_cap);
     windows_arr(f, a);

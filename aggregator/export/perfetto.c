@@ -2,7 +2,7 @@
  *
  * Where it sits: export stage; streams the event tables of the database once each (no
  * ordering needed: trace viewers sort), maps every timestamp into the global timebase
- * (aggregator/analyze/timebase.h) and writes one JSON object per row.
+ * (aggregator/clock/timebase.h) and writes one JSON object per row.
  *
  * Layout: pid = rank + 1 (named "rank N (host)"; pid 0 is avoided because some importers
  * treat it as the idle process), one thread per (GPU, stream) for kernels, memcpy and
@@ -13,8 +13,8 @@
  * synchronization" threads. Slices of one thread must nest (Perfetto drops the others),
  * so the classes that may overlap are spread over lanes (see struct lanes). Flow arrows (ph s/f, id
  * per op) and args link each NCCL op to its kernel. Times: microseconds with exactly three
- * decimals, relative to the run's anchor (global) or to the earliest kernel (local clocks), printed
- * from integers.
+ * decimals, printed from integers, after the run's time origin (mrd_timebase_origin; a rank
+ * without a clock model in a global trace: after its own first kernel).
  *
  * Workload: hundreds of millions of rows stream through; memory is the track table only
  * (open addressing, MRD_EXPORT_MAX_TRACKS entries; beyond, a process's further rows go to
@@ -70,11 +70,13 @@ struct pf {
     const struct mrd_perfetto_options *o;
     struct mrd_perfetto_stats st;
     sqlite3_stmt *links; /* the NCCL ops a kernel launched, and each op's first kernel */
+    int select_none;     /* a step range that holds no step: nothing is selected */
     struct lanes lanes;  /* of the query being exported */
     uint64_t overlapped; /* slices placed over another in a full set of lanes */
     struct track *tracks;
     size_t nslots, ntracks;
     int64_t origin;
+    int64_t window_from_ns, window_to_ns; /* the options' window, or the steps' */
     int first;
 };
 
@@ -178,8 +180,7 @@ static int64_t rank_origin(struct pf *p, int rank, int *aligned)
         return p->origin;
     int64_t o = 0;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db, "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?", -1, &st,
-                           NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(p->db, mrd_db_sql_first_kernel_of_rank, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, rank);
         if (sqlite3_step(st) == SQLITE_ROW)
             o = sqlite3_column_int64(st, 0);
@@ -199,8 +200,7 @@ static struct track *process(struct pf *p, int rank)
     char name[256], host[160] = "";
     int aligned;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(p->db, "SELECT host FROM main.ranks WHERE rank = ?", -1, &st, NULL) ==
-        SQLITE_OK) {
+    if (sqlite3_prepare_v2(p->db, mrd_db_sql_rank_host, -1, &st, NULL) == SQLITE_OK) {
         sqlite3_bind_int(st, 1, rank);
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
             snprintf(host, sizeof(host), "%s", (const char *)sqlite3_column_text(st, 0));
@@ -264,14 +264,23 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
     return t->tid;
 }
 
-/* 1 when [gs, ge] (global) meets the requested window (always without one). */
+/* 1 when [gs, ge] (global) meets the requested window (always without one); counts the
+ * row into the run's span (stats first_ns, last_ns) and, when selected, into selected. */
 static int in_window(struct pf *p, int rank, int64_t gs, int64_t ge)
 {
-    if (!p->o->window_to_ns)
-        return 1;
     struct track *proc = process(p, rank);
     int64_t origin = proc ? proc->origin : p->origin;
-    return ge - origin >= p->o->window_from_ns && gs - origin <= p->o->window_to_ns;
+    if (!p->st.rows || gs - origin < p->st.first_ns)
+        p->st.first_ns = gs - origin;
+    if (!p->st.rows || ge - origin > p->st.last_ns)
+        p->st.last_ns = ge - origin;
+    p->st.rows++;
+    if (p->select_none)
+        return 0;
+    if (p->window_to_ns && !(ge - origin >= p->window_from_ns && gs - origin <= p->window_to_ns))
+        return 0;
+    p->st.selected++;
+    return 1;
 }
 
 /* Writes the common head of an X (complete) event and returns 1; the caller adds args and
@@ -343,7 +352,7 @@ static int run_query(struct pf *p, const char *table, const char *sql,
 {
     sqlite3_stmt *q = NULL;
     int rc;
-    if (table && !mrd_analyze_has_table(p->db, table))
+    if (table && mrd_db_has_table(p->db, table) != 1)
         return 0;
     if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
@@ -359,8 +368,8 @@ static int run_query(struct pf *p, const char *table, const char *sql,
 static void kernel_row(struct pf *p, sqlite3_stmt *q)
 {
     int rank = sqlite3_column_int(q, 0);
-    if (col64(q, 3) == 0 && col64(q, 4) == 0)
-        return; /* lost by CUPTI's device buffer */
+    if (!mrd_db_kernel_valid(col64(q, 3), col64(q, 4)))
+        return; /* lost by CUPTI's device buffer, or corrupt */
     if (!slice(p, rank, TR_STREAM, stream_key(q, 1, 2), "kernel", text(q, 6, "kernel"), col64(q, 3),
                col64(q, 4)))
         return;
@@ -513,19 +522,39 @@ static void api_row(struct pf *p, sqlite3_stmt *q)
             col64(q, 6));
 }
 
-static int64_t local_origin(sqlite3 *db)
+/* Turns the options' step range into a window (ns after the origin) with the analysis'
+ * own steps (NVTX step ranges, global start of the first to end of the last over ranks);
+ * a range that holds no step selects nothing. Fills stats.steps. */
+static int steps_window(struct pf *p)
 {
-    int64_t o = 0;
-    sqlite3_stmt *st = NULL;
-    if (!mrd_analyze_has_table(db, "kernels"))
-        return 0;
-    if (sqlite3_prepare_v2(db, "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0", -1, &st,
-                           NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW)
-            o = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+    struct mrd_analyze_options ao;
+    struct mrd_analysis *a = NULL;
+    int64_t from = INT64_MAX, to = INT64_MIN;
+    int rc;
+    memset(&ao, 0, sizeof(ao));
+    ao.ignore_clock_models = p->o->ignore_clock_models;
+    ao.step_name = p->o->step_name;
+    if ((rc = mrd_analyze(p->db, &ao, &a, NULL)) < 0)
+        return rc;
+    p->st.steps = (uint64_t)a->nsteps;
+    for (int i = 0; i < a->nsteps; i++) {
+        const struct mrd_an_step *st = &a->steps[i];
+        if (st->index < p->o->step_first || st->index > p->o->step_last)
+            continue;
+        from = st->start_ns < from ? st->start_ns : from;
+        to = st->end_ns > to ? st->end_ns : to;
     }
-    return o;
+    if (from > to)
+        p->select_none = 1;
+    else {
+        p->window_from_ns = from - p->origin;
+        p->window_to_ns =
+            to - p->origin > p->window_from_ns ? to - p->origin : p->window_from_ns + 1;
+        if (p->window_to_ns == 0) /* 0 would mean "no window" */
+            p->window_to_ns = 1;
+    }
+    mrd_analysis_free(a);
+    return 0;
 }
 
 int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *opts,
@@ -547,81 +576,35 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
         goto fail;
     }
     if ((rc = mrd_timebase_load(db, p.o->ignore_clock_models, &p.tb)) < 0 ||
-        (rc = mrd_analyze_prepare(db)) < 0)
+        (rc = mrd_timebase_origin(p.tb, db, &p.origin)) < 0)
         goto fail;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
-                           "temp.mrd_op_time t ON t.rank = l.rank AND t.op_id = l.op_id AND "
-                           "t.source = 1 WHERE l.rank = ?1 AND l.correlation_id = ?2",
-                           -1, &p.links, NULL) != SQLITE_OK) {
+    p.window_from_ns = p.o->window_from_ns;
+    p.window_to_ns = p.o->window_to_ns;
+    if (p.o->by_steps && (rc = steps_window(&p)) < 0)
+        goto fail;
+    if ((rc = mrd_db_op_intervals(db, 0)) < 0)
+        goto fail;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_kernel_ops, -1, &p.links, NULL) != SQLITE_OK) {
         rc = -MRD_ERR_SQLITE;
         goto fail;
     }
-    p.origin = mrd_timebase_is_global(p.tb) ? mrd_timebase_anchor(p.tb) : local_origin(db);
     fputs("{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"meridian export\","
           "\"timebase\":",
           f);
     fprintf(f, "\"%s\",\"origin_ns\":%" PRId64 "},\"traceEvents\":[",
             mrd_timebase_is_global(p.tb) ? "global" : "local", p.origin);
-    if ((rc = run_query(&p, "kernels",
-                        "SELECT k.rank, k.device, k.stream, k.start_ns, k.end_ns, "
-                        "k.correlation_id, s.value, k.grid_x, k.grid_y, k.grid_z, k.block_x, "
-                        "k.block_y, k.block_z, (SELECT l.op_id FROM temp.mrd_link l WHERE "
-                        "l.rank = k.rank AND l.correlation_id = k.correlation_id LIMIT 1) "
-                        "FROM main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id",
-                        kernel_row)) < 0 ||
+    if ((rc = run_query(&p, "kernels", mrd_db_sql_export_kernels, kernel_row)) < 0 ||
 
-        (rc = run_query(&p, "memcpys",
-                        "SELECT rank, device, stream, start_ns, end_ns, bytes, copy_kind "
-                        "FROM main.memcpys WHERE NOT (start_ns = 0 AND end_ns = 0)",
-                        memcpy_row)) < 0 ||
-        (rc = run_query(&p, "memsets",
-                        "SELECT rank, device, stream, start_ns, end_ns, bytes FROM "
-                        "main.memsets WHERE NOT (start_ns = 0 AND end_ns = 0)",
-                        memset_row)) < 0 ||
-        (rc = run_query(&p, "graph_launches",
-                        "SELECT rank, device, stream, start_ns, end_ns, graph_id FROM "
-                        "main.graph_launches",
-                        graph_row)) < 0 ||
-        (rc = run_query(&p, "nccl_ops",
-                        "SELECT n.rank, n.op_id, n.start_ns, n.end_ns, n.seq, f.value, "
-                        "n.count, n.bytes, d.value, a.value, pr.value, n.peer, n.channels, "
-                        "n.is_p2p, n.device, n.comm_hash, n.root, t.start_ns, t.end_ns "
-                        "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
-                        "LEFT JOIN main.strings d ON d.id = n.datatype_id LEFT JOIN "
-                        "main.strings a ON a.id = n.algo_id LEFT JOIN main.strings pr ON "
-                        "pr.id = n.proto_id LEFT JOIN temp.mrd_op_time t ON t.rank = n.rank "
-                        "AND t.op_id = n.op_id AND t.source = 1 "
-                        "ORDER BY n.rank, n.device, n.start_ns",
-                        nccl_row)) < 0 ||
-        (rc = run_query(&p, "nvtx",
-                        "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
-                        "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
-                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
-                        "WHERE n.kind <> 2",
-                        nvtx_row)) < 0 ||
-        (rc = run_query(&p, "nvtx",
-                        "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
-                        "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
-                        "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
-                        "WHERE n.kind = 2 ORDER BY n.rank, n.thread, n.start_ns",
-                        nvtx_row)) < 0 ||
-        (rc = run_query(&p, "mpi_calls",
-                        "SELECT m.rank, m.thread, m.start_ns, m.end_ns, s.value, m.call_id, "
-                        "m.bytes, m.peer, m.tag FROM main.mpi_calls m LEFT JOIN main.strings "
-                        "s ON s.id = m.call_id",
-                        mpi_row)) < 0 ||
-        (rc = run_query(&p, "syncs",
-                        "SELECT rank, start_ns, end_ns, type, stream FROM main.syncs "
-                        "ORDER BY rank, start_ns",
-                        sync_row)) < 0)
+        (rc = run_query(&p, "memcpys", mrd_db_sql_export_memcpys, memcpy_row)) < 0 ||
+        (rc = run_query(&p, "memsets", mrd_db_sql_export_memsets, memset_row)) < 0 ||
+        (rc = run_query(&p, "graph_launches", mrd_db_sql_export_graphs, graph_row)) < 0 ||
+        (rc = run_query(&p, "nccl_ops", mrd_db_sql_export_nccl_ops, nccl_row)) < 0 ||
+        (rc = run_query(&p, "nvtx", mrd_db_sql_export_nvtx, nvtx_row)) < 0 ||
+        (rc = run_query(&p, "nvtx", mrd_db_sql_export_nvtx_start_end, nvtx_row)) < 0 ||
+        (rc = run_query(&p, "mpi_calls", mrd_db_sql_export_mpi, mpi_row)) < 0 ||
+        (rc = run_query(&p, "syncs", mrd_db_sql_export_syncs, sync_row)) < 0)
         goto fail;
-    if (p.o->include_api &&
-        (rc = run_query(&p, "api_calls",
-                        "SELECT c.rank, c.thread, c.start_ns, c.end_ns, s.value, c.cbid, "
-                        "c.correlation_id FROM main.api_calls c LEFT JOIN main.strings s ON "
-                        "s.id = c.name_id",
-                        api_row)) < 0)
+    if (p.o->include_api && (rc = run_query(&p, "api_calls", mrd_db_sql_export_api, api_row)) < 0)
         goto fail;
     fputs("\n]}\n", f);
     fflush(f);

@@ -16,10 +16,6 @@ void mrd__report_time(char *buf, size_t n, int64_t realtime_ns);
  * skew; -1 without data. */
 int64_t mrd__report_quantile(const struct mrd_analysis *a, double q);
 
-/* Ranks in straggler order (wait caused, then last arrivals, then rank): a malloc'd
- * array of a->nranks pointers into a->ranks (caller frees), NULL on -ENOMEM. */
-const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a);
-
 /* The sentence saying what the straggler ranking left out ("not ranked: N instance(s)
  * outside the steps ... cost X, the most of it caused by rank R"), into buf; "" when
  * nothing was left out (no step scope, or every timed instance within the steps). */

@@ -72,40 +72,6 @@ int64_t mrd__report_quantile(const struct mrd_analysis *a, double q)
     return a->skew_max_ns;
 }
 
-struct ranked {
-    const struct mrd_an_rank *r;
-    struct mrd_an_wait w;
-};
-
-static int cmp_straggler(const void *x, const void *y)
-{
-    const struct ranked *a = x, *b = y;
-    if (a->w.caused_ns != b->w.caused_ns)
-        return a->w.caused_ns > b->w.caused_ns ? -1 : 1;
-    if (a->w.times_last != b->w.times_last)
-        return a->w.times_last > b->w.times_last ? -1 : 1;
-    return a->r->rank < b->r->rank ? -1 : a->r->rank > b->r->rank;
-}
-
-const struct mrd_an_rank **mrd__report_ranking(const struct mrd_analysis *a)
-{
-    size_t n = (size_t)(a->nranks ? a->nranks : 1);
-    const struct mrd_an_rank **v = malloc(n * sizeof(*v));
-    struct ranked *t = malloc(n * sizeof(*t));
-    if (!v || !t) {
-        free(v);
-        free(t);
-        return NULL;
-    }
-    for (int i = 0; i < a->nranks; i++)
-        t[i] = (struct ranked){&a->ranks[i], mrd_analyze_ranked_wait(a, &a->ranks[i])};
-    qsort(t, (size_t)a->nranks, sizeof(*t), cmp_straggler);
-    for (int i = 0; i < a->nranks; i++)
-        v[i] = t[i].r;
-    free(t);
-    return v;
-}
-
 /* The capture steps' part of the "not ranked" sentence, appended at buf + k. */
 static void capture_steps_note(const struct mrd_analysis *a, char *buf, size_t n, int k)
 {
@@ -140,8 +106,7 @@ void mrd__report_outside_steps(const struct mrd_analysis *a, char *buf, size_t n
     int k = snprintf(buf, n,
                      "not ranked: %" PRIu64 " instance(s) outside the steps (warm-up, start-up, "
                      "teardown) cost %s",
-                     a->outside_steps,
-                     mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns));
+                     a->outside_steps, mrd_export_fmt_ns(b1, sizeof(b1), a->outside_steps_cost_ns));
     if (top && k > 0 && (size_t)k < n)
         k += snprintf(buf + k, n - (size_t)k, ", the most of it caused by rank %d", top->rank);
     capture_steps_note(a, buf, n, k);
@@ -150,6 +115,13 @@ void mrd__report_outside_steps(const struct mrd_analysis *a, char *buf, size_t n
 static void section(FILE *f, const char *title)
 {
     fprintf(f, "\n== %s\n", title);
+}
+
+/* A time of the analysis as the outputs show it: milliseconds after the time origin. */
+static const char *fmt_at(char *buf, size_t n, const struct mrd_analysis *a, int64_t t)
+{
+    snprintf(buf, n, "%.3f ms", (double)(t - a->time_origin_ns) / 1e6);
+    return buf;
 }
 
 static void print_run(FILE *f, const struct mrd_analysis *a)
@@ -168,6 +140,12 @@ static void print_run(FILE *f, const struct mrd_analysis *a)
             a->global_timebase ? "global (aggregator clock, aligned per rank)"
                                : "LOCAL clocks of each rank (not aligned)",
             fitted, a->nranks);
+    /* every "at" below, and the Perfetto export's times, count from this origin */
+    if (a->global_timebase)
+        mrd__report_time(t, sizeof(t), a->time_origin_ns);
+    fprintf(f, "  time origin: %s%s (%" PRId64 " ns); times \"at\" are after it\n",
+            a->global_timebase ? "" : "earliest event, local clock", a->global_timebase ? t : "",
+            a->time_origin_ns);
 }
 
 static void print_ranks(FILE *f, const struct mrd_analysis *a)
@@ -383,8 +361,9 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
             mrd_export_fmt_ns(b3, sizeof(b3), mrd__report_quantile(a, 0.9)),
             mrd_export_fmt_ns(b4, sizeof(b4), mrd__report_quantile(a, 0.99)),
             mrd_export_fmt_ns(b5, sizeof(b5), a->skew_max_ns));
-    fprintf(f, "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d\n",
-            a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank);
+    fprintf(f, "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d, at %s\n",
+            a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank,
+            fmt_at(b1, sizeof(b1), a, a->worst_start_ns));
     fprintf(f, "  total wait (sum over instances of every rank's wait for the last): %s\n",
             mrd_export_fmt_ns(b1, sizeof(b1), a->cost_ns));
     fprintf(f, "  %-16s %-16s %10s %10s %12s %12s %12s\n", "communicator", "function", "instances",
@@ -430,7 +409,7 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
         fprintf(f, "  no timed collective instance: nothing to rank\n");
         return;
     }
-    const struct mrd_an_rank **v = mrd__report_ranking(a);
+    const struct mrd_an_rank **v = mrd_analyze_ranking(a);
     if (!v)
         return;
     fprintf(f, "  %-3s %-5s %14s %8s %14s %14s\n", "#", "rank", "last arrivals", "share",
@@ -438,8 +417,8 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         struct mrd_an_wait w = mrd_analyze_ranked_wait(a, v[i]);
         double share = w.instances ? 100.0 * (double)w.times_last / (double)w.instances : 0;
-        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, v[i]->rank,
-                w.times_last, share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
+        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, v[i]->rank, w.times_last,
+                share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), w.suffered_ns));
     }
     char line[512];
@@ -457,11 +436,13 @@ static void print_steps(FILE *f, const struct mrd_analysis *a)
         fprintf(f, "  no NVTX step ranges found\n");
         return;
     }
-    fprintf(f, "  %-6s %12s %10s %12s %12s %s\n", "step", "duration", "instances", "max skew",
-            "wait cost", "worst rank (wait caused)");
+    char b5[32];
+    fprintf(f, "  %-6s %12s %12s %10s %12s %12s %s\n", "step", "at", "duration", "instances",
+            "max skew", "wait cost", "worst rank (wait caused)");
     for (int s = 0; s < a->nsteps && s < MAX_STEP_LINES; s++) {
         const struct mrd_an_step *st = &a->steps[s];
-        fprintf(f, "  %-6" PRId64 " %12s %10" PRIu64 " %12s %12s ", st->index,
+        fprintf(f, "  %-6" PRId64 " %12s %12s %10" PRIu64 " %12s %12s ", st->index,
+                fmt_at(b5, sizeof(b5), a, st->start_ns),
                 mrd_export_fmt_ns(b1, sizeof(b1), st->end_ns - st->start_ns), st->instances,
                 mrd_export_fmt_ns(b2, sizeof(b2), st->max_skew_ns),
                 mrd_export_fmt_ns(b3, sizeof(b3), st->cost_ns));

@@ -36,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "error.h"
 #include "store_internal.h"
 
@@ -81,7 +82,7 @@ int mrd__store_sqlite_connect(const char *path, int sync_full, sqlite3 **out, ch
     sqlite3_extended_result_codes(db, 1);
     rc = sqlite3_exec(db, mrd__store_conn_pragmas(), NULL, NULL, &msg);
     if (rc == SQLITE_OK && sync_full)
-        rc = sqlite3_exec(db, "PRAGMA synchronous=FULL", NULL, NULL, &msg);
+        rc = sqlite3_exec(db, mrd_db_sql_sync_full, NULL, NULL, &msg);
     if (rc != SQLITE_OK) {
         snprintf(err, errlen, "database error (pragmas): %s", msg ? msg : sqlite3_errstr(rc));
         goto fail;
@@ -98,7 +99,7 @@ int mrd__store_sqlite_wal(sqlite3 *db, const char *path, char *err, size_t errle
 {
     sqlite3_stmt *st = NULL;
     char mode[16] = "";
-    int rc = sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(db, mrd_db_sql_wal, -1, &st, NULL);
     if (rc == SQLITE_OK && (rc = sqlite3_step(st)) == SQLITE_ROW && sqlite3_column_text(st, 0))
         snprintf(mode, sizeof(mode), "%s", (const char *)sqlite3_column_text(st, 0));
     sqlite3_finalize(st);

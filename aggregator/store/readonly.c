@@ -40,6 +40,7 @@
 
 #include <sqlite3.h>
 
+#include "db.h"
 #include "error.h"
 #include "store.h"
 
@@ -62,32 +63,20 @@ int mrd_store_schema_read(struct sqlite3 *db, struct mrd_store_schema *out)
     long long tables, rows = 0, odd = 0;
     int rc;
     memset(out, 0, sizeof(*out));
-    if ((rc = query_int(db,
-                        "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                        " AND name = 'schema_version'",
-                        &tables)) < 0)
+    if ((rc = query_int(db, mrd_db_sql_schema_has_version_table, &tables)) < 0)
         return rc;
     if (!tables) {
-        if ((rc = query_int(db,
-                            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-                            " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'",
-                            &tables)) < 0)
+        if ((rc = query_int(db, mrd_db_sql_schema_user_tables, &tables)) < 0)
             return rc;
         out->state = tables ? MRD_STORE_SCHEMA_UNVERSIONED : MRD_STORE_SCHEMA_NEW;
         return 0;
     }
-    if ((rc = query_int(db, "SELECT count(*) FROM schema_version", &rows)) < 0 ||
-        (rc = query_int(db,
-                        "SELECT count(*) FROM schema_version"
-                        " WHERE typeof(version) != 'integer'",
-                        &odd)) < 0)
+    if ((rc = query_int(db, mrd_db_sql_schema_version_rows, &rows)) < 0 ||
+        (rc = query_int(db, mrd_db_sql_schema_version_odd_rows, &odd)) < 0)
         return rc;
     if (odd) { /* REAL 1e30 is no version 1, 2.5 no version 2: not converted */
         sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(db,
-                               "SELECT quote(version) FROM schema_version"
-                               " WHERE typeof(version) != 'integer'",
-                               -1, &st, NULL) != SQLITE_OK)
+        if (sqlite3_prepare_v2(db, mrd_db_sql_schema_version_odd, -1, &st, NULL) != SQLITE_OK)
             return -MRD_ERR_SQLITE;
         if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
             snprintf(out->odd, sizeof(out->odd), "%s", (const char *)sqlite3_column_text(st, 0));
@@ -95,7 +84,7 @@ int mrd_store_schema_read(struct sqlite3 *db, struct mrd_store_schema *out)
         out->state = MRD_STORE_SCHEMA_NOT_INTEGER;
         return 0;
     }
-    if ((rc = query_int(db, "SELECT max(version) FROM schema_version", &out->version)) < 0)
+    if ((rc = query_int(db, mrd_db_sql_schema_version_max, &out->version)) < 0)
         return rc;
     if (rows == 0 || out->version < 1) {
         out->version = 0;
@@ -213,8 +202,7 @@ static int check_schema(sqlite3 *db, const char *path, char *why, size_t whylen)
                  sc.odd);
         return -MRD_ERR_CONFIG;
     }
-    if (query_int(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'",
-                  &runs) < 0) {
+    if (query_int(db, mrd_db_sql_schema_has_runs, &runs) < 0) {
         snprintf(why, whylen, "%s is not a meridian database: %s", path, sqlite3_errmsg(db));
         return -MRD_ERR_SQLITE;
     }

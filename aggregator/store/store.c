@@ -37,21 +37,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "error.h"
 #include "store_internal.h"
 
 extern const char mrd__store_schema_text[]; /* generated from schema.sql at build time */
-
-/* journal_mode=WAL apart: the store sets it only after the refusals (see apply_schema) */
-#define WAL_PRAGMA "PRAGMA journal_mode=WAL;\n"
-#define CONN_PRAGMAS                                                                               \
-    "PRAGMA synchronous=NORMAL;\n"                                                                 \
-    "PRAGMA temp_store=MEMORY;\n"                                                                  \
-    "PRAGMA cache_size=-65536;\n"                                                                  \
-    "PRAGMA wal_autocheckpoint=16384;\n"                                                           \
-    "PRAGMA busy_timeout=10000;\n"
-static const char pragmas[] = WAL_PRAGMA CONN_PRAGMAS;
-static const char conn_pragmas[] = CONN_PRAGMAS;
 
 /* The event tables (write.c, generated from proto/kinds.h) in front of schema.sql, whose
  * indexes name some of them; built once. If that allocation fails, schema.sql alone (the
@@ -77,12 +67,12 @@ const char *mrd_store_schema_sql(void)
 
 const char *mrd_store_pragmas(void)
 {
-    return pragmas;
+    return mrd_db_sql_store_pragmas;
 }
 
 const char *mrd__store_conn_pragmas(void)
 {
-    return conn_pragmas;
+    return mrd_db_sql_conn_pragmas;
 }
 
 void mrd_store_process_init(void)
@@ -220,24 +210,10 @@ static int query_int(struct mrd_store *s, const char *sql, long long *v)
 static int migrate_v1_v2(struct mrd_store *s)
 {
     long long later;
-    int rc = query_int(s,
-                       "SELECT count(*) FROM pragma_table_info('rank_strings')"
-                       " WHERE name = 'agent_instance'",
-                       &later);
+    int rc = query_int(s, mrd_db_sql_store_v2_layout, &later);
     if (rc < 0 || later)
         return rc;
-    return exec(s,
-                "ALTER TABLE batches ADD COLUMN agent_instance INTEGER;"
-                "ALTER TABLE rank_strings RENAME TO rank_strings_v1;"
-                "CREATE TABLE rank_strings ("
-                " rank INTEGER NOT NULL, agent_instance INTEGER NOT NULL,"
-                " local_id INTEGER NOT NULL, string_id INTEGER NOT NULL,"
-                " PRIMARY KEY (rank, agent_instance, local_id)) WITHOUT ROWID;"
-                "INSERT INTO rank_strings(rank, agent_instance, local_id, string_id)"
-                " SELECT o.rank, coalesce(r.agent_instance, 0), o.local_id, o.string_id"
-                " FROM rank_strings_v1 o LEFT JOIN ranks r ON r.rank = o.rank;"
-                "DROP TABLE rank_strings_v1;",
-                "migrate schema v1 -> v2");
+    return exec(s, mrd_db_sql_store_migrate_v1_v2, "migrate schema v1 -> v2");
 }
 
 /* The migration steps, one per version: steps[v - 1] takes version v to v + 1. */
@@ -301,7 +277,7 @@ static int check_file(struct mrd_store *s, const struct mrd_store_config *cfg, l
     if (*v == 0)
         return 0;
     long long runs;
-    if ((rc = query_int(s, "SELECT count(*) FROM runs", &runs)) < 0)
+    if ((rc = query_int(s, mrd_db_sql_run_count, &runs)) < 0)
         return rc;
     if (runs > 1) {
         mrd__store_log(s, 0, "database holds %lld runs; meridiand writes one run per database",
@@ -310,7 +286,7 @@ static int check_file(struct mrd_store *s, const struct mrd_store_config *cfg, l
     }
     if (runs == 1 && cfg->run_id) {
         char id[128];
-        if ((rc = query_text(s, "SELECT run_id FROM runs", id, sizeof(id))) < 0)
+        if ((rc = query_text(s, mrd_db_sql_run_id, id, sizeof(id))) < 0)
             return rc;
         if (strcmp(cfg->run_id, id) != 0) {
             mrd__store_log(s, 0, "database belongs to run %s, not %s", id, cfg->run_id);
@@ -325,22 +301,18 @@ static int check_file(struct mrd_store *s, const struct mrd_store_config *cfg, l
 static int check_before_wal(struct mrd_store *s, const struct mrd_store_config *cfg)
 {
     long long v;
-    int rc = exec(s, "BEGIN", "begin check");
+    int rc = exec(s, mrd_db_sql_begin, "begin check");
     if (rc < 0)
         return rc;
     rc = check_file(s, cfg, &v);
-    int end = exec(s, "ROLLBACK", "end check"); /* read only: nothing to keep */
+    int end = exec(s, mrd_db_sql_rollback, "end check"); /* read only: nothing to keep */
     return rc < 0 ? rc : end;
 }
 
 static int insert_run(struct mrd_store *s, uint32_t shard, const char *command, const char *boot)
 {
     sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(s->db,
-                                "INSERT INTO runs(run_id, shard_id, anchor_realtime_ns,"
-                                " anchor_monotonic_ns, boot_id, created_ns, command)"
-                                " VALUES(?1,?2,?3,?4,?5,?3,?6)",
-                                -1, &st, NULL);
+    int rc = sqlite3_prepare_v2(s->db, mrd_db_sql_run_insert, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return mrd__store_sqlite_err(s, rc, "runs");
     sqlite3_bind_text(st, 1, s->run_id, -1, SQLITE_STATIC);
@@ -363,7 +335,7 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
     char boot[64];
     long long n;
     read_boot_id(boot, sizeof(boot));
-    int rc = query_int(s, "SELECT count(*) FROM runs", &n);
+    int rc = query_int(s, mrd_db_sql_run_count, &n);
     if (rc < 0)
         return rc;
     s->anchor_realtime_ns = clock_ns(CLOCK_REALTIME);
@@ -384,10 +356,7 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
         return 0;
     }
     sqlite3_stmt *st = NULL;
-    rc = sqlite3_prepare_v2(s->db,
-                            "SELECT run_id, anchor_realtime_ns, anchor_monotonic_ns,"
-                            " coalesce(boot_id, '') FROM runs",
-                            -1, &st, NULL);
+    rc = sqlite3_prepare_v2(s->db, mrd_db_sql_run_anchors, -1, &st, NULL);
     if (rc != SQLITE_OK)
         return mrd__store_sqlite_err(s, rc, "runs");
     rc = sqlite3_step(st);
@@ -413,10 +382,8 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
                    s->run_id,
                    (long long)(s->anchor_realtime_ns - s->anchor_monotonic_ns - (art - amono)));
     char sql[256];
-    snprintf(sql, sizeof(sql),
-             "UPDATE runs SET anchor_realtime_ns = %lld, anchor_monotonic_ns = %lld,"
-             " boot_id = '%s'",
-             (long long)s->anchor_realtime_ns, (long long)s->anchor_monotonic_ns, boot);
+    snprintf(sql, sizeof(sql), mrd_db_sql_run_reanchor_fmt, (long long)s->anchor_realtime_ns,
+             (long long)s->anchor_monotonic_ns, boot);
     return exec(s, sql, "re-anchor run");
 }
 
@@ -428,7 +395,7 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
 static int apply_schema(struct mrd_store *s, const struct mrd_store_config *cfg)
 {
     long long v;
-    int rc = exec(s, "BEGIN IMMEDIATE", "begin schema");
+    int rc = exec(s, mrd_db_sql_begin_immediate, "begin schema");
     if (rc < 0)
         return rc;
     if ((rc = check_file(s, cfg, &v)) < 0)
@@ -442,13 +409,11 @@ static int apply_schema(struct mrd_store *s, const struct mrd_store_config *cfg)
         goto fail;
     if (v != MRD_STORE_SCHEMA_VERSION) {
         char sql[96];
-        snprintf(sql, sizeof(sql),
-                 "DELETE FROM schema_version; INSERT INTO schema_version(version) VALUES(%d)",
-                 MRD_STORE_SCHEMA_VERSION);
+        snprintf(sql, sizeof(sql), mrd_db_sql_schema_version_set_fmt, MRD_STORE_SCHEMA_VERSION);
         if ((rc = exec(s, sql, "schema_version")) < 0)
             goto fail;
     }
-    if ((rc = setup_run(s, cfg)) < 0 || (rc = exec(s, "COMMIT", "commit schema")) < 0)
+    if ((rc = setup_run(s, cfg)) < 0 || (rc = exec(s, mrd_db_sql_commit, "commit schema")) < 0)
         goto fail;
     for (long long step = from; step < MRD_STORE_SCHEMA_VERSION; step++)
         mrd__store_log(s, 0, "database migrated from schema version %lld to %lld: %s", step,
@@ -456,7 +421,7 @@ static int apply_schema(struct mrd_store *s, const struct mrd_store_config *cfg)
     return 0;
 fail:
     if (!sqlite3_get_autocommit(s->db))
-        exec(s, "ROLLBACK", "rollback schema");
+        exec(s, mrd_db_sql_rollback, "rollback schema");
     return rc;
 }
 

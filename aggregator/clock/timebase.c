@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze.h"
+#include "db.h"
 #include "error.h"
 
 struct tb_segment {
@@ -40,12 +40,9 @@ static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc;
-    if (!mrd_analyze_has_table(db, "clock_models"))
+    if (mrd_db_has_table(db, "clock_models") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm "
-                           "FROM clock_models ORDER BY rank, local_begin_ns",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_segments, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (tb->nseg == cap) {
@@ -78,12 +75,9 @@ static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
     sqlite3_stmt *st = NULL;
     size_t cap = 0;
     int rc;
-    if (!mrd_analyze_has_table(db, "gpu_timer_models"))
+    if (mrd_db_has_table(db, "gpu_timer_models") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT rank, device, slope, intercept_ns FROM gpu_timer_models "
-                           "ORDER BY rank, device",
-                           -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_models, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (tb->ngpu == cap) {
@@ -117,9 +111,8 @@ int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
     int rc = -ENOMEM;
     if (!tb)
         goto fail;
-    if (mrd_analyze_has_table(db, "runs") &&
-        sqlite3_prepare_v2(db, "SELECT anchor_realtime_ns FROM runs LIMIT 1", -1, &st, NULL) ==
-            SQLITE_OK) {
+    if (mrd_db_has_table(db, "runs") == 1 &&
+        sqlite3_prepare_v2(db, mrd_db_sql_run_anchor, -1, &st, NULL) == SQLITE_OK) {
         if (sqlite3_step(st) == SQLITE_ROW)
             tb->anchor = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
@@ -248,4 +241,19 @@ int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int devic
 int64_t mrd_timebase_anchor(const struct mrd_timebase *tb)
 {
     return tb->anchor;
+}
+
+/* mrd_db_time_origin's map: 1 and *global for a rank with a model, else 0. */
+static int origin_map(void *ctx, int rank, int64_t local, int64_t *global)
+{
+    const struct mrd_timebase *tb = ctx;
+    if (!mrd_timebase_rank_fitted(tb, rank))
+        return 0;
+    *global = mrd_timebase_map(tb, rank, local);
+    return 1;
+}
+
+int mrd_timebase_origin(const struct mrd_timebase *tb, sqlite3 *db, int64_t *origin)
+{
+    return mrd_db_time_origin(db, mrd_timebase_is_global(tb), origin_map, (void *)tb, origin);
 }

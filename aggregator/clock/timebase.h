@@ -2,8 +2,9 @@
  * database, and the maps local -> global (and back) that every cross-rank computation and
  * every export applies to a row's timestamp.
  *
- * Where it sits: downstream of the clock fit (aggregator/clock writes clock_models and
- * gpu_timer_models); upstream of analyze (matching, steps) and export (Perfetto, HTML).
+ * Where it sits: in the clock module, after the fit that writes clock_models and
+ * gpu_timer_models (fit_db.c, gpu.c); used downstream by analyze (matching, steps, the
+ * windows table) and export (Perfetto, HTML).
  * It reads the tables directly, using only the formulas documented in schema.sql, so the
  * analysis works on any database that has them, whoever fitted them.
  *
@@ -55,8 +56,15 @@ int64_t mrd_timebase_unmap(const struct mrd_timebase *tb, int rank, int64_t glob
 int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int device, int64_t gpu_ns,
                               int64_t *local);
 
-/* The run's anchor (runs.anchor_realtime_ns), 0 when there is no runs row. Exports
- * subtract it (global) so that times stay small enough for exact float microseconds. */
+/* The run's anchor (runs.anchor_realtime_ns), 0 when there is no runs row. */
 int64_t mrd_timebase_anchor(const struct mrd_timebase *tb);
+
+/* The time origin of every output (mrd_db_time_origin, aggregator/SCHEMA.md "The time
+ * origin"), in this timebase: global ns when it has models, else local ns. Outputs show
+ * times as (time - origin), small enough for exact float microseconds and never
+ * negative. db: the database tb was loaded from. Returns 0 and *origin, or
+ * -MRD_ERR_SQLITE. Caller's thread; one scan per event table at most (replayed
+ * captures), none for a live run. */
+int mrd_timebase_origin(const struct mrd_timebase *tb, sqlite3 *db, int64_t *origin);
 
 #endif

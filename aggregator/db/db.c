@@ -1,0 +1,164 @@
+/* The database module's functions: the table-exists check, the op intervals, the one
+ * collective matching and the time origin (see db.h). The named statements are in
+ * db_sql.c.
+ *
+ * Workload: each function is called a few times per finalize, analysis or export; the
+ * op-interval build is one pass over nccl_ops, external_correlations, the linked kernels
+ * and nccl_channels; the origin's fallback is one GROUP BY scan per event table.
+ */
+#include "db.h"
+
+#include <stdio.h>
+
+#include "error.h"
+
+int mrd_db_has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_table_exists, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc == SQLITE_ROW)
+        return 1;
+    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
+int mrd_db_exec(sqlite3 *db, const char *sql)
+{
+    return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -MRD_ERR_SQLITE;
+}
+
+/* 1 when kernels has an index starting (rank, correlation_id) (the clock passes create
+ * one): then probing kernels per link is cheapest; without it the kernels are scanned once
+ * and each probes the small link table (CROSS JOIN fixes that order: SQLite would
+ * otherwise scan every kernel of the rank once per link). */
+static int has_corr_index(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    int found;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_kernels_corr_index, -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    found = sqlite3_step(st) == SQLITE_ROW;
+    sqlite3_finalize(st);
+    return found;
+}
+
+static int temp_exists(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_temp_table_exists, -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+        found = sqlite3_step(st) == SQLITE_ROW;
+        sqlite3_finalize(st);
+    }
+    return found;
+}
+
+int mrd_db_op_intervals(sqlite3 *db, int fresh)
+{
+    int rc;
+    int have_ops = mrd_db_has_table(db, "nccl_ops") == 1;
+    int have_ec = mrd_db_has_table(db, "external_correlations") == 1;
+    int have_k = mrd_db_has_table(db, "kernels") == 1;
+    int have_ch = mrd_db_has_table(db, "nccl_channels") == 1;
+
+    if (fresh && (rc = mrd_db_exec(db, mrd_db_sql_op_tables_drop)) < 0)
+        return rc;
+    if (!fresh && temp_exists(db, "mrd_op_time"))
+        return 0;
+    if ((rc = mrd_db_exec(db, mrd_db_sql_op_tables)) < 0)
+        return rc;
+    if (have_ops && have_ec && (rc = mrd_db_exec(db, mrd_db_sql_op_links)) < 0)
+        return rc;
+    if (have_ops && have_ec && have_k &&
+        (rc = mrd_db_exec(db, has_corr_index(db) ? mrd_db_sql_op_kernel_time_by_link
+                                                 : mrd_db_sql_op_kernel_time_by_kernel)) < 0)
+        return rc;
+    if (have_ch && (rc = mrd_db_exec(db, mrd_db_sql_op_channel_time)) < 0)
+        return rc;
+    return 0;
+}
+
+int mrd_db_instances_open(sqlite3 *db, int fresh, sqlite3_stmt **out)
+{
+    int rc;
+    *out = NULL;
+    if ((rc = mrd_db_op_intervals(db, fresh)) < 0)
+        return rc;
+    if (mrd_db_has_table(db, "nccl_ops") != 1)
+        return sqlite3_prepare_v2(db, mrd_db_sql_no_instances, -1, out, NULL) == SQLITE_OK
+                   ? 0
+                   : -MRD_ERR_SQLITE;
+    return sqlite3_prepare_v2(db, mrd_db_sql_instances, -1, out, NULL) == SQLITE_OK
+               ? 0
+               : -MRD_ERR_SQLITE;
+}
+
+/* One int64 from a statement without parameters; *have = 0 for no row or NULL. */
+static int scalar(sqlite3 *db, const char *sql, int64_t *v, int *have)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    *have = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        *v = sqlite3_column_int64(st, 0);
+        *have = 1;
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
+/* Tables whose rows carry a host start_ns (local clock) and, by index, the statement
+ * giving each rank's earliest one. */
+static const char *const event_tables[] = {"kernels", "memcpys",   "memsets",
+                                           "syncs",   "api_calls", "graph_launches",
+                                           "nvtx",    "nccl_ops",  "mpi_calls"};
+
+int mrd_db_time_origin(sqlite3 *db, int have_models,
+                       int (*map)(void *ctx, int rank, int64_t local, int64_t *global), void *ctx,
+                       int64_t *origin)
+{
+    int64_t anchor = 0, t1 = 0, best = 0;
+    int have_anchor = 0, have_t1 = 0, have_best = 0, rc;
+    *origin = 0;
+    if (have_models) {
+        if (mrd_db_has_table(db, "runs") == 1 &&
+            (rc = scalar(db, mrd_db_sql_run_anchor, &anchor, &have_anchor)) < 0)
+            return rc;
+        if (mrd_db_has_table(db, "clock_samples") == 1 &&
+            (rc = scalar(db, mrd_db_sql_first_probe, &t1, &have_t1)) < 0)
+            return rc;
+        if (have_anchor && (!have_t1 || t1 >= anchor)) {
+            *origin = anchor;
+            return 0;
+        }
+        if (have_t1)
+            best = t1, have_best = 1;
+    }
+    for (size_t i = 0; i < sizeof(event_tables) / sizeof(event_tables[0]); i++) {
+        sqlite3_stmt *st = NULL;
+        if (mrd_db_has_table(db, event_tables[i]) != 1)
+            continue;
+        if (sqlite3_prepare_v2(db, mrd_db_sql_first_event[i], -1, &st, NULL) != SQLITE_OK)
+            return -MRD_ERR_SQLITE;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t t = sqlite3_column_int64(st, 1), g = t;
+            if (have_models && !map(ctx, sqlite3_column_int(st, 0), t, &g))
+                continue; /* its times are placed on its own origin */
+            if (!have_best || g < best)
+                best = g, have_best = 1;
+        }
+        sqlite3_finalize(st);
+        if (rc != SQLITE_DONE)
+            return -MRD_ERR_SQLITE;
+    }
+    *origin = have_best ? best : anchor;
+    return 0;
+}

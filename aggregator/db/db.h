@@ -1,0 +1,117 @@
+/* The database module: the one home of the SQL that reads a meridian database after the
+ * store wrote it, and of the definitions every reader shares.
+ *
+ * What it owns (aggregator/SCHEMA.md documents each for people and scripts):
+ * - every SQL statement of the clock passes, the analysis, the exports, the finalize and
+ *   the store's connection setup, as named constants (mrd_db_sql_*, below, each with its
+ *   contract: parameters ?N and result columns); callers prepare and step them, nothing
+ *   else in aggregator/ or launcher/finalize.c writes SQL text. The writer's per-kind
+ *   INSERTs and the schema stay in aggregator/store (write.c, schema.sql), the shard
+ *   merge's in launcher/merge*.c;
+ * - the table-exists check (mrd_db_has_table);
+ * - the one valid-interval rule for kernels (MRD_DB_KERNEL_VALID) and the op intervals
+ *   that every cross-rank computation uses (mrd_db_op_intervals: TEMP tables mrd_link,
+ *   mrd_op_time);
+ * - the one cross-rank matching of collectives by (communicator, sequence, function)
+ *   (mrd_db_instances_open), which the clock's causality check, the analysis and the
+ *   Perfetto export's flows all step through;
+ * - the one time origin of every output (mrd_db_time_origin) and the inputs of the
+ *   global-time mapping (clock_models, gpu_timer_models: mrd_db_sql_clock_segments,
+ *   mrd_db_sql_gpu_models), which aggregator/clock/timebase.c applies.
+ *
+ * Where it sits: the ground floor of the aggregator's readers, between SQLite and the
+ * clock, analyze and export stages (and launcher/finalize.c); it calls none of them.
+ *
+ * Workload: a handful of statements per finalize, analysis or export; the op-interval
+ * TEMP tables hold one row per NCCL op (spilled to disk by SQLite like any table), the
+ * matching query streams every non-p2p NCCL op once in key order. Functions run on the
+ * caller's thread, on a connection only that thread uses.
+ */
+#ifndef MRD_DB_H
+#define MRD_DB_H
+
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "db_sql.h" /* the named statements, mrd_db_sql_* */
+
+/* 1 when table `name` exists in db's main schema, 0 when it does not, -MRD_ERR_SQLITE
+ * when the query fails (e.g. the file is not a database). A database written by an older
+ * or partial run lacks some tables: callers skip what is absent. Any thread that may use
+ * db. */
+int mrd_db_has_table(sqlite3 *db, const char *name);
+
+/* Runs SQL text without results (several statements allowed). Returns 0 or
+ * -MRD_ERR_SQLITE (sqlite3_errmsg(db) says why). */
+int mrd_db_exec(sqlite3 *db, const char *sql);
+
+/* The one rule for a kernel (or memcpy/memset) row's interval, as an SQL condition on a
+ * row aliased k: usable unless it is CUPTI's lost record (start = end = 0: records lost
+ * by the device buffer lose both timestamps) or ends before it starts (a corrupt record
+ * that would give a negative duration and a false causality violation). A start of 0
+ * with a later end is a valid reading of a local clock and is kept. C code tests the same
+ * with mrd_db_kernel_valid. The unary + keeps the condition a filter: it never steers
+ * SQLite to an index on the times instead of the join's. */
+#define MRD_DB_KERNEL_VALID "(NOT (+k.start_ns = 0 AND +k.end_ns = 0) AND +k.end_ns >= +k.start_ns)"
+static inline int mrd_db_kernel_valid(int64_t start_ns, int64_t end_ns)
+{
+    return !(start_ns == 0 && end_ns == 0) && end_ns >= start_ns;
+}
+
+/* Builds the op-interval TEMP tables on db: with fresh = 0 only when they do not exist
+ * yet (the analysis and the exports of one connection share them), with fresh = 1 again
+ * from the current rows (a caller that may run after rows changed on this connection):
+ *   mrd_link(rank, correlation_id, op_id): kernels linked to NCCL ops through
+ *     external_correlations (nccl_ops.launch_id = external_id);
+ *   mrd_op_time(rank, op_id, start_ns, end_ns, source): each NCCL op's interval,
+ *     source 1 = MIN(start)/MAX(end) of its linked kernels that pass MRD_DB_KERNEL_VALID
+ *     (rank-local host clock), else source 2 = MIN(gpu_start)/MAX(gpu_end) of its
+ *     nccl_channels with gpu_start > 0 AND gpu_end >= gpu_start (raw GPU timer: map
+ *     with gpu_timer_models first). Ops with neither have no row.
+ * Works on a read-only database (TEMP only). Returns 0 or -MRD_ERR_SQLITE. */
+int mrd_db_op_intervals(sqlite3 *db, int fresh);
+
+/* The one cross-rank matching: a collective instance is the nccl_ops rows of every rank
+ * with equal (comm_hash, seq, func_id), p2p and rows without seq excluded. Prepares the
+ * statement that returns one row per such op, ordered by (comm_hash, seq, func_id, rank,
+ * op_id), so an instance's rows are adjacent; columns are enum mrd_db_inst_col. Builds
+ * the op intervals first (mrd_db_op_intervals with `fresh`). Returns 0 and *out (caller
+ * finalizes) or -MRD_ERR_SQLITE. */
+int mrd_db_instances_open(sqlite3 *db, int fresh, sqlite3_stmt **out);
+
+enum mrd_db_inst_col {
+    MRD_DB_INST_COMM = 0,    /* comm_hash */
+    MRD_DB_INST_SEQ,         /* seq */
+    MRD_DB_INST_FUNC_ID,     /* func_id (strings id) */
+    MRD_DB_INST_RANK,        /* rank */
+    MRD_DB_INST_COMM_NRANKS, /* comm_nranks, NULL when unknown */
+    MRD_DB_INST_DEVICE,      /* device, 0 when NULL */
+    MRD_DB_INST_START,       /* mrd_op_time.start_ns, NULL: no interval */
+    MRD_DB_INST_END,         /* mrd_op_time.end_ns */
+    MRD_DB_INST_SOURCE,      /* mrd_op_time.source: 1 kernel (local), 2 channels (GPU) */
+    MRD_DB_INST_FUNC,        /* the function's name (strings.value), NULL when unknown */
+    MRD_DB_INST_IS_ROOT      /* 1 when comm_rank = root (both known), else 0 */
+};
+
+/* The time origin of every output (aggregator/SCHEMA.md, "The time origin"): all times
+ * an output shows are global-timebase nanoseconds minus this value.
+ *   - The run's anchor, runs.anchor_realtime_ns, when the clock probes were answered on
+ *     this database's timebase: no clock_samples.t1 before the anchor (the aggregator that
+ *     created the run stamps every t1 after it; a merge moves shards' t1 onto the base).
+ *   - Otherwise (a replayed capture carries the t1/t2 its recording aggregator stamped;
+ *     a merged shard's ranks probed before the base shard's run existed) the earliest
+ *     global time of the run: the smallest of the earliest clock_samples.t1 and, for each
+ *     rank with a model, map(rank, its earliest event time). No output time is negative.
+ *   - Without any clock model (every rank in its local clock) the earliest event time of
+ *     any rank.
+ * map(ctx, rank, local) maps a rank's local time to the global timebase and returns 1, or
+ * returns 0 when the rank has no model (the clock module's timebase, passed in so that
+ * this module needs no clock code); have_models says whether any rank has one. An event
+ * time is a start_ns > 0 of an event table (kernels also by MRD_DB_KERNEL_VALID).
+ * Returns 0 and *origin (0 for an empty database) or -MRD_ERR_SQLITE. */
+int mrd_db_time_origin(sqlite3 *db, int have_models,
+                       int (*map)(void *ctx, int rank, int64_t local, int64_t *global), void *ctx,
+                       int64_t *origin);
+
+#endif

@@ -1,0 +1,431 @@
+/* The texts of the named statements; db_sql.h has each one's contract. Grouped by the
+ * module that runs them, in data-flow order: the database module itself, the store's
+ * connection setup, the clock passes, the analysis, the exports, the finalize. */
+#include "db.h"
+
+/* ---- the module's own (db.c) ---------------------------------------------------------- */
+
+const char mrd_db_sql_table_exists[] =
+    "SELECT 1 FROM main.sqlite_master WHERE type='table' AND name=?1";
+
+const char mrd_db_sql_temp_table_exists[] = "SELECT 1 FROM temp.sqlite_master WHERE name=?1";
+
+const char mrd_db_sql_kernels_corr_index[] =
+    "SELECT 1 FROM pragma_index_list('kernels') il JOIN "
+    "pragma_index_info(il.name) a ON a.seqno = 0 AND a.name = 'rank' "
+    "JOIN pragma_index_info(il.name) b ON b.seqno = 1 AND b.name = 'correlation_id'";
+
+const char mrd_db_sql_op_tables[] =
+    "CREATE TEMP TABLE mrd_link (rank INTEGER NOT NULL, correlation_id "
+    "INTEGER NOT NULL, op_id INTEGER NOT NULL, PRIMARY KEY (rank, "
+    "correlation_id, op_id)) WITHOUT ROWID;"
+    "CREATE TEMP TABLE mrd_op_time (rank INTEGER NOT NULL, op_id INTEGER "
+    "NOT NULL, start_ns INTEGER, end_ns INTEGER, source INTEGER NOT NULL, "
+    "PRIMARY KEY (rank, op_id)) WITHOUT ROWID;";
+
+const char mrd_db_sql_op_tables_drop[] =
+    "DROP TABLE IF EXISTS temp.mrd_link; DROP TABLE IF EXISTS temp.mrd_op_time";
+
+const char mrd_db_sql_op_links[] =
+    "INSERT OR IGNORE INTO temp.mrd_link SELECT n.rank, ec.correlation_id, "
+    "n.op_id FROM main.nccl_ops n JOIN main.external_correlations ec ON "
+    "ec.rank = n.rank AND ec.external_id = n.launch_id "
+    "WHERE n.launch_id IS NOT NULL";
+
+const char mrd_db_sql_op_kernel_time_by_link[] =
+    "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
+    "MIN(k.start_ns), MAX(k.end_ns), 1 FROM temp.mrd_link l JOIN "
+    "main.kernels k ON k.rank = l.rank AND k.correlation_id = "
+    "l.correlation_id WHERE " MRD_DB_KERNEL_VALID " GROUP BY l.rank, l.op_id";
+
+const char mrd_db_sql_op_kernel_time_by_kernel[] =
+    "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
+    "MIN(k.start_ns), MAX(k.end_ns), 1 FROM main.kernels k CROSS "
+    "JOIN temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = "
+    "k.correlation_id WHERE " MRD_DB_KERNEL_VALID " GROUP BY l.rank, l.op_id";
+
+const char mrd_db_sql_op_channel_time[] =
+    "INSERT OR IGNORE INTO temp.mrd_op_time SELECT rank, op_id, "
+    "MIN(gpu_start), MAX(gpu_end), 2 FROM main.nccl_channels "
+    "WHERE gpu_start > 0 AND gpu_end >= gpu_start GROUP BY rank, op_id";
+
+const char mrd_db_sql_instances[] =
+    "SELECT n.comm_hash, n.seq, n.func_id, n.rank, n.comm_nranks, "
+    "COALESCE(n.device, 0), t.start_ns, t.end_ns, t.source, s.value, "
+    "n.root IS NOT NULL AND n.comm_rank IS NOT NULL AND n.comm_rank = n.root "
+    "FROM main.nccl_ops n LEFT JOIN temp.mrd_op_time t ON "
+    "t.rank = n.rank AND t.op_id = n.op_id LEFT JOIN main.strings s "
+    "ON s.id = n.func_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
+    "ORDER BY n.comm_hash, n.seq, n.func_id, n.rank, n.op_id";
+
+const char mrd_db_sql_no_instances[] = "SELECT 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0 WHERE 0";
+
+const char mrd_db_sql_run_anchor[] =
+    "SELECT anchor_realtime_ns FROM main.runs ORDER BY created_ns LIMIT 1";
+
+const char mrd_db_sql_first_probe[] = "SELECT MIN(t1) FROM main.clock_samples";
+
+#define FIRST_EVENT(table)                                                                         \
+    "SELECT rank, MIN(start_ns) FROM main." table " WHERE start_ns > 0 GROUP BY rank"
+const char *const mrd_db_sql_first_event[9] = {
+    "SELECT k.rank, MIN(k.start_ns) FROM main.kernels k WHERE k.start_ns > 0 "
+    "AND " MRD_DB_KERNEL_VALID " GROUP BY k.rank",
+    FIRST_EVENT("memcpys"),
+    FIRST_EVENT("memsets"),
+    FIRST_EVENT("syncs"),
+    FIRST_EVENT("api_calls"),
+    FIRST_EVENT("graph_launches"),
+    FIRST_EVENT("nvtx"),
+    FIRST_EVENT("nccl_ops"),
+    FIRST_EVENT("mpi_calls"),
+};
+
+/* ---- the analysis (aggregator/analyze) --------------------------------------------------- */
+
+const char mrd_db_sql_windows_create[] =
+    "DROP TABLE IF EXISTS windows;"
+    "CREATE TABLE windows ("
+    " rank INTEGER NOT NULL,"
+    " first_step INTEGER NOT NULL, last_step INTEGER NOT NULL, detach_step INTEGER NOT NULL,"
+    " reason TEXT NOT NULL,"
+    " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,"
+    " attach_ns INTEGER NOT NULL, detach_ns INTEGER, flush_ns INTEGER NOT NULL,"
+    " kernels INTEGER NOT NULL);";
+
+const char mrd_db_sql_rank_processes[] =
+    "SELECT b.rank, b.agent_instance, count(*), NULL, NULL FROM batches b"
+    " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
+    " WHERE agent_instance IS NOT NULL GROUP BY rank"
+    " HAVING count(DISTINCT agent_instance) > 1)"
+    " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
+
+const char mrd_db_sql_rank_processes_hosts[] =
+    "SELECT b.rank, b.agent_instance, count(*), p.host, p.pid FROM batches b"
+    " LEFT JOIN rank_processes p ON p.rank = b.rank AND p.agent_instance = b.agent_instance"
+    " WHERE b.agent_instance IS NOT NULL AND b.rank IN (SELECT rank FROM batches"
+    " WHERE agent_instance IS NOT NULL GROUP BY rank"
+    " HAVING count(DISTINCT agent_instance) > 1)"
+    " GROUP BY b.rank, b.agent_instance ORDER BY b.rank, min(b.received_ns)";
+
+const char mrd_db_sql_run_info[] =
+    "SELECT run_id, world_size, anchor_realtime_ns, created_ns, command "
+    "FROM runs ORDER BY created_ns LIMIT 1";
+
+const char mrd_db_sql_ranks[] = "SELECT rank, local_rank, world_size, host, pid, goodbye "
+                                "FROM ranks ORDER BY rank";
+
+const char mrd_db_sql_gpus[] = "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
+                               "ORDER BY rank, device";
+
+const char mrd_db_sql_count_by_rank_fmt[] = "SELECT rank, COUNT(*) FROM %s GROUP BY rank";
+
+const char mrd_db_sql_agent_counters[] = "SELECT rank, category, name, value FROM agent_counters "
+                                         "WHERE category IN ('captured','dropped','agent','cupti') "
+                                         "ORDER BY rank, name";
+
+const char mrd_db_sql_aggregator_counters[] = "SELECT name, value FROM aggregator_counters";
+
+const char mrd_db_sql_clock_summary[] =
+    "SELECT rank, segment, offset_ns, drift_ppm, error_bound_ns, "
+    "samples, method FROM clock_models ORDER BY rank, local_begin_ns";
+
+const char mrd_db_sql_causality_pairs[] =
+    "SELECT rank_a, rank_b, instances, violations_before, "
+    "violations_after, max_violation_before_ns, max_violation_after_ns "
+    "FROM clock_causality ORDER BY violations_before DESC, rank_a, "
+    "rank_b";
+
+const char mrd_db_sql_clock_shifts[] = "SELECT rank, shift_ns FROM clock_adjustments";
+
+const char mrd_db_sql_analysis_cache_size[] = "PRAGMA cache_size=-65536";
+
+const char mrd_db_sql_window_steps[] = "SELECT first_step, detach_step FROM main.windows";
+
+const char mrd_db_sql_step_ranges[] =
+    "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN "
+    "main.strings s ON s.id = n.name_id WHERE n.kind IN (1, 2) AND "
+    "(s.value LIKE ?1 || '%' OR s.value LIKE 'ProfilerStep%' OR "
+    "(?2 AND s.value LIKE 'train%step%')) "
+    "ORDER BY n.rank, n.start_ns";
+
+const char mrd_db_sql_string_by_id[] = "SELECT value FROM main.strings WHERE id = ?1";
+
+const char mrd_db_sql_rank_kernels_linked[] =
+    "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
+    "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
+    "k.correlation_id), k.name_id FROM main.kernels k "
+    "WHERE k.rank = ?1 ORDER BY k.start_ns";
+
+const char mrd_db_sql_string_id[] = "SELECT id FROM strings WHERE value = ?1";
+
+const char mrd_db_sql_window_records[] =
+    "SELECT n.rank, n.start_ns, n.end_ns, s.value FROM nvtx n "
+    "LEFT JOIN strings s ON s.id = n.name_id WHERE n.domain_id = ?1 "
+    "ORDER BY n.rank, n.start_ns, n.rowid";
+
+const char mrd_db_sql_window_insert[] =
+    "INSERT INTO windows (rank, first_step, last_step, detach_step, "
+    "reason, start_ns, end_ns, attach_ns, detach_ns, flush_ns, kernels) "
+    "VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)";
+
+const char mrd_db_sql_kernels_in_interval[] =
+    "SELECT start_ns FROM kernels WHERE rank = ?1 AND start_ns >= ?2 "
+    "AND start_ns <= ?3";
+
+const char mrd_db_sql_begin_immediate[] = "BEGIN IMMEDIATE";
+
+const char mrd_db_sql_commit[] = "COMMIT";
+
+const char mrd_db_sql_rollback[] = "ROLLBACK";
+
+const char mrd_db_sql_window_attach_nth[] =
+    "SELECT attach_ns FROM windows WHERE rank = ?1 ORDER BY attach_ns "
+    "LIMIT ?2 OFFSET ?3";
+
+const char mrd_db_sql_window_detach_nth[] =
+    "SELECT detach_ns FROM windows WHERE rank = ?1 AND detach_ns IS NOT "
+    "NULL ORDER BY detach_ns LIMIT ?2 OFFSET ?3";
+
+const char mrd_db_sql_string_exists[] = "SELECT 1 FROM strings WHERE value = ?1";
+
+const char mrd_db_sql_windows_list[] =
+    "SELECT rank, first_step, last_step, detach_ns IS NULL, kernels "
+    "FROM windows ORDER BY rank, first_step, start_ns";
+
+/* ---- the clock passes (aggregator/clock) ------------------------------------------------- */
+
+const char mrd_db_sql_clock_tables[] =
+    "CREATE TABLE IF NOT EXISTS clock_causality ("
+    " rank_a INTEGER NOT NULL, rank_b INTEGER NOT NULL, instances INTEGER NOT NULL,"
+    " violations_before INTEGER NOT NULL, violations_after INTEGER NOT NULL,"
+    " max_violation_before_ns INTEGER NOT NULL, max_violation_after_ns INTEGER NOT NULL,"
+    " feasible_lo_ns INTEGER, feasible_hi_ns INTEGER,"
+    " PRIMARY KEY (rank_a, rank_b)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS clock_adjustments ("
+    " rank INTEGER PRIMARY KEY, shift_ns INTEGER NOT NULL,"
+    " bound_before_ns INTEGER NOT NULL, bound_after_ns INTEGER NOT NULL,"
+    " feasible_lo_ns INTEGER, feasible_hi_ns INTEGER, bound_scale REAL NOT NULL,"
+    " instances INTEGER NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS clock_kernels_corr ON kernels (rank, correlation_id);"
+    "CREATE INDEX IF NOT EXISTS clock_channels_op ON nccl_channels (rank, op_id);";
+
+const char mrd_db_sql_gpu_sample_brackets[] =
+    "SELECT rank, device, host_ns - COALESCE(uncertainty_ns, 0), gpu_ns,"
+    "       host_ns + COALESCE(uncertainty_ns, 0) FROM gpu_clock_samples";
+
+const char mrd_db_sql_gpu_kernel_brackets[] =
+    "SELECT k.rank, COALESCE(k.device, o.device, 0), k.start_ns, k.end_ns,"
+    "       MIN(c.gpu_start), MAX(c.gpu_end)"
+    " FROM nccl_ops o" /* CROSS JOIN fixes this order: every step an index search */
+    " CROSS JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
+    " CROSS JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
+    " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
+    " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
+    "   AND " MRD_DB_KERNEL_VALID " GROUP BY k.rank, k.correlation_id, k.start_ns";
+
+const char mrd_db_sql_gpu_model_bounds[] =
+    "SELECT rank, device, slope, intercept_ns, error_bound_ns"
+    " FROM gpu_timer_models";
+
+const char mrd_db_sql_causality_clear[] =
+    "DELETE FROM clock_causality; DELETE FROM clock_adjustments";
+
+const char mrd_db_sql_causality_pair_insert[] =
+    "INSERT INTO clock_causality VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)";
+
+const char mrd_db_sql_causality_adjustment_insert[] =
+    "INSERT INTO clock_adjustments VALUES (?1,?2,?3,?4,?5,?6,?7,?8)";
+
+const char mrd_db_sql_clock_offset_shift[] = "UPDATE clock_models SET offset_ns = offset_ns + ?2"
+                                             " WHERE rank = ?1";
+
+const char mrd_db_sql_clock_probes[] = "SELECT rank, t0, t1, t2, t3 FROM clock_samples"
+                                       " ORDER BY rank, t0";
+
+const char mrd_db_sql_clock_model_delete[] = "DELETE FROM clock_models WHERE rank = ?1";
+
+const char mrd_db_sql_clock_model_insert[] =
+    "INSERT INTO clock_models (rank, segment, local_begin_ns,"
+    " local_end_ns, offset_ns, drift_ppm, error_bound_ns, samples,"
+    " method) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)";
+
+const char mrd_db_sql_clock_fit_commit[] = "DELETE FROM clock_adjustments; COMMIT";
+
+const char mrd_db_sql_gpu_model_insert[] =
+    "INSERT OR REPLACE INTO gpu_timer_models (rank, device, slope,"
+    " intercept_ns, error_bound_ns, samples, method)"
+    " VALUES (?1,?2,?3,?4,?5,?6,?7)";
+
+const char mrd_db_sql_gpu_models_begin[] = "BEGIN IMMEDIATE; DELETE FROM gpu_timer_models";
+
+const char mrd_db_sql_clock_models_max_rank[] = "SELECT max(rank) FROM clock_models";
+
+const char mrd_db_sql_clock_models_all[] =
+    "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm,"
+    " error_bound_ns, samples, method FROM clock_models"
+    " WHERE rank >= 0 ORDER BY rank, segment";
+
+const char mrd_db_sql_clock_segments[] =
+    "SELECT rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm "
+    "FROM clock_models ORDER BY rank, local_begin_ns";
+
+const char mrd_db_sql_gpu_models[] =
+    "SELECT rank, device, slope, intercept_ns FROM gpu_timer_models "
+    "ORDER BY rank, device";
+
+/* ---- the exports (aggregator/export) ----------------------------------------------------- */
+
+const char mrd_db_sql_first_kernel_of_rank[] =
+    "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?";
+
+const char mrd_db_sql_html_kernels[] =
+    "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l "
+    "WHERE l.rank = k.rank AND l.correlation_id = k.correlation_id), "
+    "s.value FROM main.kernels k LEFT JOIN main.strings s ON s.id = "
+    "k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 AND k.start_ns < "
+    "?3 AND k.end_ns > ?4 ORDER BY k.start_ns LIMIT ?5";
+
+const char mrd_db_sql_rank_host[] = "SELECT host FROM main.ranks WHERE rank = ?";
+
+const char mrd_db_sql_kernel_ops[] =
+    "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
+    "temp.mrd_op_time t ON t.rank = l.rank AND t.op_id = l.op_id AND "
+    "t.source = 1 WHERE l.rank = ?1 AND l.correlation_id = ?2";
+
+const char mrd_db_sql_export_kernels[] =
+    "SELECT k.rank, k.device, k.stream, k.start_ns, k.end_ns, "
+    "k.correlation_id, s.value, k.grid_x, k.grid_y, k.grid_z, k.block_x, "
+    "k.block_y, k.block_z, (SELECT l.op_id FROM temp.mrd_link l WHERE "
+    "l.rank = k.rank AND l.correlation_id = k.correlation_id LIMIT 1) "
+    "FROM main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id";
+
+const char mrd_db_sql_export_memcpys[] =
+    "SELECT rank, device, stream, start_ns, end_ns, bytes, copy_kind "
+    "FROM main.memcpys k WHERE " MRD_DB_KERNEL_VALID;
+
+const char mrd_db_sql_export_memsets[] =
+    "SELECT rank, device, stream, start_ns, end_ns, bytes FROM "
+    "main.memsets k WHERE " MRD_DB_KERNEL_VALID;
+
+const char mrd_db_sql_export_graphs[] =
+    "SELECT rank, device, stream, start_ns, end_ns, graph_id FROM "
+    "main.graph_launches";
+
+const char mrd_db_sql_export_nccl_ops[] =
+    "SELECT n.rank, n.op_id, n.start_ns, n.end_ns, n.seq, f.value, "
+    "n.count, n.bytes, d.value, a.value, pr.value, n.peer, n.channels, "
+    "n.is_p2p, n.device, n.comm_hash, n.root, t.start_ns, t.end_ns "
+    "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
+    "LEFT JOIN main.strings d ON d.id = n.datatype_id LEFT JOIN "
+    "main.strings a ON a.id = n.algo_id LEFT JOIN main.strings pr ON "
+    "pr.id = n.proto_id LEFT JOIN temp.mrd_op_time t ON t.rank = n.rank "
+    "AND t.op_id = n.op_id AND t.source = 1 "
+    "ORDER BY n.rank, n.device, n.start_ns";
+
+const char mrd_db_sql_export_nvtx[] =
+    "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
+    "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
+    "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
+    "WHERE n.kind <> 2";
+
+const char mrd_db_sql_export_nvtx_start_end[] =
+    "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, s.value, "
+    "d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = "
+    "n.name_id LEFT JOIN main.strings d ON d.id = n.domain_id "
+    "WHERE n.kind = 2 ORDER BY n.rank, n.thread, n.start_ns";
+
+const char mrd_db_sql_export_mpi[] =
+    "SELECT m.rank, m.thread, m.start_ns, m.end_ns, s.value, m.call_id, "
+    "m.bytes, m.peer, m.tag FROM main.mpi_calls m LEFT JOIN main.strings "
+    "s ON s.id = m.call_id";
+
+const char mrd_db_sql_export_syncs[] =
+    "SELECT rank, start_ns, end_ns, type, stream FROM main.syncs "
+    "ORDER BY rank, start_ns";
+
+const char mrd_db_sql_export_api[] =
+    "SELECT c.rank, c.thread, c.start_ns, c.end_ns, s.value, c.cbid, "
+    "c.correlation_id FROM main.api_calls c LEFT JOIN main.strings s ON "
+    "s.id = c.name_id";
+
+/* ---- the store's connection setup and schema checks (aggregator/store) ------------------- */
+
+const char mrd_db_sql_store_pragmas[] = "PRAGMA journal_mode=WAL;\n"
+                                        "PRAGMA synchronous=NORMAL;\n"
+                                        "PRAGMA temp_store=MEMORY;\n"
+                                        "PRAGMA cache_size=-65536;\n"
+                                        "PRAGMA wal_autocheckpoint=16384;\n"
+                                        "PRAGMA busy_timeout=10000;\n";
+
+const char mrd_db_sql_conn_pragmas[] = "PRAGMA synchronous=NORMAL;\n"
+                                       "PRAGMA temp_store=MEMORY;\n"
+                                       "PRAGMA cache_size=-65536;\n"
+                                       "PRAGMA wal_autocheckpoint=16384;\n"
+                                       "PRAGMA busy_timeout=10000;\n";
+
+const char mrd_db_sql_store_v2_layout[] = "SELECT count(*) FROM pragma_table_info('rank_strings')"
+                                          " WHERE name = 'agent_instance'";
+
+const char mrd_db_sql_store_migrate_v1_v2[] =
+    "ALTER TABLE batches ADD COLUMN agent_instance INTEGER;"
+    "ALTER TABLE rank_strings RENAME TO rank_strings_v1;"
+    "CREATE TABLE rank_strings ("
+    " rank INTEGER NOT NULL, agent_instance INTEGER NOT NULL,"
+    " local_id INTEGER NOT NULL, string_id INTEGER NOT NULL,"
+    " PRIMARY KEY (rank, agent_instance, local_id)) WITHOUT ROWID;"
+    "INSERT INTO rank_strings(rank, agent_instance, local_id, string_id)"
+    " SELECT o.rank, coalesce(r.agent_instance, 0), o.local_id, o.string_id"
+    " FROM rank_strings_v1 o LEFT JOIN ranks r ON r.rank = o.rank;"
+    "DROP TABLE rank_strings_v1;";
+
+const char mrd_db_sql_run_count[] = "SELECT count(*) FROM runs";
+
+const char mrd_db_sql_run_id[] = "SELECT run_id FROM runs";
+
+const char mrd_db_sql_begin[] = "BEGIN";
+
+const char mrd_db_sql_run_insert[] = "INSERT INTO runs(run_id, shard_id, anchor_realtime_ns,"
+                                     " anchor_monotonic_ns, boot_id, created_ns, command)"
+                                     " VALUES(?1,?2,?3,?4,?5,?3,?6)";
+
+const char mrd_db_sql_run_anchors[] = "SELECT run_id, anchor_realtime_ns, anchor_monotonic_ns,"
+                                      " coalesce(boot_id, '') FROM runs";
+
+const char mrd_db_sql_run_reanchor_fmt[] =
+    "UPDATE runs SET anchor_realtime_ns = %lld, anchor_monotonic_ns = %lld,"
+    " boot_id = '%s'";
+
+const char mrd_db_sql_schema_version_set_fmt[] =
+    "DELETE FROM schema_version; INSERT INTO schema_version(version) VALUES(%d)";
+
+const char mrd_db_sql_schema_has_version_table[] =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+    " AND name = 'schema_version'";
+
+const char mrd_db_sql_schema_user_tables[] =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+    " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'";
+
+const char mrd_db_sql_schema_version_rows[] = "SELECT count(*) FROM schema_version";
+
+const char mrd_db_sql_schema_version_odd_rows[] = "SELECT count(*) FROM schema_version"
+                                                  " WHERE typeof(version) != 'integer'";
+
+const char mrd_db_sql_schema_version_odd[] = "SELECT quote(version) FROM schema_version"
+                                             " WHERE typeof(version) != 'integer'";
+
+const char mrd_db_sql_schema_version_max[] = "SELECT max(version) FROM schema_version";
+
+const char mrd_db_sql_schema_has_runs[] =
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'";
+
+const char mrd_db_sql_sync_full[] = "PRAGMA synchronous=FULL";
+
+const char mrd_db_sql_wal[] = "PRAGMA journal_mode=WAL";
+
+/* ---- the CLI (launcher/finalize.c, launcher/profile.c) ----------------------------------- */
+
+const char mrd_db_sql_run_command_set[] = "UPDATE runs SET command = ?1 WHERE command IS NULL OR "
+                                          "command = ''";
+
+const char mrd_db_sql_schema_read[] = "SELECT count(*) FROM sqlite_master";

@@ -1,0 +1,345 @@
+/* The named statements of the database module (db.h): every SQL text that the clock
+ * passes, the analysis, the exports, the finalize and the store's connection setup run.
+ * Each declaration says what the statement does, its parameters (?N) and its result
+ * columns in order. "local" = the rank's host clock, "global" = the global timebase
+ * (aggregator/SCHEMA.md). A statement that names a table needs it to exist: callers check
+ * with mrd_db_has_table first, where a database may lack it. The texts are in db_sql.c.
+ */
+#ifndef MRD_DB_SQL_H
+#define MRD_DB_SQL_H
+
+/* ---- the module's own (db.c) ---------------------------------------------------------- */
+
+/* ?1 table name -> one row (1) when the main schema has that table. */
+extern const char mrd_db_sql_table_exists[];
+/* ?1 table name -> one row (1) when the TEMP schema has that table. */
+extern const char mrd_db_sql_temp_table_exists[];
+/* -> one row (1) when kernels has an index whose first columns are (rank, correlation_id). */
+extern const char mrd_db_sql_kernels_corr_index[];
+/* Creates TEMP tables mrd_link and mrd_op_time (see mrd_db_op_intervals). */
+extern const char mrd_db_sql_op_tables[];
+/* Drops the TEMP tables mrd_link and mrd_op_time where they exist. */
+extern const char mrd_db_sql_op_tables_drop[];
+/* Fills mrd_link from nccl_ops.launch_id = external_correlations.external_id. */
+extern const char mrd_db_sql_op_links[];
+/* Fills mrd_op_time source 1 (linked kernels, MRD_DB_KERNEL_VALID), probing kernels per
+ * link (needs an index on kernels (rank, correlation_id)) ... */
+extern const char mrd_db_sql_op_kernel_time_by_link[];
+/* ... or scanning kernels once and probing the link table. */
+extern const char mrd_db_sql_op_kernel_time_by_kernel[];
+/* Fills mrd_op_time source 2 (nccl_channels' raw GPU times) for ops without source 1. */
+extern const char mrd_db_sql_op_channel_time[];
+/* The one matching: columns enum mrd_db_inst_col, one row per non-p2p op with a seq,
+ * ordered by (comm_hash, seq, func_id, rank, op_id). */
+extern const char mrd_db_sql_instances[];
+/* The same columns, no rows (a database without nccl_ops). */
+extern const char mrd_db_sql_no_instances[];
+/* -> anchor_realtime_ns of the run (the earliest created). */
+extern const char mrd_db_sql_run_anchor[];
+/* -> MIN(t1) of clock_samples (global), NULL when empty. */
+extern const char mrd_db_sql_first_probe[];
+/* Per event table (kernels, memcpys, memsets, syncs, api_calls, graph_launches, nvtx,
+ * nccl_ops, mpi_calls, in this order) -> rank, MIN(start_ns) of its rows with a time
+ * (start_ns > 0; kernels also MRD_DB_KERNEL_VALID), GROUP BY rank. */
+extern const char *const mrd_db_sql_first_event[9];
+
+/* ---- the analysis (aggregator/analyze) --------------------------------------------------- */
+
+/* Drops and creates table windows (aggregator/SCHEMA.md, "Capture windows"). */
+extern const char mrd_db_sql_windows_create[];
+
+/* -> the same without rank_processes (host, pid NULL). */
+extern const char mrd_db_sql_rank_processes[];
+
+/* -> rank, agent_instance, batches, host, pid of every agent process of the ranks whose
+ * batches came from more than one (batches, rank_processes), by rank and first batch. */
+extern const char mrd_db_sql_rank_processes_hosts[];
+
+/* -> run_id, world_size, anchor_realtime_ns, created_ns, command of the earliest run
+ * (runs). */
+extern const char mrd_db_sql_run_info[];
+
+/* -> rank, local_rank, world_size, host, pid, goodbye of every rank, by rank (ranks). */
+extern const char mrd_db_sql_ranks[];
+
+/* -> rank, device, name, uuid, pci_bus_id of every GPU, by rank and device (gpus). */
+extern const char mrd_db_sql_gpus[];
+
+/* printf format, %s = an event table -> rank, COUNT(*) of its rows per rank. */
+extern const char mrd_db_sql_count_by_rank_fmt[];
+
+/* -> rank, category, name, value of the agents' captured/dropped/agent/cupti counters, by
+ * rank and name. */
+extern const char mrd_db_sql_agent_counters[];
+
+/* -> name, value of every aggregator counter. */
+extern const char mrd_db_sql_aggregator_counters[];
+
+/* -> rank, segment, offset_ns, drift_ppm, error_bound_ns, samples, method of every
+ * clock_models segment, by rank and local_begin_ns. */
+extern const char mrd_db_sql_clock_summary[];
+
+/* -> rank_a, rank_b, instances, violations_before, violations_after,
+ * max_violation_before_ns, max_violation_after_ns of clock_causality, most violations
+ * first. */
+extern const char mrd_db_sql_causality_pairs[];
+
+/* -> rank, shift_ns of every clock_adjustments row. */
+extern const char mrd_db_sql_clock_shifts[];
+
+/* Sets the connection's page cache to 64 MiB for the analysis' scans. */
+extern const char mrd_db_sql_analysis_cache_size[];
+
+/* -> first_step, detach_step of every windows row. */
+extern const char mrd_db_sql_window_steps[];
+
+/* ?1 step name prefix, ?2 1 to also take 'train%step%' -> rank, start_ns, end_ns (local),
+ * name of the NVTX push/pop and start/end ranges that may be steps, by rank and start (the
+ * exact rule is mrd_step_name_match's). */
+extern const char mrd_db_sql_step_ranges[];
+
+/* ?1 strings.id -> value. */
+extern const char mrd_db_sql_string_by_id[];
+
+/* ?1 rank -> device, start_ns, end_ns (local), linked (1 when an NCCL op launched it:
+ * mrd_link), name_id of the rank's kernels, by start. */
+extern const char mrd_db_sql_rank_kernels_linked[];
+
+/* ?1 value -> strings.id. */
+extern const char mrd_db_sql_string_id[];
+
+/* ?1 the window domain's strings.id -> rank, start_ns, end_ns (local), message of every
+ * window record, by rank, start and rowid. */
+extern const char mrd_db_sql_window_records[];
+
+/* ?1..?11 rank, first_step, last_step, detach_step, reason, start_ns, end_ns (global),
+ * attach_ns, detach_ns (NULL: open at exit), flush_ns, kernels: one windows row. */
+extern const char mrd_db_sql_window_insert[];
+
+/* ?1 rank, ?2 from, ?3 to (local) -> start_ns of the rank's kernels starting in [from, to]
+ * (index kernels (rank, start_ns)). */
+extern const char mrd_db_sql_kernels_in_interval[];
+
+/* Opens a write transaction now (BEGIN IMMEDIATE). */
+extern const char mrd_db_sql_begin_immediate[];
+
+/* Commits the open transaction. */
+extern const char mrd_db_sql_commit[];
+
+/* Rolls the open transaction back. */
+extern const char mrd_db_sql_rollback[];
+
+/* ?1 rank, ?2 limit, ?3 offset -> attach_ns of the rank's windows in ascending order (the
+ * median's rows). */
+extern const char mrd_db_sql_window_attach_nth[];
+
+/* ?1 rank, ?2 limit, ?3 offset -> detach_ns of the rank's closed windows in ascending
+ * order. */
+extern const char mrd_db_sql_window_detach_nth[];
+
+/* ?1 value -> one row (1) when strings holds it. */
+extern const char mrd_db_sql_string_exists[];
+
+/* -> rank, first_step, last_step, open (detach_ns IS NULL), kernels of every window, by
+ * rank, first step and start. */
+extern const char mrd_db_sql_windows_list[];
+
+/* ---- the clock passes (aggregator/clock) ------------------------------------------------- */
+
+/* Creates the clock module's own tables clock_causality and clock_adjustments
+ * (aggregator/SCHEMA.md, "Clock alignment results") and the indexes that serve the
+ * calibration's and the matching's joins (CREATE ... IF NOT EXISTS). */
+extern const char mrd_db_sql_clock_tables[];
+
+/* -> rank, device, host_ns - uncertainty, gpu_ns, host_ns + uncertainty of every direct
+ * GPU clock sample. */
+extern const char mrd_db_sql_gpu_sample_brackets[];
+
+/* -> rank, device, start_ns, end_ns (local), MIN(gpu_start), MAX(gpu_end) (raw GPU timer)
+ * per CUPTI kernel record reached by the chain nccl_ops.launch_id -> external_correlations
+ * -> kernels (MRD_DB_KERNEL_VALID) with the op's nccl_channels: the GPU timer
+ * calibration's brackets. */
+extern const char mrd_db_sql_gpu_kernel_brackets[];
+
+/* -> rank, device, slope, intercept_ns, error_bound_ns of every gpu_timer_models row. */
+extern const char mrd_db_sql_gpu_model_bounds[];
+
+/* Empties clock_causality and clock_adjustments. */
+extern const char mrd_db_sql_causality_clear[];
+
+/* ?1..?9: one clock_causality row (its columns in schema order). */
+extern const char mrd_db_sql_causality_pair_insert[];
+
+/* ?1..?8: one clock_adjustments row (its columns in schema order). */
+extern const char mrd_db_sql_causality_adjustment_insert[];
+
+/* ?1 rank, ?2 shift_ns: adds the shift to every clock_models segment of the rank. */
+extern const char mrd_db_sql_clock_offset_shift[];
+
+/* -> rank, t0, t1, t2, t3 of every clock probe, by rank and t0. */
+extern const char mrd_db_sql_clock_probes[];
+
+/* ?1 rank: deletes the rank's clock_models rows. */
+extern const char mrd_db_sql_clock_model_delete[];
+
+/* ?1..?9 rank, segment, local_begin_ns, local_end_ns, offset_ns, drift_ppm,
+ * error_bound_ns, samples, method: one clock_models segment. */
+extern const char mrd_db_sql_clock_model_insert[];
+
+/* Empties clock_adjustments (an earlier causality pass's, now stale) and commits. */
+extern const char mrd_db_sql_clock_fit_commit[];
+
+/* ?1..?7 rank, device, slope, intercept_ns, error_bound_ns, samples, method: one
+ * gpu_timer_models row (replacing the GPU's). */
+extern const char mrd_db_sql_gpu_model_insert[];
+
+/* Opens a write transaction and empties gpu_timer_models. */
+extern const char mrd_db_sql_gpu_models_begin[];
+
+/* -> the largest rank of clock_models (NULL when empty). */
+extern const char mrd_db_sql_clock_models_max_rank[];
+
+/* -> rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm, error_bound_ns, samples,
+ * method of every segment of ranks >= 0, by rank and segment. */
+extern const char mrd_db_sql_clock_models_all[];
+
+/* -> rank, local_begin_ns, local_end_ns, offset_ns, drift_ppm of every clock_models
+ * segment, by rank and local_begin_ns: the global-time mapping's input
+ * (aggregator/SCHEMA.md). */
+extern const char mrd_db_sql_clock_segments[];
+
+/* -> rank, device, slope, intercept_ns of every gpu_timer_models row, by rank and device. */
+extern const char mrd_db_sql_gpu_models[];
+
+/* ---- the exports (aggregator/export) ----------------------------------------------------- */
+
+/* ?1 rank -> MIN(start_ns) of the rank's kernels (local). */
+extern const char mrd_db_sql_first_kernel_of_rank[];
+
+/* ?1 rank, ?2 from, ?3 to, ?4 end after, ?5 limit (local) -> start_ns, end_ns, linked (an
+ * NCCL op's: mrd_link), name of the rank's kernels starting in [from, to) and ending after
+ * ?4, by start. */
+extern const char mrd_db_sql_html_kernels[];
+
+/* ?1 rank -> host. */
+extern const char mrd_db_sql_rank_host[];
+
+/* ?1 rank, ?2 correlation_id -> op_id, start_ns (local, source 1) of the NCCL ops the
+ * kernel's launch belongs to (mrd_link, mrd_op_time). */
+extern const char mrd_db_sql_kernel_ops[];
+
+/* -> rank, device, stream, start_ns, end_ns, correlation_id, name, grid_x..z, block_x..z,
+ * op_id (the NCCL op that launched it, or NULL) of every kernel. */
+extern const char mrd_db_sql_export_kernels[];
+
+/* -> rank, device, stream, start_ns, end_ns, bytes, copy_kind of every memcpy with an
+ * interval (MRD_DB_KERNEL_VALID). */
+extern const char mrd_db_sql_export_memcpys[];
+
+/* -> rank, device, stream, start_ns, end_ns, bytes of every memset with an interval
+ * (MRD_DB_KERNEL_VALID). */
+extern const char mrd_db_sql_export_memsets[];
+
+/* -> rank, device, stream, start_ns, end_ns, graph_id of every graph launch. */
+extern const char mrd_db_sql_export_graphs[];
+
+/* -> rank, op_id, start_ns, end_ns, seq, func, count, bytes, datatype, algo, proto, peer,
+ * channels, is_p2p, device, comm_hash, root, kernel start_ns, kernel end_ns (source 1 of
+ * mrd_op_time, else NULL) of every NCCL op, by rank, device, start. */
+extern const char mrd_db_sql_export_nccl_ops[];
+
+/* -> rank, thread, start_ns, end_ns, kind, name, domain of every NVTX row but start/end
+ * ranges (kind 2). */
+extern const char mrd_db_sql_export_nvtx[];
+
+/* -> the same columns for the start/end ranges (kind 2), by rank, thread, start. */
+extern const char mrd_db_sql_export_nvtx_start_end[];
+
+/* -> rank, thread, start_ns, end_ns, name, call_id, bytes, peer, tag of every MPI call. */
+extern const char mrd_db_sql_export_mpi[];
+
+/* -> rank, start_ns, end_ns, type, stream of every synchronization, by rank and start. */
+extern const char mrd_db_sql_export_syncs[];
+
+/* -> rank, thread, start_ns, end_ns, name, cbid, correlation_id of every CUDA API call. */
+extern const char mrd_db_sql_export_api[];
+
+/* ---- the store's connection setup and schema checks (aggregator/store) ------------------- */
+
+/* journal_mode=WAL and then mrd_db_sql_conn_pragmas: the writer's connection once the
+ * refusals passed (WAL is a persistent change of the file). */
+extern const char mrd_db_sql_store_pragmas[];
+
+/* The pragmas of every store connection but journal_mode (synchronous=NORMAL, temp_store,
+ * cache_size, wal_autocheckpoint, busy_timeout). */
+extern const char mrd_db_sql_conn_pragmas[];
+
+/* -> 1 when rank_strings already has agent_instance (a v1 file written by a later v1
+ * build), else 0. */
+extern const char mrd_db_sql_store_v2_layout[];
+
+/* Migrates a schema v1 database to v2 (batches.agent_instance, rank_strings per agent
+ * process); the DDL as v2 released it. */
+extern const char mrd_db_sql_store_migrate_v1_v2[];
+
+/* -> the number of runs rows. */
+extern const char mrd_db_sql_run_count[];
+
+/* -> run_id of the runs row. */
+extern const char mrd_db_sql_run_id[];
+
+/* Opens a read transaction (BEGIN). */
+extern const char mrd_db_sql_begin[];
+
+/* ?1 run_id, ?2 shard_id, ?3 anchor_realtime_ns (also created_ns), ?4 anchor_monotonic_ns,
+ * ?5 boot_id, ?6 command: the runs row. */
+extern const char mrd_db_sql_run_insert[];
+
+/* -> run_id, anchor_realtime_ns, anchor_monotonic_ns, boot_id ('' when NULL) of the runs
+ * row. */
+extern const char mrd_db_sql_run_anchors[];
+
+/* printf format, %lld anchor_realtime_ns, %lld anchor_monotonic_ns, %s boot_id (hex,
+ * checked by the caller): re-anchors the runs row. */
+extern const char mrd_db_sql_run_reanchor_fmt[];
+
+/* printf format, %d version: replaces the schema_version row. */
+extern const char mrd_db_sql_schema_version_set_fmt[];
+
+/* -> 1 when the file has table schema_version, else 0. */
+extern const char mrd_db_sql_schema_has_version_table[];
+
+/* -> the number of tables that are not SQLite's own. */
+extern const char mrd_db_sql_schema_user_tables[];
+
+/* -> the number of schema_version rows. */
+extern const char mrd_db_sql_schema_version_rows[];
+
+/* -> the number of schema_version rows whose version is not an integer. */
+extern const char mrd_db_sql_schema_version_odd_rows[];
+
+/* -> quote(version) of a schema_version row whose version is not an integer. */
+extern const char mrd_db_sql_schema_version_odd[];
+
+/* -> the largest version in schema_version. */
+extern const char mrd_db_sql_schema_version_max[];
+
+/* -> 1 when the file has table runs, else 0. */
+extern const char mrd_db_sql_schema_has_runs[];
+
+/* Sets synchronous=FULL on the connection (every commit reaches the disk). */
+extern const char mrd_db_sql_sync_full[];
+
+/* Switches the file to WAL mode -> the journal mode now in effect. */
+extern const char mrd_db_sql_wal[];
+
+/* ---- the CLI (launcher/finalize.c, launcher/profile.c) ----------------------------------- */
+
+/* ?1 command: records the job's command line in the runs row when it has none. */
+extern const char mrd_db_sql_run_command_set[];
+
+/* -> the number of schema entries: reading it makes SQLite load the schema (and wait for a
+ * lock). */
+extern const char mrd_db_sql_schema_read[];
+
+#endif
