@@ -36,6 +36,7 @@
 
 #include "analyze.h"
 #include "cli.h"
+#include "db.h"
 #include "error.h"
 #include "jsonw.h"
 
@@ -157,14 +158,11 @@ static int kernel_append(struct kernel_totals *t, const char *name, int which, i
  * database without a kernels table contributes nothing. */
 static int load_kernel_totals(sqlite3 *db, int which, struct kernel_totals *t)
 {
-    static const char sql[] =
-        "SELECT COALESCE(s.value, '(unnamed)'), SUM(k.end_ns - k.start_ns), COUNT(*)"
-        " FROM kernels k LEFT JOIN strings s ON s.id = k.name_id"
-        " WHERE k.end_ns >= k.start_ns AND k.start_ns > 0 GROUP BY k.name_id";
-    if (!mrd_analyze_has_table(db, "kernels"))
-        return 0;
+    int has = mrd_db_has_table(db, "kernels");
+    if (has <= 0)
+        return has;
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, mrd_db_sql_kernel_totals, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     int rc, n = 0, err = 0;
     int64_t other_ns = 0;

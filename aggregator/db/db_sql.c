@@ -150,6 +150,11 @@ const char mrd_db_sql_step_ranges[] =
 
 const char mrd_db_sql_string_by_id[] = "SELECT value FROM main.strings WHERE id = ?1";
 
+const char mrd_db_sql_kernel_totals[] =
+    "SELECT COALESCE(s.value, '(unnamed)'), SUM(k.end_ns - k.start_ns), COUNT(*) FROM "
+    "main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id WHERE " MRD_DB_KERNEL_VALID
+    " GROUP BY k.name_id";
+
 const char mrd_db_sql_rank_kernels_linked[] =
     "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
     "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "

@@ -101,6 +101,10 @@ extern const char mrd_db_sql_step_ranges[];
 /* ?1 strings.id -> value. */
 extern const char mrd_db_sql_string_by_id[];
 
+/* -> name ('(unnamed)' without one), total GPU time ns, count of the valid kernels
+ * (MRD_DB_KERNEL_VALID) of every rank, one row per name id (`meridian diff`). */
+extern const char mrd_db_sql_kernel_totals[];
+
 /* ?1 rank -> device, start_ns, end_ns (local), linked (1 when an NCCL op launched it:
  * mrd_link), name_id of the rank's kernels, by start. */
 extern const char mrd_db_sql_rank_kernels_linked[];

@@ -83,7 +83,8 @@ def oracle_kernels(db):
     con = sqlite3.connect(db)
     out = {name: (ns, n) for name, ns, n in con.execute(
         "SELECT s.value, SUM(k.end_ns - k.start_ns), COUNT(*) FROM kernels k JOIN strings s"
-        " ON s.id = k.name_id WHERE k.start_ns > 0 AND k.end_ns >= k.start_ns GROUP BY s.value")}
+        " ON s.id = k.name_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0)"
+        " AND k.end_ns >= k.start_ns GROUP BY s.value")}
     con.close()
     return out
 
