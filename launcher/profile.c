@@ -154,9 +154,14 @@ static void profile_usage(FILE *f)
         "it, stops meridiand (which commits everything), fits the clock models (clock fit, GPU\n"
         "timer calibration, causality check) and prints the report. For `mpirun`/`mpiexec` in\n"
         "COMMAND, `-x NAME=VALUE` (Open MPI) or `-genv NAME VALUE` (MPICH) is inserted after it\n"
-        "for each variable, so ranks on every node receive them.\n"
+        "for each variable, so ranks on every node receive them. For `srun` (Slurm) and\n"
+        "`torchrun` the variables are set in their environment, which srun (--export=ALL, its\n"
+        "default) and torchrun pass on to every rank; under `srun ... torchrun` each worker\n"
+        "takes its rank from torchrun's RANK (agent/ENVIRONMENT.md, \"Who is a rank\").\n"
         "\n"
         "  meridian profile -- mpirun -np 2 ./train --steps 100\n"
+        "  meridian profile --listen 0.0.0.0:0 -- srun -N 2 --ntasks-per-node=4 ./train\n"
+        "  meridian profile -- torchrun --nproc-per-node=8 train.py\n"
         "\n"
         "output:\n"
         "  -o, --output DB          database (default ./meridian-RUNID.db); must not exist\n"
@@ -1230,6 +1235,20 @@ static int merge_shards(const struct profile_opts *o, const struct run_state *s,
     return 0;
 }
 
+/* One note when the variables travel through the environment and may not arrive. */
+static void say_env_route(const struct mrd_launchers *ls, int single)
+{
+    if (mrd_agentenv_has(ls, MRD_KIND_SLURM) >= 0 && ls->export_limited)
+        fprintf(stderr, "meridian profile: warning: srun --export (or SLURM_EXPORT_ENV) does "
+                        "not start with ALL: the agent's variables will not reach the ranks "
+                        "(use --export=ALL,...)\n");
+    else if (ls->n == 0 && !single)
+        fprintf(stderr, "meridian profile: note: no launcher (mpirun, mpiexec, srun, "
+                        "torchrun) in the command: ranks are recognised by their launcher's "
+                        "variables (RANK, SLURM_PROCID, ...); give --single for a one-process "
+                        "job\n");
+}
+
 int mrd_cli_profile(int argc, char **argv)
 {
     struct profile_opts o;
@@ -1253,6 +1272,8 @@ int mrd_cli_profile(int argc, char **argv)
     int njob = argc - optind;
     if (setup_run(&o, &s) < 0)
         goto setup_failed;
+    struct mrd_launchers ls;
+    mrd_agentenv_scan(job, njob, &ls);
     at = mrd_agentenv_find_launcher(job, njob, &style);
     if (o.style)
         style = strcmp(o.style, "openmpi") == 0 ? MRD_LAUNCHER_OPENMPI
@@ -1264,7 +1285,10 @@ int mrd_cli_profile(int argc, char **argv)
                                      .agent_lib = s.have_agent ? s.agent : NULL,
                                      .mpi_lib = NULL,
                                      .force = o.single};
-    if (s.have_mpi && at >= 0)
+    /* the MPI wrappers go to the tasks of mpirun and srun, not to torchrun's workers
+     * (torch jobs talk NCCL or Gloo, and the wrappers would load MPI into Python) */
+    if (s.have_mpi && (at >= 0 || mrd_agentenv_has(&ls, MRD_KIND_SLURM) >= 0) &&
+        mrd_agentenv_has(&ls, MRD_KIND_TORCH) < 0)
         ec.mpi_lib = s.mpi;
     if (s.nshards > 1 && getenv("MERIDIAN_SHARD_ID")) {
         /* with a list each rank's shard id is its entry's index; a set value would make
@@ -1290,10 +1314,9 @@ int mrd_cli_profile(int argc, char **argv)
         }
         job = rewritten;
     } else {
-        if (at < 0 && !o.single)
-            fprintf(stderr, "meridian profile: note: no mpirun/mpiexec in the command: ranks "
-                            "are recognised by their launcher's variables (RANK, "
-                            "SLURM_PROCID, ...); give --single for a one-process job\n");
+        /* srun, torchrun and plain commands: through this process's environment, which
+         * srun (--export=ALL, its default) and torchrun pass on to every rank */
+        say_env_route(&ls, o.single);
         if ((rc = mrd_agentenv_apply(&env)) < 0) {
             fprintf(stderr, "meridian profile: setenv: %s\n", strerror(-rc));
             goto setup_failed;
