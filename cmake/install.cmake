@@ -9,6 +9,7 @@
 #   share/meridian/SCHEMA.md            the database schema reference (aggregator/SCHEMA.md)
 #   share/meridian/examples/            the recorded 2-rank job of the quick start
 #   share/meridian/deploy/              Slurm, systemd, container and Kubernetes files
+#   lib/systemd/system/meridiand@.service   the unit (deploy/systemd), not enabled
 #   share/doc/meridian/                 README, ENVIRONMENT, COMPATIBILITY
 # The agent libraries go to a private folder (lib/meridian, like /usr/lib/<package>/ in
 # Debian): they are injected by path (CUDA_INJECTION64_PATH, LD_PRELOAD), never linked.
@@ -38,6 +39,8 @@ install(FILES README.md agent/ENVIRONMENT.md proto/COMPATIBILITY.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT meridian)
 install(FILES tests/data/ref-rank0.mrdcap tests/data/ref-rank1.mrdcap
         DESTINATION ${CMAKE_INSTALL_DATADIR}/meridian/examples COMPONENT meridian)
+# the unit template, not enabled (it needs /etc/meridian/RUN.env and RUN.secret first)
+install(FILES deploy/systemd/meridiand@.service DESTINATION lib/systemd/system COMPONENT meridian)
 foreach(part slurm systemd container k8s)
   if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/deploy/${part})
     install(DIRECTORY deploy/${part} DESTINATION ${CMAKE_INSTALL_DATADIR}/meridian/deploy

@@ -4,9 +4,10 @@
 #   install_test.sh deb BUILD SRC       cpack -G DEB, then dpkg -x into a temporary root
 # Then, from that copy: the layout (cmake/install.cmake), libmeridian_mpi.so's RUNPATH
 # ($ORIGIN), `meridian doctor` finding meridiand and both agent libraries inside the copy
-# (not in BUILD), and the README's quick start (deploy/quickstart.sh --installed PREFIX: 2
-# mpirun ranks replaying the recorded job through the installed meridiand and launcher)
-# ending with all 110 collectives matched and rank 1 the top straggler. For the package
+# (not in BUILD), the systemd unit through `systemd-analyze verify`, and the README's quick
+# start (deploy/quickstart.sh --installed PREFIX: 2 mpirun ranks replaying the recorded job
+# through the installed meridiand and launcher) ending with all 110 collectives matched and
+# rank 1 the top straggler. For the package
 # also its control fields: name, version and the Debian libraries it depends on.
 # Exit: 0 pass, 1 fail, 77 skipped (no mpirun).
 set -euo pipefail
@@ -46,9 +47,25 @@ mpi=$prefix/lib/meridian/libmeridian_mpi.so
 if [ -e "$build/agent/mpi/libmeridian_mpi.so" ]; then
     [ -e "$mpi" ] || fail "libmeridian_mpi.so not installed"
     runpath=$(readelf -d "$mpi" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
+    # shellcheck disable=SC2016 # the literal $ORIGIN
     [ "$runpath" = '$ORIGIN' ] || fail "libmeridian_mpi.so RUNPATH is '$runpath', not \$ORIGIN"
 fi
 echo "install_test: $mode: layout under $prefix ok"
+
+# the systemd unit: systemd-analyze verify prints nothing for a clean unit (unknown keys and
+# bad values are only warnings, exit status 0), so any output fails; ExecStart is pointed
+# at this copy's meridiand, which verify requires to exist
+unit=$prefix/lib/systemd/system/meridiand@.service
+[ -e "$unit" ] || fail "meridiand@.service not installed"
+if command -v systemd-analyze >/dev/null; then
+    sed "s#/usr/bin/meridiand#$prefix/bin/meridiand#" "$unit" >"$tmp/meridiand@run1.service"
+    if ! out=$(systemd-analyze verify "$tmp/meridiand@run1.service" 2>&1) || [ -n "$out" ]; then
+        fail "systemd-analyze verify meridiand@.service: $out"
+    fi
+    echo "install_test: $mode: systemd-analyze verify meridiand@run1.service: clean"
+else
+    echo "install_test: $mode: no systemd-analyze (package systemd): unit not verified"
+fi
 
 # the launcher finds its parts relative to itself; the build tree stays out of PATH and of
 # the MERIDIAN_* overrides

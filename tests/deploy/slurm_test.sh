@@ -13,6 +13,7 @@
 #      With SLURM_PROCID first (the order before), the workers claimed ranks 0, 0, 1, 1.
 #   3. meridian doctor --nodes -- srun -n 2: each task finds the agent libraries;
 #      meridian doctor -- srun ... torchrun ...: names both launchers and torchrun's RANK.
+#   4. deploy/slurm/meridian.sbatch submitted with sbatch --wait -n 2: ranks 0 and 1.
 # torchrun is Debian's python3-torch 1.13 (/usr/bin/torchrun). Under Debian 12's Python
 # 3.11 its default "--redirects 0 --tee 0" crashes (Std.from_str returns None for 0), so
 # the test gives --redirects 1 --tee 1 (worker stdout to a log file and the console).
@@ -147,9 +148,18 @@ fi
 grep -c '^\[ok  \] node .*libmeridian.so present' "$tmp/doctor-nodes.txt" | grep -qx 2 ||
     { cat "$tmp/doctor-nodes.txt"; fail "doctor --nodes: not 2 tasks with the agent"; }
 "$meridian" doctor -- srun -n 2 "${torch[@]}" ./train >"$tmp/doctor-cmd.txt" || true
-grep -q "^\[ok  \] launcher srun: .*srun's environment" "$tmp/doctor-cmd.txt" &&
-    grep -q "^\[ok  \] launcher torchrun: " "$tmp/doctor-cmd.txt" &&
-    grep -q "^\[ok  \] rank: torchrun's RANK" "$tmp/doctor-cmd.txt" ||
-    { cat "$tmp/doctor-cmd.txt"; fail "doctor -- srun torchrun"; }
+for want in "launcher srun: .*srun's environment" "launcher torchrun: " "rank: torchrun's RANK"; do
+    grep -q "^\[ok  \] $want" "$tmp/doctor-cmd.txt" ||
+        { cat "$tmp/doctor-cmd.txt"; fail "doctor -- srun torchrun: no '$want'"; }
+done
 echo "slurm_test: 3. doctor --nodes -- srun -n 2: agent present on 2 tasks; doctor names srun and torchrun"
+
+# 4. the sbatch example of deploy/slurm, as a batch job of 2 tasks (loopback only here)
+MRD_MERIDIAN=$meridian MRD_OUT=$tmp/sbatch.db MRD_LISTEN=127.0.0.1:0 MRD_ADVERTISE=127.0.0.1 \
+    MRD_PROFILE=--no-report sbatch --wait -n 2 -o "$tmp/log/sbatch.log" \
+    "$src/deploy/slurm/meridian.sbatch" "$meridian" replay --from-env \
+    "$src/tests/data/ref-rank%r.mrdcap" >/dev/null || { cat "$tmp/log/sbatch.log"; fail "sbatch"; }
+got=$(ranks "$tmp/sbatch.db")
+[ "$got" = "0:0:2 1:1:2" ] || { cat "$tmp/log/sbatch.log"; fail "sbatch: ranks '$got'"; }
+echo "slurm_test: 4. sbatch deploy/slurm/meridian.sbatch -n 2: ranks $got"
 echo "slurm_test: PASS"
