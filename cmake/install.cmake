@@ -25,6 +25,11 @@ if(TARGET meridiand)
   install(TARGETS meridiand RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT meridian)
 endif()
 if(TARGET meridian_agent)
+  # $ORIGIN first: a copy of the agent with its libraries beside it (the container image's
+  # /usr/lib/meridian, copied into training pods) loads them from there
+  get_target_property(MRD_AGENT_INSTALL_RPATH meridian_agent INSTALL_RPATH)
+  set_target_properties(meridian_agent PROPERTIES INSTALL_RPATH
+                        "\$ORIGIN;${MRD_AGENT_INSTALL_RPATH}")
   install(TARGETS meridian_agent LIBRARY DESTINATION ${MRD_INSTALL_PRIVLIB} COMPONENT meridian)
 endif()
 if(TARGET meridian_mpi)

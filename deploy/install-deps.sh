@@ -9,8 +9,9 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       protobuf-c-compiler libprotobuf-c-dev libsqlite3-dev sqlite3 libzstd-dev libsodium-dev
       libopenmpi-dev openmpi-bin python3 iproute2 util-linux clang libclang-rt-14-dev llvm-14
       # tests/deploy: a real single-node Slurm with munge, Debian's torchrun (python3-torch),
-      # systemd-analyze for the unit in deploy/systemd; dpkg-dev (dpkg-shlibdeps) for cpack
-      slurm-wlm munge python3-torch systemd dpkg-dev)
+      # systemd-analyze for the unit in deploy/systemd; dpkg-dev (dpkg-shlibdeps) for cpack;
+      # python3-yaml to read the Kubernetes manifests in deploy/k8s
+      slurm-wlm munge python3-torch systemd dpkg-dev python3-yaml)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
