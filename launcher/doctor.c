@@ -202,8 +202,8 @@ static void check_command(char **cmd, int n, const char *agent_opt)
     for (int i = 0; i < ls.n; i++) {
         const char *word = cmd[ls.at[i]];
         int found = strchr(word, '/') ? access(word, X_OK) == 0
-                                      : mrd_agentenv_locate(NULL, NULL, NULL, NULL, 1, word,
-                                                            path, sizeof(path)) == 0;
+                                      : mrd_agentenv_locate(NULL, NULL, NULL, NULL, 1, word, path,
+                                                            sizeof(path)) == 0;
         if (!found)
             report(FAIL, "launcher %s: not found in PATH", word);
         else if (i == 0 || ls.kind[0] != MRD_KIND_MPI)
@@ -229,14 +229,15 @@ static void check_command(char **cmd, int n, const char *agent_opt)
         char line[2048];
         size_t len = 0;
         for (int i = 0; i < env.n && len < sizeof(line); i++)
-            len += (size_t)snprintf(line + len, sizeof(line) - len, "%s%s", i ? " " : "",
-                                    env.name[i]);
+            len +=
+                (size_t)snprintf(line + len, sizeof(line) - len, "%s%s", i ? " " : "", env.name[i]);
         report(OK, "ranks will receive: %s", line);
         mrd_agentenv_free(&env);
     }
     if (torch)
-        report(OK, "rank: torchrun's RANK, LOCAL_RANK, WORLD_SIZE (all three set: they win "
-                   "over %s, which every worker of a node shares)",
+        report(OK,
+               "rank: torchrun's RANK, LOCAL_RANK, WORLD_SIZE (all three set: they win "
+               "over %s, which every worker of a node shares)",
                mrd_agentenv_has(&ls, MRD_KIND_SLURM) >= 0 ? "SLURM_PROCID"
                                                           : "the outer launcher's rank");
     else if (ls.mpi_style)
@@ -301,8 +302,9 @@ static void check_nodes(char **prefix, int n, const char *agent_opt)
     free(argv);
     if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || ok + bad == 0)
         report(FAIL, "nodes: `%s ... /bin/sh -c CHECK` %s", prefix[0],
-               pid < 0 ? "could not start" : ok + bad == 0 ? "printed no check line"
-                                                          : "failed");
+               pid < 0         ? "could not start"
+               : ok + bad == 0 ? "printed no check line"
+                               : "failed");
 }
 
 static void check_other_profilers(void)

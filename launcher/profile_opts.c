@@ -515,4 +515,3 @@ int mrd__profile_parse(int argc, char **argv, struct profile_opts *o)
     }
     return 1;
 }
-
