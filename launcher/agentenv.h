@@ -1,9 +1,10 @@
 /* The launcher side of the agent's environment contract (agent/core/agent.h,
  * agent/ENVIRONMENT.md): which variables a profiled rank needs, where the agent libraries
- * and meridiand are found, and how an `mpirun` command line is rewritten so that every
- * rank, on every node, receives them.
+ * and meridiand are found, which launchers a command holds (mpirun/mpiexec, srun,
+ * torchrun), and how an `mpirun` command line is rewritten so that every rank, on every
+ * node, receives them (srun and torchrun pass their environment on instead).
  *
- * Where it sits: used by `meridian profile` and `meridian run` (launcher/profile.c) before
+ * Where it sits: used by `meridian profile` (profile.c) and `meridian run` (run.c) before
  * the job starts, and by `meridian doctor`. No I/O besides stat() and reading environ.
  * Sizes: at most MRD_AGENTENV_MAX variables; paths up to PATH_MAX.
  */
