@@ -14,12 +14,15 @@
 #   3. meridian doctor --nodes -- srun -n 2: each task finds the agent libraries;
 #      meridian doctor -- srun ... torchrun ...: names both launchers and torchrun's RANK.
 #   4. deploy/slurm/meridian.sbatch submitted with sbatch --wait -n 2: ranks 0 and 1.
+#   5. srun -n 2 meridian run --aggregator ... -- meridian replay ...: the per-rank wrapper
+#      for launchers meridian does not rewrite, against a meridiand started by the test.
 # torchrun is Debian's python3-torch 1.13 (/usr/bin/torchrun). Under Debian 12's Python
 # 3.11 its default "--redirects 0 --tee 0" crashes (Std.from_str returns None for 0), so
 # the test gives --redirects 1 --tee 1 (worker stdout to a log file and the console).
-# Usage: slurm_test.sh MERIDIAN SRC. Exit 0 pass, 1 fail, 77 skipped (Slurm not installed).
+# Usage: slurm_test.sh MERIDIAN SRC MERIDIAND.
+# Exit 0 pass, 1 fail, 77 skipped (Slurm not installed).
 set -euo pipefail
-meridian=$(realpath "$1") src=$(cd "$2" && pwd)
+meridian=$(realpath "$1") src=$(cd "$2" && pwd) daemon=$(realpath "$3")
 for p in munged slurmctld slurmd srun sinfo sqlite3; do
     command -v "$p" >/dev/null || [ -x "/usr/sbin/$p" ] ||
         { echo "SKIP: $p not installed (deploy/install-deps.sh installs slurm-wlm, munge)"; exit 77; }
@@ -162,4 +165,22 @@ MRD_MERIDIAN=$meridian MRD_OUT=$tmp/sbatch.db MRD_LISTEN=127.0.0.1:0 MRD_ADVERTI
 got=$(ranks "$tmp/sbatch.db")
 [ "$got" = "0:0:2 1:1:2" ] || { cat "$tmp/log/sbatch.log"; fail "sbatch: ranks '$got'"; }
 echo "slurm_test: 4. sbatch deploy/slurm/meridian.sbatch -n 2: ranks $got"
+# 5. meridian run, the per-rank wrapper, under srun against a meridiand started by hand
+head -c 24 /dev/urandom | base64 >"$tmp/run.secret"
+chmod 600 "$tmp/run.secret"
+"$daemon" --db "$tmp/run.db" --listen 127.0.0.1:0 --run-id byhand --secret-file "$tmp/run.secret" \
+    --port-file "$tmp/run.port" --quiet >"$tmp/log/meridiand.log" 2>&1 &
+dpid=$!
+pids+=("$dpid")
+for _ in $(seq 100); do [ -s "$tmp/run.port" ] && break; sleep 0.1; done
+[ -s "$tmp/run.port" ] || fail "meridiand for meridian run did not listen"
+srun -n 2 "$meridian" run --aggregator "127.0.0.1:$(cat "$tmp/run.port")" --run-id byhand \
+    --secret-file "$tmp/run.secret" -- "$meridian" replay --from-env \
+    "$src/tests/data/ref-rank%r.mrdcap" >"$tmp/log/run.log" 2>&1 ||
+    { cat "$tmp/log/run.log"; fail "srun meridian run"; }
+kill -TERM "$dpid"
+wait "$dpid" || fail "meridiand (meridian run case) did not stop cleanly"
+got=$(ranks "$tmp/run.db")
+[ "$got" = "0:0:2 1:1:2" ] || { cat "$tmp/log/run.log"; fail "meridian run: ranks '$got'"; }
+echo "slurm_test: 5. srun -n 2 meridian run -- ... (meridiand started by hand): ranks $got"
 echo "slurm_test: PASS"
