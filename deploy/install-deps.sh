@@ -2,11 +2,16 @@
 # Installs what meridian needs to build and test from Debian's packages (run as root).
 # Used by the quick start, the test script and CI, so a fresh machine needs nothing else.
 # CUDA (CUPTI, NCCL) is not a Debian package here: it is used from /usr/local/cuda when
-# present (the agent's capture is built only then).
+# present (the agent's capture is built only then). python3-torch is large (about 150 MB to
+# download, 640 MB installed): it brings the real torchrun for deploy_slurm.
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
       protobuf-c-compiler libprotobuf-c-dev libsqlite3-dev sqlite3 libzstd-dev libsodium-dev
-      libopenmpi-dev openmpi-bin python3 iproute2 util-linux clang libclang-rt-14-dev llvm-14)
+      libopenmpi-dev openmpi-bin python3 iproute2 util-linux clang libclang-rt-14-dev llvm-14
+      # tests/deploy: a real single-node Slurm with munge, Debian's torchrun (python3-torch),
+      # systemd-analyze for the unit in deploy/systemd; dpkg-dev (dpkg-shlibdeps) for cpack;
+      # python3-yaml to read the Kubernetes manifests in deploy/k8s
+      slurm-wlm munge python3-torch systemd dpkg-dev python3-yaml)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

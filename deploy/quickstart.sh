@@ -21,19 +21,29 @@
 #   --out DIR      where the database and HTML report go (default: quickstart/ at the top
 #                  of the repository)
 #   --dry-run      print the job's command instead of running it
+#   --installed P  run the installed copy under prefix P (cmake --install, or the Debian
+#                  package: /usr) instead of the build folder: P/bin/meridian and its
+#                  meridiand and agent, the recorded job from P/share/meridian/examples;
+#                  implies --skip-build and --replay
 # Environment: MRD_BUILD_DIR (default build/), MRD_JOBS (build jobs, default nproc).
 # Exit status: meridian profile's (the job's), 1 when the build or a check failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${MRD_BUILD_DIR:-$top/build}
 out=$top/quickstart
-skip_build=0 replay=0 dry_run=0
+skip_build=0 replay=0 dry_run=0 installed=
 
 while [ $# -gt 0 ]; do
     case "$1" in
     --skip-build) skip_build=1 ;;
     --replay) replay=1 ;;
     --dry-run) dry_run=1 ;;
+    --installed)
+        [ $# -ge 2 ] || { echo "quickstart: --installed needs a prefix" >&2; exit 2; }
+        installed=$(cd "$2" && pwd) || exit 2
+        skip_build=1 replay=1
+        shift
+        ;;
     --out)
         [ $# -ge 2 ] || { echo "quickstart: --out needs a folder" >&2; exit 2; }
         out=$2
@@ -54,10 +64,16 @@ done
 if [ "$skip_build" = 0 ]; then
     MRD_BUILD_DIR=$build "$top/deploy/build.sh"
 fi
-build=$(cd "$build" && pwd)
-meridian=$build/launcher/meridian
-workload=$build/tests/workloads/ref_workload
-for f in "$meridian" "$build/aggregator/daemon/meridiand"; do
+if [ -n "$installed" ]; then
+    # everything from the installed tree: meridian finds meridiand and the agent beside it
+    meridian=$installed/bin/meridian daemon=$installed/bin/meridiand
+    capture=$installed/share/meridian/examples/ref-rank%r.mrdcap workload=
+else
+    build=$(cd "$build" && pwd)
+    meridian=$build/launcher/meridian daemon=$build/aggregator/daemon/meridiand
+    capture=tests/data/ref-rank%r.mrdcap workload=$build/tests/workloads/ref_workload
+fi
+for f in "$meridian" "$daemon"; do
     [ -x "$f" ] || { echo "quickstart: $f is missing: the build did not finish" >&2; exit 1; }
 done
 command -v mpirun >/dev/null || { echo "quickstart: mpirun not found (openmpi-bin)" >&2; exit 1; }
@@ -79,13 +95,15 @@ fi
 # and the per-step overlap table wants kernels in every step; the steady tier (the default
 # of `meridian profile`) is for long jobs. README, "Quick start", says the same.
 profile=("$meridian" profile -o "$out/quickstart.db" --overwrite --full --html "$out/report.html" --)
-if [ "$replay" = 0 ] && [ "$gpus" -gt 0 ] && [ -x "$workload" ]; then
+if [ "$replay" = 0 ] && [ "$gpus" -gt 0 ] && [ -n "$workload" ] && [ -x "$workload" ]; then
     np=$((gpus > 8 ? 8 : gpus))
     echo "quickstart: $gpus GPU(s): profiling the reference workload on $np rank(s)"
     job=(mpirun "${as_root[@]}" -np "$np" -x NCCL_NVLS_ENABLE=0 "$workload"
          --steps 50 --warmup 5 --slow-rank 1 --slow-us 2000 --slow-steps every:5)
 else
-    if [ "$replay" = 1 ]; then
+    if [ -n "$installed" ]; then
+        why="the installed copy in $installed"
+    elif [ "$replay" = 1 ]; then
         why="--replay"
     elif [ "$gpus" -gt 0 ]; then
         why="$gpus GPU(s) but no ref_workload in $build (it needs nvcc, MPI and NCCL)"
@@ -93,10 +111,10 @@ else
         why="no GPU"
     fi
     echo "quickstart: $why: replaying the reference workload recorded on a 2 x H200 host" \
-         "(tests/data/ref-rank0/1.mrdcap) as 2 mpirun ranks"
+         "(${capture#"$top"/}, %r = 0, 1) as 2 mpirun ranks"
     # --oversubscribe: 2 ranks even on a 1-core machine (they only send what was recorded)
     job=(mpirun "${as_root[@]}" --oversubscribe -np 2
-         "${build#"$top"/}/launcher/meridian" replay --from-env 'tests/data/ref-rank%r.mrdcap')
+         "${meridian#"$top"/}" replay --from-env "$capture")
 fi
 
 if [ "$dry_run" = 1 ]; then

@@ -149,6 +149,53 @@ int mrd_agentenv_find_launcher(char *const *argv, int argc, int *style)
     return -1;
 }
 
+/* srun's --export: "ALL", "ALL,..." and absent pass srun's environment on; NONE or a
+ * list of names does not. */
+static int export_limits(const char *v)
+{
+    return v && strncmp(v, "ALL", 3) != 0;
+}
+
+void mrd_agentenv_scan(char *const *argv, int argc, struct mrd_launchers *out)
+{
+    int style;
+    memset(out, 0, sizeof(*out));
+    out->export_limited = export_limits(getenv("SLURM_EXPORT_ENV"));
+    for (int i = 0; i < argc && out->n < MRD_LAUNCHERS_MAX; i++) {
+        const char *base = strrchr(argv[i], '/');
+        int kind = 0;
+        base = base ? base + 1 : argv[i];
+        if (mrd_agentenv_find_launcher(argv + i, 1, &style) == 0) {
+            kind = MRD_KIND_MPI;
+            if (!out->mpi_style)
+                out->mpi_style = style;
+        } else if (strcmp(base, "srun") == 0) {
+            kind = MRD_KIND_SLURM;
+            for (int k = i + 1; k < argc; k++) {
+                if (strncmp(argv[k], "--export=", 9) == 0)
+                    out->export_limited = export_limits(argv[k] + 9);
+                else if (strcmp(argv[k], "--export") == 0 && k + 1 < argc)
+                    out->export_limited = export_limits(argv[k + 1]);
+            }
+        } else if (strcmp(base, "torchrun") == 0 || strcmp(base, "torch.distributed.run") == 0 ||
+                   strcmp(base, "torch.distributed.launch") == 0) {
+            kind = MRD_KIND_TORCH;
+        }
+        if (kind) {
+            out->at[out->n] = i;
+            out->kind[out->n++] = kind;
+        }
+    }
+}
+
+int mrd_agentenv_has(const struct mrd_launchers *l, int kind)
+{
+    for (int i = 0; i < l->n; i++)
+        if (l->kind[i] == kind)
+            return l->at[i];
+    return -1;
+}
+
 void mrd_agentenv_free_argv(char **argv)
 {
     if (!argv)

@@ -1,9 +1,10 @@
 /* The launcher side of the agent's environment contract (agent/core/agent.h,
  * agent/ENVIRONMENT.md): which variables a profiled rank needs, where the agent libraries
- * and meridiand are found, and how an `mpirun` command line is rewritten so that every
- * rank, on every node, receives them.
+ * and meridiand are found, which launchers a command holds (mpirun/mpiexec, srun,
+ * torchrun), and how an `mpirun` command line is rewritten so that every rank, on every
+ * node, receives them (srun and torchrun pass their environment on instead).
  *
- * Where it sits: used by `meridian profile` and `meridian run` (launcher/profile.c) before
+ * Where it sits: used by `meridian profile` (profile.c) and `meridian run` (run.c) before
  * the job starts, and by `meridian doctor`. No I/O besides stat() and reading environ.
  * Sizes: at most MRD_AGENTENV_MAX variables; paths up to PATH_MAX.
  */
@@ -49,6 +50,33 @@ enum mrd_launcher_style { MRD_LAUNCHER_NONE = 0, MRD_LAUNCHER_OPENMPI, MRD_LAUNC
  * orterun, or their .openmpi / .mpich / .hydra forms). Returns its index and its style in
  * *style, or -1 (style MRD_LAUNCHER_NONE). */
 int mrd_agentenv_find_launcher(char *const *argv, int argc, int *style);
+
+/* Every launcher of a command, outermost first: `srun ... torchrun ...` is a Slurm step
+ * whose tasks each start torchrun's workers. */
+enum mrd_launcher_kind {
+    MRD_KIND_MPI = 1, /* mpirun/mpiexec (mrd_agentenv_find_launcher's): -x / -genv rewrite */
+    MRD_KIND_SLURM,   /* srun: forwards its own environment to every task (--export=ALL) */
+    MRD_KIND_TORCH,   /* torchrun, python -m torch.distributed.run/.launch: sets RANK,
+                       * LOCAL_RANK, WORLD_SIZE per worker and passes its environment on */
+};
+
+#define MRD_LAUNCHERS_MAX 4
+
+struct mrd_launchers {
+    int n;
+    int at[MRD_LAUNCHERS_MAX];   /* index in argv */
+    int kind[MRD_LAUNCHERS_MAX]; /* enum mrd_launcher_kind */
+    int mpi_style;               /* MRD_LAUNCHER_OPENMPI / _MPICH of the MPI one, else NONE */
+    int export_limited;          /* srun has --export not starting with ALL (or
+                                  * SLURM_EXPORT_ENV says so): its environment stays behind */
+};
+
+/* Fills *out with the launchers of argv[0..argc) (at most MRD_LAUNCHERS_MAX, outermost
+ * first). Reads SLURM_EXPORT_ENV. No allocation. */
+void mrd_agentenv_scan(char *const *argv, int argc, struct mrd_launchers *out);
+
+/* The first launcher of kind k in *l: its index in argv, or -1. */
+int mrd_agentenv_has(const struct mrd_launchers *l, int kind);
 
 /* Returns a new argv (NULL-terminated, caller frees the array and the strings it
  * allocated with mrd_agentenv_free_argv) with the variables of e inserted right after the

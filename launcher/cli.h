@@ -3,7 +3,8 @@
  * own errors, one line each, starting with "meridian <subcommand>: ".
  *
  * Where it sits: the user-facing end of the launcher; meridian.c dispatches, profile.c
- * runs jobs (profile, run), doctor.c checks the environment, finalize.c completes a
+ * (options in profile_opts.c) runs whole jobs, run.c wraps one rank, doctor.c checks the
+ * environment, finalize.c completes a
  * database after a run (clock fit, GPU calibration, causality) and meridian.c renders
  * reports and exports through aggregator/analyze and aggregator/export.
  * Main thread only.
@@ -35,7 +36,11 @@ int mrd_cli_run(int argc, char **argv);
  * no meridiand, 2 on a usage error. */
 int mrd_cli_window(int argc, char **argv);
 
-/* `meridian doctor` (doctor.c): prints one line per check; 0 when none FAILed, else 1. */
+/* `meridian doctor [--agent-lib P] [--nodes] [-- COMMAND]` (doctor.c): prints one line per
+ * check; with COMMAND also its launchers (mpirun, srun, torchrun), how the agent's
+ * variables reach the ranks and where each rank's number comes from; with --nodes,
+ * COMMAND is a launcher prefix run once to check the agent libraries on every node it
+ * reaches. Returns 0 when no check FAILed, 1 otherwise, 2 on a usage error. */
 int mrd_cli_doctor(int argc, char **argv);
 
 /* Completes a database whose daemon has stopped: writes runs.command when `command` is

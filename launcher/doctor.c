@@ -5,6 +5,11 @@
  * (its constructors only read the environment) and checks the entry points CUDA, NCCL and
  * NVTX look for, loads CUPTI and NCCL to read their versions, looks for mpirun, for
  * another profiler already injected into this environment, and binds a loopback port.
+ * Given the job's command (`meridian doctor -- srun ... torchrun ...`) it names the
+ * launchers found in it, how the agent's variables will reach the ranks and which variable
+ * each rank will take its rank from; with --nodes the command is a launcher prefix run with
+ * a one-line check of the agent libraries appended, so every node it reaches says whether
+ * the libraries are at the same path there (installed, or on a shared file system).
  * Each check prints one line: "ok", "warn" (profiling works with less) or "FAIL".
  */
 #include <arpa/inet.h>
@@ -18,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agentenv.h"
@@ -175,6 +181,132 @@ static void check_mpirun(void)
     report(OK, "mpirun: %s (%s)", path, line[0] ? line : "version unknown");
 }
 
+/* The launchers of `command` (doctor -- COMMAND): found in PATH, how the variables reach
+ * the ranks, where each rank's identity comes from. */
+static void check_command(char **cmd, int n, const char *agent_opt)
+{
+    static const char *const how[] = {
+        [MRD_KIND_MPI] = "`-x NAME=VALUE` (Open MPI) / `-genv NAME VALUE` (MPICH) inserted "
+                         "after it",
+        [MRD_KIND_SLURM] = "srun's environment, which it forwards to every task "
+                           "(--export=ALL, its default)",
+        [MRD_KIND_TORCH] = "torchrun's environment, which it passes to every worker",
+    };
+    struct mrd_launchers ls;
+    char path[PATH_MAX], agent[PATH_MAX], mpi[PATH_MAX];
+    mrd_agentenv_scan(cmd, n, &ls);
+    if (ls.n == 0)
+        report(WARN, "no launcher (mpirun, mpiexec, srun, torchrun) in the command: only its "
+                     "own process and children that set a rank variable are ranks "
+                     "(meridian profile --single makes one process rank 0)");
+    for (int i = 0; i < ls.n; i++) {
+        const char *word = cmd[ls.at[i]];
+        int found = strchr(word, '/') ? access(word, X_OK) == 0
+                                      : mrd_agentenv_locate(NULL, NULL, NULL, NULL, 1, word, path,
+                                                            sizeof(path)) == 0;
+        if (!found)
+            report(FAIL, "launcher %s: not found in PATH", word);
+        else if (i == 0 || ls.kind[0] != MRD_KIND_MPI)
+            report(OK, "launcher %s: the agent's variables reach the ranks through %s", word,
+                   i == 0 ? how[ls.kind[i]] : "the environment of the launcher around it");
+        else
+            report(OK, "launcher %s: inherits the variables mpirun passes on", word);
+    }
+    if (mrd_agentenv_has(&ls, MRD_KIND_SLURM) >= 0 && ls.export_limited)
+        report(FAIL, "srun --export (or SLURM_EXPORT_ENV) does not start with ALL: the agent's "
+                     "variables stay behind (use --export=ALL,...)");
+    int torch = mrd_agentenv_has(&ls, MRD_KIND_TORCH) >= 0;
+    int have_agent = mrd_agentenv_find_agent(agent_opt, agent, sizeof(agent)) == 0;
+    int have_mpi = !torch && (ls.mpi_style || mrd_agentenv_has(&ls, MRD_KIND_SLURM) >= 0) &&
+                   mrd_agentenv_find_mpi(NULL, mpi, sizeof(mpi)) == 0;
+    struct mrd_agentenv_config ec = {.aggregator = "HOST:PORT",
+                                     .run_id = "RUN",
+                                     .secret_file = "SECRET",
+                                     .agent_lib = have_agent ? agent : NULL,
+                                     .mpi_lib = have_mpi ? mpi : NULL};
+    struct mrd_agentenv env;
+    if (mrd_agentenv_build(&ec, &env) == 0) {
+        char line[2048];
+        size_t len = 0;
+        for (int i = 0; i < env.n && len < sizeof(line); i++)
+            len +=
+                (size_t)snprintf(line + len, sizeof(line) - len, "%s%s", i ? " " : "", env.name[i]);
+        report(OK, "ranks will receive: %s", line);
+        mrd_agentenv_free(&env);
+    }
+    if (torch)
+        report(OK,
+               "rank: torchrun's RANK, LOCAL_RANK, WORLD_SIZE (all three set: they win "
+               "over %s, which every worker of a node shares)",
+               mrd_agentenv_has(&ls, MRD_KIND_SLURM) >= 0 ? "SLURM_PROCID"
+                                                          : "the outer launcher's rank");
+    else if (ls.mpi_style)
+        report(OK, "rank: OMPI_COMM_WORLD_RANK (Open MPI), PMI_RANK (MPICH)");
+    else if (mrd_agentenv_has(&ls, MRD_KIND_SLURM) >= 0)
+        report(OK, "rank: SLURM_PROCID (PMIX_RANK / PMI_RANK first with srun --mpi=pmix/pmi2)");
+}
+
+/* --nodes: runs prefix + `sh -c CHECK` and reads one line per task. Each task says whether
+ * the agent libraries exist at this machine's paths on its node. */
+static void check_nodes(char **prefix, int n, const char *agent_opt)
+{
+    char agent[PATH_MAX], mpi[PATH_MAX] = "", script[3 * PATH_MAX], line[PATH_MAX + 128];
+    int fds[2], ok = 0, bad = 0, st = 0;
+    if (mrd_agentenv_find_agent(agent_opt, agent, sizeof(agent)) != 0) {
+        report(FAIL, "nodes: libmeridian.so not found here, nothing to look for");
+        return;
+    }
+    mrd_agentenv_find_mpi(NULL, mpi, sizeof(mpi));
+    snprintf(script, sizeof(script),
+             "h=$(hostname); for f in '%s' '%s'; do [ -z \"$f\" ] && continue; "
+             "if [ -r \"$f\" ]; then echo \"meridian-node $h ok $f\"; "
+             "else echo \"meridian-node $h missing $f\"; fi; done",
+             agent, mpi);
+    char **argv = calloc((size_t)n + 4, sizeof(char *));
+    if (!argv || pipe(fds) != 0) {
+        free(argv);
+        report(FAIL, "nodes: %s", strerror(errno));
+        return;
+    }
+    memcpy(argv, prefix, (size_t)n * sizeof(char *));
+    argv[n] = "/bin/sh";
+    argv[n + 1] = "-c";
+    argv[n + 2] = script;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = pid > 0 ? fdopen(fds[0], "r") : NULL;
+    while (f && fgets(line, sizeof(line), f)) {
+        char host[256], what[16], file[PATH_MAX];
+        if (sscanf(line, "meridian-node %255s %15s %4095s", host, what, file) != 3)
+            continue;
+        int present = strcmp(what, "ok") == 0;
+        report(present ? OK : FAIL, "node %s: %s %s", host, file,
+               present ? "present" : "MISSING (install meridian there, or use a shared path)");
+        ok += present;
+        bad += !present;
+    }
+    if (f)
+        fclose(f);
+    else
+        close(fds[0]);
+    if (pid > 0)
+        waitpid(pid, &st, 0);
+    free(argv);
+    if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0 || ok + bad == 0)
+        report(FAIL, "nodes: `%s ... /bin/sh -c CHECK` %s", prefix[0],
+               pid < 0         ? "could not start"
+               : ok + bad == 0 ? "printed no check line"
+                               : "failed");
+}
+
 static void check_other_profilers(void)
 {
     const char *nsys = getenv("NSYS_PROFILING_SESSION_ID");
@@ -228,24 +360,43 @@ static void check_loopback(void)
 int mrd_cli_doctor(int argc, char **argv)
 {
     const char *agent = NULL;
+    int nodes = 0, cmd = argc;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            puts("usage: meridian doctor [--agent-lib PATH]\n\n"
+            puts("usage: meridian doctor [--agent-lib PATH] [--nodes] [-- COMMAND...]\n\n"
                  "Checks this machine for profiling: meridiand and the agent libraries found,\n"
                  "libmeridian.so loads and exports the CUDA injection, NCCL profiler (v4, v5,\n"
                  "v6) and NVTX injection entry points, CUDA driver and CUPTI present, NCCL\n"
                  "version, mpirun present, no other profiler already injected\n"
                  "(NSYS_PROFILING_SESSION_ID, CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN),\n"
                  "a loopback port bindable. One line per check: ok, warn or FAIL.\n\n"
+                 "-- COMMAND   the job's command as given to `meridian profile`: the launchers\n"
+                 "             in it (mpirun, mpiexec, srun, torchrun) found in PATH, how the\n"
+                 "             agent's variables will reach the ranks, which ones they are,\n"
+                 "             and which variable each rank takes its rank from\n"
+                 "--nodes      COMMAND is a launcher prefix reaching every node, e.g.\n"
+                 "             `meridian doctor --nodes -- srun -N 4 --ntasks-per-node=1`:\n"
+                 "             each task reports whether the agent libraries are at the\n"
+                 "             paths found here (installed alike, or a shared path)\n\n"
                  "Exit status: 0 when nothing FAILed, 1 otherwise.");
             return 0;
         }
         if (strcmp(argv[i], "--agent-lib") == 0 && i + 1 < argc) {
             agent = argv[++i];
+        } else if (strcmp(argv[i], "--nodes") == 0) {
+            nodes = 1;
+        } else if (strcmp(argv[i], "--") == 0) {
+            cmd = i + 1;
+            break;
         } else {
             fprintf(stderr, "meridian doctor: unknown argument '%s' (see --help)\n", argv[i]);
             return 2;
         }
+    }
+    if (nodes && cmd >= argc) {
+        fprintf(stderr, "meridian doctor: --nodes needs a launcher prefix after -- "
+                        "(e.g. -- srun -N 2 --ntasks-per-node=1)\n");
+        return 2;
     }
     check_daemon();
     check_agent(agent);
@@ -254,6 +405,10 @@ int mrd_cli_doctor(int argc, char **argv)
     check_mpirun();
     check_other_profilers();
     check_loopback();
+    if (cmd < argc && !nodes)
+        check_command(argv + cmd, argc - cmd, agent);
+    if (nodes)
+        check_nodes(argv + cmd, argc - cmd, agent);
     printf("%d check(s) failed, %d warning(s)\n", g_fails, g_warns);
     return g_fails ? 1 : 0;
 }

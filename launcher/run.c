@@ -25,6 +25,7 @@ static void run_usage(FILE *f)
         "own, pointing at a meridiand you started:\n"
         "\n"
         "  mpirun -np 4 meridian run --aggregator host:47500 --run-id R --secret-file S -- ./app\n"
+        "  srun -n 4 meridian run -- ./app    (MERIDIAN_AGGREGATOR etc. in the environment)\n"
         "\n"
         "  --aggregator HOST:PORT  meridiand's address (default $MERIDIAN_AGGREGATOR)\n"
         "  --run-id ID             the run (default $MERIDIAN_RUN_ID)\n"
@@ -37,7 +38,8 @@ static void run_usage(FILE *f)
         "  -h, --help              this text\n"
         "\n"
         "Without any rank variable (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID,\n"
-        "RANK) the process is made rank 0 (MERIDIAN_FORCE=1).\n"
+        "RANK) the process is made rank 0 (MERIDIAN_FORCE=1). With RANK, LOCAL_RANK and\n"
+        "WORLD_SIZE all set (a torchrun worker) those decide, and no MPI wrappers are loaded.\n"
         "Exit status: COMMAND's; 125 on a usage or setup error, 126/127 when COMMAND cannot be\n"
         "executed / is not found.\n",
         f);
@@ -104,7 +106,11 @@ int mrd_cli_run(int argc, char **argv)
         fprintf(stderr, "meridian run: libmeridian.so not found (give --agent-lib)\n");
         return MRD_CLI_EXIT_SETUP;
     }
-    int mpi_rank = getenv("OMPI_COMM_WORLD_RANK") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+    /* a torchrun worker (RANK, LOCAL_RANK, WORLD_SIZE all set) is no MPI rank, even under
+     * srun --mpi=pmix, whose PMIX_RANK it inherits */
+    int torch = getenv("RANK") && getenv("LOCAL_RANK") && getenv("WORLD_SIZE");
+    int mpi_rank =
+        !torch && (getenv("OMPI_COMM_WORLD_RANK") || getenv("PMIX_RANK") || getenv("PMI_RANK"));
     int any_rank = mpi_rank || getenv("SLURM_PROCID") || getenv("RANK");
     int have_mpi = !no_mpi && mpi_rank && mrd_agentenv_find_mpi(mpi_opt, mpi, sizeof(mpi)) == 0;
     struct mrd_agentenv_config ec = {.aggregator = agg,

@@ -17,7 +17,9 @@
  *   here:  MERIDIAN_DISABLE, MERIDIAN_FORCE; the rank (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  *          PMI_RANK, SLURM_PROCID, RANK), local rank (OMPI_COMM_WORLD_LOCAL_RANK,
  *          MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK) and world size (OMPI_COMM_WORLD_SIZE,
- *          PMI_SIZE, SLURM_NTASKS, WORLD_SIZE), first set wins; MERIDIAN_RECORD_FILE,
+ *          PMI_SIZE, SLURM_NTASKS, WORLD_SIZE), first set wins, except that RANK,
+ *          LOCAL_RANK and WORLD_SIZE win when all three are set (torchrun);
+ *          MERIDIAN_RECORD_FILE,
  *          MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET / MERIDIAN_SECRET_FILE
  *          (required with an aggregator; record-only mode needs none), MERIDIAN_QUEUE_BYTES,
  *          MERIDIAN_FLUSH_DEADLINE_MS, MERIDIAN_RING_RECORDS, MERIDIAN_RING_THREADS,
@@ -223,6 +225,13 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
                                              "SLURM_LOCALID", "LOCAL_RANK", NULL};
     static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
                                             "WORLD_SIZE", NULL};
+    /* torchrun and its kind set RANK, LOCAL_RANK and WORLD_SIZE in each worker they start:
+     * that launcher is the innermost one. Under `srun ... torchrun` or `mpirun ... torchrun`
+     * every worker of a node inherits the node's SLURM_PROCID / PMI_RANK /
+     * OMPI_COMM_WORLD_RANK, so with all three set, those three decide. */
+    static const char *const torch_rank[] = {"RANK", NULL};
+    static const char *const torch_local[] = {"LOCAL_RANK", NULL};
+    static const char *const torch_size[] = {"WORLD_SIZE", NULL};
     const char *which = "";
     const char *s;
 
@@ -241,7 +250,14 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
         return 0;
     c->force = flag_on(get("MERIDIAN_FORCE", arg));
 
-    int r = first_rank(get, arg, rank_vars, &c->rank, &which);
+    const char *const *rank_list = rank_vars, *const *local_list = local_vars;
+    const char *const *size_list = size_vars;
+    if (get("RANK", arg) && get("LOCAL_RANK", arg) && get("WORLD_SIZE", arg)) {
+        rank_list = torch_rank;
+        local_list = torch_local;
+        size_list = torch_size;
+    }
+    int r = first_rank(get, arg, rank_list, &c->rank, &which);
     if (r < 0)
         return fail(why, why_len, "%s=%s is not a rank number", which, get(which, arg));
     if (r == 0) {
@@ -249,9 +265,9 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
             return 0; /* mpirun itself, helper processes: not a rank */
         c->rank = 0;
     }
-    if (first_rank(get, arg, local_vars, &c->local_rank, &which) < 0)
+    if (first_rank(get, arg, local_list, &c->local_rank, &which) < 0)
         return fail(why, why_len, "%s=%s is not a rank number", which, get(which, arg));
-    if (first_rank(get, arg, size_vars, &c->world_size, &which) < 0)
+    if (first_rank(get, arg, size_list, &c->world_size, &which) < 0)
         return fail(why, why_len, "%s=%s is not a number", which, get(which, arg));
 
     s = get("MERIDIAN_RECORD_FILE", arg);

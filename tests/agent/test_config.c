@@ -209,7 +209,8 @@ int main(void)
     CHECK_UEQ(c.flush_deadline_ms, 5000);
     CHECK_UEQ(c.ring_records, 16384);
 
-    /* precedence: OMPI_COMM_WORLD_RANK over PMIX_RANK over ... over RANK */
+    /* precedence: OMPI_COMM_WORLD_RANK over PMIX_RANK over ... over RANK (RANK,
+     * LOCAL_RANK and WORLD_SIZE all set win instead: tests/deploy/test_rank_order.c) */
     struct env e2 = {{BASE,
                       SECRET,
                       {"RANK", "9"},
@@ -217,7 +218,6 @@ int main(void)
                       {"OMPI_COMM_WORLD_RANK", "3"},
                       {"SLURM_LOCALID", "2"},
                       {"LOCAL_RANK", "7"},
-                      {"WORLD_SIZE", "16"},
                       {"PMI_SIZE", "8"}}};
     CHECK_EQ(parse(&e2, &c, why), 1);
     CHECK_EQ(c.rank, 3);
