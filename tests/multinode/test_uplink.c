@@ -91,6 +91,8 @@ int main(int argc, char **argv)
         int64_t live = mrd_uplink_now(u);
         int64_t m1 = mono_now();
         int64_t err = live - (ar + (m0 + m1) / 2 - am);
+        if (getenv("UPLINK_TRACE"))
+            printf("  %.1f\n", (double)err / 1e3);
         if (llabs(err) > worst)
             worst = llabs(err);
     }
