@@ -256,10 +256,17 @@ static int dial(const struct mrd_uplink *u)
     if (getaddrinfo(u->host, port, &hints, &res) != 0 || !res)
         return -EHOSTUNREACH;
     int fd = -ECONNREFUSED;
+    /* Linux applies SO_SNDTIMEO to connect() too: a head host that went away without a
+     * reset costs RECV_TIMEOUT_MS per attempt, not the kernel's SYN retries (~2 min), so
+     * the grace period holds */
+    struct timeval tv = {.tv_sec = RECV_TIMEOUT_MS / 1000,
+                         .tv_usec = RECV_TIMEOUT_MS % 1000 * 1000};
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         int s = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0)
             continue;
+        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
         if (connect(s, a->ai_addr, a->ai_addrlen) == 0) {
             fd = s;
             break;
@@ -272,10 +279,6 @@ static int dial(const struct mrd_uplink *u)
         return fd;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct timeval tv = {.tv_sec = RECV_TIMEOUT_MS / 1000,
-                         .tv_usec = RECV_TIMEOUT_MS % 1000 * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     return fd;
 }
 
