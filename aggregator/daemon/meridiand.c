@@ -110,6 +110,8 @@ static void usage(FILE *f)
 "                         TESTS ONLY: add N ns (may be negative) to CLOCK_REALTIME where\n"
 "                         this meridiand anchors its own timebase, so that aggregators\n"
 "                         on one machine get timebases seconds apart (tests/multinode).\n"
+"  --test-clock-ppm P     TESTS ONLY, with --clock-reference: this node's own clock runs\n"
+"                         P ppm (-1000 < P <= 1000) fast, as another host's would.\n"
 "  --port-file PATH       once listening, write the bound port (decimal, newline) to\n"
 "                         PATH (written to a temporary file, then renamed).\n"
 "  --ready-fd FD          once listening, write the bound port and a newline to file\n"
@@ -277,6 +279,7 @@ enum {
     OPT_CLOCKREF,
     OPT_REFGRACE,
     OPT_TESTRT,
+    OPT_TESTPPM,
     OPT_PORTFILE,
     OPT_READYFD,
     OPT_CONTROL,
@@ -311,6 +314,7 @@ static const struct option opts[] = {
     {"clock-reference", required_argument, 0, OPT_CLOCKREF},
     {"reference-grace-s", required_argument, 0, OPT_REFGRACE},
     {"test-realtime-offset-ns", required_argument, 0, OPT_TESTRT},
+    {"test-clock-ppm", required_argument, 0, OPT_TESTPPM},
     {"port-file", required_argument, 0, OPT_PORTFILE},
     {"ready-fd", required_argument, 0, OPT_READYFD},
     {"control", required_argument, 0, OPT_CONTROL},
@@ -339,6 +343,7 @@ struct daemon_opts {
     char ref_host[128]; /* --clock-reference; "" = this is a reference or a lone aggregator */
     uint16_t ref_port;
     uint32_t ref_grace_ms;
+    double test_ppm; /* --test-clock-ppm */
 };
 
 /* Parses argv into d. Returns 0 to go on, 1 after --help or --version (printed: exit 0),
@@ -435,6 +440,11 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
             d->sc.test_realtime_offset_ns = t;
             break;
         }
+        case OPT_TESTPPM:
+            if (parse_num(optarg, -1000.0, 1000.0, &x) < 0)
+                goto bad_value;
+            d->test_ppm = x;
+            break;
         case OPT_PORTFILE:
             d->port_file = optarg;
             break;
@@ -505,6 +515,10 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
     }
     if (optind < argc) {
         fprintf(stderr, "meridiand: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return 2;
+    }
+    if (d->test_ppm != 0 && !d->ref_host[0]) {
+        fprintf(stderr, "meridiand: --test-clock-ppm needs --clock-reference (see --help)\n");
         return 2;
     }
     if (!d->sc.db_path) {
@@ -629,6 +643,7 @@ int main(int argc, char **argv)
                                        .shard_id = d.sc.shard_id,
                                        .grace_ms = d.ref_grace_ms,
                                        .test_realtime_offset_ns = d.sc.test_realtime_offset_ns,
+                                       .test_clock_ppm = d.test_ppm,
                                        .on_lost = on_reference_lost,
                                        .verbose = d.verbose};
         if (!d.sc.run_id) {

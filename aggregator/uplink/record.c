@@ -73,6 +73,7 @@ int mrd_uplink_record(const struct mrd_uplink *u, const struct mrd_uplink_result
         {"residual_ns", r->residual_ns},
         {"fit_bound_ns", r->fit_bound_ns},
         {"offset_ns", r->offset_ns},
+        {"offset_at_own_ns", r->offset_at_own_ns},
         {"rtt_min_ns", r->rtt_min_ns},
         {"probes", (int64_t)r->probes},
         {"decimations", (int64_t)r->decimations},

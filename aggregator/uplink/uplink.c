@@ -19,15 +19,20 @@
  * modelled as own + theta(own), theta piecewise linear: a base point and a rate, replaced
  * at every update so that theta stays continuous (no step, the rate stays within
  * +-MAX_SLEW_PPB: time never runs backwards, and an agent's probes see a smooth clock).
- *   - Start: a burst of START_PROBES probes; theta = the offset of the fastest one
- *     ((t1 - t0 + t2 - t3) / 2; its error is at most half its round trip). Nothing has
- *     been stamped yet, so this one step is free.
+ *   - Start: START_PROBES probes in rounds of PROBES_PER_ROUND over ~2 s (before meridiand
+ *     listens); theta and the drift = the line through them as below (the offset of the
+ *     fastest one, (t1 - t0 + t2 - t3) / 2, if they span too little). Nothing has been
+ *     stamped yet, so this one step is free. Why 2 s: a drift left to the slew alone lags
+ *     by drift x SLEW_TIME_NS (80 us at 40 ppm), and a slope over a shorter burst was too
+ *     noisy (tests/multinode with nodes at +25/-15/+40 ppm: p99 27 us after a 1 s burst,
+ *     2-6 us after a 2 s one). Probes go in back-to-back rounds: after an idle gap the
+ *     first probe meets cold wake-ups (seen: ~10 us one way, a biased offset).
  *   - Every interval: PROBES_PER_ROUND probes. Over the last FIT_WINDOW_NS of probes, the
  *     fastest probe of each BUCKET_NS bucket (the least queueing, as in fit.c's first line)
  *     gives a point; a weighted line through them (weight 1 / (1 us^2 + excess round
- *     trip^2)) gives the target offset now and the drift (the drift only once the points
- *     span MIN_DRIFT_SPAN_NS). The new rate is drift + (target - theta now) / SLEW_TIME_NS:
- *     the model converges on the target in ~SLEW_TIME_NS, low-passing the probes' noise.
+ *     trip^2)) gives the target offset now and the drift (the drift once the points span
+ *     MIN_DRIFT_SPAN_NS). The new rate is drift + (target - theta now) / SLEW_TIME_NS: the
+ *     model converges on the target in ~SLEW_TIME_NS, low-passing the target's noise.
  *   - Lost reference: the model keeps its rate (extrapolates), reconnects every 500 ms;
  *     after grace_ms without an answer on_lost is called (meridiand stops: a job whose
  *     head is gone has failed).
@@ -41,9 +46,9 @@
  * An agent on this node is then within its own clock_models bound + this bound of the
  * reference's timebase.
  *
- * Workload: 20 probes a second; samples in memory, at most SAMPLES_CAP (3 MiB): at the
- * cap, consecutive pairs are merged into their faster probe (halved, counted: the fit
- * keeps the fastest probes anyway). Two threads touch the model: the uplink thread
+ * Workload: 20 probes a second (32 a second for the first 2 s); samples in memory, at most
+ * SAMPLES_CAP (3 MiB): at the cap, consecutive pairs are merged into their faster probe (halved,
+ * counted: the fit keeps the fastest probes anyway). Two threads touch the model: the uplink thread
  * writes it (a sequence lock), any thread reads it (mrd_uplink_now).
  */
 #include "uplink.h"
@@ -73,12 +78,14 @@
 #include "events.h"
 #include "frame.h"
 
-#define START_PROBES      32
+#define START_PROBES      64
+#define START_SPACING_US  125000 /* between rounds: the burst spans ~2 s, for a first drift */
 #define PROBES_PER_ROUND  4
 #define FIT_WINDOW_NS     (30 * 1000000000LL)
-#define BUCKET_NS         (1000000000LL)
-#define MIN_DRIFT_SPAN_NS (5 * 1000000000LL)
-#define SLEW_TIME_NS      (3 * 1000000000LL)
+#define BUCKET_NS         (500000000LL)
+#define MIN_DRIFT_SPAN_NS (800000000LL)
+#define WEIGHT_FLOOR_NS   1000.0 /* round trips within ~1 us of the fastest weigh alike */
+#define SLEW_TIME_NS      (2000000000LL)
 #define MAX_SLEW_PPB      500000 /* 500 ppm, as ntpd's slew limit */
 #define SAMPLES_CAP       (1u << 16)
 #define RECV_TIMEOUT_MS   2000
@@ -138,7 +145,10 @@ static void ulog(const struct mrd_uplink *u, int level, const char *fmt, ...)
 
 static int64_t own_now(const struct mrd_uplink *u)
 {
-    return u->own_rt + (mono_ns() - u->own_mono);
+    int64_t d = mono_ns() - u->own_mono;
+    if (u->cfg.test_clock_ppm != 0) /* TESTS ONLY: this node's clock runs off by that rate */
+        d += (int64_t)((double)d * u->cfg.test_clock_ppm * 1e-6);
+    return u->own_rt + d;
 }
 
 /* theta at own time x under the model (base_x, base_theta, rate). */
@@ -416,38 +426,22 @@ static double sample_theta(const struct up_sample *s)
     return ((double)(s->t1 - s->t0_own) + (double)(s->t2 - s->t3_own)) / 2.0;
 }
 
-/* The first offset: the fastest probe since index `from`. */
-static void model_init(struct mrd_uplink *u, size_t from)
-{
-    const struct up_sample *best = NULL;
-    for (size_t i = from; i < u->n; i++)
-        if (!best || sample_rtt(&u->s[i]) < sample_rtt(best))
-            best = &u->s[i];
-    int64_t theta = (int64_t)llround(sample_theta(best));
-    model_write(u, own_now(u), theta, 0);
-    /* nothing was stamped before the model existed: these probes read as the model would */
-    for (size_t i = from; i < u->n; i++) {
-        u->s[i].t0_live = u->s[i].t0_own + theta;
-        u->s[i].t3_live = u->s[i].t3_own + theta;
-    }
-}
-
 /* The update after a probe round (see the top of the file). */
-static void model_update(struct mrd_uplink *u)
+/* The weighted line through the window's bucket bests (see the top of the file): the
+ * target offset at own time `now` in *target, and the drift into u->drift_est when the
+ * points span MIN_DRIFT_SPAN_NS (else it keeps its last value, 0 at first). Returns 0, or
+ * -ENODATA without any probe in the window. */
+static int estimate(struct mrd_uplink *u, int64_t now, double *target)
 {
-    int64_t now = own_now(u);
-    /* bucket bests over the window, newest first */
     enum { NB = FIT_WINDOW_NS / BUCKET_NS };
     const struct up_sample *best[NB] = {0};
     int64_t rmin = INT64_MAX;
-    for (size_t i = u->n; i-- > 0;) {
+    for (size_t i = u->n; i-- > 0;) { /* newest first */
         const struct up_sample *s = &u->s[i];
         int64_t age = now - s->t3_own;
         if (age >= FIT_WINDOW_NS)
             break;
-        int b = (int)(age / BUCKET_NS);
-        if (b < 0)
-            b = 0;
+        int b = age < 0 ? 0 : (int)(age / BUCKET_NS);
         if (!best[b] || sample_rtt(s) < sample_rtt(best[b]))
             best[b] = s;
         if (sample_rtt(s) < rmin)
@@ -458,7 +452,7 @@ static void model_update(struct mrd_uplink *u)
         if (!best[b])
             continue;
         double e = (double)(sample_rtt(best[b]) - rmin);
-        double w = 1.0 / (1e6 + e * e);
+        double w = 1.0 / (WEIGHT_FLOOR_NS * WEIGHT_FLOOR_NS + e * e);
         double x = ((double)(best[b]->t0_own - now) + (double)(best[b]->t3_own - now)) / 2.0;
         double y = sample_theta(best[b]);
         sw += w;
@@ -470,26 +464,58 @@ static void model_update(struct mrd_uplink *u)
         xhi = x > xhi ? x : xhi;
     }
     if (sw == 0)
+        return -ENODATA;
+    double xm = sx / sw, ym = sy / sw, var = sxx / sw - xm * xm, span = xhi - xlo;
+    if (span >= (double)MIN_DRIFT_SPAN_NS && var > 0)
+        u->drift_est = (sxy / sw - xm * ym) / var;
+    *target = ym + u->drift_est * (0.0 - xm);
+    return 0;
+}
+
+static int64_t clamp_rate(double ppb)
+{
+    if (ppb > MAX_SLEW_PPB)
+        return MAX_SLEW_PPB;
+    if (ppb < -MAX_SLEW_PPB)
+        return -MAX_SLEW_PPB;
+    return (int64_t)llround(ppb);
+}
+
+/* The update after a probe round: slew towards the target, continuously. */
+static void model_update(struct mrd_uplink *u)
+{
+    int64_t now = own_now(u);
+    double target;
+    if (estimate(u, now, &target) < 0)
         return;
     int64_t bx, bt, rate;
     model_read(u, &bx, &bt, &rate);
-    double xm = sx / sw, ym = sy / sw, var = sxx / sw - xm * xm;
-    if (xhi - xlo >= (double)MIN_DRIFT_SPAN_NS && var > 0)
-        u->drift_est = (sxy / sw - xm * ym) / var;
-    /* else too short a span for a drift: the last estimate (0 at first) */
-    double drift = u->drift_est, target = ym + drift * (0.0 - xm);
     int64_t theta_now = theta_at(bx, bt, rate, now);
     double corr = (target - (double)theta_now) / (double)SLEW_TIME_NS;
-    double r = (drift + corr) * 1e9;
-    if (r > MAX_SLEW_PPB)
-        r = MAX_SLEW_PPB;
-    if (r < -MAX_SLEW_PPB)
-        r = -MAX_SLEW_PPB;
-    int64_t nr = (int64_t)llround(r);
-    int64_t slew = llabs(nr);
-    if (slew > u->max_slew)
-        u->max_slew = slew;
+    int64_t nr = clamp_rate((u->drift_est + corr) * 1e9);
+    if (llabs(nr) > u->max_slew)
+        u->max_slew = llabs(nr);
     model_write(u, now, theta_now, nr);
+}
+
+/* The first model, from the start burst: the burst's line (offset and drift) when it spans
+ * MIN_DRIFT_SPAN_NS, else the fastest probe's offset; set as it is (nothing has been
+ * stamped yet, so this one step is free), and the burst's probes read as it would have. */
+static void model_init(struct mrd_uplink *u)
+{
+    const struct up_sample *best = NULL;
+    for (size_t i = 0; i < u->n; i++)
+        if (!best || sample_rtt(&u->s[i]) < sample_rtt(best))
+            best = &u->s[i];
+    int64_t now = own_now(u);
+    double target = sample_theta(best);
+    estimate(u, now, &target);
+    int64_t rate = clamp_rate(u->drift_est * 1e9), theta = (int64_t)llround(target);
+    model_write(u, now, theta, rate);
+    for (size_t i = 0; i < u->n; i++) {
+        u->s[i].t0_live = u->s[i].t0_own + theta_at(now, theta, rate, u->s[i].t0_own);
+        u->s[i].t3_live = u->s[i].t3_own + theta_at(now, theta, rate, u->s[i].t3_own);
+    }
 }
 
 /* Sleeps up to ms; returns 1 when asked to stop. */
@@ -609,13 +635,15 @@ int mrd_uplink_start(const struct mrd_uplink_config *cfg, struct mrd_uplink **ou
                  mrd_strerror(rc));
             goto fail;
         }
-        usleep(2000);
+        /* rounds of PROBES_PER_ROUND back to back, as later: after an idle gap the first
+         * probe of a round meets cold wake-ups on both ends (seen: ~10 us one way) */
+        usleep((i + 1) % PROBES_PER_ROUND ? 2000 : START_SPACING_US);
     }
     if (u->n == 0) {
         rc = -ENODATA;
         goto fail;
     }
-    model_init(u, 0);
+    model_init(u);
     int64_t bx, bt, rate;
     model_read(u, &bx, &bt, &rate);
     ulog(u, 0,
@@ -658,7 +686,8 @@ int mrd_uplink_stop(struct mrd_uplink *u, struct mrd_uplink_result *res)
     res->decimations = u->decimations;
     res->reconnects = u->reconnects;
     res->rtt_min_ns = u->rtt_min;
-    res->offset_ns = theta_at(bx, bt, rate, own_now(u));
+    res->offset_at_own_ns = own_now(u);
+    res->offset_ns = theta_at(bx, bt, rate, res->offset_at_own_ns);
     res->max_slew_ppb = u->max_slew;
     res->own_anchor_realtime_ns = u->own_rt;
     res->own_anchor_monotonic_ns = u->own_mono;

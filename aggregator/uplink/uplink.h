@@ -11,9 +11,10 @@
  * bound what the live model missed, and that record goes into the node's database.
  * Design, bound and file layout: uplink.c (top) and aggregator/SCHEMA.md ("Node clocks").
  *
- * Workload: one thread, 20 probes a second (4 every --probe-interval 200 ms), samples kept
- * in memory (capped, see uplink.c). mrd_uplink_now is called by the ingest loop and the
- * store's writer on every frame: lock-free (a sequence lock), one clock_gettime.
+ * Workload: one thread, 20 probes a second (4 every 200 ms; 64 in the first 2 s, before
+ * meridiand listens), samples kept in memory (capped, see uplink.c). mrd_uplink_now is
+ * called by the ingest loop and the store's writer on every frame: lock-free (a sequence
+ * lock), one clock_gettime.
  */
 #ifndef MRD_UPLINK_H
 #define MRD_UPLINK_H
@@ -35,6 +36,7 @@ struct mrd_uplink_config {
     uint32_t start_timeout_ms; /* mrd_uplink_start gives up after this (default 30000) */
     uint32_t grace_ms;         /* reference unreachable this long: on_lost (default 30000) */
     int64_t test_realtime_offset_ns; /* TESTS ONLY: added to this node's own realtime anchor */
+    double test_clock_ppm;           /* TESTS ONLY: this node's own clock runs off by this rate */
     void (*on_lost)(void *arg);      /* called once, from the uplink thread; may be NULL */
     void *on_lost_arg;
     int verbose; /* -1 errors only, 0 notices, 1 every reconnect */
@@ -47,17 +49,18 @@ struct mrd_uplink_result {
     uint64_t probes;      /* answered probes kept (after decimation) */
     uint64_t decimations; /* times the sample buffer was halved at its cap */
     uint64_t reconnects;
-    int64_t rtt_min_ns;   /* fastest round trip seen */
-    int64_t offset_ns;    /* reference - own timebase at stop (the live model) */
-    int64_t residual_ns;  /* largest |fitted reference - live timebase| over the run */
-    int64_t fit_bound_ns; /* the fit's own bound (aggregator/clock/README.md) */
-    int64_t bound_ns;     /* residual_ns + fit_bound_ns: |live - reference| stays within */
-    int64_t max_slew_ppb; /* largest |rate correction| the live model applied */
+    int64_t rtt_min_ns;       /* fastest round trip seen */
+    int64_t offset_ns;        /* reference - own timebase at stop (the live model) ... */
+    int64_t offset_at_own_ns; /* ... at this own time */
+    int64_t residual_ns;      /* largest |fitted reference - live timebase| over the run */
+    int64_t fit_bound_ns;     /* the fit's own bound (aggregator/clock/README.md) */
+    int64_t bound_ns;         /* residual_ns + fit_bound_ns: |live - reference| stays within */
+    int64_t max_slew_ppb;     /* largest |rate correction| the live model applied */
     int64_t own_anchor_realtime_ns, own_anchor_monotonic_ns; /* the node's own timebase */
 };
 
 /* Copies cfg (strings and secret included), connects to the reference and runs a first
- * burst of probes, so that mrd_uplink_now is aligned before anything is stamped; then
+ * burst of probes (~2 s), so that mrd_uplink_now is aligned before anything is stamped; then
  * starts the probing thread. Blocks for up to cfg->start_timeout_ms. Returns 0 and *out;
  * -ETIMEDOUT (reference unreachable), -MRD_ERR_AUTH / -MRD_ERR_VERSION (refused: the reason
  * is logged), -EINVAL, -ENOMEM. Main thread. */

@@ -45,6 +45,7 @@ SKIP = 77
 HOSTS = 4
 SHIFT_S = [5, -3, 14, 22]           # monotonic (time namespace) per host
 REALTIME_S = [2, -7, 13, 4]          # test-only realtime offset of each host's meridiand
+NODE_PPM = [0, 25, -15, 40]          # test-only rate of hosts 1-3's aggregator clocks
 AGENT_PPM = [0, 40, -25, 60, -55, 10, -80, 30]
 
 
@@ -117,6 +118,8 @@ class Cluster:
                     "10.233.%d.1:%d" % (k, self.ports[0])]
             if grace_s:
                 cmd += ["--reference-grace-s", str(grace_s)]
+            if self.a.node_drift:
+                cmd += ["--test-clock-ppm", str(NODE_PPM[k])]
         self.daemons[k] = self.spawn(self.on_host(k, cmd), "meridiand%d.log" % k)
         for _ in range(600):
             if os.path.exists(portf):
@@ -251,13 +254,17 @@ def evaluate(a, c, path, agents, sampler):
             fails.append("host %d recorded no alignment" % k)
             continue
         own_rt, own_mono = cnt[pre + "own_anchor_realtime_ns"], cnt[pre + "own_anchor_monotonic_ns"]
-        true_off = (ar0 - am0 + SHIFT_S[0] * 1000000000) - (own_rt - own_mono + SHIFT_S[k] * 1000000000)
+        # own = own_rt + d (1 + ppm), d = this host's CLOCK_MONOTONIC - own_mono
+        x = cnt[pre + "offset_at_own_ns"]
+        ppm = NODE_PPM[k] if a.node_drift else 0
+        host_mono = own_mono + (x - own_rt) / (1 + ppm * 1e-6) - SHIFT_S[k] * 1000000000
+        true_off = int(round(ref_of_host_mono(host_mono))) - x
         err = cnt[pre + "offset_ns"] - true_off
         node_err_max = max(node_err_max, abs(err))
-        log("multinode: host %d: injected realtime offset %+d s vs the reference's %+d s; "
-            "live offset %+.6f s, true %+.6f s, error %+.3f us; recorded bound %.3f us "
+        log("multinode: host %d: injected realtime offset %+d s vs the reference's %+d s, "
+            "clock %+d ppm; live offset %+.6f s, true %+.6f s, error %+.3f us; recorded bound %.3f us "
             "(residual %.3f + fit %.3f), %d probes, fastest round trip %.1f us"
-            % (k, REALTIME_S[k], REALTIME_S[0], cnt[pre + "offset_ns"] / 1e9, true_off / 1e9,
+            % (k, REALTIME_S[k], REALTIME_S[0], ppm, cnt[pre + "offset_ns"] / 1e9, true_off / 1e9,
                err / 1e3, cnt[pre + "bound_ns"] / 1e3, cnt[pre + "residual_ns"] / 1e3,
                cnt[pre + "fit_bound_ns"] / 1e3, cnt[pre + "probes"], cnt[pre + "rtt_min_ns"] / 1e3))
         if abs(true_off - (REALTIME_S[0] - REALTIME_S[k]) * 1e9) > 0.01e9:
@@ -461,6 +468,8 @@ def main():
     ap.add_argument("--goal-p99-us", type=float, default=10)
     ap.add_argument("--goal-coverage", type=float, default=0.9)
     ap.add_argument("--phases", default="align,equal,fail")
+    ap.add_argument("--node-drift", type=int, default=1,
+                    help="1: hosts 1-3's aggregator clocks run at NODE_PPM (--test-clock-ppm)")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
     why = preflight(min(SHIFT_S))
