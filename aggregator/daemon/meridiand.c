@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,12 +27,14 @@
 #include "runcfg.h"
 #include "steps.h"
 #include "store.h"
+#include "uplink.h"
 #include "winctl.h"
 
 #define DEFAULT_PORT 47500
 
-static struct mrd_ingest *g_ingest;
+static struct mrd_ingest *_Atomic g_ingest;
 static volatile sig_atomic_t g_signal;
+static volatile sig_atomic_t g_reference_lost;
 
 static void usage(FILE *f)
 {
@@ -91,6 +94,24 @@ static void usage(FILE *f)
 "                         WAL with synchronous=NORMAL, which survives the daemon being\n"
 "                         killed at any moment but not a power loss or kernel crash.\n"
 "  --shard-id N           shard number stored with a new run (default 0).\n"
+"  --clock-reference HOST:PORT\n"
+"                         this is a node aggregator of a job over several nodes: before\n"
+"                         listening, probe the reference meridiand at HOST:PORT (same\n"
+"                         run id and secret; started without this option) like an\n"
+"                         agent, and keep probing it: every global time this one stamps\n"
+"                         is on the reference's timebase (aggregator/uplink). At stop the\n"
+"                         alignment and its error bound are recorded in the database\n"
+"                         (aggregator_counters node_clock.<shard>.*; SCHEMA.md \"Node\n"
+"                         clocks\"); `meridian-adopt` then readies the shard for\n"
+"                         `meridian merge`. Give each node its own --shard-id.\n"
+"  --reference-grace-s S  stop (commit, exit 0) when the reference has not answered for\n"
+"                         S seconds (default 30): the job's head is gone.\n"
+"  --test-realtime-offset-ns N\n"
+"                         TESTS ONLY: add N ns (may be negative) to CLOCK_REALTIME where\n"
+"                         this meridiand anchors its own timebase, so that aggregators\n"
+"                         on one machine get timebases seconds apart (tests/multinode).\n"
+"  --test-clock-ppm P     TESTS ONLY, with --clock-reference: this node's own clock runs\n"
+"                         P ppm (-1000 < P <= 1000) fast, as another host's would.\n"
 "  --port-file PATH       once listening, write the bound port (decimal, newline) to\n"
 "                         PATH (written to a temporary file, then renamed).\n"
 "  --ready-fd FD          once listening, write the bound port and a newline to file\n"
@@ -255,6 +276,10 @@ enum {
     OPT_HELLO_TIMEOUT,
     OPT_SYNC,
     OPT_SHARD,
+    OPT_CLOCKREF,
+    OPT_REFGRACE,
+    OPT_TESTRT,
+    OPT_TESTPPM,
     OPT_PORTFILE,
     OPT_READYFD,
     OPT_CONTROL,
@@ -286,6 +311,10 @@ static const struct option opts[] = {
     {"hello-timeout-ms", required_argument, 0, OPT_HELLO_TIMEOUT},
     {"sync-full", no_argument, 0, OPT_SYNC},
     {"shard-id", required_argument, 0, OPT_SHARD},
+    {"clock-reference", required_argument, 0, OPT_CLOCKREF},
+    {"reference-grace-s", required_argument, 0, OPT_REFGRACE},
+    {"test-realtime-offset-ns", required_argument, 0, OPT_TESTRT},
+    {"test-clock-ppm", required_argument, 0, OPT_TESTPPM},
     {"port-file", required_argument, 0, OPT_PORTFILE},
     {"ready-fd", required_argument, 0, OPT_READYFD},
     {"control", required_argument, 0, OPT_CONTROL},
@@ -311,6 +340,10 @@ struct daemon_opts {
     uint16_t port;
     const char *secret_file, *port_file;
     int ready_fd, verbose;
+    char ref_host[128]; /* --clock-reference; "" = this is a reference or a lone aggregator */
+    uint16_t ref_port;
+    uint32_t ref_grace_ms;
+    double test_ppm; /* --test-clock-ppm */
 };
 
 /* An option that sets a uint32_t field from a number in [lo, hi]. */
@@ -384,6 +417,30 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
         case OPT_SYNC:
             d->sc.sync_full = 1;
             break;
+        case OPT_CLOCKREF:
+            if (mrd_hostport_split(optarg, d->ref_host, sizeof(d->ref_host), &d->ref_port) < 0 ||
+                !d->ref_port)
+                goto bad_value;
+            break;
+        case OPT_REFGRACE:
+            if (parse_u64(optarg, 1, 86400, &v) < 0)
+                goto bad_value;
+            d->ref_grace_ms = (uint32_t)(v * 1000);
+            break;
+        case OPT_TESTRT: {
+            char *end;
+            errno = 0;
+            long long t = strtoll(optarg, &end, 10);
+            if (errno || *end || end == optarg || t < -(1LL << 50) || t > (1LL << 50))
+                goto bad_value;
+            d->sc.test_realtime_offset_ns = t;
+            break;
+        }
+        case OPT_TESTPPM:
+            if (parse_num(optarg, -1000.0, 1000.0, &x) < 0)
+                goto bad_value;
+            d->test_ppm = x;
+            break;
         case OPT_PORTFILE:
             d->port_file = optarg;
             break;
@@ -441,6 +498,10 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
         fprintf(stderr, "meridiand: unexpected argument '%s' (see --help)\n", argv[optind]);
         return 2;
     }
+    if (d->test_ppm != 0 && !d->ref_host[0]) {
+        fprintf(stderr, "meridiand: --test-clock-ppm needs --clock-reference (see --help)\n");
+        return 2;
+    }
     if (!d->sc.db_path) {
         fprintf(stderr, "meridiand: --db PATH is required (see --help)\n");
         return 2;
@@ -488,6 +549,41 @@ static void on_stop_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* The uplink's thread, when the reference stays silent past its grace: stop as on SIGTERM. */
+static void on_reference_lost(void *arg)
+{
+    (void)arg;
+    g_reference_lost = 1;
+    struct mrd_ingest *g = g_ingest;
+    if (g)
+        mrd_ingest_stop(g);
+}
+
+/* After the store closed: record the alignment the uplink's probes showed (stop_rc: what
+ * mrd_uplink_stop returned, before the ingest was freed: its thread may stop the ingest). */
+static int finish_uplink(struct mrd_uplink *u, int stop_rc, const struct mrd_uplink_result *rp,
+                         const char *db_path, int verbose)
+{
+    struct mrd_uplink_result r = *rp;
+    int rc = stop_rc;
+    if (rc == 0)
+        rc = mrd_uplink_record(u, &r, db_path);
+    if (rc < 0) {
+        fprintf(stderr, "meridiand: the clock alignment was not recorded: %s\n", mrd_strerror(rc));
+        return rc;
+    }
+    if (!r.aligned)
+        fprintf(stderr, "meridiand: uplink: too few probes answered to bound the alignment: "
+                        "recorded as not aligned\n");
+    else if (verbose >= 0)
+        fprintf(stderr,
+                "meridiand: uplink: %llu probes; within %.3f us of the reference's timebase "
+                "(fitted residual %.3f us + fit bound %.3f us; fastest round trip %.1f us)\n",
+                (unsigned long long)r.probes, (double)r.bound_ns / 1e3, (double)r.residual_ns / 1e3,
+                (double)r.fit_bound_ns / 1e3, (double)r.rtt_min_ns / 1e3);
+    return 0;
+}
+
 static void print_stats(struct mrd_store *store)
 {
     struct mrd_store_stats st;
@@ -518,6 +614,31 @@ int main(int argc, char **argv)
     d.sc.verbose = d.verbose;
     struct mrd_store *store = NULL;
     struct mrd_ingest *ingest = NULL;
+    struct mrd_uplink *uplink = NULL;
+    if (d.ref_host[0]) {
+        struct mrd_uplink_config uc = {.host = d.ref_host,
+                                       .port = d.ref_port,
+                                       .run_id = d.sc.run_id,
+                                       .secret = (const uint8_t *)secret,
+                                       .secret_len = (size_t)slen,
+                                       .shard_id = d.sc.shard_id,
+                                       .grace_ms = d.ref_grace_ms,
+                                       .test_realtime_offset_ns = d.sc.test_realtime_offset_ns,
+                                       .test_clock_ppm = d.test_ppm,
+                                       .on_lost = on_reference_lost,
+                                       .verbose = d.verbose};
+        if (!d.sc.run_id) {
+            fprintf(stderr, "meridiand: --clock-reference needs --run-id (the reference's run)\n");
+            goto fail;
+        }
+        if ((rc = mrd_uplink_start(&uc, &uplink)) < 0) {
+            fprintf(stderr, "meridiand: cannot align to the clock reference %s:%u: %s\n",
+                    d.ref_host, d.ref_port, mrd_strerror(rc));
+            goto fail;
+        }
+        d.sc.global_now = mrd_uplink_now;
+        d.sc.global_now_arg = uplink;
+    }
     rc = mrd_store_open(&d.sc, &store);
     if (rc < 0) {
         if (rc != -MRD_ERR_CONFIG && rc != -MRD_ERR_SQLITE) /* those were logged with details */
@@ -540,6 +661,13 @@ int main(int argc, char **argv)
         goto fail;
 
     rc = mrd_ingest_run(ingest);
+    struct mrd_uplink_result ur;
+    int urc = uplink ? mrd_uplink_stop(uplink, &ur) : 0;
+    if (g_reference_lost)
+        fprintf(stderr,
+                "meridiand: stopped: the clock reference %s:%u is gone (the job's "
+                "head stopped or failed); everything received is committed\n",
+                d.ref_host, d.ref_port);
     if (g_signal && d.verbose >= 0)
         fprintf(stderr, "meridiand: stopping on %s: everything received is committed\n",
                 g_signal == SIGINT ? "SIGINT" : "SIGTERM");
@@ -548,10 +676,14 @@ int main(int argc, char **argv)
     if (d.verbose >= 0)
         print_stats(store); /* final: the writer committed everything before the loop ended */
     mrd_store_close(store);
+    if (uplink && finish_uplink(uplink, urc, &ur, d.sc.db_path, d.verbose) < 0)
+        rc = -1;
+    mrd_uplink_free(uplink);
     return rc < 0 ? 1 : 0;
 fail:
     g_ingest = NULL;
     mrd_ingest_free(ingest);
     mrd_store_close(store);
+    mrd_uplink_free(uplink); /* nothing stored on its timebase is kept without a record */
     return 1;
 }

@@ -112,6 +112,8 @@ int64_t mrd_store_global_now(const struct mrd_store *s)
 {
     /* int64 all the way: through a double (53-bit mantissa) a value of ~1.8e18 ns would
      * land on a 256 ns grid (tests: aggregator_store, aggregator_daemon) */
+    if (s->global_now)
+        return s->global_now(s->global_now_arg);
     return s->anchor_realtime_ns + (clock_ns(CLOCK_MONOTONIC) - s->anchor_monotonic_ns);
 }
 
@@ -338,8 +340,9 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
     int rc = query_int(s, mrd_db_sql_run_count, &n);
     if (rc < 0)
         return rc;
-    s->anchor_realtime_ns = clock_ns(CLOCK_REALTIME);
     s->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+    s->anchor_realtime_ns = s->global_now ? s->global_now(s->global_now_arg)
+                                          : clock_ns(CLOCK_REALTIME) + cfg->test_realtime_offset_ns;
     if (n == 0) {
         if (cfg->run_id) {
             snprintf(s->run_id, sizeof(s->run_id), "%s", cfg->run_id);
@@ -684,6 +687,8 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
     s->efd = -1;
     s->verbose = cfg->verbose;
     s->log = cfg->log;
+    s->global_now = cfg->global_now;
+    s->global_now_arg = cfg->global_now_arg;
     s->commit_ms = cfg->commit_ms ? cfg->commit_ms : 50;
     s->commit_rows = cfg->commit_rows ? cfg->commit_rows : 200000;
     pthread_mutex_init(&s->mu, NULL);

@@ -58,6 +58,14 @@ struct mrd_store_config {
     int sync_full;           /* 1: synchronous=FULL (power-loss durable, slower) */
     int verbose;             /* 0 errors and notices, 1 more, -1 errors only */
     FILE *log;               /* NULL: stderr; lines start with "meridiand: " */
+    /* A node aggregator aligned to a reference (aggregator/uplink): when set, the global
+     * timebase is this function (any thread, lock-free) instead of the anchors, and a new
+     * run's anchor_realtime_ns is its value at the anchor instant. NULL: the anchors. */
+    int64_t (*global_now)(void *arg);
+    void *global_now_arg;
+    /* TESTS ONLY (meridiand --test-realtime-offset-ns): added to CLOCK_REALTIME when a new
+     * run is anchored, so that aggregators on one machine get timebases seconds apart. */
+    int64_t test_realtime_offset_ns;
 };
 
 /* What an item asks the writer to do. The writer owns the message after submit and
@@ -116,8 +124,8 @@ void mrd_store_close(struct mrd_store *s);
 /* The run this database holds (valid until close). */
 const char *mrd_store_run_id(const struct mrd_store *s);
 
-/* The global timebase now: anchor_realtime_ns + (CLOCK_MONOTONIC now - anchor_monotonic_ns).
- * Lock-free; any thread. */
+/* The global timebase now: anchor_realtime_ns + (CLOCK_MONOTONIC now - anchor_monotonic_ns),
+ * or cfg->global_now() when the config set one. Lock-free; any thread. */
 int64_t mrd_store_global_now(const struct mrd_store *s);
 
 /* Allocates a zeroed item of `kind` (one malloc). Returns NULL on allocation failure. */

@@ -56,6 +56,8 @@ struct mrd_store {
     sqlite3_stmt *st[MRD__ST__COUNT];
     char run_id[128];
     int64_t anchor_realtime_ns, anchor_monotonic_ns;
+    int64_t (*global_now)(void *arg); /* cfg->global_now (NULL: the anchors) */
+    void *global_now_arg;
     uint32_t commit_ms, commit_rows;
     int verbose;
     FILE *log;
