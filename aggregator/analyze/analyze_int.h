@@ -1,5 +1,5 @@
 /* Shared-internal declarations of the analyze library (analyze.c, overlap.c, match.c,
- * window_table.c).
+ * ranking.c, window_table.c).
  * Not for other modules: use analyze.h. */
 #ifndef MRD_ANALYZE_INT_H
 #define MRD_ANALYZE_INT_H

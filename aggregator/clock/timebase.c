@@ -32,7 +32,6 @@ struct mrd_timebase {
     size_t nseg;
     struct tb_gpu *gpu;
     size_t ngpu;
-    int64_t anchor;
 };
 
 static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
@@ -107,16 +106,9 @@ static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
 int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
 {
     struct mrd_timebase *tb = calloc(1, sizeof(*tb));
-    sqlite3_stmt *st = NULL;
     int rc = -ENOMEM;
     if (!tb)
         goto fail;
-    if (mrd_db_has_table(db, "runs") == 1 &&
-        sqlite3_prepare_v2(db, mrd_db_sql_run_anchor, -1, &st, NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW)
-            tb->anchor = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    }
     if (!ignore_models) {
         if ((rc = load_segments(db, tb)) < 0)
             goto fail;
@@ -236,11 +228,6 @@ int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int devic
     double frac = (tb->gpu[lo].slope - 1.0) * (double)gpu_ns;
     *local = gpu_ns + tb->gpu[lo].intercept + (int64_t)llround(frac);
     return 0;
-}
-
-int64_t mrd_timebase_anchor(const struct mrd_timebase *tb)
-{
-    return tb->anchor;
 }
 
 /* mrd_db_time_origin's map: 1 and *global for a rank with a model, else 0. */

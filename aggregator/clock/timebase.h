@@ -24,8 +24,9 @@
 
 struct mrd_timebase;
 
-/* Loads clock_models and gpu_timer_models from db (tables may be absent) and the run's
- * anchor. With ignore_models set, every rank stays in its local clock. Returns 0 and
+/* Loads clock_models and gpu_timer_models from db (tables may be absent; the statements
+ * are the database module's mrd_db_sql_clock_segments and mrd_db_sql_gpu_models). With
+ * ignore_models set, every rank stays in its local clock. Returns 0 and
  * *out (caller destroys), -ENOMEM, -E2BIG, or -MRD_ERR_SQLITE. Any thread; db is only
  * used during the call. */
 int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out);
@@ -55,9 +56,6 @@ int64_t mrd_timebase_unmap(const struct mrd_timebase *tb, int rank, int64_t glob
  * when that GPU has no calibration. */
 int mrd_timebase_gpu_to_local(const struct mrd_timebase *tb, int rank, int device, int64_t gpu_ns,
                               int64_t *local);
-
-/* The run's anchor (runs.anchor_realtime_ns), 0 when there is no runs row. */
-int64_t mrd_timebase_anchor(const struct mrd_timebase *tb);
 
 /* The time origin of every output (mrd_db_time_origin, aggregator/SCHEMA.md "The time
  * origin"), in this timebase: global ns when it has models, else local ns. Outputs show

@@ -162,3 +162,27 @@ int mrd_db_time_origin(sqlite3 *db, int have_models,
     *origin = have_best ? best : anchor;
     return 0;
 }
+
+int mrd_db_global_views(sqlite3 *db, int64_t origin)
+{
+    sqlite3_stmt *st = NULL;
+    int rc, models = mrd_db_has_table(db, "clock_models") == 1;
+    if ((rc = mrd_db_exec(db, mrd_db_sql_enum_tables)) < 0 ||
+        (rc = mrd_db_exec(db, mrd_db_sql_origin_table)) < 0)
+        return rc;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_origin_set, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    sqlite3_bind_int64(st, 1, origin);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return -MRD_ERR_SQLITE;
+    for (size_t i = 0; i < sizeof(event_tables) / sizeof(event_tables[0]); i++) {
+        if (mrd_db_has_table(db, event_tables[i]) != 1)
+            continue;
+        const char *sql = models ? mrd_db_sql_global_view[i] : mrd_db_sql_local_view[i];
+        if ((rc = mrd_db_exec(db, sql)) < 0)
+            return rc;
+    }
+    return 0;
+}

@@ -17,7 +17,8 @@
  *   Perfetto export's flows all step through;
  * - the one time origin of every output (mrd_db_time_origin) and the inputs of the
  *   global-time mapping (clock_models, gpu_timer_models: mrd_db_sql_clock_segments,
- *   mrd_db_sql_gpu_models), which aggregator/clock/timebase.c applies.
+ *   mrd_db_sql_gpu_models), which aggregator/clock/timebase.c applies, and SQL views of
+ *   every event table in global time on that origin (mrd_db_global_views).
  *
  * Where it sits: the ground floor of the aggregator's readers, between SQLite and the
  * clock, analyze and export stages (and launcher/finalize.c); it calls none of them.
@@ -113,5 +114,19 @@ enum mrd_db_inst_col {
 int mrd_db_time_origin(sqlite3 *db, int have_models,
                        int (*map)(void *ctx, int rank, int64_t local, int64_t *global), void *ctx,
                        int64_t *origin);
+
+/* Creates, on this connection, SQL views of the event tables in global time, built on the
+ * one origin and the one mapping (aggregator/SCHEMA.md, "Global-time views"):
+ *   temp.mrd_time_origin(origin_ns): the origin given (mrd_timebase_origin's);
+ *   temp.<table>_global for kernels, memcpys, memsets, syncs, api_calls, graph_launches,
+ *     nvtx, nccl_ops, mpi_calls (those the database has): every column of the table plus
+ *     start_global_ns, end_global_ns (clock_models applied exactly as the timebase applies
+ *     them: the segment of the last local_begin_ns <= t, else the first; the rank's local
+ *     time without a model) and start_at_ns, end_at_ns (global - origin);
+ *   temp.enum_* tables naming the enumerations of the schema (nvtx_kind, memcpy_kind,
+ *     memory_kind, sync_type, api_domain: value, name).
+ * Replaces what an earlier call created. Works on a read-only database (TEMP only).
+ * Returns 0 or -MRD_ERR_SQLITE. */
+int mrd_db_global_views(sqlite3 *db, int64_t origin);
 
 #endif

@@ -80,6 +80,80 @@ const char *const mrd_db_sql_first_event[9] = {
     FIRST_EVENT("mpi_calls"),
 };
 
+const char mrd_db_sql_enum_tables[] =
+    "CREATE TEMP TABLE IF NOT EXISTS enum_nvtx_kind (value INTEGER PRIMARY KEY, name TEXT);"
+    "INSERT OR IGNORE INTO enum_nvtx_kind VALUES (1, 'push/pop range'), (2, 'start/end range'),"
+    " (3, 'mark');"
+    "CREATE TEMP TABLE IF NOT EXISTS enum_memcpy_kind (value INTEGER PRIMARY KEY, name TEXT);"
+    "INSERT OR IGNORE INTO enum_memcpy_kind VALUES (0, 'unknown'), (1, 'HtoD'), (2, 'DtoH'),"
+    " (3, 'HtoA'), (4, 'AtoH'), (5, 'AtoA'), (6, 'AtoD'), (7, 'DtoA'), (8, 'DtoD'),"
+    " (9, 'HtoH'), (10, 'PtoP');"
+    "CREATE TEMP TABLE IF NOT EXISTS enum_memory_kind (value INTEGER PRIMARY KEY, name TEXT);"
+    "INSERT OR IGNORE INTO enum_memory_kind VALUES (0, 'unknown'), (1, 'pageable'),"
+    " (2, 'pinned'), (3, 'device'), (4, 'array'), (5, 'managed'), (6, 'device static'),"
+    " (7, 'managed static');"
+    "CREATE TEMP TABLE IF NOT EXISTS enum_sync_type (value INTEGER PRIMARY KEY, name TEXT);"
+    "INSERT OR IGNORE INTO enum_sync_type VALUES (0, 'unknown'), (1, 'event synchronize'),"
+    " (2, 'stream wait event'), (3, 'stream synchronize'), (4, 'context synchronize');"
+    "CREATE TEMP TABLE IF NOT EXISTS enum_api_domain (value INTEGER PRIMARY KEY, name TEXT);"
+    "INSERT OR IGNORE INTO enum_api_domain VALUES (1, 'runtime'), (2, 'driver');";
+
+const char mrd_db_sql_origin_table[] =
+    "CREATE TEMP TABLE IF NOT EXISTS mrd_time_origin (origin_ns INTEGER NOT NULL);"
+    "DELETE FROM temp.mrd_time_origin";
+
+const char mrd_db_sql_origin_set[] = "INSERT INTO temp.mrd_time_origin VALUES (?1)";
+
+/* The global-time mapping of column c of row t (aggregator/SCHEMA.md, "Time"): the
+ * segment of the last local_begin_ns <= t.c, else the rank's first; the rank's local time
+ * without a model. round() and llround() both round half away from zero. */
+#define MAP_TERM(c, where, order)                                                                  \
+    "(SELECT m.offset_ns + CAST(round(m.drift_ppm * (t." c " - m.local_begin_ns) / 1e6) AS "       \
+    "INTEGER) FROM main.clock_models m WHERE m.rank = t.rank" where                                \
+    " ORDER BY m.local_begin_ns" order " LIMIT 1)"
+#define GLOBAL(c)                                                                                  \
+    "(t." c " + COALESCE(" MAP_TERM(c, " AND m.local_begin_ns <= t." c,                            \
+                                    " DESC") ", " MAP_TERM(c, "", "") ", 0))"
+#define GLOBAL_VIEW(table)                                                                            \
+    "DROP VIEW IF EXISTS temp." table "_global; CREATE TEMP VIEW " table "_global AS SELECT "         \
+    "t.*, " GLOBAL("start_ns") " AS start_global_ns, " GLOBAL(                                        \
+        "end_ns") " AS end_global_ns, " GLOBAL("start_ns") " - o.origin_ns AS "                       \
+                                                           "start_at_ns, " GLOBAL("end_ns") " - "     \
+                                                                                            "o."      \
+                                                                                            "orig"    \
+                                                                                            "in_"     \
+                                                                                            "ns "     \
+                                                                                            "AS "     \
+                                                                                            "end_"    \
+                                                                                            "at_"     \
+                                                                                            "ns "     \
+                                                                                            "FROM"    \
+                                                                                            " mai"    \
+                                                                                            "n"       \
+                                                                                            "." table \
+                                                                                            " t, "    \
+                                                                                            "temp"    \
+                                                                                            ".mrd"    \
+                                                                                            "_tim"    \
+                                                                                            "e_"      \
+                                                                                            "orig"    \
+                                                                                            "in o"
+#define LOCAL_VIEW(table)                                                                          \
+    "DROP VIEW IF EXISTS temp." table "_global; CREATE TEMP VIEW " table "_global AS SELECT "      \
+    "t.*, t.start_ns AS start_global_ns, t.end_ns AS end_global_ns, t.start_ns - o.origin_ns "     \
+    "AS start_at_ns, t.end_ns - o.origin_ns AS end_at_ns FROM main." table " t, "                  \
+    "temp.mrd_time_origin o"
+const char *const mrd_db_sql_global_view[9] = {
+    GLOBAL_VIEW("kernels"), GLOBAL_VIEW("memcpys"),   GLOBAL_VIEW("memsets"),
+    GLOBAL_VIEW("syncs"),   GLOBAL_VIEW("api_calls"), GLOBAL_VIEW("graph_launches"),
+    GLOBAL_VIEW("nvtx"),    GLOBAL_VIEW("nccl_ops"),  GLOBAL_VIEW("mpi_calls"),
+};
+const char *const mrd_db_sql_local_view[9] = {
+    LOCAL_VIEW("kernels"), LOCAL_VIEW("memcpys"),   LOCAL_VIEW("memsets"),
+    LOCAL_VIEW("syncs"),   LOCAL_VIEW("api_calls"), LOCAL_VIEW("graph_launches"),
+    LOCAL_VIEW("nvtx"),    LOCAL_VIEW("nccl_ops"),  LOCAL_VIEW("mpi_calls"),
+};
+
 /* ---- the analysis (aggregator/analyze) --------------------------------------------------- */
 
 const char mrd_db_sql_windows_create[] =

@@ -42,6 +42,18 @@ extern const char mrd_db_sql_first_probe[];
  * nccl_ops, mpi_calls, in this order) -> rank, MIN(start_ns) of its rows with a time
  * (start_ns > 0; kernels also MRD_DB_KERNEL_VALID), GROUP BY rank. */
 extern const char *const mrd_db_sql_first_event[9];
+/* Global-time views (mrd_db_global_views). Creates the enum_* TEMP tables with their
+ * rows (idempotent). */
+extern const char mrd_db_sql_enum_tables[];
+/* Creates TEMP table mrd_time_origin(origin_ns) if absent and empties it. */
+extern const char mrd_db_sql_origin_table[];
+/* ?1 origin_ns: the one row of mrd_time_origin. */
+extern const char mrd_db_sql_origin_set[];
+/* Per event table (the order of mrd_db_sql_first_event): (re)creates TEMP view
+ * <table>_global with the clock models applied ... */
+extern const char *const mrd_db_sql_global_view[9];
+/* ... or, in a database without clock_models, with every rank's local time. */
+extern const char *const mrd_db_sql_local_view[9];
 
 /* ---- the analysis (aggregator/analyze) --------------------------------------------------- */
 

@@ -11,8 +11,9 @@ A. tests/data/h200-quickstart.db.gz, stored live on the GPU host: the origin is 
    the run select nothing.
 B. tests/data/ref-rank0/1.mrdcap replayed through `meridian profile` (2 ranks, no mpirun):
    the recorded probes carry the recording aggregator's global times, 1-2 days before this
-   run's anchor. The Perfetto export put every timestamp near -1.36e11 us (-37.7 h) and an
-   empty --window went unnoticed; now every time is >= 0 and the trace starts at 0.
+   run's anchor: with the anchor as the origin every timestamp would sit near -1.36e11 us
+   (-37.7 h) and a --window would select nothing. Every time is >= 0, the trace starts at
+   0, and an empty window or step range says so.
 """
 import gzip
 import json
