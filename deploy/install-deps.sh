@@ -6,7 +6,12 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git
       protobuf-c-compiler libprotobuf-c-dev libsqlite3-dev sqlite3 libzstd-dev libsodium-dev
-      libopenmpi-dev openmpi-bin python3 iproute2 util-linux clang libclang-rt-14-dev llvm-14)
+      libopenmpi-dev openmpi-bin python3 iproute2 util-linux clang libclang-rt-14-dev llvm-14
+      zlib1g-dev protobuf-compiler)
+# tests/export: node + npm install the pinned speedscope package into the build tree; a
+# node that brings its own npm (another distribution's package) is kept as it is
+command -v node >/dev/null || pkgs+=(nodejs)
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
