@@ -829,7 +829,8 @@ static void stream_row(struct px *p, sqlite3_stmt *q)
             set_name(p, db_iid(col64(q, 6)), text(q, 7));
         else
             set_name(p, fixed_iid(N_KERNEL), NAMES[N_KERNEL]);
-        arg_int(p, A_CORR, col64(q, 8));
+        if (p->o->include_api) /* links the kernel to its launch call; ~2.5 bytes a kernel */
+            arg_int(p, A_CORR, col64(q, 8));
         arg_shape(p, A_GRID, q, 9);
         arg_shape(p, A_BLOCK, q, 12);
         if (sqlite3_column_type(q, 15) != SQLITE_NULL) {
