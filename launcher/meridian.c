@@ -197,7 +197,7 @@ static int export_trace(sqlite3 *db, const char *path, const struct mrd_perfetto
     if (rc == 0)
         fprintf(stderr,
                 "meridian export: %s: %llu events, %llu bytes (%.1f per event), %llu tracks, "
-                "%llu collective flows, %llu op -> kernel flows%s\n",
+                "%llu ops on cross-rank collective flows, %llu op -> kernel flows%s\n",
                 path, (unsigned long long)st.rows, (unsigned long long)st.gz_bytes,
                 st.rows ? (double)st.gz_bytes / (double)st.rows : 0.0,
                 (unsigned long long)st.tracks, (unsigned long long)st.coll_flows,

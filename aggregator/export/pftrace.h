@@ -21,16 +21,16 @@
 #define MRD_PFTRACE_MAX_RANKS (1 << 20) /* rows of higher ranks are skipped and counted */
 
 struct mrd_pftrace_stats {
-    uint64_t rows;        /* exported rows: slices, instants, counter samples */
-    uint64_t packets;     /* TracePackets written (events, descriptors, interning) */
-    uint64_t raw_bytes;   /* the Trace before compression */
-    uint64_t gz_bytes;    /* the file written */
-    uint64_t tracks;      /* track descriptors (processes, lanes, counters) */
-    uint64_t sequences;   /* packet sequences: one per track group */
-    uint64_t coll_flows;  /* collectives joined across their ranks by one flow */
-    uint64_t link_flows;  /* NCCL op -> its first kernel */
-    uint64_t overlapped;  /* slices shortened to nest (every lane of their group busy) */
-    uint64_t skipped;     /* rows not written (rank out of range, lane stacks full) */
+    uint64_t rows;       /* exported rows: slices, instants, counter samples */
+    uint64_t packets;    /* TracePackets written (events, descriptors, interning) */
+    uint64_t raw_bytes;  /* the Trace before compression */
+    uint64_t gz_bytes;   /* the file written */
+    uint64_t tracks;     /* track descriptors (processes, lanes, counters) */
+    uint64_t sequences;  /* packet sequences: one per track group */
+    uint64_t coll_flows; /* NCCL ops on their collective's cross-rank flow */
+    uint64_t link_flows; /* NCCL op -> its first kernel */
+    uint64_t overlapped; /* slices shortened to nest (every lane of their group busy) */
+    uint64_t skipped;    /* rows not written (rank out of range, lane stacks full) */
 };
 
 /* Writes the run as a gzip-compressed Perfetto trace (TracePackets of TrackEvents, the
