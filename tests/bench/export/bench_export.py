@@ -72,10 +72,10 @@ def export(name, db, fmt, *opts):
         gz = out + ".gz"
         with open(out, "rb") as f, gzip.open(gz, "wb", 6) as g:
             shutil.copyfileobj(f, g)
-        extra = ", gzip -6 of it %d bytes (%.1f per event)" % (
+        extra = "gzip -6 of it: %d bytes, %.1f per event" % (
             os.path.getsize(gz), os.path.getsize(gz) / max(events, 1))
         os.unlink(gz)
-    say("| %s | %s%s | %d | %d | %d | **%.1f** | %.1f | %.1f s | %d MB |%s" % (
+    say("| %s | %s%s | %d | %d | %d | **%.1f** | %.1f | %.1f s | %d MB | %s |" % (
         name, fmt, " " + " ".join(opts) if opts else "", db_events(db), events, size,
         size / max(events, 1), size / max(db_events(db), 1), secs, rss // 1024, extra))
     if args.check and fmt == "trace":
