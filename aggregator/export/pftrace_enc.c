@@ -63,24 +63,31 @@ static void put(struct px *p, const void *data, size_t n)
     }
 }
 
-static void sink_append(ProtobufCBuffer *b, size_t n, const uint8_t *data)
-{
-    struct px *p = (struct px *)((char *)b - offsetof(struct px, sink));
-    put(p, data, n);
-}
-
-/* Writes one packet as Trace field 1. */
+/* Writes one packet as Trace field 1. The packet is packed into pk_buf first, grown to its
+ * size (a packet over PACKET_MAX, a name of megabytes, is dropped and counted). */
 static void emit(struct px *p, const Pftrace__TracePacket *pk)
 {
     unsigned char hdr[11];
     size_t n = pftrace__trace_packet__get_packed_size(pk), h = 0;
+    if (n > p->pk_cap) {
+        size_t cap = p->pk_cap ? p->pk_cap : 4096;
+        while (cap < n)
+            cap *= 2;
+        unsigned char *b = n <= PACKET_MAX ? realloc(p->pk_buf, cap) : NULL;
+        if (!b) {
+            p->st.skipped++;
+            return;
+        }
+        p->pk_buf = b;
+        p->pk_cap = cap;
+    }
     hdr[h++] = 0x0a;
     do {
         hdr[h++] = (unsigned char)((n & 0x7f) | (n > 0x7f ? 0x80 : 0));
         n >>= 7;
     } while (n);
     put(p, hdr, h);
-    pftrace__trace_packet__pack_to_buffer(pk, &p->sink);
+    put(p, p->pk_buf, pftrace__trace_packet__pack(pk, p->pk_buf));
     p->st.packets++;
 }
 
@@ -106,13 +113,13 @@ static int64_t one_int(sqlite3_stmt *st, int rank, int64_t dflt)
 
 /* 1 when key was already sent on this sequence; else records it (0), or -1 when the set
  * is full (the caller writes the string inline). */
-static int seen(struct px *p, uint64_t key)
+static int seen_cap(struct px *p, uint64_t key, uint32_t cap)
 {
     uint64_t h = mrd__pf_mix(key);
     for (uint32_t i = 0; i < SEEN_SLOTS; i++) {
         uint32_t s = (uint32_t)(h + i) & (SEEN_SLOTS - 1);
         if (p->seen_gen[s] != p->gen) {
-            if (p->nseen >= SEEN_SLOTS / 2)
+            if (p->nseen >= cap)
                 return -1;
             p->seen_gen[s] = p->gen;
             p->seen[s] = key;
@@ -123,6 +130,14 @@ static int seen(struct px *p, uint64_t key)
             return 1;
     }
     return -1;
+}
+
+/* Names, categories, argument names and the database's strings may fill half the set;
+ * launch shapes (as many as kernels in a workload that sizes grids by its data) a quarter,
+ * so that they never crowd the names out. */
+static int seen(struct px *p, uint64_t key)
+{
+    return seen_cap(p, key, SEEN_SLOTS / 2);
 }
 
 /* The event's name: by iid, interned in this packet on first use. */
@@ -145,7 +160,7 @@ void mrd__pf_name(struct px *p, uint64_t iid, const char *name)
 
 static void set_cat(struct px *p, int cat)
 {
-    if (seen(p, (1ull << 56) | (uint64_t)cat) == 0) {
+    if (seen(p, (1ull << 56) | (uint64_t)cat) != 1) {
         p->ec[0].has_iid = 1;
         p->ec[0].iid = (uint64_t)cat;
         p->ec[0].name = (char *)CATEGORIES[cat];
@@ -193,12 +208,12 @@ void mrd__pf_arg_uint(struct px *p, int name, uint64_t v)
 }
 
 /* A string argument whose value repeats: interned by iid (0: written inline). */
-void mrd__pf_arg_str(struct px *p, int name, uint64_t iid, const char *v)
+static void arg_str_cap(struct px *p, int name, uint64_t iid, const char *v, uint32_t cap)
 {
     Pftrace__DebugAnnotation *a = arg(p, name);
     if (!a)
         return;
-    int s = iid ? seen(p, (4ull << 56) | iid) : -1;
+    int s = iid ? seen_cap(p, (4ull << 56) | iid, cap) : -1;
     if (s < 0) {
         a->string_value = (char *)(v ? v : "");
         return;
@@ -216,12 +231,17 @@ void mrd__pf_arg_str(struct px *p, int name, uint64_t iid, const char *v)
     a->string_value_iid = iid;
 }
 
+void mrd__pf_arg_str(struct px *p, int name, uint64_t iid, const char *v)
+{
+    arg_str_cap(p, name, iid, v, SEEN_SLOTS / 2);
+}
+
 /* "x,y,z" of a launch shape, interned through a table of distinct shapes (odd iids). */
 void mrd__pf_arg_shape(struct px *p, int name, uint32_t x, uint32_t y, uint32_t z)
 {
-    char buf[40];
+    char *buf = p->shape_txt[name == A_GRID ? 0 : 1]; /* lives until the packet is out */
     uint64_t iid = 0;
-    snprintf(buf, sizeof(buf), "%u,%u,%u", x, y, z);
+    snprintf(buf, sizeof(p->shape_txt[0]), "%u,%u,%u", x, y, z);
     uint64_t h = mrd__pf_mix(((uint64_t)x << 32 | y) ^ mrd__pf_mix(z));
     for (uint32_t i = 0; i < SHAPE_SLOTS; i++) {
         uint32_t s = (uint32_t)(h + i) & (SHAPE_SLOTS - 1);
@@ -236,10 +256,14 @@ void mrd__pf_arg_shape(struct px *p, int name, uint32_t x, uint32_t y, uint32_t 
         }
         if (e->x == x && e->y == y && e->z == z) {
             iid = 2 * (uint64_t)e->used + 1;
+            /* interned from its second use on the sequence: a shape used once (a
+             * workload that sizes grids by its data) costs less inline */
+            if (seen_cap(p, (5ull << 56) | iid, SEEN_SLOTS / 4) != 1)
+                iid = 0;
             break;
         }
     }
-    mrd__pf_arg_str(p, name, iid, buf);
+    arg_str_cap(p, name, iid, buf, SEEN_SLOTS / 4);
 }
 
 /* ---- ranks and tracks ---- */
@@ -632,7 +656,6 @@ int mrd__pf_init(struct px *p)
     if (deflateInit2(&p->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
         return -ENOMEM;
     p->zinit = 1;
-    p->sink.append = sink_append;
     pftrace__event_name__init(&p->en[0]);
     pftrace__event_category__init(&p->ec[0]);
     p->next_seq = 2; /* 1: the track descriptors */
@@ -655,4 +678,5 @@ void mrd__pf_release(struct px *p)
     free(p->seen);
     free(p->seen_gen);
     free(p->shapes);
+    free(p->pk_buf);
 }

@@ -83,6 +83,7 @@ enum arg {
 #define MAX_TERMS         16         /* ops ending their link flow on one kernel (grouped launch) */
 #define SEEN_SLOTS        (1u << 15) /* interning keys per sequence: cap at half */
 #define SHAPE_SLOTS       (1u << 16) /* distinct (x, y, z) launch shapes: cap at half */
+#define PACKET_MAX        (1u << 24)
 #define OUTBUF            (1u << 16)
 #define CLOCK_INCREMENTAL 64
 #define CLOCK_BOOTTIME    6
@@ -137,6 +138,7 @@ struct px {
     uint64_t *seen;
     uint32_t *seen_gen, gen, nseen;
     struct shape *shapes;
+    char shape_txt[2][40]; /* grid and block of the packet being built */
     uint32_t nshapes;
     /* the packet being built */
     Pftrace__TrackEvent te;
@@ -147,7 +149,8 @@ struct px {
     Pftrace__EventCategory ec[1], *ecp[1];
     Pftrace__DebugAnnotationName an[MAX_ANN], *anp[MAX_ANN];
     Pftrace__InternedString is[MAX_ANN], *isp[MAX_ANN];
-    ProtobufCBuffer sink;
+    unsigned char *pk_buf; /* the packet being framed (PACKET_MAX at most) */
+    size_t pk_cap;
 };
 
 /* Interning keys: strings of the database (even iids) and our own names (odd). */
