@@ -124,8 +124,9 @@ class Timebase:
         return local + off + int(round(drift * (local - b) / 1e6))
 
 
-def expected(db):
-    """{(rank, category): [(local start, name), ...]} of every row the export writes."""
+def expected(db, api=False):
+    """{(rank, category): [(local start, name), ...]} of every row the export writes
+    (api_calls too when it was exported with --api)."""
     rows = collections.defaultdict(list)
 
     def add(cat, sql, name=lambda r: r[2]):
@@ -149,6 +150,9 @@ def expected(db):
     add("mpi", "SELECT m.rank, m.start_ns, coalesce(s.value, 'MPI') FROM mpi_calls m "
         "LEFT JOIN strings s ON s.id = m.call_id")
     add("sync", "SELECT rank, start_ns, 'CUDA synchronize' FROM syncs")
+    if api:
+        add("api", "SELECT c.rank, c.start_ns, coalesce(s.value, 'CUDA API') FROM api_calls c "
+            "LEFT JOIN strings s ON s.id = c.name_id")
     if has("windows"):
         add("window", "SELECT rank, start_ns, 'window ' || first_step || '-' || last_step || "
             "' ' || reason FROM windows")
@@ -251,7 +255,7 @@ def check(trace_gz, db_path, proto_dir, text_out=None):
         assert not s, "%d slice(s) never ended on %s" % (len(s), tracks[tr][1])
 
     # every row once: counts per (rank, category, name), then times per (rank, category)
-    exp = expected(db)
+    exp = expected(db, api=any(e[1] == "api" for e in events))
     got = collections.defaultdict(list)
     for e in events:
         if e[1] != "counter":
