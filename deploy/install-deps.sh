@@ -11,7 +11,13 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       # tests/deploy: a real single-node Slurm with munge, Debian's torchrun (python3-torch),
       # systemd-analyze for the unit in deploy/systemd; dpkg-dev (dpkg-shlibdeps) for cpack;
       # python3-yaml to read the Kubernetes manifests in deploy/k8s
-      slurm-wlm munge python3-torch systemd dpkg-dev python3-yaml)
+      slurm-wlm munge python3-torch systemd dpkg-dev python3-yaml
+      # tests/export: zlib for the native trace, Debian's protoc to decode it
+      zlib1g-dev protobuf-compiler)
+# tests/export: node + npm install the pinned speedscope package into the build tree; a
+# node that brings its own npm (another distribution's package) is kept as it is
+command -v node >/dev/null || pkgs+=(nodejs)
+command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "error.h"
 #include "export.h"
+#include "pftrace.h"
 #ifdef MRD_HAVE_REPLAY
 #include "replay.h"
 #endif
@@ -34,8 +35,8 @@ static void usage(FILE *f)
           "  profile [opts] -- CMD  profile a whole job (mpirun ...): aggregator, agents, report\n"
           "  run [opts] -- CMD      wrap one rank (set the agent's environment, exec CMD)\n"
           "  report DB              text report; --html FILE, --json for scripts\n"
-          "  export DB --perfetto FILE.json\n"
-          "                         Chrome trace JSON for Perfetto / chrome://tracing\n"
+          "  export DB --trace FILE.pftrace.gz | --perfetto FILE.json\n"
+          "                         Perfetto trace (ui.perfetto.dev) / Chrome trace JSON\n"
           "  finalize DB            fit clock models, calibrate GPU timers, check causality\n"
           "                         (profile does this; for databases of interrupted runs)\n"
           "  merge -o OUT SHARD...  merge the shard databases of one run (one meridiand each)\n"
@@ -133,7 +134,13 @@ static int cmd_report(int argc, char **argv)
 
 static void export_usage(FILE *f)
 {
-    fputs("usage: meridian export DB --perfetto FILE.json [options]\n"
+    fputs("usage: meridian export DB --trace FILE.pftrace.gz | --perfetto FILE.json [options]\n"
+          "\n"
+          "--trace writes Perfetto's native format (protobuf TrackEvent, gzipped; open it in\n"
+          "ui.perfetto.dev): the layout below, NCCL ops named by function (\"AllReduce\"; seq\n"
+          "in args), a flow through each collective's op on every rank, and counters (step time,\n"
+          "GPU timer offset), capture windows; about 10-20 bytes per event. --perfetto writes\n"
+          "Chrome trace event JSON (about 10 times larger). Both may be given.\n"
           "\n"
           "Writes the run as Chrome trace event JSON, which ui.perfetto.dev and chrome://tracing\n"
           "open: one process per rank (\"rank N (host)\"), one thread per GPU stream (kernels,\n"
@@ -144,7 +151,8 @@ static void export_usage(FILE *f)
           "microseconds with nanosecond precision, after the run's time origin\n"
           "(otherData.origin_ns; aggregator/SCHEMA.md, \"The time origin\").\n"
           "\n"
-          "  --perfetto FILE   output file ('-' = stdout)\n"
+          "  --trace FILE      native Perfetto trace, gzipped ('-' = stdout)\n"
+          "  --perfetto FILE   Chrome trace JSON ('-' = stdout)\n"
           "  --local-clocks    ignore clock models (each rank's own clock)\n"
           "  --api             also export the captured CUDA API calls\n"
           "  --window A:B      only events between A and B milliseconds after the origin (as\n"
@@ -220,10 +228,40 @@ static void warn_empty(const struct mrd_perfetto_options *po, const struct mrd_p
                 (double)st->first_ns / 1e6, (double)st->last_ns / 1e6);
 }
 
+/* --trace: the native Perfetto trace (aggregator/export/pftrace.h). Returns 0 or 1. */
+static int export_trace(sqlite3 *db, const char *path, const struct mrd_perfetto_options *po)
+{
+    struct mrd_pftrace_stats st;
+    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "meridian export: cannot write %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    int rc = mrd_export_pftrace(f, db, po, &st);
+    if (rc < 0)
+        fprintf(stderr, "meridian export: %s\n",
+                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
+    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
+        fprintf(stderr, "meridian export: error writing %s\n", path);
+        rc = -EIO;
+    }
+    if (rc == 0)
+        fprintf(stderr,
+                "meridian export: %s: %llu events, %llu bytes (%.1f per event), %llu tracks, "
+                "%llu ops on cross-rank collective flows, %llu op -> kernel flows%s\n",
+                path, (unsigned long long)st.rows, (unsigned long long)st.gz_bytes,
+                st.rows ? (double)st.gz_bytes / (double)st.rows : 0.0,
+                (unsigned long long)st.tracks, (unsigned long long)st.coll_flows,
+                (unsigned long long)st.link_flows,
+                st.overlapped ? " (some slices shortened: lanes full)" : "");
+    return rc == 0 ? 0 : 1;
+}
+
 static int cmd_export(int argc, char **argv)
 {
-    enum { O_PERFETTO = 256, O_LOCAL, O_API, O_WINDOW, O_STEPS, O_STEP_NAME };
+    enum { O_PERFETTO = 256, O_LOCAL, O_API, O_WINDOW, O_STEPS, O_STEP_NAME, O_TRACE };
     static const struct option lo[] = {{"perfetto", 1, 0, O_PERFETTO},
+                                       {"trace", 1, 0, O_TRACE},
                                        {"local-clocks", 0, 0, O_LOCAL},
                                        {"api", 0, 0, O_API},
                                        {"window", 1, 0, O_WINDOW},
@@ -233,7 +271,7 @@ static int cmd_export(int argc, char **argv)
                                        {0, 0, 0, 0}};
     struct mrd_perfetto_options po;
     struct mrd_perfetto_stats st;
-    const char *out = NULL;
+    const char *out = NULL, *trace = NULL;
     int c, rc;
     memset(&po, 0, sizeof(po));
     optind = 1;
@@ -241,6 +279,9 @@ static int cmd_export(int argc, char **argv)
         switch (c) {
         case O_PERFETTO:
             out = optarg;
+            break;
+        case O_TRACE:
+            trace = optarg;
             break;
         case O_LOCAL:
             po.ignore_clock_models = 1;
@@ -271,8 +312,9 @@ static int cmd_export(int argc, char **argv)
             return 2;
         }
     }
-    if (optind != argc - 1 || !out) {
-        fprintf(stderr, "meridian export: give one database and --perfetto FILE (see --help)\n");
+    if (optind != argc - 1 || (!out && !trace)) {
+        fprintf(stderr, "meridian export: give one database and --trace FILE or --perfetto FILE "
+                        "(see --help)\n");
         return 2;
     }
     if (po.by_steps && po.window_to_ns) {
@@ -282,6 +324,14 @@ static int cmd_export(int argc, char **argv)
     sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian export");
     if (!db)
         return 1;
+    if (trace && (rc = export_trace(db, trace, &po)) != 0) {
+        sqlite3_close(db);
+        return rc;
+    }
+    if (!out) {
+        sqlite3_close(db);
+        return 0;
+    }
     FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
     if (!f) {
         fprintf(stderr, "meridian export: cannot write %s: %s\n", out, strerror(errno));

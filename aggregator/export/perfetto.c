@@ -428,7 +428,7 @@ static void nccl_row(struct pf *p, sqlite3_stmt *q)
     if (p2p)
         snprintf(name, sizeof(name), "%s peer %d", text(q, 5, "p2p"), sqlite3_column_int(q, 11));
     else
-        snprintf(name, sizeof(name), "%s #%" PRId64, text(q, 5, "collective"), col64(q, 4));
+        snprintf(name, sizeof(name), "%s", text(q, 5, "collective")); /* seq: in args */
     if (!slice(p, rank, TR_NCCL, dev, "nccl", name, start, col64(q, 3)))
         return;
     fprintf(p->f, ",\"args\":{\"op_id\":%" PRId64 ",\"comm\":\"%016" PRIx64 "\"", op,

@@ -172,8 +172,9 @@ def check_perfetto(meridian, db, workdir):
           == sorted(e["id"] for e in flows_f), "flows pair up")
     ops = [e for e in ev if e["ph"] == "X" and e["cat"] == "nccl"]
     check(len(ops) == con.execute("SELECT COUNT(*) FROM nccl_ops").fetchone()[0], "all ops")
-    check(any(e["name"] == "AllReduce #3" and e["args"]["comm"] == "0000000000001234"
-              for e in ops), "op names and comm hash")
+    check(any(e["name"] == "AllReduce" and e["args"]["seq"] == 3
+              and e["args"]["comm"] == "0000000000001234" for e in ops),
+          "op names (the function; seq in args) and comm hash")
     marks = [e for e in ev if e["ph"] == "i"]
     check(len(marks) == 1 and marks[0]["name"] == "step 9", "NVTX mark as instant")
     nvtx = [e for e in ev if e["ph"] == "X" and e["cat"] == "nvtx"]

@@ -28,7 +28,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 deps="$root/.deps"
 cuda_root=${MRD_CUDA_ROOT:-/usr/local/cuda}
 pkgs=(libprotobuf-c1 libprotobuf-c-dev libsqlite3-0 libsqlite3-dev libzstd1 libzstd-dev
-      libsodium23 libsodium-dev sqlite3 libreadline8)
+      libsodium23 libsodium-dev sqlite3 libreadline8 zlib1g zlib1g-dev)
 
 command -v protoc-c >/dev/null || { echo "prepare_deps: protoc-c missing (apt-get install protobuf-c-compiler)" >&2; exit 1; }
 rm -rf "$deps"
@@ -43,6 +43,8 @@ fi
 
 protoc-c --c_out="$deps/pb" -I"$root/proto" "$root/proto/meridian.proto"
 cp "$root/proto/meridian.proto" "$deps/pb/" # proto/CMakeLists.txt refuses a stale .deps/pb
+protoc-c --c_out="$deps/pb" -I"$root/aggregator/export/pftrace" \
+    "$root/aggregator/export/pftrace/meridian_pftrace.proto" # the native trace export
 if [ -f "$cuda_root/include/nccl.h" ]; then
     cp "$cuda_root/include/nccl.h" "$deps/extra/include/"
 fi
