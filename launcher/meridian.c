@@ -254,6 +254,17 @@ static int export_trace(sqlite3 *db, const char *path, const struct mrd_perfetto
                 (unsigned long long)st.tracks, (unsigned long long)st.coll_flows,
                 (unsigned long long)st.link_flows,
                 st.overlapped ? " (some slices shortened: lanes full)" : "");
+    if (rc == 0 && (po->window_to_ns || po->by_steps) && st.rows == 0) {
+        if (po->by_steps)
+            fprintf(stderr, "meridian export: warning: --steps %lld-%lld selects no event for "
+                            "%s: the run has %llu steps (see --step-name)\n",
+                    (long long)po->step_first, (long long)po->step_last, path,
+                    (unsigned long long)st.steps);
+        else
+            fprintf(stderr, "meridian export: warning: --window selects no event for %s (times"
+                            " are ms after the run's time origin; see --help)\n", path);
+        return 3;
+    }
     return rc == 0 ? 0 : 1;
 }
 

@@ -508,3 +508,69 @@ const char mrd_db_sql_run_command_set[] = "UPDATE runs SET command = ?1 WHERE co
                                           "command = ''";
 
 const char mrd_db_sql_schema_read[] = "SELECT count(*) FROM sqlite_master";
+
+/* ---- the native Perfetto trace (aggregator/export/pftrace.c) ---- */
+
+/* GPU work of each stream in (rank, device, stream, start) order: kernels (lost ones,
+ * start = end = 0, left out), copies, memsets. Columns: rank, device, stream, start, end,
+ * kind (0 kernel, 1 memcpy, 2 memset), name id (kernel) or copy kind, text, correlation id
+ * or bytes, grid x y z, block x y z, the kernel's NCCL op (or NULL). */
+const char mrd_db_sql_pftrace_streams[] =
+    "SELECT k.rank, k.device, k.stream, k.start_ns, k.end_ns, 0, k.name_id, s.value, "
+    "k.correlation_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, "
+    "(SELECT l.op_id FROM temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
+    "k.correlation_id LIMIT 1) FROM main.kernels k LEFT JOIN main.strings s ON s.id = "
+    "k.name_id WHERE " MRD_DB_KERNEL_VALID " "
+    "UNION ALL SELECT rank, device, stream, start_ns, end_ns, 1, copy_kind, NULL, bytes, "
+    "0, 0, 0, 0, 0, 0, NULL FROM main.memcpys WHERE NOT (start_ns = 0 AND end_ns = 0) "
+    "UNION ALL SELECT rank, device, stream, start_ns, end_ns, 2, 0, NULL, bytes, 0, 0, 0, "
+    "0, 0, 0, NULL FROM main.memsets WHERE NOT (start_ns = 0 AND end_ns = 0) "
+    "ORDER BY 1, 2, 3, 4, 5 DESC";
+/* the ops whose first kernel is (rank, correlation id) starting at ?3 */
+const char mrd_db_sql_pftrace_links[] =
+    "SELECT l.op_id FROM temp.mrd_link l JOIN temp.mrd_op_time t ON t.rank = l.rank AND "
+    "t.op_id = l.op_id AND t.source = 1 WHERE l.rank = ?1 AND l.correlation_id = ?2 AND "
+    "t.start_ns = ?3";
+const char mrd_db_sql_pftrace_graphs[] =
+    "SELECT rank, device, stream, start_ns, end_ns, graph_id FROM main.graph_launches "
+    "ORDER BY 1, 2, 3, 4, 5 DESC";
+/* rank, device, start, end, op_id, seq, func id, func, count, bytes, datatype id,
+ * datatype, algo id, algo, proto id, proto, peer, channels, is_p2p, comm_hash, root,
+ * has a kernel (mrd_op_time source 1) */
+const char mrd_db_sql_pftrace_nccl[] =
+    "SELECT n.rank, n.device, n.start_ns, n.end_ns, n.op_id, n.seq, n.func_id, f.value, "
+    "n.count, n.bytes, n.datatype_id, d.value, n.algo_id, a.value, n.proto_id, pr.value, "
+    "n.peer, n.channels, n.is_p2p, n.comm_hash, n.root, t.start_ns IS NOT NULL "
+    "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
+    "LEFT JOIN main.strings d ON d.id = n.datatype_id LEFT JOIN main.strings a ON a.id = "
+    "n.algo_id LEFT JOIN main.strings pr ON pr.id = n.proto_id LEFT JOIN temp.mrd_op_time "
+    "t ON t.rank = n.rank AND t.op_id = n.op_id AND t.source = 1 "
+    "ORDER BY 1, 2, 3, 4 DESC";
+/* rank, thread, start, end, kind, name id, name, domain id, domain; ?1: 1 = push/pop
+ * ranges and marks, 2 = start/end ranges */
+const char mrd_db_sql_pftrace_nvtx[] =
+    "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, n.name_id, s.value, "
+    "n.domain_id, d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = n.name_id "
+    "LEFT JOIN main.strings d ON d.id = n.domain_id WHERE (n.kind = 2) = (?1 = 2) "
+    "ORDER BY 1, 2, 3, 4 DESC";
+const char mrd_db_sql_pftrace_mpi[] =
+    "SELECT m.rank, m.thread, m.start_ns, m.end_ns, m.call_id, s.value, m.bytes, m.peer, "
+    "m.tag FROM main.mpi_calls m LEFT JOIN main.strings s ON s.id = m.call_id "
+    "ORDER BY 1, 2, 3, 4 DESC";
+const char mrd_db_sql_pftrace_syncs[] =
+    "SELECT rank, 0, start_ns, end_ns, type, stream FROM main.syncs ORDER BY 1, 3, 4 DESC";
+const char mrd_db_sql_pftrace_api[] =
+    "SELECT c.rank, c.thread, c.start_ns, c.end_ns, c.name_id, s.value, c.cbid, "
+    "c.correlation_id FROM main.api_calls c LEFT JOIN main.strings s ON s.id = c.name_id "
+    "ORDER BY 1, 2, 3, 4 DESC";
+/* already global (the finalize mapped them) */
+const char mrd_db_sql_pftrace_windows[] =
+    "SELECT rank, 0, start_ns, end_ns, first_step, last_step, reason, attach_ns, "
+    "detach_ns, flush_ns, kernels FROM main.windows ORDER BY 1, 3, 4 DESC";
+const char mrd_db_sql_pftrace_steps[] =
+    "SELECT n.rank, 0, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN main.strings s "
+    "ON s.id = n.name_id WHERE n.kind = 1 ORDER BY 1, 3, 4 DESC";
+const char mrd_db_sql_pftrace_gpu_clock[] =
+    "SELECT rank, device, host_ns, gpu_ns FROM main.gpu_clock_samples ORDER BY 1, 2, 3";
+const char mrd_db_sql_pftrace_host[] = "SELECT host FROM main.ranks WHERE rank = ?1";
+const char mrd_db_sql_pftrace_rank_first[] = "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?1";

@@ -358,4 +358,32 @@ extern const char mrd_db_sql_run_command_set[];
  * lock). */
 extern const char mrd_db_sql_schema_read[];
 
+/* ---- the native Perfetto trace (aggregator/export/pftrace.c): each streams one track
+ * group in the order its rows must be written ---- */
+
+/* GPU work of each stream in (rank, device, stream, start) order: kernels (lost ones,
+ * start = end = 0, left out), copies, memsets. Columns: rank, device, stream, start, end,
+ * kind (0 kernel, 1 memcpy, 2 memset), name id (kernel) or copy kind, text, correlation id
+ * or bytes, grid x y z, block x y z, the kernel's NCCL op (or NULL). */
+extern const char mrd_db_sql_pftrace_streams[];
+/* the ops whose first kernel is (rank, correlation id) starting at ?3 */
+extern const char mrd_db_sql_pftrace_links[];
+extern const char mrd_db_sql_pftrace_graphs[];
+/* rank, device, start, end, op_id, seq, func id, func, count, bytes, datatype id,
+ * datatype, algo id, algo, proto id, proto, peer, channels, is_p2p, comm_hash, root,
+ * has a kernel (mrd_op_time source 1) */
+extern const char mrd_db_sql_pftrace_nccl[];
+/* rank, thread, start, end, kind, name id, name, domain id, domain; ?1: 1 = push/pop
+ * ranges and marks, 2 = start/end ranges */
+extern const char mrd_db_sql_pftrace_nvtx[];
+extern const char mrd_db_sql_pftrace_mpi[];
+extern const char mrd_db_sql_pftrace_syncs[];
+extern const char mrd_db_sql_pftrace_api[];
+/* already global (the finalize mapped them) */
+extern const char mrd_db_sql_pftrace_windows[];
+extern const char mrd_db_sql_pftrace_steps[];
+extern const char mrd_db_sql_pftrace_gpu_clock[];
+extern const char mrd_db_sql_pftrace_host[];
+extern const char mrd_db_sql_pftrace_rank_first[];
+
 #endif

@@ -67,6 +67,14 @@ struct mrd_perfetto_stats {
     uint64_t steps; /* with by_steps: the steps the run has (broken down by the analysis) */
 };
 
+/* The step range of o (step_first..step_last, numbered as the analysis numbers steps, with
+ * o->step_name) as a time window in ns after `origin`: from the earliest start of the
+ * first step to the latest end of the last over ranks. Returns 0 with *from_ns, *to_ns;
+ * 1 when no step lies in the range (the window then meets no event); a negative code
+ * when the analysis failed. *nsteps: the steps the run has. Caller's thread. */
+int mrd_export_steps_window(sqlite3 *db, const struct mrd_perfetto_options *o, int64_t origin,
+                            int64_t *from_ns, int64_t *to_ns, uint64_t *nsteps);
+
 /* Writes Chrome trace event JSON (Perfetto and chrome://tracing open it): one process per
  * rank, one thread (track) per GPU stream for kernels, memcpy and memset, tracks for the
  * rank's NCCL operations (host enqueue intervals), per host thread for NVTX ranges and MPI

@@ -522,39 +522,47 @@ static void api_row(struct pf *p, sqlite3_stmt *q)
             col64(q, 6));
 }
 
-/* Turns the options' step range into a window (ns after the origin) with the analysis'
- * own steps (NVTX step ranges, global start of the first to end of the last over ranks);
- * a range that holds no step selects nothing. Fills stats.steps. */
-static int steps_window(struct pf *p)
+int mrd_export_steps_window(sqlite3 *db, const struct mrd_perfetto_options *o, int64_t origin,
+                            int64_t *from_ns, int64_t *to_ns, uint64_t *nsteps)
 {
     struct mrd_analyze_options ao;
     struct mrd_analysis *a = NULL;
     int64_t from = INT64_MAX, to = INT64_MIN;
     int rc;
     memset(&ao, 0, sizeof(ao));
-    ao.ignore_clock_models = p->o->ignore_clock_models;
-    ao.step_name = p->o->step_name;
-    if ((rc = mrd_analyze(p->db, &ao, &a, NULL)) < 0)
+    ao.ignore_clock_models = o->ignore_clock_models;
+    ao.step_name = o->step_name;
+    if ((rc = mrd_analyze(db, &ao, &a, NULL)) < 0)
         return rc;
-    p->st.steps = (uint64_t)a->nsteps;
+    *nsteps = (uint64_t)a->nsteps;
     for (int i = 0; i < a->nsteps; i++) {
         const struct mrd_an_step *st = &a->steps[i];
-        if (st->index < p->o->step_first || st->index > p->o->step_last)
+        if (st->index < o->step_first || st->index > o->step_last)
             continue;
         from = st->start_ns < from ? st->start_ns : from;
         to = st->end_ns > to ? st->end_ns : to;
     }
-    if (from > to)
-        p->select_none = 1;
-    else {
-        p->window_from_ns = from - p->origin;
-        p->window_to_ns =
-            to - p->origin > p->window_from_ns ? to - p->origin : p->window_from_ns + 1;
-        if (p->window_to_ns == 0) /* 0 would mean "no window" */
-            p->window_to_ns = 1;
-    }
     mrd_analysis_free(a);
+    if (from > to) { /* no step in the range: a window no event meets */
+        *from_ns = INT64_MAX - 1;
+        *to_ns = INT64_MAX;
+        return 1;
+    }
+    *from_ns = from - origin;
+    *to_ns = to - origin > *from_ns ? to - origin : *from_ns + 1;
+    if (*to_ns == 0) /* 0 would mean "no window" */
+        *to_ns = 1;
     return 0;
+}
+
+/* The options' step range as the window (ns after the origin); fills stats.steps. */
+static int steps_window(struct pf *p)
+{
+    int rc = mrd_export_steps_window(p->db, p->o, p->origin, &p->window_from_ns,
+                                     &p->window_to_ns, &p->st.steps);
+    if (rc == 1)
+        p->select_none = 1;
+    return rc < 0 ? rc : 0;
 }
 
 int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *opts,

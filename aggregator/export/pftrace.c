@@ -44,76 +44,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "error.h"
 #include "pftrace_enc.h"
 #include "steps.h"
-
-/* ---- SQL: every statement of the exporter (one place, to move with the others) ---- */
-
-/* GPU work of each stream in (rank, device, stream, start) order: kernels (lost ones,
- * start = end = 0, left out), copies, memsets. Columns: rank, device, stream, start, end,
- * kind (0 kernel, 1 memcpy, 2 memset), name id (kernel) or copy kind, text, correlation id
- * or bytes, grid x y z, block x y z, the kernel's NCCL op (or NULL). */
-static const char SQL_STREAMS[] =
-    "SELECT k.rank, k.device, k.stream, k.start_ns, k.end_ns, 0, k.name_id, s.value, "
-    "k.correlation_id, k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, "
-    "(SELECT l.op_id FROM temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
-    "k.correlation_id LIMIT 1) FROM main.kernels k LEFT JOIN main.strings s ON s.id = "
-    "k.name_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0) "
-    "UNION ALL SELECT rank, device, stream, start_ns, end_ns, 1, copy_kind, NULL, bytes, "
-    "0, 0, 0, 0, 0, 0, NULL FROM main.memcpys WHERE NOT (start_ns = 0 AND end_ns = 0) "
-    "UNION ALL SELECT rank, device, stream, start_ns, end_ns, 2, 0, NULL, bytes, 0, 0, 0, "
-    "0, 0, 0, NULL FROM main.memsets WHERE NOT (start_ns = 0 AND end_ns = 0) "
-    "ORDER BY 1, 2, 3, 4, 5 DESC";
-/* the ops whose first kernel is (rank, correlation id) starting at ?3 */
-static const char SQL_LINKS[] =
-    "SELECT l.op_id FROM temp.mrd_link l JOIN temp.mrd_op_time t ON t.rank = l.rank AND "
-    "t.op_id = l.op_id AND t.source = 1 WHERE l.rank = ?1 AND l.correlation_id = ?2 AND "
-    "t.start_ns = ?3";
-static const char SQL_GRAPHS[] =
-    "SELECT rank, device, stream, start_ns, end_ns, graph_id FROM main.graph_launches "
-    "ORDER BY 1, 2, 3, 4, 5 DESC";
-/* rank, device, start, end, op_id, seq, func id, func, count, bytes, datatype id,
- * datatype, algo id, algo, proto id, proto, peer, channels, is_p2p, comm_hash, root,
- * has a kernel (mrd_op_time source 1) */
-static const char SQL_NCCL[] =
-    "SELECT n.rank, n.device, n.start_ns, n.end_ns, n.op_id, n.seq, n.func_id, f.value, "
-    "n.count, n.bytes, n.datatype_id, d.value, n.algo_id, a.value, n.proto_id, pr.value, "
-    "n.peer, n.channels, n.is_p2p, n.comm_hash, n.root, t.start_ns IS NOT NULL "
-    "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
-    "LEFT JOIN main.strings d ON d.id = n.datatype_id LEFT JOIN main.strings a ON a.id = "
-    "n.algo_id LEFT JOIN main.strings pr ON pr.id = n.proto_id LEFT JOIN temp.mrd_op_time "
-    "t ON t.rank = n.rank AND t.op_id = n.op_id AND t.source = 1 "
-    "ORDER BY 1, 2, 3, 4 DESC";
-/* rank, thread, start, end, kind, name id, name, domain id, domain; ?1: 1 = push/pop
- * ranges and marks, 2 = start/end ranges */
-static const char SQL_NVTX[] =
-    "SELECT n.rank, n.thread, n.start_ns, n.end_ns, n.kind, n.name_id, s.value, "
-    "n.domain_id, d.value FROM main.nvtx n LEFT JOIN main.strings s ON s.id = n.name_id "
-    "LEFT JOIN main.strings d ON d.id = n.domain_id WHERE (n.kind = 2) = (?1 = 2) "
-    "ORDER BY 1, 2, 3, 4 DESC";
-static const char SQL_MPI[] =
-    "SELECT m.rank, m.thread, m.start_ns, m.end_ns, m.call_id, s.value, m.bytes, m.peer, "
-    "m.tag FROM main.mpi_calls m LEFT JOIN main.strings s ON s.id = m.call_id "
-    "ORDER BY 1, 2, 3, 4 DESC";
-static const char SQL_SYNCS[] =
-    "SELECT rank, 0, start_ns, end_ns, type, stream FROM main.syncs ORDER BY 1, 3, 4 DESC";
-static const char SQL_API[] =
-    "SELECT c.rank, c.thread, c.start_ns, c.end_ns, c.name_id, s.value, c.cbid, "
-    "c.correlation_id FROM main.api_calls c LEFT JOIN main.strings s ON s.id = c.name_id "
-    "ORDER BY 1, 2, 3, 4 DESC";
-/* already global (the finalize mapped them) */
-static const char SQL_WINDOWS[] =
-    "SELECT rank, 0, start_ns, end_ns, first_step, last_step, reason, attach_ns, "
-    "detach_ns, flush_ns, kernels FROM main.windows ORDER BY 1, 3, 4 DESC";
-static const char SQL_STEPS[] =
-    "SELECT n.rank, 0, n.start_ns, n.end_ns, s.value FROM main.nvtx n JOIN main.strings s "
-    "ON s.id = n.name_id WHERE n.kind = 1 ORDER BY 1, 3, 4 DESC";
-static const char SQL_GPU_CLOCK[] =
-    "SELECT rank, device, host_ns, gpu_ns FROM main.gpu_clock_samples ORDER BY 1, 2, 3";
-static const char SQL_HOST[] = "SELECT host FROM main.ranks WHERE rank = ?1";
-static const char SQL_RANK_FIRST[] = "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?1";
-static const char SQL_LOCAL_FIRST[] = "SELECT MIN(start_ns) FROM main.kernels WHERE start_ns > 0";
 
 /* fixed event names: iid 2 * index + 1 */
 static const char *const NAMES[] = {
@@ -405,8 +339,8 @@ static int run(struct px *p, const char *table, const char *sql, int bind1,
 {
     sqlite3_stmt *q = NULL;
     int rc;
-    if (!mrd_analyze_has_table(p->db, table))
-        return 0;
+    if ((rc = mrd_db_has_table(p->db, table)) <= 0)
+        return rc;
     if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     if (bind1)
@@ -426,22 +360,24 @@ static int setup(struct px *p)
     if ((rc = mrd__pf_init(p)) < 0)
         return rc;
     if ((rc = mrd_timebase_load(p->db, p->o->ignore_clock_models, &p->tb)) < 0 ||
-        (rc = mrd_analyze_prepare(p->db)) < 0)
+        (rc = mrd_timebase_origin(p->tb, p->db, &p->origin)) < 0 ||
+        (rc = mrd_db_op_intervals(p->db, 0)) < 0)
         return rc;
-    if (sqlite3_prepare_v2(p->db, SQL_LINKS, -1, &p->links, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(p->db, SQL_HOST, -1, &p->host, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(p->db, SQL_RANK_FIRST, -1, &p->rank_first, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    if (mrd_timebase_is_global(p->tb)) {
-        p->origin = mrd_timebase_anchor(p->tb);
-    } else {
-        sqlite3_stmt *st = NULL;
-        if (sqlite3_prepare_v2(p->db, SQL_LOCAL_FIRST, -1, &st, NULL) != SQLITE_OK)
-            return -MRD_ERR_SQLITE;
-        if (sqlite3_step(st) == SQLITE_ROW)
-            p->origin = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
+    if (p->o->by_steps) { /* the step range as a window, as the JSON export does */
+        int64_t from, to;
+        if ((rc = mrd_export_steps_window(p->db, p->o, p->origin, &from, &to,
+                                          &p->steps_in_run)) < 0)
+            return rc;
+        p->opts = *p->o;
+        p->opts.window_from_ns = from;
+        p->opts.window_to_ns = to;
+        p->o = &p->opts;
     }
+    if (sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_links, -1, &p->links, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_host, -1, &p->host, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_rank_first, -1, &p->rank_first, NULL) !=
+            SQLITE_OK)
+        return -MRD_ERR_SQLITE;
     return 0;
 }
 
@@ -458,22 +394,23 @@ int mrd_export_pftrace(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *
     p->o = opts ? opts : &defaults;
     if ((rc = setup(p)) < 0)
         goto fail;
-    if ((rc = run(p, "kernels", SQL_STREAMS, 0, stream_row)) < 0 ||
-        (rc = run(p, "graph_launches", SQL_GRAPHS, 0, graph_row)) < 0 ||
-        (rc = run(p, "nccl_ops", SQL_NCCL, 0, nccl_row)) < 0 ||
-        (rc = run(p, "nvtx", SQL_NVTX, 1, nvtx_row)) < 0 ||
-        (rc = run(p, "nvtx", SQL_NVTX, 2, nvtx_row)) < 0 ||
-        (rc = run(p, "mpi_calls", SQL_MPI, 0, mpi_row)) < 0 ||
-        (rc = run(p, "syncs", SQL_SYNCS, 0, sync_row)) < 0 ||
-        (p->o->include_api && (rc = run(p, "api_calls", SQL_API, 0, api_row)) < 0) ||
-        (rc = run(p, "windows", SQL_WINDOWS, 0, window_row)) < 0 ||
-        (rc = run(p, "nvtx", SQL_STEPS, 0, step_row)) < 0 ||
-        (rc = run(p, "gpu_clock_samples", SQL_GPU_CLOCK, 0, gpuclk_row)) < 0)
+    if ((rc = run(p, "kernels", mrd_db_sql_pftrace_streams, 0, stream_row)) < 0 ||
+        (rc = run(p, "graph_launches", mrd_db_sql_pftrace_graphs, 0, graph_row)) < 0 ||
+        (rc = run(p, "nccl_ops", mrd_db_sql_pftrace_nccl, 0, nccl_row)) < 0 ||
+        (rc = run(p, "nvtx", mrd_db_sql_pftrace_nvtx, 1, nvtx_row)) < 0 ||
+        (rc = run(p, "nvtx", mrd_db_sql_pftrace_nvtx, 2, nvtx_row)) < 0 ||
+        (rc = run(p, "mpi_calls", mrd_db_sql_pftrace_mpi, 0, mpi_row)) < 0 ||
+        (rc = run(p, "syncs", mrd_db_sql_pftrace_syncs, 0, sync_row)) < 0 ||
+        (p->o->include_api && (rc = run(p, "api_calls", mrd_db_sql_pftrace_api, 0, api_row)) < 0) ||
+        (rc = run(p, "windows", mrd_db_sql_pftrace_windows, 0, window_row)) < 0 ||
+        (rc = run(p, "nvtx", mrd_db_sql_pftrace_steps, 0, step_row)) < 0 ||
+        (rc = run(p, "gpu_clock_samples", mrd_db_sql_pftrace_gpu_clock, 0, gpuclk_row)) < 0)
         goto fail;
     if (mrd__pf_finish(p) < 0 || fflush(f) != 0 || ferror(f)) {
         rc = -EIO;
         goto fail;
     }
+    p->st.steps = p->steps_in_run;
     if (stats)
         *stats = p->st;
 fail:

@@ -31,12 +31,13 @@ struct mrd_pftrace_stats {
     uint64_t link_flows; /* NCCL op -> its first kernel */
     uint64_t overlapped; /* slices shortened to nest (every lane of their group busy) */
     uint64_t skipped;    /* rows not written (rank out of range, lane stacks full) */
+    uint64_t steps;      /* with by_steps: the steps the run has (as the analysis numbers them) */
 };
 
 /* Writes the run as a gzip-compressed Perfetto trace (TracePackets of TrackEvents, the
  * layout is described at the top of pftrace.c) to f, with the options of the JSON export
- * (window, local clocks, API calls). db must be a meridian database (read-only is fine;
- * TEMP tables of mrd_analyze_prepare are created on the connection). Returns 0 and fills
+ * (window or step range, local clocks, API calls). db must be a meridian database (read-only is fine;
+ * TEMP tables of mrd_db_op_intervals are created on the connection). Returns 0 and fills
  * *st (may be NULL), -ENOMEM, -EIO (writing or compressing failed), or -MRD_ERR_SQLITE.
  * Caller's thread. */
 int mrd_export_pftrace(FILE *f, sqlite3 *db, const struct mrd_perfetto_options *o,

@@ -121,6 +121,8 @@ struct px {
     sqlite3 *db;
     struct mrd_timebase *tb;
     const struct mrd_perfetto_options *o;
+    struct mrd_perfetto_options opts; /* --steps: the caller's options with the steps' window */
+    uint64_t steps_in_run;            /* --steps: the steps the run has */
     struct mrd_pftrace_stats st;
     int64_t origin;
     sqlite3_stmt *links, *host, *rank_first;
