@@ -17,7 +17,10 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SCHEMA = os.path.join(HERE, "..", "..", "aggregator", "store", "schema.sql")
+# the whole schema a new database gets (the event tables come from proto/kinds.h): the
+# build writes it; MRD_SCHEMA_SQL names another build's copy
+SCHEMA = os.environ.get("MRD_SCHEMA_SQL", os.path.join(HERE, "..", "..", "build", "aggregator",
+                                                       "store", "schema-full.sql"))
 
 
 def build(path, ranks, steps, kps):
