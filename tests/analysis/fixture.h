@@ -1,7 +1,8 @@
 /* Small meridian databases with hand-chosen intervals for the analysis tests.
  *
- * Built with the real schema (the whole schema, build/aggregator/store/schema-full.sql, path compiled in as
- * MRD_SCHEMA_SQL) and plain SQLite inserts, so the tests do not depend on the daemon.
+ * Built with the real schema (the whole of it, build/aggregator/store/schema-full.sql, path
+ * compiled in as MRD_SCHEMA_SQL) and plain SQLite inserts, so the tests do not depend on
+ * the daemon.
  * Every expected value the tests check is derived by hand in the test's comments.
  */
 #ifndef MRD_TEST_FIXTURE_H
