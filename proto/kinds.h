@@ -96,25 +96,24 @@
     F(K, registers,    "registers",      INT,    14, registers,    PLAIN, _,    14, '|')           \
     F(K, graph_id,     "graph_id",       INT,    15, graph_id,     PLAIN, _,    15, '|')
 
-#define MRD__F_memcpy(F, K)                                                                        \
+/* memcpy and memset begin alike: the same columns, field numbers and canonical places */
+#define MRD__F_MEMOP(F, K)                                                                         \
     F(K, device,       "device",         INT,     3, device,       PLAIN, _,     4, '|')           \
     F(K, stream,       "stream",         INT,     4, stream,       PLAIN, _,     5, '|')           \
     F(K, start,        "start_ns",       NN,      1, start,        DELTA, 0,     0, '|')           \
     F(K, end,          "end_ns",         NN,      2, duration,     DUR,   start, 1, '|')           \
     F(K, correlation,  "correlation_id", INT,     5, correlation,  DELTA, 1,     2, '|')           \
-    F(K, bytes,        "bytes",          INT,     6, bytes,        PLAIN, _,     3, '|')           \
+    F(K, bytes,        "bytes",          INT,     6, bytes,        PLAIN, _,     3, '|')
+
+#define MRD__F_memcpy(F, K)                                                                        \
+    MRD__F_MEMOP(F, K)                                                                             \
     F(K, copy_kind,    "copy_kind",      INT,     7, copy_kind,    PLAIN, _,     6, '|')           \
     F(K, src_kind,     "src_kind",       INT,     8, src_kind,     PLAIN, _,     7, '|')           \
     F(K, dst_kind,     "dst_kind",       INT,     9, dst_kind,     PLAIN, _,     8, '|')           \
     F(K, peer_device,  "peer_device",    INT,    10, peer_device,  PLAIN, _,     9, '|')
 
 #define MRD__F_memset(F, K)                                                                        \
-    F(K, device,       "device",         INT,     3, device,       PLAIN, _,     4, '|')           \
-    F(K, stream,       "stream",         INT,     4, stream,       PLAIN, _,     5, '|')           \
-    F(K, start,        "start_ns",       NN,      1, start,        DELTA, 0,     0, '|')           \
-    F(K, end,          "end_ns",         NN,      2, duration,     DUR,   start, 1, '|')           \
-    F(K, correlation,  "correlation_id", INT,     5, correlation,  DELTA, 1,     2, '|')           \
-    F(K, bytes,        "bytes",          INT,     6, bytes,        PLAIN, _,     3, '|')           \
+    MRD__F_MEMOP(F, K)                                                                             \
     F(K, value,        "value",          INT,     7, value,        PLAIN, _,     6, '|')           \
     F(K, memory_kind,  "memory_kind",    INT,     8, memory_kind,  PLAIN, _,     7, '|')
 
