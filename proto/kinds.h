@@ -39,6 +39,8 @@
 #ifndef MRD_KINDS_H
 #define MRD_KINDS_H
 
+#include <stdint.h>
+
 /* clang-format off */
 #define MRD_KINDS(X)                                                                               \
     X(MRD_EV_KERNEL, 1, kernel, struct mrd_kernel, kernel, kernels,                                \
@@ -70,7 +72,10 @@
       "clock_samples", "T")                                                                        \
     X(MRD_EV_GPU_CLOCK, 13, gpu_clock_sample, struct mrd_gpu_clock_sample, gpu_clock,              \
       gpu_clock_samples, Meridian__V1__GpuClockSampleColumns,                                      \
-      meridian__v1__gpu_clock_sample_columns__descriptor, "gpu_clock_samples", "U")
+      meridian__v1__gpu_clock_sample_columns__descriptor, "gpu_clock_samples", "U")            \
+    X(MRD_EV_GPU_SAMPLE, 14, gpu_sample, struct mrd_gpu_sample, gpu_sample, gpu_samples,           \
+      Meridian__V1__GpuSampleColumns, meridian__v1__gpu_sample_columns__descriptor,                \
+      "gpu_samples", "P")
 
 /*          K  member        SQL column         class    # wire column    codec  arg    pos sep */
 #define MRD__F_kernel(F, K)                                                                        \
@@ -91,25 +96,24 @@
     F(K, registers,    "registers",      INT,    14, registers,    PLAIN, _,    14, '|')           \
     F(K, graph_id,     "graph_id",       INT,    15, graph_id,     PLAIN, _,    15, '|')
 
-#define MRD__F_memcpy(F, K)                                                                        \
+/* memcpy and memset begin alike: the same columns, field numbers and canonical places */
+#define MRD__F_MEMOP(F, K)                                                                         \
     F(K, device,       "device",         INT,     3, device,       PLAIN, _,     4, '|')           \
     F(K, stream,       "stream",         INT,     4, stream,       PLAIN, _,     5, '|')           \
     F(K, start,        "start_ns",       NN,      1, start,        DELTA, 0,     0, '|')           \
     F(K, end,          "end_ns",         NN,      2, duration,     DUR,   start, 1, '|')           \
     F(K, correlation,  "correlation_id", INT,     5, correlation,  DELTA, 1,     2, '|')           \
-    F(K, bytes,        "bytes",          INT,     6, bytes,        PLAIN, _,     3, '|')           \
+    F(K, bytes,        "bytes",          INT,     6, bytes,        PLAIN, _,     3, '|')
+
+#define MRD__F_memcpy(F, K)                                                                        \
+    MRD__F_MEMOP(F, K)                                                                             \
     F(K, copy_kind,    "copy_kind",      INT,     7, copy_kind,    PLAIN, _,     6, '|')           \
     F(K, src_kind,     "src_kind",       INT,     8, src_kind,     PLAIN, _,     7, '|')           \
     F(K, dst_kind,     "dst_kind",       INT,     9, dst_kind,     PLAIN, _,     8, '|')           \
     F(K, peer_device,  "peer_device",    INT,    10, peer_device,  PLAIN, _,     9, '|')
 
 #define MRD__F_memset(F, K)                                                                        \
-    F(K, device,       "device",         INT,     3, device,       PLAIN, _,     4, '|')           \
-    F(K, stream,       "stream",         INT,     4, stream,       PLAIN, _,     5, '|')           \
-    F(K, start,        "start_ns",       NN,      1, start,        DELTA, 0,     0, '|')           \
-    F(K, end,          "end_ns",         NN,      2, duration,     DUR,   start, 1, '|')           \
-    F(K, correlation,  "correlation_id", INT,     5, correlation,  DELTA, 1,     2, '|')           \
-    F(K, bytes,        "bytes",          INT,     6, bytes,        PLAIN, _,     3, '|')           \
+    MRD__F_MEMOP(F, K)                                                                             \
     F(K, value,        "value",          INT,     7, value,        PLAIN, _,     6, '|')           \
     F(K, memory_kind,  "memory_kind",    INT,     8, memory_kind,  PLAIN, _,     7, '|')
 
@@ -203,6 +207,25 @@
     F(K, host_ns,      "host_ns",        NN,      2, host_ns,      PLAIN, _,     1, '|')           \
     F(K, gpu_ns,       "gpu_ns",         NN,      3, gpu_ns,       PLAIN, _,     2, '|')           \
     F(K, uncertainty_ns, "uncertainty_ns", INT,   4, uncertainty_ns, PLAIN, _,   3, '|')
+
+/* gpu_sample: NVML readings of each GPU the rank uses, ~10 per second (capture: the NVML
+ * sampler of agent/capture/cupti.c; none where NVML cannot be loaded). */
+struct mrd_gpu_sample {
+    int64_t host_ns;           /* local clock when read */
+    uint64_t throttle_reasons; /* nvmlDeviceGetCurrentClocksThrottleReasons bitmask */
+    uint32_t device;           /* CUDA device ordinal */
+    uint32_t sm_clock_mhz, mem_clock_mhz;
+    uint32_t power_mw, temperature_c, utilization_pct;
+};
+#define MRD__F_gpu_sample(F, K)                                                                    \
+    F(K, device,       "device",         NN,      1, device,       PLAIN, _,     0, '|')           \
+    F(K, host_ns,      "host_ns",        NN,      2, host_ns,      DELTA, 0,     1, '|')           \
+    F(K, sm_clock_mhz, "sm_clock_mhz",   INT,     3, sm_clock_mhz, PLAIN, _,     2, '|')           \
+    F(K, mem_clock_mhz, "mem_clock_mhz", INT,     4, mem_clock_mhz, PLAIN, _,    3, '|')           \
+    F(K, power_mw,     "power_mw",       INT,     5, power_mw,     PLAIN, _,     4, '|')           \
+    F(K, temperature_c, "temperature_c", INT,     6, temperature_c, PLAIN, _,    5, '|')           \
+    F(K, throttle_reasons, "throttle_reasons", INT, 7, throttle_reasons, PLAIN, _, 6, '|')         \
+    F(K, utilization_pct, "utilization_pct", INT, 8, utilization_pct, PLAIN, _,  7, '|')
 /* clang-format on */
 
 /* Helpers for consumers: the field list of kind fn, and per-field dispatch on the codec or

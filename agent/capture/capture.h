@@ -135,6 +135,11 @@ void mrd__cupti_detach_request(void);
  * owned by this agent, or no context). Not for hot paths (asks CUPTI). */
 int mrd__cupti_current_device(void);
 
+/* Adds a GPU (CUDA ordinal, PCI bus id) to the NVML sampler (gpu_sample.c), starting it
+ * the first time: ~10 Hz gpu_sample events from its own thread; nothing where NVML cannot
+ * be loaded. Any thread; not for hot paths (the first call loads NVML). */
+void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id);
+
 /* Number of NVTX clients (copies of NVTX state) this agent has served (nvtx.c). */
 uint64_t mrd__nvtx_clients(void);
 

@@ -255,6 +255,7 @@ static void device_rec(const CUpti_ActivityDevice5 *d)
              u[15]);
     pci_bus_id(d->id, pci, (int)sizeof(pci));
     mrd_agent_add_gpu(d->id, uuid, pci, d->name);
+    mrd__gpu_sample_add(d->id, pci);
 }
 
 int mrd__cupti_convert(const CUpti_Activity *rec, struct mrd_record *out)

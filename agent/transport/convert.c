@@ -51,61 +51,48 @@ void mrd__convert_bind(struct mrd_convert *cv, struct mrd_batch_builder *b)
     memset(cv->cache, 0, sizeof cv->cache);
 }
 
+/* Every kind's string fields, in the order of the kind's list (proto/kinds.h), are the
+ * record's str[0], str[1], ... (record.h); a kind without strings copies as it is. */
+#define STR_1(m) e->m = intern_static(cv, r->str[i++]);
+#define STR_0(m)
+#define STR_(is, m) STR_##is(m)
+#define STR_X(is, m) STR_(is, m)
+#define STR_FIELD(K, m, sql, cls, num, wire, codec, arg, pos, sep) STR_X(MRD__CODEC_IS_STR(codec), m)
+#define STR_KIND(E, v, fn, T, u, bm, C, d, t, tag)                                                 \
+    static void strings_##fn(struct mrd_convert *cv, const struct mrd_record *r, T *e)             \
+    {                                                                                              \
+        int i = 0;                                                                                 \
+        MRD__FIELDS(fn, STR_FIELD)                                                                 \
+        (void)cv, (void)r, (void)e, (void)i;                                                       \
+    }
+MRD_KINDS(STR_KIND)
+
 int mrd__convert_record(struct mrd_convert *cv, const struct mrd_record *r)
 {
     struct mrd_batch_builder *b = cv->b;
+    union mrd_any_event e;
     if (mrd_batch_builder_pending(b) >= cv->target_events)
         return -EAGAIN;
+    if (r->kind == MRD_EV_CLOCK)
+        return -EINVAL; /* never travels in rings */
     switch (r->kind) {
-    case MRD_EV_KERNEL: {
-        struct mrd_kernel e = r->ev.kernel;
-        e.name = intern_static(cv, r->str[0]);
-        return mrd_batch_add_kernel(b, &e);
+#define STR_CASE(E, v, fn, T, um, bm, C, d, t, tag)                                                \
+    case E:                                                                                        \
+        e.um = r->ev.um;                                                                           \
+        strings_##fn(cv, r, &e.um);                                                                \
+        break;
+        MRD_KINDS(STR_CASE)
+    default:
+        return -EINVAL; /* unknown kind */
     }
-    case MRD_EV_MEMCPY:
-        return mrd_batch_add_memcpy(b, &r->ev.memcpy);
-    case MRD_EV_MEMSET:
-        return mrd_batch_add_memset(b, &r->ev.memset);
-    case MRD_EV_SYNC:
-        return mrd_batch_add_sync(b, &r->ev.sync);
-    case MRD_EV_API: {
-        struct mrd_api e = r->ev.api;
-        e.name = intern_static(cv, r->str[0]);
-        return mrd_batch_add_api(b, &e);
-    }
-    case MRD_EV_GRAPH:
-        return mrd_batch_add_graph(b, &r->ev.graph);
-    case MRD_EV_EXTCORR:
-        return mrd_batch_add_extcorr(b, &r->ev.extcorr);
-    case MRD_EV_NVTX: {
-        struct mrd_nvtx e = r->ev.nvtx;
+    if (r->kind == MRD_EV_NVTX) { /* a message copied into the record wins over str[1] */
         char name[MRD_RECORD_INLINE_STR];
         memcpy(name, r->inline_str, sizeof name);
         name[sizeof name - 1] = '\0'; /* never trust the writer to terminate it */
-        e.domain = intern_static(cv, r->str[0]);
-        e.name = name[0] ? intern(cv, name, sizeof name) : intern_static(cv, r->str[1]);
-        return mrd_batch_add_nvtx(b, &e);
+        if (name[0])
+            e.nvtx.name = intern(cv, name, sizeof name);
     }
-    case MRD_EV_NCCL_OP: {
-        struct mrd_nccl_op e = r->ev.nccl_op;
-        e.func = intern_static(cv, r->str[0]);
-        e.datatype = intern_static(cv, r->str[1]);
-        e.algo = intern_static(cv, r->str[2]);
-        e.proto = intern_static(cv, r->str[3]);
-        return mrd_batch_add_nccl_op(b, &e);
-    }
-    case MRD_EV_NCCL_CHANNEL:
-        return mrd_batch_add_nccl_channel(b, &r->ev.nccl_channel);
-    case MRD_EV_MPI: {
-        struct mrd_mpi e = r->ev.mpi;
-        e.call = intern_static(cv, r->str[0]);
-        return mrd_batch_add_mpi(b, &e);
-    }
-    case MRD_EV_GPU_CLOCK:
-        return mrd_batch_add_gpu_clock_sample(b, &r->ev.gpu_clock);
-    default:
-        return -EINVAL; /* unknown kind (or MRD_EV_CLOCK, which never travels in rings) */
-    }
+    return mrd_batch_add_any(b, r->kind, &e);
 }
 
 int mrd__convert_add(struct mrd_convert *cv, const struct mrd_record *r, int (*finish)(void *),

@@ -436,7 +436,7 @@ static void step_training(struct mrd_gen *g)
         nvtx(g, MRD_NVTX_MARK, g->ids[S_CHECKPOINT], g->now, g->now, 0, g->thread_main);
     nvtx(g, MRD_NVTX_PUSHPOP, g->ids[S_TRAIN_STEP], step_start, g->now, 0, g->thread_main);
 
-    /* a completed clock probe per step, a GPU timer sample every 5 */
+    /* a completed clock probe per step, a GPU timer sample and a GPU reading every 5 */
     struct mrd_clock_sample *c = &push(g, MRD_EV_CLOCK)->u.clock;
     int64_t rtt = between(&g->rng, 30000, 90000), off = 1700000000000000000ll;
     c->t0 = g->now;
@@ -449,6 +449,17 @@ static void step_training(struct mrd_gen *g)
         u->host_ns = g->now;
         u->gpu_ns = g->now - g->gpu_skew + between(&g->rng, -1400, 1400);
         u->uncertainty_ns = 1400;
+        /* and an NVML reading (no random draws: the stream of the other kinds stays as
+         * it was) */
+        struct mrd_gpu_sample *p = &push(g, MRD_EV_GPU_SAMPLE)->u.gpu_sample;
+        p->device = g->device;
+        p->host_ns = g->now;
+        p->sm_clock_mhz = 1980 - (uint32_t)(step % 7) * 15;
+        p->mem_clock_mhz = 3201;
+        p->power_mw = 550000 + (uint32_t)(step % 13) * 1000;
+        p->temperature_c = 55 + (uint32_t)(step % 9);
+        p->throttle_reasons = step % 35 == 0 ? 0x4 : 0; /* SW power cap, now and then */
+        p->utilization_pct = 97;
     }
     g->now += between(&g->rng, 20000, 200000);
 }

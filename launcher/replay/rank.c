@@ -630,10 +630,6 @@ fail:
 
 void mrd_rank_format(const struct mrd_rank_result *r, char *buf, size_t cap)
 {
-    static const char *const names[MRD_EV__COUNT] = {
-        "",        "kernel", "memcpy",  "memset",       "sync", "api",   "graph",
-        "extcorr", "nvtx",   "nccl_op", "nccl_channel", "mpi",  "clock", "gpu_clock",
-    };
     size_t n = (size_t)snprintf(
         buf, cap,
         "rank=%u events=%" PRIu64 " checksum=%016" PRIx64 " batches=%" PRIu64 " first_seq=%" PRIu64
@@ -648,7 +644,8 @@ void mrd_rank_format(const struct mrd_rank_result *r, char *buf, size_t cap)
         r->net.goodbye_acked, r->net.peer_max_frame, r->resplit_frames, r->resplit_batches,
         r->seconds);
     for (int k = 1; k < MRD_EV__COUNT && n < cap; k++)
-        n += (size_t)snprintf(buf + n, cap - n, " n_%s=%" PRIu64, names[k], r->by_kind[k]);
+        n += (size_t)snprintf(buf + n, cap - n, " n_%s=%" PRIu64, mrd_event_kind_name(k),
+                              r->by_kind[k]);
     if (n < cap) {
         if (r->rc == 0) {
             snprintf(buf + n, cap - n, " status=ok");

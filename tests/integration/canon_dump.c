@@ -2,8 +2,8 @@
  * or a frame stream, for proving that a change to the batch code leaves every event as it
  * was (tests/integration/canon_dumps.cmake compares it with checked-in hashes).
  *
- * Input: a .mrdcap (magic "MRDCAP1\n", then frames) or a raw byte stream of frames (a
- * fuzz corpus input). Every BATCH frame that decodes and passes mrd_batch_check is walked
+ * Input: files, each a .mrdcap (magic "MRDCAP1\n", then frames) or a raw byte stream of
+ * frames (a fuzz corpus input); dumped one after the other, as if run once per file. Every BATCH frame that decodes and passes mrd_batch_check is walked
  * kind by kind with the batch cursors; each event prints as
  *   <frame#> <kind> <canonical text> <canonical hash, hex>
  * with string ids resolved through the definitions seen so far in the file. A frame that
@@ -25,13 +25,23 @@
 #define MAX_ID    (1u << 20)
 
 struct strs {
-    char **v; /* index = string id, MAX_ID entries */
+    char **v; /* index = string id < n */
+    uint32_t n;
 };
 
 static const char *resolve(void *ctx, uint32_t id)
 {
     struct strs *s = ctx;
-    return id < MAX_ID ? s->v[id] : NULL;
+    return id < s->n ? s->v[id] : NULL;
+}
+
+static void strs_clear(struct strs *s)
+{
+    for (uint32_t i = 0; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
 }
 
 static uint64_t strhash(void *ctx, uint32_t id)
@@ -44,7 +54,16 @@ static void dump_batch(const Meridian__V1__Batch *m, unsigned long frame, struct
     char text[4096];
     for (size_t i = 0; i < m->n_strings; i++) {
         uint32_t id = m->strings[i]->id;
-        if (id < MAX_ID) {
+        if (id < MAX_ID && id >= s->n) {
+            uint32_t n = id * 2 + 16 < MAX_ID ? id * 2 + 16 : MAX_ID;
+            char **v = realloc(s->v, n * sizeof *v);
+            if (!v)
+                continue;
+            memset(v + s->n, 0, (n - s->n) * sizeof *v);
+            s->v = v;
+            s->n = n;
+        }
+        if (id < s->n) {
             free(s->v[id]);
             s->v[id] = strdup(m->strings[i]->value);
         }
@@ -64,15 +83,12 @@ static void dump_batch(const Meridian__V1__Batch *m, unsigned long frame, struct
     }
 }
 
-int main(int argc, char **argv)
+/* Dumps one file; 0, or 2 on an I/O error. */
+static int dump_file(const char *path)
 {
-    if (argc != 2) {
-        fprintf(stderr, "usage: mrd-canon-dump FILE\n");
-        return 2;
-    }
-    FILE *f = fopen(argv[1], "rb");
+    FILE *f = fopen(path, "rb");
     if (!f) {
-        perror(argv[1]);
+        perror(path);
         return 2;
     }
     size_t cap = 1 << 16, len = 0;
@@ -92,8 +108,8 @@ int main(int argc, char **argv)
         }
     }
     fclose(f);
-    struct strs s = {calloc(MAX_ID, sizeof(char *))};
-    if (!buf || !s.v) {
+    struct strs s = {NULL, 0};
+    if (!buf) {
         fprintf(stderr, "mrd-canon-dump: out of memory\n");
         return 2;
     }
@@ -129,9 +145,19 @@ int main(int argc, char **argv)
         }
         protobuf_c_message_free_unpacked(msg, NULL);
     }
-    for (uint32_t i = 0; i < MAX_ID; i++)
-        free(s.v[i]);
-    free(s.v);
+    strs_clear(&s);
     free(buf);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: mrd-canon-dump FILE...\n");
+        return 2;
+    }
+    for (int i = 1; i < argc; i++)
+        if (dump_file(argv[i]) != 0)
+            return 2;
     return 0;
 }

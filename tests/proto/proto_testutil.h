@@ -77,6 +77,36 @@ static inline uint32_t tu_id(uint64_t *s, const uint32_t *ids, uint32_t nids)
     return nids == 0 || tu_below(s, 10) == 0 ? 0 : ids[tu_below(s, nids)];
 }
 
+/* A random event of a kind the hand-written cases of tu_event do not know (one added
+ * through proto/kinds.h later): every field by its type; a DUR field after its start. */
+#define TU_RAND_OF(x)                                                                          \
+    _Generic((x), uint32_t: tu_u32(s), int32_t: (int32_t)tu_u32(s), uint64_t: tu_u64(s),      \
+             int64_t: tu_i64(s))
+#define TU_FILL_PLAIN(m, arg) e->m = TU_RAND_OF(e->m)
+#define TU_FILL_DELTA(m, arg) e->m = TU_RAND_OF(e->m)
+#define TU_FILL_STR(m, arg) e->m = tu_id(s, ids, nids)
+#define TU_FILL_DUR(m, start) e->m = e->start + (int64_t)tu_below(s, 1000000)
+#define TU_FILL_FIELD(K, m, sql, cls, num, wire, codec, arg, pos, sep) TU_FILL_##codec(m, arg);
+#define TU_FILL_KIND(E, v, fn, T, u, bm, C, d, t_, tag)                                        \
+    static inline void tu_fill_##fn(uint64_t *s, const uint32_t *ids, uint32_t nids, T *e)     \
+    {                                                                                          \
+        (void)ids, (void)nids;                                                                 \
+        MRD__FIELDS(fn, TU_FILL_FIELD)                                                         \
+    }
+MRD_KINDS(TU_FILL_KIND)
+
+static inline void tu_fill_any(uint64_t *s, int kind, const uint32_t *ids, uint32_t nids,
+                               union mrd_any_event *ev)
+{
+    switch (kind) {
+#define TU_FILL_CASE(E, v, fn, T, um, bm, C, d, t_, tag)                                       \
+    case E:                                                                                    \
+        tu_fill_##fn(s, ids, nids, &ev->um);                                                   \
+        break;
+        MRD_KINDS(TU_FILL_CASE)
+    }
+}
+
 /* Fills one random event of `kind` into ev (the proto's own union of every event kind);
  * string fields take ids from ids[0..nids) or 0. */
 static inline void tu_event(uint64_t *s, int kind, int64_t *t, const uint32_t *ids,
@@ -169,61 +199,30 @@ static inline void tu_event(uint64_t *s, int kind, int64_t *t, const uint32_t *i
         ev->gpu_clock.host_ns = tu_i64(s), ev->gpu_clock.gpu_ns = tu_i64(s);
         ev->gpu_clock.uncertainty_ns = tu_u64(s), ev->gpu_clock.device = tu_u32(s);
         break;
+    default:
+        tu_fill_any(s, kind, ids, nids, ev);
+        break;
     }
 }
 
-/* Appends ev as `kind` to b. */
+/* Appends ev as `kind` to b (mrd_batch_add_<kind>). */
 static inline int tu_add(struct mrd_batch_builder *b, int kind, const union mrd_any_event *ev)
 {
-    switch (kind) {
-    case MRD_EV_KERNEL: return mrd_batch_add_kernel(b, &ev->kernel);
-    case MRD_EV_MEMCPY: return mrd_batch_add_memcpy(b, &ev->memcpy);
-    case MRD_EV_MEMSET: return mrd_batch_add_memset(b, &ev->memset);
-    case MRD_EV_SYNC: return mrd_batch_add_sync(b, &ev->sync);
-    case MRD_EV_API: return mrd_batch_add_api(b, &ev->api);
-    case MRD_EV_GRAPH: return mrd_batch_add_graph(b, &ev->graph);
-    case MRD_EV_EXTCORR: return mrd_batch_add_extcorr(b, &ev->extcorr);
-    case MRD_EV_NVTX: return mrd_batch_add_nvtx(b, &ev->nvtx);
-    case MRD_EV_NCCL_OP: return mrd_batch_add_nccl_op(b, &ev->nccl_op);
-    case MRD_EV_NCCL_CHANNEL: return mrd_batch_add_nccl_channel(b, &ev->nccl_channel);
-    case MRD_EV_MPI: return mrd_batch_add_mpi(b, &ev->mpi);
-    case MRD_EV_CLOCK: return mrd_batch_add_clock_sample(b, &ev->clock);
-    case MRD_EV_GPU_CLOCK: return mrd_batch_add_gpu_clock_sample(b, &ev->gpu_clock);
-    }
-    return -EINVAL;
+    return mrd_batch_add_any(b, kind, ev);
 }
 
 /* Reads the next event of `kind` from cursor c into ev (zeroed first). */
 static inline int tu_next(struct mrd_batch_cursor *c, int kind, union mrd_any_event *ev)
 {
     memset(ev, 0, sizeof(*ev));
-    switch (kind) {
-    case MRD_EV_KERNEL: return mrd_batch_next_kernel(c, &ev->kernel);
-    case MRD_EV_MEMCPY: return mrd_batch_next_memcpy(c, &ev->memcpy);
-    case MRD_EV_MEMSET: return mrd_batch_next_memset(c, &ev->memset);
-    case MRD_EV_SYNC: return mrd_batch_next_sync(c, &ev->sync);
-    case MRD_EV_API: return mrd_batch_next_api(c, &ev->api);
-    case MRD_EV_GRAPH: return mrd_batch_next_graph(c, &ev->graph);
-    case MRD_EV_EXTCORR: return mrd_batch_next_extcorr(c, &ev->extcorr);
-    case MRD_EV_NVTX: return mrd_batch_next_nvtx(c, &ev->nvtx);
-    case MRD_EV_NCCL_OP: return mrd_batch_next_nccl_op(c, &ev->nccl_op);
-    case MRD_EV_NCCL_CHANNEL: return mrd_batch_next_nccl_channel(c, &ev->nccl_channel);
-    case MRD_EV_MPI: return mrd_batch_next_mpi(c, &ev->mpi);
-    case MRD_EV_CLOCK: return mrd_batch_next_clock_sample(c, &ev->clock);
-    case MRD_EV_GPU_CLOCK: return mrd_batch_next_gpu_clock_sample(c, &ev->gpu_clock);
-    }
-    return 0;
+    return mrd_batch_next_any(c, kind, ev);
 }
 
 /* Size of the struct of `kind` (for memcmp of decoded against sent). */
 static inline size_t tu_event_size(int kind)
 {
-    static const size_t sz[MRD_EV__COUNT] = {
-        0, sizeof(struct mrd_kernel), sizeof(struct mrd_memcpy), sizeof(struct mrd_memset),
-        sizeof(struct mrd_sync), sizeof(struct mrd_api), sizeof(struct mrd_graph),
-        sizeof(struct mrd_extcorr), sizeof(struct mrd_nvtx), sizeof(struct mrd_nccl_op),
-        sizeof(struct mrd_nccl_channel), sizeof(struct mrd_mpi),
-        sizeof(struct mrd_clock_sample), sizeof(struct mrd_gpu_clock_sample)};
+#define TU_SIZE(E, v, fn, T, u, bm, C, d, t_, tag) [E] = sizeof(T),
+    static const size_t sz[MRD_EV__COUNT] = {MRD_KINDS(TU_SIZE)};
 
     return sz[kind];
 }

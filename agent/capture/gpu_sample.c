@@ -1,0 +1,157 @@
+/* GPU samples: NVML readings of every GPU this rank registered (clocks, power,
+ * temperature, throttle reasons, utilization), ~10 per second, as gpu_sample events.
+ *
+ * Where it sits: capture, on a thread of its own ("meridian-nvml", started with signals
+ * blocked when CUPTI reports the first device, mrd__gpu_sample_add); records go into that
+ * thread's ring like any capture source's, and from there the flusher batches them (the
+ * kind is a line of proto/kinds.h). NVML is optional: it is loaded with dlopen
+ * (libnvidia-ml.so.1) the first time; without it, or when nvmlInit fails, the thread is
+ * never started: no samples, no error, nothing printed. A GPU is found in NVML by the PCI
+ * bus id of CUPTI's DEVICE record, so CUDA_VISIBLE_DEVICES renumbering does not matter; a
+ * reading NVML refuses (not supported on this GPU) is stored as 0. Devices arrive with
+ * CUPTI's DEVICE records, i.e. from the first detail window on in the steady tier.
+ *
+ * Workload: at most MAX_DEVICES devices x 10 Hz x six NVML calls (each a driver ioctl,
+ * tens of microseconds): nothing on application threads. A fork child has no sampler
+ * (threads do not survive fork); the thread ends with the process.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "capture.h"
+
+#define PERIOD_NS 100000000L /* 10 Hz */
+#define MAX_DEVICES 16       /* a rank drives one to a few GPUs; more are ignored */
+
+struct device {
+    uint32_t device;
+    char pci_bus_id[32];
+};
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct device devices[MAX_DEVICES];
+static unsigned ndevices;
+
+/* The few NVML entry points used, declared here (no NVML headers needed to build). */
+typedef struct nvml_device *nvml_device_t;
+struct nvml_utilization {
+    unsigned gpu, memory;
+};
+enum { NVML_SUCCESS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_TEMPERATURE_GPU = 0 };
+
+static struct {
+    int (*init)(void);
+    int (*by_pci)(const char *bus_id, nvml_device_t *dev);
+    int (*clock)(nvml_device_t dev, int type, unsigned *mhz);
+    int (*power)(nvml_device_t dev, unsigned *mw);
+    int (*temperature)(nvml_device_t dev, int sensor, unsigned *c);
+    int (*throttle)(nvml_device_t dev, unsigned long long *reasons);
+    int (*utilization)(nvml_device_t dev, struct nvml_utilization *u);
+} nv;
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* Loads NVML and its entry points; 0, or -1 when any is missing or nvmlInit fails. */
+static int load_nvml(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return -1;
+    *(void **)&nv.init = dlsym(h, "nvmlInit_v2");
+    *(void **)&nv.by_pci = dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
+    *(void **)&nv.clock = dlsym(h, "nvmlDeviceGetClockInfo");
+    *(void **)&nv.power = dlsym(h, "nvmlDeviceGetPowerUsage");
+    *(void **)&nv.temperature = dlsym(h, "nvmlDeviceGetTemperature");
+    *(void **)&nv.throttle = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    *(void **)&nv.utilization = dlsym(h, "nvmlDeviceGetUtilizationRates");
+    if (!nv.init || !nv.by_pci || !nv.clock || !nv.power || !nv.temperature || !nv.throttle ||
+        !nv.utilization || nv.init() != NVML_SUCCESS) {
+        dlclose(h);
+        return -1;
+    }
+    return 0; /* kept loaded for the process's life */
+}
+
+/* Reads one GPU into a record and writes it to this thread's ring. */
+static void sample(const struct device *g)
+{
+    struct mrd_record r;
+    nvml_device_t dev;
+    unsigned v = 0;
+    unsigned long long reasons = 0;
+    struct nvml_utilization u = {0, 0};
+
+    if (!g->pci_bus_id[0] || nv.by_pci(g->pci_bus_id, &dev) != NVML_SUCCESS)
+        return;
+    memset(&r, 0, sizeof r);
+    r.kind = MRD_EV_GPU_SAMPLE;
+    struct mrd_gpu_sample *e = &r.ev.gpu_sample;
+    e->host_ns = mrd_clock_now();
+    e->device = g->device;
+    e->sm_clock_mhz = nv.clock(dev, NVML_CLOCK_SM, &v) == NVML_SUCCESS ? v : 0;
+    e->mem_clock_mhz = nv.clock(dev, NVML_CLOCK_MEM, &v) == NVML_SUCCESS ? v : 0;
+    e->power_mw = nv.power(dev, &v) == NVML_SUCCESS ? v : 0;
+    e->temperature_c = nv.temperature(dev, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS ? v : 0;
+    e->throttle_reasons = nv.throttle(dev, &reasons) == NVML_SUCCESS ? reasons : 0;
+    e->utilization_pct = nv.utilization(dev, &u) == NVML_SUCCESS ? u.gpu : 0;
+    mrd_ring_write(&r); /* a full ring drops and counts it, like any capture record */
+}
+
+static void *sampler_main(void *arg)
+{
+    struct timespec next;
+    (void)arg;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    for (;;) {
+        struct device d[MAX_DEVICES];
+        pthread_mutex_lock(&mu);
+        unsigned n = ndevices;
+        memcpy(d, devices, n * sizeof d[0]);
+        pthread_mutex_unlock(&mu);
+        for (unsigned i = 0; i < n; i++)
+            sample(&d[i]);
+        next.tv_nsec += PERIOD_NS;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000L;
+        }
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0)
+            ;
+    }
+    return NULL;
+}
+
+static void start_once(void)
+{
+    pthread_t t;
+    sigset_t all, old;
+    if (load_nvml() < 0)
+        return; /* no NVML: no samples */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if (pthread_create(&t, NULL, sampler_main, NULL) == 0) {
+        pthread_setname_np(t, "meridian-nvml");
+        pthread_detach(t);
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
+{
+    pthread_mutex_lock(&mu);
+    unsigned i = 0;
+    while (i < ndevices && devices[i].device != device)
+        i++;
+    if (i < MAX_DEVICES) {
+        devices[i].device = device;
+        snprintf(devices[i].pci_bus_id, sizeof devices[i].pci_bus_id, "%s",
+                 pci_bus_id ? pci_bus_id : "");
+        if (i == ndevices)
+            ndevices++;
+    }
+    pthread_mutex_unlock(&mu);
+    pthread_once(&once, start_once);
+}
