@@ -9,8 +9,8 @@
  *
  * Steps: the NVTX push/pop ranges whose message matches MERIDIAN_STEP_NAME (proto/steps.h's
  * rule; default "step", "train_step", "training step", "ProfilerStep#N"), numbered from 0
- * per process in push order, in both tiers, by the agent core's step counter
- * (agent/core/stepctl.h, which the ClockProbes report). nvtx.c calls mrd__window_step_push
+ * per process in push order, in both tiers, by the agent's step counter
+ * (agent/base/stepctl.h, which the ClockProbes report). nvtx.c calls mrd__window_step_push
  * for every push and keeps the returned tag in the range's frame; mrd__window_step_pop
  * with that tag at its pop.
  *

@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -90,11 +89,9 @@ int mrd_conn_finish_connect(struct mrd_conn *c)
 
 int mrd_conn_queue(struct mrd_conn *c, enum mrd_frame_type type, const ProtobufCMessage *msg)
 {
-    uint8_t *frame = NULL;
-    size_t len = 0;
-    int e = mrd_frame_encode(type, msg, 0, MRD_CONN_OUT_CAP, &frame, &len);
-    if (e != 0)
-        return e;
+    size_t len = mrd_frame_encoded_size(msg);
+    if (len > MRD_CONN_OUT_CAP)
+        return -MRD_ERR_TOO_LARGE;
     if (c->out_off > 0 && c->out_off == c->out_len)
         c->out_off = c->out_len = 0;
     if (len > sizeof c->out - c->out_len && c->out_off > 0) {
@@ -102,13 +99,12 @@ int mrd_conn_queue(struct mrd_conn *c, enum mrd_frame_type type, const ProtobufC
         c->out_len -= c->out_off;
         c->out_off = 0;
     }
-    if (len > sizeof c->out - c->out_len) {
-        free(frame);
-        return -ENOBUFS;
-    }
-    memcpy(c->out + c->out_len, frame, len);
+    /* straight into the output buffer: -ENOBUFS when it has no room */
+    int e = mrd_frame_encode_into(type, MRD_PROTOCOL_VERSION, msg, c->out + c->out_len,
+                                  sizeof c->out - c->out_len, &len);
+    if (e != 0)
+        return e;
     c->out_len += len;
-    free(frame);
     return 0;
 }
 

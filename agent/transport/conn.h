@@ -56,8 +56,9 @@ int mrd_conn_open(struct mrd_conn *c, const struct mrd_addrs *a, const char **wh
 /* After POLLOUT in CONNECTING: 0 when connected, negative errno otherwise (closed). */
 int mrd_conn_finish_connect(struct mrd_conn *c);
 
-/* Appends a control frame (uncompressed) to the output buffer. Returns 0, -ENOBUFS (no
- * room), -ENOMEM, -MRD_ERR_TOO_LARGE. */
+/* Encodes a control frame (uncompressed) straight into the output buffer, allocating
+ * nothing. Returns 0, -ENOBUFS (no room now), -MRD_ERR_TOO_LARGE (over MRD_CONN_OUT_CAP),
+ * -EINVAL (msg is not of `type`). */
 int mrd_conn_queue(struct mrd_conn *c, enum mrd_frame_type type, const ProtobufCMessage *msg);
 
 /* Writes what the output buffer holds. Returns 0 when empty, -EAGAIN when the socket is

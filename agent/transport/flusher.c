@@ -18,9 +18,7 @@
  * batch: unique per (run, rank) even if a rank's process is restarted within a run, so a
  * new process never has its batches taken for duplicates (nor dropped by committed_seq).
  *
- * Record file (MERIDIAN_RECORD_FILE): "MRDCAP1\n", then the Hello (it carries no secret; written
- * just before the first batch so it lists the GPUs seen by then), every batch frame once as
- * it enters the queue (resends are not repeated), and the Goodbye. With no
+ * Batches, the record file and the Goodbye are built in batches.c. With no
  * MERIDIAN_AGGREGATOR the agent only records ("record-only mode").
  *
  * Exit (mrd__transport_stop): drain every ring, a burst of clock probes, finish the last
@@ -30,10 +28,8 @@
  * its Ack may use MRD_GOODBYE_GRACE_MS past the deadline, never more.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,8 +43,6 @@
 #include "gpus.h"
 #include "ring.h"
 
-static const char k_magic[8] = {'M', 'R', 'D', 'C', 'A', 'P', '1', '\n'};
-
 static struct mrd_tx_shared g_sh = {.err_lock = PTHREAD_MUTEX_INITIALIZER};
 static struct mrd_resolver g_res; /* static: a lookup thread may outlive a failed start */
 static struct mrd_flusher *g_f;
@@ -59,146 +53,6 @@ static _Atomic int64_t g_deadline_ns;
 static _Atomic int g_wake_fd = -1;
 static pthread_mutex_t g_done_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_done_cond;
-
-void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
-{
-    va_list ap;
-    pthread_mutex_lock(&f->sh->err_lock);
-    va_start(ap, fmt);
-    vsnprintf(f->sh->last_error, sizeof f->sh->last_error, fmt, ap);
-    va_end(ap);
-    pthread_mutex_unlock(&f->sh->err_lock);
-}
-
-/* ---- record file ---------------------------------------------------------------- */
-
-static void rec_write(struct mrd_flusher *f, const void *buf, size_t len)
-{
-    int fd = atomic_load(&f->rec_fd);
-    const uint8_t *p = buf;
-    while (fd >= 0 && len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            fprintf(stderr, "meridian: rank %d: record file %s: %s; recording stopped\n",
-                    f->id.cfg->rank, f->id.cfg->record_file, mrd_strerror(n < 0 ? -errno : -EIO));
-            atomic_store(&f->rec_fd, -1);
-            close(fd);
-            return;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-}
-
-void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t len)
-{
-    if (atomic_load(&f->rec_fd) < 0)
-        return;
-    if (!f->rec_hello_done) {
-        struct mrd_hello_buf hb;
-        uint8_t *hf = NULL;
-        size_t hl = 0;
-        f->rec_hello_done = 1;
-        mrd__link_fill_hello(&f->id, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA, &hb);
-        if (mrd_frame_encode(MRD_FRAME_HELLO, &hb.h.base, 0, MRD_FRAME_DEFAULT_MAX, &hf, &hl) == 0)
-            rec_write(f, hf, hl);
-        free(hf);
-    }
-    rec_write(f, frame, len);
-}
-
-static void rec_open(struct mrd_flusher *f)
-{
-    if (f->id.cfg->record_file[0] == '\0')
-        return;
-    int fd = open(f->id.cfg->record_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "meridian: rank %d: cannot open record file %s: %s\n", f->id.cfg->rank,
-                f->id.cfg->record_file, mrd_strerror(-errno));
-        return;
-    }
-    atomic_store(&f->rec_fd, fd);
-    rec_write(f, k_magic, sizeof k_magic);
-}
-
-/* ---- batches ---------------------------------------------------------------------- */
-
-static void count_drop_events(int reason, uint64_t n)
-{
-    if (n)
-        mrd_agent_count_drop(reason, n);
-}
-
-/* Encodes the pending events (and current drop counters) as the next batch and queues
- * it. Returns 0, or a negative code when the builder could not finish (events stay). */
-int mrd__tx_finish_batch(struct mrd_flusher *f, int64_t now)
-{
-    uint64_t captured[MRD_EV__COUNT], dropped[MRD_DROP__COUNT], drops = 0;
-    mrd_agent_counters(captured, dropped);
-    for (int i = 0; i < MRD_DROP__COUNT; i++)
-        drops += dropped[i];
-    mrd_batch_builder_set_dropped(f->b, dropped);
-
-    uint32_t events = (uint32_t)mrd_batch_builder_pending(f->b);
-    uint8_t *frame = NULL;
-    size_t len = 0;
-    uint64_t seq = f->next_seq;
-    int e = mrd_batch_builder_finish(f->b, seq, &frame, &len);
-    if (e != 0) {
-        static int logged;
-        if (!logged++)
-            fprintf(stderr, "meridian: rank %d: cannot encode a batch of %u events: %s\n",
-                    f->id.cfg->rank, events, mrd_strerror(e));
-        return e;
-    }
-    f->next_seq++;
-    f->batch_first_ns = 0;
-    f->last_batch_ns = now;
-    f->drops_in_last_batch = drops;
-    f->cv.new_string_bytes = 0;
-    if (!f->lim.resplitting) /* a re-split frame's events are in the file already (resplit.c) */
-        mrd__tx_record_frame(f, frame, len);
-
-    if (f->record_only) {
-        mrd_batch_builder_acked(f->b, seq);
-        atomic_fetch_add(&f->sh->events_acked, events);
-        atomic_fetch_add(&f->sh->batches_acked, 1);
-        free(frame);
-        return 0;
-    }
-    e = mrd_txq_push(&f->q, seq, events, frame, len);
-    if (e != 0) { /* over MERIDIAN_QUEUE_BYTES (or no memory): drop the newest, counted */
-        free(frame);
-        count_drop_events(MRD_DROP_QUEUE_FULL, events);
-        return 0;
-    }
-    atomic_store(&f->sh->events_queued, f->q.events);
-    return 0;
-}
-
-int mrd__tx_add_event(struct mrd_flusher *f, int kind, const void *ev, int64_t now)
-{
-    int e = mrd_batch_add_any(f->b, kind, ev);
-    if (e == -EAGAIN) {
-        int fe = mrd__tx_finish_batch(f, now);
-        e = fe == 0 ? mrd_batch_add_any(f->b, kind, ev) : fe;
-    }
-    if (e != 0)
-        count_drop_events(mrd__convert_drop_reason(e), 1);
-    return e;
-}
-
-void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s)
-{
-    if (mrd__tx_add_event(f, MRD_EV_CLOCK, s, mrd__mono_ns()) != 0)
-        return;
-    if (f->batch_first_ns == 0)
-        f->batch_first_ns = mrd__mono_ns();
-    mrd_agent_count_captured(MRD_EV_CLOCK, 1);
-    atomic_fetch_add(&f->sh->clock_samples, 1);
-}
 
 static int finish_now(void *arg)
 {
@@ -217,7 +71,7 @@ static void drain_one(const struct mrd_record *r, void *arg)
     } else {
         /* -MRD_ERR_TOO_LARGE: the record cannot fit even an empty batch (too_large);
          * -EINVAL, or -ENOMEM from the add or from encoding the full batch (unencodable) */
-        count_drop_events(mrd__convert_drop_reason(e), 1);
+        mrd__tx_count_drop(mrd__convert_drop_reason(e), 1);
     }
 }
 
@@ -258,7 +112,7 @@ static void maybe_finish(struct mrd_flusher *f, int64_t now, int force)
 static void account_unsent(struct mrd_flusher *f)
 {
     uint64_t left = f->q.events + mrd_batch_builder_pending(f->b);
-    count_drop_events(MRD_DROP_UNSENT_AT_EXIT, left);
+    mrd__tx_count_drop(MRD_DROP_UNSENT_AT_EXIT, left);
     mrd_txq_clear(&f->q);
     atomic_store(&f->sh->events_queued, 0);
 }
@@ -306,62 +160,6 @@ static int stop_step(struct mrd_flusher *f, int64_t now)
     if (f->data.goodbye_state == MRD_GB_DONE)
         return 1;
     return now >= f->deadline_ns + (int64_t)MRD_GOODBYE_GRACE_MS * 1000000;
-}
-
-/* The n values that are not 0 as Counters (key: the index) in c[], listed in p[]; returns
- * how many. */
-static size_t put_counters(const uint64_t *v, int n, Meridian__V1__Counter c[],
-                           Meridian__V1__Counter *p[])
-{
-    size_t k = 0;
-    for (int i = 0; i < n; i++) {
-        meridian__v1__counter__init(&c[i]);
-        c[i].key = (uint32_t)i;
-        c[i].value = v[i];
-        if (v[i])
-            p[k++] = &c[i];
-    }
-    return k;
-}
-
-void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb)
-{
-    uint64_t captured[MRD_EV__COUNT], dropped[MRD_DROP__COUNT];
-    Meridian__V1__Goodbye *g = &gb->g;
-    mrd_agent_counters(captured, dropped);
-    meridian__v1__goodbye__init(g);
-    g->n_captured = put_counters(captured, MRD_EV__COUNT, gb->cc, gb->cp);
-    g->n_dropped = put_counters(dropped, MRD_DROP__COUNT, gb->dc, gb->dp);
-    g->captured = gb->cp;
-    g->dropped = gb->dp;
-    size_t nn = mrd_agent_named_counters(gb->named, MRD_AGENT_NAMED_MAX);
-    for (size_t i = 0; i < nn; i++) {
-        meridian__v1__named_counter__init(&gb->nc[i]);
-        gb->nc[i].category = (char *)gb->named[i].category;
-        gb->nc[i].name = (char *)gb->named[i].name;
-        gb->nc[i].value = gb->named[i].value;
-        gb->np[i] = &gb->nc[i];
-    }
-    g->n_named = nn;
-    g->named = nn ? gb->np : NULL;
-    g->bytes_sent = atomic_load(&f->sh->bytes_sent);
-    g->batches_sent =
-        f->record_only ? f->next_seq - f->first_seq : atomic_load(&f->sh->batches_sent);
-    g->batches_resent = atomic_load(&f->sh->batches_resent);
-    g->last_seq = f->next_seq - 1;
-}
-
-static void record_goodbye(struct mrd_flusher *f)
-{
-    struct mrd_goodbye_buf gb;
-    uint8_t *fr = NULL;
-    size_t len = 0;
-    if (atomic_load(&f->rec_fd) < 0)
-        return;
-    mrd__tx_fill_goodbye(f, &gb);
-    if (mrd_frame_encode(MRD_FRAME_GOODBYE, &gb.g.base, 0, MRD_FRAME_DEFAULT_MAX, &fr, &len) == 0)
-        mrd__tx_record_frame(f, fr, len);
-    free(fr);
 }
 
 /* ---- the thread ------------------------------------------------------------------- */
@@ -428,7 +226,7 @@ static void *flusher_main(void *arg)
     }
     mrd_conn_close(&f->data.link.conn);
     mrd_conn_close(&f->clk.link.conn);
-    record_goodbye(f);
+    mrd__tx_record_goodbye(f);
     int fd = atomic_exchange(&f->rec_fd, -1);
     if (fd >= 0)
         close(fd);
@@ -505,7 +303,7 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&g_done_cond, &ca);
     pthread_condattr_destroy(&ca);
-    rec_open(f);
+    mrd__tx_record_open(f);
     atomic_store(&g_wake_fd, wake);
     mrd_ring_set_consumer_wake(flusher_wake);
     g_f = f;

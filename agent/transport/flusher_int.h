@@ -4,8 +4,11 @@
  *   struct mrd_datalink   the ROLE_DATA connection: handshake, batches, acks, goodbye
  *                         (datalink.c);
  *   struct mrd_clocklink  the ROLE_CLOCK connection: probes (clocklink.c);
- *   struct mrd_flusher    the rest: the loop, batches, the unacked queue, the record file
- *                         and the exit flush (flusher.c), holding one of each above.
+ *   struct mrd_flusher    the rest, holding one of each above: batches, the unacked queue
+ *                         and the record file (batches.c), the loop and the exit flush
+ *                         (flusher.c).
+ * Calls point one way: flusher.c -> datalink.c, clocklink.c -> resplit.c -> batches.c ->
+ * link.c, conn.c (datalink.c and clocklink.c call link.c and batches.c too).
  * Each part writes its own fields and reads the others'. Everything here runs on the
  * flusher thread except the atomics in struct mrd_tx_shared.
  */
@@ -130,11 +133,23 @@ struct mrd_goodbye_buf {
     Meridian__V1__NamedCounter nc[MRD_AGENT_NAMED_MAX], *np[MRD_AGENT_NAMED_MAX];
 };
 
-/* flusher.c */
+/* batches.c */
+/* Counts n events lost for `reason` (nothing when n is 0). */
+void mrd__tx_count_drop(int reason, uint64_t n);
+/* Opens the record file of the configuration, if any, and writes its magic. */
+void mrd__tx_record_open(struct mrd_flusher *f);
+/* Appends the Goodbye (totals as of now) to the record file, if one is open. */
+void mrd__tx_record_goodbye(struct mrd_flusher *f);
+/* Fills *gb with the Goodbye: every counter (agent/base) as of now and the batch totals. */
 void mrd__tx_fill_goodbye(struct mrd_flusher *f, struct mrd_goodbye_buf *gb);
+/* Sets the last error the exit line shows ("" when the aggregator is reachable again).
+ * Takes err_lock. */
 void mrd__tx_set_error(struct mrd_flusher *f, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Appends a frame to the record file (the Hello first, once), if one is open; a write
+ * error stops recording (one stderr line). */
 void mrd__tx_record_frame(struct mrd_flusher *f, const uint8_t *frame, size_t len);
+/* Adds a completed clock probe to the pending batch and counts it. */
 void mrd__tx_add_clock_sample(struct mrd_flusher *f, const struct mrd_clock_sample *s);
 
 /* Encodes the pending events (and current drop counters) as the next batch and queues it

@@ -71,7 +71,7 @@ static void usage(void)
             "  --mixed           also write NVTX and NCCL records (strings of every kind)\n"
             "  --incompressible  kernel fields from a hash of the id: at least ~8 bytes per\n"
             "                    record survive compression, whatever the timing jitter\n"
-            "  --steps N         also run N steps (agent/core/stepctl.h) of --step-ms MS each\n"
+            "  --steps N         also run N steps (agent/base/stepctl.h) of --step-ms MS each\n"
             "                    on the main thread, as a step range would; then prints\n"
             "                    `synth-steps: steps=N window_steps=A-B,...` (the steps that\n"
             "                    belonged to a window the aggregator asked for) before the\n"

@@ -693,7 +693,7 @@ def ask_window(a, db, length, deadline_s=20):
 
 def sc_window(a, wd):
     """Windows the aggregator opens reach every rank on the same steps: two ranks (the real
-    agent core and transport, steps of 10 ms counted by agent/core/stepctl, probes every
+    agent core and transport, steps of 10 ms counted by agent/base/stepctl, probes every
     100 ms), an on-demand window through `meridian window` and the control socket, and a
     trigger when rank 1's step 250 takes 200 ms (factor 3 over a ~10 ms median; cooldown 50
     steps, so that a step a loaded machine stretched earlier cannot hold it back). Each

@@ -1,6 +1,7 @@
-/* A test build of the agent core and ring for the capture tests (fake_agent.c).
+/* A test build of the agent core, base and ring for the capture tests (fake_agent.c).
  *
- * It implements agent/core/agent.h and agent/ring/ring.h with observable state: one
+ * It implements agent/core/agent.h (with agent/base's clock.h and counters.h; the tests
+ * build the real agent/base/stepctl.c) and agent/ring/ring.h with observable state: one
  * mutex-protected record store instead of per-thread rings (its capacity can be shrunk
  * to test drops), per-thread capture state from a fixed pool of 512 (mrd_ring_thread_state), counters that tests read back, a settable clock, and the GPUs, flush
  * hooks and shutdown calls the capture code made. Test-only: it locks on the hot path.

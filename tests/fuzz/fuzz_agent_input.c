@@ -39,7 +39,7 @@
  * well-formed, ids unique.
  *
  * stepctl keeps process-wide state (its request slots). To run every input from the same
- * state (a crash input reproduces alone), this file includes agent/core/stepctl.c itself
+ * state (a crash input reproduces alone), this file includes agent/base/stepctl.c itself
  * and clears that state before each input; the linker then takes stepctl from here, not
  * from mrd_agent_core. The rest of the agent's global state here is counters (read as
  * differences).
