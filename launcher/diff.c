@@ -301,21 +301,19 @@ static void text_row_ns(FILE *f, const char *what, int64_t b, int64_t a)
 
 static void print_text(FILE *f, struct side *s, struct kernel_totals *kt)
 {
-    fprintf(f, "meridian diff\n  before: %s (run %s, %d ranks)\n  after:  %s (run %s, %d ranks)\n\n",
-            s[0].path, s[0].a->run_id, s[0].a->nranks, s[1].path, s[1].a->run_id,
-            s[1].a->nranks);
+    fprintf(f,
+            "meridian diff\n  before: %s (run %s, %d ranks)\n  after:  %s (run %s, %d ranks)\n\n",
+            s[0].path, s[0].a->run_id, s[0].a->nranks, s[1].path, s[1].a->run_id, s[1].a->nranks);
     fprintf(f, "Steps (time in ms; a step = earliest start to latest end over ranks)\n");
     fprintf(f, "  %-32s %14s %14s %14s %13s\n", "", "before", "after", "change", "change %");
-    fprintf(f, "  %-32s %14" PRId64 " %14" PRId64 "\n", "steps compared", s[0].nsteps,
-            s[1].nsteps);
+    fprintf(f, "  %-32s %14" PRId64 " %14" PRId64 "\n", "steps compared", s[0].nsteps, s[1].nsteps);
     text_row_ns(f, "median step time", s[0].step_median_ns, s[1].step_median_ns);
     text_row_ns(f, "mean step time", s[0].step_mean_ns, s[1].step_mean_ns);
     fprintf(f, "\nOverlap (ms, summed over ranks)\n");
     text_row_ns(f, "communication", s[0].comm_ns, s[1].comm_ns);
     text_row_ns(f, "hidden behind compute", s[0].hidden_ns, s[1].hidden_ns);
     text_row_ns(f, "exposed", s[0].exposed_ns, s[1].exposed_ns);
-    text_row_ns(f, "exposed per step",
-                s[0].nsteps ? s[0].exposed_ns / s[0].nsteps : 0,
+    text_row_ns(f, "exposed per step", s[0].nsteps ? s[0].exposed_ns / s[0].nsteps : 0,
                 s[1].nsteps ? s[1].exposed_ns / s[1].nsteps : 0);
 
     fprintf(f, "\nStragglers (wait each rank caused the others, ms)\n");
@@ -358,8 +356,9 @@ static void print_text(FILE *f, struct side *s, struct kernel_totals *kt)
                 if (!x)
                     fprintf(f, "  %-34s", j ? "after: -" : "before: -");
                 else
-                    fprintf(f, "  %s %6" PRIu64 " x, skew %9.1f, cost %9.3f", j ? "after:" : "before:",
-                            x->instances, x->timed ? x->skew_sum_ns / 1e3 / (double)x->timed : 0.0,
+                    fprintf(f, "  %s %6" PRIu64 " x, skew %9.1f, cost %9.3f",
+                            j ? "after:" : "before:", x->instances,
+                            x->timed ? x->skew_sum_ns / 1e3 / (double)x->timed : 0.0,
                             x->cost_ns / 1e6);
             }
             fputc('\n', f);
@@ -372,8 +371,9 @@ static void print_text(FILE *f, struct side *s, struct kernel_totals *kt)
     for (size_t i = 0; i < kt->n && i < DIFF_TOP_KERNELS; i++) {
         const struct kernel_total *k = &kt->v[i];
         double p = pct(k->ns[0], k->ns[1]);
-        fprintf(f, "  %+12.3f  %12.3f -> %12.3f  (%" PRIu64 " -> %" PRIu64 " launches", (k->ns[1] - k->ns[0]) / 1e6,
-                k->ns[0] / 1e6, k->ns[1] / 1e6, k->count[0], k->count[1]);
+        fprintf(f, "  %+12.3f  %12.3f -> %12.3f  (%" PRIu64 " -> %" PRIu64 " launches",
+                (k->ns[1] - k->ns[0]) / 1e6, k->ns[0] / 1e6, k->ns[1] / 1e6, k->count[0],
+                k->count[1]);
         if (!isnan(p))
             fprintf(f, ", %+.1f%%", p);
         fprintf(f, ")  %.120s\n", k->name);
@@ -425,8 +425,9 @@ static void print_json(FILE *f, struct side *s, struct kernel_totals *kt, double
                 struct mrd_an_wait w = mrd_analyze_ranked_wait(s[k].a, r);
                 if (!w.times_last)
                     break;
-                fprintf(f, "%s{\"rank\": %d, \"wait_caused_ns\": %" PRId64
-                           ", \"times_last\": %" PRIu64 "}",
+                fprintf(f,
+                        "%s{\"rank\": %d, \"wait_caused_ns\": %" PRId64 ", \"times_last\": %" PRIu64
+                        "}",
                         shown ? ", " : "", r->rank, w.caused_ns, w.times_last);
                 shown++;
             }
@@ -444,17 +445,19 @@ static void print_json(FILE *f, struct side *s, struct kernel_totals *kt, double
         for (int i = 0; i < n; i++) {
             if (k && find_func(fb, nb, v[i].func))
                 continue;
-            const struct func_sum *x[2] = {k ? NULL : &v[i], k ? &v[i] : find_func(fa, na, v[i].func)};
+            const struct func_sum *x[2] = {k ? NULL : &v[i],
+                                           k ? &v[i] : find_func(fa, na, v[i].func)};
             fprintf(f, "%s\n    {\"func\": ", first ? "" : ",");
             mrd__json_str(f, v[i].func);
             for (int j = 0; j < 2; j++) {
                 if (!x[j])
                     fprintf(f, ", \"%s\": null", j ? "after" : "before");
                 else
-                    fprintf(f, ", \"%s\": {\"instances\": %" PRIu64 ", \"timed\": %" PRIu64
-                               ", \"skew_sum_ns\": %" PRId64 ", \"cost_ns\": %" PRId64 "}",
-                            j ? "after" : "before", x[j]->instances, x[j]->timed,
-                            x[j]->skew_sum_ns, x[j]->cost_ns);
+                    fprintf(f,
+                            ", \"%s\": {\"instances\": %" PRIu64 ", \"timed\": %" PRIu64
+                            ", \"skew_sum_ns\": %" PRId64 ", \"cost_ns\": %" PRId64 "}",
+                            j ? "after" : "before", x[j]->instances, x[j]->timed, x[j]->skew_sum_ns,
+                            x[j]->cost_ns);
             }
             fputs("}", f);
             first = 0;
@@ -465,8 +468,9 @@ static void print_json(FILE *f, struct side *s, struct kernel_totals *kt, double
         const struct kernel_total *k = &kt->v[i];
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
         mrd__json_str(f, k->name);
-        fprintf(f, ", \"before_ns\": %" PRId64 ", \"after_ns\": %" PRId64
-                   ", \"before_count\": %" PRIu64 ", \"after_count\": %" PRIu64 "}",
+        fprintf(f,
+                ", \"before_ns\": %" PRId64 ", \"after_ns\": %" PRId64
+                ", \"before_count\": %" PRIu64 ", \"after_count\": %" PRIu64 "}",
                 k->ns[0], k->ns[1], k->count[0], k->count[1]);
     }
     fputs("\n  ]", f);
@@ -479,12 +483,10 @@ int mrd_cli_diff(int argc, char **argv)
 {
     static const char who[] = "meridian diff";
     enum { O_JSON = 1, O_FAIL, O_STEP, O_LOCAL };
-    static const struct option lo[] = {{"json", 0, 0, O_JSON},
-                                       {"fail-if-slower", 1, 0, O_FAIL},
-                                       {"step-name", 1, 0, O_STEP},
-                                       {"local-clocks", 0, 0, O_LOCAL},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"json", 0, 0, O_JSON},      {"fail-if-slower", 1, 0, O_FAIL},
+        {"step-name", 1, 0, O_STEP}, {"local-clocks", 0, 0, O_LOCAL},
+        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
     int json = 0, local = 0, c;
     double gate = NAN;
     const char *step_name = NULL;
@@ -492,9 +494,15 @@ int mrd_cli_diff(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         char *end;
         switch (c) {
-        case O_JSON: json = 1; break;
-        case O_LOCAL: local = 1; break;
-        case O_STEP: step_name = optarg; break;
+        case O_JSON:
+            json = 1;
+            break;
+        case O_LOCAL:
+            local = 1;
+            break;
+        case O_STEP:
+            step_name = optarg;
+            break;
         case O_FAIL:
             gate = strtod(optarg, &end);
             if (end == optarg || *end || !(gate >= 0) || gate > 1e6) {
@@ -503,8 +511,12 @@ int mrd_cli_diff(int argc, char **argv)
                 return 2;
             }
             break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (argc - optind != 2) {
@@ -535,21 +547,24 @@ int mrd_cli_diff(int argc, char **argv)
         }
     }
     if (s[0].a->world_size != s[1].a->world_size) {
-        fprintf(stderr, "%s: the runs have different world sizes (%s: %" PRId64 ", %s: %" PRId64
-                        "): step times and per-rank figures are not comparable; compare runs of"
-                        " the same job shape\n",
+        fprintf(stderr,
+                "%s: the runs have different world sizes (%s: %" PRId64 ", %s: %" PRId64
+                "): step times and per-rank figures are not comparable; compare runs of"
+                " the same job shape\n",
                 who, s[0].path, s[0].a->world_size, s[1].path, s[1].a->world_size);
         status = 2;
         goto out;
     }
     if (strcmp(s[0].a->command, s[1].a->command))
-        fprintf(stderr, "%s: warning: the runs ran different commands:\n  before: %s\n  after:  %s\n",
-                who, s[0].a->command[0] ? s[0].a->command : "(not recorded)",
+        fprintf(stderr,
+                "%s: warning: the runs ran different commands:\n  before: %s\n  after:  %s\n", who,
+                s[0].a->command[0] ? s[0].a->command : "(not recorded)",
                 s[1].a->command[0] ? s[1].a->command : "(not recorded)");
     for (int k = 0; k < 2; k++)
         if (s[k].interrupted_ranks)
-            fprintf(stderr, "%s: warning: %s: %d of %d ranks sent no goodbye (an interrupted"
-                            " run?): its figures may be partial\n",
+            fprintf(stderr,
+                    "%s: warning: %s: %d of %d ranks sent no goodbye (an interrupted"
+                    " run?): its figures may be partial\n",
                     who, s[k].path, s[k].interrupted_ranks, s[k].a->nranks);
     kernel_merge(&kt);
     qsort(kt.v, kt.n, sizeof(*kt.v), cmp_moved);
@@ -560,14 +575,16 @@ int mrd_cli_diff(int argc, char **argv)
     status = 0;
     if (!isnan(gate)) {
         if (!s[0].nsteps || !s[1].nsteps) {
-            fprintf(stderr, "%s: --fail-if-slower: %s has no steps to compare (no NVTX step"
-                            " ranges; see --step-name)\n",
+            fprintf(stderr,
+                    "%s: --fail-if-slower: %s has no steps to compare (no NVTX step"
+                    " ranges; see --step-name)\n",
                     who, !s[0].nsteps ? s[0].path : s[1].path);
             status = DIFF_EXIT_SLOWER;
         } else if ((double)s[1].step_median_ns >
                    (double)s[0].step_median_ns * (1.0 + gate / 100.0)) {
-            fprintf(stderr, "%s: slower: median step time %.3f ms -> %.3f ms (%+.1f%%, limit"
-                            " +%.1f%%)\n",
+            fprintf(stderr,
+                    "%s: slower: median step time %.3f ms -> %.3f ms (%+.1f%%, limit"
+                    " +%.1f%%)\n",
                     who, s[0].step_median_ns / 1e6, s[1].step_median_ns / 1e6,
                     pct(s[0].step_median_ns, s[1].step_median_ns), gate);
             status = DIFF_EXIT_SLOWER;

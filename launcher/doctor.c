@@ -28,6 +28,7 @@
 
 #include "agentenv.h"
 #include "cli.h"
+#include "error.h"
 
 #ifndef MRD_CUDA_ROOT_DIR
 #define MRD_CUDA_ROOT_DIR "/usr/local/cuda"
@@ -265,7 +266,7 @@ static void check_nodes(char **prefix, int n, const char *agent_opt)
     char **argv = calloc((size_t)n + 4, sizeof(char *));
     if (!argv || pipe(fds) != 0) {
         free(argv);
-        report(FAIL, "nodes: %s", strerror(errno));
+        report(FAIL, "nodes: %s", mrd_strerror(-errno));
         return;
     }
     memcpy(argv, prefix, (size_t)n * sizeof(char *));
@@ -348,7 +349,7 @@ static void check_loopback(void)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 1) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        report(FAIL, "cannot listen on 127.0.0.1: %s", strerror(errno));
+        report(FAIL, "cannot listen on 127.0.0.1: %s", mrd_strerror(-errno));
     else
         report(OK, "loopback port bindable (127.0.0.1:%u)", ntohs(a.sin_port));
     if (fd >= 0)

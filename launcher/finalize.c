@@ -47,7 +47,7 @@ sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who)
     /* SQLite would open a write-protected file read-only without a word, and the
      * finalize would fail at its first write */
     if (access(path, W_OK) != 0) {
-        fprintf(stderr, "%s: cannot update %s: %s\n", who, path, strerror(errno));
+        fprintf(stderr, "%s: cannot update %s: %s\n", who, path, mrd_strerror(-errno));
         return NULL;
     }
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
@@ -136,7 +136,7 @@ static FILE *open_out(const char *path, const char *who)
         return stdout;
     FILE *f = fopen(path, "w");
     if (!f)
-        fprintf(stderr, "%s: cannot write %s: %s\n", who, path, strerror(errno));
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, path, mrd_strerror(-errno));
     return f;
 }
 

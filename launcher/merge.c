@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "error.h"
 #include "merge.h"
 #include "store.h"
 
@@ -384,7 +385,7 @@ int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards
      * permissions a new file gets (mkstemp's are 0600) */
     snprintf(tmp, sizeof(tmp), "%s.merge-XXXXXX", out);
     if ((fd = mkstemp(tmp)) < 0) {
-        fprintf(log, "%s: cannot create a file next to %s: %s\n", who, out, strerror(errno));
+        fprintf(log, "%s: cannot create a file next to %s: %s\n", who, out, mrd_strerror(-errno));
         goto fail;
     }
     mode_t um = umask(0);
@@ -404,7 +405,7 @@ int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards
         unlink(p);
     }
     if (rename(tmp, out) != 0) {
-        fprintf(log, "%s: cannot rename %s to %s: %s\n", who, tmp, out, strerror(errno));
+        fprintf(log, "%s: cannot rename %s to %s: %s\n", who, tmp, out, mrd_strerror(-errno));
         goto fail;
     }
     made = 0;

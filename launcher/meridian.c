@@ -234,7 +234,7 @@ static int export_trace(sqlite3 *db, const char *path, const struct mrd_perfetto
     struct mrd_pftrace_stats st;
     FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
     if (!f) {
-        fprintf(stderr, "meridian export: cannot write %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "meridian export: cannot write %s: %s\n", path, mrd_strerror(-errno));
         return 1;
     }
     int rc = mrd_export_pftrace(f, db, po, &st);
@@ -256,13 +256,16 @@ static int export_trace(sqlite3 *db, const char *path, const struct mrd_perfetto
                 st.overlapped ? " (some slices shortened: lanes full)" : "");
     if (rc == 0 && (po->window_to_ns || po->by_steps) && st.rows == 0) {
         if (po->by_steps)
-            fprintf(stderr, "meridian export: warning: --steps %lld-%lld selects no event for "
-                            "%s: the run has %llu steps (see --step-name)\n",
+            fprintf(stderr,
+                    "meridian export: warning: --steps %lld-%lld selects no event for "
+                    "%s: the run has %llu steps (see --step-name)\n",
                     (long long)po->step_first, (long long)po->step_last, path,
                     (unsigned long long)st.steps);
         else
-            fprintf(stderr, "meridian export: warning: --window selects no event for %s (times"
-                            " are ms after the run's time origin; see --help)\n", path);
+            fprintf(stderr,
+                    "meridian export: warning: --window selects no event for %s (times"
+                    " are ms after the run's time origin; see --help)\n",
+                    path);
         return 3;
     }
     return rc == 0 ? 0 : 1;
@@ -345,7 +348,7 @@ static int cmd_export(int argc, char **argv)
     }
     FILE *f = strcmp(out, "-") == 0 ? stdout : fopen(out, "w");
     if (!f) {
-        fprintf(stderr, "meridian export: cannot write %s: %s\n", out, strerror(errno));
+        fprintf(stderr, "meridian export: cannot write %s: %s\n", out, mrd_strerror(-errno));
         sqlite3_close(db);
         return 1;
     }

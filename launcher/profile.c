@@ -40,6 +40,7 @@
 #include "cli.h"
 #include "control.h"
 #include "db.h"
+#include "error.h"
 #include "profile.h"
 #include "runcfg.h"
 #include "steps.h"
@@ -212,7 +213,7 @@ static pid_t spawn_daemon(const struct run_state *s, const struct profile_opts *
     av[n] = NULL;
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
+        fprintf(stderr, "meridian profile: fork: %s\n", mrd_strerror(-errno));
         return -1;
     }
     if (pid == 0) {
@@ -228,7 +229,7 @@ static pid_t spawn_daemon(const struct run_state *s, const struct profile_opts *
             dup2(null, STDOUT_FILENO); /* the "listening" line; we read the port file */
         }
         execv(s->daemon, (char *const *)av);
-        fprintf(stderr, "meridian profile: cannot run %s: %s\n", s->daemon, strerror(errno));
+        fprintf(stderr, "meridian profile: cannot run %s: %s\n", s->daemon, mrd_strerror(-errno));
         _exit(127);
     }
     return pid;
@@ -347,7 +348,7 @@ static int run_job(char **argv, int timeout_s, const struct run_state *s, int *e
         started[0] = started[1] = -1;
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
+        fprintf(stderr, "meridian profile: fork: %s\n", mrd_strerror(-errno));
         st = -1;
         goto out;
     }
@@ -358,7 +359,7 @@ static int run_job(char **argv, int timeout_s, const struct run_state *s, int *e
         execvp(argv[0], argv);
         int e = errno;
         if (started[1] < 0 || write(started[1], &e, sizeof(e)) != (ssize_t)sizeof(e))
-            fprintf(stderr, "meridian profile: cannot run %s: %s\n", argv[0], strerror(e));
+            fprintf(stderr, "meridian profile: cannot run %s: %s\n", argv[0], mrd_strerror(-e));
         _exit(e == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC);
     }
     if (started[1] >= 0) {
@@ -430,7 +431,7 @@ static int finalize_with_timeout(const char *db_path, const char *command, int t
     int st = 0;
     pid_t pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "meridian profile: fork: %s\n", strerror(errno));
+        fprintf(stderr, "meridian profile: fork: %s\n", mrd_strerror(-errno));
         return -1;
     }
     if (pid == 0) {
@@ -518,7 +519,7 @@ static void job_not_started(const struct profile_opts *o, struct run_state *s, c
     fprintf(stderr,
             "meridian profile: cannot run %s: %s: the command could not be started; nothing "
             "was profiled (stopping meridiand, no database kept)\n",
-            cmd, strerror(e));
+            cmd, mrd_strerror(-e));
     if (stop_daemons(s, o->stop_timeout_s) > 0)
         fprintf(stderr, "meridian profile: a meridiand did not stop cleanly\n");
     for (int k = 0; k < s->nshards; k++)
@@ -614,13 +615,13 @@ static int setup_run(const struct profile_opts *o, struct run_state *s)
              s->run_id);
     int rc = write_secret(s->secret);
     if (rc < 0) {
-        fprintf(stderr, "meridian profile: cannot create %s: %s\n", s->secret, strerror(-rc));
+        fprintf(stderr, "meridian profile: cannot create %s: %s\n", s->secret, mrd_strerror(rc));
         s->secret[0] = '\0';
         return -1;
     }
     snprintf(s->tmpdir, sizeof(s->tmpdir), "/tmp/meridian-XXXXXX");
     if (!mkdtemp(s->tmpdir)) {
-        fprintf(stderr, "meridian profile: mkdtemp: %s\n", strerror(errno));
+        fprintf(stderr, "meridian profile: mkdtemp: %s\n", mrd_strerror(-errno));
         s->tmpdir[0] = '\0';
         return -1;
     }
@@ -781,16 +782,16 @@ int mrd_cli_profile(int argc, char **argv)
         unsetenv("MERIDIAN_SHARD_ID");
     }
     if ((rc = mrd__profile_apply_tier(&o)) < 0) {
-        fprintf(stderr, "meridian profile: setenv: %s\n", strerror(-rc));
+        fprintf(stderr, "meridian profile: setenv: %s\n", mrd_strerror(rc));
         goto setup_failed;
     }
     if ((rc = mrd_agentenv_build(&ec, &env)) < 0) {
-        fprintf(stderr, "meridian profile: agent environment: %s\n", strerror(-rc));
+        fprintf(stderr, "meridian profile: agent environment: %s\n", mrd_strerror(rc));
         goto setup_failed;
     }
     if (at >= 0 && style != MRD_LAUNCHER_NONE) {
         if ((rc = mrd_agentenv_rewrite(job, njob, at, style, &env, &rewritten)) < 0) {
-            fprintf(stderr, "meridian profile: %s\n", strerror(-rc));
+            fprintf(stderr, "meridian profile: %s\n", mrd_strerror(rc));
             goto setup_failed;
         }
         job = rewritten;
@@ -799,7 +800,7 @@ int mrd_cli_profile(int argc, char **argv)
          * srun (--export=ALL, its default) and torchrun pass on to every rank */
         say_env_route(&ls, o.single);
         if ((rc = mrd_agentenv_apply(&env)) < 0) {
-            fprintf(stderr, "meridian profile: setenv: %s\n", strerror(-rc));
+            fprintf(stderr, "meridian profile: setenv: %s\n", mrd_strerror(rc));
             goto setup_failed;
         }
     }

@@ -14,6 +14,7 @@
 
 #include "agentenv.h"
 #include "cli.h"
+#include "error.h"
 
 static void run_usage(FILE *f)
 {
@@ -120,12 +121,12 @@ int mrd_cli_run(int argc, char **argv)
                                      .mpi_lib = have_mpi ? mpi : NULL,
                                      .force = !any_rank};
     if ((rc = mrd_agentenv_build(&ec, &env)) < 0 || (rc = mrd_agentenv_apply(&env)) < 0) {
-        fprintf(stderr, "meridian run: environment: %s\n", strerror(-rc));
+        fprintf(stderr, "meridian run: environment: %s\n", mrd_strerror(rc));
         return MRD_CLI_EXIT_SETUP;
     }
     mrd_agentenv_free(&env);
     execvp(argv[optind], argv + optind);
     rc = errno;
-    fprintf(stderr, "meridian run: cannot run %s: %s\n", argv[optind], strerror(rc));
+    fprintf(stderr, "meridian run: cannot run %s: %s\n", argv[optind], mrd_strerror(-rc));
     return rc == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC;
 }

@@ -22,6 +22,7 @@
 
 #include "cli.h"
 #include "control.h"
+#include "error.h"
 #include "steps.h"
 #include "winctl.h"
 
@@ -79,12 +80,12 @@ static int connect_control(const char *path, const char *db)
                     db, path);
         else
             fprintf(stderr, "meridian window: no running meridiand for %s: %s: %s\n", db, path,
-                    strerror(errno));
+                    mrd_strerror(-errno));
         return -1;
     }
     int rc = mrd_control_sockaddr(path, &sa, &len, &dirfd);
     if (rc < 0) {
-        fprintf(stderr, "meridian window: %s: %s\n", path, strerror(-rc));
+        fprintf(stderr, "meridian window: %s: %s\n", path, mrd_strerror(rc));
         return -1;
     }
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -98,9 +99,9 @@ static int connect_control(const char *path, const char *db)
                     "by a meridiand that was killed?)\n",
                     db, path);
         else
-            fprintf(stderr, "meridian window: cannot connect to %s: %s\n", path, strerror(e));
+            fprintf(stderr, "meridian window: cannot connect to %s: %s\n", path, mrd_strerror(-e));
     } else if (fd < 0) {
-        fprintf(stderr, "meridian window: socket: %s\n", strerror(errno));
+        fprintf(stderr, "meridian window: socket: %s\n", mrd_strerror(-errno));
     }
     if (dirfd >= 0)
         close(dirfd);
@@ -125,7 +126,7 @@ static int read_reply(int fd, char *buf, size_t n, const char *path)
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
-            fprintf(stderr, "meridian window: reading %s: %s\n", path, strerror(errno));
+            fprintf(stderr, "meridian window: reading %s: %s\n", path, mrd_strerror(-errno));
             return -1;
         }
         got += (size_t)r;
@@ -197,7 +198,7 @@ int mrd_cli_window(int argc, char **argv)
     int n = snprintf(line, sizeof(line), "window %llu\n", length);
     int rc = send(fd, line, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
     if (rc < 0)
-        fprintf(stderr, "meridian window: writing to %s: %s\n", path, strerror(errno));
+        fprintf(stderr, "meridian window: writing to %s: %s\n", path, mrd_strerror(-errno));
     else
         rc = read_reply(fd, reply, sizeof(reply), path);
     close(fd);

@@ -558,8 +558,8 @@ int mrd_export_steps_window(sqlite3 *db, const struct mrd_perfetto_options *o, i
 /* The options' step range as the window (ns after the origin); fills stats.steps. */
 static int steps_window(struct pf *p)
 {
-    int rc = mrd_export_steps_window(p->db, p->o, p->origin, &p->window_from_ns,
-                                     &p->window_to_ns, &p->st.steps);
+    int rc = mrd_export_steps_window(p->db, p->o, p->origin, &p->window_from_ns, &p->window_to_ns,
+                                     &p->st.steps);
     if (rc == 1)
         p->select_none = 1;
     return rc < 0 ? rc : 0;

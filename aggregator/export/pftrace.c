@@ -365,8 +365,8 @@ static int setup(struct px *p)
         return rc;
     if (p->o->by_steps) { /* the step range as a window, as the JSON export does */
         int64_t from, to;
-        if ((rc = mrd_export_steps_window(p->db, p->o, p->origin, &from, &to,
-                                          &p->steps_in_run)) < 0)
+        if ((rc = mrd_export_steps_window(p->db, p->o, p->origin, &from, &to, &p->steps_in_run)) <
+            0)
             return rc;
         p->opts = *p->o;
         p->opts.window_from_ns = from;

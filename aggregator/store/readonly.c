@@ -127,7 +127,7 @@ static int check_header(const char *path, int *wal, char *why, size_t whylen)
     int fd, rc;
     if (stat(path, &st) != 0) {
         rc = -errno;
-        snprintf(why, whylen, "cannot read %s: %s", path, strerror(errno));
+        snprintf(why, whylen, "cannot read %s: %s", path, mrd_strerror(-errno));
         return rc;
     }
     if (S_ISDIR(st.st_mode)) {
@@ -140,7 +140,7 @@ static int check_header(const char *path, int *wal, char *why, size_t whylen)
     }
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
         rc = -errno;
-        snprintf(why, whylen, "cannot read %s: %s%s", path, strerror(errno),
+        snprintf(why, whylen, "cannot read %s: %s%s", path, mrd_strerror(-errno),
                  errno == EACCES ? " (check the file's permissions)" : "");
         return rc;
     }
@@ -150,7 +150,7 @@ static int check_header(const char *path, int *wal, char *why, size_t whylen)
     rc = n < 0 ? -errno : 0;
     close(fd);
     if (rc < 0) {
-        snprintf(why, whylen, "cannot read %s: %s", path, strerror(-rc));
+        snprintf(why, whylen, "cannot read %s: %s", path, mrd_strerror(rc));
         return rc;
     }
     if (n == 0) {
@@ -227,7 +227,7 @@ int mrd_store_open_readonly(const char *path, struct sqlite3 **out, char *why, s
     if (wal) {
         if ((size_t)snprintf(walpath, sizeof(walpath), "%s-wal", path) >= sizeof(walpath) ||
             immutable_uri(path, uri, sizeof(uri)) < 0) {
-            snprintf(why, whylen, "cannot read %s: %s", path, strerror(ENAMETOOLONG));
+            snprintf(why, whylen, "cannot read %s: %s", path, mrd_strerror(-ENAMETOOLONG));
             return -ENAMETOOLONG;
         }
         immutable = stat(walpath, &st) != 0 && errno == ENOENT;

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "filter.h"
 #include "frame.h"
 #include "fromenv.h"
@@ -27,8 +28,8 @@
 #include "rank.h"
 #include "runcfg.h"
 
-#define MAX_PROCS  4096
-#define LINE_MAX_  1024 /* one report line; < PIPE_BUF */
+#define MAX_PROCS 4096
+#define LINE_MAX_ 1024 /* one report line; < PIPE_BUF */
 
 static const char usage[] =
     "usage: meridian replay --aggregator HOST:PORT --run-id ID [options] [CAPTURE.mrdcap...]\n"
@@ -191,7 +192,7 @@ static int from_env(struct options *o, int rank_base_set, int64_t world, const c
     if (access(fe->capture, R_OK) != 0) {
         int err = errno;
         fprintf(stderr, "meridian replay: --from-env: rank %u: capture %s (from '%s'): %s\n",
-                fe->rank, fe->capture, o->from_env, strerror(err));
+                fe->rank, fe->capture, o->from_env, mrd_strerror(-err));
         return -err;
     }
     o->fe_captures[0] = fe->capture;
@@ -588,7 +589,8 @@ int mrd_replay_main(int argc, char **argv)
     if (o.report) {
         rep = strcmp(o.report, "-") == 0 ? stdout : fopen(o.report, "w");
         if (!rep) {
-            fprintf(stderr, "meridian replay: cannot write %s: %s\n", o.report, strerror(errno));
+            fprintf(stderr, "meridian replay: cannot write %s: %s\n", o.report,
+                    mrd_strerror(-errno));
             return 2;
         }
     }

@@ -135,7 +135,7 @@ def bad_inputs(work):
         ("not SQLite", junk, "%s is not a meridian database: " % junk),
         ("foreign SQLite", foreign, "%s is not a meridian database: " % foreign),
         ("SQLite without tables", notables, "%s is not a meridian database: " % notables),
-        ("missing", missing, "cannot read %s: No such file or directory" % missing),
+        ("missing", missing, "cannot read %s: no such file or directory" % missing),
     ]
 
 
@@ -172,7 +172,7 @@ def check_unreadable(meridian, good, work):
             argv[-1] = "-"  # nobody cannot write into the work directory
         p = run(argv, prefix=prefix)
         check(p.returncode == 1, "unreadable, %s: exit %d: %s" % (name, p.returncode, p.stderr))
-        check("cannot read %s: Permission denied" % path in p.stderr,
+        check("cannot read %s: permission denied" % path in p.stderr,
               "unreadable, %s: message %r" % (name, p.stderr))
 
 
