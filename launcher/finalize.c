@@ -7,8 +7,7 @@
  * check with offset tightening; then it derives the `windows` table (the steady tier's
  * capture windows, aggregator/analyze/window_table.h) on the timebase those passes left;
  * then analysis and export read the completed tables.
- * Built without aggregator/clock (MRD_HAVE_CLOCK undefined), it says so and the analysis
- * uses local clocks with a warning (the windows too). Main thread; one SQLite connection.
+ * Main thread; one SQLite connection.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,9 +22,7 @@
 #include "export.h"
 #include "store.h"
 #include "window_table.h"
-#ifdef MRD_HAVE_CLOCK
 #include "clock.h"
-#endif
 
 /* Every check on the read-only connection first (mrd_store_open_readonly: a directory, an
  * empty, foreign or unreadable file, a newer schema version), so a refused file keeps
@@ -98,7 +95,6 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
         fprintf(log, "meridian: cannot record the command in runs: %s\n", sqlite3_errmsg(db));
         rc = -MRD_ERR_SQLITE;
     }
-#ifdef MRD_HAVE_CLOCK
     int n = mrd_clock_fit_db(db, NULL, log);
     if (n < 0) {
         fprintf(log, "meridian: clock fit failed: %s (%s)\n", mrd_strerror(n), sqlite3_errmsg(db));
@@ -122,10 +118,6 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
                     " before / %" PRIu64 " after tightening, largest shift %" PRId64 " ns\n",
                     sum.instances, sum.violations_before, sum.violations_after, sum.max_shift_ns);
     }
-#else
-    fprintf(log, "meridian: this build has no clock fit (aggregator/clock): the report uses "
-                 "each rank's local clock\n");
-#endif
     int w = derive_windows(db, log);
     return rc < 0 ? rc : w;
 }

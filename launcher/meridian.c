@@ -17,9 +17,7 @@
 #include "error.h"
 #include "export.h"
 #include "pftrace.h"
-#ifdef MRD_HAVE_REPLAY
 #include "replay.h"
-#endif
 
 #ifndef MRD_VERSION
 #define MRD_VERSION "0.1.0"
@@ -400,7 +398,6 @@ static int cmd_finalize(int argc, char **argv)
     return rc < 0 ? 1 : 0;
 }
 
-#ifdef MRD_HAVE_REPLAY
 static int has_opt(int argc, char **argv, const char *opt)
 {
     size_t n = strlen(opt);
@@ -409,7 +406,6 @@ static int has_opt(int argc, char **argv, const char *opt)
             return 1;
     return 0;
 }
-#endif
 
 /* `meridian replay` inside a profiled job: options the user left out are taken from the
  * agent's environment (MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE) and,
@@ -419,7 +415,6 @@ static int has_opt(int argc, char **argv, const char *opt)
  * (one rank replaying its own capture) replay reads the environment itself. */
 static int cmd_replay(int argc, char **argv)
 {
-#ifdef MRD_HAVE_REPLAY
     static const struct {
         const char *opt, *env;
     } from_env[] = {{"--aggregator", "MERIDIAN_AGGREGATOR"},
@@ -451,12 +446,6 @@ static int cmd_replay(int argc, char **argv)
         v[n++] = argv[i];
     v[n] = NULL;
     return mrd_replay_main(n, v);
-#else
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "meridian replay: not built into this meridian (launcher/replay)\n");
-    return 2;
-#endif
 }
 
 static const struct {

@@ -1,6 +1,6 @@
 /* The environment of one launched rank, for `meridian replay --from-env` (see fromenv.h).
  *
- * The lists of variables are the agent's (agent/ENVIRONMENT.md, agent/core/config.c): the
+ * The lists of variables are the agent's (agent/ENVIRONMENT.md, agent/base/config.c): the
  * first variable of a list that is set decides, except that RANK, LOCAL_RANK and
  * WORLD_SIZE decide when all three are set (torchrun starts the workers, so it is the
  * innermost launcher: under `srun ... torchrun` every worker of a node inherits the node's
