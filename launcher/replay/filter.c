@@ -13,35 +13,14 @@
 #include "capfile.h"
 #include "events.h"
 
+/* The slot of kind's column group in m (every kind of proto/kinds.h), or NULL. */
 static void **group(Meridian__V1__Batch *m, int kind)
 {
     switch (kind) {
-    case MRD_EV_KERNEL:
-        return (void **)&m->kernels;
-    case MRD_EV_MEMCPY:
-        return (void **)&m->memcpys;
-    case MRD_EV_MEMSET:
-        return (void **)&m->memsets;
-    case MRD_EV_SYNC:
-        return (void **)&m->syncs;
-    case MRD_EV_API:
-        return (void **)&m->api_calls;
-    case MRD_EV_GRAPH:
-        return (void **)&m->graphs;
-    case MRD_EV_EXTCORR:
-        return (void **)&m->ext_correlations;
-    case MRD_EV_NVTX:
-        return (void **)&m->nvtx;
-    case MRD_EV_NCCL_OP:
-        return (void **)&m->nccl_ops;
-    case MRD_EV_NCCL_CHANNEL:
-        return (void **)&m->nccl_channels;
-    case MRD_EV_MPI:
-        return (void **)&m->mpi;
-    case MRD_EV_CLOCK:
-        return (void **)&m->clock_samples;
-    case MRD_EV_GPU_CLOCK:
-        return (void **)&m->gpu_clock_samples;
+#define GROUP_CASE(E, v, fn, T, u, bm, C, d, t, tag)                                               \
+    case E:                                                                                        \
+        return (void **)&m->bm;
+        MRD_KINDS(GROUP_CASE)
     default:
         return NULL;
     }
