@@ -379,6 +379,10 @@ print("    windows_py: window records", [x[0] for x in w])
 print("    windows_py: kernels", db.execute("SELECT COUNT(*) FROM kernels").fetchone()[0])
 print("    windows_py: counters", db.execute("SELECT category, name, value FROM agent_counters "
       "WHERE category IN ('window', 'cupti')").fetchall())
+if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'gpu_samples'").fetchone():
+    print("    windows_py: gpu_samples (NVML)", db.execute(
+        "SELECT COUNT(*), MIN(sm_clock_mhz), MAX(sm_clock_mhz), MAX(power_mw), MAX(temperature_c)"
+        " FROM gpu_samples").fetchone())
 PYEOF
     return 0
 }
