@@ -12,7 +12,8 @@
  *   detached CUPTI for a capture window are left out (the profiler's own stall). Median
  *   and mean over the steps. The gate uses the median.
  * - overlap: communication, hidden and exposed time summed over ranks; exposed per step.
- * - stragglers: the three ranks that caused the most wait (the report's ranking).
+ * - stragglers: the first three of the report's ranking (mrd_analyze_ranking) that
+ *   arrived last at least once.
  * - collectives: per function, over all communicators: instances, mean arrival skew,
  *   total wait cost.
  * - kernels: total GPU time per kernel name over all ranks; the ten names whose total
@@ -52,6 +53,11 @@ struct side {
     int64_t nsteps, step_median_ns, step_mean_ns;
     int64_t comm_ns, hidden_ns, exposed_ns;
     int interrupted_ranks; /* ranks without a goodbye */
+    /* the first DIFF_TOP_STRAGGLERS ranks of the report's straggler ranking that arrived
+     * last at least once, with the wait they caused */
+    int ntop;
+    const struct mrd_an_rank *top[DIFF_TOP_STRAGGLERS];
+    struct mrd_an_wait top_wait[DIFF_TOP_STRAGGLERS];
 };
 
 struct kernel_total {
@@ -128,6 +134,17 @@ static int summarize(struct side *s)
         s->exposed_ns += r->ov.exposed_ns;
         s->interrupted_ranks += !r->goodbye;
     }
+    const struct mrd_an_rank **order = mrd_analyze_ranking(a);
+    if (!order)
+        return -ENOMEM;
+    for (int i = 0; i < a->nranks && s->ntop < DIFF_TOP_STRAGGLERS; i++) {
+        struct mrd_an_wait w = mrd_analyze_ranked_wait(a, order[i]);
+        if (!w.times_last)
+            break;
+        s->top[s->ntop] = order[i];
+        s->top_wait[s->ntop++] = w;
+    }
+    free(order);
     return 0;
 }
 
@@ -227,28 +244,6 @@ static double pct(int64_t before, int64_t after)
     return before ? 100.0 * (double)(after - before) / (double)before : NAN;
 }
 
-/* Ranks ordered as the report ranks stragglers: wait caused, then times last, then rank.
- * Fills idx[] (a->nranks entries). */
-static void straggler_order(const struct mrd_analysis *a, int *idx)
-{
-    for (int i = 0; i < a->nranks; i++)
-        idx[i] = i;
-    for (int i = 1; i < a->nranks; i++) { /* insertion sort: rank counts are small */
-        int v = idx[i], j = i - 1;
-        struct mrd_an_wait wv = mrd_analyze_ranked_wait(a, &a->ranks[v]);
-        while (j >= 0) {
-            struct mrd_an_wait wj = mrd_analyze_ranked_wait(a, &a->ranks[idx[j]]);
-            int before = wv.caused_ns > wj.caused_ns ||
-                         (wv.caused_ns == wj.caused_ns && wv.times_last > wj.times_last);
-            if (!before)
-                break;
-            idx[j + 1] = idx[j];
-            j--;
-        }
-        idx[j + 1] = v;
-    }
-}
-
 /* Per-function collective summary over all communicators of a. */
 struct func_sum {
     char func[32];
@@ -318,23 +313,11 @@ static void print_text(FILE *f, struct side *s, struct kernel_totals *kt)
 
     fprintf(f, "\nStragglers (wait each rank caused the others, ms)\n");
     for (int k = 0; k < 2; k++) {
-        int *idx = malloc(sizeof(int) * (size_t)(s[k].a->nranks ? s[k].a->nranks : 1));
-        if (!idx)
-            break;
-        straggler_order(s[k].a, idx);
         fprintf(f, "  %-7s", k ? "after:" : "before:");
-        int shown = 0;
-        for (int i = 0; i < s[k].a->nranks && shown < DIFF_TOP_STRAGGLERS; i++) {
-            const struct mrd_an_rank *r = &s[k].a->ranks[idx[i]];
-            struct mrd_an_wait w = mrd_analyze_ranked_wait(s[k].a, r);
-            if (!w.times_last)
-                break;
-            fprintf(f, "%s rank %d %.3f (last %" PRIu64 "x)", shown ? "," : "", r->rank,
-                    w.caused_ns / 1e6, w.times_last);
-            shown++;
-        }
-        fputs(shown ? "\n" : " none (no rank arrived last in a timed collective)\n", f);
-        free(idx);
+        for (int i = 0; i < s[k].ntop; i++)
+            fprintf(f, "%s rank %d %.3f (last %" PRIu64 "x)", i ? "," : "", s[k].top[i]->rank,
+                    s[k].top_wait[i].caused_ns / 1e6, s[k].top_wait[i].times_last);
+        fputs(s[k].ntop ? "\n" : " none (no rank arrived last in a timed collective)\n", f);
     }
 
     struct func_sum fb[MAX_FUNCS], fa[MAX_FUNCS];
@@ -415,24 +398,12 @@ static void print_json(FILE *f, struct side *s, struct kernel_totals *kt, double
     json_num_pair(f, "exposed_ns", s[0].exposed_ns, s[1].exposed_ns, 1);
     fputs("\"stragglers\": {", f);
     for (int k = 0; k < 2; k++) {
-        int *idx = malloc(sizeof(int) * (size_t)(s[k].a->nranks ? s[k].a->nranks : 1));
         fprintf(f, "%s\"%s\": [", k ? ", " : "", k ? "after" : "before");
-        if (idx) {
-            straggler_order(s[k].a, idx);
-            int shown = 0;
-            for (int i = 0; i < s[k].a->nranks && shown < DIFF_TOP_STRAGGLERS; i++) {
-                const struct mrd_an_rank *r = &s[k].a->ranks[idx[i]];
-                struct mrd_an_wait w = mrd_analyze_ranked_wait(s[k].a, r);
-                if (!w.times_last)
-                    break;
-                fprintf(f,
-                        "%s{\"rank\": %d, \"wait_caused_ns\": %" PRId64 ", \"times_last\": %" PRIu64
-                        "}",
-                        shown ? ", " : "", r->rank, w.caused_ns, w.times_last);
-                shown++;
-            }
-            free(idx);
-        }
+        for (int i = 0; i < s[k].ntop; i++)
+            fprintf(
+                f, "%s{\"rank\": %d, \"wait_caused_ns\": %" PRId64 ", \"times_last\": %" PRIu64 "}",
+                i ? ", " : "", s[k].top[i]->rank, s[k].top_wait[i].caused_ns,
+                s[k].top_wait[i].times_last);
         fputs("]", f);
     }
     fputs("},\n  \"collectives\": [", f);
