@@ -108,7 +108,7 @@ enum mrd_event_kind {
 enum mrd_drop_reason {
     MRD_DROP_RING_FULL = 1, MRD_DROP_CUPTI_HOST, MRD_DROP_CUPTI_DEVICE, MRD_DROP_QUEUE_FULL,
     MRD_DROP_NCCL_POOL, MRD_DROP_UNSENT_AT_EXIT, MRD_DROP_TOO_LARGE, MRD_DROP_NO_THREAD_SLOT,
-    MRD_DROP_UNENCODABLE, MRD_DROP_NVTX_CAP, /* added to v1 (additive) */
+    MRD_DROP_UNENCODABLE, MRD_DROP_NVTX_CAP, /* an older aggregator stores unknown_N */
     MRD_DROP__COUNT
 };
 
