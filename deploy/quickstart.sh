@@ -145,7 +145,11 @@ print("quickstart: communication hidden behind compute: " + ", ".join(
 by = dict((r["rank"], r) for r in ranks)
 top = d["straggler_ranking"][:1]
 scope = "straggler_in_steps" if d.get("straggler_scope") == "steps" else "straggler"
-if top and by[top[0]].get(scope):
+if len(ranks) < 2:
+    print("quickstart: one rank: which rank holds the others back needs two or more ranks "
+          "(a one-GPU machine runs one; the report shows what one rank can: its steps, kernels, "
+          "overlap)")
+elif top and by[top[0]].get(scope) and by[top[0]][scope]["times_last"] > 0:
     s = by[top[0]][scope]
     print("quickstart: top straggler%s: rank %d (last to arrive %d times, made the others "
           "wait %s)" % (" in the steps" if scope != "straggler" else "", top[0],

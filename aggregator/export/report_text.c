@@ -112,6 +112,12 @@ void mrd__report_outside_steps(const struct mrd_analysis *a, char *buf, size_t n
     capture_steps_note(a, buf, n, k);
 }
 
+/* What the cross-rank sections say for a run of fewer than two ranks (instead of empty
+ * tables or a "top straggler" that arrived last 0 times). */
+static const char ONE_RANK[] =
+    "cross-rank analysis (matching, arrival skew, stragglers) needs two or more ranks; this "
+    "run has fewer";
+
 static void section(FILE *f, const char *title)
 {
     fprintf(f, "\n== %s\n", title);
@@ -341,6 +347,10 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     uint64_t timed = a->instances - a->untimed;
     section(f, "Collectives matched across ranks (communicator, sequence number, function)");
+    if (a->nranks < 2) {
+        fprintf(f, "  %s\n", ONE_RANK);
+        return;
+    }
     if (a->instances == 0) {
         fprintf(f, "  no NCCL collectives with sequence numbers in the database\n");
         return;
@@ -405,6 +415,10 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
     section(f, a->ranked_in_steps ? "Stragglers (ranked by the wait they caused others, "
                                     "within the NVTX steps)"
                                   : "Stragglers (ranked by the wait they caused others)");
+    if (a->nranks < 2) {
+        fprintf(f, "  %s\n", ONE_RANK);
+        return;
+    }
     if (a->instances == a->untimed) {
         fprintf(f, "  no timed collective instance: nothing to rank\n");
         return;
