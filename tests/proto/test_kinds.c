@@ -206,7 +206,7 @@ int main(void)
 #define KIND(E, v, fn, T_, u, bm, C, d, t, tag)                                                \
     {                                                                                          \
         typedef T_ T;                                                                          \
-        static const struct field f[] = {MRD__FIELDS(fn, FIELD)};                              \
+        const struct field f[] = {MRD__FIELDS(fn, FIELD)}; /* not static: strstr() */       \
         int n = (int)(sizeof f / sizeof f[0]);                                                 \
         check_kind(E, v, #u, #bm, &d, f, n);                                                   \
         uint64_t *hp = v <= MRD_EV_GPU_CLOCK ? &h : &(uint64_t){0};                            \
