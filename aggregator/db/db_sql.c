@@ -242,6 +242,15 @@ const char mrd_db_sql_window_records[] =
     "LEFT JOIN strings s ON s.id = n.name_id WHERE n.domain_id = ?1 "
     "ORDER BY n.rank, n.start_ns, n.rowid";
 
+const char mrd_db_sql_window_events[] =
+    "SELECT w.rank, w.start_ns, w.end_ns, w.first_step, w.last_step, s.value, w.attach_ns, "
+    "w.detach_ns, w.flush_ns FROM window_records w LEFT JOIN strings s ON s.id = w.reason_id "
+    "ORDER BY w.rank, w.start_ns, w.first_step";
+
+const char mrd_db_sql_window_events_any[] = "SELECT 1 FROM window_records LIMIT 1";
+
+const char mrd_db_sql_windows_ranks[] = "SELECT count(DISTINCT rank) FROM windows";
+
 const char mrd_db_sql_window_insert[] =
     "INSERT INTO windows (rank, first_step, last_step, detach_step, "
     "reason, start_ns, end_ns, attach_ns, detach_ns, flush_ns, kernels) "

@@ -125,8 +125,18 @@ extern const char mrd_db_sql_rank_kernels_linked[];
 extern const char mrd_db_sql_string_id[];
 
 /* ?1 the window domain's strings.id -> rank, start_ns, end_ns (local), message of every
- * window record, by rank, start and rowid. */
+ * window record an older agent wrote as an NVTX range, by rank, start and rowid. */
 extern const char mrd_db_sql_window_records[];
+
+/* -> rank, start_ns, end_ns (local), first_step, last_step, reason (text), attach_ns,
+ * detach_ns, flush_ns of every `window` event (table window_records), by rank and start. */
+extern const char mrd_db_sql_window_events[];
+
+/* -> one row when window_records has any. */
+extern const char mrd_db_sql_window_events_any[];
+
+/* -> the number of distinct ranks in windows. */
+extern const char mrd_db_sql_windows_ranks[];
 
 /* ?1..?11 rank, first_step, last_step, detach_step, reason, start_ns, end_ns (global),
  * attach_ns, detach_ns (NULL: open at exit), flush_ns, kernels: one windows row. */
