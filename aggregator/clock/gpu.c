@@ -120,6 +120,74 @@ static double band(struct gctx *c, double eps, double *LO, double *HI)
     return *HI - *LO;
 }
 
+/* The end of the feasible slope interval (band width >= 0) that lies from e towards `to`;
+ * e must be feasible. Width is concave in the slope, so bisection finds it. */
+static double feasible_edge(struct gctx *c, double e, double to)
+{
+    double LO, HI, in = e, out = to;
+    if (band(c, to, &LO, &HI) >= 0)
+        return to;
+    for (int it = 0; it < 60 && fabs(out - in) > 1e-6; it++) {
+        double x = 0.5 * (in + out);
+        if (band(c, x, &LO, &HI) >= 0)
+            in = x;
+        else
+            out = x;
+    }
+    return in;
+}
+
+/* The latest (upper) or earliest local time, less l0, that any line satisfying the brackets
+ * gives the GPU time g0 + dg: over the feasible slopes [ea, eb], the band's top (bottom)
+ * line at dg, a concave (convex) function of the slope, by golden section. */
+static double envelope(struct gctx *c, double dg, int upper, double ea, double eb)
+{
+    const double gr = 0.6180339887498949;
+    double LO, HI, a = ea, z = eb;
+    for (int it = 0; it < 60 && z - a > 1e-6; it++) {
+        double x1 = z - gr * (z - a), x2 = a + gr * (z - a), f1, f2;
+        band(c, x1, &LO, &HI);
+        f1 = upper ? (1.0 + x1 * 1e-6) * dg + HI : -((1.0 + x1 * 1e-6) * dg + LO);
+        band(c, x2, &LO, &HI);
+        f2 = upper ? (1.0 + x2 * 1e-6) * dg + HI : -((1.0 + x2 * 1e-6) * dg + LO);
+        if (f1 >= f2)
+            z = x2;
+        else
+            a = x1;
+    }
+    double x = 0.5 * (a + z);
+    band(c, x, &LO, &HI);
+    return (1.0 + x * 1e-6) * dg + (upper ? HI : LO);
+}
+
+/* How far the line (slope 1 + e ppm, mid) can be from any line that satisfies the brackets,
+ * over the GPU times the brackets span: the larger of the envelopes' distances at the span's
+ * two ends (the envelope minus a line is convex in the GPU time: largest at an end). This
+ * includes the slope's own uncertainty, which half the band's width at one slope leaves out. */
+static double span_deviation(struct gctx *c, double e, double mid)
+{
+    int64_t gmin = c->b[0].g_lo, gmax = c->b[0].g_hi;
+    for (size_t i = 0; i < c->n; i++) {
+        int64_t lo = c->b[i].g_lo < c->b[i].g_hi ? c->b[i].g_lo : c->b[i].g_hi;
+        int64_t hi = c->b[i].g_lo < c->b[i].g_hi ? c->b[i].g_hi : c->b[i].g_lo;
+        if (lo < gmin)
+            gmin = lo;
+        if (hi > gmax)
+            gmax = hi;
+    }
+    double ea = feasible_edge(c, e, -MRD_GPU_SLOPE_RANGE_PPM);
+    double eb = feasible_edge(c, e, MRD_GPU_SLOPE_RANGE_PPM);
+    double dev = 0;
+    const double ends[2] = {(double)(gmin - c->g0), (double)(gmax - c->g0)};
+    for (int k = 0; k < 2; k++) {
+        double at = (1.0 + e * 1e-6) * ends[k] + mid;
+        double up = envelope(c, ends[k], 1, ea, eb) - at;
+        double down = at - envelope(c, ends[k], 0, ea, eb);
+        dev = fmax(dev, fmax(up, down));
+    }
+    return dev;
+}
+
 int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_timer_model *m)
 {
     struct gctx c = {.b = b, .n = n};
@@ -185,7 +253,10 @@ int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_
     double mid = 0.5 * (LO + HI); /* local - l0 = s (g - g0) + mid */
     double sm1 = m->slope - 1.0;
     m->intercept_ns = c.l0 + (int64_t)llround(mid) - c.g0 - (int64_t)llround(sm1 * (double)c.g0);
-    m->error_bound_ns = (int64_t)ceil(fabs(wdt) / 2);
+    double bound = fabs(wdt) / 2;
+    if (wdt >= 0)
+        bound = fmax(bound, span_deviation(&c, e, mid));
+    m->error_bound_ns = (int64_t)ceil(bound);
     m->samples = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     m->rejected = (uint32_t)c.trim;
     rc = wdt >= 0 ? 0 : 1; /* 1: relaxed (no line satisfies every bracket) */
