@@ -14,7 +14,7 @@
  *    (no CUPTI) the agent sends the same evidence as gpu_clock_samples (a GPU time, the
  *    host time half-way, half the width as uncertainty: agent/capture/nccl_plugin.c).
  *    The Coll event's own start (nccl_ops.start_ns) is not used: NCCL starts it after the
- *    launch, and on the H200 host a kernel began up to 20 us before it.
+ *    launch, and in both recorded H200 runs a kernel began before it (by up to 18-21 us).
  * Host brackets are as wide as the kernel waited in its stream behind earlier work (0.9 ms
  * and more in the recorded runs), so a host-only bound is far looser than a CUPTI one;
  * where both exist the band is their intersection. The method (gpu_timer_models.method)
