@@ -230,7 +230,7 @@ int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_
     }
     if (wdt > MRD_GPU_LOOSE_WIDTH_NS && e != 0) {
         /* Wide brackets (host-only evidence) leave the slope loose: a band 1 ms wide was
-         * widest at -349 ppm over a 1.5 s run, while GPU timers drift 1-2 ppm. Take the
+         * widest at -349 ppm over 0.18 s of collectives, while GPU timers drift 1-2 ppm. Take the
          * slope nearest 1 whose band is within MRD_GPU_SLOPE_GIVE of the widest (width is
          * concave in the slope, so those slopes form an interval around e). Tight bands
          * (CUPTI's: a few us) keep the widest band's slope. */
