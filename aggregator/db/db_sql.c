@@ -311,6 +311,17 @@ const char mrd_db_sql_gpu_kernel_brackets[] =
     " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
     "   AND " MRD_DB_KERNEL_VALID " GROUP BY k.rank, k.correlation_id, k.start_ns";
 
+const char mrd_db_sql_gpu_host_brackets[] =
+    "WITH l AS (SELECT x.rank, x.external_id, MIN(a.start_ns) AS t"
+    "           FROM external_correlations x"
+    "           JOIN api_calls a ON a.rank = x.rank AND a.correlation_id = x.correlation_id"
+    "           GROUP BY x.rank, x.external_id)"
+    " SELECT o.rank, COALESCE(o.device, 0), l.t, c.gpu_start, c.host_start_ns"
+    " FROM nccl_ops o"
+    " CROSS JOIN l ON l.rank = o.rank AND l.external_id = o.launch_id"
+    " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
+    " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.host_start_ns > 0";
+
 const char mrd_db_sql_gpu_model_bounds[] =
     "SELECT rank, device, slope, intercept_ns, error_bound_ns"
     " FROM gpu_timer_models";

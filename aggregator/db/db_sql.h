@@ -187,6 +187,14 @@ extern const char mrd_db_sql_gpu_sample_brackets[];
  * calibration's brackets. */
 extern const char mrd_db_sql_gpu_kernel_brackets[];
 
+/* -> rank, device (the op's), launch host time, gpu_start, host_start_ns per KernelCh
+ * channel whose op's kernel launch has a host-side record: the launch time is the earliest
+ * API call CUPTI tied to the launch id (nccl_ops.launch_id -> external_correlations ->
+ * api_calls: cuLaunchKernelEx, entered before the kernel can start); host_start_ns is when
+ * NCCL's proxy reported the channel started (after the GPU wrote that start time). The
+ * host-only brackets of the GPU timer calibration. */
+extern const char mrd_db_sql_gpu_host_brackets[];
+
 /* -> rank, device, slope, intercept_ns, error_bound_ns of every gpu_timer_models row. */
 extern const char mrd_db_sql_gpu_model_bounds[];
 
