@@ -205,6 +205,32 @@ static inline void tu_event(uint64_t *s, int kind, int64_t *t, const uint32_t *i
     }
 }
 
+/* The string ids ev (of `kind`) uses, its STR fields in table order, into out (room for
+ * TU_MAX_STR_FIELDS); returns how many (0 ids included). From proto/kinds.h, so a kind
+ * added there is covered. */
+#define TU_MAX_STR_FIELDS 8
+#define TU_SID_1(m) out[n++] = e->m;
+#define TU_SID_0(m)
+#define TU_SID_(is, m) TU_SID_##is(m)
+#define TU_SID_X(is, m) TU_SID_(is, m)
+#define TU_SID_FIELD(K, m, sql, cls, num, wire, codec, arg, pos, sep)                            \
+    TU_SID_X(MRD__CODEC_IS_STR(codec), m)
+static inline int tu_string_ids(int kind, const union mrd_any_event *ev, uint32_t *out)
+{
+    int n = 0;
+    switch (kind) {
+#define TU_SID_CASE(E, v, fn, T, um, bm, C, d, t_, tag)                                        \
+    case E: {                                                                                  \
+        const T *e = &ev->um;                                                                  \
+        (void)e;                                                                               \
+        MRD__FIELDS(fn, TU_SID_FIELD)                                                          \
+        break;                                                                                 \
+    }
+        MRD_KINDS(TU_SID_CASE)
+    }
+    return n;
+}
+
 /* Appends ev as `kind` to b (mrd_batch_add_<kind>). */
 static inline int tu_add(struct mrd_batch_builder *b, int kind, const union mrd_any_event *ev)
 {

@@ -154,7 +154,7 @@ static void run(uint64_t seed, int ops)
         if (r < 70) {
             int kind = 1 + (int)tu_below(&s, MRD_EV__COUNT - 1);
             union mrd_any_event ev;
-            uint32_t used[4];
+            uint32_t used[TU_MAX_STR_FIELDS];
             int rc, nu = 0;
 
             uint32_t w = (uint32_t)tu_below(&s, M.nstr), nw = 1 + (uint32_t)tu_below(&s, 4);
@@ -176,17 +176,7 @@ static void run(uint64_t seed, int ops)
             M.ev[M.nev++] = ev;
             stats.events++;
             /* the string ids this event uses */
-            if (kind == MRD_EV_KERNEL)
-                used[nu++] = ev.kernel.name;
-            else if (kind == MRD_EV_API)
-                used[nu++] = ev.api.name;
-            else if (kind == MRD_EV_NVTX)
-                used[nu++] = ev.nvtx.domain, used[nu++] = ev.nvtx.name;
-            else if (kind == MRD_EV_MPI)
-                used[nu++] = ev.mpi.call;
-            else if (kind == MRD_EV_NCCL_OP)
-                used[nu++] = ev.nccl_op.func, used[nu++] = ev.nccl_op.datatype,
-                used[nu++] = ev.nccl_op.algo, used[nu++] = ev.nccl_op.proto;
+            nu = tu_string_ids(kind, &ev, used);
             for (int i = 0; i < nu; i++) {
                 if (!used[i])
                     continue;
