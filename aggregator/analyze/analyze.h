@@ -350,8 +350,10 @@ struct mrd_an_coll_stat {
     uint64_t count;           /* timed instances */
     int64_t p50_ns, p90_ns, p99_ns; /* transfer time after the last arrival, nearest rank */
     double algbw_gbs, busbw_gbs;    /* nccl-tests size / p50, x the function's factor */
-    char algo_proto[96];            /* "RING/SIMPLE", or per rank when ranks differ */
-    int differ;                     /* ranks chose different algorithms or protocols */
+    /* each rank's most frequent choice: the lowest rank's ("RING/SIMPLE"), then every rank
+     * whose choice differs from it ("; rank 2: RING/LL") */
+    char algo_proto[96];
+    int differ; /* in some instance the ranks chose different algorithms or protocols */
 };
 
 struct mrd_an_kernel_top {

@@ -309,8 +309,8 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb
     sqlite3_bind_int64(st, 3, lhi + 1);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t s = sqlite3_column_int64(st, 0), e = sqlite3_column_int64(st, 1);
-        if (e < llo)
-            continue; /* ended before the boundary */
+        if (e < llo || (e == llo && s < llo))
+            continue; /* ended at or before the boundary (the previous collective) */
         int is_comm = sqlite3_column_int(st, 2) ||
                       mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(st, 3));
         g->kernels++;
@@ -758,20 +758,29 @@ static int coll_stats(sqlite3 *db, struct mrd__why *w, struct mrd_an_why *y)
         char ap[48];
         snprintf(ap, sizeof(ap), "%s/%s", al ? al : "?", pr ? pr : "?");
         size_t len = strlen(s->algo_proto);
-        if (len == 0) {
+        if (len == 0) { /* the lowest rank's choice, then each rank that differs from it */
             snprintf(first, sizeof(first), "%s", ap);
             snprintf(s->algo_proto, sizeof(s->algo_proto), "%s", ap);
-        } else if (!s->differ && strcmp(first, ap) == 0) {
-            continue;
-        } else {
-            if (!s->differ) /* rewrite as per-rank from here on */
-                snprintf(s->algo_proto, sizeof(s->algo_proto), "%s (lower ranks)", first);
-            s->differ = 1;
-            len = strlen(s->algo_proto);
+        } else if (strcmp(first, ap) != 0) {
             if (len + 1 < sizeof(s->algo_proto))
-                snprintf(s->algo_proto + len, sizeof(s->algo_proto) - len, "; rank %d %s", rank,
+                snprintf(s->algo_proto + len, sizeof(s->algo_proto) - len, "; rank %d: %s", rank,
                          ap);
         }
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    /* the flag: some instance of the group ran with different choices on its ranks */
+    if (sqlite3_prepare_v2(db, mrd_db_sql_why_mixed, -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint64_t comm = (uint64_t)sqlite3_column_int64(st, 0);
+        const char *f = (const char *)sqlite3_column_text(st, 1);
+        int64_t bytes = sqlite3_column_int64(st, 2);
+        for (int g = 0; g < y->nstats && f; g++)
+            if (y->stats[g].comm_hash == comm && y->stats[g].bytes == bytes &&
+                strcmp(y->stats[g].func, f) == 0)
+                y->stats[g].differ = 1;
     }
     sqlite3_finalize(st);
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);

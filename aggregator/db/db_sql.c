@@ -593,7 +593,13 @@ const char mrd_db_sql_why_algo_proto[] =
     "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
     "LEFT JOIN main.strings a ON a.id = n.algo_id LEFT JOIN main.strings p ON p.id = "
     "n.proto_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
-    "GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 7 DESC";
+    "GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 7 DESC, 5, 6";
+const char mrd_db_sql_why_mixed[] =
+    "SELECT i.comm_hash, f.value, i.bytes, COUNT(*) FROM (SELECT comm_hash, func_id, "
+    "MAX(bytes) AS bytes, COUNT(DISTINCT COALESCE(algo_id, -1) || '/' || "
+    "COALESCE(proto_id, -1)) AS choices FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT "
+    "NULL GROUP BY comm_hash, seq, func_id) i LEFT JOIN main.strings f ON f.id = i.func_id "
+    "WHERE i.choices > 1 GROUP BY 1, 2, 3";
 const char mrd_db_sql_why_kernel_totals[] =
     "SELECT k.rank, s.value, COUNT(*), SUM(k.end_ns - k.start_ns), "
     "SUM(SUM(k.end_ns - k.start_ns)) OVER (PARTITION BY k.rank) FROM main.kernels k "

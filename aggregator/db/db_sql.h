@@ -399,9 +399,12 @@ extern const char mrd_db_sql_why_gap_kernels[];
  * temperature_c, throttle_reasons. */
 extern const char mrd_db_sql_why_gpu_sample[];
 /* Collectives per (comm_hash, func, bytes, rank, algorithm, protocol), grouped rows
- * adjacent, each rank's most frequent choice first: comm_hash, func, bytes, rank, algo,
- * proto, count. */
+ * adjacent, each rank's most frequent choice first (ties: by algorithm, then protocol
+ * name): comm_hash, func, bytes, rank, algo, proto, count. */
 extern const char mrd_db_sql_why_algo_proto[];
+/* Per (comm_hash, func, bytes of the instance: MAX over its rows), the instances whose
+ * ranks chose more than one (algorithm, protocol): comm_hash, func, bytes, count. */
+extern const char mrd_db_sql_why_mixed[];
 /* Kernel time per (rank, name) of kernels with an interval, by rank then total
  * descending: rank, name, count, total ns, the rank's total over all kernels. */
 extern const char mrd_db_sql_why_kernel_totals[];

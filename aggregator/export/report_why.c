@@ -338,7 +338,7 @@ void mrd__json_why(FILE *f, const struct mrd_analysis *a)
         fprintf(f,
                 ",\"bytes\":%" PRId64 ",\"nranks\":%d,\"count\":%" PRIu64 ",\"p50_ns\":%" PRId64
                 ",\"p90_ns\":%" PRId64 ",\"p99_ns\":%" PRId64
-                ",\"algbw_gbs\":%.6f,\"busbw_gbs\":%.6f,\"algo_proto\":",
+                ",\"algbw_gbs\":%.9f,\"busbw_gbs\":%.9f,\"algo_proto\":",
                 s->bytes, s->nranks, s->count, s->p50_ns, s->p90_ns, s->p99_ns, s->algbw_gbs,
                 s->busbw_gbs);
         mrd__json_str(f, s->algo_proto);
@@ -349,7 +349,7 @@ void mrd__json_why(FILE *f, const struct mrd_analysis *a)
         const struct mrd_an_kernel_top *k = &w->kernels[i];
         fprintf(f, "%s{\"rank\":%d,\"name\":", i ? ",\n" : "\n", k->rank);
         mrd__json_str(f, k->name);
-        fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRId64 ",\"share\":%.6f}", k->count,
+        fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRId64 ",\"share\":%.9f}", k->count,
                 k->total_ns, k->share);
     }
     fprintf(f, "],\"demangled\":%s},\n", w->demangled ? "true" : "false");
