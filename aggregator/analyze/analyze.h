@@ -321,6 +321,12 @@ struct mrd_an_step_cost {
     int straggler;
     int64_t straggler_late_ns; /* its summed lateness in the step */
     int cause; /* enum mrd_an_cause of the straggler's largest late event, -1: none */
+    /* exposed communication (comm kernels not covered by compute kernels) and GPU idle (no
+     * kernel running), summed over the ranks that ran a kernel in their step range
+     * (kernel_ranks; 0: kernels not traced in this step), and those ranges' total length:
+     * the shares are exposed_ns / kernel_span_ns and idle_ns / kernel_span_ns */
+    int64_t exposed_ns, idle_ns, kernel_span_ns;
+    int kernel_ranks;
 };
 
 /* One GPU sample (gpu_samples) nearest an arrival, shown beside a compute cause. */

@@ -564,6 +564,119 @@ static int one_step(struct step_ctx *c, int64_t step, const size_t *order, size_
     return 0;
 }
 
+/* ---- exposed communication and GPU idle per step ---- */
+
+struct ivl_list {
+    int64_t (*v)[2];
+    size_t n, cap;
+};
+
+/* Appends [s, e) to a list kept merged (starts arrive in ascending order). */
+static int ivl_add(struct ivl_list *l, int64_t s, int64_t e)
+{
+    if (l->n > 0 && s <= l->v[l->n - 1][1]) {
+        if (e > l->v[l->n - 1][1])
+            l->v[l->n - 1][1] = e;
+        return 0;
+    }
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 64;
+        int64_t(*p)[2] = realloc(l->v, nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        l->v = p;
+        l->cap = nc;
+    }
+    l->v[l->n][0] = s;
+    l->v[l->n][1] = e;
+    l->n++;
+    return 0;
+}
+
+static int64_t ivl_len(const struct ivl_list *l)
+{
+    int64_t t = 0;
+    for (size_t i = 0; i < l->n; i++)
+        t += l->v[i][1] - l->v[i][0];
+    return t;
+}
+
+static int64_t ivl_common(const struct ivl_list *a, const struct ivl_list *b)
+{
+    int64_t t = 0;
+    for (size_t i = 0, j = 0; i < a->n && j < b->n;) {
+        int64_t s = a->v[i][0] > b->v[j][0] ? a->v[i][0] : b->v[j][0];
+        int64_t e = a->v[i][1] < b->v[j][1] ? a->v[i][1] : b->v[j][1];
+        if (e > s)
+            t += e - s;
+        if (a->v[i][1] < b->v[j][1])
+            i++;
+        else
+            j++;
+    }
+    return t;
+}
+
+/* For every rank's step range: the union of its communication kernels not covered by
+ * compute kernels (exposed) and the time no kernel ran (idle), clipped to the range in the
+ * rank's local clock; summed per step over the ranks that ran a kernel in it. */
+static int step_shares(struct step_ctx *c)
+{
+    struct mrd_analysis *a = c->a;
+    struct ivl_list comm = {0}, comp = {0};
+    int rc = 0;
+    for (int i = 0; i < a->nranks && rc == 0; i++) {
+        const struct rank_steps *l = &c->rs[i];
+        int rank = a->ranks[i].rank;
+        for (int st = 0; st < l->n && st < c->y->nsteps && rc == 0; st++) {
+            if (l->start[st] == INT64_MIN)
+                continue;
+            int64_t lo = mrd_timebase_unmap(c->tb, rank, l->start[st]);
+            int64_t hi = mrd_timebase_unmap(c->tb, rank, l->end[st]);
+            int64_t from = st > 0 && l->start[st - 1] != INT64_MIN
+                               ? mrd_timebase_unmap(c->tb, rank, l->start[st - 1])
+                               : lo;
+            int any = 0;
+            comm.n = comp.n = 0;
+            sqlite3_reset(c->gap_st);
+            sqlite3_bind_int(c->gap_st, 1, rank);
+            sqlite3_bind_int64(c->gap_st, 2, from < lo ? from : lo);
+            sqlite3_bind_int64(c->gap_st, 3, hi);
+            while (rc == 0 && (rc = sqlite3_step(c->gap_st)) == SQLITE_ROW) {
+                rc = 0;
+                int64_t ks = sqlite3_column_int64(c->gap_st, 0);
+                int64_t ke = sqlite3_column_int64(c->gap_st, 1);
+                if (ks < lo)
+                    ks = lo;
+                if (ke > hi)
+                    ke = hi;
+                if (ke <= ks)
+                    continue;
+                any = 1;
+                int is_comm =
+                    sqlite3_column_int(c->gap_st, 2) ||
+                    mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->gap_st, 3));
+                rc = ivl_add(is_comm ? &comm : &comp, ks, ke);
+            }
+            if (rc == SQLITE_DONE)
+                rc = 0;
+            else if (rc > 0)
+                rc = mrd__analyze_sqlerr(c->db);
+            if (rc < 0 || !any)
+                continue;
+            struct mrd_an_step_cost *sc = &c->y->steps[st];
+            int64_t common = ivl_common(&comm, &comp), lc = ivl_len(&comm);
+            sc->exposed_ns += lc - common;
+            sc->idle_ns += (hi - lo) - (lc + ivl_len(&comp) - common);
+            sc->kernel_span_ns += hi - lo;
+            sc->kernel_ranks++;
+        }
+    }
+    free(comm.v);
+    free(comp.v);
+    return rc;
+}
+
 static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
                       const struct mrd_analyze_options *o, struct mrd_analysis *a,
                       struct mrd__why *w, struct mrd_an_why *y)
@@ -628,6 +741,8 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
                 y->counterfactual_ns += m;
             }
         }
+    if (rc == 0)
+        rc = step_shares(&c);
     if (rc == 0 && y->nlate > 1)
         qsort(y->late, (size_t)y->nlate, sizeof(*y->late), cmp_late);
 done:

@@ -94,18 +94,25 @@ void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)
         qsort(idx, (size_t)n, sizeof(int), cmp_int);
         fprintf(f, "  the %d costliest of %d steps (all in --json):\n", n, w->nsteps);
     }
-    fprintf(f, "  %-6s %12s %12s %12s %9s  %s\n", "step", "measured", "without", "cost",
-            "straggler", "cause (its largest late event)");
+    fprintf(f, "  exposed comm, GPU idle: shares of the step ranges of the ranks that ran kernels "
+               "in the step (n/e: none traced)\n");
+    fprintf(f, "  %-6s %12s %12s %12s %8s %8s %9s  %s\n", "step", "measured", "without", "cost",
+            "exposed", "GPU idle", "straggler", "cause (its largest late event)");
     for (int i = 0; i < n; i++) {
         const struct mrd_an_step_cost *s = &w->steps[idx[i]];
         if (s->measured_ns < 0) {
             fprintf(f, "  %-6d %12s\n", idx[i], "no range");
             continue;
         }
-        fprintf(f, "  %-6d %12s %12s %12s ", idx[i],
+        char ex[16] = "n/e", idle[16] = "n/e";
+        if (s->kernel_span_ns > 0) {
+            snprintf(ex, sizeof(ex), "%.1f%%", 100.0 * (double)s->exposed_ns / s->kernel_span_ns);
+            snprintf(idle, sizeof(idle), "%.1f%%", 100.0 * (double)s->idle_ns / s->kernel_span_ns);
+        }
+        fprintf(f, "  %-6d %12s %12s %12s %8s %8s ", idx[i],
                 mrd_export_fmt_ns(b1, sizeof(b1), s->measured_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), s->counterfactual_ns),
-                mrd_export_fmt_ns(b3, sizeof(b3), s->cost_ns));
+                mrd_export_fmt_ns(b3, sizeof(b3), s->cost_ns), ex, idle);
         if (s->straggler >= 0)
             fprintf(f, "%9d  %s (late %s)\n", s->straggler,
                     s->cause >= 0 ? mrd_analyze_cause_name(s->cause) : "-",
@@ -290,9 +297,11 @@ void mrd__json_why(FILE *f, const struct mrd_analysis *a)
         fprintf(f,
                 "%s{\"index\":%d,\"measured_ns\":%" PRId64 ",\"counterfactual_ns\":%" PRId64
                 ",\"cost_ns\":%" PRId64 ",\"straggler\":%d,\"straggler_late_ns\":%" PRId64
-                ",\"cause\":",
+                ",\"exposed_ns\":%" PRId64 ",\"idle_ns\":%" PRId64 ",\"kernel_span_ns\":%" PRId64
+                ",\"kernel_ranks\":%d,\"cause\":",
                 s ? ",\n" : "\n", s, c->measured_ns, c->counterfactual_ns, c->cost_ns, c->straggler,
-                c->straggler_late_ns);
+                c->straggler_late_ns, c->exposed_ns, c->idle_ns, c->kernel_span_ns,
+                c->kernel_ranks);
         if (c->cause >= 0)
             mrd__json_str(f, mrd_analyze_cause_name(c->cause));
         else

@@ -392,6 +392,27 @@ def oracle(path):
                 best = v
         return best
 
+    def shares(r, lo, hi):
+        """exposed comm and idle in [lo, hi] by elementary segments (not by merging)."""
+        ks = []
+        for s, e, c, nm in kern[r]:
+            s2, e2 = max(s, lo), min(e, hi)
+            if e2 > s2:
+                comm_k = (r, c) in linked or (nm or "").startswith("nccl") or \
+                    ((nm or "").startswith("_Z") and "nccl" in (nm or "")[:12])
+                ks.append((s2, e2, comm_k))
+        if not ks:
+            return None
+        pts = sorted({lo, hi} | {k[0] for k in ks} | {k[1] for k in ks})
+        exposed = idle = 0
+        for a, b in zip(pts, pts[1:]):
+            cov = [k[2] for k in ks if k[0] <= a and k[1] >= b]
+            if not cov:
+                idle += b - a
+            elif all(cov):
+                exposed += b - a
+        return exposed, idle, hi - lo
+
     out = dict(steps=[], events={}, measured=0, cost=0)
     for st in range(nsteps):
         mine = sorted([x for x in insts if x["step"] == st],
@@ -451,9 +472,17 @@ def oracle(path):
             if late_sum[r] >= LATE_NS and late_sum[r] > strag_late:
                 strag, strag_late = r, late_sum[r]
         cost = measured - cf
+        ex = idle = span = kr = 0
+        for r in ranks:
+            if st < len(steps[r]):
+                v = shares(r, *steps[r][st])
+                if v is not None:
+                    ex, idle, span, kr = ex + v[0], idle + v[1], span + v[2], kr + 1
         out["steps"].append(dict(measured_ns=measured, counterfactual_ns=cf, cost_ns=cost,
                                  straggler=strag, straggler_late_ns=strag_late,
-                                 cause=best[strag][1] if strag >= 0 else None))
+                                 cause=best[strag][1] if strag >= 0 else None,
+                                 exposed_ns=ex, idle_ns=idle, kernel_span_ns=span,
+                                 kernel_ranks=kr))
         out["measured"] += measured
         out["cost"] += cost
     # collective statistics
@@ -526,8 +555,11 @@ def compare(tag, why, orc, tol_ns=0):
         return False
     for i, (a, b) in enumerate(zip(sc, orc["steps"])):
         for k in ("measured_ns", "counterfactual_ns", "cost_ns", "straggler",
-                  "straggler_late_ns", "cause"):
+                  "straggler_late_ns", "cause", "kernel_ranks"):
             ok &= check(a[k] == b[k], "%s: step %d %s = %s, oracle %s" % (tag, i, k, a[k], b[k]))
+        for k in ("exposed_ns", "idle_ns", "kernel_span_ns"):  # clipped in local vs global
+            ok &= check(abs(a[k] - b[k]) <= tol_ns * max(1, b["kernel_ranks"]),
+                        "%s: step %d %s = %s, oracle %s" % (tag, i, k, a[k], b[k]))
     ok &= check(why["measured_ns"] == orc["measured"] and why["cost_ns"] == orc["cost"],
                 "%s: run measured/cost %d/%d, oracle %d/%d" % (
                     tag, why["measured_ns"], why["cost_ns"], orc["measured"], orc["cost"]))
@@ -608,6 +640,17 @@ def hand_case(meridian, schema, work):
         check(e is not None and (e["rank"], e["ref_rank"], e["late_ns"], e["cause"], e["comm_ns"],
                                  e["host_ns"], e["compute_ns"]) ==
               (r, ref, late, cause, comm_ns, host, comp), "hand: event %s = %s" % (k, e))
+    # step 0 [0, 4930) us: rank 0 computes [10, 1010), [4610, 4810), NCCL [1010, 4110),
+    # [4810, 4910): exposed 3100 + 100, idle 10 + 500 + 20; rank 1 computes [10, 1210),
+    # [4120, 4320), NCCL [1210, 4110), [4320, 4910): exposed 2900 + 590, idle 10 + 10 + 20;
+    # rank 2 computes [10, 4010), [4120, 4320), NCCL [4010, 4110), [4320, 4910): exposed
+    # 100 + 590, idle 40. Step 2 ran no kernels (steady tier): not evaluated
+    s0 = why["step_costs"][0]
+    check((s0["exposed_ns"], s0["idle_ns"], s0["kernel_span_ns"], s0["kernel_ranks"]) ==
+          ((3200 + 3490 + 690) * US, (530 + 40 + 40) * US, 3 * 4930 * US, 3),
+          "hand: step 0 exposed/idle %s" % s0)
+    s2 = why["step_costs"][2]
+    check(s2["kernel_ranks"] == 0 and s2["kernel_span_ns"] == 0, "hand: step 2 %s" % s2)
     g = ev.get((0, 0), {}).get("gpu")
     check(g == [dict(sm_clock_mhz=1200, power_mw=650000, temperature_c=83, throttle_reasons=4),
                 dict(sm_clock_mhz=1980, power_mw=400000, temperature_c=55, throttle_reasons=0)],
