@@ -303,6 +303,8 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb
     int rc;
     memset(g, 0, sizeof(*g));
     g->first_kernel = INT64_MAX;
+    if (!st)
+        return 0; /* no kernels table: nothing traced */
     sqlite3_reset(st);
     sqlite3_bind_int(st, 1, rank);
     sqlite3_bind_int64(st, 2, scan_from < llo ? scan_from : llo);
@@ -708,7 +710,8 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
     }
     if ((rc = load_step_ranges(db, tb, o, a, c.rs)) < 0)
         goto done;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_why_gap_kernels, -1, &c.gap_st, NULL) != SQLITE_OK) {
+    if (mrd_db_has_table(db, "kernels") == 1 &&
+        sqlite3_prepare_v2(db, mrd_db_sql_why_gap_kernels, -1, &c.gap_st, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
         goto done;
     }
@@ -741,7 +744,7 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
                 y->counterfactual_ns += m;
             }
         }
-    if (rc == 0)
+    if (rc == 0 && c.gap_st)
         rc = step_shares(&c);
     if (rc == 0 && y->nlate > 1)
         qsort(y->late, (size_t)y->nlate, sizeof(*y->late), cmp_late);
@@ -961,8 +964,9 @@ int mrd__why_finish(sqlite3 *db, const struct mrd_timebase *tb, const struct mrd
                           "%llu collective instances beyond %d rank intervals: left out of "
                           "the straggler cost and the collective statistics",
                           (unsigned long long)w->over_cap, MRD_WHY_MAX_ROWS);
-    if (w->ninst > 0 && ((rc = load_bytes(db, w)) < 0 || (rc = coll_stats(db, w, y)) < 0 ||
-                         (rc = step_costs(db, tb, o, a, w, y)) < 0))
+    if (w->ninst > 0 && ((rc = load_bytes(db, w)) < 0 || (rc = coll_stats(db, w, y)) < 0))
+        return rc;
+    if ((rc = step_costs(db, tb, o, a, w, y)) < 0) /* also without collectives: shares */
         return rc;
     return top_kernels(db, a, y);
 }
