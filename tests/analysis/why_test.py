@@ -14,7 +14,9 @@ kernel sweeps, percentiles and bandwidths).
   3. tests/data/h200-quickstart.db.gz (rank 1 slowed 2 ms on every 5th step): rank 1 is the
      straggler of each slowed step, cause "compute took longer", cost >= 1.8 ms there and
      < 0.6 ms on every other step;
-  4. bad input: a database of another schema version is refused with its message, an
+  4. the same run without kernels (the steady tier outside capture windows): costs from
+     NCCL's channel times, causes "not evaluated", shares "n/e";
+  5. bad input: a database of another schema version is refused with its message, an
      interrupted run (rank 1 stopped mid-run, no Goodbye) is reported; neither file is
      written (sha256, no -wal/-shm/-journal).
 
@@ -706,6 +708,29 @@ def quickstart(meridian, fixture, work):
     compare("quickstart", why, oracle(db), tol_ns=4)
 
 
+def steady_tier(meridian, work):
+    """The H200 run as the steady tier stores it outside windows: no kernels, collectives
+    timed by NCCL's channel times: the cost is still measured, the causes not evaluated."""
+    db = os.path.join(work, "steady.db")
+    shutil.copy(os.path.join(work, "quickstart.db"), db)
+    con = sqlite3.connect(db)
+    con.executescript("DROP TABLE kernels; DROP TABLE external_correlations;")
+    con.close()
+    d, text = report(meridian, db, work, "steady")
+    if d is None:
+        return
+    for s in d["why"]["step_costs"]:
+        check(s["kernel_ranks"] == 0, "steady: step %d has kernel shares" % s["index"])
+        if s["index"] % 5 == 0:
+            check(s["straggler"] == 1 and s["cause"] == "not evaluated" and
+                  s["cost_ns"] >= 1_800_000, "steady: slowed step %s" % s)
+    check(d["why"]["late_events_total"] > 0 and
+          all(e["cause"] in ("not evaluated", "communication slower")
+              for e in d["why"]["late_events"]), "steady: causes evaluated without kernels")
+    check("not evaluated" in text and "n/e" in text and "no kernels traced" in text,
+          "steady: the text does not say what was not evaluated")
+
+
 def sha(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -768,6 +793,7 @@ def main():
     hand_case(meridian, schema, work)
     random_cases(meridian, schema, work, seeds)
     quickstart(meridian, fixture, work)
+    steady_tier(meridian, work)
     bad_input(meridian, fixture, work)
     if fails:
         print("analysis_why: %d failure(s)" % len(fails))
