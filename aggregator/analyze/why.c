@@ -460,32 +460,40 @@ static int late_event(struct step_ctx *c, const struct why_inst *x, int64_t step
         c->best_late[ai] = late_ns;
         c->best_cause[ai] = e.cause;
     }
+    if (c->y->nlate == MRD_WHY_MAX_EVENTS) { /* keep the largest: replace the smallest */
+        int min = 0;
+        for (int k = 1; k < c->y->nlate; k++)
+            if (cmp_late(&c->y->late[k], &c->y->late[min]) > 0)
+                min = k;
+        if (cmp_late(&e, &c->y->late[min]) < 0)
+            c->y->late[min] = e;
+        return 0;
+    }
     if (c->y->nlate == c->cap_late) {
-        /* keep the largest: sort, drop the smaller half */
-        qsort(c->y->late, (size_t)c->y->nlate, sizeof(e), cmp_late);
-        if (c->y->nlate >= MRD_WHY_MAX_EVENTS) {
-            if (cmp_late(&e, &c->y->late[c->y->nlate - 1]) > 0)
-                return 0;
-            c->y->nlate--;
-        } else {
-            int nc = c->cap_late ? c->cap_late * 2 : 64;
-            if (nc > MRD_WHY_MAX_EVENTS)
-                nc = MRD_WHY_MAX_EVENTS;
-            struct mrd_an_late *p = realloc(c->y->late, (size_t)nc * sizeof(*p));
-            if (!p)
-                return -ENOMEM;
-            c->y->late = p;
-            c->cap_late = nc;
-        }
+        int nc = c->cap_late ? c->cap_late * 2 : 64;
+        if (nc > MRD_WHY_MAX_EVENTS)
+            nc = MRD_WHY_MAX_EVENTS;
+        struct mrd_an_late *p = realloc(c->y->late, (size_t)nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        c->y->late = p;
+        c->cap_late = nc;
     }
     c->y->late[c->y->nlate++] = e;
     return 0;
 }
 
-static int cmp_inst_time(const void *x, const void *y, void *ctx)
+/* The order a step's instances are propagated in: by step, then last arrival, then the
+ * matching's key order. */
+struct inst_key {
+    int64_t step, last_start;
+    uint64_t ordinal;
+    size_t idx;
+};
+
+static int cmp_inst(const void *x, const void *y)
 {
-    const struct why_inst *inst = ctx;
-    const struct why_inst *a = &inst[*(const size_t *)x], *b = &inst[*(const size_t *)y];
+    const struct inst_key *a = x, *b = y;
     if (a->step != b->step)
         return a->step < b->step ? -1 : 1;
     if (a->last_start != b->last_start)
@@ -493,14 +501,7 @@ static int cmp_inst_time(const void *x, const void *y, void *ctx)
     return a->ordinal < b->ordinal ? -1 : a->ordinal > b->ordinal;
 }
 
-/* qsort_r is GNU; a file-scope pointer keeps the comparison portable. */
-static const struct why_inst *sort_base;
-static int cmp_inst(const void *x, const void *y)
-{
-    return cmp_inst_time(x, y, (void *)sort_base);
-}
-
-static int one_step(struct step_ctx *c, int64_t step, const size_t *order, size_t n)
+static int one_step(struct step_ctx *c, int64_t step, const struct inst_key *order, size_t n)
 {
     struct mrd_analysis *a = c->a;
     struct mrd_an_step_cost *sc = &c->y->steps[step];
@@ -513,7 +514,7 @@ static int one_step(struct step_ctx *c, int64_t step, const size_t *order, size_
         c->best_cause[i] = -1;
     }
     for (size_t k = 0; k < n; k++) {
-        const struct why_inst *x = &c->w->inst[order[k]];
+        const struct why_inst *x = &c->w->inst[order[k].idx];
         const struct why_row *rows = &c->w->rows[x->off];
         int li = -1, ri = -1;
         int64_t lv = INT64_MIN, rv = INT64_MIN;
@@ -684,7 +685,8 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
                       struct mrd__why *w, struct mrd_an_why *y)
 {
     struct step_ctx c;
-    size_t *order = NULL, n = 0;
+    struct inst_key *order = NULL;
+    size_t n = 0;
     int rc = -ENOMEM;
 
     memset(&c, 0, sizeof(c));
@@ -699,7 +701,7 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
     c.late_sum = calloc((size_t)a->nranks, sizeof(int64_t));
     c.best_late = calloc((size_t)a->nranks, sizeof(int64_t));
     c.best_cause = calloc((size_t)a->nranks, sizeof(int));
-    order = malloc((w->ninst ? w->ninst : 1) * sizeof(size_t));
+    order = malloc((w->ninst ? w->ninst : 1) * sizeof(*order));
     if (!y->steps || !c.rs || !c.shift || !c.prev_end || !c.late_sum || !c.best_late ||
         !c.best_cause || !order)
         goto done;
@@ -721,15 +723,20 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
         goto done;
     }
     for (size_t i = 0; i < w->ninst; i++)
-        if (w->inst[i].step >= 0 && w->inst[i].step < a->nsteps)
-            order[n++] = i;
-    sort_base = w->inst;
-    qsort(order, n, sizeof(size_t), cmp_inst);
+        if (w->inst[i].step >= 0 && w->inst[i].step < a->nsteps) {
+            struct inst_key *k = &order[n++];
+            k->step = w->inst[i].step;
+            k->last_start = w->inst[i].last_start;
+            k->ordinal = w->inst[i].ordinal;
+            k->idx = i;
+        }
+    if (n > 0)
+        qsort(order, n, sizeof(*order), cmp_inst);
     rc = 0;
     for (size_t i = 0, j; i < n && rc == 0; i = j) {
-        for (j = i; j < n && w->inst[order[j]].step == w->inst[order[i]].step; j++)
+        for (j = i; j < n && order[j].step == order[i].step; j++)
             ;
-        rc = one_step(&c, w->inst[order[i]].step, order + i, j - i);
+        rc = one_step(&c, order[i].step, order + i, j - i);
     }
     for (int s = 0; rc == 0 && s < a->nsteps; s++) /* steps without a collective */
         if (y->steps[s].measured_ns < 0) {
@@ -746,7 +753,7 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
         }
     if (rc == 0 && c.gap_st)
         rc = step_shares(&c);
-    if (rc == 0 && y->nlate > 1)
+    if (rc == 0 && y->nlate > 1) /* the largest first */
         qsort(y->late, (size_t)y->nlate, sizeof(*y->late), cmp_late);
 done:
     sqlite3_finalize(c.gap_st);

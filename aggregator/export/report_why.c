@@ -42,22 +42,10 @@ static int no_why(FILE *f, const struct mrd_analysis *a)
     return 1;
 }
 
-static int cmp_cost_desc(const void *x, const void *y, const struct mrd_an_why *w)
+static int cmp_i64_desc(const void *x, const void *y)
 {
-    int64_t a = w->steps[*(const int *)x].cost_ns, b = w->steps[*(const int *)y].cost_ns;
-    if (a != b)
-        return a > b ? -1 : 1;
-    return *(const int *)x - *(const int *)y;
-}
-
-static const struct mrd_an_why *sort_why;
-static int cmp_cost(const void *x, const void *y)
-{
-    return cmp_cost_desc(x, y, sort_why);
-}
-static int cmp_int(const void *x, const void *y)
-{
-    return *(const int *)x - *(const int *)y;
+    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
+    return a > b ? -1 : a < b;
 }
 
 void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)
@@ -82,26 +70,32 @@ void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)
             mrd_export_fmt_ns(b2, sizeof(b2), w->counterfactual_ns),
             mrd_export_fmt_ns(b3, sizeof(b3), w->cost_ns),
             100.0 * (double)w->cost_ns / (double)w->measured_ns);
-    int *idx = malloc((size_t)w->nsteps * sizeof(int)), n = w->nsteps;
-    if (!idx)
-        return;
-    for (int s = 0; s < n; s++)
-        idx[s] = s;
-    if (n > MAX_COST_LINES) {
-        sort_why = w;
-        qsort(idx, (size_t)n, sizeof(int), cmp_cost);
-        n = MAX_COST_LINES;
-        qsort(idx, (size_t)n, sizeof(int), cmp_int);
-        fprintf(f, "  the %d costliest of %d steps (all in --json):\n", n, w->nsteps);
+    /* more steps than lines: the costliest (at or above the MAX_COST_LINES-th cost), in
+     * step order */
+    int64_t floor_ns = INT64_MIN;
+    int shown = 0;
+    if (w->nsteps > MAX_COST_LINES) {
+        int64_t *costs = malloc((size_t)w->nsteps * sizeof(int64_t));
+        if (!costs)
+            return;
+        for (int s = 0; s < w->nsteps; s++)
+            costs[s] = w->steps[s].cost_ns;
+        qsort(costs, (size_t)w->nsteps, sizeof(int64_t), cmp_i64_desc);
+        floor_ns = costs[MAX_COST_LINES - 1];
+        free(costs);
+        fprintf(f, "  the %d costliest of %d steps (all in --json):\n", MAX_COST_LINES, w->nsteps);
     }
     fprintf(f, "  exposed comm, GPU idle: shares of the step ranges of the ranks that ran kernels "
                "in the step (n/e: none traced)\n");
     fprintf(f, "  %-6s %12s %12s %12s %8s %8s %9s  %s\n", "step", "measured", "without", "cost",
             "exposed", "GPU idle", "straggler", "cause (its largest late event)");
-    for (int i = 0; i < n; i++) {
-        const struct mrd_an_step_cost *s = &w->steps[idx[i]];
+    for (int i = 0; i < w->nsteps && shown < MAX_COST_LINES; i++) {
+        const struct mrd_an_step_cost *s = &w->steps[i];
+        if (s->cost_ns < floor_ns)
+            continue;
+        shown++;
         if (s->measured_ns < 0) {
-            fprintf(f, "  %-6d %12s\n", idx[i], "no range");
+            fprintf(f, "  %-6d %12s\n", i, "no range");
             continue;
         }
         char ex[16] = "n/e", idle[16] = "n/e";
@@ -109,7 +103,7 @@ void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)
             snprintf(ex, sizeof(ex), "%.1f%%", 100.0 * (double)s->exposed_ns / s->kernel_span_ns);
             snprintf(idle, sizeof(idle), "%.1f%%", 100.0 * (double)s->idle_ns / s->kernel_span_ns);
         }
-        fprintf(f, "  %-6d %12s %12s %12s %8s %8s ", idx[i],
+        fprintf(f, "  %-6d %12s %12s %12s %8s %8s ", i,
                 mrd_export_fmt_ns(b1, sizeof(b1), s->measured_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), s->counterfactual_ns),
                 mrd_export_fmt_ns(b3, sizeof(b3), s->cost_ns), ex, idle);
@@ -120,7 +114,6 @@ void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)
         else
             fprintf(f, "%9s  -\n", "-");
     }
-    free(idx);
 }
 
 static void fmt_gpu(char *buf, size_t n, const struct mrd_an_gpu_reading *g)
