@@ -217,7 +217,7 @@ HAND = {
 }
 
 
-def random_run(path, schema, rng):
+def random_run(path, schema, rng, nsteps=None):
     n = rng.randint(2, 5)
     offsets = [rng.randint(-10**12, 0) for _ in range(n)]  # local times stay > 0
     run = Run(path, n, offsets)
@@ -228,7 +228,7 @@ def random_run(path, schema, rng):
     sizes = [4096, 1 << 16, 1 << 20]
     seqs = {}
     t = 1_000_000
-    nsteps = rng.randint(2, 6)
+    nsteps = nsteps or rng.randint(2, 6)
     for st in range(nsteps):
         cur = [t + rng.randint(0, 50 * US) for _ in range(n)]
         starts = list(cur)
@@ -680,6 +680,18 @@ def random_cases(meridian, schema, work, seeds):
         d, _ = report(meridian, path, work, "rand%d" % seed)
         if d is not None and not compare("seed %d" % seed, d["why"], oracle(path)):
             print("analysis_why: seed %d differs (database kept: %s)" % (seed, path))
+    # more steps than the text lists: the 64 costliest, in step order
+    path = os.path.join(work, "many.db")
+    random_run(path, schema, random.Random(1000), nsteps=80)
+    d, text = report(meridian, path, work, "many")
+    if d is not None and compare("80 steps", d["why"], oracle(path)):
+        part = text[text.index("== Straggler cost"):text.index("== Why ranks")]
+        listed = [int(ln.split()[0]) for ln in part.splitlines()
+                  if re.match(r"^  [0-9]+ ", ln)]
+        floor = sorted((s["cost_ns"] for s in d["why"]["step_costs"]), reverse=True)[63]
+        want = [s["index"] for s in d["why"]["step_costs"] if s["cost_ns"] >= floor][:64]
+        check(listed == want and "the 64 costliest of 80 steps" in part,
+              "80 steps: the text lists %s, want %s" % (listed, want))
 
 
 def quickstart(meridian, fixture, work):
