@@ -398,4 +398,10 @@ const char *mrd_analyze_cause_name(int cause);
  * call. */
 int mrd_analyze_demangle(const char *name, char *buf, size_t n);
 
+/* The same for exporters that name every row: the demangled name, remembered per thread
+ * (MRD_DEMANGLE_SLOTS names), so each distinct name is demangled about once. Returns name
+ * itself when it is not mangled or cannot be demangled; the pointer is valid until the
+ * next call on this thread. */
+const char *mrd_analyze_demangle_cached(const char *name);
+
 #endif

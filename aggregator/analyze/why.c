@@ -98,6 +98,40 @@ int mrd_analyze_demangle(const char *name, char *buf, size_t n)
     return ok;
 }
 
+#define MRD_DEMANGLE_SLOTS 256 /* names remembered per thread (direct-mapped by hash) */
+
+struct demangle_slot {
+    char *mangled, *plain;
+};
+static _Thread_local struct demangle_slot demangle_cache[MRD_DEMANGLE_SLOTS];
+
+const char *mrd_analyze_demangle_cached(const char *name)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    int status = -1;
+    if (!name || strncmp(name, "_Z", 2) != 0)
+        return name;
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 16777619u;
+    struct demangle_slot *slot = &demangle_cache[h % MRD_DEMANGLE_SLOTS];
+    if (slot->mangled && strcmp(slot->mangled, name) == 0)
+        return slot->plain;
+    pthread_once(&demangle_once, demangle_load);
+    if (!demangle_fn)
+        return name;
+    char *d = demangle_fn(name, NULL, NULL, &status);
+    char *m = d && status == 0 ? strdup(name) : NULL;
+    if (!m) {
+        free(d);
+        return name;
+    }
+    free(slot->mangled);
+    free(slot->plain);
+    slot->mangled = m;
+    slot->plain = d;
+    return d;
+}
+
 /* ---- collection, through the matching's on_instance ---- */
 
 static int func_index(struct mrd__why *w, const char *func)

@@ -665,6 +665,16 @@ def hand_case(meridian, schema, work):
           st["algo_proto"] == "RING/SIMPLE; rank 2: RING/LL", "hand: statistics %s" % st)
     names = {k["name"] for k in why["top_kernels"]}
     check("compute(float*)" in names and why["demangled"], "hand: demangled names %s" % names)
+    # the Perfetto export names kernels the same way (demangled once in the analysis layer)
+    trace = os.path.join(work, "hand-trace.json")
+    p = subprocess.run([meridian, "export", path, "--perfetto", trace], stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True, timeout=60)
+    if check(p.returncode == 0, "hand: export exited %d: %s" % (p.returncode, p.stderr)):
+        with open(trace) as f:
+            ev = json.load(f)
+        ev = ev["traceEvents"] if isinstance(ev, dict) else ev
+        kn = {e["name"] for e in ev if e.get("ph") == "X" and e.get("cat") == "kernel"}
+        check(kn == names, "hand: Perfetto kernel names %s, report %s" % (kn, names))
     for words in ("== Straggler cost",
                   "rank 2: 3 late event(s)", "== Why ranks were late", "== Collective statistics",
                   "== Top kernels per rank", "not evaluated", "SM 1200 MHz, 650.0 W, 83 C, "
