@@ -1,6 +1,8 @@
 /* Why, and what it cost: straggler cost per step and per run, the cause of every late
  * arrival with its evidence, collective statistics per (communicator, function, message
- * size), and the top kernels per rank (definitions in analyze.h, "why.c").
+ * size), and the top kernels per rank (definitions in analyze.h, "why.c"); this file
+ * collects the instances and computes the costs, causes and shares, why_stats.c the
+ * statistics, top kernels and demangling.
  *
  * Where it sits: part of mrd_analyze. mrd__why_begin wraps the options' on_instance so that
  * the one cross-rank matching (match.c) hands every instance here too; mrd__why_finish
@@ -14,11 +16,9 @@
  * Kernel queries run only for late events (at most one per instance), through the
  * kernels_rank_start index. Single thread, the analysis' connection.
  */
-#include "analyze_int.h"
+#include "why_int.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,38 +27,6 @@
 #include "error.h"
 #include "steps.h"
 
-#define MRD_WHY_MAX_ROWS  (1 << 22) /* rank intervals kept over all instances */
-#define MRD_WHY_MAX_FUNCS 32        /* distinct function names */
-
-struct why_row {
-    int rank;
-    int64_t start, end; /* global (or local) ns, as match.c gives them */
-};
-
-struct why_inst {
-    uint64_t comm_hash, seq;
-    uint64_t ordinal; /* position in the matching's key order (every instance counts) */
-    int64_t step;
-    int func;   /* index into funcs */
-    int off, n; /* rows[off .. off + n) */
-    int64_t last_start, max_end;
-    int64_t bytes;
-    int nranks;
-};
-
-struct mrd__why {
-    void (*user_cb)(const struct mrd_an_instance *in, void *ctx);
-    void *user_ctx;
-    struct why_inst *inst;
-    size_t ninst, cap_inst;
-    struct why_row *rows;
-    size_t nrows, cap_rows;
-    uint64_t seen, over_cap;
-    int nfuncs;
-    char funcs[MRD_WHY_MAX_FUNCS][32];
-    int enomem;
-};
-
 static const char *const cause_names[MRD_AN_NCAUSES] = {"not evaluated", "compute took longer",
                                                         "launched later (host bound)",
                                                         "communication slower", "unexplained"};
@@ -66,70 +34,6 @@ static const char *const cause_names[MRD_AN_NCAUSES] = {"not evaluated", "comput
 const char *mrd_analyze_cause_name(int cause)
 {
     return cause >= 0 && cause < MRD_AN_NCAUSES ? cause_names[cause] : "?";
-}
-
-/* ---- demangling: the C++ runtime's __cxa_demangle, loaded once ---- */
-
-typedef char *(*cxa_demangle_fn)(const char *, char *, size_t *, int *);
-static cxa_demangle_fn demangle_fn;
-static pthread_once_t demangle_once = PTHREAD_ONCE_INIT;
-
-static void demangle_load(void)
-{
-    void *h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
-    if (h)
-        demangle_fn = (cxa_demangle_fn)(uintptr_t)dlsym(h, "__cxa_demangle");
-}
-
-int mrd_analyze_demangle(const char *name, char *buf, size_t n)
-{
-    int status = -1;
-    char *d = NULL;
-    if (!name)
-        name = "?";
-    if (strncmp(name, "_Z", 2) == 0) {
-        pthread_once(&demangle_once, demangle_load);
-        if (demangle_fn)
-            d = demangle_fn(name, NULL, NULL, &status);
-    }
-    snprintf(buf, n, "%s", d && status == 0 ? d : name);
-    int ok = d && status == 0;
-    free(d);
-    return ok;
-}
-
-#define MRD_DEMANGLE_SLOTS 256 /* names remembered per thread (direct-mapped by hash) */
-
-struct demangle_slot {
-    char *mangled, *plain;
-};
-static _Thread_local struct demangle_slot demangle_cache[MRD_DEMANGLE_SLOTS];
-
-const char *mrd_analyze_demangle_cached(const char *name)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    int status = -1;
-    if (!name || strncmp(name, "_Z", 2) != 0)
-        return name;
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 16777619u;
-    struct demangle_slot *slot = &demangle_cache[h % MRD_DEMANGLE_SLOTS];
-    if (slot->mangled && strcmp(slot->mangled, name) == 0)
-        return slot->plain;
-    pthread_once(&demangle_once, demangle_load);
-    if (!demangle_fn)
-        return name;
-    char *d = demangle_fn(name, NULL, NULL, &status);
-    char *m = d && status == 0 ? strdup(name) : NULL;
-    if (!m) {
-        free(d);
-        return name;
-    }
-    free(slot->mangled);
-    free(slot->plain);
-    slot->mangled = m;
-    slot->plain = d;
-    return d;
 }
 
 /* ---- collection, through the matching's on_instance ---- */
@@ -159,7 +63,7 @@ static void on_instance(const struct mrd_an_instance *in, void *ctx)
     }
     if (w->ninst == w->cap_inst) {
         size_t nc = w->cap_inst ? w->cap_inst * 2 : 256;
-        struct why_inst *p = realloc(w->inst, nc * sizeof(*p));
+        struct mrd__why_inst *p = realloc(w->inst, nc * sizeof(*p));
         if (!p) {
             w->enomem = 1;
             return;
@@ -169,7 +73,7 @@ static void on_instance(const struct mrd_an_instance *in, void *ctx)
     }
     while (w->nrows + (size_t)in->ntimed > w->cap_rows) {
         size_t nc = w->cap_rows ? w->cap_rows * 2 : 1024;
-        struct why_row *p = realloc(w->rows, nc * sizeof(*p));
+        struct mrd__why_row *p = realloc(w->rows, nc * sizeof(*p));
         if (!p) {
             w->enomem = 1;
             return;
@@ -177,7 +81,7 @@ static void on_instance(const struct mrd_an_instance *in, void *ctx)
         w->rows = p;
         w->cap_rows = nc;
     }
-    struct why_inst *x = &w->inst[w->ninst++];
+    struct mrd__why_inst *x = &w->inst[w->ninst++];
     memset(x, 0, sizeof(*x));
     x->comm_hash = in->comm_hash;
     x->seq = in->seq;
@@ -190,7 +94,7 @@ static void on_instance(const struct mrd_an_instance *in, void *ctx)
     x->last_start = INT64_MIN;
     x->max_end = INT64_MIN;
     for (int i = 0; i < in->ntimed; i++) {
-        struct why_row *r = &w->rows[w->nrows++];
+        struct mrd__why_row *r = &w->rows[w->nrows++];
         r->rank = in->ranks[i];
         r->start = in->start[i];
         r->end = in->end[i];
@@ -234,28 +138,6 @@ void mrd__why_free(struct mrd_an_why *y)
     free(y->rank_causes);
     free(y->kernels);
     free(y);
-}
-
-/* ---- message sizes of the instances, by walking the matching's key order again ---- */
-
-static int load_bytes(sqlite3 *db, struct mrd__why *w)
-{
-    sqlite3_stmt *st = NULL;
-    uint64_t ordinal = 0;
-    size_t i = 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_why_instance_bytes, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while (i < w->ninst && sqlite3_step(st) == SQLITE_ROW) {
-        if (w->inst[i].ordinal == ordinal &&
-            w->inst[i].comm_hash == (uint64_t)sqlite3_column_int64(st, 0) &&
-            w->inst[i].seq == (uint64_t)sqlite3_column_int64(st, 1)) {
-            w->inst[i].bytes = sqlite3_column_int64(st, 2);
-            i++;
-        }
-        ordinal++;
-    }
-    sqlite3_finalize(st);
-    return i == w->ninst ? 0 : mrd__analyze_sqlerr(db);
 }
 
 /* ---- step ranges per rank, in the comparable timebase ---- */
@@ -427,11 +309,11 @@ static int rank_index(const struct mrd_analysis *a, int rank)
     return r ? (int)(r - a->ranks) : -1;
 }
 
-static int late_event(struct step_ctx *c, const struct why_inst *x, int64_t step, int li, int ri,
-                      int64_t late_ns)
+static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t step, int li,
+                      int ri, int64_t late_ns)
 {
     struct mrd_analysis *a = c->a;
-    const struct why_row *rows = &c->w->rows[x->off];
+    const struct mrd__why_row *rows = &c->w->rows[x->off];
     struct mrd_an_late e;
     struct gap g[2];
     int idx[2] = {li, ri};
@@ -548,8 +430,8 @@ static int one_step(struct step_ctx *c, int64_t step, const struct inst_key *ord
         c->best_cause[i] = -1;
     }
     for (size_t k = 0; k < n; k++) {
-        const struct why_inst *x = &c->w->inst[order[k].idx];
-        const struct why_row *rows = &c->w->rows[x->off];
+        const struct mrd__why_inst *x = &c->w->inst[order[k].idx];
+        const struct mrd__why_row *rows = &c->w->rows[x->off];
         int li = -1, ri = -1;
         int64_t lv = INT64_MIN, rv = INT64_MIN;
         for (int i = 0; i < x->n; i++) { /* latest and next latest shifted arrival */
@@ -807,184 +689,6 @@ done:
     return rc;
 }
 
-/* ---- collective statistics ---- */
-
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a < b ? -1 : a > b;
-}
-
-/* nearest rank: the smallest value with at least p percent of the values at or below */
-static int64_t nearest_rank(const int64_t *v, size_t n, int p)
-{
-    size_t k = ((size_t)p * n + 99) / 100;
-    return v[k ? k - 1 : 0];
-}
-
-/* nccl-tests' size (bytes the test's "size" column shows) and bus bandwidth factor. NCCL
- * counts per call: AllGather its send count, ReduceScatter its receive count, so their
- * nccl-tests size is bytes x nranks. */
-static void size_factor(const char *func, int64_t bytes, int n, double *size, double *factor)
-{
-    *size = (double)bytes;
-    *factor = 1.0;
-    if (n < 1)
-        n = 1;
-    if (strcmp(func, "AllReduce") == 0) {
-        *factor = 2.0 * (n - 1) / n;
-    } else if (strcmp(func, "AllGather") == 0 || strcmp(func, "ReduceScatter") == 0 ||
-               strcmp(func, "AlltoAll") == 0 || strcmp(func, "AllToAll") == 0) {
-        *size = (double)bytes * n;
-        *factor = (double)(n - 1) / n;
-    }
-}
-
-static int coll_stats(sqlite3 *db, struct mrd__why *w, struct mrd_an_why *y)
-{
-    int64_t *dur = NULL;
-    sqlite3_stmt *st = NULL;
-    int rc;
-    for (size_t i = 0; i < w->ninst; i++) {
-        const struct why_inst *x = &w->inst[i];
-        const char *f = w->funcs[x->func];
-        int g;
-        for (g = 0; g < y->nstats; g++)
-            if (y->stats[g].comm_hash == x->comm_hash && y->stats[g].bytes == x->bytes &&
-                strcmp(y->stats[g].func, f) == 0)
-                break;
-        if (g == y->nstats) {
-            if (y->nstats == MRD_WHY_MAX_STATS) {
-                y->stats_other++;
-                continue;
-            }
-            y->nstats++;
-            y->stats[g].comm_hash = x->comm_hash;
-            y->stats[g].bytes = x->bytes;
-            snprintf(y->stats[g].func, sizeof(y->stats[g].func), "%s", f);
-        }
-        y->stats[g].count++;
-        if (x->nranks > y->stats[g].nranks)
-            y->stats[g].nranks = x->nranks;
-    }
-    dur = malloc((w->ninst ? w->ninst : 1) * sizeof(int64_t));
-    if (!dur)
-        return -ENOMEM;
-    for (int g = 0; g < y->nstats; g++) {
-        struct mrd_an_coll_stat *s = &y->stats[g];
-        size_t n = 0;
-        for (size_t i = 0; i < w->ninst; i++) {
-            const struct why_inst *x = &w->inst[i];
-            if (x->comm_hash == s->comm_hash && x->bytes == s->bytes &&
-                strcmp(w->funcs[x->func], s->func) == 0)
-                dur[n++] = x->max_end - x->last_start;
-        }
-        qsort(dur, n, sizeof(int64_t), cmp_i64);
-        s->p50_ns = nearest_rank(dur, n, 50);
-        s->p90_ns = nearest_rank(dur, n, 90);
-        s->p99_ns = nearest_rank(dur, n, 99);
-        double size, factor;
-        size_factor(s->func, s->bytes, s->nranks, &size, &factor);
-        s->algbw_gbs = s->p50_ns > 0 ? size / (double)s->p50_ns : 0; /* bytes/ns = GB/s */
-        s->busbw_gbs = s->algbw_gbs * factor;
-    }
-    free(dur);
-    /* the algorithm and protocol each rank chose most often, per group */
-    if (sqlite3_prepare_v2(db, mrd_db_sql_why_algo_proto, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    int last_rank = -1;
-    struct mrd_an_coll_stat *prev = NULL;
-    char first[48];
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint64_t comm = (uint64_t)sqlite3_column_int64(st, 0);
-        const char *f = (const char *)sqlite3_column_text(st, 1);
-        int64_t bytes = sqlite3_column_int64(st, 2);
-        int rank = sqlite3_column_int(st, 3);
-        const char *al = (const char *)sqlite3_column_text(st, 4);
-        const char *pr = (const char *)sqlite3_column_text(st, 5);
-        struct mrd_an_coll_stat *s = NULL;
-        for (int g = 0; g < y->nstats && f; g++)
-            if (y->stats[g].comm_hash == comm && y->stats[g].bytes == bytes &&
-                strcmp(y->stats[g].func, f) == 0)
-                s = &y->stats[g];
-        if (!s)
-            continue;
-        if (s != prev)
-            last_rank = -1, prev = s;
-        if (rank == last_rank)
-            continue; /* rows of a rank come most frequent first */
-        last_rank = rank;
-        char ap[48];
-        snprintf(ap, sizeof(ap), "%s/%s", al ? al : "?", pr ? pr : "?");
-        size_t len = strlen(s->algo_proto);
-        if (len == 0) { /* the lowest rank's choice, then each rank that differs from it */
-            snprintf(first, sizeof(first), "%s", ap);
-            snprintf(s->algo_proto, sizeof(s->algo_proto), "%s", ap);
-        } else if (strcmp(first, ap) != 0) {
-            if (len + 1 < sizeof(s->algo_proto))
-                snprintf(s->algo_proto + len, sizeof(s->algo_proto) - len, "; rank %d: %s", rank,
-                         ap);
-        }
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return mrd__analyze_sqlerr(db);
-    /* the flag: some instance of the group ran with different choices on its ranks */
-    if (sqlite3_prepare_v2(db, mrd_db_sql_why_mixed, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint64_t comm = (uint64_t)sqlite3_column_int64(st, 0);
-        const char *f = (const char *)sqlite3_column_text(st, 1);
-        int64_t bytes = sqlite3_column_int64(st, 2);
-        for (int g = 0; g < y->nstats && f; g++)
-            if (y->stats[g].comm_hash == comm && y->stats[g].bytes == bytes &&
-                strcmp(y->stats[g].func, f) == 0)
-                y->stats[g].differ = 1;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
-}
-
-/* ---- top kernels per rank ---- */
-
-static int top_kernels(sqlite3 *db, struct mrd_analysis *a, struct mrd_an_why *y)
-{
-    sqlite3_stmt *st = NULL;
-    int rc, cap = a->nranks * MRD_WHY_TOP_KERNELS, cur = -1, in_rank = 0, first_of_rank = 0;
-    int64_t total = 0;
-    if (mrd_db_has_table(db, "kernels") != 1 || cap == 0)
-        return 0;
-    y->kernels = calloc((size_t)cap, sizeof(*y->kernels));
-    if (!y->kernels)
-        return -ENOMEM;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_why_kernel_totals, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int rank = sqlite3_column_int(st, 0);
-        if (!mrd__analyze_rank(a, rank))
-            continue;
-        if (rank != cur) {
-            for (int k = first_of_rank; k < y->nkernels; k++)
-                y->kernels[k].share = total > 0 ? (double)y->kernels[k].total_ns / total : 0;
-            cur = rank, in_rank = 0, first_of_rank = y->nkernels;
-            total = sqlite3_column_int64(st, 4);
-        }
-        if (in_rank >= MRD_WHY_TOP_KERNELS || y->nkernels >= cap)
-            continue;
-        struct mrd_an_kernel_top *k = &y->kernels[y->nkernels++];
-        in_rank++;
-        k->rank = rank;
-        y->demangled |= mrd_analyze_demangle((const char *)sqlite3_column_text(st, 1), k->name,
-                                             sizeof(k->name));
-        k->count = (uint64_t)sqlite3_column_int64(st, 2);
-        k->total_ns = sqlite3_column_int64(st, 3);
-    }
-    for (int k = first_of_rank; k < y->nkernels; k++)
-        y->kernels[k].share = total > 0 ? (double)y->kernels[k].total_ns / total : 0;
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
-}
-
 int mrd__why_finish(sqlite3 *db, const struct mrd_timebase *tb, const struct mrd_analyze_options *o,
                     struct mrd__why *w, struct mrd_analysis *a)
 {
@@ -1005,9 +709,9 @@ int mrd__why_finish(sqlite3 *db, const struct mrd_timebase *tb, const struct mrd
                           "%llu collective instances beyond %d rank intervals: left out of "
                           "the straggler cost and the collective statistics",
                           (unsigned long long)w->over_cap, MRD_WHY_MAX_ROWS);
-    if (w->ninst > 0 && ((rc = load_bytes(db, w)) < 0 || (rc = coll_stats(db, w, y)) < 0))
+    if ((rc = mrd__why_stats(db, w, y)) < 0)
         return rc;
     if ((rc = step_costs(db, tb, o, a, w, y)) < 0) /* also without collectives: shares */
         return rc;
-    return top_kernels(db, a, y);
+    return mrd__why_top_kernels(db, a, y);
 }
