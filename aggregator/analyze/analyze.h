@@ -345,6 +345,11 @@ struct mrd_an_late {
     int64_t busy_ns[2];                   /* compute busy time: [0] rank, [1] ref_rank */
     int64_t kernels[2];                   /* compute kernels counted, same order */
     int cause;                            /* enum mrd_an_cause */
+    /* the compute kernel (demangled name) whose time between boundary and arrival grew the
+     * most on the late rank against the reference rank (same name), and by how much; ""
+     * when none grew (or not evaluated) */
+    char kernel[160];
+    int64_t kernel_diff_ns;
     struct mrd_an_gpu_reading gpu[2];
 };
 

@@ -200,11 +200,33 @@ static int load_step_ranges(sqlite3 *db, const struct mrd_timebase *tb,
 
 /* ---- one late event's evidence ---- */
 
+#define MRD_WHY_GAP_NAMES 16 /* compute kernel names compared per late event */
+
 struct gap {
     int64_t first_kernel; /* first kernel start after the boundary, INT64_MAX: none */
     int64_t busy;         /* union of compute kernels inside [boundary, arrival) */
     int64_t compute_kernels, kernels;
+    int nnames; /* time per compute kernel name (clipped), in order of first appearance */
+    struct {
+        char name[256];
+        int64_t ns;
+    } names[MRD_WHY_GAP_NAMES];
 };
+
+static void gap_name_add(struct gap *g, const char *name, int64_t ns)
+{
+    if (!name)
+        name = "?";
+    for (int i = 0; i < g->nnames; i++)
+        if (strcmp(g->names[i].name, name) == 0) {
+            g->names[i].ns += ns;
+            return;
+        }
+    if (g->nnames == MRD_WHY_GAP_NAMES)
+        return;
+    snprintf(g->names[g->nnames].name, sizeof(g->names[0].name), "%s", name);
+    g->names[g->nnames++].ns = ns;
+}
 
 /* Kernels of `rank` that overlap [lo, hi] (comparable timebase; the collective's own
  * kernel, starting at hi, counts as traced): the first moment the GPU was busy after lo
@@ -243,6 +265,7 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb
         if (e <= s)
             continue;
         g->compute_kernels++;
+        gap_name_add(g, (const char *)sqlite3_column_text(st, 3), e - s);
         if (s > cur_e) {
             if (cur_e > cur_s)
                 g->busy += cur_e - cur_s;
@@ -354,6 +377,18 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
     if (evaluated) {
         e.host_ns = (g[0].first_kernel - g[1].first_kernel) - e.comm_ns;
         e.compute_ns = g[0].busy - g[1].busy;
+        /* the compute kernel whose time grew the most on the late rank */
+        for (int i = 0; i < g[0].nnames; i++) {
+            int64_t d = g[0].names[i].ns;
+            for (int k = 0; k < g[1].nnames; k++)
+                if (strcmp(g[1].names[k].name, g[0].names[i].name) == 0)
+                    d -= g[1].names[k].ns;
+            if (d > e.kernel_diff_ns) {
+                e.kernel_diff_ns = d;
+                snprintf(e.kernel, sizeof(e.kernel), "%s",
+                         mrd_analyze_demangle_cached(g[0].names[i].name));
+            }
+        }
     }
     int64_t best = e.comm_ns;
     e.cause = MRD_AN_CAUSE_COMM;

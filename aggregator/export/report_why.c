@@ -189,6 +189,9 @@ void mrd__report_why_causes(FILE *f, const struct mrd_analysis *a)
                     " on rank %d\n",
                     mrd_export_fmt_ns(b5, sizeof(b5), e->busy_ns[0]), e->kernels[0], e->rank,
                     mrd_export_fmt_ns(b6, sizeof(b6), e->busy_ns[1]), e->kernels[1], e->ref_rank);
+        if (ev && e->kernel[0])
+            fprintf(f, "         grew the most: %s (+%s)\n", e->kernel,
+                    mrd_export_fmt_ns(b5, sizeof(b5), e->kernel_diff_ns));
         if (e->gpu[0].have || e->gpu[1].have) {
             fmt_gpu(g0, sizeof(g0), &e->gpu[0]);
             fmt_gpu(g1, sizeof(g1), &e->gpu[1]);
@@ -316,6 +319,9 @@ void mrd__json_why(FILE *f, const struct mrd_analysis *a)
                 e->rank, e->ref_rank, e->late_ns, e->comm_ns, e->host_ns, e->compute_ns,
                 e->busy_ns[0], e->busy_ns[1], e->kernels[0], e->kernels[1]);
         mrd__json_str(f, mrd_analyze_cause_name(e->cause));
+        fputs(",\"kernel\":", f);
+        mrd__json_str(f, e->kernel);
+        fprintf(f, ",\"kernel_diff_ns\":%" PRId64, e->kernel_diff_ns);
         fputs(",\"gpu\":[", f);
         json_gpu(f, &e->gpu[0]);
         fputc(',', f);

@@ -265,6 +265,19 @@ def random_run(path, schema, rng, nsteps=None):
 
 # ---------------------------------------------------------------- the oracle
 
+_demangled = {}
+
+
+def demangle(name):
+    """binutils' c++filt: a demangler that is not the C++ runtime's."""
+    if not name or not name.startswith("_Z") or not shutil.which("c++filt"):
+        return name
+    if name not in _demangled:
+        _demangled[name] = subprocess.run(["c++filt", name], stdout=subprocess.PIPE, text=True,
+                                          check=True).stdout.strip()
+    return _demangled[name]
+
+
 
 def oracle(path):
     db = sqlite3.connect("file:%s?mode=ro" % path, uri=True)
@@ -352,7 +365,7 @@ def oracle(path):
                           nranks=max(x[2] for x in rows), step=step))
 
     def gap(r, lo, hi):
-        first, busy, nk, ck, segs = None, 0, 0, 0, []
+        first, busy, nk, ck, segs, per_name = None, 0, 0, 0, [], {}
         for s, e, c, nm in kern[r]:
             if s > hi or e < lo or (e == lo and s < lo):
                 continue
@@ -367,6 +380,8 @@ def oracle(path):
             if e2 > s2:
                 ck += 1
                 segs.append((s2, e2))
+                if nm in per_name or len(per_name) < 16:
+                    per_name[nm] = per_name.get(nm, 0) + (e2 - s2)
         cs, ce = None, None
         for s, e in sorted(segs):
             if ce is None or s > ce:
@@ -377,7 +392,7 @@ def oracle(path):
                 ce = max(ce, e)
         if ce is not None:
             busy += ce - cs
-        return first, busy, nk, ck
+        return first, busy, nk, ck, per_name
 
     samples = {}
     has_samples = q("SELECT 1 FROM sqlite_master WHERE name = 'gpu_samples'").fetchone()
@@ -438,10 +453,14 @@ def oracle(path):
                 gl = gap(lr, b[lr], lsp[0])
                 gr = gap(rr, b[rr], rsp[0])
                 evaluated = gl[2] > 0 and gr[2] > 0
-                host = compute = 0
+                host = compute = kdiff = 0
+                kname = ""
                 if evaluated:
                     host = (gl[0] - gr[0]) - comm_ns
                     compute = gl[1] - gr[1]
+                    for nm, ns in gl[4].items():
+                        if ns - gr[4].get(nm, 0) > kdiff:
+                            kdiff, kname = ns - gr[4].get(nm, 0), nm
                 cands = [(comm_ns, "communication slower")]
                 if evaluated:
                     cands += [(host, "launched later (host bound)"),
@@ -455,7 +474,8 @@ def oracle(path):
                 out["events"][(st, x["key"][0], x["key"][1], x["func"])] = dict(
                     rank=lr, ref_rank=rr, late_ns=late, cause=cause, comm_ns=comm_ns,
                     host_ns=host, compute_ns=compute, busy_ns=[gl[1], gr[1]],
-                    compute_kernels=[gl[3], gr[3]],
+                    compute_kernels=[gl[3], gr[3]], kernel=demangle(kname),
+                    kernel_diff_ns=kdiff,
                     gpu=[sample(lr, lsp[0]), sample(rr, rsp[0])])
                 if late > best[lr][0]:
                     best[lr] = (late, cause)
@@ -550,7 +570,7 @@ def compare(tag, why, orc, tol_ns=0):
     have a drift: why.c clips kernels in each rank's local clock, the oracle in global time,
     and each mapped boundary may round 1 ns apart."""
     ok = True
-    near = ("compute_ns", "host_ns", "busy_ns")
+    near = ("compute_ns", "host_ns", "busy_ns", "kernel_diff_ns")
     sc = why["step_costs"]
     if not check(len(sc) == len(orc["steps"]), "%s: %d step costs, oracle %d" %
                  (tag, len(sc), len(orc["steps"]))):
@@ -653,6 +673,9 @@ def hand_case(meridian, schema, work):
           "hand: step 0 exposed/idle %s" % s0)
     s2 = why["step_costs"][2]
     check(s2["kernel_ranks"] == 0 and s2["kernel_span_ns"] == 0, "hand: step 2 %s" % s2)
+    e0 = ev.get((0, 0), {})
+    check(e0.get("kernel") == "compute(float*)" and e0.get("kernel_diff_ns") == 2800 * US,
+          "hand: the kernel that grew: %s" % e0)
     g = ev.get((0, 0), {}).get("gpu")
     check(g == [dict(sm_clock_mhz=1200, power_mw=650000, temperature_c=83, throttle_reasons=4),
                 dict(sm_clock_mhz=1980, power_mw=400000, temperature_c=55, throttle_reasons=0)],
@@ -724,6 +747,14 @@ def quickstart(meridian, fixture, work):
         else:
             check(s["cost_ns"] < 600_000, "quickstart: step %d cost %d ns, want < 0.6 ms" %
                   (s["index"], s["cost_ns"]))
+    top = {}
+    for e in why["late_events"]:
+        if e["step"] % 5 == 0 and e["late_ns"] > top.get(e["step"], {}).get("late_ns", -1):
+            top[e["step"]] = e
+    check(len(top) == 10 and all(e["kernel"] == "spin_kernel(unsigned long long)" and
+                                 e["kernel_diff_ns"] >= 1_900_000 for e in top.values()),
+          "quickstart: the slowed steps' largest late events do not name the spin kernel: %s" %
+          [(e["step"], e["kernel"], e["kernel_diff_ns"]) for e in top.values()])
     check("rank 1 is repeatedly late because compute took longer" in text,
           "quickstart: the report does not name rank 1 repeatedly late for compute")
     # and the oracle agrees on every number of the real run
