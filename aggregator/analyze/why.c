@@ -13,8 +13,11 @@
  *
  * Workload: one record per timed instance (its ranks' intervals: 24 bytes a rank), at most
  * MRD_WHY_MAX_ROWS rank intervals; beyond, the instances are counted and a warning says so.
- * Kernel queries run only for late events (at most one per instance), through the
- * kernels_rank_start index. Single thread, the analysis' connection.
+ * Kernel queries, through the kernels_rank_start index: one per late event and rank (at most
+ * one event per instance), and one per (rank, step) for the shares, each reading the
+ * kernels of two steps. Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the
+ * report's user time 0.37 s without this pass, about 1.0 s with it, 24 MB resident.
+ * Single thread, the analysis' connection.
  */
 #include "why_int.h"
 
