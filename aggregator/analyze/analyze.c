@@ -427,6 +427,8 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     const struct mrd_analyze_options *o = opts ? opts : &defaults;
     struct mrd_analysis *a = calloc(1, sizeof(*a));
     struct mrd_timebase *tb = NULL;
+    struct mrd__why *why = NULL;
+    struct mrd_analyze_options wo;
     int cap = 0, rc = -ENOMEM;
 
     sql_msg[0] = '\0';
@@ -467,14 +469,17 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
                               unfitted);
     }
     if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
-        (rc = mrd__analyze_match(db, tb, o, a)) < 0)
+        (rc = mrd__why_begin(o, &wo, &why)) < 0 || (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
+        (rc = mrd__why_finish(db, tb, o, why, a)) < 0)
         goto fail;
+    mrd__why_destroy(why);
     mrd_timebase_destroy(tb);
     *out = a;
     return 0;
 fail:
     if (err_msg)
         *err_msg = sql_msg[0] ? sql_msg : mrd_strerror(rc);
+    mrd__why_destroy(why);
     mrd_timebase_destroy(tb);
     mrd_analysis_free(a);
     return rc;
@@ -487,5 +492,6 @@ void mrd_analysis_free(struct mrd_analysis *a)
     free(a->ranks);
     free(a->steps);
     free(a->windows);
+    mrd__why_free(a->why);
     free(a);
 }

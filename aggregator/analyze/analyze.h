@@ -39,6 +39,7 @@
 #ifndef MRD_ANALYZE_H
 #define MRD_ANALYZE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <sqlite3.h>
@@ -234,6 +235,9 @@ struct mrd_analysis {
      * the run had no windows or the database was not finalized */
     int nwindow_ranks;
     struct mrd_an_windows *windows;
+    /* straggler cost and cause, collective statistics, top kernels (why.c); NULL when the
+     * run has no collectives */
+    struct mrd_an_why *why;
     /* warnings, in the order found */
     int nwarnings;
     char warnings[MRD_AN_MAX_WARNINGS][256];
@@ -268,5 +272,141 @@ const char *mrd_analyze_method_name(int method);
 
 /* 1 when a kernel name names an NCCL kernel ("nccl..." or "_Z<len>nccl..."), else 0. */
 int mrd_analyze_is_nccl_name(const char *name);
+
+/* ---- why.c: what the stragglers cost, why they were late, collective statistics and top
+ * kernels, computed at analysis (report) time, never stored (aggregator/SCHEMA.md,
+ * "Straggler cost and cause").
+ *
+ * Straggler cost of a step: measured = the longest NVTX step range over the ranks;
+ * counterfactual = the same with every late rank arriving when the next latest rank did,
+ * propagated through the step's collectives in the order of their last arrivals: each rank
+ * carries a shift S (0 at the step's start); at an instance the shifted arrivals are
+ * a - S, the counterfactual last arrival is the second latest of them, and every member
+ * leaves the instance A - (that) earlier (A = the measured last arrival), which becomes
+ * its S; a rank's step range ends S earlier. cost = measured - counterfactual.
+ *
+ * A late event: an instance of a step in which the latest shifted arrival is at least
+ * MRD_WHY_LATE_NS after the next latest (the late rank and the reference rank). Its
+ * lateness d = the difference of the two measured arrivals, split into parts measured on
+ * both ranks since the boundary (the end of the rank's previous collective in the step,
+ * else its step start):
+ *   comm    = previous collective's end on late - on reference (the communication before
+ *             finished later: slower transfer after its last arrival);
+ *   host    = first kernel start after the boundary, late - reference, minus comm (it
+ *             launched its work later);
+ *   compute = compute (non-NCCL) kernel busy time between boundary and arrival, late -
+ *             reference (its compute took longer).
+ * The cause is the largest part when it is at least half of d, "unexplained" otherwise;
+ * "not evaluated" when either rank has no kernel between boundary and arrival (kernels not
+ * traced: the steady tier outside capture windows) and comm does not explain it. */
+#define MRD_WHY_LATE_NS      100000 /* a late event: at least 100 us after the next latest */
+#define MRD_WHY_MAX_EVENTS   4096   /* late events kept (the largest); more are counted */
+#define MRD_WHY_MAX_STATS    64     /* (communicator, function, bytes) groups; more: "other" */
+#define MRD_WHY_TOP_KERNELS  10     /* kernels listed per rank */
+#define MRD_WHY_REPEAT_MIN   3      /* a rank late for one cause this often is named */
+
+enum mrd_an_cause {
+    MRD_AN_CAUSE_NOT_EVALUATED = 0,
+    MRD_AN_CAUSE_COMPUTE,
+    MRD_AN_CAUSE_HOST,
+    MRD_AN_CAUSE_COMM,
+    MRD_AN_CAUSE_UNEXPLAINED,
+    MRD_AN_NCAUSES
+};
+
+struct mrd_an_step_cost {
+    int64_t measured_ns, counterfactual_ns, cost_ns; /* -1 measured: no step range */
+    /* the rank whose late arrivals (latest shifted arrival - next latest) saved the most,
+     * when that is at least MRD_WHY_LATE_NS; else -1 */
+    int straggler;
+    int64_t straggler_late_ns; /* its summed lateness in the step */
+    int cause; /* enum mrd_an_cause of the straggler's largest late event, -1: none */
+    /* exposed communication (comm kernels not covered by compute kernels) and GPU idle (no
+     * kernel running), summed over the ranks that ran a kernel in their step range
+     * (kernel_ranks; 0: kernels not traced in this step), and those ranges' total length:
+     * the shares are exposed_ns / kernel_span_ns and idle_ns / kernel_span_ns */
+    int64_t exposed_ns, idle_ns, kernel_span_ns;
+    int kernel_ranks;
+};
+
+/* One GPU sample (gpu_samples) nearest an arrival, shown beside a compute cause. */
+struct mrd_an_gpu_reading {
+    int have;
+    int64_t sm_clock_mhz, power_mw, temperature_c, throttle_reasons;
+};
+
+struct mrd_an_late {
+    int64_t step;
+    uint64_t comm_hash, seq;
+    char func[32];
+    int rank, ref_rank;
+    int64_t late_ns;                  /* measured arrival of rank - of ref_rank */
+    int64_t comm_ns, host_ns, compute_ns; /* the parts (above); 0 when not evaluated */
+    int64_t busy_ns[2];                   /* compute busy time: [0] rank, [1] ref_rank */
+    int64_t kernels[2];                   /* compute kernels counted, same order */
+    int cause;                            /* enum mrd_an_cause */
+    /* the compute kernel (demangled name) whose time between boundary and arrival grew the
+     * most on the late rank against the reference rank (same name), and by how much; ""
+     * when none grew (or not evaluated) */
+    char kernel[160];
+    int64_t kernel_diff_ns;
+    struct mrd_an_gpu_reading gpu[2];
+};
+
+struct mrd_an_coll_stat {
+    uint64_t comm_hash;
+    char func[32];
+    int64_t bytes; /* nccl_ops.bytes (count x type size, NCCL's per-call count) */
+    int nranks;
+    uint64_t count;           /* timed instances */
+    int64_t p50_ns, p90_ns, p99_ns; /* transfer time after the last arrival, nearest rank */
+    double algbw_gbs, busbw_gbs;    /* nccl-tests size / p50, x the function's factor */
+    /* each rank's most frequent choice: the lowest rank's ("RING/SIMPLE"), then every rank
+     * whose choice differs from it ("; rank 2: RING/LL") */
+    char algo_proto[96];
+    int differ; /* in some instance the ranks chose different algorithms or protocols */
+};
+
+struct mrd_an_kernel_top {
+    int rank;
+    char name[160]; /* demangled when the C++ runtime's demangler is available */
+    uint64_t count;
+    int64_t total_ns;
+    double share; /* of the rank's total kernel time */
+};
+
+struct mrd_an_why {
+    int nsteps;
+    struct mrd_an_step_cost *steps; /* [nsteps], indexed like mrd_analysis.steps */
+    int64_t measured_ns, counterfactual_ns, cost_ns; /* summed over the steps with a cost */
+    int nlate;
+    uint64_t late_total; /* events found; nlate kept (the largest) */
+    struct mrd_an_late *late;
+    int nranks;
+    uint64_t (*rank_causes)[MRD_AN_NCAUSES]; /* [nranks] events per cause, a->ranks order */
+    uint64_t steps_not_evaluated; /* late events whose cause could not be evaluated */
+    int nstats;
+    struct mrd_an_coll_stat stats[MRD_WHY_MAX_STATS];
+    uint64_t stats_other; /* instances of groups beyond the cap */
+    int nkernels;
+    struct mrd_an_kernel_top *kernels; /* by rank, then total descending */
+    int demangled;                     /* 1 when names went through __cxa_demangle */
+};
+
+/* "compute took longer", "launched later (host bound)", "communication slower",
+ * "unexplained", "not evaluated". */
+const char *mrd_analyze_cause_name(int cause);
+
+/* Demangles a C++ symbol with the C++ runtime's __cxa_demangle (libstdc++.so.6 loaded with
+ * dlopen on first use, so nothing new to link); copies name unchanged when it is not
+ * mangled or no runtime is found. Returns 1 when demangled. Thread-safe after the first
+ * call. */
+int mrd_analyze_demangle(const char *name, char *buf, size_t n);
+
+/* The same for exporters that name every row: the demangled name, remembered per thread
+ * (MRD_DEMANGLE_SLOTS names), so each distinct name is demangled about once. Returns name
+ * itself when it is not mangled or cannot be demangled; the pointer is valid until the
+ * next call on this thread. */
+const char *mrd_analyze_demangle_cached(const char *name);
 
 #endif

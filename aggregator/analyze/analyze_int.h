@@ -29,4 +29,19 @@ struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank);
 /* Records SQLite's current message for mrd_analyze's err_msg; returns -MRD_ERR_SQLITE. */
 int mrd__analyze_sqlerr(sqlite3 *db);
 
+/* why.c: the collector of the matched instances (opaque). mrd__why_begin copies o into
+ * *wrapped with on_instance set to the collector, which calls o's own callback first.
+ * Returns 0 or -ENOMEM. */
+struct mrd__why;
+int mrd__why_begin(const struct mrd_analyze_options *o, struct mrd_analyze_options *wrapped,
+                   struct mrd__why **out);
+/* After the matching: fills a->why (straggler cost and cause, collective statistics, top
+ * kernels). Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd__why_finish(sqlite3 *db, const struct mrd_timebase *tb,
+                    const struct mrd_analyze_options *o, struct mrd__why *w,
+                    struct mrd_analysis *a);
+/* Accept NULL. */
+void mrd__why_destroy(struct mrd__why *w);
+void mrd__why_free(struct mrd_an_why *y);
+
 #endif

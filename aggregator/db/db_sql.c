@@ -594,3 +594,34 @@ const char mrd_db_sql_pftrace_gpu_clock[] =
     "SELECT rank, device, host_ns, gpu_ns FROM main.gpu_clock_samples ORDER BY 1, 2, 3";
 const char mrd_db_sql_pftrace_host[] = "SELECT host FROM main.ranks WHERE rank = ?1";
 const char mrd_db_sql_pftrace_rank_first[] = "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?1";
+
+/* ---- why, and what it cost (aggregator/analyze/why.c) ---- */
+
+const char mrd_db_sql_why_instance_bytes[] =
+    "SELECT comm_hash, seq, MAX(bytes) FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT "
+    "NULL GROUP BY comm_hash, seq, func_id ORDER BY comm_hash, seq, func_id";
+const char mrd_db_sql_why_gap_kernels[] =
+    "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l WHERE l.rank = "
+    "k.rank AND l.correlation_id = k.correlation_id), s.value FROM main.kernels k "
+    "LEFT JOIN main.strings s ON s.id = k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 "
+    "AND k.start_ns < ?3 AND " MRD_DB_KERNEL_VALID " ORDER BY k.start_ns";
+const char mrd_db_sql_why_gpu_sample[] =
+    "SELECT sm_clock_mhz, power_mw, temperature_c, throttle_reasons FROM main.gpu_samples "
+    "WHERE rank = ?1 AND host_ns <= ?2 ORDER BY host_ns DESC LIMIT 1";
+const char mrd_db_sql_why_algo_proto[] =
+    "SELECT n.comm_hash, f.value, n.bytes, n.rank, a.value, p.value, COUNT(*) "
+    "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
+    "LEFT JOIN main.strings a ON a.id = n.algo_id LEFT JOIN main.strings p ON p.id = "
+    "n.proto_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
+    "GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 7 DESC, 5, 6";
+const char mrd_db_sql_why_mixed[] =
+    "SELECT i.comm_hash, f.value, i.bytes, COUNT(*) FROM (SELECT comm_hash, func_id, "
+    "MAX(bytes) AS bytes, COUNT(DISTINCT COALESCE(algo_id, -1) || '/' || "
+    "COALESCE(proto_id, -1)) AS choices FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT "
+    "NULL GROUP BY comm_hash, seq, func_id) i LEFT JOIN main.strings f ON f.id = i.func_id "
+    "WHERE i.choices > 1 GROUP BY 1, 2, 3";
+const char mrd_db_sql_why_kernel_totals[] =
+    "SELECT k.rank, s.value, COUNT(*), SUM(k.end_ns - k.start_ns), "
+    "SUM(SUM(k.end_ns - k.start_ns)) OVER (PARTITION BY k.rank) FROM main.kernels k "
+    "LEFT JOIN main.strings s ON s.id = k.name_id WHERE " MRD_DB_KERNEL_VALID
+    " GROUP BY k.rank, k.name_id ORDER BY 1, 4 DESC, 2";

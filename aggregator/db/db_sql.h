@@ -404,4 +404,27 @@ extern const char mrd_db_sql_pftrace_gpu_clock[];
 extern const char mrd_db_sql_pftrace_host[];
 extern const char mrd_db_sql_pftrace_rank_first[];
 
+
+/* ---- why, and what it cost (aggregator/analyze/why.c) ---- */
+
+/* One row per collective instance in the matching's key order (mrd_db_sql_instances' WHERE
+ * and ORDER BY): comm_hash, seq, MAX(bytes). */
+extern const char mrd_db_sql_why_instance_bytes[];
+/* Kernels of rank ?1 starting in [?2, ?3) (local ns) that have an interval, by start:
+ * start, end, 1 when linked to an NCCL op (temp.mrd_link), name. */
+extern const char mrd_db_sql_why_gap_kernels[];
+/* The latest gpu_samples row of rank ?1 at or before local ?2: sm_clock_mhz, power_mw,
+ * temperature_c, throttle_reasons. */
+extern const char mrd_db_sql_why_gpu_sample[];
+/* Collectives per (comm_hash, func, bytes, rank, algorithm, protocol), grouped rows
+ * adjacent, each rank's most frequent choice first (ties: by algorithm, then protocol
+ * name): comm_hash, func, bytes, rank, algo, proto, count. */
+extern const char mrd_db_sql_why_algo_proto[];
+/* Per (comm_hash, func, bytes of the instance: MAX over its rows), the instances whose
+ * ranks chose more than one (algorithm, protocol): comm_hash, func, bytes, count. */
+extern const char mrd_db_sql_why_mixed[];
+/* Kernel time per (rank, name) of kernels with an interval, by rank then total
+ * descending: rank, name, count, total ns, the rank's total over all kernels. */
+extern const char mrd_db_sql_why_kernel_totals[];
+
 #endif

@@ -370,8 +370,8 @@ static void kernel_row(struct pf *p, sqlite3_stmt *q)
     int rank = sqlite3_column_int(q, 0);
     if (!mrd_db_kernel_valid(col64(q, 3), col64(q, 4)))
         return; /* lost by CUPTI's device buffer, or corrupt */
-    if (!slice(p, rank, TR_STREAM, stream_key(q, 1, 2), "kernel", text(q, 6, "kernel"), col64(q, 3),
-               col64(q, 4)))
+    if (!slice(p, rank, TR_STREAM, stream_key(q, 1, 2), "kernel",
+               mrd_analyze_demangle_cached(text(q, 6, "kernel")), col64(q, 3), col64(q, 4)))
         return;
     fprintf(
         p->f, ",\"args\":{\"correlation\":%" PRId64 ",\"grid\":\"%d,%d,%d\",\"block\":\"%d,%d,%d\"",

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "report_int.h"
+#include "report_why.h"
 
 #define MAX_STEP_LINES 50
 
@@ -491,6 +492,10 @@ int mrd_export_text(FILE *f, const struct mrd_analysis *a)
     print_overlap(f, a);
     print_stragglers(f, a);
     print_steps(f, a);
+    mrd__report_why_cost(f, a);
+    mrd__report_why_causes(f, a);
+    mrd__report_why_collectives(f, a);
+    mrd__report_why_kernels(f, a);
     section(f, "Warnings");
     if (a->nwarnings == 0)
         fprintf(f, "  none\n");
