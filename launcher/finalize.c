@@ -149,6 +149,7 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
 {
     struct mrd_analyze_options ao;
     struct mrd_analysis *a = NULL;
+    struct mrd_html_acc *acc = NULL;
     const char *msg = NULL;
     int rc, failed = 0;
     FILE *f;
@@ -156,8 +157,17 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
     memset(&ao, 0, sizeof(ao));
     ao.ignore_clock_models = ignore_clock;
     ao.step_name = step_name;
+    if (html_path) { /* the HTML report's heat map needs every instance */
+        if (mrd_export_html_acc_new(&acc) < 0) {
+            fprintf(stderr, "%s: out of memory\n", who);
+            return 1;
+        }
+        ao.on_instance = mrd_export_html_on_instance;
+        ao.ctx = acc;
+    }
     if ((rc = mrd_analyze(db, &ao, &a, &msg)) < 0) {
         fprintf(stderr, "%s: analysis failed: %s\n", who, msg ? msg : mrd_strerror(rc));
+        mrd_export_html_acc_free(acc);
         return 1;
     }
     if (text && mrd_export_text(text, a) < 0) {
@@ -165,7 +175,7 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
         failed = 1;
     }
     if (html_path && (f = open_out(html_path, who)) != NULL) {
-        rc = mrd_export_html(f, db, a);
+        rc = mrd_export_html(f, db, a, acc);
         if (rc < 0)
             fprintf(stderr, "%s: HTML report: %s\n", who,
                     rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
@@ -180,5 +190,6 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
         failed = 1;
     }
     mrd_analysis_free(a);
+    mrd_export_html_acc_free(acc);
     return failed;
 }

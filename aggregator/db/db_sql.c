@@ -364,6 +364,11 @@ const char mrd_db_sql_html_kernels[] =
     "k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 AND k.start_ns < "
     "?3 AND k.end_ns > ?4 ORDER BY k.start_ns LIMIT ?5";
 
+const char mrd_db_sql_html_nvtx[] =
+    "SELECT n.start_ns, n.end_ns, s.value, n.depth FROM main.nvtx n LEFT JOIN "
+    "main.strings s ON s.id = n.name_id WHERE n.rank = ?1 AND n.kind IN (1, 2) AND "
+    "n.start_ns < ?2 AND n.end_ns > ?3 ORDER BY n.start_ns LIMIT ?4";
+
 const char mrd_db_sql_rank_host[] = "SELECT host FROM main.ranks WHERE rank = ?";
 
 const char mrd_db_sql_kernel_ops[] =

@@ -237,6 +237,10 @@ extern const char mrd_db_sql_first_kernel_of_rank[];
  * ?4, by start. */
 extern const char mrd_db_sql_html_kernels[];
 
+/* ?1 rank, ?2 starting before, ?3 ending after, ?4 limit (local) -> start_ns, end_ns, name,
+ * depth of the rank's NVTX ranges (push/pop and start/end) meeting (?3, ?2), by start. */
+extern const char mrd_db_sql_html_nvtx[];
+
 /* ?1 rank -> host. */
 extern const char mrd_db_sql_rank_host[];
 
