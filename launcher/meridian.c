@@ -67,7 +67,7 @@ static void report_usage(FILE *f)
         "within the steps (warm-up, start-up and teardown left out; the report says how many\n"
         "and what they cost).\n"
         "\n"
-        "  --html FILE       also write a self-contained HTML report with SVG plots\n"
+        "  --html FILE       also write a self-contained interactive HTML report (one file)\n"
         "  --json            print the report as JSON (schema meridian-report/1) instead of text\n"
         "  --json=FILE       also write the JSON to FILE\n"
         "  --local-clocks    ignore clock models (each rank's own clock)\n"

@@ -1,5 +1,5 @@
 /* Outputs of the analysis: the text report, the JSON document for scripts, the
- * self-contained HTML report with inline SVG plots, and the Perfetto / Chrome trace.
+ * self-contained interactive HTML report, and the Perfetto / Chrome trace.
  *
  * Where it sits: the last stage; consumes struct mrd_analysis (aggregator/analyze) and, for
  * the HTML timeline and the trace, streams rows from the database again (the TEMP helper
