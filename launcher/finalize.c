@@ -144,12 +144,27 @@ static int close_out(FILE *f, const char *path, const char *who)
     return bad ? -EIO : 0;
 }
 
+/* What the outputs gather from every matched instance while the analysis runs. */
+struct render_collect {
+    struct mrd_html_acc *html;
+    struct mrd_export_skews *skews;
+};
+
+static void on_instance(const struct mrd_an_instance *in, void *ctx)
+{
+    struct render_collect *c = ctx;
+    if (c->html)
+        mrd_export_html_on_instance(in, c->html);
+    if (c->skews)
+        mrd_export_skews_on_instance(in, c->skews);
+}
+
 int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
                    int ignore_clock, const char *step_name, const char *who)
 {
     struct mrd_analyze_options ao;
     struct mrd_analysis *a = NULL;
-    struct mrd_html_acc *acc = NULL;
+    struct render_collect col = {NULL, NULL};
     const char *msg = NULL;
     int rc, failed = 0;
     FILE *f;
@@ -157,25 +172,26 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
     memset(&ao, 0, sizeof(ao));
     ao.ignore_clock_models = ignore_clock;
     ao.step_name = step_name;
-    if (html_path) { /* the HTML report's heat map needs every instance */
-        if (mrd_export_html_acc_new(&acc) < 0) {
-            fprintf(stderr, "%s: out of memory\n", who);
-            return 1;
-        }
-        ao.on_instance = mrd_export_html_on_instance;
-        ao.ctx = acc;
+    /* the HTML report's heat map and the text report's percentiles need every instance */
+    if ((html_path && mrd_export_html_acc_new(&col.html) < 0) ||
+        (text && mrd_export_skews_new(&col.skews) < 0)) {
+        fprintf(stderr, "%s: out of memory\n", who);
+        failed = 1;
+        goto out;
     }
+    ao.on_instance = on_instance;
+    ao.ctx = &col;
     if ((rc = mrd_analyze(db, &ao, &a, &msg)) < 0) {
         fprintf(stderr, "%s: analysis failed: %s\n", who, msg ? msg : mrd_strerror(rc));
-        mrd_export_html_acc_free(acc);
-        return 1;
+        failed = 1;
+        goto out;
     }
-    if (text && mrd_export_text(text, a) < 0) {
+    if (text && mrd_export_text_skews(text, a, col.skews) < 0) {
         fprintf(stderr, "%s: error writing the report\n", who);
         failed = 1;
     }
     if (html_path && (f = open_out(html_path, who)) != NULL) {
-        rc = mrd_export_html(f, db, a, acc);
+        rc = mrd_export_html(f, db, a, col.html);
         if (rc < 0)
             fprintf(stderr, "%s: HTML report: %s\n", who,
                     rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
@@ -189,7 +205,9 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
     } else if (json_path) {
         failed = 1;
     }
+out:
     mrd_analysis_free(a);
-    mrd_export_html_acc_free(acc);
+    mrd_export_html_acc_free(col.html);
+    mrd_export_skews_free(col.skews);
     return failed;
 }

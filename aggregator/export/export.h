@@ -24,8 +24,33 @@
 
 #define MRD_EXPORT_MAX_TRACKS       65536
 
-/* Writes the human-readable report. Returns 0 or -EIO when writing failed. */
+/* Writes the human-readable report. Returns 0 or -EIO when writing failed. The arrival
+ * skew percentiles are the histogram's bin bounds (labelled so); mrd_export_text_skews
+ * prints real ones. */
 int mrd_export_text(FILE *f, const struct mrd_analysis *a);
+
+/* Every timed instance's arrival skew, for nearest-rank percentiles (skews.c): create one,
+ * pass mrd_export_skews_on_instance and it as mrd_analyze_options.on_instance / ctx.
+ * At most MRD_EXPORT_SKEWS_MAX values (8 bytes each); past that, no percentile. */
+#define MRD_EXPORT_SKEWS_MAX ((size_t)16 << 20)
+struct mrd_export_skews;
+
+/* Returns 0 and *out (free with mrd_export_skews_free, which accepts NULL), or -ENOMEM. */
+int mrd_export_skews_new(struct mrd_export_skews **out);
+void mrd_export_skews_free(struct mrd_export_skews *s);
+
+/* The on_instance callback (ctx: struct mrd_export_skews). Caller's thread. */
+void mrd_export_skews_on_instance(const struct mrd_an_instance *in, void *ctx);
+
+/* The nearest-rank p-th percentile (0 < p <= 100: the value at rank ceil(p/100 * n) of the
+ * n sorted skews), or -1 when there is none (no value, or past the cap). Sorts s once. */
+int64_t mrd_export_skews_percentile(struct mrd_export_skews *s, double p);
+
+/* Values held (0 past the cap). */
+size_t mrd_export_skews_count(const struct mrd_export_skews *s);
+
+/* mrd_export_text with the arrival skew percentiles taken from sk (NULL: the bin bounds). */
+int mrd_export_text_skews(FILE *f, const struct mrd_analysis *a, struct mrd_export_skews *sk);
 
 /* Writes the analysis as one JSON object (schema "meridian-report/1", described in
  * aggregator/export/README.md). Returns 0 or -EIO. */

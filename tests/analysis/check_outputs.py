@@ -45,7 +45,14 @@ def check_text(meridian, db, nomodel_db):
           "worst instance line")
     check("ring_full 5" in out, "drop reason of rank 0")
     check("not fitted" not in out, "every rank has a model in the fixture")
-    check("  2     -0.000002 s " in out, "rank 2's offset (-2000 ns) in seconds")
+    # offsets relative to the reference rank (the lowest with a model), from the database
+    con = sqlite3.connect(db)
+    off = dict(con.execute("SELECT rank, offset_ns FROM clock_models WHERE segment = 0"))
+    con.close()
+    check("offsets relative to rank %d's" % min(off) in out, "reference rank named")
+    rel = off[2] - off[min(off)]
+    check("  2     %-16s " % ("%.1f us" % (rel / 1e3)) in out,
+          "rank 2's offset vs the reference (%d ns) in us" % rel)
     check("causality check of the clock fit: not run" in out, "no clock_causality table")
     # the straggler table: rank 2 (2.6 us caused) first, then 3, 1, 0
     rows = [l.split() for l in out.split("== Stragglers")[1].split("==")[0].splitlines()
