@@ -58,6 +58,10 @@ const char mrd_db_sql_instances[] =
     "ON s.id = n.func_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
     "ORDER BY n.comm_hash, n.seq, n.func_id, n.rank, n.op_id";
 
+const char mrd_db_sql_instance_count[] =
+    "SELECT COUNT(*) FROM (SELECT 1 FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT NULL "
+    "GROUP BY comm_hash, seq, func_id)";
+
 const char mrd_db_sql_no_instances[] = "SELECT 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0 WHERE 0";
 
 const char mrd_db_sql_run_anchor[] =

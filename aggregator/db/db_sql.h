@@ -32,6 +32,9 @@ extern const char mrd_db_sql_op_channel_time[];
 /* The one matching: columns enum mrd_db_inst_col, one row per non-p2p op with a seq,
  * ordered by (comm_hash, seq, func_id, rank, op_id). */
 extern const char mrd_db_sql_instances[];
+/* -> the number of instances mrd_db_sql_instances yields (distinct comm_hash, seq, func_id);
+ * for progress reports. */
+extern const char mrd_db_sql_instance_count[];
 /* The same columns, no rows (a database without nccl_ops). */
 extern const char mrd_db_sql_no_instances[];
 /* -> anchor_realtime_ns of the run (the earliest created). */
