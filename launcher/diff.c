@@ -472,11 +472,14 @@ int mrd_cli_diff(int argc, char **argv)
 {
     static const char who[] = "meridian diff";
     enum { O_JSON = 1, O_FAIL, O_STEP, O_LOCAL, O_PROGRESS, O_QUIET };
-    static const struct option lo[] = {
-        {"json", 0, 0, O_JSON},         {"fail-if-slower", 1, 0, O_FAIL},
-        {"step-name", 1, 0, O_STEP},    {"local-clocks", 0, 0, O_LOCAL},
-        {"progress", 0, 0, O_PROGRESS}, {"quiet", 0, 0, O_QUIET},
-        {"help", 0, 0, 'h'},            {0, 0, 0, 0}};
+    static const struct option lo[] = {{"json", 0, 0, O_JSON},
+                                       {"fail-if-slower", 1, 0, O_FAIL},
+                                       {"step-name", 1, 0, O_STEP},
+                                       {"local-clocks", 0, 0, O_LOCAL},
+                                       {"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
     int json = 0, local = 0, c, progress = MRD_PROGRESS_AUTO;
     double gate = NAN;
     const char *step_name = NULL;
@@ -536,8 +539,8 @@ int mrd_cli_diff(int argc, char **argv)
         const char *msg = NULL;
         mrd_progress_begin(&dp.p, progress, who,
                            k ? "analysing AFTER's collectives" : "analysing BEFORE's collectives",
-                           "instances", progress == MRD_PROGRESS_OFF ? 0
-                                                                     : mrd_cli_instance_count(db[k]));
+                           "instances",
+                           progress == MRD_PROGRESS_OFF ? 0 : mrd_cli_instance_count(db[k]));
         int rc = mrd_analyze(db[k], &ao, &s[k].a, &msg);
         if (rc == 0)
             mrd_progress_end(&dp.p);

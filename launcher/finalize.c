@@ -182,9 +182,8 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
                                    MRD_PROGRESS_AUTO);
 }
 
-int mrd_cli_render_progress(sqlite3 *db, FILE *text, const char *html_path,
-                            const char *json_path, int ignore_clock, const char *step_name,
-                            const char *who, int progress)
+int mrd_cli_render_progress(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
+                            int ignore_clock, const char *step_name, const char *who, int progress)
 {
     struct mrd_analyze_options ao;
     struct mrd_analysis *a = NULL;

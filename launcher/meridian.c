@@ -88,10 +88,14 @@ static void report_usage(FILE *f)
 static int cmd_report(int argc, char **argv)
 {
     enum { O_HTML = 256, O_JSON, O_LOCAL, O_STEP, O_PROGRESS, O_QUIET };
-    static const struct option lo[] = {
-        {"html", 1, 0, O_HTML},         {"json", 2, 0, O_JSON},  {"local-clocks", 0, 0, O_LOCAL},
-        {"step-name", 1, 0, O_STEP},    {"help", 0, 0, 'h'},     {"progress", 0, 0, O_PROGRESS},
-        {"quiet", 0, 0, O_QUIET},       {0, 0, 0, 0}};
+    static const struct option lo[] = {{"html", 1, 0, O_HTML},
+                                       {"json", 2, 0, O_JSON},
+                                       {"local-clocks", 0, 0, O_LOCAL},
+                                       {"step-name", 1, 0, O_STEP},
+                                       {"help", 0, 0, 'h'},
+                                       {"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
+                                       {0, 0, 0, 0}};
     const char *html = NULL, *json = NULL, *step = NULL;
     int local = 0, c, json_stdout = 0, progress = MRD_PROGRESS_AUTO;
     optind = 1;
@@ -136,9 +140,9 @@ static int cmd_report(int argc, char **argv)
     sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian report");
     if (!db)
         return 1;
-    int rc = mrd_cli_render_progress(db, json_stdout ? NULL : stdout, html,
-                                     json_stdout ? "-" : json, local, step, "meridian report",
-                                     progress);
+    int rc =
+        mrd_cli_render_progress(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json,
+                                local, step, "meridian report", progress);
     sqlite3_close(db);
     return rc;
 }

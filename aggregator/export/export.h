@@ -7,10 +7,10 @@
  *
  * Workload: the text/JSON outputs are proportional to ranks and steps. The HTML report's
  * embedded detail is bounded (html_int.h: ranks drawn lane by lane, items per lane, heat
- * map rows and steps), whatever the database's size. The trace streams every exported row once (one full
- * scan per table), holding only the track table (MRD_EXPORT_MAX_TRACKS; rows of further
- * tracks go to one "other" track per process and are counted).
- * All functions run on the caller's thread and write to a caller-owned FILE.
+ * map rows and steps), whatever the database's size. The trace streams every exported row once (one
+ * full scan per table), holding only the track table (MRD_EXPORT_MAX_TRACKS; rows of further tracks
+ * go to one "other" track per process and are counted). All functions run on the caller's thread
+ * and write to a caller-owned FILE.
  */
 #ifndef MRD_EXPORT_H
 #define MRD_EXPORT_H
@@ -22,7 +22,7 @@
 
 #include "analyze.h"
 
-#define MRD_EXPORT_MAX_TRACKS       65536
+#define MRD_EXPORT_MAX_TRACKS 65536
 
 /* Writes the human-readable report. Returns 0 or -EIO when writing failed. The arrival
  * skew percentiles are the histogram's bin bounds (labelled so); mrd_export_text_skews

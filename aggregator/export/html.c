@@ -86,9 +86,15 @@ static void run_section(FILE *f, const struct mrd_analysis *a)
 static void ranks_table(FILE *f, const struct mrd_analysis *a)
 {
     char b1[32], b2[32];
-    fputs("<h2 id=\"h-ranks\">Ranks, drops and clocks</h2>\n<table class=\"sortable\" id=\"ranks-table\"><tr><th>rank</th><th class=\"l\">host</th>"
+    int64_t ref = 0; /* offsets relative to the lowest rank with a model, as in the text */
+    for (int i = a->nranks - 1; i >= 0; i--)
+        if (a->ranks[i].clock_fitted)
+            ref = a->ranks[i].clock_offset_ns;
+    fputs("<h2 id=\"h-ranks\">Ranks, drops and clocks</h2>\n"
+          "<table class=\"sortable\" id=\"ranks-table\"><tr><th>rank</th><th class=\"l\">host</th>"
           "<th>pid</th><th class=\"l\">GPUs</th><th>kernels</th><th>NCCL ops</th>"
-          "<th>dropped</th><th class=\"l\">drop reasons</th><th>clock offset</th>"
+          "<th>dropped</th><th class=\"l\">drop reasons</th>"
+          "<th>clock offset vs the first fitted rank</th>"
           "<th>drift ppm</th><th>error bound</th></tr>\n",
           f);
     for (int i = 0; i < a->nranks; i++) {
@@ -110,7 +116,7 @@ static void ranks_table(FILE *f, const struct mrd_analysis *a)
         }
         if (r->clock_fitted)
             fprintf(f, "</td><td>%s</td><td>%+.3f</td><td>%s</td></tr>\n",
-                    ns(b1, r->clock_offset_ns), r->clock_drift_ppm,
+                    ns(b1, r->clock_offset_ns - ref), r->clock_drift_ppm,
                     ns(b2, r->clock_error_bound_ns));
         else
             fputs("</td><td colspan=\"3\">not fitted</td></tr>\n", f);
@@ -131,8 +137,7 @@ static void sections(FILE *f, const struct mrd_analysis *a)
           "= the sum, over the collectives it arrived last in, of every other rank's wait "
           "(last start - its start). Ranked by wait caused, then by times last, then by rank",
           f);
-    fputs(a->ranked_in_steps ? ", counting the collectives within the NVTX steps only." : ".",
-          f);
+    fputs(a->ranked_in_steps ? ", counting the collectives within the NVTX steps only." : ".", f);
     if (left_out[0]) {
         fputs(" ", f);
         esc(f, left_out);

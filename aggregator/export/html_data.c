@@ -429,8 +429,7 @@ static int lane_nvtx(FILE *f, sqlite3_stmt *q, const struct mrd_timebase *tb, in
         int64_t s = mrd_timebase_map(tb, rank, sqlite3_column_int64(q, 0)) - S;
         int64_t e = mrd_timebase_map(tb, rank, sqlite3_column_int64(q, 1)) - S;
         fprintf(f, "%s%" PRId64 ",%" PRId64 ",%d,%d", n++ ? "," : "", s, e,
-                name_index(nm, (const char *)sqlite3_column_text(q, 2)),
-                sqlite3_column_int(q, 3));
+                name_index(nm, (const char *)sqlite3_column_text(q, 2)), sqlite3_column_int(q, 3));
     }
     fputs("]}", f);
     return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
