@@ -148,11 +148,10 @@ void mrd_export_html_on_instance(const struct mrd_an_instance *in, void *ctx)
     }
 }
 
-/* A JSON string safe inside <script>: '<', '>' and '&' as \u escapes. */
-static void jstr(FILE *f, const char *s)
+/* The inside of a JSON string safe inside <script>: '<', '>' and '&' as \u escapes. */
+static void jstr_body(FILE *f, const char *s)
 {
     const unsigned char *p = (const unsigned char *)(s ? s : "");
-    fputc('"', f);
     for (; *p; p++) {
         if (*p == '"' || *p == '\\')
             fprintf(f, "\\%c", *p);
@@ -161,6 +160,12 @@ static void jstr(FILE *f, const char *s)
         else
             fputc(*p, f);
     }
+}
+
+static void jstr(FILE *f, const char *s)
+{
+    fputc('"', f);
+    jstr_body(f, s);
     fputc('"', f);
 }
 
@@ -626,6 +631,39 @@ static int write_kernels(FILE *f, sqlite3 *db)
     return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
+/* [rank, host, pid, GPUs, kernels, NCCL ops, dropped, drop reasons, fitted, offset vs the
+ * first fitted rank, drift ppm, error bound] per rank. */
+static void write_ranks(FILE *f, const struct mrd_analysis *a)
+{
+    int64_t ref = 0;
+    char buf[64];
+    for (int i = a->nranks - 1; i >= 0; i--)
+        if (a->ranks[i].clock_fitted)
+            ref = a->ranks[i].clock_offset_ns;
+    fputs(",\"ranks\":[", f);
+    for (int i = 0; i < a->nranks; i++) {
+        const struct mrd_an_rank *r = &a->ranks[i];
+        fprintf(f, "%s[%d,", i ? "," : "", r->rank);
+        jstr(f, r->host);
+        fprintf(f, ",%d,\"", r->pid);
+        for (int g = 0; g < r->ngpus; g++) {
+            snprintf(buf, sizeof(buf), "%s%d: ", g ? "; " : "", r->gpus[g].device);
+            fputs(buf, f);
+            jstr_body(f, r->gpus[g].name);
+        }
+        fprintf(f, "\",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",\"", r->events[0], r->events[8],
+                r->dropped_total);
+        for (int d = 0; d < r->ndrops; d++) {
+            fputs(d ? ", " : "", f);
+            jstr_body(f, r->drops[d].reason);
+            fprintf(f, " %" PRIu64, r->drops[d].n);
+        }
+        fprintf(f, "\",%d,%" PRId64 ",%.3f,%" PRId64 "]", r->clock_fitted,
+                r->clock_offset_ns - ref, r->clock_drift_ppm, r->clock_error_bound_ns);
+    }
+    fputc(']', f);
+}
+
 static void write_windows(FILE *f, const struct mrd_analysis *a)
 {
     fputs(",\"windows\":[", f);
@@ -684,6 +722,7 @@ int mrd__html_data(FILE *f, sqlite3 *db, const struct mrd_analysis *a,
     write_heat(f, a, acc, order);
     write_colls(f, acc);
     write_windows(f, a);
+    write_ranks(f, a);
     rc = write_bars(f, db, a, tb);
     if (rc == 0)
         rc = write_timelines(f, db, a, tb, order);

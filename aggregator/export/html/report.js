@@ -393,6 +393,21 @@
                  cells: [num(w.rank), num(w.windows), num(w.steps), { t: rg }, num(w.kernels), num(w.open)] };
       }), "windows-table");
   }
+  function ranks() {
+    var box = document.getElementById("ranks");
+    table(box, [{ name: "rank" }, { name: "host", left: true }, { name: "pid" },
+                { name: "GPUs", left: true }, { name: "kernels" }, { name: "NCCL ops" },
+                { name: "dropped" }, { name: "drop reasons", left: true },
+                { name: "clock offset vs the first fitted rank" }, { name: "drift ppm" },
+                { name: "error bound" }],
+      D.ranks.map(function (r) {
+        var clock = r[8] ? [ns(r[9]), { t: (r[10] >= 0 ? "+" : "") + r[10].toFixed(3), v: r[10] }, ns(r[11])]
+                         : [{ t: "not fitted" }, { t: "" }, { t: "" }];
+        return { attrs: { "data-rank": r[0] },
+                 cells: [num(r[0]), { t: r[1] }, num(r[2]), { t: r[3] }, num(r[4]), num(r[5]),
+                         num(r[6]), { t: r[7] }].concat(clock) };
+      }), "ranks-table");
+  }
   function toc() {
     var nav = document.getElementById("toc");
     Array.prototype.forEach.call(document.querySelectorAll("h2[id]"), function (h) {
@@ -408,9 +423,8 @@
   colls();
   kernels();
   windows();
+  ranks();
   toc();
-  var rt = document.getElementById("ranks-table");
-  if (rt) makeSortable(rt);
   document.body.setAttribute("data-rendered", "1");
   /* ms from the start of navigation to the page drawn (the tests' render-time check) */
   document.body.setAttribute("data-render-ms", String(Math.round(performance.now())));
