@@ -658,8 +658,8 @@ static void write_ranks(FILE *f, const struct mrd_analysis *a)
             jstr_body(f, r->drops[d].reason);
             fprintf(f, " %" PRIu64, r->drops[d].n);
         }
-        fprintf(f, "\",%d,%" PRId64 ",%.3f,%" PRId64 "]", r->clock_fitted,
-                r->clock_offset_ns - ref, r->clock_drift_ppm, r->clock_error_bound_ns);
+        fprintf(f, "\",%d,%" PRId64 ",%.3f,%" PRId64 "]", r->clock_fitted, r->clock_offset_ns - ref,
+                r->clock_drift_ppm, r->clock_error_bound_ns);
     }
     fputc(']', f);
 }
