@@ -12,6 +12,7 @@
 #ifndef MRD_CLI_H
 #define MRD_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include <sqlite3.h>
@@ -85,5 +86,15 @@ sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who);
  * Returns 0 or 1 (errors printed with prefix `who`). */
 int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
                    int ignore_clock, const char *step_name, const char *who);
+
+/* mrd_cli_render with progress on stderr (launcher/progress.h: mode MRD_PROGRESS_AUTO, _ON
+ * for --progress, _OFF for --quiet), counted in collective instances analysed. */
+int mrd_cli_render_progress(sqlite3 *db, FILE *text, const char *html_path,
+                            const char *json_path, int ignore_clock, const char *step_name,
+                            const char *who, int progress);
+
+/* The number of collective instances the analysis will match in db (0 when unknown), the
+ * total of the progress lines. */
+uint64_t mrd_cli_instance_count(sqlite3 *db);
 
 #endif

@@ -40,6 +40,7 @@
 #include "db.h"
 #include "error.h"
 #include "jsonw.h"
+#include "progress.h"
 
 #define DIFF_MAX_KERNEL_NAMES 20000 /* distinct names compared; more are summed as "other" */
 #define DIFF_TOP_KERNELS      10
@@ -86,6 +87,10 @@ static void usage(FILE *f)
           "                     has no steps to compare\n"
           "  --step-name NAME   NVTX range name prefix that marks a step (as for report)\n"
           "  --local-clocks     ignore the clock models (as for report)\n"
+          "  --progress         progress lines on stderr (collectives analysed per run, rate,\n"
+          "                     time left) when an analysis takes over 2 s; the default when\n"
+          "                     stderr is a terminal\n"
+          "  --quiet            no progress lines\n"
           "  -h, --help         this text\n"
           "\n"
           "Definitions: a step's time is the span from the earliest start to the latest end\n"
@@ -450,15 +455,32 @@ static void print_json(FILE *f, struct side *s, struct kernel_totals *kt, double
     fputs("\n}\n", f);
 }
 
+/* Progress of one run's analysis, counted in collective instances (launcher/progress.h). */
+struct diff_progress {
+    struct mrd_progress p;
+    uint64_t done;
+};
+
+static void count_instance(const struct mrd_an_instance *in, void *ctx)
+{
+    struct diff_progress *dp = ctx;
+    (void)in;
+    mrd_progress_set(&dp->p, ++dp->done);
+}
+
 int mrd_cli_diff(int argc, char **argv)
 {
     static const char who[] = "meridian diff";
-    enum { O_JSON = 1, O_FAIL, O_STEP, O_LOCAL };
-    static const struct option lo[] = {
-        {"json", 0, 0, O_JSON},      {"fail-if-slower", 1, 0, O_FAIL},
-        {"step-name", 1, 0, O_STEP}, {"local-clocks", 0, 0, O_LOCAL},
-        {"help", 0, 0, 'h'},         {0, 0, 0, 0}};
-    int json = 0, local = 0, c;
+    enum { O_JSON = 1, O_FAIL, O_STEP, O_LOCAL, O_PROGRESS, O_QUIET };
+    static const struct option lo[] = {{"json", 0, 0, O_JSON},
+                                       {"fail-if-slower", 1, 0, O_FAIL},
+                                       {"step-name", 1, 0, O_STEP},
+                                       {"local-clocks", 0, 0, O_LOCAL},
+                                       {"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int json = 0, local = 0, c, progress = MRD_PROGRESS_AUTO;
     double gate = NAN;
     const char *step_name = NULL;
     optind = 1;
@@ -473,6 +495,12 @@ int mrd_cli_diff(int argc, char **argv)
             break;
         case O_STEP:
             step_name = optarg;
+            break;
+        case O_PROGRESS:
+            progress = MRD_PROGRESS_ON;
+            break;
+        case O_QUIET:
+            progress = MRD_PROGRESS_OFF;
             break;
         case O_FAIL:
             gate = strtod(optarg, &end);
@@ -503,9 +531,19 @@ int mrd_cli_diff(int argc, char **argv)
         s[k].path = argv[optind + k];
         if (!(db[k] = mrd_cli_open_db(s[k].path, 1, who)))
             goto out;
-        struct mrd_analyze_options ao = {.ignore_clock_models = local, .step_name = step_name};
+        struct diff_progress dp = {.done = 0};
+        struct mrd_analyze_options ao = {.ignore_clock_models = local,
+                                         .step_name = step_name,
+                                         .on_instance = count_instance,
+                                         .ctx = &dp};
         const char *msg = NULL;
+        mrd_progress_begin(&dp.p, progress, who,
+                           k ? "analysing AFTER's collectives" : "analysing BEFORE's collectives",
+                           "instances",
+                           progress == MRD_PROGRESS_OFF ? 0 : mrd_cli_instance_count(db[k]));
         int rc = mrd_analyze(db[k], &ao, &s[k].a, &msg);
+        if (rc == 0)
+            mrd_progress_end(&dp.p);
         if (rc < 0) {
             fprintf(stderr, "%s: %s: analysis failed: %s\n", who, s[k].path,
                     msg ? msg : mrd_strerror(rc));

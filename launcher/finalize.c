@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "error.h"
 #include "export.h"
+#include "progress.h"
 #include "store.h"
 #include "window_table.h"
 #include "clock.h"
@@ -144,28 +145,80 @@ static int close_out(FILE *f, const char *path, const char *who)
     return bad ? -EIO : 0;
 }
 
+/* What the outputs gather from every matched instance while the analysis runs. */
+struct render_collect {
+    struct mrd_html_acc *html;
+    struct mrd_export_skews *skews;
+    struct mrd_progress progress;
+    uint64_t instances;
+};
+
+static void on_instance(const struct mrd_an_instance *in, void *ctx)
+{
+    struct render_collect *c = ctx;
+    if (c->html)
+        mrd_export_html_on_instance(in, c->html);
+    if (c->skews)
+        mrd_export_skews_on_instance(in, c->skews);
+    mrd_progress_set(&c->progress, ++c->instances);
+}
+
+uint64_t mrd_cli_instance_count(sqlite3 *db)
+{
+    sqlite3_stmt *st = NULL;
+    uint64_t n = 0;
+    if (mrd_db_has_table(db, "nccl_ops") == 1 &&
+        sqlite3_prepare_v2(db, mrd_db_sql_instance_count, -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+        n = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
 int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
                    int ignore_clock, const char *step_name, const char *who)
 {
+    return mrd_cli_render_progress(db, text, html_path, json_path, ignore_clock, step_name, who,
+                                   MRD_PROGRESS_AUTO);
+}
+
+int mrd_cli_render_progress(sqlite3 *db, FILE *text, const char *html_path, const char *json_path,
+                            int ignore_clock, const char *step_name, const char *who, int progress)
+{
     struct mrd_analyze_options ao;
     struct mrd_analysis *a = NULL;
+    struct render_collect col;
     const char *msg = NULL;
     int rc, failed = 0;
     FILE *f;
 
     memset(&ao, 0, sizeof(ao));
+    memset(&col, 0, sizeof(col));
     ao.ignore_clock_models = ignore_clock;
     ao.step_name = step_name;
+    mrd_progress_begin(&col.progress, progress, who, "analysing collectives", "instances",
+                       progress == MRD_PROGRESS_OFF ? 0 : mrd_cli_instance_count(db));
+    /* the HTML report's heat map and the text report's percentiles need every instance */
+    if ((html_path && mrd_export_html_acc_new(&col.html) < 0) ||
+        (text && mrd_export_skews_new(&col.skews) < 0)) {
+        fprintf(stderr, "%s: out of memory\n", who);
+        failed = 1;
+        goto out;
+    }
+    ao.on_instance = on_instance;
+    ao.ctx = &col;
     if ((rc = mrd_analyze(db, &ao, &a, &msg)) < 0) {
         fprintf(stderr, "%s: analysis failed: %s\n", who, msg ? msg : mrd_strerror(rc));
-        return 1;
+        failed = 1;
+        goto out;
     }
-    if (text && mrd_export_text(text, a) < 0) {
+    mrd_progress_end(&col.progress);
+    if (text && mrd_export_text_skews(text, a, col.skews) < 0) {
         fprintf(stderr, "%s: error writing the report\n", who);
         failed = 1;
     }
     if (html_path && (f = open_out(html_path, who)) != NULL) {
-        rc = mrd_export_html(f, db, a);
+        rc = mrd_export_html(f, db, a, col.html);
         if (rc < 0)
             fprintf(stderr, "%s: HTML report: %s\n", who,
                     rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
@@ -179,6 +232,9 @@ int mrd_cli_render(sqlite3 *db, FILE *text, const char *html_path, const char *j
     } else if (json_path) {
         failed = 1;
     }
+out:
     mrd_analysis_free(a);
+    mrd_export_html_acc_free(col.html);
+    mrd_export_skews_free(col.skews);
     return failed;
 }

@@ -17,6 +17,7 @@
 #include "error.h"
 #include "export.h"
 #include "pftrace.h"
+#include "progress.h"
 #include "replay.h"
 
 #ifndef MRD_VERSION
@@ -67,13 +68,17 @@ static void report_usage(FILE *f)
         "within the steps (warm-up, start-up and teardown left out; the report says how many\n"
         "and what they cost).\n"
         "\n"
-        "  --html FILE       also write a self-contained HTML report with SVG plots\n"
+        "  --html FILE       also write a self-contained interactive HTML report (one file)\n"
         "  --json            print the report as JSON (schema meridian-report/1) instead of text\n"
         "  --json=FILE       also write the JSON to FILE\n"
         "  --local-clocks    ignore clock models (each rank's own clock)\n"
         "  --step-name NAME  NVTX ranges named NAME (followed by nothing, a digit or one of\n"
         "                    \" #:=-[(\") are steps; default: step, train_step, training step,\n"
         "                    ProfilerStep#N. Ranges nested in a step do not start a new one.\n"
+        "  --progress        progress lines on stderr (collectives analysed, rate, time left)\n"
+        "                    when the analysis takes over 2 s; the default when stderr is a\n"
+        "                    terminal\n"
+        "  --quiet           no progress lines\n"
         "  -h, --help        this text\n"
         "\n"
         "Exit status: 0, 1 when the database cannot be read or analysed, 2 on a usage error.\n",
@@ -82,12 +87,17 @@ static void report_usage(FILE *f)
 
 static int cmd_report(int argc, char **argv)
 {
-    enum { O_HTML = 256, O_JSON, O_LOCAL, O_STEP };
-    static const struct option lo[] = {
-        {"html", 1, 0, O_HTML},      {"json", 2, 0, O_JSON}, {"local-clocks", 0, 0, O_LOCAL},
-        {"step-name", 1, 0, O_STEP}, {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+    enum { O_HTML = 256, O_JSON, O_LOCAL, O_STEP, O_PROGRESS, O_QUIET };
+    static const struct option lo[] = {{"html", 1, 0, O_HTML},
+                                       {"json", 2, 0, O_JSON},
+                                       {"local-clocks", 0, 0, O_LOCAL},
+                                       {"step-name", 1, 0, O_STEP},
+                                       {"help", 0, 0, 'h'},
+                                       {"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
+                                       {0, 0, 0, 0}};
     const char *html = NULL, *json = NULL, *step = NULL;
-    int local = 0, c, json_stdout = 0;
+    int local = 0, c, json_stdout = 0, progress = MRD_PROGRESS_AUTO;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
         switch (c) {
@@ -105,6 +115,12 @@ static int cmd_report(int argc, char **argv)
             break;
         case O_STEP:
             step = optarg;
+            break;
+        case O_PROGRESS:
+            progress = MRD_PROGRESS_ON;
+            break;
+        case O_QUIET:
+            progress = MRD_PROGRESS_OFF;
             break;
         case 'h':
             report_usage(stdout);
@@ -124,8 +140,9 @@ static int cmd_report(int argc, char **argv)
     sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian report");
     if (!db)
         return 1;
-    int rc = mrd_cli_render(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json, local,
-                            step, "meridian report");
+    int rc =
+        mrd_cli_render_progress(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json,
+                                local, step, "meridian report", progress);
     sqlite3_close(db);
     return rc;
 }

@@ -58,6 +58,10 @@ const char mrd_db_sql_instances[] =
     "ON s.id = n.func_id WHERE n.is_p2p = 0 AND n.seq IS NOT NULL "
     "ORDER BY n.comm_hash, n.seq, n.func_id, n.rank, n.op_id";
 
+const char mrd_db_sql_instance_count[] =
+    "SELECT COUNT(*) FROM (SELECT 1 FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT NULL "
+    "GROUP BY comm_hash, seq, func_id)";
+
 const char mrd_db_sql_no_instances[] = "SELECT 0, 0, 0, 0, NULL, 0, NULL, NULL, 0, NULL, 0 WHERE 0";
 
 const char mrd_db_sql_run_anchor[] =
@@ -383,6 +387,11 @@ const char mrd_db_sql_html_kernels[] =
     "s.value FROM main.kernels k LEFT JOIN main.strings s ON s.id = "
     "k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 AND k.start_ns < "
     "?3 AND k.end_ns > ?4 ORDER BY k.start_ns LIMIT ?5";
+
+const char mrd_db_sql_html_nvtx[] =
+    "SELECT n.start_ns, n.end_ns, s.value, n.depth FROM main.nvtx n LEFT JOIN "
+    "main.strings s ON s.id = n.name_id WHERE n.rank = ?1 AND n.kind IN (1, 2) AND "
+    "n.start_ns < ?2 AND n.end_ns > ?3 ORDER BY n.start_ns LIMIT ?4";
 
 const char mrd_db_sql_rank_host[] = "SELECT host FROM main.ranks WHERE rank = ?";
 

@@ -32,6 +32,9 @@ extern const char mrd_db_sql_op_channel_time[];
 /* The one matching: columns enum mrd_db_inst_col, one row per non-p2p op with a seq,
  * ordered by (comm_hash, seq, func_id, rank, op_id). */
 extern const char mrd_db_sql_instances[];
+/* -> the number of instances mrd_db_sql_instances yields (distinct comm_hash, seq, func_id);
+ * for progress reports. */
+extern const char mrd_db_sql_instance_count[];
 /* The same columns, no rows (a database without nccl_ops). */
 extern const char mrd_db_sql_no_instances[];
 /* -> anchor_realtime_ns of the run (the earliest created). */
@@ -254,6 +257,10 @@ extern const char mrd_db_sql_first_kernel_of_rank[];
  * NCCL op's: mrd_link), name of the rank's kernels starting in [from, to) and ending after
  * ?4, by start. */
 extern const char mrd_db_sql_html_kernels[];
+
+/* ?1 rank, ?2 starting before, ?3 ending after, ?4 limit (local) -> start_ns, end_ns, name,
+ * depth of the rank's NVTX ranges (push/pop and start/end) meeting (?3, ?2), by start. */
+extern const char mrd_db_sql_html_nvtx[];
 
 /* ?1 rank -> host. */
 extern const char mrd_db_sql_rank_host[];

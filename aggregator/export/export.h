@@ -1,16 +1,16 @@
 /* Outputs of the analysis: the text report, the JSON document for scripts, the
- * self-contained HTML report with inline SVG plots, and the Perfetto / Chrome trace.
+ * self-contained interactive HTML report, and the Perfetto / Chrome trace.
  *
  * Where it sits: the last stage; consumes struct mrd_analysis (aggregator/analyze) and, for
  * the HTML timeline and the trace, streams rows from the database again (the TEMP helper
  * tables of mrd_db_op_intervals are reused on the same connection).
  *
- * Workload: the text/JSON outputs are proportional to ranks and steps. The HTML timeline
- * draws at most MRD_EXPORT_HTML_MAX_RANKS ranks and MRD_EXPORT_HTML_MAX_KERNELS kernels per
- * rank in a window of a few steps. The trace streams every exported row once (one full
- * scan per table), holding only the track table (MRD_EXPORT_MAX_TRACKS; rows of further
- * tracks go to one "other" track per process and are counted).
- * All functions run on the caller's thread and write to a caller-owned FILE.
+ * Workload: the text/JSON outputs are proportional to ranks and steps. The HTML report's
+ * embedded detail is bounded (html_int.h: ranks drawn lane by lane, items per lane, heat
+ * map rows and steps), whatever the database's size. The trace streams every exported row once (one
+ * full scan per table), holding only the track table (MRD_EXPORT_MAX_TRACKS; rows of further tracks
+ * go to one "other" track per process and are counted). All functions run on the caller's thread
+ * and write to a caller-owned FILE.
  */
 #ifndef MRD_EXPORT_H
 #define MRD_EXPORT_H
@@ -22,22 +22,65 @@
 
 #include "analyze.h"
 
-#define MRD_EXPORT_HTML_MAX_RANKS   32
-#define MRD_EXPORT_HTML_MAX_KERNELS 4000
-#define MRD_EXPORT_MAX_TRACKS       65536
+#define MRD_EXPORT_MAX_TRACKS 65536
 
-/* Writes the human-readable report. Returns 0 or -EIO when writing failed. */
+/* Writes the human-readable report. Returns 0 or -EIO when writing failed. The arrival
+ * skew percentiles are the histogram's bin bounds (labelled so); mrd_export_text_skews
+ * prints real ones. */
 int mrd_export_text(FILE *f, const struct mrd_analysis *a);
+
+/* Every timed instance's arrival skew, for nearest-rank percentiles (skews.c): create one,
+ * pass mrd_export_skews_on_instance and it as mrd_analyze_options.on_instance / ctx.
+ * At most MRD_EXPORT_SKEWS_MAX values (8 bytes each); past that, no percentile. */
+#define MRD_EXPORT_SKEWS_MAX ((size_t)16 << 20)
+struct mrd_export_skews;
+
+/* Returns 0 and *out (free with mrd_export_skews_free, which accepts NULL), or -ENOMEM. */
+int mrd_export_skews_new(struct mrd_export_skews **out);
+void mrd_export_skews_free(struct mrd_export_skews *s);
+
+/* The on_instance callback (ctx: struct mrd_export_skews). Caller's thread. */
+void mrd_export_skews_on_instance(const struct mrd_an_instance *in, void *ctx);
+
+/* The nearest-rank p-th percentile (0 < p <= 100: the value at rank ceil(p/100 * n) of the
+ * n sorted skews), or -1 when there is none (no value, or past the cap). Sorts s once. */
+int64_t mrd_export_skews_percentile(struct mrd_export_skews *s, double p);
+
+/* Values held (0 past the cap). */
+size_t mrd_export_skews_count(const struct mrd_export_skews *s);
+
+/* mrd_export_text with the arrival skew percentiles taken from sk (NULL: the bin bounds). */
+int mrd_export_text_skews(FILE *f, const struct mrd_analysis *a, struct mrd_export_skews *sk);
 
 /* Writes the analysis as one JSON object (schema "meridian-report/1", described in
  * aggregator/export/README.md). Returns 0 or -EIO. */
 int mrd_export_json(FILE *f, const struct mrd_analysis *a);
 
-/* Writes a self-contained HTML report (no external assets): the tables of the text
- * report plus SVG plots: per-rank kernel timeline of a few steps (or around the worst
- * skew), overlap bars, arrival-skew histogram, per-rank wait. db must be the connection
- * `a` was computed on. Returns 0, -EIO, -ENOMEM or -MRD_ERR_SQLITE. */
-int mrd_export_html(FILE *f, sqlite3 *db, const struct mrd_analysis *a);
+/* What the HTML report gathers from every matched collective instance while the analysis
+ * runs (per rank and step arrival delays, per function duration histograms): create one,
+ * pass mrd_export_html_on_instance and it as mrd_analyze_options.on_instance / ctx, then
+ * hand it to mrd_export_html. Memory: 2 KiB per rank (the heat map's steps). */
+struct mrd_html_acc;
+
+/* Returns 0 and *out (free with mrd_export_html_acc_free), or -ENOMEM. */
+int mrd_export_html_acc_new(struct mrd_html_acc **out);
+
+/* Accepts NULL. */
+void mrd_export_html_acc_free(struct mrd_html_acc *acc);
+
+/* The on_instance callback; ctx is a struct mrd_html_acc. An allocation failure is
+ * remembered and reported by mrd_export_html. Caller's thread (the analysis'). */
+void mrd_export_html_on_instance(const struct mrd_an_instance *in, void *ctx);
+
+/* Writes the self-contained HTML report (inline data, script and style, nothing fetched):
+ * straggler ranking, rank x step heat map of arrival delay, per-step stacked bars, zoomable
+ * timelines of the worst step and a few others, collective duration distributions, top
+ * kernels, capture windows, the ranks' table (aggregator/export/README.md, "HTML report",
+ * states the definitions and the bounds of the embedded detail). db must be the connection
+ * `a` was computed on; acc the accumulator filled during that analysis (NULL: no heat map
+ * and no duration histograms). Returns 0, -EIO, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd_export_html(FILE *f, sqlite3 *db, const struct mrd_analysis *a,
+                    const struct mrd_html_acc *acc);
 
 struct mrd_perfetto_options {
     int ignore_clock_models; /* keep each rank's local clock */

@@ -183,6 +183,8 @@ static void print_events(FILE *f, const struct mrd_analysis *a)
 {
     int used[MRD_AN_NKINDS] = {0}, any = 0;
     section(f, "Events stored per kind");
+    fprintf(f, "  rows in the database per table; last column: events the agent says it "
+               "captured (all kinds)\n");
     for (int i = 0; i < a->nranks; i++)
         for (int k = 0; k < MRD_AN_NKINDS; k++)
             if (a->ranks[i].events[k])
@@ -195,13 +197,13 @@ static void print_events(FILE *f, const struct mrd_analysis *a)
     for (int k = 0; k < MRD_AN_NKINDS; k++)
         if (used[k])
             fprintf(f, " %10s", kind_short[k]);
-    fprintf(f, " %12s\n", "agent-count");
+    fprintf(f, " %18s\n", "agent's own count");
     for (int i = 0; i < a->nranks; i++) {
         fprintf(f, "  %-5d", a->ranks[i].rank);
         for (int k = 0; k < MRD_AN_NKINDS; k++)
             if (used[k])
                 fprintf(f, " %10" PRIu64, a->ranks[i].events[k]);
-        fprintf(f, " %12" PRIu64 "\n", a->ranks[i].captured_total);
+        fprintf(f, " %18" PRIu64 "\n", a->ranks[i].captured_total);
     }
 }
 
@@ -302,12 +304,29 @@ static void print_windows(FILE *f, const struct mrd_analysis *a)
                "stragglers from all steps (the NCCL plugin is on all the time)\n");
 }
 
+/* The reference of the offsets shown: the lowest rank with a model. Each offset maps a
+ * rank's monotonic clock to the aggregator's wall clock, so it is epoch-sized (about the
+ * time since the host booted, to 1970); what tells ranks apart is the difference. */
+static const struct mrd_an_rank *clock_reference(const struct mrd_analysis *a)
+{
+    for (int i = 0; i < a->nranks; i++)
+        if (a->ranks[i].clock_fitted)
+            return &a->ranks[i];
+    return NULL;
+}
+
 static void print_clock(FILE *f, const struct mrd_analysis *a)
 {
-    char b1[48], b2[32];
+    char b1[32], b2[32];
+    const struct mrd_an_rank *ref = clock_reference(a);
     section(f, "Clock models (local -> global timebase)");
-    fprintf(f, "  %-5s %-20s %-12s %-12s %-8s %-8s %-12s %s\n", "rank", "offset", "drift(ppm)",
-            "error bound", "segments", "samples", "causal shift", "method");
+    if (ref)
+        fprintf(f,
+                "  offsets relative to rank %d's (the reference: the lowest rank with a model), "
+                "whose own offset is %+.6f s (its clock to the aggregator's wall clock)\n",
+                ref->rank, (double)ref->clock_offset_ns / 1e9);
+    fprintf(f, "  %-5s %-16s %-12s %-12s %-8s %-8s %-12s %s\n", "rank", "offset vs ref",
+            "drift(ppm)", "error bound", "segments", "samples", "causal shift", "method");
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_rank *r = &a->ranks[i];
         if (!r->clock_fitted) {
@@ -317,9 +336,13 @@ static void print_clock(FILE *f, const struct mrd_analysis *a)
         char b3[32] = "-";
         if (r->clock_adjusted)
             mrd_export_fmt_ns(b3, sizeof(b3), r->clock_shift_ns);
-        /* offsets are often epoch-sized (realtime vs monotonic): keep microseconds */
-        snprintf(b1, sizeof(b1), "%+.6f s", (double)r->clock_offset_ns / 1e9);
-        fprintf(f, "  %-5d %-20s %-+12.3f %-12s %-8d %-8" PRId64 " %-12s %s\n", r->rank, b1,
+        int64_t rel = r->clock_offset_ns - ref->clock_offset_ns;
+        mrd_export_fmt_ns(b1, sizeof(b1), rel);
+        if (rel > 0) { /* a sign on every non-zero difference */
+            memmove(b1 + 1, b1, strlen(b1) + 1);
+            b1[0] = '+';
+        }
+        fprintf(f, "  %-5d %-16s %-+12.3f %-12s %-8d %-8" PRId64 " %-12s %s\n", r->rank, b1,
                 r->clock_drift_ppm, mrd_export_fmt_ns(b2, sizeof(b2), r->clock_error_bound_ns),
                 r->clock_segments, r->clock_samples, b3,
                 r->clock_method[0] ? r->clock_method : "-");
@@ -343,7 +366,7 @@ static void print_clock(FILE *f, const struct mrd_analysis *a)
     }
 }
 
-static void print_collectives(FILE *f, const struct mrd_analysis *a)
+static void print_collectives(FILE *f, const struct mrd_analysis *a, struct mrd_export_skews *sk)
 {
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     uint64_t timed = a->instances - a->untimed;
@@ -366,12 +389,25 @@ static void print_collectives(FILE *f, const struct mrd_analysis *a)
             a->causality_violations);
     if (timed == 0)
         return;
-    fprintf(f, "  arrival skew: mean %s, p50 <= %s, p90 <= %s, p99 <= %s, max %s\n",
-            mrd_export_fmt_ns(b1, sizeof(b1), a->skew_sum_ns / (int64_t)timed),
-            mrd_export_fmt_ns(b2, sizeof(b2), mrd__report_quantile(a, 0.5)),
-            mrd_export_fmt_ns(b3, sizeof(b3), mrd__report_quantile(a, 0.9)),
-            mrd_export_fmt_ns(b4, sizeof(b4), mrd__report_quantile(a, 0.99)),
-            mrd_export_fmt_ns(b5, sizeof(b5), a->skew_max_ns));
+    if (mrd_export_skews_count(sk) > 0)
+        fprintf(f,
+                "  arrival skew over %zu timed instances: mean %s, p50 %s, p90 %s, p99 %s "
+                "(nearest-rank percentiles), max %s\n",
+                mrd_export_skews_count(sk),
+                mrd_export_fmt_ns(b1, sizeof(b1), a->skew_sum_ns / (int64_t)timed),
+                mrd_export_fmt_ns(b2, sizeof(b2), mrd_export_skews_percentile(sk, 50)),
+                mrd_export_fmt_ns(b3, sizeof(b3), mrd_export_skews_percentile(sk, 90)),
+                mrd_export_fmt_ns(b4, sizeof(b4), mrd_export_skews_percentile(sk, 99)),
+                mrd_export_fmt_ns(b5, sizeof(b5), a->skew_max_ns));
+    else
+        fprintf(f,
+                "  arrival skew: mean %s, p50 <= %s, p90 <= %s, p99 <= %s (upper edges of "
+                "log2 bins), max %s\n",
+                mrd_export_fmt_ns(b1, sizeof(b1), a->skew_sum_ns / (int64_t)timed),
+                mrd_export_fmt_ns(b2, sizeof(b2), mrd__report_quantile(a, 0.5)),
+                mrd_export_fmt_ns(b3, sizeof(b3), mrd__report_quantile(a, 0.9)),
+                mrd_export_fmt_ns(b4, sizeof(b4), mrd__report_quantile(a, 0.99)),
+                mrd_export_fmt_ns(b5, sizeof(b5), a->skew_max_ns));
     fprintf(f, "  worst: %s seq %" PRIu64 " on comm %016" PRIx64 ", last arriver rank %d, at %s\n",
             a->worst_func, a->worst_seq, a->worst_comm, a->worst_last_rank,
             fmt_at(b1, sizeof(b1), a, a->worst_start_ns));
@@ -396,17 +432,18 @@ static void print_overlap(FILE *f, const struct mrd_analysis *a)
     section(f, "Communication / compute overlap per rank (same GPU)");
     fprintf(f, "  comm = NCCL kernels (method: correlation = linked to NCCL ops, kernel-name "
                "= \"nccl*\" names); hidden = comm under compute\n");
-    fprintf(f, "  %-5s %-12s %12s %12s %12s %12s %7s %16s\n", "rank", "method", "comm", "hidden",
-            "exposed", "compute", "overlap", "kernels c/comp");
+    fprintf(f, "  hidden %% = hidden / comm; times are unions (overlapping kernels count once)\n");
+    fprintf(f, "  %-5s %-16s %12s %12s %12s %9s %12s %12s %15s\n", "rank", "method", "comm",
+            "hidden", "exposed", "hidden %", "compute", "comm kernels", "compute kernels");
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_overlap *o = &a->ranks[i].ov;
-        char kc[40];
-        snprintf(kc, sizeof(kc), "%" PRIu64 "/%" PRIu64, o->comm_kernels, o->compute_kernels);
-        fprintf(f, "  %-5d %-12s %12s %12s %12s %12s %6.1f%% %16s\n", a->ranks[i].rank,
-                mrd_analyze_method_name(o->method), mrd_export_fmt_ns(b1, sizeof(b1), o->comm_ns),
+        fprintf(f, "  %-5d %-16s %12s %12s %12s %8.1f%% %12s %12" PRIu64 " %15" PRIu64 "\n",
+                a->ranks[i].rank, mrd_analyze_method_name(o->method),
+                mrd_export_fmt_ns(b1, sizeof(b1), o->comm_ns),
                 mrd_export_fmt_ns(b2, sizeof(b2), o->hidden_ns),
-                mrd_export_fmt_ns(b3, sizeof(b3), o->exposed_ns),
-                mrd_export_fmt_ns(b4, sizeof(b4), o->compute_ns), 100.0 * o->ratio, kc);
+                mrd_export_fmt_ns(b3, sizeof(b3), o->exposed_ns), 100.0 * o->ratio,
+                mrd_export_fmt_ns(b4, sizeof(b4), o->compute_ns), o->comm_kernels,
+                o->compute_kernels);
     }
 }
 
@@ -427,13 +464,20 @@ static void print_stragglers(FILE *f, const struct mrd_analysis *a)
     const struct mrd_an_rank **v = mrd_analyze_ranking(a);
     if (!v)
         return;
-    fprintf(f, "  %-3s %-5s %14s %8s %14s %14s\n", "#", "rank", "last arrivals", "share",
-            "wait caused", "wait suffered");
+    fprintf(f, "  last %% = the share of the rank's own collectives in which it arrived last; "
+               "wait caused %% = the share of all ranks' wait\n");
+    fprintf(f, "  %-3s %-5s %10s %12s %7s %14s %14s %14s\n", "#", "rank", "last", "collectives",
+            "last %", "wait caused", "caused %", "wait suffered");
+    int64_t all = 0;
+    for (int i = 0; i < a->nranks; i++)
+        all += mrd_analyze_ranked_wait(a, v[i]).caused_ns;
     for (int i = 0; i < a->nranks; i++) {
         struct mrd_an_wait w = mrd_analyze_ranked_wait(a, v[i]);
         double share = w.instances ? 100.0 * (double)w.times_last / (double)w.instances : 0;
-        fprintf(f, "  %-3d %-5d %14" PRIu64 " %7.1f%% %14s %14s\n", i + 1, v[i]->rank, w.times_last,
-                share, mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns),
+        double cshare = all ? 100.0 * (double)w.caused_ns / (double)all : 0;
+        fprintf(f, "  %-3d %-5d %10" PRIu64 " %12" PRIu64 " %6.1f%% %14s %13.1f%% %14s\n", i + 1,
+                v[i]->rank, w.times_last, w.instances, share,
+                mrd_export_fmt_ns(b1, sizeof(b1), w.caused_ns), cshare,
                 mrd_export_fmt_ns(b2, sizeof(b2), w.suffered_ns));
     }
     char line[512];
@@ -481,6 +525,11 @@ static void print_steps(FILE *f, const struct mrd_analysis *a)
 
 int mrd_export_text(FILE *f, const struct mrd_analysis *a)
 {
+    return mrd_export_text_skews(f, a, NULL);
+}
+
+int mrd_export_text_skews(FILE *f, const struct mrd_analysis *a, struct mrd_export_skews *sk)
+{
     print_run(f, a);
     print_ranks(f, a);
     print_events(f, a);
@@ -488,7 +537,7 @@ int mrd_export_text(FILE *f, const struct mrd_analysis *a)
     print_cost(f, a);
     print_windows(f, a);
     print_clock(f, a);
-    print_collectives(f, a);
+    print_collectives(f, a, sk);
     print_overlap(f, a);
     print_stragglers(f, a);
     print_steps(f, a);

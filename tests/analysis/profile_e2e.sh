@@ -70,7 +70,12 @@ py_check "B: clock models fitted and causality checked by the finalize" \
 py_check "B: NVTX steps found" "len(doc['steps']) > 0"
 grep -q "command: mpirun -np 4" b.out || fail "B: the profiled command is not in the report"
 grep -q "4 rank(s) in the database" b.out || fail "B: text report"
-grep -q "<svg" replay.html || fail "B: HTML report"
+python3 - replay.html replay.json <<'PYEOF' || fail "B: HTML report (its embedded ranking = the JSON report's)"
+import json, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+data = json.loads(html.split('<script type="application/json" id="mrd-data">')[1].split("</script>")[0])
+sys.exit([r[0] for r in data["ranking"]] != json.load(open(sys.argv[2]))["straggler_ranking"])
+PYEOF
 ls -a | grep -q '\.secret$' && fail "B: secret file left behind"
 "$M" export replay.db --perfetto trace.json 2>export.err || fail "B: export"
 python3 -m json.tool trace.json /dev/null || fail "B: trace is not JSON"
