@@ -621,6 +621,14 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
         mrd__ingest_log(g, 0, "invalid window control settings");
         goto fail;
     }
+    if (cfg->trigger_skew != 0) {
+        struct mrd_skew_config sc = {.factor = cfg->trigger_skew,
+                                     .max_ranks = g->cfg.max_connections};
+        if ((rc = mrd_skew_new(&sc, &g->skew)) < 0) {
+            mrd__ingest_log(g, 0, "invalid collective skew trigger settings");
+            goto fail;
+        }
+    }
     memcpy(g->secret, cfg->secret, cfg->secret_len);
     g->cfg.secret = g->secret;
     g->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -652,6 +660,7 @@ void mrd_ingest_free(struct mrd_ingest *g)
     mrd__control_close(g);
     free((char *)g->cfg.control_path);
     mrd_winctl_free(g->winctl);
+    mrd_skew_free(g->skew);
     if (g->lfd >= 0)
         close(g->lfd);
     if (g->stop_efd >= 0)

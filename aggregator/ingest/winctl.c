@@ -374,6 +374,24 @@ static void trigger(struct mrd_winctl *w, const struct rank_state *r, int64_t st
     }
 }
 
+int mrd_winctl_trigger(struct mrd_winctl *w, const char *cause, int64_t now_ms,
+                       struct mrd_winctl_choice *out)
+{
+    char why[256];
+    if (w->trigger_opened && w->highest < w->trigger_at + w->cfg.trigger_cooldown)
+        return -EALREADY;
+    int rc = mrd_winctl_open(w, MRD_WINDOW_TRIGGER, w->cfg.trigger_length, cause, now_ms, out,
+                             why, sizeof(why));
+    if (rc == 0) {
+        w->trigger_opened = 1;
+        w->trigger_at = w->highest;
+    } else if (rc != -EAGAIN || !w->trigger_full_logged) {
+        w->trigger_full_logged = rc == -EAGAIN;
+        say(w, "no trigger window (%s): %s", cause, why);
+    }
+    return rc;
+}
+
 static void delay_check(struct mrd_winctl *w, int64_t now)
 {
     char cause[256], why[256];
