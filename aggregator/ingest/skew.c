@@ -142,12 +142,15 @@ void mrd_skew_clock(struct mrd_skew *s, uint32_t rank, const struct mrd_clock_sa
     r->clock_pos = (r->clock_pos + 1) % MRD_SKEW_CLOCK_KEEP;
     if (r->nclock < MRD_SKEW_CLOCK_KEEP)
         r->nclock++;
-    r->best_rtt = -1;
-    for (uint32_t i = 0; i < r->nclock; i++)
+    r->best_rtt = -1; /* oldest to newest: of equal round trips the oldest is kept */
+    uint32_t oldest = r->nclock < MRD_SKEW_CLOCK_KEEP ? 0 : r->clock_pos;
+    for (uint32_t k = 0; k < r->nclock; k++) {
+        uint32_t i = (oldest + k) % MRD_SKEW_CLOCK_KEEP;
         if (r->best_rtt < 0 || r->rtt[i] < r->best_rtt) {
             r->best_rtt = r->rtt[i];
             r->best_off = r->off[i];
         }
+    }
 }
 
 static uint8_t func_code_of_name(const char *value)
