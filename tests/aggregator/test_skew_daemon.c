@@ -157,6 +157,12 @@ int main(int argc, char **argv)
     const char *first = strstr(log, "collective skew");
     CHECK(first > line && strstr(first + 1, "collective skew") == NULL); /* one skew line */
     printf("aggregator_skew_daemon: A: %.*s\n", (int)strcspn(line, "\n"), line);
+    /* the tracker's counts, stored at shutdown: 30 instances matched, one trigger */
+    CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'skew_instances_completed'"),
+             NOPS);
+    CHECK_EQ(q1("SELECT value FROM aggregator_counters WHERE name = 'skew_triggers'"), 1);
+    CHECK_EQ(q1("SELECT count(*) FROM aggregator_counters WHERE name = 'skew_instances_evicted'"),
+             0);
     CHECK_OK(truncate(g_log, 0));
 
     /* B: nobody late */
