@@ -120,8 +120,9 @@ int mrd_winctl_open(struct mrd_winctl *w, int reason, uint64_t length, const cha
  * margin), under the step trigger's cooldown, which both share: no trigger window of
  * either kind within trigger_cooldown steps (of the highest step counter) of the last.
  * `cause` ends the log line. Returns 0 (opened, one log line, *out filled when not NULL),
- * -EALREADY (cooling down: silent), or mrd_winctl_open's refusal (one log line, a
- * repeated refusal for a full list said once until a slot frees). Loop thread. */
+ * -EALREADY (cooling down: silent), or mrd_winctl_open's refusal (one log line; a
+ * repeated refusal for a full list said once until a slot frees, for want of any step
+ * reported said once in all). Loop thread. */
 int mrd_winctl_trigger(struct mrd_winctl *w, const char *cause, int64_t now_ms,
                        struct mrd_winctl_choice *out);
 

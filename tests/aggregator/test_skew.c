@@ -13,13 +13,19 @@
  * Every op's result (hit or not, and the hit's skew, median, error, latest and earliest
  * rank, held) and the counters at the end must equal the model's. A fixed case checks one
  * hit by hand, and that the function name comes from the rank's string definitions.
+ * Window control's entry for it (mrd_winctl_trigger): refused, said once, before any step;
+ * then a TRIGGER window at highest + margin; silent during the cooldown, which it shares
+ * with the step trigger.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
 #include "skew.h"
+#include "steps.h"
+#include "winctl.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void)
@@ -38,6 +44,7 @@ static int64_t urange(int64_t lo, int64_t hi) /* [lo, hi] */
 
 #define MR      8
 #define MAXS    4096
+#define MS      1000000LL
 #define MAXI    4096
 #define PENDCAP 48
 #define FACTOR  3.0
@@ -347,8 +354,55 @@ static void by_hand(void)
     mrd_skew_free(s);
 }
 
+static char lines[16][512];
+static int nlines;
+static void keep_line(void *ctx, const char *line)
+{
+    (void)ctx;
+    if (nlines < 16)
+        snprintf(lines[nlines], sizeof(lines[0]), "%s", line);
+    nlines++;
+}
+
+static void winctl_entry(void)
+{
+    struct mrd_winctl *w;
+    const struct mrd_winctl_request *q;
+    struct mrd_winctl_choice ch;
+    struct mrd_winctl_config cfg = {.trigger_length = 5, .trigger_cooldown = 50,
+                                    .trigger_factor = 2.0, .log = keep_line};
+    CHECK_EQ(mrd_winctl_new(&cfg, &w), 0);
+    CHECK_EQ(mrd_winctl_trigger(w, "skew A", 0, NULL), -ENODATA);
+    CHECK_EQ(mrd_winctl_trigger(w, "skew B", 0, NULL), -ENODATA);
+    CHECK_EQ(nlines, 1); /* said once */
+    CHECK(strstr(lines[0], "no trigger window (skew A): no rank has reported a step yet"));
+    mrd_winctl_report(w, 0, 40, 0, 0, 10);
+    mrd_winctl_report(w, 1, 42, 0, 0, 10);
+    CHECK_EQ(mrd_winctl_trigger(w, "skew C", 20, &ch), 0);
+    CHECK_UEQ(ch.req.first, 44u); /* highest 42 + least margin 2 */
+    CHECK_UEQ(ch.req.last, 48u);
+    CHECK_EQ(ch.req.reason, MRD_WINDOW_TRIGGER);
+    CHECK_EQ(mrd_winctl_active(w, &q), 1u);
+    CHECK(strstr(lines[1], "window 1 (trigger): steps 44-48 (5 steps) = highest step counter 42"));
+    CHECK(strstr(lines[1], "; skew C"));
+    mrd_winctl_report(w, 1, 91, 0, 0, 30); /* 42 + 49: still cooling down */
+    CHECK_EQ(mrd_winctl_trigger(w, "skew D", 30, NULL), -EALREADY);
+    /* a slow step now (the step trigger) is held by the same cooldown */
+    for (int i = 0; i < 24; i++)
+        mrd_winctl_report(w, 0, 41, 100 * MS, 100 * MS, 30);
+    mrd_winctl_report(w, 0, 41, 900 * MS, 900 * MS, 30);
+    CHECK_EQ(mrd_winctl_active(w, &q), 1u);
+    CHECK_EQ(nlines, 2);
+    mrd_winctl_report(w, 1, 92, 0, 0, 40);
+    CHECK_EQ(mrd_winctl_trigger(w, "skew E", 40, &ch), 0);
+    CHECK_UEQ(ch.req.id, 2u);
+    CHECK_UEQ(ch.req.first, 92u + ch.margin);
+    mrd_winctl_free(w);
+}
+
 int main(void)
 {
+    winctl_entry();
     by_hand();
     random_run();
     printf("aggregator_skew: ok\n");
