@@ -77,7 +77,7 @@ static void profile_usage(FILE *f)
         "                           collective, the same numbers on every rank\n"
         "                           (MERIDIAN_STEP_COLLECTIVE): FUNC[/N][@COMM], every N-th\n"
         "                           FUNC (AllReduce, Broadcast, AllGather, ...; sequence\n"
-        "                           number s with s %% N == 0) begins a step; or auto[@COMM],\n"
+        "                           number s with s % N == 0) begins a step; or auto[@COMM],\n"
         "                           the DDP rule: N is the repeating period of the AllReduce\n"
         "                           sizes (three repetitions, at least 12 AllReduces; steps\n"
         "                           begin after it is found). COMM: world (default, the first\n"
