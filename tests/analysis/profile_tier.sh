@@ -72,6 +72,7 @@ refused collzero "$P --step-collective \"AllReduce/0\": N must be a whole number
 refused collsend "$P MERIDIAN_STEP_COLLECTIVE=\"Send@world\" $ENV \"Send\" is not a collective: \
 one of AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Gather, Scatter, or \
 'auto' (point-to-point calls have no sequence number)" MERIDIAN_STEP_COLLECTIVE=Send@world --
+refused skewone "$P --trigger-skew 1: a factor over 1 (e.g. 1.5)" -- --trigger-skew 1
 refused collat "$P --step-collective \"auto@\": nothing after '@': name a communicator, 'world' \
 or 0xHASH" -- --step-collective auto@
 
@@ -118,7 +119,7 @@ has windows MERIDIAN_STEP_NAME=iter
 has windows MERIDIAN_TRACE_KINDS=kernel,memcpy
 said windows "$P steady tier, windows 5-9,100/1000@50 (CUPTI"
 
-good coll -- --step-collective Broadcast/2@ddp
+good coll -- --step-collective Broadcast/2@ddp --trigger-skew 3 # meridiand takes the factor
 has coll MERIDIAN_STEP_COLLECTIVE=Broadcast/2@ddp
 good envcoll MERIDIAN_STEP_COLLECTIVE=auto -- # the user's rule is kept
 has envcoll MERIDIAN_STEP_COLLECTIVE=auto
