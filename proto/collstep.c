@@ -9,6 +9,10 @@
 
 #define EVERY_MAX 1000000u
 
+_Static_assert(MRD_COLLSTEP_RING_MASK + 1 > MRD_COLLSTEP_PERIOD_MAX &&
+                   ((MRD_COLLSTEP_RING_MASK + 1) & MRD_COLLSTEP_RING_MASK) == 0,
+               "the key ring holds a power of two over P_MAX keys");
+
 /* NCCL's collective names (ncclFuncToString); point-to-point has no sequence number. */
 static const char *const funcs[] = {"AllReduce", "Broadcast",  "Reduce", "AllGather",
                                     "ReduceScatter", "AllToAll", "Gather", "Scatter"};
@@ -156,27 +160,33 @@ int mrd_collstep_detect_feed(struct mrd_collstep_detect *d, uint64_t seq, uint64
 {
     if (d->period)
         return locked_feed(d, seq);
+    if (d->fed >= MRD_COLLSTEP_SEARCH_MAX)
+        return 0; /* gave up: no period in the first MRD_COLLSTEP_SEARCH_MAX AllReduces */
+    uint64_t fed = d->fed + 1;
     if (d->n && seq != d->next_seq)
         mrd_collstep_detect_reset(d); /* a gap: the sequence starts again here */
-    const uint64_t ring = MRD_COLLSTEP_PERIOD_MAX + 1;
-    for (uint64_t p = 1; p <= MRD_COLLSTEP_PERIOD_MAX; p++) {
-        if (p > d->n)
-            break; /* nothing P back yet: L(P) stays 0 */
-        d->run[p] = d->key[(d->n - p) % ring] == key ? d->run[p] + 1 : 0;
+    d->fed = fed;
+    /* L(P) for every P, and the smallest P whose periodic suffix is long enough */
+    uint64_t pmax = d->n < MRD_COLLSTEP_PERIOD_MAX ? d->n : MRD_COLLSTEP_PERIOD_MAX, lock = 0;
+    for (uint64_t p = 1; p <= pmax; p++) {
+        uint32_t run = d->key[(d->n - p) & MRD_COLLSTEP_RING_MASK] == key ? d->run[p] + 1 : 0;
+        d->run[p] = run;
+        if (run && !lock) {
+            uint64_t need = MRD_COLLSTEP_REPEATS * p;
+            if (need < MRD_COLLSTEP_SPAN_MIN)
+                need = MRD_COLLSTEP_SPAN_MIN;
+            if (run + p >= need)
+                lock = p;
+        }
     }
-    d->key[d->n % ring] = key;
+    d->key[d->n & MRD_COLLSTEP_RING_MASK] = key;
     d->n++;
     d->next_seq = seq + 1;
-    for (uint64_t p = 1; p <= MRD_COLLSTEP_PERIOD_MAX; p++) {
-        uint64_t suffix = d->run[p] + p, need = MRD_COLLSTEP_REPEATS * p;
-        if (need < MRD_COLLSTEP_SPAN_MIN)
-            need = MRD_COLLSTEP_SPAN_MIN;
-        if (d->run[p] == 0 || suffix < need || suffix > d->n)
-            continue;
-        d->period = p;
+    if (lock) {
+        uint64_t suffix = d->run[lock] + lock;
+        d->period = lock;
         d->anchor = seq + 1 - suffix;
-        d->first_step_seq = d->anchor + (suffix + p - 1) / p * p;
-        break;
+        d->first_step_seq = d->anchor + (suffix + lock - 1) / lock * lock;
     }
     return 0;
 }

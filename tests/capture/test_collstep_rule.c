@@ -202,10 +202,33 @@ static void ddp_shape(void)
         CHECK_EQ(begins[j], 15u + 4u * (uint64_t)j);
 }
 
+/* The search ends after MRD_COLLSTEP_SEARCH_MAX AllReduces without a period (counted across
+ * gaps): a period that starts only then is not taken; one found just before the end is. */
+static void search_limit(void)
+{
+    static struct mrd_collstep_detect d;
+    uint64_t seq = 0, begins = 0;
+    mrd_collstep_detect_reset(&d);
+    for (; seq < MRD_COLLSTEP_SEARCH_MAX; seq++)
+        begins += (uint64_t)mrd_collstep_detect_feed(&d, seq + (seq > 1000 ? 7 : 0), seq);
+    for (uint64_t i = 0; i < 400; i++, seq++)
+        begins += (uint64_t)mrd_collstep_detect_feed(&d, seq + 7, i % 4);
+    CHECK_EQ(d.period, 0u);
+    CHECK_EQ(begins, 0u);
+    mrd_collstep_detect_reset(&d);
+    for (seq = 0; seq < MRD_COLLSTEP_SEARCH_MAX - 12; seq++)
+        mrd_collstep_detect_feed(&d, seq, seq);
+    for (uint64_t i = 0; i < 400; i++, seq++)
+        begins += (uint64_t)mrd_collstep_detect_feed(&d, seq, i % 4);
+    CHECK_EQ(d.period, 4u);
+    CHECK_EQ(begins, 97u); /* locked at the 12th, the last searched; steps at 13, 17, ... */
+}
+
 int main(void)
 {
     parsing();
     ddp_shape();
+    search_limit();
     random_sequences();
     printf("capture_collstep_rule: ok\n");
     return 0;
