@@ -1,8 +1,8 @@
 /* `meridian profile`'s options (see profile.h): the usage text, the option table, each
  * option applied and checked, and the capture tier (steady with windows, or full) resolved
  * from the options and the MERIDIAN_TRACE / MERIDIAN_WINDOWS / MERIDIAN_STEP_NAME /
- * MERIDIAN_STEP_COLLECTIVE / MERIDIAN_TRACE_KINDS environment, refused with exit status 2 before anything starts
- * when a value is bad. Runs once, on the main thread, before profile.c starts anything.
+ * MERIDIAN_STEP_COLLECTIVE / MERIDIAN_TRACE_KINDS environment, refused with exit status 2
+ * before anything starts when a value is bad. Runs once, on the main thread, before profile.c starts anything.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -204,8 +204,8 @@ static int check_kinds(const char *s, char *why, size_t why_len)
 }
 
 /* Resolves o->tier from the tier options and the environment (MERIDIAN_TRACE,
- * MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME, MERIDIAN_STEP_COLLECTIVE, MERIDIAN_TRACE_KINDS), checking every value that
- * will reach the ranks. Changes nothing else. Returns 0 or -EINVAL (reported). */
+ * MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME, MERIDIAN_STEP_COLLECTIVE, MERIDIAN_TRACE_KINDS),
+ * checking every value that will reach the ranks. Changes nothing else. Returns 0 or -EINVAL (reported). */
 static int resolve_tier(struct profile_opts *o)
 {
     struct tier *t = &o->tier;

@@ -14,8 +14,8 @@ _Static_assert(MRD_COLLSTEP_RING_MASK + 1 > MRD_COLLSTEP_PERIOD_MAX &&
                "the key ring holds a power of two over P_MAX keys");
 
 /* NCCL's collective names (ncclFuncToString); point-to-point has no sequence number. */
-static const char *const funcs[] = {"AllReduce", "Broadcast",  "Reduce", "AllGather",
-                                    "ReduceScatter", "AllToAll", "Gather", "Scatter"};
+static const char *const funcs[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                    "ReduceScatter", "AllToAll",  "Gather", "Scatter"};
 
 static const char *known_func(const char *s, size_t len)
 {

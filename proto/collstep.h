@@ -48,8 +48,8 @@
  * feed is one modulo.
  *
  * Workload: one feed per collective of the step communicator (MRD_COLLSTEP_PERIOD_MAX
- * compares at most until the lock or the end of the search, then one modulo). Pure functions, no allocation, no
- * logging; the caller serialises feeds of one detector.
+ * compares at most until the lock or the end of the search, then one modulo). Pure
+ * functions, no allocation, no logging; the caller serialises feeds of one detector.
  */
 #ifndef MRD_COLLSTEP_H
 #define MRD_COLLSTEP_H
@@ -57,9 +57,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MRD_COLLSTEP_PERIOD_MAX 128 /* AllReduces in one period, at most */
-#define MRD_COLLSTEP_REPEATS    3   /* repetitions of the period before it locks */
-#define MRD_COLLSTEP_SPAN_MIN   12  /* AllReduces the repetitions cover, at least */
+#define MRD_COLLSTEP_PERIOD_MAX 128   /* AllReduces in one period, at most */
+#define MRD_COLLSTEP_REPEATS    3     /* repetitions of the period before it locks */
+#define MRD_COLLSTEP_SPAN_MIN   12    /* AllReduces the repetitions cover, at least */
 #define MRD_COLLSTEP_SEARCH_MAX 65536 /* AllReduces searched for a period, at most */
 #define MRD_COLLSTEP_RING_MASK  255   /* the detector keeps the last 256 keys */
 #define MRD_COLLSTEP_FUNC_MAX   32
@@ -69,10 +69,10 @@ enum mrd_collstep_mode { MRD_COLLSTEP_OFF = 0, MRD_COLLSTEP_EXPLICIT = 1, MRD_CO
 enum mrd_collstep_comm { MRD_COLLSTEP_WORLD = 0, MRD_COLLSTEP_NAMED = 1, MRD_COLLSTEP_HASH = 2 };
 
 struct mrd_collstep_rule {
-    int mode;                            /* enum mrd_collstep_mode */
-    char func[MRD_COLLSTEP_FUNC_MAX];    /* EXPLICIT: the function; AUTO: "AllReduce" */
-    uint64_t every;                      /* EXPLICIT: N */
-    int comm;                            /* enum mrd_collstep_comm */
+    int mode;                         /* enum mrd_collstep_mode */
+    char func[MRD_COLLSTEP_FUNC_MAX]; /* EXPLICIT: the function; AUTO: "AllReduce" */
+    uint64_t every;                   /* EXPLICIT: N */
+    int comm;                         /* enum mrd_collstep_comm */
     char comm_name[MRD_COLLSTEP_NAME_MAX];
     uint64_t comm_hash;
 };
@@ -90,14 +90,14 @@ int mrd_collstep_func_is(const struct mrd_collstep_rule *r, const char *func);
 
 /* The DDP rule's detector (zero-initialised, or mrd_collstep_detect_reset). */
 struct mrd_collstep_detect {
-    uint64_t next_seq;                           /* the sequence number expected next */
-    uint64_t n;                                  /* AllReduces fed since the last reset */
-    uint64_t fed;                                /* AllReduces fed in all (not reset) */
-    uint64_t key[MRD_COLLSTEP_RING_MASK + 1];    /* ring: x(s) of the last 256 */
-    uint32_t run[MRD_COLLSTEP_PERIOD_MAX + 1];   /* L(P) */
-    uint64_t period;                             /* 0 until locked */
-    uint64_t anchor;                             /* a: sequence number the periods count from */
-    uint64_t first_step_seq;                     /* the AllReduce that begins step 0 */
+    uint64_t next_seq;                         /* the sequence number expected next */
+    uint64_t n;                                /* AllReduces fed since the last reset */
+    uint64_t fed;                              /* AllReduces fed in all (not reset) */
+    uint64_t key[MRD_COLLSTEP_RING_MASK + 1];  /* ring: x(s) of the last 256 */
+    uint32_t run[MRD_COLLSTEP_PERIOD_MAX + 1]; /* L(P) */
+    uint64_t period;                           /* 0 until locked */
+    uint64_t anchor;                           /* a: sequence number the periods count from */
+    uint64_t first_step_seq;                   /* the AllReduce that begins step 0 */
 };
 
 void mrd_collstep_detect_reset(struct mrd_collstep_detect *d);

@@ -89,8 +89,7 @@ void mrd__collsteps_coll(const struct mrd_nccl_coll_v5 *c)
     if (r->mode == MRD_COLLSTEP_EXPLICIT) {
         begins = c->seq % r->every == 0;
     } else {
-        begins = mrd_collstep_detect_feed(&cs.det, c->seq,
-                                          mrd_collstep_key(c->count, c->datatype));
+        begins = mrd_collstep_detect_feed(&cs.det, c->seq, mrd_collstep_key(c->count, c->datatype));
         atomic_store_explicit(&cs.period, cs.det.period, memory_order_relaxed);
     }
     if (begins) {

@@ -53,8 +53,8 @@
 
 #include "capture.h"
 
-/* Reads MERIDIAN_TRACE, MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME and MERIDIAN_STEP_COLLECTIVE once (later calls return
- * the first answer). Returns 1 for the steady tier, 0 for full, -EINVAL on a bad value
+/* Reads MERIDIAN_TRACE, MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME and MERIDIAN_STEP_COLLECTIVE
+ * once (later calls return the first answer). Returns 1 for the steady tier, 0 for full, -EINVAL on a bad value
  * (said once on stderr: CUDA capture then stays off). Any thread. */
 int mrd__window_config(void);
 
@@ -63,8 +63,8 @@ int mrd__window_config(void);
 void mrd__window_cupti_ready(void);
 
 /* A push/pop range was pushed with this message (may be NULL). Returns 0 when it is not a
- * step (also while steps come from a collective), else a tag (step number + 1) for the pop. May attach CUPTI
- * when the step opens a window. Application threads. */
+ * step (also while steps come from a collective), else a tag (step number + 1) for the pop.
+ * May attach CUPTI when the step opens a window. Application threads. */
 uint64_t mrd__window_step_push(const char *message);
 
 /* A step begins (whatever its source): counts it, and may attach CUPTI when it opens a

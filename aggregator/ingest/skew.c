@@ -17,9 +17,9 @@
 
 #define FUNCS_PER_RANK 16
 
-static const char *const func_names[] = {NULL,        "AllReduce", "Broadcast",
-                                         "Reduce",    "AllGather", "ReduceScatter",
-                                         "AllToAll",  "Gather",    "Scatter"};
+static const char *const func_names[] = {NULL,       "AllReduce", "Broadcast",
+                                         "Reduce",   "AllGather", "ReduceScatter",
+                                         "AllToAll", "Gather",    "Scatter"};
 #define NFUNCS (sizeof(func_names) / sizeof(func_names[0]))
 
 struct rank_state {

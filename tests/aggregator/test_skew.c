@@ -186,11 +186,16 @@ static int m_op(int rank, uint64_t comm, uint64_t seq, int func, int crank, int 
     if (!fire)
         return 0;
     m_cnt.hits++;
-    *hit = (struct mrd_skew_hit){.comm_hash = comm, .seq = seq, .func = fname[func],
-                                 .skew_ns = skew, .median_ns = median, .error_ns = err,
+    *hit = (struct mrd_skew_hit){.comm_hash = comm,
+                                 .seq = seq,
+                                 .func = fname[func],
+                                 .skew_ns = skew,
+                                 .median_ns = median,
+                                 .error_ns = err,
                                  .latest_rank = (uint32_t)e->job_rank[hi],
                                  .earliest_rank = (uint32_t)e->job_rank[lo],
-                                 .nranks = (uint32_t)nranks, .held = (size_t)held};
+                                 .nranks = (uint32_t)nranks,
+                                 .held = (size_t)held};
     return 1;
 }
 
@@ -229,7 +234,8 @@ static void random_run(void)
             int64_t t0 = now + urange(0, 1000000), a = urange(5000, 200000),
                     b = urange(5000, 200000), proc = urange(1000, 20000);
             /* the agent's clock is global + true_off; a and b: the two one-way delays */
-            struct mrd_clock_sample c = {.t0 = t0, .t1 = t0 - true_off[r] + a,
+            struct mrd_clock_sample c = {.t0 = t0,
+                                         .t1 = t0 - true_off[r] + a,
                                          .t2 = t0 - true_off[r] + a + proc,
                                          .t3 = t0 + a + proc + b};
             mrd_skew_clock(s, (uint32_t)r, &c);
@@ -248,9 +254,14 @@ static void random_run(void)
                 int rank = ci == 0 ? cr : ci == 1 ? (cr == 0 ? 1 : 3) : cr; /* job ranks */
                 if (rnd() % 60 == 0)
                     continue; /* this rank's op never comes */
-                int64_t arrive = base + urange(0, 300000) + (cr == late ? urange(5, 40) * 1000000 : 0);
-                struct op o = {.rank = rank, .crank = cr, .nranks = csize[ci], .func = f,
-                               .comm = comms[ci], .seq = seq, .start = arrive + true_off[rank]};
+                int64_t arrive = base + urange(0, 300000) + (cr == late ? urange(5, 40) * MS : 0);
+                struct op o = {.rank = rank,
+                               .crank = cr,
+                               .nranks = csize[ci],
+                               .func = f,
+                               .comm = comms[ci],
+                               .seq = seq,
+                               .start = arrive + true_off[rank]};
                 ops[nops++] = o;
                 if (rnd() % 20 == 0)
                     ops[nops++] = o; /* resent */
@@ -301,7 +312,8 @@ static void random_run(void)
     CHECK_UEQ(c.evicted, m_cnt.evicted);
     CHECK_UEQ(c.hits, m_cnt.hits);
     printf("random: %d ranks, %llu completed (%llu unaligned), %llu evicted, %d hits: tracker == "
-           "model\n", nr, (unsigned long long)c.completed, (unsigned long long)c.unaligned,
+           "model\n",
+           nr, (unsigned long long)c.completed, (unsigned long long)c.unaligned,
            (unsigned long long)c.evicted, hits);
     CHECK(hits >= 5 && c.evicted > 0 && c.unaligned > 0); /* every path was taken */
     mrd_skew_free(s);
@@ -369,8 +381,8 @@ static void winctl_entry(void)
     struct mrd_winctl *w;
     const struct mrd_winctl_request *q;
     struct mrd_winctl_choice ch;
-    struct mrd_winctl_config cfg = {.trigger_length = 5, .trigger_cooldown = 50,
-                                    .trigger_factor = 2.0, .log = keep_line};
+    struct mrd_winctl_config cfg = {
+        .trigger_length = 5, .trigger_cooldown = 50, .trigger_factor = 2.0, .log = keep_line};
     CHECK_EQ(mrd_winctl_new(&cfg, &w), 0);
     CHECK_EQ(mrd_winctl_trigger(w, "skew A", 0, NULL), -ENODATA);
     CHECK_EQ(mrd_winctl_trigger(w, "skew B", 0, NULL), -ENODATA);

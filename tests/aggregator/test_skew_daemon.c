@@ -19,12 +19,12 @@
 #include "client.h"
 #include "steps.h"
 
-#define NR    4
-#define NOPS  30
-#define LATE  25
-#define COMM  0x5eedc0ffee123ull
-#define US    1000LL
-#define MS    1000000LL
+#define NR   4
+#define NOPS 30
+#define LATE 25
+#define COMM 0x5eedc0ffee123ull
+#define US   1000LL
+#define MS   1000000LL
 
 static int clock_conn(uint32_t rank)
 {
@@ -64,18 +64,20 @@ static size_t probe(int fd, uint64_t begun, uint64_t w[4])
 static void send_batch(uint32_t r, int64_t late_ns)
 {
     const int64_t off = (int64_t)r * 1500 * MS; /* local = global + off */
-    const int64_t g0 = 50LL * 1000 * MS;         /* global time of the first AllReduce */
+    const int64_t g0 = 50LL * 1000 * MS;        /* global time of the first AllReduce */
     int fd = cl_connect();
     send_hello_of(fd, SECRET, MRD_PROTOCOL_VERSION, RUN, MERIDIAN__V1__CONNECTION_ROLE__ROLE_DATA,
                   r, 1000 + r);
     CHECK_EQ(expect_hello_reply(fd, NULL, NULL), 1);
-    struct mrd_batch_builder_config bc = {.run_id = RUN, .rank = r, .agent_instance = 1000 + r,
-                                          .target_events = 1000};
+    struct mrd_batch_builder_config bc = {
+        .run_id = RUN, .rank = r, .agent_instance = 1000 + r, .target_events = 1000};
     struct mrd_batch_builder *b;
     CHECK_OK(mrd_batch_builder_new(&bc, &b));
     /* symmetric 10 us each way: the sample's offset is exact, its round trip 20 us */
-    struct mrd_clock_sample c = {.t0 = g0 - 10 * MS + off, .t1 = g0 - 10 * MS + 10 * US,
-                                 .t2 = g0 - 10 * MS + 10 * US, .t3 = g0 - 10 * MS + 20 * US + off};
+    struct mrd_clock_sample c = {.t0 = g0 - 10 * MS + off,
+                                 .t1 = g0 - 10 * MS + 10 * US,
+                                 .t2 = g0 - 10 * MS + 10 * US,
+                                 .t3 = g0 - 10 * MS + 20 * US + off};
     CHECK_OK(mrd_batch_add_clock_sample(b, &c));
     uint32_t fn = mrd_batch_builder_intern(b, "AllReduce");
     uint32_t dt = mrd_batch_builder_intern(b, "ncclFloat32");
@@ -83,11 +85,19 @@ static void send_batch(uint32_t r, int64_t late_ns)
         int64_t arrive = g0 + k * 20 * MS + (int64_t)r * 10 * US + (k % 4) * US;
         if (r == 2 && k == LATE)
             arrive += late_ns;
-        struct mrd_nccl_op op = {.op_id = (uint64_t)k + 1, .start = arrive + off,
-                                 .end = arrive + off + 50 * US, .comm_hash = COMM,
-                                 .seq = (uint64_t)k, .count = 1 << 20, .bytes = 4 << 20,
-                                 .comm_rank = r, .comm_nranks = NR, .func = fn, .datatype = dt,
-                                 .root = -1, .peer = -1};
+        struct mrd_nccl_op op = {.op_id = (uint64_t)k + 1,
+                                 .start = arrive + off,
+                                 .end = arrive + off + 50 * US,
+                                 .comm_hash = COMM,
+                                 .seq = (uint64_t)k,
+                                 .count = 1 << 20,
+                                 .bytes = 4 << 20,
+                                 .comm_rank = r,
+                                 .comm_nranks = NR,
+                                 .func = fn,
+                                 .datatype = dt,
+                                 .root = -1,
+                                 .peer = -1};
         CHECK_OK(mrd_batch_add_nccl_op(b, &op));
     }
     uint8_t *frame;
@@ -105,9 +115,8 @@ static void send_batch(uint32_t r, int64_t late_ns)
 static size_t scenario(const char *db, int64_t late_ns, uint64_t w[4])
 {
     snprintf(g_db, sizeof(g_db), "%s/%s", g_dir, db);
-    const char *args[] = {"--run-id",       RUN, "--commit-ms",   "5",
-                          "--trigger-skew", "4", "--trigger-length", "5",
-                          NULL};
+    const char *args[] = {"--run-id",         RUN, "--commit-ms", "5", "--trigger-skew", "4",
+                          "--trigger-length", "5", NULL};
     start_daemon_args(args);
     int cfd[NR];
     uint64_t none[4];

@@ -37,8 +37,7 @@ CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle *sub, CUpti_Callba
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
-                                    void *user)
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *user)
 {
     return cuptiSubscribe_v2(sub, cb, user, NULL);
 }
@@ -73,8 +72,7 @@ CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallb
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size,
-                                               void *value)
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *value)
 {
     (void)a, (void)size, (void)value;
     return CUPTI_SUCCESS;
@@ -113,8 +111,7 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
     return CUPTI_SUCCESS;
 }
 
-CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream,
-                                                       size_t *n)
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *n)
 {
     (void)ctx, (void)stream;
     *n = 0;
@@ -148,7 +145,6 @@ void api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
     CHECK(api_cb != NULL);
     api_cb(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, 0, &d);
 }
-
 
 void wait_for(atomic_int *v, int value)
 {
@@ -184,4 +180,3 @@ int window_records(char out[][64], int max)
             memcpy(out[k++], r[i].inline_str, 64);
     return k;
 }
-

@@ -163,9 +163,11 @@ static void random_sequences(void)
             x[n++] = key;
             oracle_step(&o, x, n, seq);
             if (got != want) {
-                fprintf(stderr, "trial %d: AllReduce %zu (seq %llu): detector %d, oracle %d "
-                        "(prefix %zu period %llu)\n", trial, i, (unsigned long long)seq, got,
-                        want, prefix, (unsigned long long)period);
+                fprintf(stderr,
+                        "trial %d: AllReduce %zu (seq %llu): detector %d, oracle %d "
+                        "(prefix %zu period %llu)\n",
+                        trial, i, (unsigned long long)seq, got, want, prefix,
+                        (unsigned long long)period);
                 CHECK(0);
             }
             begun_det += (uint64_t)got;

@@ -89,8 +89,7 @@ static int rank_main(const char *mode, int rank, FILE *out)
     fake_set_world_size(2);
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "3-4", 1);
-    setenv("MERIDIAN_STEP_COLLECTIVE", strcmp(mode, "auto") == 0 ? "auto" : "AllReduce/4@other",
-           1);
+    setenv("MERIDIAN_STEP_COLLECTIVE", strcmp(mode, "auto") == 0 ? "auto" : "AllReduce/4@other", 1);
     setenv("MERIDIAN_CUPTI_BUFFER_MB", "1", 1);
     setenv("MERIDIAN_CUPTI_BUFFERS", "2", 1);
     setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
@@ -107,8 +106,7 @@ static int rank_main(const char *mode, int rank, FILE *out)
         observe(out, "ddp", it, -1, &begun, &subs);
         int nb = it == 0 ? 3 : 4;
         for (int b = 0; b < nb; b++) {
-            coll(ddp, "AllReduce", ar_ddp++, it == 0 ? first_layout[b] : layout[b],
-                 "ncclFloat32");
+            coll(ddp, "AllReduce", ar_ddp++, it == 0 ? first_layout[b] : layout[b], "ncclFloat32");
             observe(out, "ddp", it, b, &begun, &subs);
         }
         coll(local, "AllReduce", ar_local++, 17, "ncclFloat32");
@@ -143,8 +141,10 @@ static void expected(const char *mode, char *buf, size_t cap)
     int autom = strcmp(mode, "auto") == 0;
     int first_it = autom ? 4 : 0;
     for (int j = 0; first_it + j < NIT; j++) {
-        used += (size_t)snprintf(buf + used, cap - used, "step %d begins at %s iteration %d "
-                                 "bucket 0\n", j, autom ? "ddp" : "other", first_it + j);
+        used += (size_t)snprintf(buf + used, cap - used,
+                                 "step %d begins at %s iteration %d "
+                                 "bucket 0\n",
+                                 j, autom ? "ddp" : "other", first_it + j);
         if (j == 3)
             used += (size_t)snprintf(buf + used, cap - used, "cupti attached in step 3\n");
     }
