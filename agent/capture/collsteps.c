@@ -21,18 +21,28 @@
  * rules out) is not fed and is counted (collstep/concurrent), since the rule can no longer
  * promise the same numbers everywhere. No allocation, no lock, no log on these paths.
  *
+ * Each step that ended is recorded as an NVTX push/pop range "step N" in domain
+ * "meridian.step" (from its first collective's start event to the next step's), so that the
+ * analysis, which finds steps by the NVTX step-name rule, numbers the steps as the agent
+ * did; the step in progress at exit has no record.
+ *
  * Counters (category "collstep", in the Goodbye): period (the DDP rule's locked period in
  * AllReduces; 0 while searching or for an explicit rule), boundaries (steps begun here),
  * concurrent.
  */
+#include <inttypes.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "agent.h"
 #include "capture.h"
 #include "collstep.h"
 #include "nccl_abi.h"
+#include "ring.h"
 #include "window.h"
+
+static const char step_domain[] = "meridian.step";
 
 static struct {
     atomic_int claimed;
@@ -76,6 +86,23 @@ int mrd__collsteps_claim(uint64_t comm_hash, const char *comm_name, int nranks)
     return 1;
 }
 
+/* The step tagged `tag` (window.h) ended at `end`: its record, then window.c's pop (which
+ * may close a window or ask for the detach). */
+static void step_end(uint64_t tag, int64_t start, int64_t end)
+{
+    struct mrd_record r;
+    memset(&r, 0, sizeof(r));
+    r.kind = MRD_EV_NVTX;
+    r.str[0] = step_domain;
+    snprintf(r.inline_str, sizeof(r.inline_str), "step %" PRIu64, tag - 1);
+    r.ev.nvtx.start = start;
+    r.ev.nvtx.end = end;
+    r.ev.nvtx.kind = MRD_NVTX_PUSHPOP;
+    r.ev.nvtx.thread = mrd__capture_tid();
+    mrd_ring_write(&r);
+    mrd__window_step_pop(tag, end - start);
+}
+
 void mrd__collsteps_coll(const struct mrd_nccl_coll_v5 *c)
 {
     const struct mrd_collstep_rule *r = mrd__window_step_collective();
@@ -94,7 +121,7 @@ void mrd__collsteps_coll(const struct mrd_nccl_coll_v5 *c)
     }
     if (begins) {
         if (cs.open_tag)
-            mrd__window_step_pop(cs.open_tag, mrd_clock_now() - cs.open_start);
+            step_end(cs.open_tag, cs.open_start, mrd_clock_now());
         cs.open_tag = mrd__window_step_begin();
         cs.open_start = mrd_clock_now(); /* after a window's attach, as for NVTX steps */
         atomic_fetch_add_explicit(&cs.boundaries, 1, memory_order_relaxed);

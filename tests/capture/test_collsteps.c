@@ -18,7 +18,8 @@
  *    first of each iteration: step j begins at iteration j: NIT steps.
  * In both, CUPTI attaches at the beginning of step 3 and nowhere else, and the window
  * record says "3-4 range" once the detach (requested when step 6 begins, i.e. at step 5's
- * end) finished.
+ * end) finished; every step but the last (still running) has its record "step N" in domain
+ * meridian.step.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -116,12 +117,20 @@ static int rank_main(const char *mode, int rank, FILE *out)
             observe(out, "other", it, b, &begun, &subs);
         }
     }
-    char rec[8][64];
-    int n = window_records(rec, 8);
-    for (int i = 0; i < n; i++) {
-        char *a = strstr(rec[i], " a=");
-        fprintf(out, "window record \"%.*s\"\n", a ? (int)(a - rec[i]) : 64, rec[i]);
-    }
+    /* the ring: the step records (domain meridian.step) in order, then the window's */
+    static struct mrd_record recs[1024];
+    size_t nrec = fake_ring_take(recs, 1024);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < nrec; i++) {
+            const struct mrd_record *r = &recs[i];
+            const char *dom = pass == 0 ? "meridian.step" : "meridian.window";
+            if (r->kind != MRD_EV_NVTX || !r->str[0] || strcmp(r->str[0], dom) != 0)
+                continue;
+            CHECK(r->ev.nvtx.end >= r->ev.nvtx.start);
+            const char *a = strstr(r->inline_str, " a=");
+            fprintf(out, "%s record \"%.*s\"\n", pass == 0 ? "step" : "window",
+                    a ? (int)(a - r->inline_str) : (int)strlen(r->inline_str), r->inline_str);
+        }
     struct mrd_named_counter nc[64];
     size_t k = mrd_agent_named_counters(nc, 64);
     for (size_t i = 0; i < k; i++)
@@ -148,6 +157,8 @@ static void expected(const char *mode, char *buf, size_t cap)
         if (j == 3)
             used += (size_t)snprintf(buf + used, cap - used, "cupti attached in step 3\n");
     }
+    for (int j = 0; first_it + j + 1 < NIT; j++) /* every step but the last ended */
+        used += (size_t)snprintf(buf + used, cap - used, "step record \"step %d\"\n", j);
     used += (size_t)snprintf(buf + used, cap - used, "window record \"3-4 range\"\n");
     used += (size_t)snprintf(buf + used, cap - used,
                              "collstep period %d\ncollstep boundaries %d\ncollstep concurrent 0\n",
