@@ -75,7 +75,9 @@
       meridian__v1__gpu_clock_sample_columns__descriptor, "gpu_clock_samples", "U")            \
     X(MRD_EV_GPU_SAMPLE, 14, gpu_sample, struct mrd_gpu_sample, gpu_sample, gpu_samples,           \
       Meridian__V1__GpuSampleColumns, meridian__v1__gpu_sample_columns__descriptor,                \
-      "gpu_samples", "P")
+      "gpu_samples", "P")                                                                          \
+    X(MRD_EV_WINDOW, 15, window, struct mrd_window_record, window, window_records,                 \
+      Meridian__V1__WindowColumns, meridian__v1__window_columns__descriptor, "window_records", "W")
 
 /*          K  member        SQL column         class    # wire column    codec  arg    pos sep */
 #define MRD__F_kernel(F, K)                                                                        \
@@ -226,6 +228,29 @@ struct mrd_gpu_sample {
     F(K, temperature_c, "temperature_c", INT,     6, temperature_c, PLAIN, _,    5, '|')           \
     F(K, throttle_reasons, "throttle_reasons", INT, 7, throttle_reasons, PLAIN, _, 6, '|')         \
     F(K, utilization_pct, "utilization_pct", INT, 8, utilization_pct, PLAIN, _,  7, '|')
+
+/* window: one full-detail capture window of the steady tier, written by the agent when the
+ * window ends (capture: agent/capture/window.c, its detach or the exit path). start/end:
+ * local clock, the attach's start to the detach's end (or the exit); steps inclusive;
+ * reason: a string id ("range", "periodic", "on_demand", ...: proto/steps.h's names, so an
+ * older aggregator keeps a newer agent's reason); CUPTI's costs in ns, detach_ns -1 when
+ * the window was still open at exit. The finalize step derives the `windows` table from
+ * these rows (aggregator/analyze/window_table.h). */
+struct mrd_window_record {
+    int64_t start, end;
+    int64_t first_step, last_step;
+    int64_t attach_ns, detach_ns, flush_ns;
+    uint32_t reason;
+};
+#define MRD__F_window(F, K)                                                                        \
+    F(K, start,        "start_ns",       NN,      1, start,        PLAIN, _,     0, '|')           \
+    F(K, end,          "end_ns",         NN,      2, end,          PLAIN, _,     1, '|')           \
+    F(K, first_step,   "first_step",     NN,      3, first_step,   PLAIN, _,     2, '|')           \
+    F(K, last_step,    "last_step",      NN,      4, last_step,    PLAIN, _,     3, '|')           \
+    F(K, reason,       "reason_id",      INT,     5, reason,       STR,   _,     4, '|')           \
+    F(K, attach_ns,    "attach_ns",      INT,     6, attach_ns,    PLAIN, _,     5, '|')           \
+    F(K, detach_ns,    "detach_ns",      INT,     7, detach_ns,    PLAIN, _,     6, '|')           \
+    F(K, flush_ns,     "flush_ns",       INT,     8, flush_ns,     PLAIN, _,     7, '|')
 /* clang-format on */
 
 /* Helpers for consumers: the field list of kind fn, and per-field dispatch on the codec or

@@ -54,7 +54,8 @@ struct mrd__capture_thread {
                                   correlation id (0: none pushed) */
     uint32_t cost_tick;        /* capture.c: callbacks since this thread's last timed one */
     uint64_t nccl_ctx_id;     /* nccl_plugin.c: the communicator context and ... */
-    uint64_t nccl_launch_id;  /* ... launch id of this thread's last kernel launch */
+    uint64_t nccl_launch_id;  /* ... launch id of this thread's last kernel launch ... */
+    int64_t nccl_launch_at;   /* ... and the local time its KernelLaunch event started */
     uint32_t nvtx_depth;      /* nvtx.c: open push/pop ranges recorded in nvtx[] ... */
     uint32_t nvtx_overflow;   /* ... and pushed beyond MRD_NVTX_DEPTH (not recorded) */
     struct mrd__nvtx_frame nvtx[MRD_NVTX_DEPTH];
@@ -139,6 +140,18 @@ int mrd__cupti_current_device(void);
  * the first time: ~10 Hz gpu_sample events from its own thread; nothing where NVML cannot
  * be loaded. Any thread; not for hot paths (the first call loads NVML). */
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id);
+
+/* Registers CUDA device ordinal `device` (for the Hello's GPU list and the NVML sampler)
+ * from the CUDA driver already loaded in the process (dlopen RTLD_NOLOAD: never loads or
+ * links it): the steady tier's source of devices, where no CUPTI DEVICE record comes.
+ * Does nothing without a driver answer. Not for hot paths (driver calls, a mutex); any
+ * thread (gpu_sample.c). */
+void mrd__gpu_from_driver(uint32_t device);
+
+/* The CUDA device of the calling thread's current context, asked of the CUDA driver
+ * already loaded (cuCtxGetDevice; never loads or links it), or -1 (no driver, no context).
+ * Not for hot paths; any thread (gpu_sample.c). */
+int mrd__gpu_driver_device(void);
 
 /* Number of NVTX clients (copies of NVTX state) this agent has served (nvtx.c). */
 uint64_t mrd__nvtx_clients(void);

@@ -9,7 +9,9 @@
  * never started: no samples, no error, nothing printed. A GPU is found in NVML by the PCI
  * bus id of CUPTI's DEVICE record, so CUDA_VISIBLE_DEVICES renumbering does not matter; a
  * reading NVML refuses (not supported on this GPU) is stored as 0. Devices arrive with
- * CUPTI's DEVICE records, i.e. from the first detail window on in the steady tier.
+ * CUPTI's DEVICE records, and, without CUPTI (the steady tier between windows), with each
+ * NCCL communicator's init (mrd__gpu_from_driver: the device current on NCCL's thread, its
+ * PCI bus id, UUID and name asked of the CUDA driver the process already loaded).
  *
  * Workload: at most MAX_DEVICES devices x 10 Hz x six NVML calls (each a driver ioctl,
  * tens of microseconds): nothing on application threads. A fork child has no sampler
@@ -137,6 +139,54 @@ static void start_once(void)
         pthread_detach(t);
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+int mrd__gpu_driver_device(void)
+{
+    typedef int (*ctx_dev_fn)(int *);
+    int dev = -1;
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD); /* never loads CUDA */
+    if (!lib)
+        return -1;
+    ctx_dev_fn fn = (ctx_dev_fn)dlsym(lib, "cuCtxGetDevice");
+    if (!fn || fn(&dev) != 0)
+        dev = -1;
+    dlclose(lib);
+    return dev;
+}
+
+void mrd__gpu_from_driver(uint32_t device)
+{
+    typedef int (*get_fn)(int *, int);
+    typedef int (*pci_fn)(char *, int, int);
+    typedef int (*name_fn)(char *, int, int);
+    typedef int (*uuid_fn)(unsigned char *, int);
+    char pci[32] = "", name[96] = "", uuid[48] = "";
+    unsigned char u[16];
+    int dev = 0;
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD); /* never loads CUDA */
+    if (!lib)
+        return;
+    get_fn get = (get_fn)dlsym(lib, "cuDeviceGet");
+    pci_fn pcif = (pci_fn)dlsym(lib, "cuDeviceGetPCIBusId");
+    name_fn namef = (name_fn)dlsym(lib, "cuDeviceGetName");
+    uuid_fn uuidf = (uuid_fn)dlsym(lib, "cuDeviceGetUuid_v2");
+    if (get && get(&dev, (int)device) == 0) {
+        if (pcif && pcif(pci, (int)sizeof pci, dev) != 0)
+            pci[0] = '\0';
+        if (namef && namef(name, (int)sizeof name, dev) != 0)
+            name[0] = '\0';
+        if (uuidf && uuidf(u, dev) == 0) /* the format of CUPTI's DEVICE record */
+            snprintf(uuid, sizeof uuid,
+                     "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                     u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+                     u[12], u[13], u[14], u[15]);
+    }
+    dlclose(lib);
+    if (!pci[0])
+        return; /* no driver answer: nothing to sample or to name */
+    mrd_agent_add_gpu(device, uuid, pci, name);
+    mrd__gpu_sample_add(device, pci);
 }
 
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)

@@ -15,7 +15,14 @@
  *    protocol, channels, warps, root/peer, device, and launch_id;
  *  - one MRD_EV_NCCL_CHANNEL per KernelCh event, written at its stop (state 22 gives the
  *    GPU stop timer): the op_id of its parent op, the channel, the raw GPU start/stop
- *    timer values and the host time the (late) start callback ran.
+ *    timer values and the host time the (late) start callback ran;
+ *  - per op whose kernel launch this thread saw, up to two MRD_EV_GPU_CLOCK samples, the
+ *    host-only evidence of the GPU timer calibration (aggregator/clock/gpu.c) that needs
+ *    no CUPTI: the first channel's GPU start lies between the KernelLaunch start (before
+ *    cuLaunchKernelEx) and its KernelCh start callback, the first stopped channel's GPU
+ *    end between the launch and the KernelChStop state callback (NCCL's proxy reports
+ *    both only after reading the times the GPU wrote). Sample: that GPU time, the host
+ *    time half-way, half the interval as uncertainty; on the op's device (unknown: none).
  * Kernel linkage: KernelLaunch start (application thread, right before cuLaunchKernelEx)
  * takes a fresh launch id and pushes it as CUPTI external correlation id (kind CUSTOM2);
  * its stop pops it, so CUPTI emits an EXTERNAL_CORRELATION record tying the id to the
@@ -68,6 +75,7 @@
 #define MASK_V4 (MRD_NCCL_EV_COLL | MRD_NCCL_EV_P2P | MRD_NCCL_EV_KERNEL_CH)
 
 enum { SLOT_FREE = 0, SLOT_LIVE = 1, SLOT_DONE = 2 };
+enum { SAMPLED_START = 1, SAMPLED_END = 2 };
 
 /* One communicator (init .. finalize). */
 struct comm_ctx {
@@ -82,6 +90,8 @@ struct op_slot {
     _Atomic uint32_t state;
     _Atomic uint32_t children; /* KernelCh events started and not stopped */
     _Atomic int64_t done_at;
+    _Atomic uint32_t sampled; /* SAMPLED_START | SAMPLED_END: its clock samples are sent */
+    int64_t launch_at;        /* local time its KernelLaunch started (0: unknown) */
     struct mrd_nccl_op ev;
     const char *str[4];
 };
@@ -92,14 +102,15 @@ struct ch_slot {
     uint32_t channel;
     struct op_slot *op;
     uint64_t op_id;
-    int64_t gpu_start, gpu_end, host_start;
+    int64_t gpu_start, gpu_end, host_start, host_end;
 };
 
 struct api_slot {
     uint64_t tag; /* TAG_GROUP or TAG_API */
     _Atomic uint32_t state;
     _Atomic int64_t done_at;
-    _Atomic uint64_t launch_id; /* GroupApi: the last kernel launch under it */
+    _Atomic uint64_t launch_id; /* GroupApi: the last kernel launch under it ... */
+    _Atomic int64_t launch_at;  /* ... and when it started */
     struct api_slot *group;     /* CollApi/P2pApi: its GroupApi */
     int graph_captured;         /* CollApi/P2pApi captured into a CUDA graph */
 };
@@ -219,19 +230,23 @@ static void drop(void)
  * launch of the parent's group, if the parent is still the one NCCL meant (stopped less
  * than the reuse grace ago). Graph-captured ops replay long after their capture and have
  * no launch of their own: 0. */
-static uint64_t launch_of(const struct comm_ctx *ctx, void *parent, int64_t now)
+static uint64_t launch_of(const struct comm_ctx *ctx, void *parent, int64_t now, int64_t *at)
 {
     struct api_slot *api = as_api(parent, TAG_API);
+    *at = 0;
     if (api && api->graph_captured)
         return 0;
     const struct mrd__capture_thread *t = mrd__capture_thread();
-    if (t && t->nccl_ctx_id == ctx->id && t->nccl_launch_id)
+    if (t && t->nccl_ctx_id == ctx->id && t->nccl_launch_id) {
+        *at = t->nccl_launch_at;
         return t->nccl_launch_id;
+    }
     if (!api || !api->group)
         return 0;
     if (atomic_load_explicit(&api->state, memory_order_acquire) == SLOT_DONE &&
         now - atomic_load_explicit(&api->done_at, memory_order_relaxed) >= REUSE_GRACE_NS)
         return 0;
+    *at = atomic_load_explicit(&api->group->launch_at, memory_order_relaxed);
     return atomic_load_explicit(&api->group->launch_id, memory_order_relaxed);
 }
 
@@ -247,6 +262,7 @@ static void *op_start(const struct comm_ctx *ctx, const struct mrd_nccl_descr_v5
     memset(e, 0, sizeof(*e));
     memset(op->str, 0, sizeof(op->str));
     atomic_store_explicit(&op->children, 0, memory_order_relaxed);
+    atomic_store_explicit(&op->sampled, 0, memory_order_relaxed);
     op->tag = TAG_OP;
     e->op_id = atomic_fetch_add_explicit(&next_op_id, 1, memory_order_relaxed) + 1;
     e->start = now;
@@ -254,7 +270,7 @@ static void *op_start(const struct comm_ctx *ctx, const struct mrd_nccl_descr_v5
     e->comm_rank = ctx->rank;
     e->comm_nranks = ctx->nranks;
     e->device = ctx->device;
-    e->launch_id = launch_of(ctx, d->parent, now);
+    e->launch_id = launch_of(ctx, d->parent, now, &op->launch_at);
     if (!p2p) {
         const struct mrd_nccl_coll_v5 *c = &d->u.coll;
         e->seq = c->seq;
@@ -296,6 +312,24 @@ static void op_stop(struct op_slot *op)
         mrd_ring_write(&r);
 }
 
+/* The op's clock sample for GPU time gpu, seen by the host at seen_at (a KernelCh
+ * callback), once per op and which (SAMPLED_START or SAMPLED_END). */
+static void clock_sample(struct op_slot *op, uint32_t which, int64_t gpu, int64_t seen_at)
+{
+    int64_t lo = op->launch_at;
+    if (lo <= 0 || gpu <= 0 || seen_at < lo || op->ev.device == UINT32_MAX ||
+        (atomic_fetch_or_explicit(&op->sampled, which, memory_order_relaxed) & which))
+        return;
+    struct mrd_record r;
+    memset(&r, 0, sizeof(r));
+    r.kind = MRD_EV_GPU_CLOCK;
+    r.ev.gpu_clock.device = op->ev.device;
+    r.ev.gpu_clock.gpu_ns = gpu;
+    r.ev.gpu_clock.uncertainty_ns = (uint64_t)(seen_at - lo + 1) / 2; /* covers [lo, seen_at] */
+    r.ev.gpu_clock.host_ns = lo + (seen_at - lo) / 2;
+    mrd_ring_write(&r);
+}
+
 static void *ch_start(const struct mrd_nccl_descr_v5 *d)
 {
     struct op_slot *op = as_op(d->parent);
@@ -311,7 +345,9 @@ static void *ch_start(const struct mrd_nccl_descr_v5 *d)
     c->channel = d->u.kernel_ch.channel;
     c->gpu_start = (int64_t)d->u.kernel_ch.ptimer;
     c->gpu_end = 0;
+    c->host_end = 0;
     c->host_start = mrd_clock_now();
+    clock_sample(op, SAMPLED_START, c->gpu_start, c->host_start);
     return c;
 }
 
@@ -326,6 +362,8 @@ static void ch_stop(struct ch_slot *c)
     r.ev.nccl_channel.gpu_end = c->gpu_end >= c->gpu_start ? c->gpu_end : c->gpu_start;
     r.ev.nccl_channel.host_start = c->host_start;
     mrd_ring_write(&r);
+    if (c->host_end)
+        clock_sample(c->op, SAMPLED_END, c->gpu_end, c->host_end);
     atomic_fetch_sub_explicit(&c->op->children, 1, memory_order_acq_rel);
     atomic_store_explicit(&c->state, SLOT_FREE, memory_order_release);
 }
@@ -349,6 +387,7 @@ static void *api_start(const struct mrd_nccl_descr_v5 *d)
                                                             : d->u.p2p_api.graph_captured;
     }
     atomic_store_explicit(&a->launch_id, 0, memory_order_relaxed);
+    atomic_store_explicit(&a->launch_at, 0, memory_order_relaxed);
     return a;
 }
 
@@ -356,12 +395,16 @@ static void *launch_start(const struct comm_ctx *ctx, const struct mrd_nccl_desc
 {
     uint64_t id = atomic_fetch_add_explicit(&next_launch_id, 1, memory_order_relaxed) + 1;
     struct api_slot *g = as_api(d->parent, TAG_GROUP);
-    if (g)
+    int64_t now = mrd_clock_now();
+    if (g) {
+        atomic_store_explicit(&g->launch_at, now, memory_order_relaxed);
         atomic_store_explicit(&g->launch_id, id, memory_order_relaxed);
+    }
     struct mrd__capture_thread *t = mrd__capture_thread();
     if (t) {
         t->nccl_ctx_id = ctx->id;
         t->nccl_launch_id = id;
+        t->nccl_launch_at = now;
     }
     mrd__cupti_extcorr_push(id);
     return (void *)&launch_token;
@@ -454,8 +497,10 @@ static mrd_nccl_result_t record_event_state(void *handle, int state,
                                             union mrd_nccl_state_args *args)
 {
     struct ch_slot *c;
-    if (state == MRD_NCCL_STATE_KERNEL_CH_STOP && args && (c = as_ch(handle)))
+    if (state == MRD_NCCL_STATE_KERNEL_CH_STOP && args && (c = as_ch(handle))) {
         c->gpu_end = (int64_t)args->kernel_ch.ptimer;
+        c->host_end = mrd_clock_now(); /* after the GPU wrote gpu_end */
+    }
     return MRD_NCCL_SUCCESS;
 }
 
@@ -473,6 +518,10 @@ static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, const c
     if (!ctx)
         return MRD_NCCL_SUCCESS; /* this communicator goes unrecorded (NULL context) */
     int dev = mrd__cupti_current_device();
+    if (dev < 0) /* CUPTI never set up here (no CUDA injection): ask the driver */
+        dev = mrd__gpu_driver_device();
+    if (dev >= 0)
+        mrd__gpu_from_driver((uint32_t)dev); /* without CUPTI, NCCL tells the devices */
     mrd__cupti_nccl_comm(nranks);
     ctx->id = atomic_fetch_add(&next_ctx, 1) + 1;
     ctx->comm_hash = comm_hash;

@@ -11,7 +11,6 @@
 #include "window.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -26,7 +25,6 @@
 
 enum { W_OFF, W_DETACHED, W_ATTACHING, W_ATTACHED, W_CLOSING, W_DETACHING };
 
-static const char window_domain[] = "meridian.window";
 
 static struct {
     pthread_once_t once;
@@ -94,16 +92,15 @@ static void emit(int64_t end, int64_t detach_ns, int64_t flush_ns)
 {
     struct mrd_record r;
     memset(&r, 0, sizeof(r));
-    r.kind = MRD_EV_NVTX;
-    r.str[0] = window_domain;
-    snprintf(r.inline_str, sizeof(r.inline_str), "%" PRId64 "-%" PRId64 " %s a=%" PRId64
-             " d=%" PRId64 " f=%" PRId64,
-             w.first, w.last, mrd_window_reason_name(w.reason), w.attach_ns / 1000,
-             detach_ns < 0 ? -1 : detach_ns / 1000, flush_ns / 1000);
-    r.ev.nvtx.start = w.t_attach;
-    r.ev.nvtx.end = end;
-    r.ev.nvtx.kind = MRD_NVTX_PUSHPOP;
-    r.ev.nvtx.thread = mrd__capture_tid();
+    r.kind = MRD_EV_WINDOW;
+    r.str[0] = mrd_window_reason_name(w.reason); /* a static string: lives as long as we do */
+    r.ev.window.start = w.t_attach;
+    r.ev.window.end = end;
+    r.ev.window.first_step = w.first;
+    r.ev.window.last_step = w.last;
+    r.ev.window.attach_ns = w.attach_ns;
+    r.ev.window.detach_ns = detach_ns < 0 ? -1 : detach_ns;
+    r.ev.window.flush_ns = flush_ns;
     mrd_ring_write(&r);
 }
 

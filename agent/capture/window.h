@@ -34,10 +34,11 @@
  *    complete before the flush; its records are dropped by the boundary.
  * The steps in which a rank attached (A) and detached (B+1) are in the window record.
  *
- * The record: an NVTX range in domain "meridian.window" from the attach's start to the
- * detach's end, message "A-B REASON a=ATTACH_US d=DETACH_US f=FLUSH_US" (the store derives
- * the windows table from it; aggregator/SCHEMA.md). A window still open at exit is
- * recorded by the exit path with d=-1. Counters (category "window", the Goodbye):
+ * The record: a `window` event (proto/kinds.h, table window_records) from the attach's
+ * start to the detach's end, with the steps, the reason and the attach, detach and flush
+ * costs (the finalize step derives the windows table from it; aggregator/SCHEMA.md;
+ * agents before it wrote an NVTX range in domain "meridian.window", which is still read).
+ * A window still open at exit is recorded by the exit path with detach_ns = -1. Counters (category "window", the Goodbye):
  * opened, skipped (a window step found CUPTI busy attaching or detaching), failed
  * (attach refused), records_outside (CUPTI records dropped by the boundary); stepctl adds
  * steps and the aggregator's requests (accepted, late, full).

@@ -170,19 +170,13 @@ static void skip(struct derive *d, int rank, int64_t start, const char *msg, con
     d->st.malformed++;
 }
 
-/* One window record: parsed, mapped, counted, inserted (or skipped). */
-static int one_record(struct derive *d, int *last_rank)
+/* One window, parsed: mapped, counted, inserted (or skipped when it ends before it
+ * starts). msg: the NVTX message it came from, for the log (NULL for a window event). */
+static int insert(struct derive *d, int rank, int64_t ls, int64_t le,
+                  const struct mrd_window_msg *m, const char *msg)
 {
-    struct mrd_window_msg m;
-    int rank = sqlite3_column_int(d->sel, 0);
-    int64_t ls = sqlite3_column_int64(d->sel, 1), le = sqlite3_column_int64(d->sel, 2);
-    const char *msg = (const char *)sqlite3_column_text(d->sel, 3);
     int64_t gs, ge, kernels;
     int rc;
-    if (mrd_window_table_parse(msg, &m) < 0) {
-        skip(d, rank, ls, msg, "malformed message");
-        return 0;
-    }
     if (le < ls) {
         skip(d, rank, ls, msg, "ends before it starts");
         return 0;
@@ -193,44 +187,104 @@ static int one_record(struct derive *d, int *last_rank)
         return rc;
     sqlite3_reset(d->ins);
     sqlite3_bind_int(d->ins, 1, rank);
-    sqlite3_bind_int64(d->ins, 2, m.first_step);
-    sqlite3_bind_int64(d->ins, 3, m.last_step);
-    sqlite3_bind_int64(d->ins, 4, m.last_step + 1);
-    sqlite3_bind_text(d->ins, 5, m.reason, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(d->ins, 2, m->first_step);
+    sqlite3_bind_int64(d->ins, 3, m->last_step);
+    sqlite3_bind_int64(d->ins, 4, m->last_step + 1);
+    sqlite3_bind_text(d->ins, 5, m->reason, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(d->ins, 6, gs);
     sqlite3_bind_int64(d->ins, 7, ge);
-    sqlite3_bind_int64(d->ins, 8, m.attach_ns);
-    if (m.detach_ns < 0)
+    sqlite3_bind_int64(d->ins, 8, m->attach_ns);
+    if (m->detach_ns < 0)
         sqlite3_bind_null(d->ins, 9);
     else
-        sqlite3_bind_int64(d->ins, 9, m.detach_ns);
-    sqlite3_bind_int64(d->ins, 10, m.flush_ns);
+        sqlite3_bind_int64(d->ins, 9, m->detach_ns);
+    sqlite3_bind_int64(d->ins, 10, m->flush_ns);
     sqlite3_bind_int64(d->ins, 11, kernels);
     if (sqlite3_step(d->ins) != SQLITE_DONE)
         return sqlerr(d, "inserting a window");
     d->st.windows++;
-    d->st.open += m.detach_ns < 0;
-    if (rank != *last_rank) {
-        d->st.ranks++;
-        *last_rank = rank;
-    }
+    d->st.open += m->detach_ns < 0;
     return 0;
 }
 
-static int fill(struct derive *d, int64_t domain)
+/* One NVTX window record (an older agent's): its message parsed, then inserted. */
+static int nvtx_record(struct derive *d)
 {
-    int rc, step, last_rank = -1;
-    if (sqlite3_prepare_v2(d->db, mrd_db_sql_window_records, -1, &d->sel, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(d->db, mrd_db_sql_window_insert, -1, &d->ins, NULL) != SQLITE_OK)
+    struct mrd_window_msg m;
+    int rank = sqlite3_column_int(d->sel, 0);
+    int64_t ls = sqlite3_column_int64(d->sel, 1), le = sqlite3_column_int64(d->sel, 2);
+    const char *msg = (const char *)sqlite3_column_text(d->sel, 3);
+    if (mrd_window_table_parse(msg, &m) < 0) {
+        skip(d, rank, ls, msg, "malformed message");
+        return 0;
+    }
+    return insert(d, rank, ls, le, &m, msg);
+}
+
+/* One `window` event: its columns checked like a parsed message, then inserted. */
+static int window_event(struct derive *d)
+{
+    struct mrd_window_msg m;
+    int rank = sqlite3_column_int(d->sel, 0);
+    int64_t ls = sqlite3_column_int64(d->sel, 1), le = sqlite3_column_int64(d->sel, 2);
+    const char *reason = (const char *)sqlite3_column_text(d->sel, 5);
+    memset(&m, 0, sizeof(m));
+    m.first_step = sqlite3_column_int64(d->sel, 3);
+    m.last_step = sqlite3_column_int64(d->sel, 4);
+    m.attach_ns = sqlite3_column_int64(d->sel, 6);
+    m.detach_ns = sqlite3_column_int64(d->sel, 7);
+    m.flush_ns = sqlite3_column_int64(d->sel, 8);
+    if (m.first_step < 0 || m.last_step < m.first_step || m.attach_ns < 0 || m.flush_ns < 0 ||
+        m.detach_ns < -1 || !reason || !reason[0] || strlen(reason) >= sizeof(m.reason)) {
+        skip(d, rank, ls, reason, "a window event with impossible values");
+        return 0;
+    }
+    memcpy(m.reason, reason, strlen(reason) + 1);
+    return insert(d, rank, ls, le, &m, NULL);
+}
+
+/* Inserts every row of `sql` (bound to `domain` when >= 0) through one(). */
+static int fill_from(struct derive *d, const char *sql, int64_t domain, int (*one)(struct derive *),
+                     const char *what)
+{
+    int rc, step;
+    sqlite3_finalize(d->sel);
+    d->sel = NULL;
+    if (sqlite3_prepare_v2(d->db, sql, -1, &d->sel, NULL) != SQLITE_OK)
+        return sqlerr(d, "prepare");
+    if (domain >= 0)
+        sqlite3_bind_int64(d->sel, 1, domain);
+    while ((step = sqlite3_step(d->sel)) == SQLITE_ROW)
+        if ((rc = one(d)) < 0)
+            return rc;
+    return step == SQLITE_DONE ? 0 : sqlerr(d, what);
+}
+
+/* Fills windows from the window events and from older agents' NVTX records (a job may
+ * mix both), then counts the ranks. */
+static int fill(struct derive *d, int has_domain, int64_t domain)
+{
+    int rc;
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(d->db, mrd_db_sql_window_insert, -1, &d->ins, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
     if (mrd_db_has_table(d->db, "kernels") == 1 &&
         sqlite3_prepare_v2(d->db, mrd_db_sql_kernels_in_interval, -1, &d->kern, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
-    sqlite3_bind_int64(d->sel, 1, domain);
-    while ((step = sqlite3_step(d->sel)) == SQLITE_ROW)
-        if ((rc = one_record(d, &last_rank)) < 0)
-            return rc;
-    return step == SQLITE_DONE ? 0 : sqlerr(d, "reading the window records");
+    if (mrd_db_has_table(d->db, "window_records") == 1 &&
+        (rc = fill_from(d, mrd_db_sql_window_events, -1, window_event,
+                        "reading the window events")) < 0)
+        return rc;
+    if (has_domain && (rc = fill_from(d, mrd_db_sql_window_records, domain, nvtx_record,
+                                      "reading the window records")) < 0)
+        return rc;
+    if (sqlite3_prepare_v2(d->db, mrd_db_sql_windows_ranks, -1, &q, NULL) != SQLITE_OK)
+        return sqlerr(d, "prepare");
+    rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW)
+        d->st.ranks = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    return rc == SQLITE_ROW ? 0 : sqlerr(d, "counting the ranks with windows");
 }
 
 static int exec(struct derive *d, const char *sql, const char *what)
@@ -259,7 +313,7 @@ int mrd_window_table_derive(sqlite3 *db, struct mrd_window_table_stats *st, FILE
     if ((rc = exec(&d, mrd_db_sql_windows_create, "creating the windows table")) < 0 ||
         (rc = domain_id(&d, &domain)) < 0)
         goto fail;
-    if (rc == 1 && (rc = fill(&d, domain)) < 0)
+    if ((rc = fill(&d, rc == 1, domain)) < 0)
         goto fail;
     sqlite3_finalize(d.sel); /* no statement may be pending at COMMIT */
     sqlite3_finalize(d.kern);
@@ -346,18 +400,30 @@ static int medians(sqlite3 *db, struct mrd_analysis *a)
     return rc;
 }
 
-/* A database with window records that was not finalized by a build that knows them. */
-static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
+/* 1 when `sql` (bound to `text` when non-NULL) gives a row. */
+static int has_row(sqlite3 *db, const char *sql, const char *text)
 {
     sqlite3_stmt *q = NULL;
-    if (mrd_db_has_table(db, "strings") != 1 ||
-        sqlite3_prepare_v2(db, mrd_db_sql_string_exists, -1, &q, NULL) != SQLITE_OK)
-        return;
-    sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW)
+    int row;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+        return 0;
+    if (text)
+        sqlite3_bind_text(q, 1, text, -1, SQLITE_STATIC);
+    row = sqlite3_step(q) == SQLITE_ROW;
+    sqlite3_finalize(q);
+    return row;
+}
+
+/* A database with window records (events, or an older agent's NVTX ranges) that was not
+ * finalized by a build that knows them. */
+static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
+{
+    if ((mrd_db_has_table(db, "window_records") == 1 &&
+         has_row(db, mrd_db_sql_window_events_any, NULL)) ||
+        (mrd_db_has_table(db, "strings") == 1 &&
+         has_row(db, mrd_db_sql_string_exists, MRD_WINDOW_DOMAIN)))
         mrd__analyze_warn(a, "the run has capture-window records but no windows table: run "
                              "`meridian finalize` on the database for the windows section");
-    sqlite3_finalize(q);
 }
 
 int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)

@@ -193,8 +193,10 @@ static int add_member(struct cctx *c, sqlite3_stmt *st)
             c->unmapped++;
             return 0;
         }
-        s = mrd_clock_gpu_map(g, s);
-        e = mrd_clock_gpu_map(g, e);
+        /* the GPU model's own error widens the interval: a host-only calibration (steady
+         * tier) is good to ~0.5 ms, and only evidence beyond it may move a clock */
+        s = mrd_clock_gpu_map(g, s) - g->error_bound_ns;
+        e = mrd_clock_gpu_map(g, e) + g->error_bound_ns;
     }
     s = mrd_clock_map(cm, s), e = mrd_clock_map(cm, e);
     int idx = c->idx_of[rank], is_root = sqlite3_column_int(st, MRD_DB_INST_IS_ROOT) != 0;

@@ -101,9 +101,11 @@ void mrd_clock_models_destroy(struct mrd_clock_models *ms);
 
 /* ---- GPU timer calibration ------------------------------------------------------------
  * Per (rank, device): local = gpu_ns * slope + intercept_ns, fitted so that NCCL's
- * channel times of each kernel fall inside CUPTI's record of that kernel (the chain
- * nccl_channels.op_id -> nccl_ops.launch_id -> external_correlations -> kernels), plus
- * any direct samples in gpu_clock_samples. */
+ * channel times fall inside what bounds them: CUPTI's record of their kernel (the chain
+ * nccl_channels.op_id -> nccl_ops.launch_id -> external_correlations -> kernels), and
+ * host times alone: the kernel's launch before and NCCL's KernelCh callback after (from
+ * gpu_clock_samples, which the agent sends without CUPTI, or the launch's api_calls row
+ * with nccl_channels.host_start_ns). README.md, "GPU timer calibration". */
 struct mrd_gpu_timer_model {
     int rank, device;
     double slope;
@@ -112,23 +114,28 @@ struct mrd_gpu_timer_model {
     uint32_t samples, rejected;
 };
 
-/* One calibration constraint: the GPU time g maps to a local time >= lo (kernel start or
- * sample - uncertainty) and g2 maps to a local time <= hi. */
+/* One calibration constraint: the GPU time g_lo maps to a local time >= lo (kernel start,
+ * kernel launch, or sample - uncertainty) and g_hi to a local time <= hi (kernel end,
+ * NCCL's callback, or sample + uncertainty). */
 struct mrd_gpu_bracket {
     int64_t g_lo, lo; /* slope * g_lo + intercept >= lo */
     int64_t g_hi, hi; /* slope * g_hi + intercept <= hi */
 };
 
 /* Fits one GPU's map from n brackets; up to 1% of them (the most contradictory) may be
- * rejected as outliers. Returns 0 and fills *m (rank/device left as given), -ENODATA when
- * n == 0, -EDOM when the brackets cannot be satisfied even after rejection. Pure. */
+ * rejected as outliers. m->error_bound_ns bounds |true - mapped| over the span of the
+ * brackets' GPU times for any line satisfying the kept brackets (slope uncertainty
+ * included). Returns 0 and fills *m (rank/device left as given), 1 (relaxed: no line
+ * satisfies the kept brackets; the bound is then the least maximal violation), -ENODATA
+ * when n == 0, -ENOMEM. Pure. */
 int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_timer_model *m);
 
 /* Maps a raw GPU timer value to the rank's local clock. */
 int64_t mrd_clock_gpu_map(const struct mrd_gpu_timer_model *m, int64_t gpu_ns);
 
-/* Fits every (rank, device) with data and replaces gpu_timer_models. Returns the number of
- * GPUs fitted, or -MRD_ERR_SQLITE / -ENOMEM. Logs one line per GPU to log (may be NULL). */
+/* Fits every (rank, device) with data and replaces gpu_timer_models (method: which evidence
+ * the fit used, SCHEMA.md). Returns the number of GPUs fitted, or -MRD_ERR_SQLITE /
+ * -ENOMEM. Logs one line per GPU to log (may be NULL). */
 int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log);
 
 /* ---- causality check --------------------------------------------------------------------

@@ -2,18 +2,32 @@
  *
  * Where it sits: finalize step, after the clock fit. NCCL's KernelCh events carry raw
  * %globaltimer values (nccl_channels.gpu_start/gpu_end), which run 0.1-0.3 ms off the host
- * clock and drift 1-2 ppm, per GPU. CUPTI's records of the same NCCL kernels are already
- * in the local clock (the agent hands CUPTI its clock), so every NCCL kernel gives a
- * bracket: its channels' earliest start must map at or after the kernel's start and the
- * latest end at or before the kernel's end. Direct samples (gpu_clock_samples: a GPU time
- * and a host time +- an uncertainty) are brackets too. Nothing runs on the GPU for this:
- * the job's streams and its graph capture are untouched.
+ * clock and drift 1-2 ppm, per GPU. Every piece of evidence is a bracket: a GPU time that
+ * must map at or after one host time, and one that must map at or before another.
+ *  - CUPTI (detail windows): CUPTI's records of the same NCCL kernels are in the local
+ *    clock (the agent hands CUPTI its clock), so each NCCL kernel's channels' earliest
+ *    start maps at or after the kernel's start and the latest end at or before its end.
+ *  - Host (any tier): a channel's GPU start cannot precede the host entering the launch of
+ *    its kernel (the earliest API call CUPTI tied to the launch id), and NCCL's proxy
+ *    reports the channel started (nccl_channels.host_start_ns) only after reading the
+ *    start time the GPU wrote: [launch, callback] brackets gpu_start. In the steady tier
+ *    (no CUPTI) the agent sends the same evidence as gpu_clock_samples (a GPU time, the
+ *    host time half-way, half the width as uncertainty: agent/capture/nccl_plugin.c).
+ *    The Coll event's own start (nccl_ops.start_ns) is not used: NCCL starts it after the
+ *    launch, and in both recorded H200 runs a kernel began before it (by up to 18-21 us).
+ * Host brackets are as wide as the kernel waited in its stream behind earlier work (0.9 ms
+ * and more in the recorded runs), so a host-only bound is far looser than a CUPTI one;
+ * where both exist the band is their intersection. The method (gpu_timer_models.method)
+ * says which evidence a GPU's fit used. Nothing runs on the GPU for this: the job's
+ * streams and its graph capture are untouched.
  *
  * Fit: local = slope * gpu + intercept. For a slope, every bracket bounds the intercept
  * from below (lo - slope * g_lo) and above (hi - slope * g_hi); the feasible band's width
  * is concave in the slope, so the slope that maximises it is found by a coarse grid and a
- * golden-section refinement; the intercept is the band's centre and the bound half its
- * width. Up to 1% of the brackets (the most contradictory ones) are trimmed as outliers.
+ * golden-section refinement; where the band is wider than 20 us (host-only brackets hardly
+ * constrain the slope) the slope then moves towards 1 as long as the band keeps 99% of
+ * that width. The intercept is the band's centre and the bound half its width. Up to 1% of
+ * the brackets (the most contradictory ones) are trimmed as outliers.
  * When even then no line satisfies all brackets, the line of least maximal violation is
  * used, the bound is that violation and the method says "relaxed".
  *
@@ -23,7 +37,8 @@
  * local = gpu + (slope - 1) * gpu + intercept, which is exact in integer + small-double
  * arithmetic (see SCHEMA.md).
  *
- * Workload: one bracket per NCCL kernel (thousands to a million per run); memory capped at
+ * Workload: one bracket per NCCL kernel and one per channel with a launch time (thousands
+ * to millions per run); memory capped at
  * MRD_GPU_BRACKET_CAP brackets in all (beyond it further brackets are ignored and
  * counted in the log line).
  */
@@ -39,6 +54,8 @@
 #define MRD_GPU_BRACKET_CAP     (1u << 21)
 #define MRD_GPU_SLOPE_RANGE_PPM 1000.0 /* search |slope - 1| up to this */
 #define MRD_GPU_TRIM            0.01
+#define MRD_GPU_SLOPE_GIVE      0.01    /* band width given up for a slope nearer 1 ... */
+#define MRD_GPU_LOOSE_WIDTH_NS  20000.0 /* ... when the band is wider than this */
 
 struct gctx {
     const struct mrd_gpu_bracket *b;
@@ -103,6 +120,74 @@ static double band(struct gctx *c, double eps, double *LO, double *HI)
     return *HI - *LO;
 }
 
+/* The end of the feasible slope interval (band width >= 0) that lies from e towards `to`;
+ * e must be feasible. Width is concave in the slope, so bisection finds it. */
+static double feasible_edge(struct gctx *c, double e, double to)
+{
+    double LO, HI, in = e, out = to;
+    if (band(c, to, &LO, &HI) >= 0)
+        return to;
+    for (int it = 0; it < 60 && fabs(out - in) > 1e-6; it++) {
+        double x = 0.5 * (in + out);
+        if (band(c, x, &LO, &HI) >= 0)
+            in = x;
+        else
+            out = x;
+    }
+    return in;
+}
+
+/* The latest (upper) or earliest local time, less l0, that any line satisfying the brackets
+ * gives the GPU time g0 + dg: over the feasible slopes [ea, eb], the band's top (bottom)
+ * line at dg, a concave (convex) function of the slope, by golden section. */
+static double envelope(struct gctx *c, double dg, int upper, double ea, double eb)
+{
+    const double gr = 0.6180339887498949;
+    double LO, HI, a = ea, z = eb;
+    for (int it = 0; it < 60 && z - a > 1e-6; it++) {
+        double x1 = z - gr * (z - a), x2 = a + gr * (z - a), f1, f2;
+        band(c, x1, &LO, &HI);
+        f1 = upper ? (1.0 + x1 * 1e-6) * dg + HI : -((1.0 + x1 * 1e-6) * dg + LO);
+        band(c, x2, &LO, &HI);
+        f2 = upper ? (1.0 + x2 * 1e-6) * dg + HI : -((1.0 + x2 * 1e-6) * dg + LO);
+        if (f1 >= f2)
+            z = x2;
+        else
+            a = x1;
+    }
+    double x = 0.5 * (a + z);
+    band(c, x, &LO, &HI);
+    return (1.0 + x * 1e-6) * dg + (upper ? HI : LO);
+}
+
+/* How far the line (slope 1 + e ppm, mid) can be from any line that satisfies the brackets,
+ * over the GPU times the brackets span: the larger of the envelopes' distances at the span's
+ * two ends (the envelope minus a line is convex in the GPU time: largest at an end). This
+ * includes the slope's own uncertainty, which half the band's width at one slope leaves out. */
+static double span_deviation(struct gctx *c, double e, double mid)
+{
+    int64_t gmin = c->b[0].g_lo, gmax = c->b[0].g_hi;
+    for (size_t i = 0; i < c->n; i++) {
+        int64_t lo = c->b[i].g_lo < c->b[i].g_hi ? c->b[i].g_lo : c->b[i].g_hi;
+        int64_t hi = c->b[i].g_lo < c->b[i].g_hi ? c->b[i].g_hi : c->b[i].g_lo;
+        if (lo < gmin)
+            gmin = lo;
+        if (hi > gmax)
+            gmax = hi;
+    }
+    double ea = feasible_edge(c, e, -MRD_GPU_SLOPE_RANGE_PPM);
+    double eb = feasible_edge(c, e, MRD_GPU_SLOPE_RANGE_PPM);
+    double dev = 0;
+    const double ends[2] = {(double)(gmin - c->g0), (double)(gmax - c->g0)};
+    for (int k = 0; k < 2; k++) {
+        double at = (1.0 + e * 1e-6) * ends[k] + mid;
+        double up = envelope(c, ends[k], 1, ea, eb) - at;
+        double down = at - envelope(c, ends[k], 0, ea, eb);
+        dev = fmax(dev, fmax(up, down));
+    }
+    return dev;
+}
+
 int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_timer_model *m)
 {
     struct gctx c = {.b = b, .n = n};
@@ -143,12 +228,35 @@ int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_
         e = best;
         wdt = band(&c, e, &LO, &HI);
     }
+    if (wdt > MRD_GPU_LOOSE_WIDTH_NS && e != 0) {
+        /* Wide brackets (host-only evidence) leave the slope loose: a band 1 ms wide was
+         * widest at -349 ppm over 0.18 s of collectives, while GPU timers drift 1-2 ppm. Take the
+         * slope nearest 1 whose band is within MRD_GPU_SLOPE_GIVE of the widest (width is
+         * concave in the slope, so those slopes form an interval around e). Tight bands
+         * (CUPTI's: a few us) keep the widest band's slope. */
+        double want = wdt * (1.0 - MRD_GPU_SLOPE_GIVE), near = 0.0, far = e;
+        if (band(&c, 0.0, &LO, &HI) < want) {
+            for (int it = 0; it < 60 && fabs(far - near) > 1e-6; it++) {
+                double x = 0.5 * (near + far);
+                if (band(&c, x, &LO, &HI) >= want)
+                    far = x;
+                else
+                    near = x;
+            }
+            near = far;
+        }
+        e = near;
+        wdt = band(&c, e, &LO, &HI);
+    }
     m->slope = 1.0 + e * 1e-6;
     /* intercept for the stored double slope: local = g + (slope-1) g + intercept */
     double mid = 0.5 * (LO + HI); /* local - l0 = s (g - g0) + mid */
     double sm1 = m->slope - 1.0;
     m->intercept_ns = c.l0 + (int64_t)llround(mid) - c.g0 - (int64_t)llround(sm1 * (double)c.g0);
-    m->error_bound_ns = (int64_t)ceil(fabs(wdt) / 2);
+    double bound = fabs(wdt) / 2;
+    if (wdt >= 0)
+        bound = fmax(bound, span_deviation(&c, e, mid));
+    m->error_bound_ns = (int64_t)ceil(bound);
     m->samples = (uint32_t)(n > UINT32_MAX ? UINT32_MAX : n);
     m->rejected = (uint32_t)c.trim;
     rc = wdt >= 0 ? 0 : 1; /* 1: relaxed (no line satisfies every bracket) */
@@ -163,8 +271,13 @@ int64_t mrd_clock_gpu_map(const struct mrd_gpu_timer_model *m, int64_t gpu_ns)
     return gpu_ns + (int64_t)llround((m->slope - 1.0) * (double)gpu_ns) + m->intercept_ns;
 }
 
+/* Where a bracket's evidence comes from: CUPTI's record of the NCCL kernel, or host times
+ * only (the launch and NCCL's KernelCh callback; direct samples, which the agent makes
+ * from the same two host times). */
+enum { SRC_CUPTI = 1, SRC_HOST = 2 };
+
 struct gbr {
-    int rank, device;
+    int rank, device, src;
     struct mrd_gpu_bracket b;
 };
 
@@ -195,46 +308,67 @@ static int push(struct gbr **v, size_t *n, size_t *cap, const struct gbr *x, uin
     return 0;
 }
 
-static int load_brackets(sqlite3 *db, FILE *log, struct gbr **v, size_t *n, uint64_t *over)
+/* Which columns of a bracket query hold what. */
+enum bracket_shape {
+    SHAPE_KERNEL, /* rank, device, lo, hi, g_lo, g_hi */
+    SHAPE_SAMPLE, /* rank, device, lo, g, hi */
+    SHAPE_HOST,   /* rank, device, lo, g, hi (launch, channel start, its callback) */
+};
+
+static int load_query(sqlite3 *db, FILE *log, const char *sql, const char *what,
+                      enum bracket_shape shape, struct gbr **v, size_t *n, size_t *cap,
+                      uint64_t *over)
 {
     sqlite3_stmt *st = NULL;
-    size_t cap = 0;
     int rc = 0, step;
-    int has_samples = mrd_db_has_table(db, "gpu_clock_samples") == 1;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_kernel_brackets, -1, &st, NULL) != SQLITE_OK)
-        return mrd__clock_sqlerr(db, log, "calibration query");
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return mrd__clock_sqlerr(db, log, what);
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        struct gbr x = {.rank = sqlite3_column_int(st, 0), .device = sqlite3_column_int(st, 1)};
+        struct gbr x = {.rank = sqlite3_column_int(st, 0),
+                        .device = sqlite3_column_int(st, 1),
+                        .src = shape == SHAPE_KERNEL ? SRC_CUPTI : SRC_HOST};
         x.b.lo = sqlite3_column_int64(st, 2);
-        x.b.hi = sqlite3_column_int64(st, 3);
-        x.b.g_lo = sqlite3_column_int64(st, 4);
-        x.b.g_hi = sqlite3_column_int64(st, 5);
-        if ((rc = push(v, n, &cap, &x, over)))
-            goto fail;
+        if (shape == SHAPE_KERNEL) {
+            x.b.hi = sqlite3_column_int64(st, 3);
+            x.b.g_lo = sqlite3_column_int64(st, 4);
+            x.b.g_hi = sqlite3_column_int64(st, 5);
+        } else {
+            x.b.g_lo = x.b.g_hi = sqlite3_column_int64(st, 3);
+            x.b.hi = sqlite3_column_int64(st, 4);
+        }
+        if ((rc = push(v, n, cap, &x, over)))
+            break;
     }
-    if (step != SQLITE_DONE) {
-        rc = mrd__clock_sqlerr(db, log, "calibration query");
-        goto fail;
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (!has_samples)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_sample_brackets, -1, &st, NULL) != SQLITE_OK)
-        return mrd__clock_sqlerr(db, log, "gpu_clock_samples query");
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        struct gbr x = {.rank = sqlite3_column_int(st, 0), .device = sqlite3_column_int(st, 1)};
-        x.b.lo = sqlite3_column_int64(st, 2);
-        x.b.g_lo = x.b.g_hi = sqlite3_column_int64(st, 3);
-        x.b.hi = sqlite3_column_int64(st, 4);
-        if ((rc = push(v, n, &cap, &x, over)))
-            goto fail;
-    }
-    if (step != SQLITE_DONE)
-        rc = mrd__clock_sqlerr(db, log, "gpu_clock_samples query");
-fail:
+    if (!rc && step != SQLITE_DONE)
+        rc = mrd__clock_sqlerr(db, log, what);
     sqlite3_finalize(st);
     return rc;
+}
+
+static int load_brackets(sqlite3 *db, FILE *log, struct gbr **v, size_t *n, uint64_t *over)
+{
+    size_t cap = 0;
+    int rc = load_query(db, log, mrd_db_sql_gpu_kernel_brackets, "calibration query", SHAPE_KERNEL,
+                        v, n, &cap, over);
+    if (!rc)
+        rc = load_query(db, log, mrd_db_sql_gpu_host_brackets, "host calibration query", SHAPE_HOST,
+                        v, n, &cap, over);
+    if (!rc && mrd_db_has_table(db, "gpu_clock_samples") == 1)
+        rc = load_query(db, log, mrd_db_sql_gpu_sample_brackets, "gpu_clock_samples query",
+                        SHAPE_SAMPLE, v, n, &cap, over);
+    return rc;
+}
+
+/* gpu_timer_models.method and the log's word for the evidence a GPU's fit used. */
+static const char *method_of(int srcs, int relaxed, const char **word)
+{
+    static const char *const names[2][3] = {
+        {"kernel-bracket-v1", "host-bracket-v1", "kernel+host-bracket-v1"},
+        {"kernel-bracket-relaxed-v1", "host-bracket-relaxed-v1", "kernel+host-bracket-relaxed-v1"}};
+    static const char *const words[3] = {"cupti", "host", "cupti+host"};
+    int i = srcs == SRC_CUPTI ? 0 : srcs == SRC_HOST ? 1 : 2;
+    *word = words[i];
+    return names[relaxed ? 1 : 0][i];
 }
 
 int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
@@ -268,15 +402,19 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
     in_tx = 1;
     for (size_t i = 0; i < n;) {
         size_t j = i, k = 0;
-        while (j < n && v[j].rank == v[i].rank && v[j].device == v[i].device)
+        int srcs = 0;
+        while (j < n && v[j].rank == v[i].rank && v[j].device == v[i].device) {
+            srcs |= v[j].src;
             tmp[k++] = v[j++].b;
+        }
         struct mrd_gpu_timer_model m = {.rank = v[i].rank, .device = v[i].device};
         int fr = mrd_clock_gpu_fit(tmp, k, &m);
         if (fr < 0) {
             rc = fr;
             goto fail;
         }
-        const char *method = fr ? "kernel-bracket-relaxed-v1" : "kernel-bracket-v1";
+        const char *word;
+        const char *method = method_of(srcs, fr, &word);
         sqlite3_reset(ins);
         sqlite3_bind_int(ins, 1, m.rank);
         sqlite3_bind_int(ins, 2, m.device);
@@ -291,9 +429,10 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
         }
         if (log)
             fprintf(log,
-                    "clock: gpu rank %d device %d: %u brackets (%u trimmed), slope-1 %+.3f ppm,"
-                    " gpu->host offset at first kernel %+.3f us, bound %.2f us%s\n",
-                    m.rank, m.device, m.samples, m.rejected, (m.slope - 1.0) * 1e6,
+                    "clock: gpu rank %d device %d: method %s, %u brackets (%u trimmed),"
+                    " slope-1 %+.3f ppm, gpu->host offset at first kernel %+.3f us,"
+                    " bound %.2f us%s\n",
+                    m.rank, m.device, word, m.samples, m.rejected, (m.slope - 1.0) * 1e6,
                     (double)(mrd_clock_gpu_map(&m, tmp[0].g_lo) - tmp[0].g_lo) / 1e3,
                     (double)m.error_bound_ns / 1e3,
                     fr ? " (brackets contradict each other: relaxed fit)" : "");

@@ -242,6 +242,15 @@ const char mrd_db_sql_window_records[] =
     "LEFT JOIN strings s ON s.id = n.name_id WHERE n.domain_id = ?1 "
     "ORDER BY n.rank, n.start_ns, n.rowid";
 
+const char mrd_db_sql_window_events[] =
+    "SELECT w.rank, w.start_ns, w.end_ns, w.first_step, w.last_step, s.value, w.attach_ns, "
+    "w.detach_ns, w.flush_ns FROM window_records w LEFT JOIN strings s ON s.id = w.reason_id "
+    "ORDER BY w.rank, w.start_ns, w.first_step";
+
+const char mrd_db_sql_window_events_any[] = "SELECT 1 FROM window_records LIMIT 1";
+
+const char mrd_db_sql_windows_ranks[] = "SELECT count(DISTINCT rank) FROM windows";
+
 const char mrd_db_sql_window_insert[] =
     "INSERT INTO windows (rank, first_step, last_step, detach_step, "
     "reason, start_ns, end_ns, attach_ns, detach_ns, flush_ns, kernels) "
@@ -301,6 +310,17 @@ const char mrd_db_sql_gpu_kernel_brackets[] =
     " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
     " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
     "   AND " MRD_DB_KERNEL_VALID " GROUP BY k.rank, k.correlation_id, k.start_ns";
+
+const char mrd_db_sql_gpu_host_brackets[] =
+    "WITH l AS (SELECT x.rank, x.external_id, MIN(a.start_ns) AS t"
+    "           FROM external_correlations x"
+    "           JOIN api_calls a ON a.rank = x.rank AND a.correlation_id = x.correlation_id"
+    "           GROUP BY x.rank, x.external_id)"
+    " SELECT o.rank, COALESCE(o.device, 0), l.t, c.gpu_start, c.host_start_ns"
+    " FROM nccl_ops o"
+    " CROSS JOIN l ON l.rank = o.rank AND l.external_id = o.launch_id"
+    " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
+    " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.host_start_ns > 0";
 
 const char mrd_db_sql_gpu_model_bounds[] =
     "SELECT rank, device, slope, intercept_ns, error_bound_ns"

@@ -125,8 +125,18 @@ extern const char mrd_db_sql_rank_kernels_linked[];
 extern const char mrd_db_sql_string_id[];
 
 /* ?1 the window domain's strings.id -> rank, start_ns, end_ns (local), message of every
- * window record, by rank, start and rowid. */
+ * window record an older agent wrote as an NVTX range, by rank, start and rowid. */
 extern const char mrd_db_sql_window_records[];
+
+/* -> rank, start_ns, end_ns (local), first_step, last_step, reason (text), attach_ns,
+ * detach_ns, flush_ns of every `window` event (table window_records), by rank and start. */
+extern const char mrd_db_sql_window_events[];
+
+/* -> one row when window_records has any. */
+extern const char mrd_db_sql_window_events_any[];
+
+/* -> the number of distinct ranks in windows. */
+extern const char mrd_db_sql_windows_ranks[];
 
 /* ?1..?11 rank, first_step, last_step, detach_step, reason, start_ns, end_ns (global),
  * attach_ns, detach_ns (NULL: open at exit), flush_ns, kernels: one windows row. */
@@ -176,6 +186,14 @@ extern const char mrd_db_sql_gpu_sample_brackets[];
  * -> kernels (MRD_DB_KERNEL_VALID) with the op's nccl_channels: the GPU timer
  * calibration's brackets. */
 extern const char mrd_db_sql_gpu_kernel_brackets[];
+
+/* -> rank, device (the op's), launch host time, gpu_start, host_start_ns per KernelCh
+ * channel whose op's kernel launch has a host-side record: the launch time is the earliest
+ * API call CUPTI tied to the launch id (nccl_ops.launch_id -> external_correlations ->
+ * api_calls: cuLaunchKernelEx, entered before the kernel can start); host_start_ns is when
+ * NCCL's proxy reported the channel started (after the GPU wrote that start time). The
+ * host-only brackets of the GPU timer calibration. */
+extern const char mrd_db_sql_gpu_host_brackets[];
 
 /* -> rank, device, slope, intercept_ns, error_bound_ns of every gpu_timer_models row. */
 extern const char mrd_db_sql_gpu_model_bounds[];

@@ -25,6 +25,9 @@
  * another rank); rank 1 at 12000, 29999 (W3), 42000 (in the skipped record), 80000 (W4),
  * 100000 (after everything).
  *
+ * with_window_events: the same windows as `window` events (window_records), except rank 1's
+ * first as an NVTX record, plus two impossible events: the same table.
+ *
  * Medians: rank 0 attach (11873 + 12001) / 2 us = 11.937 ms, detach (3201 + 2999) / 2 =
  * 3.100 ms; rank 1 attach (11500 + 12500) / 2 = 12.000 ms, detach 4.000 ms (the open
  * window has none).
@@ -309,6 +312,84 @@ static void with_windows(const char *dir, const char *meridian)
     free(out);
 }
 
+static void window_event(sqlite3 *db, int rank, int64_t start, int64_t end, int64_t first,
+                         int64_t last, const char *reason, int64_t a, int64_t d, int64_t f)
+{
+    sqlite3_stmt *st = NULL;
+    CHECK_EQ(sqlite3_prepare_v2(db,
+                                "INSERT INTO window_records (rank, start_ns, end_ns, first_step, "
+                                "last_step, reason_id, attach_ns, detach_ns, flush_ns) VALUES "
+                                "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                                -1, &st, NULL),
+             SQLITE_OK);
+    sqlite3_bind_int(st, 1, rank);
+    sqlite3_bind_int64(st, 2, start);
+    sqlite3_bind_int64(st, 3, end);
+    sqlite3_bind_int64(st, 4, first);
+    sqlite3_bind_int64(st, 5, last);
+    sqlite3_bind_int64(st, 6, fx_str(db, reason));
+    sqlite3_bind_int64(st, 7, a);
+    sqlite3_bind_int64(st, 8, d);
+    sqlite3_bind_int64(st, 9, f);
+    CHECK_EQ(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+}
+
+/* The same windows as `window` events (today's agents), rank 1's first one still an NVTX
+ * record (an older agent in the same job), plus two impossible events: the same table. */
+static void with_window_events(const char *dir, const char *meridian)
+{
+    char path[1024], cmd[4096];
+    struct mrd_window_table_stats st;
+    snprintf(path, sizeof(path), "%s/analysis_window_events.db", dir);
+    sqlite3 *db = fx_create(path);
+    fx_exec(db, "BEGIN");
+    fx_run(db, "windows-run", 2, 1000);
+    fx_rank(db, 0, "nodeA", 100);
+    fx_rank(db, 1, "nodeB", 200);
+    fx_clock(db, 0, 0, 0, 1000000, 1000000, 0.0, 50);
+    fx_clock(db, 1, 0, 0, 1000000, -2000, 0.0, 50);
+    window_event(db, 0, 10000, 20000, 10, 19, "periodic", 11873000, 3201000, 1540000);
+    window_event(db, 0, 50000, 60000, 40, 49, "periodic", 12001000, 2999000, 1200000);
+    nvtx_in(db, 1, 10000, 30000, MRD_WINDOW_DOMAIN, "10-19 range a=11500 d=4000 f=900");
+    window_event(db, 1, 70000, 90000, 30, 39, "range", 12500000, -1, 0);
+    window_event(db, 1, 46000, 47000, 29, 20, "range", 1000, 2000, 3000); /* last < first */
+    window_event(db, 1, 60000, 50000, 50, 59, "range", 1000, 1000, 1000); /* ends first */
+    static const int64_t k0[] = {9999, 10000, 15000, 20000, 20001, 55000, 70000, 75000};
+    static const int64_t k1[] = {12000, 29999, 42000, 80000, 100000};
+    for (size_t i = 0; i < sizeof(k0) / sizeof(k0[0]); i++)
+        fx_kernel(db, 0, 0, 7, k0[i], k0[i] + 500, 1 + (int64_t)i, "gemm_kernel");
+    for (size_t i = 0; i < sizeof(k1) / sizeof(k1[0]); i++)
+        fx_kernel(db, 1, 0, 7, k1[i], k1[i] + 500, 1 + (int64_t)i, "gemm_kernel");
+    fx_exec(db, "COMMIT");
+    char *out = render(db, 0);
+    CHECK(strstr(out, "capture-window records but no windows table") != NULL);
+    free(out);
+    memset(&st, 0, sizeof(st));
+    CHECK_OK(mrd_window_table_derive(db, &st, stderr));
+    CHECK_EQ(st.windows, 4);
+    CHECK_EQ(st.open, 1);
+    CHECK_EQ(st.malformed, 2);
+    CHECK_EQ(st.ranks, 2);
+    check_table(db);
+    CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+    if (!meridian)
+        return;
+    snprintf(cmd, sizeof(cmd), "'%s' finalize '%s' 2>&1", meridian, path);
+    out = run(cmd);
+    if (!strstr(out, "meridian: capture windows: 4 on 2 rank(s) (1 open at exit), 2 "
+                     "malformed record(s) skipped\n"))
+        CHECK_FAIL_("finalize's summary line missing:\n%s", out);
+    free(out);
+    db = reopen(path);
+    check_table(db);
+    CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+    snprintf(cmd, sizeof(cmd), "'%s' report '%s'", meridian, path);
+    out = run(cmd);
+    check_text(out);
+    free(out);
+}
+
 /* The matching fixture (no window records): an empty table, nothing new in the reports. */
 static void without_windows(const char *dir, const char *meridian)
 {
@@ -353,6 +434,7 @@ int main(int argc, char **argv)
     const char *meridian = argc == 3 ? argv[2] : NULL;
     parse_cases();
     with_windows(argv[1], meridian);
+    with_window_events(argv[1], meridian);
     without_windows(argv[1], meridian);
     printf("analysis_windows: ok (%s)\n", meridian ? "library and meridian CLI" : "library");
     return 0;

@@ -168,15 +168,28 @@ void detach(int n)
     CHECK_EQ(atomic_load(&finalized), n);
 }
 
-/* The window records in the ring, in order, into out (messages); returns how many. */
+/* The window events in the ring, in order, written into out as "FIRST-LAST REASON a=US
+ * d=US f=US" (the form older agents sent as an NVTX message); returns how many. Each
+ * event's times are checked: it ends after it starts, its costs are not negative (the
+ * detach's -1 only for a window open at exit). */
 int window_records(char out[][64], int max)
 {
     struct mrd_record r[256];
     int k = 0;
     size_t n = fake_ring_take(r, 256);
-    for (size_t i = 0; i < n; i++)
-        if (r[i].kind == MRD_EV_NVTX && r[i].str[0] &&
-            strcmp(r[i].str[0], "meridian.window") == 0 && k < max)
-            memcpy(out[k++], r[i].inline_str, 64);
+    for (size_t i = 0; i < n; i++) {
+        const struct mrd_window_record *w = &r[i].ev.window;
+        CHECK(r[i].kind != MRD_EV_NVTX || r[i].str[0] == NULL ||
+              strcmp(r[i].str[0], "meridian.window") != 0); /* no NVTX window record */
+        if (r[i].kind != MRD_EV_WINDOW || k >= max)
+            continue;
+        CHECK(r[i].str[0] != NULL);
+        CHECK(w->end >= w->start);
+        CHECK(w->attach_ns >= 0 && w->flush_ns >= 0 && w->detach_ns >= -1);
+        snprintf(out[k++], 64, "%lld-%lld %s a=%lld d=%lld f=%lld", (long long)w->first_step,
+                 (long long)w->last_step, r[i].str[0], (long long)(w->attach_ns / 1000),
+                 (long long)(w->detach_ns < 0 ? -1 : w->detach_ns / 1000),
+                 (long long)(w->flush_ns / 1000));
+    }
     return k;
 }

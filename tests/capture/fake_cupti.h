@@ -21,8 +21,9 @@ void wait_for(atomic_int *v, int value);
  * until one finalizes (the n-th cuptiFinalize). */
 void detach(int n);
 
-/* The window records in the ring, in order, into out (messages); returns how many. Takes
- * every record out of the ring. */
+/* The window events in the ring, in order, written into out as "FIRST-LAST REASON a=US
+ * d=US f=US"; returns how many. Takes every record out of the ring and checks each window
+ * event's times (fake_cupti.c). */
 int window_records(char out[][64], int max);
 
 #endif

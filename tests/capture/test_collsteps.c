@@ -117,19 +117,24 @@ static int rank_main(const char *mode, int rank, FILE *out)
             observe(out, "other", it, b, &begun, &subs);
         }
     }
-    /* the ring: the step records (domain meridian.step) in order, then the window's */
+    /* the ring: the step records (NVTX, domain meridian.step) in order, then the window's
+     * (a window event) */
     static struct mrd_record recs[1024];
     size_t nrec = fake_ring_take(recs, 1024);
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < nrec; i++) {
             const struct mrd_record *r = &recs[i];
-            const char *dom = pass == 0 ? "meridian.step" : "meridian.window";
-            if (r->kind != MRD_EV_NVTX || !r->str[0] || strcmp(r->str[0], dom) != 0)
-                continue;
-            CHECK(r->ev.nvtx.end >= r->ev.nvtx.start);
-            const char *a = strstr(r->inline_str, " a=");
-            fprintf(out, "%s record \"%.*s\"\n", pass == 0 ? "step" : "window",
-                    a ? (int)(a - r->inline_str) : (int)strlen(r->inline_str), r->inline_str);
+            if (pass == 0 && r->kind == MRD_EV_NVTX && r->str[0] &&
+                strcmp(r->str[0], "meridian.step") == 0) {
+                CHECK(r->ev.nvtx.end >= r->ev.nvtx.start);
+                fprintf(out, "step record \"%s\"\n", r->inline_str);
+            }
+            if (pass == 1 && r->kind == MRD_EV_WINDOW) {
+                CHECK(r->ev.window.end >= r->ev.window.start);
+                fprintf(out, "window record \"%lld-%lld %s\"\n",
+                        (long long)r->ev.window.first_step, (long long)r->ev.window.last_step,
+                        r->str[0]);
+            }
         }
     struct mrd_named_counter nc[64];
     size_t k = mrd_agent_named_counters(nc, 64);

@@ -7,8 +7,11 @@
  * the op and channel records that reach the ring, the launch id shared by an op and its
  * kernel launch (the id pushed as CUPTI external correlation), the host-callback route
  * (op started on another thread), p2p, pool exhaustion (NULL handle, counted), the reuse
- * grace for late KernelCh events, the v4 adapter, v6 copy-engine events ignored, and an
- * inert agent switching NCCL's events off.
+ * grace for late KernelCh events, the v4 adapter, v6 copy-engine events ignored, an
+ * inert agent switching NCCL's events off, and (with a stand-in CUDA driver loaded, as
+ * without CUPTI in the steady tier) the communicator's device taken from the driver and
+ * registered, and the host-time clock samples that bracket an op's channel GPU times
+ * between its kernel launch and the KernelCh callbacks.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -463,6 +466,129 @@ static void test_inert(void)
     fake_set_active(1);
 }
 
+/* Takes every record in the ring; returns how many of kind `kind` went into out[]. */
+static size_t take_kind(uint32_t kind, struct mrd_record *out, size_t max)
+{
+    struct mrd_record all[16];
+    size_t n = fake_ring_take(all, 16), k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (all[i].kind == kind && k < max)
+            out[k++] = all[i];
+    return k;
+}
+
+/* A sample's interval [host - u, host + u] must hold [lo, hi] (the host times that bracket
+ * its GPU time) and be at most 1 ns wider. */
+static void check_sample(const struct mrd_record *r, int64_t gpu, int64_t lo, int64_t hi)
+{
+    const struct mrd_gpu_clock_sample *g = &r->ev.gpu_clock;
+    CHECK_EQ(g->device, 2);
+    CHECK_EQ(g->gpu_ns, gpu);
+    CHECK_LE(g->host_ns - (int64_t)g->uncertainty_ns, lo);
+    CHECK_GE(g->host_ns + (int64_t)g->uncertainty_ns, hi);
+    CHECK_LE(2 * (int64_t)g->uncertainty_ns, hi - lo + 1);
+}
+
+static void test_driver_device_and_clock_samples(void)
+{
+    void *cuda = dlopen(FAKE_LIBCUDA, RTLD_NOW | RTLD_GLOBAL);
+    CHECK(cuda != NULL);
+    void *ctx = NULL;
+    int mask = 0;
+    CHECK_EQ(v5->init(&ctx, 0x1234ULL, &mask, "dev2", 1, 2, 0, NULL), 0);
+    struct fake_gpu g[4];
+    CHECK_EQ(fake_gpus(g, 4), 1); /* registered from the driver: Hello and NVML sampler */
+    CHECK_EQ(g[0].device, 2);
+    CHECK_STREQ(g[0].pci, "0000:9A:00.0");
+    CHECK_STREQ(g[0].name, "Fake H200");
+    CHECK_STREQ(g[0].uuid, "GPU-a0a1a2a3-a4a5-a6a7-a8a9-aaabacadaeaf");
+
+    const int64_t T0 = BASE + 1000000000000000LL, /* after every earlier test's times */
+        G0 = 1796021813673207712LL;
+    struct mrd_nccl_descr_v5 d;
+    memset(&d, 0, sizeof(d));
+    d.type = MRD_NCCL_EV_GROUP_API;
+    void *group = start(ctx, &d);
+    d.type = MRD_NCCL_EV_COLL_API;
+    d.parent = group;
+    void *coll_api = start(ctx, &d);
+    v5->stop_event(coll_api);
+    memset(&d, 0, sizeof(d));
+    d.type = MRD_NCCL_EV_KERNEL_LAUNCH;
+    d.parent = group;
+    fake_clock_set(T0); /* the launch: nothing on the GPU can start before this */
+    void *launch = start(ctx, &d);
+    fake_clock_set(T0 + 4000);
+    v5->stop_event(launch);
+    fake_clock_set(T0 + 6000);
+    d = coll_descr(coll_api, 7);
+    void *op = start(ctx, &d);
+    v5->stop_event(op);
+    struct mrd_record r = take_one(MRD_EV_NCCL_OP);
+    CHECK_EQ(r.ev.nccl_op.device, 2);
+
+    /* two channels start; the first callback (at T0 + 50 us) gives the op's start sample */
+    void *ch[2];
+    for (int c = 0; c < 2; c++) {
+        memset(&d, 0, sizeof(d));
+        d.type = MRD_NCCL_EV_KERNEL_CH;
+        d.parent = op;
+        d.u.kernel_ch.channel = (uint8_t)c;
+        d.u.kernel_ch.ptimer = (uint64_t)(G0 + c * 300);
+        fake_clock_set(T0 + 50000 + c * 10000);
+        ch[c] = start(ctx, &d);
+        CHECK(ch[c] != NULL);
+    }
+    struct mrd_record s[4];
+    CHECK_EQ(take_kind(MRD_EV_GPU_CLOCK, s, 4), 1);
+    check_sample(&s[0], G0, T0, T0 + 50000);
+
+    /* channel 1 stops first: its state callback (T0 + 80 us, not the later stopEvent)
+     * bounds its GPU end; channel 0's stop adds no second end sample */
+    union mrd_nccl_state_args a;
+    memset(&a, 0, sizeof(a));
+    a.kernel_ch.ptimer = (uint64_t)(G0 + 20000);
+    fake_clock_set(T0 + 80000);
+    v5->record_event_state(ch[1], MRD_NCCL_STATE_KERNEL_CH_STOP, &a);
+    fake_clock_set(T0 + 95000);
+    v5->stop_event(ch[1]);
+    CHECK_EQ(fake_ring_count(), 2); /* the channel record and the end sample */
+    CHECK_EQ(take_kind(MRD_EV_GPU_CLOCK, s, 4), 1);
+    check_sample(&s[0], G0 + 20000, T0, T0 + 80000);
+    a.kernel_ch.ptimer = (uint64_t)(G0 + 21000);
+    fake_clock_set(T0 + 99000);
+    v5->record_event_state(ch[0], MRD_NCCL_STATE_KERNEL_CH_STOP, &a);
+    v5->stop_event(ch[0]);
+    CHECK_EQ(take_kind(MRD_EV_GPU_CLOCK, s, 4), 0);
+    v5->stop_event(group);
+
+    /* a group whose op has no kernel launch of its own (as when captured in a graph): its
+     * channels give no sample (no lower host bound) */
+    memset(&d, 0, sizeof(d));
+    d.type = MRD_NCCL_EV_GROUP_API;
+    group = start(ctx, &d);
+    d.type = MRD_NCCL_EV_COLL_API;
+    d.parent = group;
+    coll_api = start(ctx, &d);
+    v5->stop_event(coll_api);
+    d = coll_descr(coll_api, 8);
+    op = start(ctx, &d);
+    v5->stop_event(op);
+    take_one(MRD_EV_NCCL_OP);
+    memset(&d, 0, sizeof(d));
+    d.type = MRD_NCCL_EV_KERNEL_CH;
+    d.parent = op;
+    d.u.kernel_ch.ptimer = (uint64_t)(G0 + 900000);
+    fake_clock_set(T0 + 1000000);
+    void *c2 = start(ctx, &d);
+    a.kernel_ch.ptimer = (uint64_t)(G0 + 950000);
+    v5->record_event_state(c2, MRD_NCCL_STATE_KERNEL_CH_STOP, &a);
+    v5->stop_event(c2);
+    CHECK_EQ(take_kind(MRD_EV_GPU_CLOCK, s, 4), 0);
+    v5->stop_event(group);
+    CHECK_EQ(v5->finalize(ctx), 0);
+}
+
 int main(void)
 {
     fake_reset();
@@ -486,6 +612,7 @@ int main(void)
     test_v6();
     test_v4();
     test_inert();
+    test_driver_device_and_clock_samples(); /* last: the stand-in driver stays loaded */
     printf("capture_nccl_plugin: ok\n");
     return 0;
 }

@@ -299,6 +299,50 @@ static void test_rooted(void)
     sqlite3_close(db);
 }
 
+/* Two ranks with exact clocks; rank 1 reports channel times only, through a host-only GPU
+ * timer model 300 us off the truth with a 350 us bound (the steady tier's calibration).
+ * The model's error is within what it states: no violation may be counted and no clock
+ * moved, however far its mapped intervals look from rank 0's kernels. */
+static void test_loose_gpu_model(void)
+{
+    const int64_t base = 1000000000000LL;
+    char sql[512];
+    sqlite3 *db = tu_open_db();
+    tu_exec(db, "BEGIN");
+    add_model(db, 0, base, 0, 1000);
+    add_model(db, 1, base, 0, 1000);
+    /* raw GPU timer = local + 1 ms; the model maps it 300 us early */
+    tu_exec(db, "INSERT INTO gpu_timer_models VALUES (1, 0, 1.0, -1300000, 350000, 50,"
+                " 'host-bracket-v1')");
+    for (int k = 0; k < 20; k++) {
+        int64_t t = base + k * PERIOD;
+        for (int r = 0; r < 2; r++) {
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO nccl_ops (rank, op_id, start_ns, end_ns, comm_hash, seq,"
+                     " func_id, launch_id, is_p2p, device) VALUES (%d, %d, %lld, %lld, 42, %d,"
+                     " 7, %d, 0, 0)",
+                     r, k + 1, (long long)(t - W - 100), (long long)(t - W), k, 1000 + k);
+            tu_exec(db, sql);
+        }
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO nccl_channels VALUES (1, %d, 0, %lld, %lld, %lld);"
+                 "INSERT INTO external_correlations VALUES (0, %d, %d, 2);"
+                 "INSERT INTO kernels (rank, device, start_ns, end_ns, correlation_id)"
+                 " VALUES (0, 0, %lld, %lld, %d)",
+                 k + 1, (long long)(t - W + 1000000), (long long)(t + W + 1000000),
+                 (long long)(t + W + 50000), 5000 + k, 1000 + k, (long long)(t - W),
+                 (long long)(t + W), 5000 + k);
+        tu_exec(db, sql);
+    }
+    tu_exec(db, "COMMIT");
+    struct mrd_clock_causality_summary s;
+    CHECK_OK(mrd_clock_causality_db(db, 1, &s, NULL));
+    CHECK_EQ(s.instances, 20);
+    CHECK_EQ(s.violations_before, 0);
+    CHECK_EQ(s.max_shift_ns, 0);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     test_solver_cases();
@@ -306,6 +350,7 @@ int main(void)
     test_solver_random();
     test_db();
     test_rooted();
+    test_loose_gpu_model();
     fprintf(stderr, "clock_causality: ok\n");
     return 0;
 }

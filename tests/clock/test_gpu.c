@@ -1,8 +1,13 @@
-/* clock_gpu: GPU timer calibration from kernel brackets. A known map gpu -> local (slope a
- * few ppm off 1, epoch-sized GPU times) is recovered from brackets built like NCCL channel
- * times inside CUPTI kernel records; outliers are trimmed; contradictory data gives a
- * relaxed fit; the database pass joins nccl_channels -> nccl_ops -> external_correlations
- * -> kernels and also uses gpu_clock_samples. */
+/* clock_gpu: GPU timer calibration from kernel brackets and from host-only brackets. A
+ * known map gpu -> local (slope a few ppm off 1, epoch-sized GPU times) is recovered from
+ * brackets built like NCCL channel times inside CUPTI kernel records; outliers are trimmed;
+ * contradictory data gives a relaxed fit. Host-only brackets (a channel's GPU start or end
+ * between its kernel's launch, queued behind other work, and NCCL's late start or stop
+ * callback) give a looser map whose stated bound must still cover the truth over the whole
+ * span, whatever the slope (random property test); tight stop callbacks must tighten it.
+ * The database pass joins nccl_channels -> nccl_ops -> external_correlations -> kernels,
+ * uses the launch's API record with the channels' start callbacks, and gpu_clock_samples,
+ * and names the evidence in gpu_timer_models.method. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -81,6 +86,85 @@ static void test_outliers(void)
     free(b);
 }
 
+/* Host-only evidence for n ops over `span` s: the kernel waits in its stream after the
+ * launch (queue: 300 us - 3 ms, or 4-15 us for the `idle` fraction of ops, whose GPU was
+ * free), channel start callbacks come lat_s (ns, range [lat_s, 2 lat_s]) after the GPU
+ * start, stop callbacks lat_e after the GPU end. Brackets: [launch, start callback] at the
+ * GPU start, [launch, stop callback] at the GPU end (with_end). */
+static size_t make_host(const struct gtruth *t, size_t n, double span, double idle, int64_t lat_s,
+                        int64_t lat_e, int with_end, struct mrd_gpu_bracket *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t ts = t->l0 + (int64_t)(tu_unif() * span * S);
+        int64_t queue = tu_unif() < idle ? 4000 + (int64_t)(tu_unif() * 11000)
+                                         : 300000 + (int64_t)(tu_unif() * 2700000);
+        int64_t te = ts + 20000 + (int64_t)(tu_unif() * 480000);
+        int64_t launch = ts - queue;
+        int64_t cs = ts + lat_s + (int64_t)(tu_unif() * (double)lat_s);
+        int64_t ce = te + lat_e + (int64_t)(tu_unif() * (double)lat_e);
+        int64_t gs = t_gpu(t, ts), ge = t_gpu(t, te);
+        b[k++] = (struct mrd_gpu_bracket){.g_lo = gs, .lo = launch, .g_hi = gs, .hi = cs};
+        if (with_end)
+            b[k++] = (struct mrd_gpu_bracket){.g_lo = ge, .lo = launch, .g_hi = ge, .hi = ce};
+    }
+    return k;
+}
+
+/* The largest |mapped - true| over the span [l0, l0 + span s] (ends and 9 inner points). */
+static int64_t worst_error(const struct gtruth *t, const struct mrd_gpu_timer_model *m, double span)
+{
+    int64_t worst = 0;
+    for (int i = 0; i <= 10; i++) {
+        int64_t g = t_gpu(t, t->l0 + (int64_t)(i * span / 10 * S));
+        int64_t err = llabs(mrd_clock_gpu_map(m, g) - t_local(t, g));
+        if (err > worst)
+            worst = err;
+    }
+    return worst;
+}
+
+static void test_host_brackets(void)
+{
+    struct mrd_gpu_bracket *b = malloc(2 * 2000 * sizeof(*b));
+    CHECK(b != NULL);
+    /* the stated bound covers the truth over the whole span, any drift, any offset; with a
+     * tenth of the ops launched onto an idle GPU the bound is tens of us, not the queue */
+    for (unsigned seed = 1; seed <= 40; seed++) {
+        tu_seed(100 + seed);
+        struct gtruth t = {.g0 = 1763000000LL * S + (int64_t)(tu_unif() * 1e15),
+                           .l0 = (int64_t)(1 + tu_unif() * 5000) * S,
+                           .ppm = -3.0 + 6.0 * tu_unif()};
+        double span = seed % 4 == 0 ? 1.5 : 30.0; /* short runs leave the slope loose */
+        size_t n = make_host(&t, 300, span, 0.1, 1000, 1000, 1, b);
+        struct mrd_gpu_timer_model m = {0};
+        CHECK_EQ(mrd_clock_gpu_fit(b, n, &m), 0);
+        CHECK_LE(worst_error(&t, &m, span), m.error_bound_ns);
+        CHECK_LE(m.error_bound_ns, 150000);
+    }
+    /* every op queued (no idle launch): the bound is honest and as wide as the queue */
+    tu_seed(7);
+    struct gtruth t = {.g0 = 1763000000LL * S, .l0 = 80 * S, .ppm = 1.5};
+    size_t n = make_host(&t, 500, 20.0, 0.0, 1000, 1000, 1, b);
+    struct mrd_gpu_timer_model busy = {0};
+    CHECK_EQ(mrd_clock_gpu_fit(b, n, &busy), 0);
+    CHECK_LE(worst_error(&t, &busy, 20.0), busy.error_bound_ns);
+    CHECK_GE(busy.error_bound_ns, 140000); /* half the shortest queue, at least */
+    /* late start callbacks (40-80 us), prompt stop callbacks (1-2 us): the end brackets
+     * tighten the fit; without them the bound is looser */
+    tu_seed(8);
+    n = make_host(&t, 1000, 20.0, 0.2, 40000, 1000, 1, b);
+    struct mrd_gpu_timer_model both = {0}, starts = {0};
+    CHECK_EQ(mrd_clock_gpu_fit(b, n, &both), 0);
+    CHECK_LE(worst_error(&t, &both, 20.0), both.error_bound_ns);
+    tu_seed(8);
+    n = make_host(&t, 1000, 20.0, 0.2, 40000, 1000, 0, b);
+    CHECK_EQ(mrd_clock_gpu_fit(b, n, &starts), 0);
+    CHECK_LE(worst_error(&t, &starts, 20.0), starts.error_bound_ns);
+    CHECK_LE(both.error_bound_ns + 10000, starts.error_bound_ns);
+    free(b);
+}
+
 static void test_contradiction_and_empty(void)
 {
     struct mrd_gpu_timer_model m = {0};
@@ -125,6 +209,29 @@ static void test_db(void)
             }
         }
     }
+    /* rank 3, device 0: no kernel records, only host times: the launch's API record
+     * (1-2 ms before the GPU start) and each channel's start callback (5-25 us after) */
+    struct gtruth t3 = {.g0 = 1763000000LL * S + 3 * S, .l0 = 300 * S, .ppm = 0.8};
+    for (int k = 0; k < 200; k++) {
+        int64_t s = t3.l0 + k * (S / 4), launch = s - 1000000 - (k % 7) * 150000;
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO nccl_ops (rank, op_id, start_ns, end_ns, comm_hash, seq,"
+                 " func_id, launch_id, is_p2p, device) VALUES (3, %d, %lld, %lld, 1, %d, 1,"
+                 " %d, 0, 0);"
+                 "INSERT INTO external_correlations VALUES (3, %d, %d, 2);"
+                 "INSERT INTO api_calls (rank, start_ns, end_ns, correlation_id, cbid)"
+                 " VALUES (3, %lld, %lld, %d, 652)",
+                 k, (long long)(launch + 6000), (long long)(launch + 9000), k, 700 + k, 90 + k,
+                 700 + k, (long long)launch, (long long)(launch + 4000), 90 + k);
+        tu_exec(db, sql);
+        for (int ch = 0; ch < 3; ch++) {
+            snprintf(sql, sizeof sql,
+                     "INSERT INTO nccl_channels VALUES (3, %d, %d, %lld, %lld, %lld)", k, ch,
+                     (long long)t_gpu(&t3, s + ch * 500), (long long)t_gpu(&t3, s + 90000),
+                     (long long)(s + ch * 500 + 5000 + (k % 5) * 5000));
+            tu_exec(db, sql);
+        }
+    }
     /* rank 2, device 1: only direct samples (+-1 us) */
     struct gtruth t2 = {.g0 = 1763000000LL * S, .l0 = 50 * S, .ppm = 3.0};
     for (int k = 0; k < 100; k++) {
@@ -134,10 +241,17 @@ static void test_db(void)
         tu_exec(db, sql);
     }
     tu_exec(db, "COMMIT");
-    CHECK_EQ(mrd_clock_gpu_fit_db(db, stderr), 3);
-    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models"), 3);
+    CHECK_EQ(mrd_clock_gpu_fit_db(db, stderr), 4);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models"), 4);
     CHECK_EQ(check_sql_int(db, "SELECT samples FROM gpu_timer_models WHERE rank = 0"), 200);
-    for (int r = 0; r < 3; r++) {
+    CHECK_EQ(check_sql_int(db, "SELECT samples FROM gpu_timer_models WHERE rank = 3"), 600);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models WHERE rank < 2 AND"
+                               " method = 'kernel-bracket-v1'"),
+             2);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models WHERE rank >= 2 AND"
+                               " method = 'host-bracket-v1'"),
+             2);
+    for (int r = 0; r < 4; r++) {
         sqlite3_stmt *st = NULL;
         CHECK_EQ(sqlite3_prepare_v2(db,
                                     "SELECT slope, intercept_ns, error_bound_ns FROM"
@@ -150,11 +264,17 @@ static void test_db(void)
                                         .intercept_ns = sqlite3_column_int64(st, 1),
                                         .error_bound_ns = sqlite3_column_int64(st, 2)};
         sqlite3_finalize(st);
+        if (r == 3) { /* host-only: honest over the span, and as loose as its evidence */
+            CHECK_LE(worst_error(&t3, &m, 50.0), m.error_bound_ns);
+            CHECK_GE(m.error_bound_ns, 500000);
+            CHECK_LE(m.error_bound_ns, 800000);
+            continue;
+        }
         check_model(r < 2 ? &t[r] : &t2, &m, 2000);
     }
     /* rerun replaces, no duplicates */
-    CHECK_EQ(mrd_clock_gpu_fit_db(db, NULL), 3);
-    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models"), 3);
+    CHECK_EQ(mrd_clock_gpu_fit_db(db, NULL), 4);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM gpu_timer_models"), 4);
     sqlite3_close(db);
 }
 
@@ -163,6 +283,7 @@ int main(void)
     test_recover();
     test_outliers();
     test_contradiction_and_empty();
+    test_host_brackets();
     test_db();
     fprintf(stderr, "clock_gpu: ok\n");
     return 0;

@@ -6,7 +6,8 @@ database of `meridian profile` over `kernel_storm --steps N` with MERIDIAN_TRACE
 range windows (MERIDIAN_WINDOWS=A-B,C-D,...). kernel_storm launches K kernels a step, each
 step an NVTX range "step I" ending in a stream sync, so the truth is known:
 
-  1. one window record (NVTX, domain "meridian.window") per window, its message naming the
+  1. one window record (a window event; from older agents an NVTX range in domain
+     "meridian.window") per window, naming the
      window's first and last step;
   2. every kernel of a window step was stored: per window, the kernels launched inside its
      steps' ranges number exactly (B-A+1)*K;
@@ -46,9 +47,19 @@ def main(argv):
         results.append(ok)
         print(f"check_windows: {'ok  ' if ok else 'FAIL'} {name}: {detail}", flush=True)
 
-    recs = q("SELECT n.start_ns, n.end_ns, s.value FROM nvtx n JOIN strings d ON d.id = "
-             "n.domain_id LEFT JOIN strings s ON s.id = n.name_id WHERE n.rank = ? AND "
-             "d.value = 'meridian.window' ORDER BY n.start_ns", (a.rank,)).fetchall()
+    # the window events (window_records), written as the message older agents sent as an
+    # NVTX range in domain meridian.window (read too)
+    recs = []
+    if q("SELECT 1 FROM sqlite_master WHERE name = 'window_records'").fetchone():
+        recs = q("SELECT w.start_ns, w.end_ns, w.first_step || '-' || w.last_step || ' ' || "
+                 "s.value || ' a=' || (w.attach_ns / 1000) || ' d=' || (CASE WHEN "
+                 "w.detach_ns < 0 THEN -1 ELSE w.detach_ns / 1000 END) || ' f=' || "
+                 "(w.flush_ns / 1000) FROM window_records w LEFT JOIN strings s ON s.id = "
+                 "w.reason_id WHERE w.rank = ?", (a.rank,)).fetchall()
+    recs += q("SELECT n.start_ns, n.end_ns, s.value FROM nvtx n JOIN strings d ON d.id = "
+              "n.domain_id LEFT JOIN strings s ON s.id = n.name_id WHERE n.rank = ? AND "
+              "d.value = 'meridian.window'", (a.rank,)).fetchall()
+    recs.sort()
     got = []
     for _, _, msg in recs:
         m = re.match(r"(\d+)-(\d+) (\w+) a=(-?\d+) d=(-?\d+) f=(-?\d+)", msg or "")

@@ -32,6 +32,10 @@
 #   windows     issue 9: tests/gpu/check_windows.py on kernel_storm --steps under the steady
 #               tier (exact kernels per window), and a steady-tier PyTorch run
 #   tiers       issue 9's benchmark, tests/bench/overhead/tiers.py (TIERS_ARGS, resumable)
+#   hostclock   issue 9 item 4 (2 GPUs): ref_workload in the steady tier with one window, then
+#               tests/gpu/check_host_clock.py: devices without CUPTI, the agent's host-time
+#               samples true against CUPTI inside the window, the host-only refit within
+#               bounds, and the start/stop callback lags (which bracket side is tight)
 #   clockshift  issue 4: tests/clock/gpu_clockshift.sh (rank 1 in a time namespace, the shift
 #               recovered from the clock fit within 5 us, causality counts before/after)
 # To add a stage: write a function stage_<name> below; it may use $BUILD, $WORK, $OUT,
@@ -400,6 +404,20 @@ stage_tiers() {
     grep -E '^(tiers:|  )' "$WORK/logs/tiers.log" | tail -40 >>"$SUMMARY"
     cp "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/tiers.log" "$OUT/" 2>/dev/null
+    return 0
+}
+
+stage_hostclock() {
+    find_meridian || { say "hostclock: SKIPPED: meridian not built"; FAILED+=(hostclock_skipped); return 0; }
+    local db=$WORK/hostclock.db ref=$BUILD/tests/workloads/ref_workload
+    rm -f "$db"*
+    run_logged hostclock_ref 180 env MERIDIAN_TRACE=steady MERIDIAN_WINDOWS=20-24 \
+        "$MERIDIAN" profile -o "$db" --agent-lib "$AGENT_LIB" -- \
+        "${MPIRUN[@]}" -x MERIDIAN_TRACE -x MERIDIAN_WINDOWS "$ref" --steps 50 --warmup 5
+    run_logged check_hostclock 360 "$PY" "$ROOT/tests/gpu/check_host_clock.py" --db "$db" \
+        --meridian "$MERIDIAN"
+    grep -E '^check_host_clock:' "$WORK/logs/check_hostclock.log" >>"$SUMMARY" 2>/dev/null
+    [ -f "$db" ] && gzip -c "$db" >"$OUT/hostclock.db.gz"
     return 0
 }
 

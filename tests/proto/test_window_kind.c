@@ -1,0 +1,133 @@
+/* proto_window_kind: the window kind (a steady-tier capture window, proto/kinds.h), end to
+ * end below the agent: events through the batch builder (the reason interned as a string),
+ * a frame, the reader's check and cursor, and the store into the window_records table,
+ * every value as sent (a detach of -1 for a window open at exit, reasons as text). The kind
+ * was added through kinds.h, meridian.proto and its producer (agent/capture/window.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "batch.h"
+#include "check.h"
+#include "frame.h"
+#include "store.h"
+
+#define N 300
+
+static const char *const reasons[] = {"range", "periodic", "on_demand", "trigger", "delay"};
+
+static struct mrd_window_record window(int i, uint32_t reason_id)
+{
+    struct mrd_window_record w = {
+        .start = 1000000000ll * (i + 1),
+        .end = 1000000000ll * (i + 1) + 400000000 + i,
+        .first_step = 200ll * i + 10,
+        .last_step = 200ll * i + 19 + i % 3,
+        .attach_ns = 11000000 + i,
+        .detach_ns = i == N - 1 ? -1 : 2500000 + i, /* the last one open at exit */
+        .flush_ns = 900000 + i,
+        .reason = reason_id,
+    };
+    return w;
+}
+
+int main(void)
+{
+    char db_path[] = "/tmp/mrd-window-kind-XXXXXX";
+    int fd = mkstemp(db_path);
+    CHECK(fd >= 0);
+    close(fd);
+    unlink(db_path);
+
+    struct mrd_batch_builder_config bc = {"r", 2, 55, 0, 0, 1};
+    struct mrd_batch_builder *b = NULL;
+    CHECK_EQ(mrd_batch_builder_new(&bc, &b), 0);
+    uint32_t ids[5];
+    for (int r = 0; r < 5; r++)
+        CHECK((ids[r] = mrd_batch_builder_intern(b, reasons[r])) != 0);
+    for (int i = 0; i < N; i++) {
+        struct mrd_window_record w = window(i, ids[i % 5]);
+        CHECK_EQ(mrd_batch_add_window(b, &w), 0);
+    }
+    uint8_t *f;
+    size_t len;
+    CHECK_EQ(mrd_batch_builder_finish(b, 1, &f, &len), 0);
+    mrd_batch_builder_free(b);
+
+    struct mrd_frame_header h;
+    ProtobufCMessage *msg = NULL;
+    CHECK_EQ(mrd_frame_header_parse(f, len, MRD_FRAME_DEFAULT_MAX, &h), 0);
+    CHECK_EQ(mrd_frame_decode(&h, f + MRD_FRAME_HEADER_BYTES, MRD_FRAME_DEFAULT_MAX, &msg), 0);
+    free(f);
+    Meridian__V1__Batch *m = (Meridian__V1__Batch *)msg;
+    CHECK_EQ(mrd_batch_check(m, NULL), 0);
+    CHECK_EQ(mrd_batch_count(m, MRD_EV_WINDOW), N);
+    struct mrd_batch_cursor c;
+    struct mrd_window_record got;
+    mrd_batch_cursor_init(&c, m);
+    for (int i = 0; i < N; i++) {
+        struct mrd_window_record want = window(i, ids[i % 5]);
+        memset(&got, 0, sizeof got);
+        CHECK_EQ(mrd_batch_next_window(&c, &got), 1);
+        CHECK(memcmp(&got, &want, sizeof got) == 0);
+    }
+    CHECK_EQ(mrd_batch_next_window(&c, &got), 0);
+    CHECK_STREQ(mrd_event_kind_name(MRD_EV_WINDOW), "window");
+
+    /* into the database, as meridiand stores a batch */
+    struct mrd_store_config cfg = {.db_path = db_path, .run_id = "r", .commit_ms = 5};
+    struct mrd_store *s = NULL;
+    CHECK_EQ(mrd_store_open(&cfg, &s), 0);
+    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_BATCH);
+    CHECK(it != NULL);
+    it->rank = 2;
+    it->agent_instance = 55;
+    it->wire_bytes = (uint32_t)len;
+    it->received_ns = 1000;
+    it->msg = msg;
+    mrd_store_submit(s, it);
+    CHECK_EQ(mrd_store_drain(s), 0);
+    struct mrd_store_item *done = mrd_store_take_completions(s);
+    CHECK(done == it);
+    CHECK_EQ(done->status, 0);
+    mrd_store_item_free(done);
+    mrd_store_close(s);
+
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    CHECK_EQ(sqlite3_open(db_path, &db), SQLITE_OK);
+    CHECK_EQ(sqlite3_prepare_v2(db,
+                                "SELECT w.rank, w.start_ns, w.end_ns, w.first_step, w.last_step,"
+                                " s.value, w.attach_ns, w.detach_ns, w.flush_ns"
+                                " FROM window_records w JOIN strings s ON s.id = w.reason_id"
+                                " ORDER BY w.start_ns",
+                                -1, &st, NULL),
+             SQLITE_OK);
+    int rows = 0;
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        struct mrd_window_record want = window(rows, 0);
+        CHECK_EQ(sqlite3_column_int64(st, 0), 2);
+        CHECK_EQ(sqlite3_column_int64(st, 1), want.start);
+        CHECK_EQ(sqlite3_column_int64(st, 2), want.end);
+        CHECK_EQ(sqlite3_column_int64(st, 3), want.first_step);
+        CHECK_EQ(sqlite3_column_int64(st, 4), want.last_step);
+        CHECK_STREQ((const char *)sqlite3_column_text(st, 5), reasons[rows % 5]);
+        CHECK_EQ(sqlite3_column_int64(st, 6), want.attach_ns);
+        CHECK_EQ(sqlite3_column_int64(st, 7), want.detach_ns);
+        CHECK_EQ(sqlite3_column_int64(st, 8), want.flush_ns);
+        rows++;
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    CHECK_EQ(rows, N);
+    for (const char *sfx = ""; sfx; sfx = *sfx ? (sfx[1] == 'w' ? "-shm" : NULL) : "-wal") {
+        char p[64];
+        snprintf(p, sizeof p, "%s%s", db_path, sfx);
+        unlink(p);
+    }
+    printf("proto_window_kind: ok (%d rows)\n", rows);
+    return 0;
+}
