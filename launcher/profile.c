@@ -209,6 +209,10 @@ static pid_t spawn_daemon(const struct run_state *s, const struct profile_opts *
             av[n++] = "--window-duration";
             av[n++] = o->wduration;
         }
+        if (o->trigger_skew) {
+            av[n++] = "--trigger-skew";
+            av[n++] = o->trigger_skew;
+        }
     }
     av[n] = NULL;
     pid_t pid = fork();

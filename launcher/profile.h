@@ -18,12 +18,14 @@ struct profile_opts {
     const char *db, *run_id, *agent_lib, *mpi_lib, *daemon, *listen, *advertise;
     const char *html, *json, *style;
     const char *windows, *step_name, *trace; /* --windows, --step-name, --trace */
+    const char *step_collective;             /* --step-collective */
     int daemon_timeout_s, stop_timeout_s, job_timeout_s, finalize_timeout_s;
     int no_mpi, no_report, no_finalize, single, keep_secret, overwrite, verbose;
     int shards, keep_shards, full;
     struct tier tier;
-    /* passed to meridiand: --trigger-step-factor, --window-delay, --window-duration */
-    const char *trigger, *wdelay, *wduration;
+    /* passed to meridiand: --trigger-step-factor, --window-delay, --window-duration,
+     * --trigger-skew */
+    const char *trigger, *wdelay, *wduration, *trigger_skew;
 };
 
 #define MAX_SHARDS 256
@@ -35,7 +37,7 @@ struct profile_opts {
 int mrd__profile_parse(int argc, char **argv, struct profile_opts *o);
 
 /* Sets the resolved tier in this process's environment (MERIDIAN_TRACE, MERIDIAN_WINDOWS,
- * MERIDIAN_STEP_NAME, MERIDIAN_TRACE_KINDS), before the agent's environment is built from
+ * MERIDIAN_STEP_NAME, MERIDIAN_STEP_COLLECTIVE, MERIDIAN_TRACE_KINDS), before the agent's environment is built from
  * it. Returns 0 or -errno. */
 int mrd__profile_apply_tier(const struct profile_opts *o);
 

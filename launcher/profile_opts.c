@@ -1,8 +1,8 @@
 /* `meridian profile`'s options (see profile.h): the usage text, the option table, each
  * option applied and checked, and the capture tier (steady with windows, or full) resolved
  * from the options and the MERIDIAN_TRACE / MERIDIAN_WINDOWS / MERIDIAN_STEP_NAME /
- * MERIDIAN_TRACE_KINDS environment, refused with exit status 2 before anything starts
- * when a value is bad. Runs once, on the main thread, before profile.c starts anything.
+ * MERIDIAN_STEP_COLLECTIVE / MERIDIAN_TRACE_KINDS environment, refused with exit status 2
+ * before anything starts when a value is bad. Runs once, on the main thread, before profile.c starts anything.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collstep.h"
 #include "profile.h"
 #include "runcfg.h"
 #include "steps.h"
@@ -71,6 +72,17 @@ static void profile_usage(FILE *f)
         "                           case) followed by its end, a digit or one of ' #:=-[('\n"
         "                           (MERIDIAN_STEP_NAME; default: the names above); the\n"
         "                           report's per-step breakdown uses the same rule\n"
+        "      --step-collective SPEC\n"
+        "                           for a job without NVTX step ranges: steps counted from a\n"
+        "                           collective, the same numbers on every rank\n"
+        "                           (MERIDIAN_STEP_COLLECTIVE): FUNC[/N][@COMM], every N-th\n"
+        "                           FUNC (AllReduce, Broadcast, AllGather, ...; sequence\n"
+        "                           number s with s % N == 0) begins a step; or auto[@COMM],\n"
+        "                           the DDP rule: N is the repeating period of the AllReduce\n"
+        "                           sizes (three repetitions, at least 12 AllReduces; steps\n"
+        "                           begin after it is found). COMM: world (default, the first\n"
+        "                           communicator of the job's size), a name, or 0xHASH. NVTX\n"
+        "                           ranges are then not steps (agent/ENVIRONMENT.md)\n"
         "      --trace KINDS        CUPTI record kinds, comma-separated: kernel, graph, nccl,\n"
         "                           memcpy, memset, sync, api, all (MERIDIAN_TRACE_KINDS;\n"
         "                           default kernel,graph,nccl; kernel is always on)\n"
@@ -87,7 +99,12 @@ static void profile_usage(FILE *f)
         "      --window-delay S     meridiand opens one window S seconds after the first step\n"
         "      --window-duration S  ... lasting S seconds (default 1), converted to steps at\n"
         "                           the median step time\n"
-        "  These three, and `meridian window`, need one aggregator (not with --shards).\n"
+        "      --trigger-skew F     meridiand opens a window of 10 steps on every rank when a\n"
+        "                           collective's arrival skew (latest minus earliest rank's\n"
+        "                           start, clocks aligned) exceeds F (> 1) x the median skew\n"
+        "                           of that function on that communicator (after 20 instances;\n"
+        "                           shared cooldown with the step trigger; default: off)\n"
+        "  These four, and `meridian window`, need one aggregator (not with --shards).\n"
         "agent:\n"
         "      --agent-lib PATH     libmeridian.so (default: $MERIDIAN_AGENT_LIB, else next to\n"
         "                           meridian, else the build tree). Without it ranks are not\n"
@@ -187,16 +204,19 @@ static int check_kinds(const char *s, char *why, size_t why_len)
 }
 
 /* Resolves o->tier from the tier options and the environment (MERIDIAN_TRACE,
- * MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME, MERIDIAN_TRACE_KINDS), checking every value that
- * will reach the ranks. Changes nothing else. Returns 0 or -EINVAL (reported). */
+ * MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME, MERIDIAN_STEP_COLLECTIVE, MERIDIAN_TRACE_KINDS),
+ * checking every value that will reach the ranks. Changes nothing else. Returns 0 or -EINVAL (reported). */
 static int resolve_tier(struct profile_opts *o)
 {
     struct tier *t = &o->tier;
     const char *env_trace = getenv("MERIDIAN_TRACE"), *env_win = getenv("MERIDIAN_WINDOWS");
     const char *kinds = o->trace ? o->trace : getenv("MERIDIAN_TRACE_KINDS");
     const char *step = o->step_name ? o->step_name : getenv("MERIDIAN_STEP_NAME");
+    const char *coll = o->step_collective ? o->step_collective
+                                          : getenv("MERIDIAN_STEP_COLLECTIVE");
     const char *spec = NULL;
     struct mrd_windows w;
+    struct mrd_collstep_rule rule;
     char why[256];
 
     memset(t, 0, sizeof(*t));
@@ -212,6 +232,9 @@ static int resolve_tier(struct profile_opts *o)
         return refuse(o->step_name ? "--step-name" : "MERIDIAN_STEP_NAME", !o->step_name, step,
                       why);
     }
+    if (coll && mrd_collstep_parse(coll, &rule, why, sizeof(why)) < 0)
+        return refuse(o->step_collective ? "--step-collective" : "MERIDIAN_STEP_COLLECTIVE",
+                      !o->step_collective, coll, why);
     if (env_trace && !*env_trace)
         env_trace = NULL; /* set but empty: the agent's default, i.e. not chosen */
     if (env_win && !*env_win)
@@ -253,6 +276,7 @@ int mrd__profile_apply_tier(const struct profile_opts *o)
         (t->set_windows && setenv("MERIDIAN_WINDOWS", t->windows, 1) < 0) ||
         (o->full && unsetenv("MERIDIAN_WINDOWS") < 0) ||
         (o->step_name && setenv("MERIDIAN_STEP_NAME", o->step_name, 1) < 0) ||
+        (o->step_collective && setenv("MERIDIAN_STEP_COLLECTIVE", o->step_collective, 1) < 0) ||
         (o->trace && setenv("MERIDIAN_TRACE_KINDS", o->trace, 1) < 0))
         return -errno;
     return 0;
@@ -309,7 +333,9 @@ enum {
     O_TRACE,
     O_TRIGGER,
     O_WDELAY,
-    O_WDURATION
+    O_WDURATION,
+    O_STEPCOLL,
+    O_TSKEW
 };
 static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"overwrite", 0, 0, O_OVER},
@@ -336,6 +362,8 @@ static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"full", 0, 0, O_FULL},
                                    {"windows", 1, 0, O_WINDOWS},
                                    {"step-name", 1, 0, O_STEPNAME},
+                                   {"step-collective", 1, 0, O_STEPCOLL},
+                                   {"trigger-skew", 1, 0, O_TSKEW},
                                    {"trace", 1, 0, O_TRACE},
                                    {"trigger-step-factor", 1, 0, O_TRIGGER},
                                    {"window-delay", 1, 0, O_WDELAY},
@@ -434,23 +462,32 @@ static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
     case O_STEPNAME:
         o->step_name = arg;
         break;
+    case O_STEPCOLL:
+        o->step_collective = arg;
+        break;
     case O_TRACE:
         o->trace = arg;
         break;
     case O_TRIGGER: /* meridiand's rules, checked here so that nothing starts on a typo */
+    case O_TSKEW:
     case O_WDELAY:
     case O_WDURATION: {
         char *end;
         double v = strtod(arg, &end);
-        if (end == arg || *end || !(v > (c == O_TRIGGER ? 1.0 : 0.0)) || v > 1e6) {
+        int factor = c == O_TRIGGER || c == O_TSKEW;
+        if (end == arg || *end || !(v > (factor ? 1.0 : 0.0)) || v > 1e6) {
             fprintf(stderr, "meridian profile: --%s %s: %s\n",
                     c == O_TRIGGER  ? "trigger-step-factor"
+                    : c == O_TSKEW  ? "trigger-skew"
                     : c == O_WDELAY ? "window-delay"
                                     : "window-duration",
-                    arg, c == O_TRIGGER ? "a factor over 1 (e.g. 1.5)" : "seconds over 0");
+                    arg, factor ? "a factor over 1 (e.g. 1.5)" : "seconds over 0");
             return -EINVAL;
         }
-        *(c == O_TRIGGER ? &o->trigger : c == O_WDELAY ? &o->wdelay : &o->wduration) = arg;
+        *(c == O_TRIGGER  ? &o->trigger
+          : c == O_TSKEW  ? &o->trigger_skew
+          : c == O_WDELAY ? &o->wdelay
+                          : &o->wduration) = arg;
         break;
     }
     case 'v':
@@ -494,9 +531,9 @@ int mrd__profile_parse(int argc, char **argv, struct profile_opts *o)
     }
     if (resolve_tier(o) < 0)
         return -EINVAL;
-    if (o->shards > 1 && (o->trigger || o->wdelay || o->wduration)) {
-        fprintf(stderr, "meridian profile: --trigger-step-factor, --window-delay and "
-                        "--window-duration need one aggregator: with --shards each would "
+    if (o->shards > 1 && (o->trigger || o->wdelay || o->wduration || o->trigger_skew)) {
+        fprintf(stderr, "meridian profile: --trigger-step-factor, --trigger-skew, --window-delay "
+                        "and --window-duration need one aggregator: with --shards each would "
                         "choose other steps for its own ranks\n");
         return -EINVAL;
     }

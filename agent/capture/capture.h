@@ -156,6 +156,14 @@ int mrd__gpu_driver_device(void);
 /* Number of NVTX clients (copies of NVTX state) this agent has served (nvtx.c). */
 uint64_t mrd__nvtx_clients(void);
 
+/* Collective steps (collsteps.c; proto/collstep.h's rule). mrd__collsteps_claim: at a
+ * communicator's init, 1 when it is the step communicator (claimed once per process), else
+ * 0. mrd__collsteps_coll: a Coll start event of that communicator (NCCL's threads; never
+ * blocks, allocates or logs). */
+struct mrd_nccl_coll_v5;
+int mrd__collsteps_claim(uint64_t comm_hash, const char *comm_name, int nranks);
+void mrd__collsteps_coll(const struct mrd_nccl_coll_v5 *c);
+
 /* Byte size of an NCCL datatype name ("ncclFloat32" -> 4, "ncclBfloat16" -> 2,
  * "ncclFloat8e4m3" -> 1); 0 for NULL or an unknown name. Pure; any thread. */
 uint32_t mrd__nccl_datatype_size(const char *name);

@@ -42,6 +42,8 @@
  *  - channels (KernelCh): CH_SLOTS, released at their stop. Full: NULL handle + count.
  *  - API events (GroupApi/CollApi/P2pApi): API_SLOTS with the same grace. Full: NULL
  *    handle; nothing is lost but the fallback route of the launch id.
+ * Steps from a collective (MERIDIAN_STEP_COLLECTIVE): the step communicator's Coll start
+ * events go to collsteps.c first.
  * Errors never reach NCCL: every entry point returns ncclSuccess.
  */
 #include <stdatomic.h>
@@ -80,6 +82,7 @@ struct comm_ctx {
     uint64_t id; /* unique per init: contexts are freed and their addresses reused */
     uint64_t comm_hash;
     uint32_t rank, nranks, device;
+    int steps; /* the step communicator of MERIDIAN_STEP_COLLECTIVE (collsteps.c) */
 };
 
 struct op_slot {
@@ -437,6 +440,8 @@ static mrd_nccl_result_t start_event_body(void *context, void **handle,
         return MRD_NCCL_SUCCESS;
     switch (d->type) {
     case MRD_NCCL_EV_COLL:
+        if (ctx->steps) /* first: a full op pool must not hide a step boundary */
+            mrd__collsteps_coll(&d->u.coll);
         *handle = op_start(ctx, d, 0);
         break;
     case MRD_NCCL_EV_P2P:
@@ -499,8 +504,8 @@ static mrd_nccl_result_t record_event_state(void *handle, int state,
     return MRD_NCCL_SUCCESS;
 }
 
-static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, int *mask, int nranks,
-                                     int rank, int want_mask)
+static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, const char *comm_name,
+                                     int *mask, int nranks, int rank, int want_mask)
 {
     *context = NULL;
     if (!mrd_agent_start()) {
@@ -523,6 +528,7 @@ static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, int *ma
     ctx->rank = (uint32_t)rank;
     ctx->nranks = (uint32_t)nranks;
     ctx->device = dev < 0 ? UINT32_MAX : (uint32_t)dev;
+    ctx->steps = mrd__collsteps_claim(comm_hash, comm_name, nranks);
     if (mask)
         *mask = want_mask;
     *context = ctx;
@@ -532,8 +538,8 @@ static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, int *ma
 static mrd_nccl_result_t init_v5(void **context, uint64_t comm_id, int *mask, const char *comm_name,
                                  int n_nodes, int nranks, int rank, mrd_nccl_logger_t log)
 {
-    (void)comm_name, (void)n_nodes, (void)log;
-    return init_common(context, comm_id, mask, nranks, rank, MASK_V5);
+    (void)n_nodes, (void)log;
+    return init_common(context, comm_id, comm_name, mask, nranks, rank, MASK_V5);
 }
 
 static mrd_nccl_result_t finalize(void *context)
@@ -547,8 +553,8 @@ static mrd_nccl_result_t init_v4(void **context, int *mask, const char *comm_nam
                                  uint64_t comm_hash, int n_nodes, int nranks, int rank,
                                  mrd_nccl_logger_t log)
 {
-    (void)comm_name, (void)n_nodes, (void)log;
-    return init_common(context, comm_hash, mask, nranks, rank, MASK_V4);
+    (void)n_nodes, (void)log;
+    return init_common(context, comm_hash, comm_name, mask, nranks, rank, MASK_V4);
 }
 
 static mrd_nccl_result_t start_event_v4(void *context, void **handle, struct mrd_nccl_descr_v4 *d4)

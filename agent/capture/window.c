@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "collstep.h"
 #include "ring.h"
 #include "stepctl.h"
 #include "steps.h"
@@ -30,6 +31,7 @@ static struct {
     int result; /* mrd__window_config's answer */
     struct mrd_windows spec;
     char step_name[128]; /* "" = the default names */
+    struct mrd_collstep_rule coll; /* MERIDIAN_STEP_COLLECTIVE (mode OFF: NVTX steps) */
     _Atomic int state;
     /* the current window; written by the thread that moved the state */
     int64_t first, last, t_attach;
@@ -60,6 +62,13 @@ static void read_config(void)
     if (name && strlen(name) >= sizeof(w.step_name)) {
         fprintf(stderr, "meridian: MERIDIAN_STEP_NAME is longer than %zu bytes; CUDA capture "
                         "stays off\n", sizeof(w.step_name) - 1);
+        w.result = -EINVAL;
+        return;
+    }
+    const char *coll = getenv("MERIDIAN_STEP_COLLECTIVE");
+    if (mrd_collstep_parse(coll, &w.coll, why, sizeof(why)) != 0) {
+        fprintf(stderr, "meridian: MERIDIAN_STEP_COLLECTIVE=%s: %s; CUDA capture stays off\n",
+                coll, why);
         w.result = -EINVAL;
         return;
     }
@@ -132,10 +141,23 @@ void mrd__window_cupti_ready(void)
     atomic_store(&w.state, W_DETACHED); /* with no own window, the aggregator may ask */
 }
 
+const struct mrd_collstep_rule *mrd__window_step_collective(void)
+{
+    return mrd__window_config() >= 0 && w.coll.mode != MRD_COLLSTEP_OFF ? &w.coll : NULL;
+}
+
 uint64_t mrd__window_step_push(const char *message)
 {
+    if (mrd__window_config() < 0 || w.coll.mode != MRD_COLLSTEP_OFF ||
+        !mrd_step_name_match(message, w.step_name))
+        return 0;
+    return mrd__window_step_begin();
+}
+
+uint64_t mrd__window_step_begin(void)
+{
     int tier = mrd__window_config();
-    if (tier < 0 || !mrd_step_name_match(message, w.step_name))
+    if (tier < 0)
         return 0;
     mrd_stepctl_register_counters();
     int64_t step = mrd_stepctl_begin(); /* counted in both tiers: the aggregator reads it */

@@ -13,6 +13,10 @@
  * (agent/base/stepctl.h, which the ClockProbes report). nvtx.c calls mrd__window_step_push
  * for every push and keeps the returned tag in the range's frame; mrd__window_step_pop
  * with that tag at its pop.
+ * Or, with MERIDIAN_STEP_COLLECTIVE set (proto/collstep.h's rule), steps counted from a
+ * collective instead: the NCCL plugin (collsteps.c) calls mrd__window_step_begin at each
+ * collective that begins a step and mrd__window_step_pop for the step before it, and NVTX
+ * ranges are not steps.
  *
  * Windows come from MERIDIAN_WINDOWS and from the aggregator (ClockReply.windows, kept by
  * stepctl: on demand, triggers, a delay); a step belongs to a window when either holds it.
@@ -50,8 +54,8 @@
 
 #include "capture.h"
 
-/* Reads MERIDIAN_TRACE, MERIDIAN_WINDOWS and MERIDIAN_STEP_NAME once (later calls return
- * the first answer). Returns 1 for the steady tier, 0 for full, -EINVAL on a bad value
+/* Reads MERIDIAN_TRACE, MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME and MERIDIAN_STEP_COLLECTIVE
+ * once (later calls return the first answer). Returns 1 for the steady tier, 0 for full, -EINVAL on a bad value
  * (said once on stderr: CUDA capture then stays off). Any thread. */
 int mrd__window_config(void);
 
@@ -60,9 +64,19 @@ int mrd__window_config(void);
 void mrd__window_cupti_ready(void);
 
 /* A push/pop range was pushed with this message (may be NULL). Returns 0 when it is not a
- * step (or the tier is full), else a tag (step number + 1) for the pop. May attach CUPTI
- * when the step opens a window. Application threads. */
+ * step (also while steps come from a collective), else a tag (step number + 1) for the pop.
+ * May attach CUPTI when the step opens a window. Application threads. */
 uint64_t mrd__window_step_push(const char *message);
+
+/* A step begins (whatever its source): counts it, and may attach CUPTI when it opens a
+ * window. Returns the tag for mrd__window_step_pop (step number + 1), 0 when the
+ * configuration is bad. Application threads (NCCL's, for collective steps). */
+uint64_t mrd__window_step_begin(void);
+
+/* The collective step rule (MERIDIAN_STEP_COLLECTIVE), or NULL when steps are NVTX ranges
+ * (or the configuration is bad). Any thread. */
+struct mrd_collstep_rule;
+const struct mrd_collstep_rule *mrd__window_step_collective(void);
 
 /* The step range tagged `tag` (non-zero) was popped after duration_ns. May close the
  * window or request the detach. Application threads. */

@@ -143,6 +143,15 @@ static void usage(FILE *f)
 "                         open a window (reason trigger) when a rank reports a step\n"
 "                         that took more than F (> 1, e.g. 1.5) x the median step time,\n"
 "                         once %d step times are known (default: off).\n"
+"  --trigger-skew F       open a window (reason trigger) when a collective's arrival\n"
+"                         skew (the latest rank's start minus the earliest's, each\n"
+"                         mapped to the global timebase with the rank's best recent\n"
+"                         clock sample) exceeds F (> 1, e.g. 4) x the median skew of\n"
+"                         the last 128 instances of that function on that\n"
+"                         communicator, once 20 are known, and exceeds its own clock\n"
+"                         error bound; the log line names the collective, the skew,\n"
+"                         the median and the latest rank (default: off). Shares\n"
+"                         --trigger-length and the cooldown with the step trigger.\n"
 "  --trigger-length N     steps of a trigger window (default 10).\n"
 "  --trigger-cooldown-steps C\n"
 "                         no trigger window within C steps of the last one (default\n"
@@ -286,6 +295,7 @@ enum {
     OPT_MARGIN,
     OPT_PROBE_INTERVAL,
     OPT_TRIGGER,
+    OPT_TRIGGER_SKEW,
     OPT_TRIGGER_LENGTH,
     OPT_TRIGGER_COOLDOWN,
     OPT_DELAY,
@@ -321,6 +331,7 @@ static const struct option opts[] = {
     {"window-margin", required_argument, 0, OPT_MARGIN},
     {"probe-interval-ms", required_argument, 0, OPT_PROBE_INTERVAL},
     {"trigger-step-factor", required_argument, 0, OPT_TRIGGER},
+    {"trigger-skew", required_argument, 0, OPT_TRIGGER_SKEW},
     {"trigger-length", required_argument, 0, OPT_TRIGGER_LENGTH},
     {"trigger-cooldown-steps", required_argument, 0, OPT_TRIGGER_COOLDOWN},
     {"window-delay", required_argument, 0, OPT_DELAY},
@@ -458,6 +469,11 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
             if (parse_num(optarg, 1.0, 1000.0, &x) < 0)
                 goto bad_value;
             wc->trigger_factor = x;
+            break;
+        case OPT_TRIGGER_SKEW:
+            if (parse_num(optarg, 1.0, 1000.0, &x) < 0 || !(x > 1.0))
+                goto bad_value;
+            d->ic.trigger_skew = x;
             break;
         case OPT_TRIGGER_COOLDOWN:
             if (parse_u64(optarg, 0, MRD_WINDOW_STEP_MAX, &v) < 0)

@@ -529,6 +529,22 @@ drop:
     return 0;
 }
 
+/* A collective's arrival skew over the threshold (skew.h): a trigger window (winctl.h),
+ * whose log line names the collective, the skew, the median and the latest rank. */
+static void on_skew_hit(void *ctx, const struct mrd_skew_hit *h)
+{
+    struct mrd_ingest *g = ctx;
+    char cause[320];
+    snprintf(cause, sizeof(cause),
+             "collective skew: %s seq %llu on communicator %016llx (%u ranks): rank %u "
+             "arrived %.3f ms after rank %u, over %.2f x the median skew %.3f ms of its last "
+             "%zu (clock error at most %.3f ms)",
+             h->func, (unsigned long long)h->seq, (unsigned long long)h->comm_hash, h->nranks,
+             h->latest_rank, (double)h->skew_ns / 1e6, h->earliest_rank, g->cfg.trigger_skew,
+             (double)h->median_ns / 1e6, h->held, (double)h->error_ns / 1e6);
+    mrd_winctl_trigger(g->winctl, cause, mrd__ingest_mono_ms(), NULL);
+}
+
 static int on_batch(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_frame_header *fh,
                     ProtobufCMessage *m)
 {
@@ -558,6 +574,8 @@ static int on_batch(struct mrd_ingest *g, struct mrd__conn *c, const struct mrd_
                          (unsigned long long)b->seq);
         goto drop;
     }
+    if (g->skew) /* read here, on the loop thread, before the writer owns the batch */
+        mrd_skew_batch(g->skew, c->rank, b, on_skew_hit, g);
     struct mrd_store_item *it = item_new(g, c, MRD_STORE_BATCH, m);
     if (!it)
         return -1;

@@ -350,8 +350,40 @@ static void on_completions(struct mrd_ingest *g)
     resume_all(g);
 }
 
+/* The skew tracker's counts since the last flush, as aggregator_counters deltas. */
+static void flush_skew_counters(struct mrd_ingest *g)
+{
+    struct mrd_skew_counters now;
+    mrd_skew_get_counters(g->skew, &now);
+    const struct {
+        const char *name;
+        uint64_t now, *flushed;
+    } c[] = {
+        {"skew_instances_completed", now.completed, &g->skew_flushed.completed},
+        {"skew_instances_unaligned", now.unaligned, &g->skew_flushed.unaligned},
+        {"skew_instances_evicted", now.evicted, &g->skew_flushed.evicted},
+        {"skew_ops_ignored", now.ignored, &g->skew_flushed.ignored},
+        {"skew_triggers", now.hits, &g->skew_flushed.hits},
+    };
+    for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+        if (c[i].now == *c[i].flushed)
+            continue;
+        struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_COUNTER);
+        if (!it)
+            return; /* kept for the next tick */
+        it->counter_name = c[i].name;
+        it->counter_delta = (int64_t)(c[i].now - *c[i].flushed);
+        it->cost = sizeof(*it);
+        g->queued += it->cost;
+        *c[i].flushed = c[i].now;
+        mrd_store_submit(g->store, it);
+    }
+}
+
 static void flush_counters(struct mrd_ingest *g)
 {
+    if (g->skew)
+        flush_skew_counters(g);
     for (int i = 0; i < MRD__CNT__COUNT; i++) {
         if (!g->counters[i])
             continue;
@@ -621,6 +653,14 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
         mrd__ingest_log(g, 0, "invalid window control settings");
         goto fail;
     }
+    if (cfg->trigger_skew != 0) {
+        struct mrd_skew_config sc = {.factor = cfg->trigger_skew,
+                                     .max_ranks = g->cfg.max_connections};
+        if ((rc = mrd_skew_new(&sc, &g->skew)) < 0) {
+            mrd__ingest_log(g, 0, "invalid collective skew trigger settings");
+            goto fail;
+        }
+    }
     memcpy(g->secret, cfg->secret, cfg->secret_len);
     g->cfg.secret = g->secret;
     g->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -652,6 +692,7 @@ void mrd_ingest_free(struct mrd_ingest *g)
     mrd__control_close(g);
     free((char *)g->cfg.control_path);
     mrd_winctl_free(g->winctl);
+    mrd_skew_free(g->skew);
     if (g->lfd >= 0)
         close(g->lfd);
     if (g->stop_efd >= 0)

@@ -40,7 +40,9 @@
  *     does not read holds little kernel memory and its sender feels the pushback early.
  *
  * Windows: every ClockProbe's step counter goes to window control (winctl.h), and every
- * ClockReply carries the window requests active then; `meridian window` asks for one over
+ * ClockReply carries the window requests active then; with cfg.trigger_skew, every Batch's
+ * NCCL ops and clock samples go to the collective-skew tracker (skew.h) first, which may
+ * open a trigger window; `meridian window` asks for one over
  * the control socket (control.h, cfg.control_path), served by this loop too.
  *
  * One agent process per rank: a data Hello for a rank whose data connection from another
@@ -65,6 +67,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "skew.h"
 #include "winctl.h"
 
 struct mrd_store;
@@ -99,6 +102,8 @@ struct mrd_ingest_config {
                                          none. Copied */
     struct mrd_winctl_config windows; /* window requests (winctl.h): max_ranks and log are
                                          set by the ingest (max_connections, its log) */
+    double trigger_skew;              /* 0: no skew trigger; else the factor (> 1) of the
+                                         collective-skew trigger (skew.h) */
 };
 
 /* Binds and listens (SO_REUSEADDR) on cfg->host:cfg->port, and on cfg->control_path when

@@ -114,6 +114,8 @@ struct mrd_ingest {
     int64_t log_window_ms; /* rejection log rate limit: per second */
     uint32_t log_lines, log_suppressed;
     struct mrd_winctl *winctl; /* window requests (winctl.h) */
+    struct mrd_skew *skew;     /* collective skew (skew.h); NULL: no skew trigger */
+    struct mrd_skew_counters skew_flushed; /* its counters as last stored */
     int ctl_fd;                /* control socket listener, -1 = none */
     dev_t ctl_dev;             /* the socket file we bound (removed at the end if still ours) */
     ino_t ctl_ino;

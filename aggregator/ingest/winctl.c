@@ -47,6 +47,7 @@ struct mrd_winctl {
     int trigger_opened; /* a trigger window was opened at highest == trigger_at */
     uint64_t trigger_at;
     int trigger_full_logged; /* a trigger refused for a full list was said (until a slot frees) */
+    int trigger_nodata_logged; /* mrd_winctl_trigger refused for want of steps was said */
     int delay_done, delay_waiting;
     uint64_t ignored;
     int overflow_logged;
@@ -372,6 +373,28 @@ static void trigger(struct mrd_winctl *w, const struct rank_state *r, int64_t st
         w->trigger_full_logged = rc == -EAGAIN;
         say(w, "no trigger window (%s): %s", cause, why);
     }
+}
+
+int mrd_winctl_trigger(struct mrd_winctl *w, const char *cause, int64_t now_ms,
+                       struct mrd_winctl_choice *out)
+{
+    char why[256];
+    if (w->trigger_opened && w->highest < w->trigger_at + w->cfg.trigger_cooldown)
+        return -EALREADY;
+    int rc = mrd_winctl_open(w, MRD_WINDOW_TRIGGER, w->cfg.trigger_length, cause, now_ms, out,
+                             why, sizeof(why));
+    if (rc == 0) {
+        w->trigger_opened = 1;
+        w->trigger_at = w->highest;
+    } else if (rc == -ENODATA) { /* a job without steps: said once, not at every skew */
+        if (!w->trigger_nodata_logged)
+            say(w, "no trigger window (%s): %s", cause, why);
+        w->trigger_nodata_logged = 1;
+    } else if (rc != -EAGAIN || !w->trigger_full_logged) {
+        w->trigger_full_logged = rc == -EAGAIN;
+        say(w, "no trigger window (%s): %s", cause, why);
+    }
+    return rc;
 }
 
 static void delay_check(struct mrd_winctl *w, int64_t now)

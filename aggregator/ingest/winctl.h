@@ -115,6 +115,17 @@ void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun
 int mrd_winctl_open(struct mrd_winctl *w, int reason, uint64_t length, const char *cause,
                     int64_t now_ms, struct mrd_winctl_choice *out, char *why, size_t why_len);
 
+/* A trigger from outside the step times (the collective-skew tracker, skew.h): opens a
+ * TRIGGER window of trigger_length steps by the rule above (first = highest steps_begun +
+ * margin), under the step trigger's cooldown, which both share: no trigger window of
+ * either kind within trigger_cooldown steps (of the highest step counter) of the last.
+ * `cause` ends the log line. Returns 0 (opened, one log line, *out filled when not NULL),
+ * -EALREADY (cooling down: silent), or mrd_winctl_open's refusal (one log line; a
+ * repeated refusal for a full list said once until a slot frees, for want of any step
+ * reported said once in all). Loop thread. */
+int mrd_winctl_trigger(struct mrd_winctl *w, const char *cause, int64_t now_ms,
+                       struct mrd_winctl_choice *out);
+
 /* Once a second or so: drops requests past their ttl or completed by ranks that went
  * silent, and opens the delayed window when it is due. */
 void mrd_winctl_tick(struct mrd_winctl *w, int64_t now_ms);

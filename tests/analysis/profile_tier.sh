@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # analysis_profile_tier: `meridian profile`'s capture tier options (--full, --windows,
-# --step-name, --trace; agent/ENVIRONMENT.md, "Tiers and windows") without a GPU or mpirun.
+# --step-name, --step-collective, --trace; agent/ENVIRONMENT.md, "Tiers and windows") without a GPU or mpirun.
 #   A. bad values are refused while the options are read: exit status 2, a message naming
 #      the option (or variable) and what is wrong, no database, no secret, no meridiand
 #      started (a stand-in daemon would leave a mark), the job not run;
@@ -17,7 +17,8 @@ W=$(pwd)
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # every run starts from an environment without the tier variables (the caller's may have them)
-CLEAN=(env -u MERIDIAN_TRACE -u MERIDIAN_WINDOWS -u MERIDIAN_STEP_NAME -u MERIDIAN_TRACE_KINDS)
+CLEAN=(env -u MERIDIAN_TRACE -u MERIDIAN_WINDOWS -u MERIDIAN_STEP_NAME -u MERIDIAN_TRACE_KINDS
+       -u MERIDIAN_STEP_COLLECTIVE)
 
 cat >fake-meridiand <<'EOF'
 #!/bin/sh
@@ -66,6 +67,14 @@ refused envtier "$P MERIDIAN_TRACE=\"everything\" in the environment: not steady
 ENV="in the environment:"
 refused envkind "$P MERIDIAN_TRACE_KINDS=\"kernel,,nccl\" $ENV an empty name $KINDS" \
     MERIDIAN_TRACE_KINDS=kernel,,nccl --
+refused collzero "$P --step-collective \"AllReduce/0\": N must be a whole number from 1 to \
+1000000, not \"0\"" -- --step-collective AllReduce/0
+refused collsend "$P MERIDIAN_STEP_COLLECTIVE=\"Send@world\" $ENV \"Send\" is not a collective: \
+one of AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Gather, Scatter, or \
+'auto' (point-to-point calls have no sequence number)" MERIDIAN_STEP_COLLECTIVE=Send@world --
+refused skewone "$P --trigger-skew 1: a factor over 1 (e.g. 1.5)" -- --trigger-skew 1
+refused collat "$P --step-collective \"auto@\": nothing after '@': name a communicator, 'world' \
+or 0xHASH" -- --step-collective auto@
 
 # --- B: the job receives the variables ---------------------------------------------------
 good() { # good NAME [VAR=VALUE...] -- PROFILE-OPTION...   (the job's env in NAME.env)
@@ -110,6 +119,11 @@ has windows MERIDIAN_STEP_NAME=iter
 has windows MERIDIAN_TRACE_KINDS=kernel,memcpy
 said windows "$P steady tier, windows 5-9,100/1000@50 (CUPTI"
 
+good coll -- --step-collective Broadcast/2@ddp --trigger-skew 3 # meridiand takes the factor
+has coll MERIDIAN_STEP_COLLECTIVE=Broadcast/2@ddp
+good envcoll MERIDIAN_STEP_COLLECTIVE=auto -- # the user's rule is kept
+has envcoll MERIDIAN_STEP_COLLECTIVE=auto
+
 good none -- --windows none
 has none MERIDIAN_TRACE=steady
 has none MERIDIAN_WINDOWS=none
@@ -148,7 +162,8 @@ else
 fi
 
 "$M" profile --help >help.out 2>&1 || fail "--help exit status $?"
-for w in "--full" "--windows SPEC" "--step-name PREFIX" "--trace KINDS" "10/200@10"; do
+for w in "--full" "--windows SPEC" "--step-name PREFIX" "--trace KINDS" "10/200@10" \
+    "--step-collective SPEC" "--trigger-skew F"; do
     grep -qF -- "$w" help.out || fail "--help lacks '$w'"
 done
 

@@ -8,6 +8,7 @@ GPU timers, NVTX ranges and marks from both NVTX clients (names and nesting), th
 call; the agent's one exit line reports no loss.
 """
 import argparse
+import json
 import os
 import sqlite3
 import subprocess
@@ -22,6 +23,9 @@ p.add_argument("--driver", required=True)
 p.add_argument("--agent", required=True)
 p.add_argument("--mpi", nargs=3, metavar=("MPIEXEC", "PRELOAD", "PROGRAM"),
                help="instead: run PROGRAM as 2 MPI ranks with PRELOAD (libmeridian_mpi.so)")
+p.add_argument("--collsteps", metavar="MERIDIAN",
+               help="instead: two ranks of a DDP-like job counting steps from collectives; "
+               "MERIDIAN (the CLI) reports on the database")
 p.add_argument("--workdir", default=None)
 p.add_argument("--keep", action="store_true")
 args = p.parse_args()
@@ -77,8 +81,67 @@ def check_mpi():
     sys.exit(0)
 
 
+def check_collsteps():
+    """Two ranks (RANK/LOCAL_RANK/WORLD_SIZE, as torchrun sets them) with
+    MERIDIAN_STEP_COLLECTIVE=auto and no NVTX step: each counts the steps of the DDP rule.
+    The expectation, derived by hand from the driver's pattern (proto/collstep.h): the 4
+    bucket sizes repeat from iteration 1; three repetitions (12 AllReduces) find the period
+    4 at iteration 3's last bucket; a step begins at each later iteration's first bucket:
+    iterations 4..11, 8 steps, on both ranks. Stored from each rank's Goodbye."""
+    del env["MERIDIAN_FORCE"]
+    env["MERIDIAN_STEP_COLLECTIVE"] = "auto"
+    for rank in (0, 1):
+        env.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2"})
+        try:
+            r = subprocess.run([args.driver, os.path.abspath(args.agent), "ddp", str(rank)],
+                               env=env, timeout=60, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+        except subprocess.TimeoutExpired:
+            itest.fail("driver rank %d did not exit within 60 s" % rank)
+        print(r.stdout, end="")
+        if r.returncode != 0:
+            itest.fail("driver rank %d exited %d" % (rank, r.returncode))
+    if d.stop() != 0:
+        itest.fail("meridiand did not exit 0")
+    db = sqlite3.connect(d.db)
+    got = db.execute("SELECT rank, category, name, value FROM agent_counters WHERE "
+                     "category = 'collstep' OR (category = 'window' AND name = 'steps') "
+                     "ORDER BY rank, category, name").fetchall()
+    want = []
+    for rank in (0, 1):
+        want += [(rank, "collstep", "boundaries", 8), (rank, "collstep", "concurrent", 0),
+                 (rank, "collstep", "period", 4), (rank, "window", "steps", 8)]
+    if got != want:
+        itest.fail("step counters %r, want %r" % (got, want))
+    ops = db.execute("SELECT rank, count(*) FROM nccl_ops GROUP BY rank ORDER BY rank").fetchall()
+    if ops != [(0, 12 + 47 + 12), (1, 12 + 47 + 12)]:
+        itest.fail("nccl_ops per rank %r" % (ops,))
+    # every step but the last (running at exit) recorded as "step N" in meridian.step, which
+    # the report's step rule finds: its ranks have 7 steps each
+    steps = db.execute("SELECT n.rank, s.value FROM nvtx n JOIN strings s ON s.id = n.name_id "
+                       "JOIN strings d ON d.id = n.domain_id WHERE d.value = 'meridian.step' "
+                       "ORDER BY n.rank, n.start_ns").fetchall()
+    want = [(rank, "step %d" % j) for rank in (0, 1) for j in range(7)]
+    if steps != want:
+        itest.fail("step records %r, want %r" % (steps, want))
+    r = subprocess.run([args.collsteps, "report", "--json", d.db], timeout=60,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        itest.fail("meridian report exited %d: %s" % (r.returncode, r.stderr))
+    rep = json.loads(r.stdout)
+    per_rank = sorted((x["rank"], x["steps"]) for x in rep["ranks"])
+    if per_rank != [(0, 7), (1, 7)]:
+        itest.fail("the report's steps per rank %r, want 7 each" % (per_rank,))
+    itest.log("ok: both ranks counted 8 steps from the world communicator's AllReduces; "
+              "the report finds 7 ended steps on each")
+    wd.done(True)
+    sys.exit(0)
+
+
 if args.mpi:
     check_mpi()
+if args.collsteps:
+    check_collsteps()
 try:
     r = subprocess.run([args.driver, os.path.abspath(args.agent)], env=env, timeout=60,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

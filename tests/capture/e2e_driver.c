@@ -7,9 +7,15 @@
  * libmeridian_mpi.so would. Then NCCL's dlclose, and a normal exit: the agent's exit path
  * must deliver everything to the meridiand that e2e.py started. Prints the op and launch
  * ids it saw nothing of (the agent assigns them); e2e.py checks the database.
+ *
+ * `e2e_driver LIB ddp RANK`: instead, one rank of a DDP-like job without NVTX steps (run
+ * with MERIDIAN_STEP_COLLECTIVE=auto): a 1-rank communicator, then the 2-rank world one;
+ * per iteration a Broadcast and the bucket AllReduces (3 in the first iteration, 4 others
+ * after), DDP_ITERATIONS of them. e2e.py checks the steps each rank counted.
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nccl_abi.h"
@@ -26,10 +32,62 @@ static int fail(const char *what)
     return 1;
 }
 
+#define DDP_ITERATIONS 12
+
+static void ddp_coll(struct mrd_nccl_profiler_v5 *p, void *ctx, const char *func, uint64_t seq,
+                     size_t count)
+{
+    struct mrd_nccl_descr_v5 d;
+    void *h = NULL;
+    memset(&d, 0, sizeof(d));
+    d.type = MRD_NCCL_EV_COLL;
+    d.u.coll.seq = seq;
+    d.u.coll.func = func;
+    d.u.coll.count = count;
+    d.u.coll.datatype = "ncclFloat32";
+    d.u.coll.algo = "RING";
+    d.u.coll.proto = "SIMPLE";
+    p->start_event(ctx, &h, &d);
+    if (h)
+        p->stop_event(h);
+}
+
+static int ddp(const char *path, int rank)
+{
+    static const size_t first_layout[3] = {9000, 6000, 2000};
+    static const size_t layout[4] = {4096, 8192, 2048, 1024};
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return fail(dlerror());
+    struct mrd_nccl_profiler_v5 *p = dlsym(lib, "ncclProfiler_v5");
+    void *local = NULL, *world = NULL;
+    int mask = 0;
+    if (!p)
+        return fail("no ncclProfiler_v5");
+    p->init(&local, 0x100 + (uint64_t)rank, &mask, "local", 1, 1, 0, NULL);
+    p->init(&world, 0xdd9, &mask, "world", 1, 2, rank, NULL);
+    if (!local || !world)
+        return fail("NCCL plugin inactive");
+    uint64_t ar = 0;
+    for (int it = 0; it < DDP_ITERATIONS; it++) {
+        ddp_coll(p, world, "Broadcast", (uint64_t)it, 1000);
+        for (int b = 0; b < (it ? 4 : 3); b++)
+            ddp_coll(p, world, "AllReduce", ar++, it ? layout[b] : first_layout[b]);
+        ddp_coll(p, local, "AllReduce", (uint64_t)it, 17);
+    }
+    p->finalize(local);
+    p->finalize(world);
+    dlclose(lib);
+    printf("e2e_driver: rank %d: %d iterations done\n", rank, DDP_ITERATIONS);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && strcmp(argv[2], "ddp") == 0)
+        return ddp(argv[1], atoi(argv[3]));
     if (argc != 2)
-        return fail("usage: e2e_driver /abs/libmeridian.so");
+        return fail("usage: e2e_driver /abs/libmeridian.so [ddp RANK]");
     nvtx_client_b_push("ncclCommInitRank"); /* NCCL's NVTX copy initialises first */
     nvtx_client_b_pop();
     nvtx_client_a_push("step 0");

@@ -29,7 +29,8 @@ static struct {
     size_t nhooks;
     unsigned starts, shutdowns;
     struct mrd_agent_config cfg;
-} fk = {.active = 1, .clock_ns = -1};
+    int world_size;
+} fk = {.active = 1, .clock_ns = -1, .world_size = -1};
 
 static void ensure_store(void)
 {
@@ -51,6 +52,13 @@ void fake_reset(void)
     memset(fk.captured, 0, sizeof(fk.captured));
     fk.ngpus = fk.nhooks = 0;
     fk.starts = fk.shutdowns = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+void fake_set_world_size(int n)
+{
+    pthread_mutex_lock(&mu);
+    fk.world_size = n;
     pthread_mutex_unlock(&mu);
 }
 
@@ -151,7 +159,8 @@ int mrd_agent_active(void)
 
 const struct mrd_agent_config *mrd_agent_config(void)
 {
-    fk.cfg.rank = fk.cfg.local_rank = fk.cfg.world_size = -1;
+    fk.cfg.rank = fk.cfg.local_rank = -1;
+    fk.cfg.world_size = fk.world_size;
     return &fk.cfg;
 }
 

@@ -27,6 +27,9 @@ void fake_reset(void);
 /* What mrd_agent_start / mrd_agent_active answer (1 active, 0 inert). */
 void fake_set_active(int active);
 
+/* The world size mrd_agent_config() reports (-1: unknown, the default). */
+void fake_set_world_size(int n);
+
 /* Fixes mrd_clock_now() at ns (>= 0), or back to CLOCK_MONOTONIC_RAW with ns < 0. */
 void fake_clock_set(int64_t ns);
 

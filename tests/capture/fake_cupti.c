@@ -1,0 +1,195 @@
+/* A fake CUPTI for the steady tier's window tests (test_window.c, test_collsteps.c).
+ *
+ * The CUPTI entry points cupti.c calls, defined in the test executable (its definitions
+ * take precedence over libcupti's), with observable counters; the subscriber callback
+ * cupti.c registers is kept so a test can play CUDA API entries and exits. Helpers wait for
+ * the helper thread's forced flush and finalize a detach, and read the window records back.
+ */
+#include "fake_cupti.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "fake_agent.h"
+
+atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
+atomic_int kernel_on;
+static CUpti_CallbackFunc api_cb;
+static struct {
+    int x;
+} the_sub;
+
+CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
+{
+    *version = CUPTI_API_VERSION;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb,
+                                       void *user, CUpti_SubscriberParams *p)
+{
+    (void)user, (void)p;
+    api_cb = cb;
+    *sub = (CUpti_SubscriberHandle)(void *)&the_sub;
+    atomic_fetch_add(&subscribed, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiSubscribe(CUpti_SubscriberHandle *sub, CUpti_CallbackFunc cb, void *user)
+{
+    return cuptiSubscribe_v2(sub, cb, user, NULL);
+}
+
+CUptiResult CUPTIAPI cuptiUnsubscribe(CUpti_SubscriberHandle sub)
+{
+    (void)sub;
+    atomic_fetch_add(&unsubscribed, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiFinalize(void)
+{
+    atomic_fetch_add(&finalized, 1);
+    atomic_store(&kernel_on, 0);
+    atomic_store(&domains_on, 0);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub,
+                                       CUpti_CallbackDomain domain)
+{
+    (void)sub, (void)domain;
+    if (enable)
+        atomic_fetch_add(&domains_on, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
+{
+    (void)fn;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivitySetAttribute(CUpti_ActivityAttribute a, size_t *size, void *value)
+{
+    (void)a, (void)size, (void)value;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
+                                                    CUpti_BuffersCallbackCompleteFunc done)
+{
+    (void)req, (void)done;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
+{
+    if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+        atomic_store(&kernel_on, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    (void)cbid, (void)enable;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+    (void)cbid, (void)enable;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
+{
+    if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
+        atomic_fetch_add(&flush_forced, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t stream, size_t *n)
+{
+    (void)ctx, (void)stream;
+    *n = 0;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind k,
+                                                            uint64_t id)
+{
+    (void)k, (void)id;
+    atomic_fetch_add(&pushes, 1);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind k,
+                                                           uint64_t *id)
+{
+    (void)k;
+    *id = 0;
+    atomic_fetch_add(&pops, 1);
+    return CUPTI_SUCCESS;
+}
+
+/* One CUDA API call's callback, as CUPTI makes it while the domains are enabled. */
+void api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
+{
+    CUpti_CallbackData d;
+    memset(&d, 0, sizeof(d));
+    d.callbackSite = site;
+    d.correlationId = correlation;
+    CHECK(api_cb != NULL);
+    api_cb(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, 0, &d);
+}
+
+void wait_for(atomic_int *v, int value)
+{
+    for (int i = 0; i < 2000 && atomic_load(v) < value; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(v), value);
+}
+
+/* The detach after a window: the helper thread's forced flush (the n-th), then the next API
+ * exits until one finalizes (the n-th cuptiFinalize). */
+void detach(int n)
+{
+    wait_for(&flush_forced, n);
+    for (int i = 0; i < 2000 && atomic_load(&finalized) < n; i++) {
+        api_call(CUPTI_API_EXIT, 600);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_EQ(atomic_load(&finalized), n);
+}
+
+/* The window events in the ring, in order, written into out as "FIRST-LAST REASON a=US
+ * d=US f=US" (the form older agents sent as an NVTX message); returns how many. Each
+ * event's times are checked: it ends after it starts, its costs are not negative (the
+ * detach's -1 only for a window open at exit). */
+int window_records(char out[][64], int max)
+{
+    struct mrd_record r[256];
+    int k = 0;
+    size_t n = fake_ring_take(r, 256);
+    for (size_t i = 0; i < n; i++) {
+        const struct mrd_window_record *w = &r[i].ev.window;
+        CHECK(r[i].kind != MRD_EV_NVTX || r[i].str[0] == NULL ||
+              strcmp(r[i].str[0], "meridian.window") != 0); /* no NVTX window record */
+        if (r[i].kind != MRD_EV_WINDOW || k >= max)
+            continue;
+        CHECK(r[i].str[0] != NULL);
+        CHECK(w->end >= w->start);
+        CHECK(w->attach_ns >= 0 && w->flush_ns >= 0 && w->detach_ns >= -1);
+        snprintf(out[k++], 64, "%lld-%lld %s a=%lld d=%lld f=%lld", (long long)w->first_step,
+                 (long long)w->last_step, r[i].str[0], (long long)(w->attach_ns / 1000),
+                 (long long)(w->detach_ns < 0 ? -1 : w->detach_ns / 1000),
+                 (long long)(w->flush_ns / 1000));
+    }
+    return k;
+}

@@ -1,0 +1,29 @@
+/* A fake CUPTI for the window tests (fake_cupti.c has what it does). */
+#ifndef MRD_TEST_FAKE_CUPTI_H
+#define MRD_TEST_FAKE_CUPTI_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <cupti.h>
+
+/* Calls of the CUPTI entry points so far (kernel_on: CONCURRENT_KERNEL enabled now). */
+extern atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
+extern atomic_int kernel_on;
+
+/* One CUDA API call's callback, as CUPTI makes it while the domains are enabled. */
+void api_call(CUpti_ApiCallbackSite site, uint32_t correlation);
+
+/* Waits (up to 2 s, by observed state) until *v reaches value; checks it did. */
+void wait_for(atomic_int *v, int value);
+
+/* The detach after a window: the helper thread's forced flush (the n-th), then API exits
+ * until one finalizes (the n-th cuptiFinalize). */
+void detach(int n);
+
+/* The window events in the ring, in order, written into out as "FIRST-LAST REASON a=US
+ * d=US f=US"; returns how many. Takes every record out of the ring and checks each window
+ * event's times (fake_cupti.c). */
+int window_records(char out[][64], int max);
+
+#endif
