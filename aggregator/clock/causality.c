@@ -33,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array.h"
 #include "clock.h"
 #include "clock_internal.h"
 #include "db.h"
@@ -208,13 +209,9 @@ static int add_member(struct cctx *c, sqlite3_stmt *st)
             return 0;
         }
     }
-    if (c->nmem == c->capmem) {
-        size_t nc = c->capmem ? c->capmem * 2 : 64;
-        struct member *p = realloc(c->mem, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        c->mem = p, c->capmem = nc;
-    }
+    int rc = mrd_array_reserve(&c->mem, &c->capmem, c->nmem, sizeof(*c->mem), 64, 0);
+    if (rc < 0)
+        return rc;
     c->mem[c->nmem++] = (struct member){idx, is_root, s, e};
     return 0;
 }

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
+
 /* ---- names ---- */
 
 static const char *const kernel_names[] = {
@@ -178,16 +180,11 @@ static int remember(struct mrd_gen *g, uint32_t id, const char *s)
         return -ENOMEM;
     if (id >= g->by_id_len) {
         uint32_t n = id + 64;
-        const char **p = realloc(g->by_id, n * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        g->by_id = p;
-        uint64_t *h = realloc(g->hash_by_id, n * sizeof *h);
-        if (!h)
-            return -ENOMEM;
-        g->hash_by_id = h;
-        memset(p + g->by_id_len, 0, (n - g->by_id_len) * sizeof *p);
-        memset(h + g->by_id_len, 0, (n - g->by_id_len) * sizeof *h);
+        int rc = mrd_array_extend(&g->by_id, g->by_id_len, n, sizeof(*g->by_id));
+        if (rc == 0)
+            rc = mrd_array_extend(&g->hash_by_id, g->by_id_len, n, sizeof(*g->hash_by_id));
+        if (rc < 0)
+            return rc;
         g->by_id_len = n;
     }
     g->by_id[id] = s;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "array.h"
 #include "batch.h"
 #include "canon.h"
 #include "capfile.h"
@@ -305,16 +306,11 @@ static int strmap_put(struct strmap *m, uint32_t id, const char *s)
         return -MRD_ERR_MALFORMED;
     if (id >= m->n) {
         uint32_t n = id * 2 < STRMAP_MAX ? id * 2 : STRMAP_MAX;
-        char **v = realloc(m->v, n * sizeof *v);
-        if (!v)
-            return -ENOMEM;
-        m->v = v;
-        uint64_t *h = realloc(m->h, n * sizeof *h);
-        if (!h)
-            return -ENOMEM;
-        m->h = h;
-        memset(v + m->n, 0, (n - m->n) * sizeof *v);
-        memset(h + m->n, 0, (n - m->n) * sizeof *h);
+        int rc = mrd_array_extend(&m->v, m->n, n, sizeof(*m->v));
+        if (rc == 0)
+            rc = mrd_array_extend(&m->h, m->n, n, sizeof(*m->h));
+        if (rc < 0)
+            return rc;
         m->n = n;
     }
     char *d = strdup(s ? s : "");
