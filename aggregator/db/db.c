@@ -26,6 +26,24 @@ int mrd_db_has_table(sqlite3 *db, const char *name)
     return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
+int mrd_db_each_row(sqlite3 *db, const char *table, const char *sql,
+                    int (*row)(sqlite3_stmt *st, void *ctx), void *ctx)
+{
+    sqlite3_stmt *st = NULL;
+    int step, rc = 0;
+    if (table && mrd_db_has_table(db, table) != 1)
+        return 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW)
+        if ((rc = row(st, ctx)) < 0)
+            break;
+    sqlite3_finalize(st);
+    if (rc < 0)
+        return rc;
+    return step == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
 int mrd_db_exec(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -MRD_ERR_SQLITE;
