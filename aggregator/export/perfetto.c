@@ -43,6 +43,10 @@ enum track_class {
     TR_GRAPH
 };
 
+/* The tracks keyed by one host thread: "<what> (thread <tid>)" */
+static const char *const thread_track_what[] = {
+    [TR_NVTX] = "NVTX", [TR_MPI] = "MPI", [TR_API] = "CUDA API"};
+
 /* Lanes: slices of one track must nest perfectly in trace viewers, but NCCL enqueue
  * intervals (grouped collectives), host synchronizations of several threads and NVTX
  * start/end ranges may overlap. Their rows are read in start order per (rank, key) and
@@ -236,25 +240,20 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
         snprintf(lane, sizeof(lane), " #%u", (unsigned)(id % 64) + 1);
     switch (cls) {
     case TR_STREAM:
-        snprintf(name, sizeof(name), "GPU %u stream %u", hi, lo);
-        break;
     case TR_GRAPH:
-        snprintf(name, sizeof(name), "GPU %u stream %u CUDA graphs", hi, lo);
+        snprintf(name, sizeof(name), "GPU %u stream %u%s", hi, lo,
+                 cls == TR_GRAPH ? " CUDA graphs" : "");
         break;
     case TR_NCCL:
         snprintf(name, sizeof(name), "NCCL ops (GPU %" PRIu64 ", host enqueue)%s", id / 64, lane);
         break;
-    case TR_NVTX:
-        snprintf(name, sizeof(name), "NVTX (thread %" PRIu64 ")", id);
-        break;
     case TR_NVTX_SE:
         snprintf(name, sizeof(name), "NVTX start/end (thread %" PRIu64 ")%s", id / 64, lane);
         break;
+    case TR_NVTX:
     case TR_MPI:
-        snprintf(name, sizeof(name), "MPI (thread %" PRIu64 ")", id);
-        break;
     case TR_API:
-        snprintf(name, sizeof(name), "CUDA API (thread %" PRIu64 ")", id);
+        snprintf(name, sizeof(name), "%s (thread %" PRIu64 ")", thread_track_what[cls], id);
         break;
     default:
         snprintf(name, sizeof(name), "CUDA synchronization%s", lane);
