@@ -43,6 +43,12 @@
  * db. */
 int mrd_db_has_table(sqlite3 *db, const char *name);
 
+/* Runs one statement of sql with text bound to ?1 (NULL binds NULL) for one step and
+ * finalizes it: returns SQLite's step result (SQLITE_ROW, SQLITE_DONE or its error code),
+ * or -MRD_ERR_SQLITE when sql does not prepare. For single-row lookups and one-parameter
+ * updates; the row's columns are not readable afterwards. Caller's thread. */
+int mrd_db_step_text(sqlite3 *db, const char *sql, const char *text);
+
 /* The one step loop over a query's rows: when `table` is not NULL and db lacks it (or the
  * check fails), returns 0 without a row, as every reader of an optional table does;
  * otherwise prepares sql (no parameters), calls row(st, ctx) for each result row and
