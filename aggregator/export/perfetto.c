@@ -282,6 +282,19 @@ static int in_window(struct pf *p, int rank, int64_t gs, int64_t ge)
     return 1;
 }
 
+/* Starts an event on rank's track (cls, track) over [gs, ge] (global): writes the
+ * separator and returns the track's tid, *origin the rank's time origin; -1 (nothing
+ * written) when the event is outside the window. */
+static int event_begin(struct pf *p, int rank, int cls, uint64_t track, int64_t gs, int64_t ge,
+                       int64_t *origin)
+{
+    if (!in_window(p, rank, gs, ge))
+        return -1;
+    int tid = track_tid(p, rank, cls, track, origin);
+    begin_event(p);
+    return tid;
+}
+
 /* Writes the common head of an X (complete) event and returns 1; the caller adds args and
  * "}". Returns 0 (nothing written) for a slice outside the window. */
 static int slice(struct pf *p, int rank, int cls, uint64_t track, const char *cat, const char *name,
@@ -289,10 +302,9 @@ static int slice(struct pf *p, int rank, int cls, uint64_t track, const char *ca
 {
     int64_t origin;
     int64_t gs = mrd_timebase_map(p->tb, rank, start), ge = mrd_timebase_map(p->tb, rank, end);
-    if (!in_window(p, rank, gs, ge))
+    int tid = event_begin(p, rank, cls, track, gs, ge, &origin);
+    if (tid < 0)
         return 0;
-    int tid = track_tid(p, rank, cls, track, &origin);
-    begin_event(p);
     fprintf(p->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"name\":", rank + 1, tid,
             cat);
     mrd__json_str(p->f, name);
@@ -312,10 +324,9 @@ static void flow(struct pf *p, int rank, int cls, uint64_t track, int64_t t, int
                  int start)
 {
     int64_t origin, g = mrd_timebase_map(p->tb, rank, t);
-    if (!in_window(p, rank, g, g))
+    int tid = event_begin(p, rank, cls, track, g, g, &origin);
+    if (tid < 0)
         return;
-    int tid = track_tid(p, rank, cls, track, &origin);
-    begin_event(p);
     fprintf(p->f,
             "{\"ph\":\"%s\",%s\"pid\":%d,\"tid\":%d,\"cat\":\"nccl\",\"name\":\"nccl launch\","
             "\"id\":%" PRIu64 ",\"ts\":",
@@ -463,10 +474,9 @@ static void nvtx_row(struct pf *p, sqlite3_stmt *q)
     const char *name = text(q, 5, "(unnamed)");
     if (kind == 3) { /* mark: an instant event */
         int64_t origin, g = mrd_timebase_map(p->tb, rank, col64(q, 2));
-        if (!in_window(p, rank, g, g))
+        int tid = event_begin(p, rank, TR_NVTX, thread, g, g, &origin);
+        if (tid < 0)
             return;
-        int tid = track_tid(p, rank, TR_NVTX, thread, &origin);
-        begin_event(p);
         fprintf(p->f,
                 "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"cat\":\"nvtx\","
                 "\"name\":",
