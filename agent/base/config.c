@@ -18,7 +18,8 @@
  *          PMI_RANK, SLURM_PROCID, RANK), local rank (OMPI_COMM_WORLD_LOCAL_RANK,
  *          MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK) and world size (OMPI_COMM_WORLD_SIZE,
  *          PMI_SIZE, SLURM_NTASKS, WORLD_SIZE), first set wins, except that RANK,
- *          LOCAL_RANK and WORLD_SIZE win when all three are set (torchrun);
+ *          LOCAL_RANK and WORLD_SIZE win when all three are set (torchrun; the lists
+ *          and the rule: mrd_rank_vars, proto/runcfg.h);
  *          MERIDIAN_RECORD_FILE,
  *          MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET / MERIDIAN_SECRET_FILE
  *          (required with an aggregator; record-only mode needs none), MERIDIAN_QUEUE_BYTES,
