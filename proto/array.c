@@ -21,8 +21,7 @@ static int resize(void *items_ptr, size_t n, size_t elem)
     return 0;
 }
 
-int mrd_array_reserve(void *items_ptr, size_t *cap, size_t n, size_t elem, size_t first,
-                      size_t max)
+int mrd_array_reserve(void *items_ptr, size_t *cap, size_t n, size_t elem, size_t first, size_t max)
 {
     if (n < *cap)
         return 0;

@@ -73,12 +73,12 @@ int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
     if (!tb)
         goto fail;
     if (!ignore_models) {
-        if ((rc = mrd_db_each_row(db, "clock_models", mrd_db_sql_clock_segments, segment_row,
-                                  tb)) < 0)
+        rc = mrd_db_each_row(db, "clock_models", mrd_db_sql_clock_segments, segment_row, tb);
+        if (rc < 0)
             goto fail;
     }
-    if ((rc = mrd_db_each_row(db, "gpu_timer_models", mrd_db_sql_gpu_models, gpu_model_row,
-                              tb)) < 0)
+    rc = mrd_db_each_row(db, "gpu_timer_models", mrd_db_sql_gpu_models, gpu_model_row, tb);
+    if (rc < 0)
         goto fail;
     *out = tb;
     return 0;

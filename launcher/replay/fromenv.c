@@ -124,8 +124,10 @@ int mrd_fromenv_read(const char *pattern, int64_t rank_override, struct mrd_from
             return -EINVAL;
         }
     }
-    if ((rc = first_set(vars->local_rank, "local rank", &out->local_rank, NULL, why, why_cap)) < 0 ||
-        (rc = first_set(vars->world_size, "world size", &out->world_size, NULL, why, why_cap)) < 0)
+    rc = first_set(vars->local_rank, "local rank", &out->local_rank, NULL, why, why_cap);
+    if (rc >= 0)
+        rc = first_set(vars->world_size, "world size", &out->world_size, NULL, why, why_cap);
+    if (rc < 0)
         return rc;
     out->aggregator = getenv("MERIDIAN_AGGREGATOR");
     out->run_id = getenv("MERIDIAN_RUN_ID");
