@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "analyze.h"
 #include "cli.h"
 #include "db.h"
@@ -157,13 +158,9 @@ static int summarize(struct side *s)
 static int kernel_append(struct kernel_totals *t, const char *name, int which, int64_t ns,
                          uint64_t count)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 64;
-        struct kernel_total *v = realloc(t->v, cap * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        t->v = v, t->cap = cap;
-    }
+    int rc = mrd_array_reserve(&t->v, &t->cap, t->n, sizeof(*t->v), 64, 0);
+    if (rc < 0)
+        return rc;
     struct kernel_total *k = &t->v[t->n];
     memset(k, 0, sizeof(*k));
     if (!(k->name = strdup(name)))

@@ -60,14 +60,9 @@ sqlite3 *mrd_cli_open_db(const char *path, int readonly, const char *who)
 
 static int set_command(sqlite3 *db, const char *command)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_run_command_set, -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    sqlite3_bind_text(st, 1, command, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+    return mrd_db_step_text(db, mrd_db_sql_run_command_set, command) == SQLITE_DONE
+               ? 0
+               : -MRD_ERR_SQLITE;
 }
 
 /* The windows table, after the clock passes (its times are global). One line when the run

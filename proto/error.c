@@ -144,3 +144,10 @@ const char *mrd_drop_reason_name(int reason)
         return "unknown";
     return drop_names[reason];
 }
+
+void mrd_log_vline(FILE *f, const char *prefix, const char *fmt, va_list ap)
+{
+    char line[1024];
+    vsnprintf(line, sizeof(line), fmt, ap);
+    fprintf(f ? f : stderr, "%s: %s\n", prefix, line);
+}

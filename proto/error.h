@@ -9,6 +9,8 @@
 #define MRD_ERROR_H
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 
 #define MRD__ERR_BASE 10000
 enum {
@@ -27,5 +29,12 @@ enum {
 /* Returns a static, human-readable string for a 0 / negative code (errno or MRD_ERR_*).
  * Thread-safe; never returns NULL. */
 const char *mrd_strerror(int err);
+
+/* Writes one log line "<prefix>: <message>\n" to f (stderr when f is NULL), the message
+ * formatted from fmt and ap and cut at 1023 bytes, with one stdio call so that the lines
+ * of threads sharing f never interleave. The aggregator's modules log through it. Any
+ * thread; ap is consumed. */
+void mrd_log_vline(FILE *f, const char *prefix, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif

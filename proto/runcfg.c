@@ -189,3 +189,19 @@ int mrd_aggregator_pick(const char *list, uint64_t rank, char *out, size_t cap,
     *count = n + 1;
     return 0;
 }
+
+const struct mrd_rank_vars *mrd_rank_vars(int torchrun_all_set)
+{
+    static const char *const rank[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                       "SLURM_PROCID",         "RANK",      NULL};
+    static const char *const local_rank[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                             "SLURM_LOCALID", "LOCAL_RANK", NULL};
+    static const char *const world_size[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
+                                             "WORLD_SIZE", NULL};
+    static const char *const torch_rank[] = {"RANK", NULL};
+    static const char *const torch_local_rank[] = {"LOCAL_RANK", NULL};
+    static const char *const torch_world_size[] = {"WORLD_SIZE", NULL};
+    static const struct mrd_rank_vars launchers = {rank, local_rank, world_size};
+    static const struct mrd_rank_vars torchrun = {torch_rank, torch_local_rank, torch_world_size};
+    return torchrun_all_set ? &torchrun : &launchers;
+}

@@ -12,6 +12,11 @@
  *     MRD_SECRET_FILE_MAX bytes is refused without being read further.
  *   host:port: "host:port" or "[ipv6]:port"; host non-empty (a host containing ':' must
  *     be bracketed); port 1 to 5 decimal digits, 0..65535 (callers that connect refuse 0).
+ *   rank, local rank, world size: the first variable of each list (mrd_rank_vars) that is
+ *     set decides, except that RANK, LOCAL_RANK and WORLD_SIZE decide when all three are
+ *     set: torchrun and its kind set them in each worker they start, so that launcher is
+ *     the innermost one, while under `srun ... torchrun` or `mpirun ... torchrun` every
+ *     worker of a node inherits the node's SLURM_PROCID / PMI_RANK / OMPI_COMM_WORLD_RANK.
  *   aggregator list (sharded aggregation, MERIDIAN_AGGREGATOR): one host:port, or 1 to
  *     MRD_AGGREGATORS_MAX of them separated by ',' with blanks (space, tab) around each
  *     ignored; every entry must be host:port with a port other than 0, and rank r sends to
@@ -45,6 +50,17 @@ int mrd_secret_read(const char *path, const char *value, char out[MRD_SECRET_MAX
  * rule), or -ENAMETOOLONG (host does not fit hcap); host and *port are untouched on
  * failure. Any thread. */
 int mrd_hostport_split(const char *hp, char *host, size_t hcap, uint16_t *port);
+
+/* The environment variables that give a process its place in the job, each list in the
+ * order the rule above tries them, NULL-terminated. */
+struct mrd_rank_vars {
+    const char *const *rank, *const *local_rank, *const *world_size;
+};
+
+/* The lists by the rule above: torchrun's three alone when `torchrun_all_set` (RANK,
+ * LOCAL_RANK and WORLD_SIZE are all set; the caller asks its own environment), else the
+ * launchers' lists. Static storage; any thread. */
+const struct mrd_rank_vars *mrd_rank_vars(int torchrun_all_set);
 
 #define MRD_AGGREGATORS_MAX 4096u /* entries an aggregator list may hold */
 

@@ -18,7 +18,8 @@
  *          PMI_RANK, SLURM_PROCID, RANK), local rank (OMPI_COMM_WORLD_LOCAL_RANK,
  *          MPI_LOCALRANKID, SLURM_LOCALID, LOCAL_RANK) and world size (OMPI_COMM_WORLD_SIZE,
  *          PMI_SIZE, SLURM_NTASKS, WORLD_SIZE), first set wins, except that RANK,
- *          LOCAL_RANK and WORLD_SIZE win when all three are set (torchrun);
+ *          LOCAL_RANK and WORLD_SIZE win when all three are set (torchrun; the lists
+ *          and the rule: mrd_rank_vars, proto/runcfg.h);
  *          MERIDIAN_RECORD_FILE,
  *          MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET / MERIDIAN_SECRET_FILE
  *          (required with an aggregator; record-only mode needs none), MERIDIAN_QUEUE_BYTES,
@@ -219,19 +220,6 @@ static int flag_on(const char *s)
 int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, char *why,
                       size_t why_len)
 {
-    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                            "SLURM_PROCID",         "RANK",      NULL};
-    static const char *const local_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                             "SLURM_LOCALID", "LOCAL_RANK", NULL};
-    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
-                                            "WORLD_SIZE", NULL};
-    /* torchrun and its kind set RANK, LOCAL_RANK and WORLD_SIZE in each worker they start:
-     * that launcher is the innermost one. Under `srun ... torchrun` or `mpirun ... torchrun`
-     * every worker of a node inherits the node's SLURM_PROCID / PMI_RANK /
-     * OMPI_COMM_WORLD_RANK, so with all three set, those three decide. */
-    static const char *const torch_rank[] = {"RANK", NULL};
-    static const char *const torch_local[] = {"LOCAL_RANK", NULL};
-    static const char *const torch_size[] = {"WORLD_SIZE", NULL};
     const char *which = "";
     const char *s;
 
@@ -250,14 +238,10 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
         return 0;
     c->force = flag_on(get("MERIDIAN_FORCE", arg));
 
-    const char *const *rank_list = rank_vars, *const *local_list = local_vars;
-    const char *const *size_list = size_vars;
-    if (get("RANK", arg) && get("LOCAL_RANK", arg) && get("WORLD_SIZE", arg)) {
-        rank_list = torch_rank;
-        local_list = torch_local;
-        size_list = torch_size;
-    }
-    int r = first_rank(get, arg, rank_list, &c->rank, &which);
+    /* the rule of proto/runcfg.h, torchrun's variables first when all three are set */
+    const struct mrd_rank_vars *vars =
+        mrd_rank_vars(get("RANK", arg) && get("LOCAL_RANK", arg) && get("WORLD_SIZE", arg));
+    int r = first_rank(get, arg, vars->rank, &c->rank, &which);
     if (r < 0)
         return fail(why, why_len, "%s=%s is not a rank number", which, get(which, arg));
     if (r == 0) {
@@ -265,9 +249,9 @@ int mrd__config_parse(struct mrd_agent_config *c, mrd_env_fn get, void *arg, cha
             return 0; /* mpirun itself, helper processes: not a rank */
         c->rank = 0;
     }
-    if (first_rank(get, arg, local_list, &c->local_rank, &which) < 0)
+    if (first_rank(get, arg, vars->local_rank, &c->local_rank, &which) < 0)
         return fail(why, why_len, "%s=%s is not a rank number", which, get(which, arg));
-    if (first_rank(get, arg, size_list, &c->world_size, &which) < 0)
+    if (first_rank(get, arg, vars->world_size, &c->world_size, &which) < 0)
         return fail(why, why_len, "%s=%s is not a number", which, get(which, arg));
 
     s = get("MERIDIAN_RECORD_FILE", arg);

@@ -33,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array.h"
 #include "clock.h"
 #include "clock_internal.h"
 #include "db.h"
@@ -210,13 +211,9 @@ static int add_member(struct cctx *c, sqlite3_stmt *st)
             return 0;
         }
     }
-    if (c->nmem == c->capmem) {
-        size_t nc = c->capmem ? c->capmem * 2 : 64;
-        struct member *p = realloc(c->mem, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        c->mem = p, c->capmem = nc;
-    }
+    int rc = mrd_array_reserve(&c->mem, &c->capmem, c->nmem, sizeof(*c->mem), 64, 0);
+    if (rc < 0)
+        return rc;
     c->mem[c->nmem++] = (struct member){idx, is_root, s, e};
     return 0;
 }
@@ -253,22 +250,25 @@ fail:
     return rc;
 }
 
+struct prev_shifts {
+    const struct cctx *c;
+    int64_t *prev;
+};
+
+static int prev_shift_row(sqlite3_stmt *st, void *ctx)
+{
+    struct prev_shifts *p = ctx;
+    int rank = sqlite3_column_int(st, 0);
+    if (rank >= 0 && rank <= p->c->ms->max_rank && p->c->idx_of[rank] >= 0)
+        p->prev[p->c->idx_of[rank]] = sqlite3_column_int64(st, 1);
+    return 0;
+}
+
 /* Shifts applied by an earlier pass, per rank (0 where none). */
 static int load_prev_shifts(sqlite3 *db, const struct cctx *c, int64_t *prev)
 {
-    sqlite3_stmt *st = NULL;
-    int step;
-    if (mrd_db_has_table(db, "clock_adjustments") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        int rank = sqlite3_column_int(st, 0);
-        if (rank >= 0 && rank <= c->ms->max_rank && c->idx_of[rank] >= 0)
-            prev[c->idx_of[rank]] = sqlite3_column_int64(st, 1);
-    }
-    sqlite3_finalize(st);
-    return step == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+    struct prev_shifts p = {c, prev};
+    return mrd_db_each_row(db, "clock_adjustments", mrd_db_sql_clock_shifts, prev_shift_row, &p);
 }
 
 static int64_t model_bound(const struct mrd_clock_model *m)

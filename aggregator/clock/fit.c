@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
 #include "clock_internal.h"
 #include "error.h"
@@ -160,13 +161,9 @@ int mrd__clock_probes_add(struct mrd__clock_probes *p, const struct mrd_clock_sa
         p->n /= 2;
         p->stride *= 2;
     }
-    if (p->n == p->cap) {
-        size_t nc = p->cap ? p->cap * 2 : 1024;
-        struct probe *np = realloc(p->all, nc * sizeof(*np));
-        if (!np)
-            return -ENOMEM;
-        p->all = np, p->cap = nc;
-    }
+    int rc = mrd_array_reserve(&p->all, &p->cap, p->n, sizeof(*p->all), 1024, 0);
+    if (rc < 0)
+        return rc;
     struct probe *q = &p->all[p->n++];
     q->t0 = x->t0, q->t3 = x->t3;
     q->m = x->t0 + (x->t3 - x->t0) / 2;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "db.h"
 #include "error.h"
 
@@ -29,78 +30,40 @@ struct tb_gpu {
 
 struct mrd_timebase {
     struct tb_segment *seg;
-    size_t nseg;
+    size_t nseg, capseg;
     struct tb_gpu *gpu;
-    size_t ngpu;
+    size_t ngpu, capgpu;
 };
 
-static int load_segments(sqlite3 *db, struct mrd_timebase *tb)
+static int segment_row(sqlite3_stmt *st, void *ctx)
 {
-    sqlite3_stmt *st = NULL;
-    size_t cap = 0;
-    int rc;
-    if (mrd_db_has_table(db, "clock_models") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_segments, -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (tb->nseg == cap) {
-            size_t ncap = cap ? cap * 2 : 64;
-            if (ncap > MRD_TIMEBASE_MAX_SEGMENTS) {
-                sqlite3_finalize(st);
-                return -E2BIG;
-            }
-            void *p = realloc(tb->seg, ncap * sizeof(*tb->seg));
-            if (!p) {
-                sqlite3_finalize(st);
-                return -ENOMEM;
-            }
-            tb->seg = p;
-            cap = ncap;
-        }
-        struct tb_segment *s = &tb->seg[tb->nseg++];
-        s->rank = sqlite3_column_int(st, 0);
-        s->begin = sqlite3_column_int64(st, 1);
-        s->end = sqlite3_column_int64(st, 2);
-        s->offset = sqlite3_column_int64(st, 3);
-        s->drift_ppm = sqlite3_column_double(st, 4);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+    struct mrd_timebase *tb = ctx;
+    int rc = mrd_array_reserve(&tb->seg, &tb->capseg, tb->nseg, sizeof(*tb->seg), 64,
+                               MRD_TIMEBASE_MAX_SEGMENTS);
+    if (rc < 0)
+        return rc;
+    struct tb_segment *s = &tb->seg[tb->nseg++];
+    s->rank = sqlite3_column_int(st, 0);
+    s->begin = sqlite3_column_int64(st, 1);
+    s->end = sqlite3_column_int64(st, 2);
+    s->offset = sqlite3_column_int64(st, 3);
+    s->drift_ppm = sqlite3_column_double(st, 4);
+    return 0;
 }
 
-static int load_gpu_models(sqlite3 *db, struct mrd_timebase *tb)
+static int gpu_model_row(sqlite3_stmt *st, void *ctx)
 {
-    sqlite3_stmt *st = NULL;
-    size_t cap = 0;
-    int rc;
-    if (mrd_db_has_table(db, "gpu_timer_models") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_gpu_models, -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (tb->ngpu == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            if (ncap > MRD_TIMEBASE_MAX_SEGMENTS) {
-                sqlite3_finalize(st);
-                return -E2BIG;
-            }
-            void *p = realloc(tb->gpu, ncap * sizeof(*tb->gpu));
-            if (!p) {
-                sqlite3_finalize(st);
-                return -ENOMEM;
-            }
-            tb->gpu = p;
-            cap = ncap;
-        }
-        struct tb_gpu *g = &tb->gpu[tb->ngpu++];
-        g->rank = sqlite3_column_int(st, 0);
-        g->device = sqlite3_column_int(st, 1);
-        g->slope = sqlite3_column_double(st, 2);
-        g->intercept = sqlite3_column_int64(st, 3);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+    struct mrd_timebase *tb = ctx;
+    int rc = mrd_array_reserve(&tb->gpu, &tb->capgpu, tb->ngpu, sizeof(*tb->gpu), 16,
+                               MRD_TIMEBASE_MAX_SEGMENTS);
+    if (rc < 0)
+        return rc;
+    struct tb_gpu *g = &tb->gpu[tb->ngpu++];
+    g->rank = sqlite3_column_int(st, 0);
+    g->device = sqlite3_column_int(st, 1);
+    g->slope = sqlite3_column_double(st, 2);
+    g->intercept = sqlite3_column_int64(st, 3);
+    return 0;
 }
 
 int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
@@ -110,10 +73,12 @@ int mrd_timebase_load(sqlite3 *db, int ignore_models, struct mrd_timebase **out)
     if (!tb)
         goto fail;
     if (!ignore_models) {
-        if ((rc = load_segments(db, tb)) < 0)
+        rc = mrd_db_each_row(db, "clock_models", mrd_db_sql_clock_segments, segment_row, tb);
+        if (rc < 0)
             goto fail;
     }
-    if ((rc = load_gpu_models(db, tb)) < 0)
+    rc = mrd_db_each_row(db, "gpu_timer_models", mrd_db_sql_gpu_models, gpu_model_row, tb);
+    if (rc < 0)
         goto fail;
     *out = tb;
     return 0;

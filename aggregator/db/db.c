@@ -12,18 +12,42 @@
 
 #include "error.h"
 
-int mrd_db_has_table(sqlite3 *db, const char *name)
+int mrd_db_step_text(sqlite3 *db, const char *sql, const char *text)
 {
     sqlite3_stmt *st = NULL;
     int rc;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_table_exists, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
+    return rc;
+}
+
+int mrd_db_has_table(sqlite3 *db, const char *name)
+{
+    int rc = mrd_db_step_text(db, mrd_db_sql_table_exists, name);
     if (rc == SQLITE_ROW)
         return 1;
     return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
+int mrd_db_each_row(sqlite3 *db, const char *table, const char *sql,
+                    int (*row)(sqlite3_stmt *st, void *ctx), void *ctx)
+{
+    sqlite3_stmt *st = NULL;
+    int step, rc = 0;
+    if (table && mrd_db_has_table(db, table) != 1)
+        return 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW)
+        if ((rc = row(st, ctx)) < 0)
+            break;
+    sqlite3_finalize(st);
+    if (rc < 0)
+        return rc;
+    return step == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
 int mrd_db_exec(sqlite3 *db, const char *sql)

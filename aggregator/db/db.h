@@ -43,6 +43,21 @@
  * db. */
 int mrd_db_has_table(sqlite3 *db, const char *name);
 
+/* Runs one statement of sql with text bound to ?1 (NULL binds NULL) for one step and
+ * finalizes it: returns SQLite's step result (SQLITE_ROW, SQLITE_DONE or its error code),
+ * or -MRD_ERR_SQLITE when sql does not prepare. For single-row lookups and one-parameter
+ * updates; the row's columns are not readable afterwards. Caller's thread. */
+int mrd_db_step_text(sqlite3 *db, const char *sql, const char *text);
+
+/* The one step loop over a query's rows: when `table` is not NULL and db lacks it (or the
+ * check fails), returns 0 without a row, as every reader of an optional table does;
+ * otherwise prepares sql (no parameters), calls row(st, ctx) for each result row and
+ * finalizes. row returns 0 to go on or a negative code, which stops the loop and is
+ * returned. Returns 0, row's negative code, or -MRD_ERR_SQLITE (the statement did not
+ * prepare or a step failed: sqlite3_errmsg(db) says why). Caller's thread. */
+int mrd_db_each_row(sqlite3 *db, const char *table, const char *sql,
+                    int (*row)(sqlite3_stmt *st, void *ctx), void *ctx);
+
 /* Runs SQL text without results (several statements allowed). Returns 0 or
  * -MRD_ERR_SQLITE (sqlite3_errmsg(db) says why). */
 int mrd_db_exec(sqlite3 *db, const char *sql);

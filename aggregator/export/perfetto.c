@@ -43,6 +43,10 @@ enum track_class {
     TR_GRAPH
 };
 
+/* The tracks keyed by one host thread: "<what> (thread <tid>)" */
+static const char *const thread_track_what[] = {
+    [TR_NVTX] = "NVTX", [TR_MPI] = "MPI", [TR_API] = "CUDA API"};
+
 /* Lanes: slices of one track must nest perfectly in trace viewers, but NCCL enqueue
  * intervals (grouped collectives), host synchronizations of several threads and NVTX
  * start/end ranges may overlap. Their rows are read in start order per (rank, key) and
@@ -236,25 +240,20 @@ static int track_tid(struct pf *p, int rank, int cls, uint64_t id, int64_t *orig
         snprintf(lane, sizeof(lane), " #%u", (unsigned)(id % 64) + 1);
     switch (cls) {
     case TR_STREAM:
-        snprintf(name, sizeof(name), "GPU %u stream %u", hi, lo);
-        break;
     case TR_GRAPH:
-        snprintf(name, sizeof(name), "GPU %u stream %u CUDA graphs", hi, lo);
+        snprintf(name, sizeof(name), "GPU %u stream %u%s", hi, lo,
+                 cls == TR_GRAPH ? " CUDA graphs" : "");
         break;
     case TR_NCCL:
         snprintf(name, sizeof(name), "NCCL ops (GPU %" PRIu64 ", host enqueue)%s", id / 64, lane);
         break;
-    case TR_NVTX:
-        snprintf(name, sizeof(name), "NVTX (thread %" PRIu64 ")", id);
-        break;
     case TR_NVTX_SE:
         snprintf(name, sizeof(name), "NVTX start/end (thread %" PRIu64 ")%s", id / 64, lane);
         break;
+    case TR_NVTX:
     case TR_MPI:
-        snprintf(name, sizeof(name), "MPI (thread %" PRIu64 ")", id);
-        break;
     case TR_API:
-        snprintf(name, sizeof(name), "CUDA API (thread %" PRIu64 ")", id);
+        snprintf(name, sizeof(name), "%s (thread %" PRIu64 ")", thread_track_what[cls], id);
         break;
     default:
         snprintf(name, sizeof(name), "CUDA synchronization%s", lane);
@@ -283,6 +282,19 @@ static int in_window(struct pf *p, int rank, int64_t gs, int64_t ge)
     return 1;
 }
 
+/* Starts an event on rank's track (cls, track) over [gs, ge] (global): writes the
+ * separator and returns the track's tid, *origin the rank's time origin; -1 (nothing
+ * written) when the event is outside the window. */
+static int event_begin(struct pf *p, int rank, int cls, uint64_t track, int64_t gs, int64_t ge,
+                       int64_t *origin)
+{
+    if (!in_window(p, rank, gs, ge))
+        return -1;
+    int tid = track_tid(p, rank, cls, track, origin);
+    begin_event(p);
+    return tid;
+}
+
 /* Writes the common head of an X (complete) event and returns 1; the caller adds args and
  * "}". Returns 0 (nothing written) for a slice outside the window. */
 static int slice(struct pf *p, int rank, int cls, uint64_t track, const char *cat, const char *name,
@@ -290,10 +302,9 @@ static int slice(struct pf *p, int rank, int cls, uint64_t track, const char *ca
 {
     int64_t origin;
     int64_t gs = mrd_timebase_map(p->tb, rank, start), ge = mrd_timebase_map(p->tb, rank, end);
-    if (!in_window(p, rank, gs, ge))
+    int tid = event_begin(p, rank, cls, track, gs, ge, &origin);
+    if (tid < 0)
         return 0;
-    int tid = track_tid(p, rank, cls, track, &origin);
-    begin_event(p);
     fprintf(p->f, "{\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"name\":", rank + 1, tid,
             cat);
     mrd__json_str(p->f, name);
@@ -313,10 +324,9 @@ static void flow(struct pf *p, int rank, int cls, uint64_t track, int64_t t, int
                  int start)
 {
     int64_t origin, g = mrd_timebase_map(p->tb, rank, t);
-    if (!in_window(p, rank, g, g))
+    int tid = event_begin(p, rank, cls, track, g, g, &origin);
+    if (tid < 0)
         return;
-    int tid = track_tid(p, rank, cls, track, &origin);
-    begin_event(p);
     fprintf(p->f,
             "{\"ph\":\"%s\",%s\"pid\":%d,\"tid\":%d,\"cat\":\"nccl\",\"name\":\"nccl launch\","
             "\"id\":%" PRIu64 ",\"ts\":",
@@ -464,10 +474,9 @@ static void nvtx_row(struct pf *p, sqlite3_stmt *q)
     const char *name = text(q, 5, "(unnamed)");
     if (kind == 3) { /* mark: an instant event */
         int64_t origin, g = mrd_timebase_map(p->tb, rank, col64(q, 2));
-        if (!in_window(p, rank, g, g))
+        int tid = event_begin(p, rank, TR_NVTX, thread, g, g, &origin);
+        if (tid < 0)
             return;
-        int tid = track_tid(p, rank, TR_NVTX, thread, &origin);
-        begin_event(p);
         fprintf(p->f,
                 "{\"ph\":\"i\",\"s\":\"t\",\"pid\":%d,\"tid\":%d,\"cat\":\"nvtx\","
                 "\"name\":",

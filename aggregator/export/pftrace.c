@@ -80,26 +80,46 @@ static uint64_t link_flow(int rank, int64_t op)
 
 /* ---- rows ---- */
 
+/* Opens the slice of a row on the track group (cls, key) of its rank (column 0), from
+ * the local start and end at columns tcol and tcol + 1 (mapped as mrd__pf_wtime's), in
+ * category cat; *s and *e get its written times. Returns its lane, or -1 when the row is
+ * not written (group refused, outside the window, or an error kept in p). */
+static int row_slice(struct px *p, sqlite3_stmt *q, int cls, uint64_t key, int tcol, int mapped,
+                     int cat, uint64_t *s, uint64_t *e)
+{
+    int rank = sqlite3_column_int(q, 0);
+    struct rankinfo *ri = mrd__pf_group(p, rank, cls, key);
+    if (!ri)
+        return -1;
+    *s = mrd__pf_wtime(p, ri, rank, col64(q, tcol), mapped);
+    *e = mrd__pf_wtime(p, ri, rank, col64(q, tcol + 1), mapped);
+    return mrd__pf_slice_begin(p, ri, *s, e, cat);
+}
+
+/* Names the current event by its string (id at column idc, text at idc + 1, from a LEFT
+ * JOIN on strings) or, when the row has none, by fixed name n. */
+static void row_name(struct px *p, sqlite3_stmt *q, int idc, int n)
+{
+    if (sqlite3_column_type(q, idc) != SQLITE_NULL && text(q, idc + 1))
+        mrd__pf_name(p, mrd__pf_db_iid(col64(q, idc)), text(q, idc + 1));
+    else
+        mrd__pf_name(p, mrd__pf_fixed_iid(n), NAMES[n]);
+}
+
 static void stream_row(struct px *p, sqlite3_stmt *q)
 {
     int rank = sqlite3_column_int(q, 0), kind = sqlite3_column_int(q, 5);
     uint64_t key = ((uint64_t)(uint32_t)sqlite3_column_int(q, 1) << 32) | (uint32_t)col64(q, 2);
-    struct rankinfo *ri = mrd__pf_group(p, rank, C_STREAM, key);
-    if (!ri)
-        return;
-    uint64_t s = mrd__pf_wtime(p, ri, rank, col64(q, 3), 0),
-             e = mrd__pf_wtime(p, ri, rank, col64(q, 4), 0);
-    int lane = mrd__pf_slice_begin(p, ri, s, &e,
-                                   kind == 0   ? CAT_KERNEL
-                                   : kind == 1 ? CAT_MEMCPY
-                                               : CAT_MEMSET);
+    uint64_t s, e;
+    int lane = row_slice(p, q, C_STREAM, key, 3, 0,
+                         kind == 0   ? CAT_KERNEL
+                         : kind == 1 ? CAT_MEMCPY
+                                     : CAT_MEMSET,
+                         &s, &e);
     if (lane < 0)
         return;
     if (kind == 0) {
-        if (sqlite3_column_type(q, 6) != SQLITE_NULL && text(q, 7))
-            mrd__pf_name(p, mrd__pf_db_iid(col64(q, 6)), text(q, 7));
-        else
-            mrd__pf_name(p, mrd__pf_fixed_iid(N_KERNEL), NAMES[N_KERNEL]);
+        row_name(p, q, 6, N_KERNEL);
         if (p->o->include_api) /* links the kernel to its launch call; ~2.5 bytes a kernel */
             mrd__pf_arg_int(p, A_CORR, col64(q, 8));
         mrd__pf_arg_shape(p, A_GRID, (uint32_t)sqlite3_column_int(q, 9),
@@ -130,14 +150,9 @@ static void stream_row(struct px *p, sqlite3_stmt *q)
 
 static void graph_row(struct px *p, sqlite3_stmt *q)
 {
-    int rank = sqlite3_column_int(q, 0);
     uint64_t key = ((uint64_t)(uint32_t)sqlite3_column_int(q, 1) << 32) | (uint32_t)col64(q, 2);
-    struct rankinfo *ri = mrd__pf_group(p, rank, C_GRAPH, key);
-    if (!ri)
-        return;
-    uint64_t s = mrd__pf_wtime(p, ri, rank, col64(q, 3), 0),
-             e = mrd__pf_wtime(p, ri, rank, col64(q, 4), 0);
-    int lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_GRAPH);
+    uint64_t s, e;
+    int lane = row_slice(p, q, C_GRAPH, key, 3, 0, CAT_GRAPH, &s, &e);
     if (lane < 0)
         return;
     mrd__pf_name(p, mrd__pf_fixed_iid(N_GRAPH), NAMES[N_GRAPH]);
@@ -148,18 +163,11 @@ static void graph_row(struct px *p, sqlite3_stmt *q)
 static void nccl_row(struct px *p, sqlite3_stmt *q)
 {
     int rank = sqlite3_column_int(q, 0), p2p = sqlite3_column_int(q, 18);
-    struct rankinfo *ri = mrd__pf_group(p, rank, C_NCCL, (uint32_t)sqlite3_column_int(q, 1));
-    if (!ri)
-        return;
-    uint64_t s = mrd__pf_wtime(p, ri, rank, col64(q, 2), 0),
-             e = mrd__pf_wtime(p, ri, rank, col64(q, 3), 0);
-    int lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_NCCL);
+    uint64_t s, e;
+    int lane = row_slice(p, q, C_NCCL, (uint32_t)sqlite3_column_int(q, 1), 2, 0, CAT_NCCL, &s, &e);
     if (lane < 0)
         return;
-    if (sqlite3_column_type(q, 6) != SQLITE_NULL && text(q, 7))
-        mrd__pf_name(p, mrd__pf_db_iid(col64(q, 6)), text(q, 7));
-    else
-        mrd__pf_name(p, mrd__pf_fixed_iid(N_COLL), NAMES[N_COLL]);
+    row_name(p, q, 6, N_COLL);
     mrd__pf_arg_int(p, A_OP_ID, col64(q, 4));
     if (!p2p)
         mrd__pf_arg_int(p, A_SEQ, col64(q, 5));
@@ -204,10 +212,7 @@ static void nvtx_row(struct px *p, sqlite3_stmt *q)
     } else if ((lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_NVTX)) < 0) {
         return;
     }
-    if (sqlite3_column_type(q, 5) != SQLITE_NULL && text(q, 6))
-        mrd__pf_name(p, mrd__pf_db_iid(col64(q, 5)), text(q, 6));
-    else
-        mrd__pf_name(p, mrd__pf_fixed_iid(N_UNNAMED), NAMES[N_UNNAMED]);
+    row_name(p, q, 5, N_UNNAMED);
     if (sqlite3_column_type(q, 7) != SQLITE_NULL)
         mrd__pf_arg_str(p, A_DOMAIN, mrd__pf_db_iid(col64(q, 7)), text(q, 8));
     if (kind == 3) {
@@ -217,73 +222,60 @@ static void nvtx_row(struct px *p, sqlite3_stmt *q)
     }
 }
 
-static void mpi_row(struct px *p, sqlite3_stmt *q)
+/* The tables whose rows are plain slices on a host thread's track (or the rank's one
+ * track): rank at column 0, start and end at 2 and 3, then a name and integer arguments. */
+struct plain_rows {
+    int cls, cat;
+    int thread_col; /* the thread key's column; -1: one track per rank */
+    int name_col;   /* the name's string id (text in the next column); -1: always `name` */
+    int name;       /* the fixed name without a string */
+    int nargs;
+    struct {
+        int arg, col;
+    } args[3];
+};
+
+static const struct plain_rows MPI_ROWS = {
+    C_MPI, CAT_MPI, 1, 4, N_MPI, 3, {{A_BYTES, 6}, {A_PEER, 7}, {A_TAG, 8}}};
+static const struct plain_rows SYNC_ROWS = {
+    C_SYNC, CAT_SYNC, -1, -1, N_SYNC, 2, {{A_TYPE, 4}, {A_STREAM, 5}}};
+static const struct plain_rows API_ROWS = {
+    C_API, CAT_API, 1, 4, N_API, 2, {{A_CBID, 6}, {A_CORR, 7}}};
+
+static void plain_row(struct px *p, sqlite3_stmt *q, const struct plain_rows *t)
 {
-    int rank = sqlite3_column_int(q, 0);
-    struct rankinfo *ri = mrd__pf_group(p, rank, C_MPI, (uint64_t)col64(q, 1));
-    if (!ri)
-        return;
-    uint64_t s = mrd__pf_wtime(p, ri, rank, col64(q, 2), 0),
-             e = mrd__pf_wtime(p, ri, rank, col64(q, 3), 0);
-    int lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_MPI);
+    uint64_t key = t->thread_col < 0 ? 0 : (uint64_t)col64(q, t->thread_col), s, e;
+    int lane = row_slice(p, q, t->cls, key, 2, 0, t->cat, &s, &e);
     if (lane < 0)
         return;
-    if (text(q, 5))
-        mrd__pf_name(p, mrd__pf_db_iid(col64(q, 4)), text(q, 5));
+    if (t->name_col < 0)
+        mrd__pf_name(p, mrd__pf_fixed_iid(t->name), NAMES[t->name]);
     else
-        mrd__pf_name(p, mrd__pf_fixed_iid(N_MPI), NAMES[N_MPI]);
-    mrd__pf_arg_int(p, A_BYTES, col64(q, 6));
-    mrd__pf_arg_int(p, A_PEER, col64(q, 7));
-    mrd__pf_arg_int(p, A_TAG, col64(q, 8));
+        row_name(p, q, t->name_col, t->name);
+    for (int i = 0; i < t->nargs; i++)
+        mrd__pf_arg_int(p, t->args[i].arg, col64(q, t->args[i].col));
     mrd__pf_slice_commit(p, lane, s, e);
+}
+
+static void mpi_row(struct px *p, sqlite3_stmt *q)
+{
+    plain_row(p, q, &MPI_ROWS);
 }
 
 static void sync_row(struct px *p, sqlite3_stmt *q)
 {
-    int rank = sqlite3_column_int(q, 0);
-    struct rankinfo *ri = mrd__pf_group(p, rank, C_SYNC, 0);
-    if (!ri)
-        return;
-    uint64_t s = mrd__pf_wtime(p, ri, rank, col64(q, 2), 0),
-             e = mrd__pf_wtime(p, ri, rank, col64(q, 3), 0);
-    int lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_SYNC);
-    if (lane < 0)
-        return;
-    mrd__pf_name(p, mrd__pf_fixed_iid(N_SYNC), NAMES[N_SYNC]);
-    mrd__pf_arg_int(p, A_TYPE, col64(q, 4));
-    mrd__pf_arg_int(p, A_STREAM, col64(q, 5));
-    mrd__pf_slice_commit(p, lane, s, e);
+    plain_row(p, q, &SYNC_ROWS);
 }
 
 static void api_row(struct px *p, sqlite3_stmt *q)
 {
-    int rank = sqlite3_column_int(q, 0);
-    struct rankinfo *ri = mrd__pf_group(p, rank, C_API, (uint64_t)col64(q, 1));
-    if (!ri)
-        return;
-    uint64_t s = mrd__pf_wtime(p, ri, rank, col64(q, 2), 0),
-             e = mrd__pf_wtime(p, ri, rank, col64(q, 3), 0);
-    int lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_API);
-    if (lane < 0)
-        return;
-    if (text(q, 5))
-        mrd__pf_name(p, mrd__pf_db_iid(col64(q, 4)), text(q, 5));
-    else
-        mrd__pf_name(p, mrd__pf_fixed_iid(N_API), NAMES[N_API]);
-    mrd__pf_arg_int(p, A_CBID, col64(q, 6));
-    mrd__pf_arg_int(p, A_CORR, col64(q, 7));
-    mrd__pf_slice_commit(p, lane, s, e);
+    plain_row(p, q, &API_ROWS);
 }
 
 static void window_row(struct px *p, sqlite3_stmt *q)
 {
-    int rank = sqlite3_column_int(q, 0);
-    struct rankinfo *ri = mrd__pf_group(p, rank, C_WINDOW, 0);
-    if (!ri)
-        return;
-    uint64_t s = mrd__pf_wtime(p, ri, rank, col64(q, 2), 1),
-             e = mrd__pf_wtime(p, ri, rank, col64(q, 3), 1);
-    int lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_WINDOW);
+    uint64_t s, e;
+    int lane = row_slice(p, q, C_WINDOW, 0, 2, 1, CAT_WINDOW, &s, &e);
     if (lane < 0)
         return;
     char name[96];

@@ -349,6 +349,10 @@ int mrd__pf_in_window(struct px *p, uint64_t s, uint64_t e)
            (int64_t)s - p->origin <= p->o->window_to_ns;
 }
 
+/* The tracks keyed by a host thread: "<what> thread <tid>" */
+static const char *const thread_track_what[] = {
+    [C_NVTX] = "NVTX", [C_NVTX_SE] = "NVTX start/end", [C_MPI] = "MPI", [C_API] = "CUDA API"};
+
 static void track_name(char *b, size_t n, int cls, uint64_t key, int lane)
 {
     unsigned hi = (unsigned)(key >> 32), lo = (unsigned)key;
@@ -357,25 +361,17 @@ static void track_name(char *b, size_t n, int cls, uint64_t key, int lane)
         snprintf(l, sizeof(l), " #%d", lane + 1);
     switch (cls) {
     case C_STREAM:
-        snprintf(b, n, "GPU %u stream %u%s", hi, lo, l);
-        break;
     case C_GRAPH:
-        snprintf(b, n, "GPU %u stream %u CUDA graphs%s", hi, lo, l);
+        snprintf(b, n, "GPU %u stream %u%s%s", hi, lo, cls == C_GRAPH ? " CUDA graphs" : "", l);
         break;
     case C_NCCL:
         snprintf(b, n, "NCCL GPU %" PRIu64 " (host enqueue)%s", key, l);
         break;
     case C_NVTX:
-        snprintf(b, n, "NVTX thread %" PRIu64 "%s", key, l);
-        break;
     case C_NVTX_SE:
-        snprintf(b, n, "NVTX start/end thread %" PRIu64 "%s", key, l);
-        break;
     case C_MPI:
-        snprintf(b, n, "MPI thread %" PRIu64 "%s", key, l);
-        break;
     case C_API:
-        snprintf(b, n, "CUDA API thread %" PRIu64 "%s", key, l);
+        snprintf(b, n, "%s thread %" PRIu64 "%s", thread_track_what[cls], key, l);
         break;
     case C_WINDOW:
         snprintf(b, n, "capture windows%s", l);

@@ -94,12 +94,10 @@ void mrd__ingest_log(struct mrd_ingest *g, int level, const char *fmt, ...)
             return;
         }
     }
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    mrd_log_vline(g->cfg.log, "meridiand", fmt, ap);
     va_end(ap);
-    fprintf(g->cfg.log ? g->cfg.log : stderr, "meridiand: %s\n", line);
 }
 
 int mrd__ingest_paused(const struct mrd_ingest *g, const struct mrd__conn *c)

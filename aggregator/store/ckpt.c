@@ -58,12 +58,10 @@ static void ckpt_log(const struct mrd_store_ckpt *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static void ckpt_log(const struct mrd_store_ckpt *c, const char *fmt, ...)
 {
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    mrd_log_vline(c->log, c->who, fmt, ap);
     va_end(ap);
-    fprintf(c->log ? c->log : stderr, "%s: %s\n", c->who, line);
 }
 
 int mrd__store_sqlite_connect(const char *path, int sync_full, sqlite3 **out, char *err,

@@ -86,12 +86,10 @@ void mrd__store_log(const struct mrd_store *s, int level, const char *fmt, ...)
 {
     if (level > s->verbose + 1)
         return;
-    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    mrd_log_vline(s->log, "meridiand", fmt, ap);
     va_end(ap);
-    fprintf(s->log ? s->log : stderr, "meridiand: %s\n", line);
 }
 
 int mrd__store_sqlite_err(struct mrd_store *s, int rc, const char *what)

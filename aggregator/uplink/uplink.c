@@ -133,14 +133,11 @@ static void ulog(const struct mrd_uplink *u, int level, const char *fmt, ...)
 {
     if (level > u->cfg.verbose)
         return;
-    FILE *f = u->cfg.log ? u->cfg.log : stderr;
-    char line[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
+    mrd_log_vline(u->cfg.log, "meridiand: uplink", fmt, ap);
     va_end(ap);
-    fprintf(f, "meridiand: uplink: %s\n", line);
-    fflush(f);
+    fflush(u->cfg.log ? u->cfg.log : stderr);
 }
 
 static int64_t own_now(const struct mrd_uplink *u)

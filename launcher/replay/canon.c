@@ -11,7 +11,11 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "array.h"
+#include "error.h"
 
 uint64_t mrd_canon_fnv1a(uint64_t h, const void *p, uint64_t n)
 {
@@ -159,4 +163,50 @@ uint64_t mrd_canon_hash(const struct mrd_canon_event *e, mrd_canon_strhash_fn st
         h = round64(h, v);
     }
     return avalanche(h);
+}
+
+int mrd_canon_strings_put(struct mrd_canon_strings *t, uint32_t id, const char *s,
+                          uint32_t max)
+{
+    if (id == 0 || id >= max)
+        return -MRD_ERR_MALFORMED;
+    if (id >= t->n) {
+        uint32_t n = id < max / 2 ? id * 2 : max;
+        int rc = mrd_array_extend(&t->str, t->n, n, sizeof(*t->str));
+        if (rc == 0)
+            rc = mrd_array_extend(&t->hash, t->n, n, sizeof(*t->hash));
+        if (rc < 0)
+            return rc;
+        t->n = n;
+    }
+    char *copy = strdup(s ? s : "");
+    if (!copy)
+        return -ENOMEM;
+    free(t->str[id]);
+    t->str[id] = copy;
+    t->hash[id] = mrd_canon_str_hash(copy);
+    return 0;
+}
+
+const char *mrd_canon_strings_get(void *table, uint32_t id)
+{
+    struct mrd_canon_strings *t = table;
+    return id < t->n ? t->str[id] : NULL;
+}
+
+uint64_t mrd_canon_strings_hash(void *table, uint32_t id)
+{
+    struct mrd_canon_strings *t = table;
+    return id < t->n ? t->hash[id] : 0;
+}
+
+void mrd_canon_strings_free(struct mrd_canon_strings *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n; i++)
+        free(t->str[i]);
+    free(t->str);
+    free(t->hash);
+    memset(t, 0, sizeof(*t));
 }

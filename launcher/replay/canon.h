@@ -53,6 +53,28 @@ uint64_t mrd_canon_hash(const struct mrd_canon_event *e, mrd_canon_strhash_fn st
 int mrd_canon_text(const struct mrd_canon_event *e, mrd_canon_resolve_fn resolve, void *ctx,
                    char *buf, int cap);
 
+/* Strings by id with their hashes (mrd_canon_str_hash), the table behind a sender's
+ * resolve and strhash callbacks: pass mrd_canon_strings_get / mrd_canon_strings_hash with
+ * the table as ctx. Ids are small dense integers (a batch builder's or a capture's); the
+ * table copies each string. Zero-initialize it; free it with mrd_canon_strings_free. */
+struct mrd_canon_strings {
+    char **str;
+    uint64_t *hash;
+    uint32_t n; /* ids 0..n-1 have slots */
+};
+
+/* Sets id's string to a copy of s (NULL: ""), replacing an earlier one. The table grows
+ * to twice the id, at most to `max` slots. Returns 0, -MRD_ERR_MALFORMED (id 0 or
+ * id >= max) or -ENOMEM (the table as it was). */
+int mrd_canon_strings_put(struct mrd_canon_strings *t, uint32_t id, const char *s,
+                          uint32_t max);
+/* id's string, NULL when it has none (mrd_canon_resolve_fn). */
+const char *mrd_canon_strings_get(void *table, uint32_t id);
+/* id's string hash, 0 when it has none (mrd_canon_strhash_fn). */
+uint64_t mrd_canon_strings_hash(void *table, uint32_t id);
+/* Frees the strings and the slots; the table is empty again. NULL is accepted. */
+void mrd_canon_strings_free(struct mrd_canon_strings *t);
+
 /* FNV-1a 64 of n bytes, continuing from h (start with MRD_CANON_FNV_INIT). */
 #define MRD_CANON_FNV_INIT 0xcbf29ce484222325ull
 uint64_t mrd_canon_fnv1a(uint64_t h, const void *p, uint64_t n);

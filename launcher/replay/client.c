@@ -97,6 +97,19 @@ static void close_fd(struct mrd_client *c)
         ent(c, i)->off = 0;
 }
 
+/* Waits until c's socket is ready for `events` (POLLIN or POLLOUT), or a signal or the
+ * deadline (a now_ms() time) comes. Returns 0, or -ETIMEDOUT once the deadline has
+ * passed. */
+static int wait_ready(const struct mrd_client *c, short events, int64_t deadline)
+{
+    int left = (int)(deadline - now_ms());
+    if (left <= 0)
+        return -ETIMEDOUT;
+    struct pollfd p = {c->fd, events, 0};
+    poll(&p, 1, left);
+    return 0;
+}
+
 /* Writes all of buf within IO_TIMEOUT_MS (blocking helper for control frames), shown to
  * the tap unless tap is 0 (the Proof: it belongs to its connection's challenge only). */
 static int write_some_frame(struct mrd_client *c, const uint8_t *buf, size_t len, int tap)
@@ -114,11 +127,9 @@ static int write_some_frame(struct mrd_client *c, const uint8_t *buf, size_t len
         }
         if (n < 0 && errno != EAGAIN && errno != EINTR)
             return -errno;
-        int left = (int)(deadline - now_ms());
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd p = {c->fd, POLLOUT, 0};
-        poll(&p, 1, left);
+        int rc = wait_ready(c, POLLOUT, deadline);
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
@@ -146,11 +157,8 @@ static int read_frame(struct mrd_client *c, int timeout_ms, struct mrd_frame_hea
             return -ECONNRESET;
         if (errno != EAGAIN && errno != EINTR)
             return -errno;
-        int left = (int)(deadline - now_ms());
-        if (left <= 0)
-            return -ETIMEDOUT;
-        struct pollfd p = {c->fd, POLLIN, 0};
-        poll(&p, 1, left);
+        if ((rc = wait_ready(c, POLLIN, deadline)) < 0)
+            return rc;
     }
 }
 
@@ -158,6 +166,25 @@ static void consume(struct mrd_client *c, size_t n)
 {
     memmove(c->rbuf, c->rbuf + n, c->rlen - n);
     c->rlen -= n;
+}
+
+/* Reads one complete frame within timeout_ms (read_frame), decodes it into *msg (the
+ * caller frees it with protobuf_c_message_free_unpacked) and drops its bytes from rbuf,
+ * also when it does not decode. Returns 0 and *type, or read_frame's or
+ * mrd_frame_decode's negative code. */
+static int read_message(struct mrd_client *c, int timeout_ms, int *type, ProtobufCMessage **msg)
+{
+    struct mrd_frame_header h;
+    size_t flen = 0;
+    int rc = read_frame(c, timeout_ms, &h, &flen);
+    if (rc < 0)
+        return rc;
+    rc = mrd_frame_decode(&h, c->rbuf + MRD_FRAME_HEADER_BYTES, RBUF_CAP, msg);
+    consume(c, flen);
+    if (rc < 0)
+        return rc;
+    *type = h.type;
+    return 0;
 }
 
 static void pop_front(struct mrd_client *c, int dup)
@@ -275,9 +302,9 @@ static int try_connect(struct mrd_client *c)
 {
     Meridian__V1__Hello hello = MERIDIAN__V1__HELLO__INIT;
     uint8_t *buf = NULL;
-    size_t len = 0, flen = 0;
+    size_t len = 0;
     ProtobufCMessage *msg = NULL;
-    struct mrd_frame_header h;
+    int type = 0;
     char host[256] = "localhost";
     int proved = 0;
     int rc = open_socket(c);
@@ -307,14 +334,10 @@ static int try_connect(struct mrd_client *c)
     if (rc < 0)
         goto fail;
     for (;;) { /* the Challenge (answered once), then the HelloReply */
-        rc = read_frame(c, IO_TIMEOUT_MS, &h, &flen);
+        rc = read_message(c, IO_TIMEOUT_MS, &type, &msg);
         if (rc < 0)
             goto fail;
-        rc = mrd_frame_decode(&h, c->rbuf + MRD_FRAME_HEADER_BYTES, RBUF_CAP, &msg);
-        if (rc < 0)
-            goto fail;
-        consume(c, flen);
-        if (h.type != MRD_FRAME_CHALLENGE || proved)
+        if (type != MRD_FRAME_CHALLENGE || proved)
             break;
         proved = 1;
         rc = send_proof(c, (Meridian__V1__Challenge *)msg);
@@ -323,12 +346,12 @@ static int try_connect(struct mrd_client *c)
         if (rc < 0)
             goto fail;
     }
-    if (h.type == MRD_FRAME_ERROR) {
+    if (type == MRD_FRAME_ERROR) {
         Meridian__V1__Error *e = (Meridian__V1__Error *)msg;
         rc = refused(c, e->code, "hello refused", e->message);
         goto fail;
     }
-    if (h.type != MRD_FRAME_HELLO_REPLY) {
+    if (type != MRD_FRAME_HELLO_REPLY) {
         rc = -MRD_ERR_MALFORMED;
         goto fail;
     }
@@ -444,21 +467,16 @@ static int recv_some(struct mrd_client *c)
 {
     uint64_t before = c->st.batches_acked + c->st.dup_acks;
     for (;;) {
-        struct mrd_frame_header h;
-        size_t flen;
         ProtobufCMessage *msg = NULL;
-        int rc = read_frame(c, 0, &h, &flen);
+        int type = 0;
+        int rc = read_message(c, 0, &type, &msg);
         if (rc == -ETIMEDOUT)
             break;
         if (rc < 0)
             return rc;
-        rc = mrd_frame_decode(&h, c->rbuf + MRD_FRAME_HEADER_BYTES, RBUF_CAP, &msg);
-        consume(c, flen);
-        if (rc < 0)
-            return rc;
-        if (h.type == MRD_FRAME_ACK) {
+        if (type == MRD_FRAME_ACK) {
             handle_ack(c, (Meridian__V1__Ack *)msg);
-        } else if (h.type == MRD_FRAME_ERROR) {
+        } else if (type == MRD_FRAME_ERROR) {
             Meridian__V1__Error *e = (Meridian__V1__Error *)msg;
             if (!c->cfg.quiet)
                 fprintf(stderr, "meridian-replay: rank %u: aggregator error %u: %s\n", c->cfg.rank,
@@ -607,23 +625,18 @@ static int wait_goodbye_ack(struct mrd_client *c, int64_t deadline)
         }
     }
     for (;;) {
-        struct mrd_frame_header h;
-        size_t flen;
         ProtobufCMessage *msg = NULL;
+        int type = 0;
         int left = (int)(deadline - now_ms());
-        int rc = read_frame(c, left > 0 ? left : 0, &h, &flen);
-        if (rc < 0)
-            return rc;
-        rc = mrd_frame_decode(&h, c->rbuf + MRD_FRAME_HEADER_BYTES, RBUF_CAP, &msg);
-        consume(c, flen);
+        int rc = read_message(c, left > 0 ? left : 0, &type, &msg);
         if (rc < 0)
             return rc;
         int acked = 0;
-        if (h.type == MRD_FRAME_ACK && ((Meridian__V1__Ack *)msg)->goodbye)
+        if (type == MRD_FRAME_ACK && ((Meridian__V1__Ack *)msg)->goodbye)
             acked = 1;
-        else if (h.type == MRD_FRAME_ACK)
+        else if (type == MRD_FRAME_ACK)
             handle_ack(c, (Meridian__V1__Ack *)msg);
-        else if (h.type == MRD_FRAME_ERROR)
+        else if (type == MRD_FRAME_ERROR)
             rc = -ECONNABORTED;
         protobuf_c_message_free_unpacked(msg, NULL);
         if (acked || rc < 0)

@@ -1,6 +1,6 @@
 /* The environment of one launched rank, for `meridian replay --from-env` (see fromenv.h).
  *
- * The lists of variables are the agent's (agent/ENVIRONMENT.md, agent/base/config.c): the
+ * The lists of variables are the agent's (mrd_rank_vars, proto/runcfg.h): the
  * first variable of a list that is set decides, except that RANK, LOCAL_RANK and
  * WORLD_SIZE decide when all three are set (torchrun starts the workers, so it is the
  * innermost launcher: under `srun ... torchrun` every worker of a node inherits the node's
@@ -17,16 +17,6 @@
 #include <string.h>
 
 #include "runcfg.h"
-
-static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                        "SLURM_PROCID",         "RANK",      NULL};
-static const char *const local_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                         "SLURM_LOCALID", "LOCAL_RANK", NULL};
-static const char *const world_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
-                                         "WORLD_SIZE", NULL};
-static const char *const torch_rank[] = {"RANK", NULL};
-static const char *const torch_local[] = {"LOCAL_RANK", NULL};
-static const char *const torch_world[] = {"WORLD_SIZE", NULL};
 
 const char *mrd_fromenv_rank_vars(void)
 {
@@ -113,17 +103,16 @@ static int expand(const char *pattern, uint32_t rank, char *out, size_t cap, cha
 int mrd_fromenv_read(const char *pattern, int64_t rank_override, struct mrd_fromenv *out, char *why,
                      size_t why_cap)
 {
-    int torch = getenv("RANK") && getenv("LOCAL_RANK") && getenv("WORLD_SIZE"), rc;
-    const char *const *ranks = torch ? torch_rank : rank_vars;
-    const char *const *locals = torch ? torch_local : local_vars;
-    const char *const *worlds = torch ? torch_world : world_vars;
+    const struct mrd_rank_vars *vars =
+        mrd_rank_vars(getenv("RANK") && getenv("LOCAL_RANK") && getenv("WORLD_SIZE"));
+    int rc;
     memset(out, 0, sizeof *out);
     out->local_rank = out->world_size = MRD_FROMENV_UNSET;
     if (rank_override >= 0) {
         out->rank = (uint32_t)rank_override;
         out->rank_var = "--rank-base";
     } else {
-        rc = first_set(ranks, "rank", &out->rank, &out->rank_var, why, why_cap);
+        rc = first_set(vars->rank, "rank", &out->rank, &out->rank_var, why, why_cap);
         if (rc < 0)
             return rc;
         if (rc == 0) {
@@ -135,8 +124,10 @@ int mrd_fromenv_read(const char *pattern, int64_t rank_override, struct mrd_from
             return -EINVAL;
         }
     }
-    if ((rc = first_set(locals, "local rank", &out->local_rank, NULL, why, why_cap)) < 0 ||
-        (rc = first_set(worlds, "world size", &out->world_size, NULL, why, why_cap)) < 0)
+    rc = first_set(vars->local_rank, "local rank", &out->local_rank, NULL, why, why_cap);
+    if (rc >= 0)
+        rc = first_set(vars->world_size, "world size", &out->world_size, NULL, why, why_cap);
+    if (rc < 0)
         return rc;
     out->aggregator = getenv("MERIDIAN_AGGREGATOR");
     out->run_id = getenv("MERIDIAN_RUN_ID");

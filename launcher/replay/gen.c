@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+
 /* ---- names ---- */
 
 static const char *const kernel_names[] = {
@@ -130,10 +131,7 @@ struct mrd_gen {
     struct mrd_gen_config cfg;
     uint32_t kernel_ids[N_KERNEL_NAMES];
     uint32_t ids[S__COUNT];
-    /* id -> string for the resolver: builder ids are small, dense integers */
-    const char **by_id;
-    uint64_t *hash_by_id;
-    uint32_t by_id_len;
+    struct mrd_canon_strings strings; /* id -> string for the resolver */
 
     uint64_t rng, srng;
     int64_t now;      /* simulated local clock, ns */
@@ -172,39 +170,24 @@ static struct mrd_canon_event *push(struct mrd_gen *g, int kind)
     return e;
 }
 
+/* The builder's id of string s (0: it could not intern it) for the resolver. */
 static int remember(struct mrd_gen *g, uint32_t id, const char *s)
 {
     if (id == 0)
         return -ENOMEM;
-    if (id >= g->by_id_len) {
-        uint32_t n = id + 64;
-        const char **p = realloc(g->by_id, n * sizeof *p);
-        if (!p)
-            return -ENOMEM;
-        g->by_id = p;
-        uint64_t *h = realloc(g->hash_by_id, n * sizeof *h);
-        if (!h)
-            return -ENOMEM;
-        g->hash_by_id = h;
-        memset(p + g->by_id_len, 0, (n - g->by_id_len) * sizeof *p);
-        memset(h + g->by_id_len, 0, (n - g->by_id_len) * sizeof *h);
-        g->by_id_len = n;
-    }
-    g->by_id[id] = s;
-    g->hash_by_id[id] = mrd_canon_str_hash(s);
-    return 0;
+    return mrd_canon_strings_put(&g->strings, id, s, UINT32_MAX);
 }
 
 const char *mrd_gen_string(void *gen, uint32_t id)
 {
     struct mrd_gen *g = gen;
-    return id < g->by_id_len ? g->by_id[id] : NULL;
+    return mrd_canon_strings_get(&g->strings, id);
 }
 
 uint64_t mrd_gen_string_hash(void *gen, uint32_t id)
 {
     struct mrd_gen *g = gen;
-    return id < g->by_id_len ? g->hash_by_id[id] : 0;
+    return mrd_canon_strings_hash(&g->strings, id);
 }
 
 /* a kernel (and, for one in four, its launch API record) at the current time */
@@ -530,7 +513,6 @@ void mrd_gen_free(struct mrd_gen *g)
 {
     if (!g)
         return;
-    free(g->by_id);
-    free(g->hash_by_id);
+    mrd_canon_strings_free(&g->strings);
     free(g);
 }

@@ -26,13 +26,7 @@
 #include "gen.h"
 #include "split.h"
 
-#define STRMAP_MAX (1u << 20) /* capture string ids above this are refused */
-
-struct strmap {
-    char **v;
-    uint64_t *h; /* mrd_canon_str_hash of v[i] */
-    uint32_t n;
-};
+#define CAPTURE_STRING_IDS (1u << 20) /* capture string ids from here on are refused */
 
 struct rank_run {
     const struct mrd_rank_opts *o;
@@ -287,47 +281,8 @@ fail:
 
 /* ---- capture replay ---- */
 
-static const char *strmap_get(void *ctx, uint32_t id)
-{
-    struct strmap *m = ctx;
-    return id < m->n ? m->v[id] : NULL;
-}
-
-static uint64_t strmap_hash(void *ctx, uint32_t id)
-{
-    struct strmap *m = ctx;
-    return id < m->n ? m->h[id] : 0;
-}
-
-static int strmap_put(struct strmap *m, uint32_t id, const char *s)
-{
-    if (id == 0 || id >= STRMAP_MAX)
-        return -MRD_ERR_MALFORMED;
-    if (id >= m->n) {
-        uint32_t n = id * 2 < STRMAP_MAX ? id * 2 : STRMAP_MAX;
-        char **v = realloc(m->v, n * sizeof *v);
-        if (!v)
-            return -ENOMEM;
-        m->v = v;
-        uint64_t *h = realloc(m->h, n * sizeof *h);
-        if (!h)
-            return -ENOMEM;
-        m->h = h;
-        memset(v + m->n, 0, (n - m->n) * sizeof *v);
-        memset(h + m->n, 0, (n - m->n) * sizeof *h);
-        m->n = n;
-    }
-    char *d = strdup(s ? s : "");
-    if (!d)
-        return -ENOMEM;
-    free(m->v[id]);
-    m->v[id] = d;
-    m->h[id] = mrd_canon_str_hash(d);
-    return 0;
-}
-
 /* Counts and hashes every event of a checked batch. Returns the number of events. */
-static uint64_t hash_batch(const Meridian__V1__Batch *m, struct strmap *map, uint64_t *sum,
+static uint64_t hash_batch(const Meridian__V1__Batch *m, struct mrd_canon_strings *map, uint64_t *sum,
                            uint64_t by_kind[MRD_EV__COUNT], FILE *dump)
 {
     struct mrd_batch_cursor cur;
@@ -338,9 +293,9 @@ static uint64_t hash_batch(const Meridian__V1__Batch *m, struct strmap *map, uin
         mrd_batch_cursor_init(&cur, m);
         e.kind = k;
         while (mrd_batch_next_any(&cur, k, &e.u)) {
-            *sum += mrd_canon_hash(&e, strmap_hash, map);
+            *sum += mrd_canon_hash(&e, mrd_canon_strings_hash, map);
             if (dump)
-                dump_event(dump, &e, strmap_get, map);
+                dump_event(dump, &e, mrd_canon_strings_get, map);
             by_kind[k]++;
             n++;
         }
@@ -356,7 +311,7 @@ static int emit_part(void *ctx, uint64_t seq, uint8_t *frame, size_t len, uint64
 
 /* Sends the events of checked batch m (n events, hashes summing to sum) as several batches
  * within `limit`, from seq `seq` on (split.h). */
-static int resplit(struct rank_run *r, const Meridian__V1__Batch *m, struct strmap *map,
+static int resplit(struct rank_run *r, const Meridian__V1__Batch *m, struct mrd_canon_strings *map,
                    uint64_t instance, uint32_t limit, uint64_t seq, uint64_t n, uint64_t sum)
 {
     struct mrd_split_config sc = {
@@ -365,8 +320,8 @@ static int resplit(struct rank_run *r, const Meridian__V1__Batch *m, struct strm
         .agent_instance = instance,
         .max_frame = limit,
         .compress_level = r->o->compress,
-        .string = strmap_get,
-        .string_hash = strmap_hash,
+        .string = mrd_canon_strings_get,
+        .string_hash = mrd_canon_strings_hash,
         .string_ctx = map,
         .emit = emit_part,
         .emit_ctx = r,
@@ -385,7 +340,7 @@ static int resplit(struct rank_run *r, const Meridian__V1__Batch *m, struct strm
     return rc;
 }
 
-static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strmap *map,
+static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct mrd_canon_strings *map,
                         uint64_t instance, const struct mrd_filter *filter)
 {
     struct mrd_filter_saved saved;
@@ -400,7 +355,8 @@ static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct strma
         return rc;
     }
     for (size_t i = 0; i < m->n_strings; i++)
-        if ((rc = strmap_put(map, m->strings[i]->id, m->strings[i]->value)) < 0)
+        if ((rc = mrd_canon_strings_put(map, m->strings[i]->id, m->strings[i]->value,
+                                        CAPTURE_STRING_IDS)) < 0)
             return rc;
     if ((rc = mrd_filter_apply(filter, m, &saved)) < 0)
         return rc;
@@ -441,7 +397,7 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
     const struct mrd_rank_opts *o = r->o;
     struct mrd_capfile *f = NULL;
     Meridian__V1__Hello *hello = NULL;
-    struct strmap map = {0};
+    struct mrd_canon_strings map = {0};
     struct mrd_filter filter = {.kinds = o->kinds};
     uint64_t last_seq = 0, instance = 0;
     int rc = 0, type;
@@ -504,10 +460,7 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
 fail:
     if (rc < 0)
         fail_why(r->res, rc, "replaying capture");
-    for (uint32_t i = 0; i < map.n; i++)
-        free(map.v[i]);
-    free(map.v);
-    free(map.h);
+    mrd_canon_strings_free(&map);
     mrd_filter_free(&filter);
     mrd_capfile_close(f);
     r->hello = hello; /* the client's config points into it: freed after the client */

@@ -1,0 +1,47 @@
+/* Caller-owned arrays that grow (array.h). */
+#include "array.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The pointer at items_ptr is read and written through memcpy: the caller's T * and a
+ * void * may differ in type, never in representation on the platforms we build for. */
+static int resize(void *items_ptr, size_t n, size_t elem)
+{
+    void *items;
+    if (elem && n > SIZE_MAX / elem)
+        return -ENOMEM;
+    memcpy(&items, items_ptr, sizeof(items));
+    void *grown = realloc(items, n * elem);
+    if (!grown)
+        return -ENOMEM;
+    memcpy(items_ptr, &grown, sizeof(grown));
+    return 0;
+}
+
+int mrd_array_reserve(void *items_ptr, size_t *cap, size_t n, size_t elem, size_t first, size_t max)
+{
+    if (n < *cap)
+        return 0;
+    size_t ncap = *cap ? *cap * 2 : first;
+    if (max && ncap > max)
+        return -E2BIG;
+    int rc = resize(items_ptr, ncap, elem);
+    if (rc < 0)
+        return rc;
+    *cap = ncap;
+    return 0;
+}
+
+int mrd_array_extend(void *items_ptr, size_t old, size_t n, size_t elem)
+{
+    int rc = resize(items_ptr, n, elem);
+    if (rc < 0)
+        return rc;
+    char *items;
+    memcpy(&items, items_ptr, sizeof(items));
+    memset(items + old * elem, 0, (n - old) * elem);
+    return 0;
+}

@@ -1,0 +1,29 @@
+/* Caller-owned arrays that grow: the one home of the realloc-and-double step that the
+ * aggregator's clock passes, the launcher's diff and replay and their readers of a
+ * database all need.
+ *
+ * An array is a pointer the caller owns (T *items, NULL when empty) and its capacity or
+ * length in elements, kept by the caller; these functions only resize it. Both leave
+ * the array as it was when they fail, so the caller's one cleanup path frees it.
+ * No locks: an array belongs to the thread that grows it. Not for the agent's hot path
+ * (they allocate).
+ */
+#ifndef MRD_ARRAY_H
+#define MRD_ARRAY_H
+
+#include <stddef.h>
+
+/* Makes room for the element at index n of the array at *items_ptr (a T **), whose
+ * capacity is *cap elements of elem bytes: nothing to do while n < *cap; otherwise the
+ * capacity becomes `first` (from 0) or twice *cap. With max > 0, a capacity above max
+ * is refused. Returns 0 (the element at index n exists), -ENOMEM (no memory) or
+ * -E2BIG (the new capacity would pass max); *items_ptr and *cap change only on 0. */
+int mrd_array_reserve(void *items_ptr, size_t *cap, size_t n, size_t elem, size_t first,
+                      size_t max);
+
+/* Resizes the array at *items_ptr (a T **) from old to n > old elements of elem bytes,
+ * the new ones zeroed; the caller records n as the new length. Returns 0 or -ENOMEM
+ * (*items_ptr unchanged). */
+int mrd_array_extend(void *items_ptr, size_t old, size_t n, size_t elem);
+
+#endif

@@ -1,0 +1,74 @@
+/* proto_array: the growing arrays of proto/array.h against a trivial model.
+ *
+ * The model is a fixed buffer the size of the largest array the test builds and the
+ * capacity rule written out as arithmetic: the capacity after reserving index n is the
+ * smallest of first, 2*first, 4*first, ... above n. Every element the test appended
+ * must read back, every element mrd_array_extend added must read zero, and a capacity
+ * over max must be refused with the array unchanged. */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "array.h"
+#include "check.h"
+
+#define N 5000
+
+static size_t model_cap(size_t n, size_t first)
+{
+    size_t cap = first;
+    while (cap <= n)
+        cap *= 2;
+    return cap;
+}
+
+int main(void)
+{
+    static uint64_t model[N];
+    uint64_t *items = NULL;
+    size_t cap = 0;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+
+    for (size_t n = 0; n < N; n++) {
+        CHECK_OK(mrd_array_reserve(&items, &cap, n, sizeof(*items), 48, 0));
+        CHECK_UEQ(cap, model_cap(n, 48));
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        items[n] = model[n] = x;
+    }
+    for (size_t i = 0; i < N; i++)
+        CHECK_UEQ(items[i], model[i]);
+
+    /* a limit: 48 -> 96 -> 192 fits under 200, the next doubling does not */
+    uint32_t *small = NULL;
+    size_t small_cap = 0;
+    for (size_t n = 0; n < 192; n++) {
+        CHECK_OK(mrd_array_reserve(&small, &small_cap, n, sizeof(*small), 48, 200));
+        small[n] = (uint32_t)n;
+    }
+    CHECK_EQ(mrd_array_reserve(&small, &small_cap, 192, sizeof(*small), 48, 200), -E2BIG);
+    CHECK_UEQ(small_cap, 192);
+    for (uint32_t i = 0; i < 192; i++)
+        CHECK_UEQ(small[i], i);
+    /* a size that cannot be counted in bytes is refused as out of memory, array kept */
+    CHECK_EQ(mrd_array_reserve(&small, &small_cap, 192, SIZE_MAX / 100, 48, 0), -ENOMEM);
+    CHECK_UEQ(small_cap, 192);
+    CHECK_UEQ(small[191], 191);
+
+    /* extend: old elements kept, new ones zero, in steps of odd sizes */
+    uint64_t *ext = NULL;
+    size_t len = 0;
+    for (size_t n = 7; n < 3000; n = n * 3 + 1) {
+        CHECK_OK(mrd_array_extend(&ext, len, n, sizeof(*ext)));
+        for (size_t i = 0; i < len; i++)
+            CHECK_UEQ(ext[i], model[i]);
+        for (size_t i = len; i < n; i++)
+            CHECK_UEQ(ext[i], 0);
+        for (size_t i = len; i < n; i++)
+            ext[i] = model[i];
+        len = n;
+    }
+    free(items);
+    free(small);
+    free(ext);
+    return 0;
+}
