@@ -13,7 +13,10 @@ pkgs=(build-essential cmake ninja-build pkg-config git
       # python3-yaml to read the Kubernetes manifests in deploy/k8s
       slurm-wlm munge python3-torch systemd dpkg-dev python3-yaml
       # tests/export: zlib for the native trace, Debian's protoc to decode it
-      zlib1g-dev protobuf-compiler)
+      zlib1g-dev protobuf-compiler
+      # tests/analysis: the HTML report rendered in headless Chromium (analysis_html);
+      # c++filt (binutils) as the demangling oracle of analysis_why
+      chromium binutils)
 # tests/export: node + npm install the pinned speedscope package into the build tree; a
 # node that brings its own npm (another distribution's package) is kept as it is
 command -v node >/dev/null || pkgs+=(nodejs)
