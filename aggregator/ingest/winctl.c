@@ -493,7 +493,7 @@ void mrd_winctl_report_profiler(struct mrd_winctl *w, uint32_t rank, uint64_t st
                                 int64_t now_ms)
 {
     if (stops > starts)
-        stops = starts; /* alternating counts never say this: read as no stop */
+        return; /* alternating counts never say this: not an agent's report */
     int active = w->api_id || w->api_pending;
     if (active && stops >= w->api_starts)
         api_close(w, rank, stop_step, now_ms);

@@ -122,7 +122,8 @@ void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun
 /* A ClockProbe of `rank` said its application's profiler API calls: effective starts and
  * stops so far and its step counter at the latest of each (all 0: none; conn.c calls this
  * only when starts is non-zero). Opens or narrows a PROFILER_API window by the rule above
- * (logged). Call after mrd_winctl_report of the same probe. Never fails. */
+ * (logged). Counts with more stops than starts are ignored. Call after mrd_winctl_report of
+ * the same probe. Never fails. */
 void mrd_winctl_report_profiler(struct mrd_winctl *w, uint32_t rank, uint64_t starts,
                                 uint64_t start_step, uint64_t stops, uint64_t stop_step,
                                 int64_t now_ms);
