@@ -1,11 +1,12 @@
 /* Step control: the process's step counter and the windows the aggregator asks for.
  *
  * Where it sits: in agent/base, below capture, core and transport, so that capture and
- * transport both reach it by plain calls and neither calls the other. Capture (agent/capture/window.c) counts steps here as the application
- * pushes and pops its NVTX step ranges and asks here whether a step belongs to a window the
- * aggregator requested; transport (agent/transport/clocklink.c) reads the counter into
- * every ClockProbe and hands every ClockReply's WindowRequests in. Test programs that
- * drive the agent without capture (tests/agent/agent_synth.c) use the same calls.
+ * transport both reach it by plain calls and neither calls the other. Capture
+ * (agent/capture/window.c) counts steps here as the application pushes and pops its NVTX step
+ * ranges and asks here whether a step belongs to a window the aggregator requested; transport
+ * (agent/transport/clocklink.c) reads the counter into every ClockProbe and hands every
+ * ClockReply's WindowRequests in. Test programs that drive the agent without capture
+ * (tests/agent/agent_synth.c) use the same calls.
  *
  * Requests: at most MRD_WINDOW_REQUESTS_MAX (proto/steps.h) kept; a request is acted on
  * once per id. One whose first step this process has already begun is refused and

@@ -309,8 +309,7 @@ static uint64_t choose_margin(struct mrd_winctl *w, char *mwhy, size_t mwhy_len)
                  w->cfg.margin, w->cfg.probe_interval_ms, (double)w->median / 1e6,
                  (unsigned long long)m);
     } else {
-        snprintf(mwhy, mwhy_len, "the least margin %u: no step time reported yet",
-                 w->cfg.margin);
+        snprintf(mwhy, mwhy_len, "the least margin %u: no step time reported yet", w->cfg.margin);
     }
     return margin;
 }
@@ -429,11 +428,11 @@ static void api_open_pending(struct mrd_winctl *w, int64_t now)
     if (!w->api_pending)
         return;
     snprintf(cause, sizeof(cause),
-             "rank %u called cudaProfilerStart at its step %llu; open until a stop is "
-             "reported, at most %d steps",
+             "rank %u called cudaProfilerStart/cuProfilerStart with %llu steps begun; open "
+             "until a stop is reported, at most %d steps",
              w->api_rank, (unsigned long long)w->api_step, MRD_WINCTL_LENGTH_MAX);
-    int rc = mrd_winctl_open(w, MRD_WINDOW_PROFILER_API, MRD_WINCTL_LENGTH_MAX, cause, now, &c,
-                             why, sizeof(why));
+    int rc = mrd_winctl_open(w, MRD_WINDOW_PROFILER_API, MRD_WINCTL_LENGTH_MAX, cause, now, &c, why,
+                             sizeof(why));
     if (rc == 0) {
         w->api_id = c.req.id;
         w->api_pending = 0;
@@ -454,8 +453,9 @@ static void api_close(struct mrd_winctl *w, uint32_t rank, uint64_t step, int64_
 {
     char mwhy[160];
     if (w->api_pending) {
-        say(w, "no profiler_api window: rank %u called cudaProfilerStop at its step %llu "
-               "before the window of rank %u's start could open",
+        say(w,
+            "no profiler_api window: rank %u called cudaProfilerStop/cuProfilerStop with "
+            "%llu steps begun, before the window of rank %u's start could open",
             rank, (unsigned long long)step, w->api_rank);
         w->api_pending = 0;
         return;
@@ -467,8 +467,9 @@ static void api_close(struct mrd_winctl *w, uint32_t rank, uint64_t step, int64_
     uint64_t id = w->api_id;
     w->api_id = 0;
     if (!q) {
-        say(w, "window %llu (profiler_api) had ended already when rank %u called "
-               "cudaProfilerStop at its step %llu",
+        say(w,
+            "window %llu (profiler_api) had ended already when rank %u called "
+            "cudaProfilerStop/cuProfilerStop with %llu steps begun",
             (unsigned long long)id, rank, (unsigned long long)step);
         return;
     }
@@ -481,7 +482,7 @@ static void api_close(struct mrd_winctl *w, uint32_t rank, uint64_t step, int64_
     say(w,
         "window %llu (profiler_api) narrowed: steps %llu-%llu (%llu steps); last = the larger "
         "of its first step %llu and highest step counter %llu + margin %llu (%s); rank %u "
-        "called cudaProfilerStop at its step %llu",
+        "called cudaProfilerStop/cuProfilerStop with %llu steps begun",
         (unsigned long long)q->id, (unsigned long long)q->first, (unsigned long long)q->last,
         (unsigned long long)(q->last - q->first + 1), (unsigned long long)q->first,
         (unsigned long long)w->highest, (unsigned long long)margin, mwhy, rank,

@@ -4,8 +4,8 @@
  *
  * Where it sits: owned by the ingest loop. conn.c hands every ClockProbe's step info in
  * (mrd_winctl_report, mrd_winctl_report_profiler) and copies the active requests into
- * every ClockReply (mrd_winctl_active); control.c opens on-demand windows (mrd_winctl_open); the loop's
- * tick expires requests and fires the delayed window (mrd_winctl_tick). No sockets, no
+ * every ClockReply (mrd_winctl_active); control.c opens on-demand windows (mrd_winctl_open); the
+ * loop's tick expires requests and fires the delayed window (mrd_winctl_tick). No sockets, no
  * protobuf, no clock of its own: every call gets the loop's monotonic time in ms.
  *
  * The rules (aggregator/daemon --help says them to users):

@@ -140,8 +140,8 @@ static void test_narrow(void)
     CHECK_EQ(mrd_stepctl_request(101, f, f + 8, MRD_WINDOW_PROFILER_API), 2);     /* in time */
     CHECK_EQ(mrd_stepctl_requested((int64_t)f + 8, NULL), 1);
     CHECK_EQ(mrd_stepctl_requested((int64_t)f + 9, NULL), 0);
-    CHECK_EQ(mrd_stepctl_request(101, f, f + 8, MRD_WINDOW_PROFILER_API), 0);  /* same last */
-    CHECK_EQ(mrd_stepctl_request(101, f, f + 20, MRD_WINDOW_PROFILER_API), 0); /* wider */
+    CHECK_EQ(mrd_stepctl_request(101, f, f + 8, MRD_WINDOW_PROFILER_API), 0);     /* same last */
+    CHECK_EQ(mrd_stepctl_request(101, f, f + 20, MRD_WINDOW_PROFILER_API), 0);    /* wider */
     CHECK_EQ(mrd_stepctl_request(101, f + 1, f + 3, MRD_WINDOW_PROFILER_API), 0); /* other first */
     CHECK_EQ(mrd_stepctl_requested((int64_t)f + 8, NULL), 1);
     CHECK_EQ(mrd_stepctl_requested((int64_t)f + 9, NULL), 0);

@@ -5,9 +5,9 @@
  * same id, successive pairs give successive windows, a pair inside one report gives a
  * window of its own, a start waits for a step counter or a free slot, a stop cancels a
  * start still waiting, the open window outlives its ttl, and a stop after the window ended
- * narrows nothing; counts with more stops than starts are ignored. The expected steps are computed here from the reported counters: every
- * report uses 100 ms steps and the default 500 ms probe interval, so the margin is
- * max(2, ceil(2 x 500 / 100)) = 10.
+ * narrows nothing; counts with more stops than starts are ignored. The expected steps are computed
+ * here from the reported counters: every report uses 100 ms steps and the default 500 ms probe
+ * interval, so the margin is max(2, ceil(2 x 500 / 100)) = 10.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -84,7 +84,8 @@ static void test_open_narrow_repeat(void)
     expect_one(w, 1, 67, 67 + OPEN - 1);
     CHECK(logged("window 1 (profiler_api): steps 67-100066 (100000 steps) = highest step "
                  "counter 57 (of 2 ranks) + margin 10"));
-    CHECK(logged("rank 0 called cudaProfilerStart at its step 50; open until a stop"));
+    CHECK(
+        logged("rank 0 called cudaProfilerStart/cuProfilerStart with 50 steps begun; open until"));
     /* the same counts again (a repeated probe), and rank 1's start of the same pair */
     mrd_winctl_report_profiler(w, 0, 1, 50, 0, 0, 10);
     mrd_winctl_report_profiler(w, 1, 1, 57, 0, 0, 10);
@@ -110,8 +111,8 @@ static void test_open_narrow_repeat(void)
     mrd_winctl_report_profiler(w, 0, 2, 93, 1, 80, 50);
     expect_one(w, 2, 93 + MARGIN, 93 + MARGIN + OPEN - 1);
     steps(w, 120, 60);
-    mrd_winctl_report_profiler(w, 1, 2, 95, 1, 84, 60); /* rank 1's start: nothing */
-    mrd_winctl_report_profiler(w, 1, 2, 95, 2, 118, 60);  /* rank 1's stop closes it */
+    mrd_winctl_report_profiler(w, 1, 2, 95, 1, 84, 60);  /* rank 1's start: nothing */
+    mrd_winctl_report_profiler(w, 1, 2, 95, 2, 118, 60); /* rank 1's stop closes it */
     expect_one(w, 2, 103, 130);
     mrd_winctl_free(w);
 }
@@ -146,7 +147,8 @@ static void test_waits(void)
     /* a start before any step: the window waits for the first step counter */
     mrd_winctl_report_profiler(w, 0, 1, 0, 0, 0, 0);
     CHECK_EQ(nactive(w), 0);
-    CHECK(logged("the profiler_api window waits (rank 0 called cudaProfilerStart at its step 0"));
+    CHECK(logged("the profiler_api window waits (rank 0 called cudaProfilerStart/cuProfilerStart "
+                 "with 0 steps begun"));
     CHECK(logged("no rank has reported a step yet"));
     steps(w, 3, 100);
     mrd_winctl_tick(w, 100);
@@ -160,7 +162,8 @@ static void test_waits(void)
     steps(w, 3, 100);
     mrd_winctl_tick(w, 100);
     CHECK_EQ(nactive(w), 0);
-    CHECK(logged("no profiler_api window: rank 0 called cudaProfilerStop at its step 0 before"));
+    CHECK(logged("no profiler_api window: rank 0 called cudaProfilerStop/cuProfilerStop with 0 "
+                 "steps begun, before"));
     mrd_winctl_free(w);
 
     /* a full request list: the window waits for a free slot */
@@ -212,7 +215,8 @@ static void test_ttl_and_end(void)
     CHECK_EQ(nactive(w), 0);
     mrd_winctl_report_profiler(w, 0, 1, 10, 1, 20 + OPEN, 200);
     CHECK_EQ(nactive(w), 0);
-    CHECK(logged("window 1 (profiler_api) had ended already when rank 0 called cudaProfilerStop"));
+    CHECK(logged("window 1 (profiler_api) had ended already when rank 0 called "
+                 "cudaProfilerStop/cuProfilerStop"));
     mrd_winctl_report_profiler(w, 0, 2, 20 + OPEN + 1, 1, 20 + OPEN, 300);
     expect_one(w, 2, 20 + OPEN + 1 + MARGIN, 20 + OPEN + MARGIN + OPEN);
     mrd_winctl_free(w);
