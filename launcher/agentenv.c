@@ -92,6 +92,16 @@ int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv 
         free(v);
         if (rc < 0)
             goto fail;
+#if defined(__SANITIZE_ADDRESS__)
+        /* an ASan build of the tree: the preloaded libraries need the ASan runtime, which
+         * refuses to start unless it comes first in a process's library list */
+        const char *asan = getenv("ASAN_OPTIONS");
+        char opts[512];
+        snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
+                 asan && *asan ? ":" : "");
+        if ((rc = add(e, "ASAN_OPTIONS", opts)) < 0)
+            goto fail;
+#endif
     }
     for (char **p = environ; p && *p; p++) {
         const char *eq = strchr(*p, '=');

@@ -34,7 +34,8 @@ struct mrd_agentenv_config {
 /* Fills *e with the variables a rank needs: MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID,
  * MERIDIAN_SECRET_FILE, CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN and
  * NVTX_INJECTION64_PATH (= agent_lib), LD_PRELOAD (profapi_lib, then mpi_lib, ahead of
- * any existing value) when either is set, MERIDIAN_FORCE when asked, and every other MERIDIAN_* variable and
+ * any existing value) when either is set (in an ASan build of meridian also ASAN_OPTIONS
+ * with verify_asan_link_order=0, since the preloaded libraries then carry ASan), MERIDIAN_FORCE when asked, and every other MERIDIAN_* variable and
  * NCCL_NVLS_ENABLE found in this process's environment (so user settings travel too;
  * MERIDIAN_SECRET itself never does: the file does). Returns 0, -ENOMEM, or -E2BIG. */
 int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv *e);
