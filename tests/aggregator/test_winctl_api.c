@@ -79,7 +79,7 @@ static void test_open_narrow_repeat(void)
     struct mrd_winctl *w = make();
     mrd_winctl_report(w, 0, 50, STEP, STEP, 0);
     mrd_winctl_report(w, 1, 57, STEP, STEP, 0);
-    /* rank 0 called start at its step 50: first = highest 57 + 10 */
+    /* rank 0 called start with 50 steps begun: first = highest 57 + 10 */
     mrd_winctl_report_profiler(w, 0, 1, 50, 0, 0, 0);
     expect_one(w, 1, 67, 67 + OPEN - 1);
     CHECK(logged("window 1 (profiler_api): steps 67-100066 (100000 steps) = highest step "
@@ -90,7 +90,7 @@ static void test_open_narrow_repeat(void)
     mrd_winctl_report_profiler(w, 0, 1, 50, 0, 0, 10);
     mrd_winctl_report_profiler(w, 1, 1, 57, 0, 0, 10);
     expect_one(w, 1, 67, 67 + OPEN - 1);
-    /* the steps go on; rank 0 stops at its step 80, reported when the highest is 81 */
+    /* the steps go on; rank 0 stops with 80 steps begun, reported when the highest is 81 */
     mrd_winctl_report(w, 0, 80, STEP, STEP, 20);
     mrd_winctl_report(w, 1, 81, STEP, STEP, 20);
     mrd_winctl_report_profiler(w, 0, 1, 50, 1, 80, 20);
