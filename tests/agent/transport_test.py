@@ -779,8 +779,18 @@ def sc_profiler_api(a, wd):
     (first > start step + margin) and narrowed to last = max(first, highest + margin)
     after its stop (last > stop step + margin); both ranks ran exactly those steps; after
     `meridian finalize`, each rank's windows rows are those two with reason profiler_api;
-    agent_counters say 2 starts and 2 stops for rank 0, 1 and 1 for rank 1."""
+    agent_counters say 2 starts and 2 stops for rank 0, 1 and 1 for rank 1. With --profapi:
+    the library exports exactly the four functions, unversioned (so that they bind in place
+    of libcudart.so.13's and libcuda.so.1's versioned ones)."""
     check(a.meridian is not None, "--meridian is required for this scenario")
+    if a.profapi:
+        out = subprocess.run(["objdump", "-T", a.profapi], stdout=subprocess.PIPE, text=True,
+                             check=True).stdout
+        syms = {l.split()[-1]: l.split()[-2] for l in out.splitlines()
+                if " DF .text" in l or " DO .data" in l or " DO .bss" in l}
+        want = {n: "Base" for n in ("cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart",
+                                    "cuProfilerStop")}
+        check(syms == want, "libmeridian_profapi.so exports %r, want %r" % (syms, want))
     d = Daemon(a.meridiand, wd, extra=["--probe-interval-ms", "100"])
     d.start()
     pairs = {0: [(40, 120), (260, 300)], 1: [(260, 300)]}
@@ -873,7 +883,8 @@ def main():
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     ap.add_argument("--meridiand", required=True)
     ap.add_argument("--synth", required=True)
-    ap.add_argument("--meridian", help="the meridian CLI (scenario window)")
+    ap.add_argument("--meridian", help="the meridian CLI (scenarios window, profiler_api)")
+    ap.add_argument("--profapi", help="libmeridian_profapi.so (scenario profiler_api)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     wd = tempfile.mkdtemp(prefix="mrd-agent-%s-" % a.scenario)
