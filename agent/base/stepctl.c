@@ -165,6 +165,7 @@ int mrd_stepctl_requested(int64_t step, int *reason)
 
 void mrd_stepctl_profiler_call(int start)
 {
+    mrd_stepctl_register_counters(); /* a process without NVTX steps reports the calls too */
     uint64_t n = atomic_load(&sc.api_calls);
     for (;;) {
         if ((n & 1) == (start ? 1u : 0u))

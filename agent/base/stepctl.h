@@ -67,8 +67,9 @@ int mrd_stepctl_request(uint64_t id, uint64_t first, uint64_t last, int reason);
 int mrd_stepctl_requested(int64_t step, int *reason);
 
 /* The application called cudaProfilerStart (start = 1) or cudaProfilerStop (start = 0),
- * or their driver forms. Counted only when it changes the state (see above). Any thread:
- * a few atomics, no lock. */
+ * or their driver forms. Counted only when it changes the state (see above); registers
+ * the "window" counters (so a process without NVTX steps reports its calls too). Any
+ * thread: a few atomics, no lock. */
 void mrd_stepctl_profiler_call(int start);
 
 /* For a clock probe: the effective starts and stops so far and steps_begun at the latest
