@@ -21,8 +21,7 @@ int main(void)
     const char *path = getenv("CUDA_INJECTION64_PATH");
     void *agent = path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
     if (!agent) {
-        fprintf(stderr, "profapi-local: cannot load %s: %s\n", path ? path : "(unset)",
-                dlerror());
+        fprintf(stderr, "profapi-local: cannot load %s: %s\n", path ? path : "(unset)", dlerror());
         return 2;
     }
     int (*start)(void) = NULL;
