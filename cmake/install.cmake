@@ -6,6 +6,7 @@
 #   bin/meridian, bin/meridiand
 #   lib/meridian/libmeridian.so         the agent (CUDA injection, NCCL plugin, NVTX)
 #   lib/meridian/libmeridian_mpi.so     the PMPI wrappers (RUNPATH $ORIGIN: finds the agent)
+#   lib/meridian/libmeridian_profapi.so the cudaProfilerStart/Stop interposers
 #   share/meridian/SCHEMA.md            the database schema reference (aggregator/SCHEMA.md)
 #   share/meridian/examples/            the recorded 2-rank job of the quick start
 #   share/meridian/deploy/              Slurm, systemd, container and Kubernetes files
@@ -36,6 +37,9 @@ if(TARGET meridian_mpi)
   # libmeridian_mpi.so needs libmeridian.so (its bridge), which sits beside it
   set_target_properties(meridian_mpi PROPERTIES INSTALL_RPATH "\$ORIGIN")
   install(TARGETS meridian_mpi LIBRARY DESTINATION ${MRD_INSTALL_PRIVLIB} COMPONENT meridian)
+endif()
+if(TARGET meridian_profapi)
+  install(TARGETS meridian_profapi LIBRARY DESTINATION ${MRD_INSTALL_PRIVLIB} COMPONENT meridian)
 endif()
 
 install(FILES aggregator/SCHEMA.md DESTINATION ${CMAKE_INSTALL_DATADIR}/meridian

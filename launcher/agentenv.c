@@ -27,6 +27,9 @@ extern char **environ;
 #ifndef MRD_BUILTIN_MPI
 #define MRD_BUILTIN_MPI ""
 #endif
+#ifndef MRD_BUILTIN_PROFAPI
+#define MRD_BUILTIN_PROFAPI ""
+#endif
 
 static const char *const daemon_rel[] = {"meridiand", "../sbin/meridiand",
                                          "../libexec/meridian/meridiand",
@@ -37,6 +40,9 @@ static const char *const agent_rel[] = {"libmeridian.so", "../lib/libmeridian.so
 static const char *const mpi_rel[] = {"libmeridian_mpi.so", "../lib/libmeridian_mpi.so",
                                       "../lib/meridian/libmeridian_mpi.so",
                                       "../agent/mpi/libmeridian_mpi.so", NULL};
+static const char *const profapi_rel[] = {"libmeridian_profapi.so", "../lib/libmeridian_profapi.so",
+                                          "../lib/meridian/libmeridian_profapi.so",
+                                          "../agent/profapi/libmeridian_profapi.so", NULL};
 
 static int add(struct mrd_agentenv *e, const char *name, const char *value)
 {
@@ -72,19 +78,30 @@ int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv 
         goto fail;
     if (c->force && (rc = add(e, "MERIDIAN_FORCE", "1")) < 0)
         goto fail;
-    if (c->mpi_lib) {
-        const char *old = getenv("LD_PRELOAD");
-        size_t len = strlen(c->mpi_lib) + (old ? strlen(old) : 0) + 2;
+    if (c->mpi_lib || c->profapi_lib) {
+        const char *old = getenv("LD_PRELOAD"), *pa = c->profapi_lib, *mpi = c->mpi_lib;
+        size_t len = (pa ? strlen(pa) : 0) + (mpi ? strlen(mpi) : 0) + (old ? strlen(old) : 0) + 3;
         char *v = malloc(len);
         if (!v) {
             rc = -ENOMEM;
             goto fail;
         }
-        snprintf(v, len, "%s%s%s", c->mpi_lib, old && *old ? ":" : "", old ? old : "");
+        snprintf(v, len, "%s%s%s%s%s", pa ? pa : "", pa && mpi ? ":" : "", mpi ? mpi : "",
+                 old && *old ? ":" : "", old ? old : "");
         rc = add(e, "LD_PRELOAD", v);
         free(v);
         if (rc < 0)
             goto fail;
+#if defined(__SANITIZE_ADDRESS__)
+        /* an ASan build of the tree: the preloaded libraries need the ASan runtime, which
+         * refuses to start unless it comes first in a process's library list */
+        const char *asan = getenv("ASAN_OPTIONS");
+        char opts[512];
+        snprintf(opts, sizeof(opts), "%s%sverify_asan_link_order=0", asan ? asan : "",
+                 asan && *asan ? ":" : "");
+        if ((rc = add(e, "ASAN_OPTIONS", opts)) < 0)
+            goto fail;
+#endif
     }
     for (char **p = environ; p && *p; p++) {
         const char *eq = strchr(*p, '=');
@@ -330,6 +347,12 @@ int mrd_agentenv_find_mpi(const char *explicit_path, char *out, size_t n)
 {
     return mrd_agentenv_locate(explicit_path, "MERIDIAN_MPI_LIB", mpi_rel, MRD_BUILTIN_MPI, 0,
                                "libmeridian_mpi.so", out, n);
+}
+
+int mrd_agentenv_find_profapi(const char *explicit_path, char *out, size_t n)
+{
+    return mrd_agentenv_locate(explicit_path, "MERIDIAN_PROFAPI_LIB", profapi_rel,
+                               MRD_BUILTIN_PROFAPI, 0, "libmeridian_profapi.so", out, n);
 }
 
 int mrd_agentenv_abs_path(const char *path, char *out, size_t n)

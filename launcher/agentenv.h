@@ -27,13 +27,15 @@ struct mrd_agentenv_config {
     const char *secret_file; /* absolute path */
     const char *agent_lib;   /* absolute path of libmeridian.so; NULL/"": not injected */
     const char *mpi_lib;     /* absolute path of libmeridian_mpi.so, NULL: no MPI wrappers */
+    const char *profapi_lib; /* absolute path of libmeridian_profapi.so, NULL: not preloaded */
     int force;               /* set MERIDIAN_FORCE=1 (a single process is rank 0) */
 };
 
 /* Fills *e with the variables a rank needs: MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID,
  * MERIDIAN_SECRET_FILE, CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN and
- * NVTX_INJECTION64_PATH (= agent_lib), LD_PRELOAD (mpi_lib ahead of any existing value)
- * when mpi_lib is set, MERIDIAN_FORCE when asked, and every other MERIDIAN_* variable and
+ * NVTX_INJECTION64_PATH (= agent_lib), LD_PRELOAD (profapi_lib, then mpi_lib, ahead of
+ * any existing value) when either is set (in an ASan build of meridian also ASAN_OPTIONS
+ * with verify_asan_link_order=0, since the preloaded libraries then carry ASan), MERIDIAN_FORCE when asked, and every other MERIDIAN_* variable and
  * NCCL_NVLS_ENABLE found in this process's environment (so user settings travel too;
  * MERIDIAN_SECRET itself never does: the file does). Returns 0, -ENOMEM, or -E2BIG. */
 int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv *e);
@@ -101,13 +103,15 @@ int mrd_agentenv_locate(const char *explicit_path, const char *env, const char *
                         size_t n);
 
 /* The components, found as `meridian profile`, `run` and `doctor` agree to: an explicit
- * path (must exist), then $MERIDIAN_DAEMON / $MERIDIAN_AGENT_LIB / $MERIDIAN_MPI_LIB,
+ * path (must exist), then $MERIDIAN_DAEMON / $MERIDIAN_AGENT_LIB / $MERIDIAN_MPI_LIB /
+ * $MERIDIAN_PROFAPI_LIB,
  * then next to the executable and in ../sbin, ../lib, ../lib/meridian, ../libexec/meridian
  * (installed), then the build tree (paths compiled in), then (meridiand only) $PATH.
  * Return 0 with an absolute path in out, or -ENOENT. */
 int mrd_agentenv_find_daemon(const char *explicit_path, char *out, size_t n);
 int mrd_agentenv_find_agent(const char *explicit_path, char *out, size_t n);
 int mrd_agentenv_find_mpi(const char *explicit_path, char *out, size_t n);
+int mrd_agentenv_find_profapi(const char *explicit_path, char *out, size_t n);
 
 /* Absolute form of a path whose folder exists (the file itself need not). Returns 0, or
  * -errno / -EINVAL. */

@@ -776,6 +776,11 @@ int mrd_cli_profile(int argc, char **argv)
     if (s.have_mpi && (at >= 0 || mrd_agentenv_has(&ls, MRD_KIND_SLURM) >= 0) &&
         mrd_agentenv_has(&ls, MRD_KIND_TORCH) < 0)
         ec.mpi_lib = s.mpi;
+    /* the cudaProfilerStart/Stop interposers go to every rank that gets the agent (no
+     * dependency: they load anywhere, torchrun's workers included) */
+    char profapi[PATH_MAX];
+    if (s.have_agent && mrd_agentenv_find_profapi(NULL, profapi, sizeof(profapi)) == 0)
+        ec.profapi_lib = profapi;
     if (s.nshards > 1 && getenv("MERIDIAN_SHARD_ID")) {
         /* with a list each rank's shard id is its entry's index; a set value would make
          * the agent inert on every rank but one in N (agent/ENVIRONMENT.md) */

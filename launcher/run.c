@@ -120,6 +120,9 @@ int mrd_cli_run(int argc, char **argv)
                                      .agent_lib = agent,
                                      .mpi_lib = have_mpi ? mpi : NULL,
                                      .force = !any_rank};
+    char profapi[PATH_MAX]; /* the cudaProfilerStart/Stop interposers, when installed */
+    if (mrd_agentenv_find_profapi(NULL, profapi, sizeof(profapi)) == 0)
+        ec.profapi_lib = profapi;
     if ((rc = mrd_agentenv_build(&ec, &env)) < 0 || (rc = mrd_agentenv_apply(&env)) < 0) {
         fprintf(stderr, "meridian run: environment: %s\n", mrd_strerror(rc));
         return MRD_CLI_EXIT_SETUP;

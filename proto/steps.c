@@ -188,6 +188,8 @@ const char *mrd_window_reason_name(int reason)
         return "trigger";
     case MRD_WINDOW_DELAY:
         return "delay";
+    case MRD_WINDOW_PROFILER_API:
+        return "profiler_api";
     default:
         return "unknown";
     }

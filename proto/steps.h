@@ -42,6 +42,7 @@ enum mrd_window_reason {
     MRD_WINDOW_ON_DEMAND = 3, /* the aggregator, asked by `meridian window` */
     MRD_WINDOW_TRIGGER = 4,   /* the aggregator, a rank's step time over the threshold */
     MRD_WINDOW_DELAY = 5,     /* the aggregator, a delay and duration converted to steps */
+    MRD_WINDOW_PROFILER_API = 6, /* the aggregator, the application's cudaProfilerStart/Stop */
 };
 
 /* Window requests an aggregator keeps and sends at once (ClockReply.windows), and an
@@ -73,7 +74,7 @@ int mrd_windows_parse(const char *spec, struct mrd_windows *w, char *why, size_t
 int mrd_windows_holds(const struct mrd_windows *w, int64_t step, int *reason);
 
 /* Stable lower-case name of a reason ("range", "periodic", "on_demand", "trigger",
- * "delay"; "unknown" otherwise). */
+ * "delay", "profiler_api"; "unknown" otherwise). */
 const char *mrd_window_reason_name(int reason);
 
 /* Writes the specification back in its canonical form (for logs and --help). */

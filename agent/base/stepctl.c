@@ -18,7 +18,9 @@ struct slot {
 static struct {
     _Atomic int64_t begun, last_ns, longest_ns;
     struct slot s[MRD_WINDOW_REQUESTS_MAX];
-    _Atomic uint64_t accepted, late, full;
+    _Atomic uint64_t accepted, late, full, narrowed_late;
+    /* profiler API: effective calls alternate start, stop, ...; odd = started */
+    _Atomic uint64_t api_calls, api_start_step, api_stop_step;
     /* the ids last refused (flusher thread only): the aggregator repeats a request in
      * every reply until it is past, and one refusal is counted once */
     uint64_t refused[MRD_WINDOW_REQUESTS_MAX];
@@ -81,6 +83,30 @@ static int read_slot(int i, uint64_t *id, int64_t *first, int64_t *last, int *re
     }
 }
 
+/* Writes slot i's last under its sequence (flusher thread only; rare, so sequentially
+ * consistent stores, which also need no fence that TSan cannot follow). */
+static void write_last(int i, int64_t last)
+{
+    struct slot *s = &sc.s[i];
+    uint32_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
+    atomic_store(&s->seq, q + 1);
+    atomic_store(&s->last, last);
+    atomic_store(&s->seq, q + 2);
+}
+
+/* A repeat of the request held in slot i (first f, last l): narrows it to `last` when that
+ * is smaller (same first). Returns 0 (nothing to narrow), 2 (in time) or 3 (late). */
+static int narrow(int i, int64_t f, int64_t l, int64_t first, int64_t last, int64_t begun)
+{
+    if (first != f || last >= l)
+        return 0;
+    write_last(i, last);
+    if (last >= begun)
+        return 2;
+    atomic_fetch_add(&sc.narrowed_late, 1);
+    return 3;
+}
+
 int mrd_stepctl_request(uint64_t id, uint64_t first, uint64_t last, int reason)
 {
     if (id == 0 || first > last || last > (uint64_t)MRD_WINDOW_STEP_MAX)
@@ -97,7 +123,7 @@ int mrd_stepctl_request(uint64_t id, uint64_t first, uint64_t last, int reason)
             continue;
         }
         if (sid == id)
-            return 0;
+            return narrow(i, f, l, (int64_t)first, (int64_t)last, begun);
         if (l + 1 < begun && free_slot < 0) /* past: its slot may be reused */
             free_slot = i;
     }
@@ -137,6 +163,29 @@ int mrd_stepctl_requested(int64_t step, int *reason)
     return 0;
 }
 
+void mrd_stepctl_profiler_call(int start)
+{
+    mrd_stepctl_register_counters(); /* a process without NVTX steps reports the calls too */
+    uint64_t n = atomic_load(&sc.api_calls);
+    for (;;) {
+        if ((n & 1) == (start ? 1u : 0u))
+            return; /* already started (stopped): CUDA ignores it too */
+        if (atomic_compare_exchange_weak(&sc.api_calls, &n, n + 1))
+            break;
+    }
+    atomic_store(start ? &sc.api_start_step : &sc.api_stop_step, (uint64_t)atomic_load(&sc.begun));
+}
+
+void mrd_stepctl_profiler_snapshot(uint64_t *starts, uint64_t *start_step, uint64_t *stops,
+                                   uint64_t *stop_step)
+{
+    uint64_t n = atomic_load(&sc.api_calls);
+    *starts = (n + 1) / 2;
+    *stops = n / 2;
+    *start_step = *starts ? atomic_load(&sc.api_start_step) : 0;
+    *stop_step = *stops ? atomic_load(&sc.api_stop_step) : 0;
+}
+
 static size_t stepctl_counters(struct mrd_named_counter *out, size_t max)
 {
     const struct mrd_named_counter c[] = {
@@ -144,6 +193,9 @@ static size_t stepctl_counters(struct mrd_named_counter *out, size_t max)
         {"window", "requests_accepted", atomic_load(&sc.accepted)},
         {"window", "requests_late", atomic_load(&sc.late)},
         {"window", "requests_full", atomic_load(&sc.full)},
+        {"window", "requests_narrowed_late", atomic_load(&sc.narrowed_late)},
+        {"window", "profiler_starts", (atomic_load(&sc.api_calls) + 1) / 2},
+        {"window", "profiler_stops", atomic_load(&sc.api_calls) / 2},
     };
     return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
 }

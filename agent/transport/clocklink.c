@@ -10,8 +10,9 @@
  * replies that arrive later are recognised by probe_id and ignored. Completed samples
  * (t0, t1, t2, t3) travel in the next batch's clock_samples; every sample is sent (the
  * aggregator's fit chooses the lowest round trips). Every probe also carries the step
- * counter (agent/base/stepctl.h), and every reply's window requests go to stepctl: the
- * aggregator opens windows on the same steps of every rank through this channel.
+ * counter and the application's profiler API calls (agent/base/stepctl.h), and every
+ * reply's window requests go to stepctl: the aggregator opens windows on the same steps of
+ * every rank through this channel.
  *
  * Workload: 8 probes every 500 ms by default: ~16 small frames a second each way; a round
  * holds the flusher for 8 round trips (well under a millisecond on a LAN).
@@ -152,9 +153,11 @@ static void take_windows(const Meridian__V1__ClockReply *cr)
 static int send_probe(struct mrd_flusher *f, uint64_t id, int64_t *t0)
 {
     Meridian__V1__ClockProbe p = MERIDIAN__V1__CLOCK_PROBE__INIT;
-    uint8_t buf[96];
+    uint8_t buf[192]; /* nine varints: at most 9 x 11 bytes, plus the frame header */
     p.probe_id = id;
     mrd_stepctl_probe(&p.steps_begun, &p.last_step_ns, &p.longest_step_ns);
+    mrd_stepctl_profiler_snapshot(&p.profiler_starts, &p.profiler_start_step, &p.profiler_stops,
+                                  &p.profiler_stop_step);
     *t0 = mrd_clock_now();
     p.t0 = *t0;
     size_t len = 0;

@@ -630,6 +630,10 @@ static int on_probe(struct mrd_ingest *g, struct mrd__conn *c, ProtobufCMessage 
     if (p->steps_begun || p->last_step_ns) /* both 0: an older agent, or no step yet */
         mrd_winctl_report(g->winctl, c->rank, p->steps_begun, p->last_step_ns, p->longest_step_ns,
                           mrd__ingest_mono_ms());
+    if (p->profiler_starts) /* 0: no cudaProfilerStart seen, or an older agent */
+        mrd_winctl_report_profiler(g->winctl, c->rank, p->profiler_starts,
+                                   p->profiler_start_step, p->profiler_stops,
+                                   p->profiler_stop_step, mrd__ingest_mono_ms());
     protobuf_c_message_free_unpacked(m, NULL);
     const struct mrd_winctl_request *q;
     size_t n = mrd_winctl_active(g->winctl, &q);

@@ -51,6 +51,13 @@ struct mrd_winctl {
     int delay_done, delay_waiting;
     uint64_t ignored;
     int overflow_logged;
+    /* profiler API windows (the application's cudaProfilerStart/Stop; "profiler API" below) */
+    uint64_t api_starts; /* the most starts a rank had reported when the latest window opened */
+    uint64_t api_id;     /* the open-ended profiler_api request, 0: none */
+    int api_pending;     /* a start waits for a step counter or a free request slot */
+    int api_wait_logged; /* the wait was said */
+    uint32_t api_rank;   /* the rank whose start opened (or waits to open) the window */
+    uint64_t api_step;   /* its step counter at that start */
 };
 
 static void say(struct mrd_winctl *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -285,6 +292,29 @@ static uint32_t live_ranks(const struct mrd_winctl *w, int64_t now)
     return n;
 }
 
+/* The margin of the rule in winctl.h, with mwhy[] saying how it was chosen. Recomputes
+ * the median. */
+static uint64_t choose_margin(struct mrd_winctl *w, char *mwhy, size_t mwhy_len)
+{
+    median_update(w);
+    uint64_t margin = w->cfg.margin;
+    if (w->median > 0) {
+        /* ceil(2 x interval / median), in integers: interval ms -> ns */
+        uint64_t num = 2ull * w->cfg.probe_interval_ms * 1000000ull, den = (uint64_t)w->median;
+        uint64_t m = num / den + (num % den != 0);
+        if (m > margin)
+            margin = m > MRD_WINCTL_MARGIN_MAX ? MRD_WINCTL_MARGIN_MAX : m;
+        snprintf(mwhy, mwhy_len,
+                 "the larger of the least margin %u and 2 x %u ms probe interval / median step "
+                 "%.3f ms = %llu",
+                 w->cfg.margin, w->cfg.probe_interval_ms, (double)w->median / 1e6,
+                 (unsigned long long)m);
+    } else {
+        snprintf(mwhy, mwhy_len, "the least margin %u: no step time reported yet", w->cfg.margin);
+    }
+    return margin;
+}
+
 int mrd_winctl_open(struct mrd_winctl *w, int reason, uint64_t length, const char *cause,
                     int64_t now_ms, struct mrd_winctl_choice *out, char *why, size_t why_len)
 {
@@ -308,23 +338,7 @@ int mrd_winctl_open(struct mrd_winctl *w, int reason, uint64_t length, const cha
                  (unsigned long long)w->req[0].first, (unsigned long long)w->req[0].last);
         return -EAGAIN;
     }
-    median_update(w);
-    uint64_t margin = w->cfg.margin;
-    if (w->median > 0) {
-        /* ceil(2 x interval / median), in integers: interval ms -> ns */
-        uint64_t num = 2ull * w->cfg.probe_interval_ms * 1000000ull, den = (uint64_t)w->median;
-        uint64_t m = num / den + (num % den != 0);
-        if (m > margin)
-            margin = m > MRD_WINCTL_MARGIN_MAX ? MRD_WINCTL_MARGIN_MAX : m;
-        snprintf(mwhy, sizeof(mwhy),
-                 "the larger of the least margin %u and 2 x %u ms probe interval / median step "
-                 "%.3f ms = %llu",
-                 w->cfg.margin, w->cfg.probe_interval_ms, (double)w->median / 1e6,
-                 (unsigned long long)m);
-    } else {
-        snprintf(mwhy, sizeof(mwhy), "the least margin %u: no step time reported yet",
-                 w->cfg.margin);
-    }
+    uint64_t margin = choose_margin(w, mwhy, sizeof(mwhy));
     uint64_t first = w->highest + margin, last = first + length - 1;
     if (last > (uint64_t)MRD_WINDOW_STEP_MAX) {
         snprintf(why, why_len, "steps %llu-%llu pass the last step meridian numbers (%lld)",
@@ -426,6 +440,100 @@ static void delay_check(struct mrd_winctl *w, int64_t now)
     w->delay_done = 1;
 }
 
+/* ---- profiler API windows (the rules in winctl.h) ---- */
+
+/* Opens the window a start asked for, when a step is known and a slot is free; else it
+ * keeps waiting (said once). */
+static void api_open_pending(struct mrd_winctl *w, int64_t now)
+{
+    char cause[256], why[256];
+    struct mrd_winctl_choice c;
+    if (!w->api_pending)
+        return;
+    snprintf(cause, sizeof(cause),
+             "rank %u called cudaProfilerStart/cuProfilerStart with %llu steps begun; open "
+             "until a stop is reported, at most %d steps",
+             w->api_rank, (unsigned long long)w->api_step, MRD_WINCTL_LENGTH_MAX);
+    int rc = mrd_winctl_open(w, MRD_WINDOW_PROFILER_API, MRD_WINCTL_LENGTH_MAX, cause, now, &c, why,
+                             sizeof(why));
+    if (rc == 0) {
+        w->api_id = c.req.id;
+        w->api_pending = 0;
+    } else if (rc == -EAGAIN || rc == -ENODATA) {
+        if (!w->api_wait_logged)
+            say(w, "the profiler_api window waits (%s): %s", cause, why);
+        w->api_wait_logged = 1;
+    } else {
+        say(w, "no profiler_api window (%s): %s", cause, why);
+        w->api_pending = 0;
+    }
+}
+
+/* A stop of the window's start (or a later one) was reported by `rank` at its step
+ * `step`: the open window's last step becomes max(first, highest + margin), sent again
+ * under its id; a start still waiting is dropped. */
+static void api_close(struct mrd_winctl *w, uint32_t rank, uint64_t step, int64_t now)
+{
+    char mwhy[160];
+    if (w->api_pending) {
+        say(w,
+            "no profiler_api window: rank %u called cudaProfilerStop/cuProfilerStop with "
+            "%llu steps begun, before the window of rank %u's start could open",
+            rank, (unsigned long long)step, w->api_rank);
+        w->api_pending = 0;
+        return;
+    }
+    struct mrd_winctl_request *q = NULL;
+    for (size_t i = 0; i < w->nreq; i++)
+        if (w->req[i].id == w->api_id)
+            q = &w->req[i];
+    uint64_t id = w->api_id;
+    w->api_id = 0;
+    if (!q) {
+        say(w,
+            "window %llu (profiler_api) had ended already when rank %u called "
+            "cudaProfilerStop/cuProfilerStop with %llu steps begun",
+            (unsigned long long)id, rank, (unsigned long long)step);
+        return;
+    }
+    uint64_t margin = choose_margin(w, mwhy, sizeof(mwhy));
+    uint64_t last = w->highest + margin > q->first ? w->highest + margin : q->first;
+    if (last < q->last) {
+        q->last = last;
+        q->opened_ms = now; /* sent again from now on: the ttl counts from here */
+    }
+    say(w,
+        "window %llu (profiler_api) narrowed: steps %llu-%llu (%llu steps); last = the larger "
+        "of its first step %llu and highest step counter %llu + margin %llu (%s); rank %u "
+        "called cudaProfilerStop/cuProfilerStop with %llu steps begun",
+        (unsigned long long)q->id, (unsigned long long)q->first, (unsigned long long)q->last,
+        (unsigned long long)(q->last - q->first + 1), (unsigned long long)q->first,
+        (unsigned long long)w->highest, (unsigned long long)margin, mwhy, rank,
+        (unsigned long long)step);
+}
+
+void mrd_winctl_report_profiler(struct mrd_winctl *w, uint32_t rank, uint64_t starts,
+                                uint64_t start_step, uint64_t stops, uint64_t stop_step,
+                                int64_t now_ms)
+{
+    if (stops > starts)
+        return; /* alternating counts never say this: not an agent's report */
+    int active = w->api_id || w->api_pending;
+    if (active && stops >= w->api_starts)
+        api_close(w, rank, stop_step, now_ms);
+    if (starts > w->api_starts && !w->api_id && !w->api_pending) {
+        w->api_starts = starts;
+        w->api_pending = 1;
+        w->api_wait_logged = 0;
+        w->api_rank = rank;
+        w->api_step = start_step;
+        api_open_pending(w, now_ms);
+        if (stops >= starts) /* its stop came in the same report: a window of its own */
+            api_close(w, rank, stop_step, now_ms);
+    }
+    api_open_pending(w, now_ms);
+}
+
 /* ---- reports ---- */
 
 void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun,
@@ -489,7 +597,7 @@ void mrd_winctl_tick(struct mrd_winctl *w, int64_t now_ms)
             drop_request(w, i);
             continue;
         }
-        if (now_ms - q->opened_ms >= w->cfg.ttl_ms) {
+        if (q->id != w->api_id && now_ms - q->opened_ms >= w->cfg.ttl_ms) {
             say(w,
                 "window %llu (%s, steps %llu-%llu) no longer sent after %lld s: rank %u "
                 "has reported only %llu steps begun",
@@ -503,4 +611,5 @@ void mrd_winctl_tick(struct mrd_winctl *w, int64_t now_ms)
         i++;
     }
     delay_check(w, now_ms);
+    api_open_pending(w, now_ms);
 }

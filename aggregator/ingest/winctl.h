@@ -3,9 +3,9 @@
  * agents report in their clock probes.
  *
  * Where it sits: owned by the ingest loop. conn.c hands every ClockProbe's step info in
- * (mrd_winctl_report) and copies the active requests into every ClockReply
- * (mrd_winctl_active); control.c opens on-demand windows (mrd_winctl_open); the loop's
- * tick expires requests and fires the delayed window (mrd_winctl_tick). No sockets, no
+ * (mrd_winctl_report, mrd_winctl_report_profiler) and copies the active requests into
+ * every ClockReply (mrd_winctl_active); control.c opens on-demand windows (mrd_winctl_open); the
+ * loop's tick expires requests and fires the delayed window (mrd_winctl_tick). No sockets, no
  * protobuf, no clock of its own: every call gets the loop's monotonic time in ms.
  *
  * The rules (aggregator/daemon --help says them to users):
@@ -34,7 +34,20 @@
  *    counter) ago;
  *  - delay (cfg.delay_ms > 0): delay_ms after the first report of a step, once a step time
  *    is known, one DELAY window of ceil(duration / median step time) steps (at least 1).
- * Every request, and every refusal of a trigger or delay window, is one log line.
+ *  - profiler API (ClockProbe.profiler_*: the application's cudaProfilerStart/Stop, counted
+ *    by each agent; starts and stops alternate): a rank reporting more starts than the
+ *    most any rank had reported when the previous profiler_api window opened, while none
+ *    is open, opens a PROFILER_API window with first by the rule above (once a step is
+ *    known and a request slot is free; until then the start waits) and last = first +
+ *    MRD_WINCTL_LENGTH_MAX - 1: open-ended, at most that many steps (the run's end comes
+ *    first in practice). Not dropped for its ttl while open. A rank reporting as many stops
+ *    as those starts closes it: last becomes max(first, highest steps_begun + margin) and
+ *    the request is sent again, narrowed, under its id (the ttl counts from then). A start
+ *    and its stop in one report give a window of one step at least. Repeated pairs give
+ *    successive windows; ranks that call the API alike open one window per pair (a rank
+ *    reporting its start after the window closed has no more starts than it).
+ * Every request, its narrowing, and every refusal of a trigger or delay window, is one log
+ * line.
  *
  * Workload: a probe round (8 probes) every 500 ms per rank, up to ~1024 ranks: a report is
  * O(1) plus O(n/64) amortized for the median (with a trigger); a scan over the ranks runs
@@ -76,7 +89,7 @@ struct mrd_winctl_request {
     uint64_t id;          /* 1, 2, ... */
     uint64_t first, last; /* steps, inclusive */
     int reason;           /* enum mrd_window_reason (proto/steps.h) */
-    int64_t opened_ms;
+    int64_t opened_ms;    /* when opened, or narrowed (the ttl counts from here) */
 };
 
 /* What mrd_winctl_open chose. */
@@ -105,6 +118,15 @@ void mrd_winctl_free(struct mrd_winctl *w);
  * that finds no memory, is counted and ignored. */
 void mrd_winctl_report(struct mrd_winctl *w, uint32_t rank, uint64_t steps_begun,
                        int64_t last_step_ns, int64_t longest_step_ns, int64_t now_ms);
+
+/* A ClockProbe of `rank` said its application's profiler API calls: effective starts and
+ * stops so far and its step counter at the latest of each (all 0: none; conn.c calls this
+ * only when starts is non-zero). Opens or narrows a PROFILER_API window by the rule above
+ * (logged). Counts with more stops than starts are ignored. Call after mrd_winctl_report of
+ * the same probe. Never fails. */
+void mrd_winctl_report_profiler(struct mrd_winctl *w, uint32_t rank, uint64_t starts,
+                                uint64_t start_step, uint64_t stops, uint64_t stop_step,
+                                int64_t now_ms);
 
 /* Opens a window of `length` steps (1..MRD_WINCTL_LENGTH_MAX) for `reason`, chosen by the
  * rule above; `cause` (may be NULL) ends the log line ("asked by meridian window").

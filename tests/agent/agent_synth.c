@@ -15,6 +15,14 @@
  * and leaves through exit() (the agent's atexit flush) or, with --shutdown, through an
  * explicit mrd_agent_shutdown() first (what the MPI_Finalize wrapper does).
  *
+ * Profiler API (--profiler A-B): the synth calls cudaProfilerStart in step A and
+ * cudaProfilerStop in step B (cuProfilerStart/Stop with --profiler-driver). It links
+ * libmeridian_profapi.so ahead of a stub CUDA library (cudart_stub.c), so the calls bind to
+ * the real interposers, which forward to the stub and report to the agent core linked
+ * here (its bridge is exported from this executable). It prints
+ *   synth-profiler: calls=N forwarded=F bad_rc=B
+ * (N calls made, F calls the stub received, B return values that were not the stub's).
+ *
  * Used by tests/agent (transport integration) and available to other test beds (clock,
  * end-to-end `meridian profile` without a GPU). Options: see usage().
  */
@@ -30,15 +38,22 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cudart_stub.h"
 #include "ring.h"
-#include "stepctl.h"
 #include "slow_dns.h"
+#include "stepctl.h"
+#include "steps.h"
 
 static uint64_t o_events = 10000, o_rate = 0;
 static unsigned o_threads = 1;
 static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed, o_incompressible;
 static long o_steps, o_step_ms = 10, o_slow_step = -1, o_slow_ms;
 static const char *o_until_file; /* --until-file */
+#define PROFILER_PAIRS_MAX 8
+static long o_prof_start[PROFILER_PAIRS_MAX], o_prof_stop[PROFILER_PAIRS_MAX];
+static int o_prof_pairs, o_prof_driver, o_window_records;
+static int g_prof_calls, g_prof_bad_rc;
+static char g_prof_line[128];
 
 static _Atomic uint64_t g_next_id = 1, g_written, g_refused, g_idsum;
 static _Atomic uint64_t g_mixed_written, g_mixed_refused; /* --mixed NVTX/NCCL records */
@@ -78,7 +93,14 @@ static void usage(void)
             "                    synth line\n"
             "  --slow-step K --slow-ms MS   step K takes MS instead (a straggler)\n"
             "  --until-file PATH stop writing once PATH exists (--events stays the upper\n"
-            "                    bound): a test paces the workload by what it has seen\n");
+            "                    bound): a test paces the workload by what it has seen\n"
+            "  --profiler A-B    with --steps: cudaProfilerStart in step A, cudaProfilerStop\n"
+            "                    in step B (up to 8 pairs); prints `synth-profiler: calls=N\n"
+            "                    forwarded=F bad_rc=B` before the synth line\n"
+            "  --profiler-driver cuProfilerStart/cuProfilerStop instead\n"
+            "  --window-records  with --steps: one `meridian.window` NVTX record per run of\n"
+            "                    window steps, as the capture's window.c writes it (reason\n"
+            "                    from the request), for the finalize's windows table\n");
     exit(2);
 }
 
@@ -214,6 +236,38 @@ static int run_fork_child(void)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* --profiler: the calls due in `step` (its number), through the interposers; each return
+ * value must be the stub's (1000 + its count of calls after this one). */
+static void profiler_calls(long step)
+{
+    for (int i = 0; i < o_prof_pairs; i++) {
+        int start = o_prof_start[i] == step, stop = o_prof_stop[i] == step;
+        if (!start && !stop)
+            continue;
+        int which = o_prof_driver ? (start ? MRD_STUB_DRV_START : MRD_STUB_DRV_STOP)
+                                  : (start ? MRD_STUB_RT_START : MRD_STUB_RT_STOP);
+        int rc = o_prof_driver ? (start ? cuProfilerStart() : cuProfilerStop())
+                               : (start ? cudaProfilerStart() : cudaProfilerStop());
+        g_prof_calls++;
+        g_prof_bad_rc += rc != 1000 + mrd_stub_calls(which);
+    }
+}
+
+/* --window-records: the record capture/window.c writes for a window (steps first..last,
+ * from t_start to now), with zero attach, detach and flush costs. */
+static void window_record(long first, long last, int reason, int64_t t_start)
+{
+    struct mrd_record r;
+    memset(&r, 0, sizeof r);
+    r.kind = MRD_EV_NVTX;
+    r.str[0] = "meridian.window";
+    snprintf(r.inline_str, sizeof r.inline_str, "%ld-%ld %s a=0 d=0 f=0", first, last,
+             mrd_window_reason_name(reason));
+    r.ev.nvtx = (struct mrd_nvtx){
+        .start = t_start, .end = mrd_clock_now(), .kind = MRD_NVTX_PUSHPOP, .thread = 1};
+    atomic_fetch_add(mrd_ring_write(&r) == 0 ? &g_mixed_written : &g_mixed_refused, 1);
+}
+
 /* --steps: steps on this thread; fills g_steps_line with `synth-steps: steps=N
  * window_steps=a-b,c-d` (the steps that belonged to an aggregator's window request when
  * they began, as ranges; "none"), printed before the synth line. */
@@ -224,19 +278,27 @@ static void run_steps(void)
     char out[4096] = "";
     size_t used = 0;
     long run_start = -1;
+    int run_reason = 0, reason = 0;
+    int64_t run_t = 0;
     mrd_stepctl_register_counters();
     for (long i = 0; i <= o_steps; i++) {
         int in = 0;
         if (i < o_steps) {
             int64_t t = mono_ns();
             int64_t step = mrd_stepctl_begin();
-            in = mrd_stepctl_requested(step, NULL);
+            in = mrd_stepctl_requested(step, &reason);
+            profiler_calls(step);
             long ms = step == o_slow_step ? o_slow_ms : o_step_ms;
             sleep_until(t + ms * 1000000);
             mrd_stepctl_end(step, mono_ns() - t);
         }
-        if (in && run_start < 0)
+        if (in && run_start < 0) {
             run_start = i;
+            run_reason = reason;
+            run_t = mrd_clock_now();
+        }
+        if (!in && run_start >= 0 && o_window_records)
+            window_record(run_start, i - 1, run_reason, run_t);
         if (!in && run_start >= 0 && used < sizeof(out) - 48) {
             used += (size_t)snprintf(out + used, sizeof(out) - used, "%s%ld-%ld", used ? "," : "",
                                      run_start, i - 1);
@@ -245,6 +307,14 @@ static void run_steps(void)
     }
     snprintf(g_steps_line, sizeof(g_steps_line), "synth-steps: steps=%ld window_steps=%s\n",
              o_steps, used ? out : "none");
+    if (o_prof_pairs) {
+        int forwarded = 0;
+        for (int k = 0; k < 4; k++)
+            forwarded += mrd_stub_calls(k);
+        snprintf(g_prof_line, sizeof(g_prof_line),
+                 "synth-profiler: calls=%d forwarded=%d bad_rc=%d\n", g_prof_calls, forwarded,
+                 g_prof_bad_rc);
+    }
 }
 
 int main(int argc, char **argv)
@@ -278,6 +348,15 @@ int main(int argc, char **argv)
             o_slow_step = strtol(v, NULL, 10), i++;
         else if (!strcmp(a, "--slow-ms") && v)
             o_slow_ms = strtol(v, NULL, 10), i++;
+        else if (!strcmp(a, "--profiler") && v && o_prof_pairs < PROFILER_PAIRS_MAX &&
+                 sscanf(v, "%ld-%ld", &o_prof_start[o_prof_pairs],
+                        &o_prof_stop[o_prof_pairs]) == 2 &&
+                 o_prof_start[o_prof_pairs] <= o_prof_stop[o_prof_pairs])
+            o_prof_pairs++, i++;
+        else if (!strcmp(a, "--profiler-driver"))
+            o_prof_driver = 1;
+        else if (!strcmp(a, "--window-records"))
+            o_window_records = 1;
         else
             usage();
     }
@@ -304,6 +383,7 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
 
     fputs(g_steps_line, stdout); /* before the synth line, which ends what tests read */
+    fputs(g_prof_line, stdout);
     printf("synth: active=%d written=%" PRIu64 " refused=%" PRIu64 " idsum=%" PRIu64
            " elapsed_ms=%" PRId64 " mixed_written=%" PRIu64 " mixed_refused=%" PRIu64
            " dns_lookups=%lu\n",

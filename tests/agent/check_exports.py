@@ -4,7 +4,8 @@ agent/libmeridian.map, needs no MPI symbol, is never unloaded (NODELETE), and lo
 MPI (as NCCL loads its profiler plugin) without becoming active.
 Usage: check_exports.py LIBMERIDIAN_SO LIBMERIDIAN_MAP [--without-capture]
 --without-capture: a build without CUPTI, whose library has none of capture's entry points
-(CUDA and NVTX injection, the NCCL plugin): only the MPI bridge of the map is exported."""
+(CUDA and NVTX injection, the NCCL plugin): only the MPI and profiler API bridges of the map
+are exported."""
 import ctypes
 import fnmatch
 import os
@@ -25,7 +26,7 @@ if not glob:
     fail("no global: ... local: section in " + mapfile)
 want = {w.strip() for w in glob.group(1).split(";") if w.strip()}
 if "--without-capture" in sys.argv[3:]:
-    want = {w for w in want if w.startswith("meridian_mpi_")}
+    want = {w for w in want if w.startswith(("meridian_mpi_", "meridian_profapi_"))}
 
 out = subprocess.run(["nm", "-D", "--defined-only", lib], capture_output=True, text=True,
                      check=True).stdout

@@ -43,6 +43,10 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
   goodbye_unacked  a relay that swallows every Goodbye and keeps the connection open:
             the agent waits for the Ack only until the flush deadline (+ the small goodbye
             grace), says "goodbye not acknowledged", and ranks.goodbye stays 0.
+  window    windows the aggregator opens (on demand, a trigger) run on the same steps on
+            both ranks (see sc_window).
+  profiler_api  the application's cudaProfilerStart/Stop become windows on the same steps
+            of both ranks, through the real interposers (see sc_profiler_api).
 Usage: transport_test.py SCENARIO --meridiand PATH --synth PATH [--workdir DIR]
 """
 import argparse
@@ -754,11 +758,123 @@ def sc_window(a, wd):
           "exactly %s" % (said, late[0][0], late[0][1], len(announced), want))
 
 
+PROFILER_OPEN = re.compile(
+    r"window (\d+) \(profiler_api\): steps (\d+)-(\d+) \((\d+) steps\) = highest step "
+    r"counter (\d+) \(of \d+ ranks?\) \+ margin (\d+)")
+PROFILER_NARROW = re.compile(
+    r"window (\d+) \(profiler_api\) narrowed: steps (\d+)-(\d+) \(\d+ steps\); last = the "
+    r"larger of its first step \d+ and highest step counter (\d+) \+ margin (\d+)")
+
+
+def sc_profiler_api(a, wd):
+    """The application's cudaProfilerStart/Stop open windows on the same steps of every rank:
+    two ranks (the real agent core and transport, 10 ms steps, probes every 100 ms, window
+    records written as capture writes them); rank 0 calls cudaProfilerStart in step 40 and
+    cudaProfilerStop in step 120, then again in steps 260 and 300; rank 1 calls
+    cuProfilerStart/cuProfilerStop in steps 260 and 300 only (the driver's form, and a pair
+    some other rank opened already). Every call goes through libmeridian_profapi.so's
+    exported interposer to a stub that counts it and returns a value the synth checks.
+    Expected, from meridiand's log lines and the rule of aggregator/ingest/winctl.h: exactly
+    two profiler_api windows; each opened at first = highest + margin after its start
+    (first > start step + margin) and narrowed to last = max(first, highest + margin)
+    after its stop (last > stop step + margin); both ranks ran exactly those steps; after
+    `meridian finalize`, each rank's windows rows are those two with reason profiler_api;
+    agent_counters say 2 starts and 2 stops for rank 0, 1 and 1 for rank 1. With --profapi:
+    the library exports exactly the four functions, unversioned (so that they bind in place
+    of libcudart.so.13's and libcuda.so.1's versioned ones). With --agent-lib: rank 2 is
+    meridian-profapi-local, which loads libmeridian.so as CUDA does (by path, RTLD_LOCAL),
+    once the synths are done, and calls the pair: the interposers find the agent through
+    CUDA_INJECTION64_PATH, and its Goodbye counts 1 start and 1 stop (no window: that pair
+    is not past the two the aggregator has seen)."""
+    check(a.meridian is not None, "--meridian is required for this scenario")
+    if a.profapi:
+        out = subprocess.run(["objdump", "-T", a.profapi], stdout=subprocess.PIPE, text=True,
+                             check=True).stdout
+        syms = {l.split()[-1]: l.split()[-2] for l in out.splitlines()
+                if " DF .text" in l or " DO .data" in l or " DO .bss" in l}
+        want = {n: "Base" for n in ("cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart",
+                                    "cuProfilerStop")}
+        check(syms == want, "libmeridian_profapi.so exports %r, want %r" % (syms, want))
+    d = Daemon(a.meridiand, wd, extra=["--probe-interval-ms", "100"])
+    d.start()
+    pairs = {0: [(40, 120), (260, 300)], 1: [(260, 300)]}
+    nsteps = 420
+    synths = []
+    for r in range(2):
+        env = agent_env(d.port, RANK=str(r), WORLD_SIZE="2", MERIDIAN_PROBE_INTERVAL_MS=100)
+        args = ["--events", "400", "--rate", "400", "--steps", str(nsteps), "--step-ms", "10",
+                "--window-records"]
+        for p0, p1 in pairs[r]:
+            args += ["--profiler", "%d-%d" % (p0, p1)]
+        if r == 1:
+            args.append("--profiler-driver")
+        synths.append(Synth(a.synth, env, args))
+    for s in synths:
+        check(s.wait() == 0, "a rank failed: %r" % s.err)
+    if a.agent_lib:
+        pairs[2] = [(0, 0)]
+        exe = os.path.join(os.path.dirname(os.path.abspath(a.synth)), "meridian-profapi-local")
+        env = agent_env(d.port, RANK="2", WORLD_SIZE="3", CUDA_INJECTION64_PATH=a.agent_lib)
+        p = subprocess.run([exe], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=120)
+        check(p.returncode == 0 and "started=1 rc_start=1001 rc_stop=1001 forwarded=2" in p.stdout,
+              "meridian-profapi-local: rc %d, %r %r" % (p.returncode, p.stdout, p.stderr))
+    d.stop()
+    for r, s in enumerate(synths):
+        m = re.search(r"synth-profiler: calls=(\d+) forwarded=(\d+) bad_rc=(\d+)", s.out)
+        check(m is not None, "rank %d: no synth-profiler line: %r" % (r, s.out))
+        calls, fwd, bad = map(int, m.groups())
+        check(calls == 2 * len(pairs[r]) and fwd == calls and bad == 0,
+              "rank %d: %d calls, %d reached the stub, %d return values changed"
+              % (r, calls, fwd, bad))
+    log = open(os.path.join(wd, "meridiand.log")).read()
+    opened = {int(m[0]): tuple(map(int, m[1:])) for m in PROFILER_OPEN.findall(log)}
+    narrowed = {int(m[0]): tuple(map(int, m[1:])) for m in PROFILER_NARROW.findall(log)}
+    check(len(opened) == 2 and sorted(opened) == sorted(narrowed),
+          "want two profiler_api windows, each opened and narrowed once; log:\n%s" % log[-3000:])
+    windows = []
+    for k, (wid, (first, last_open, length, high, margin)) in enumerate(sorted(opened.items())):
+        start, stop = pairs[0][k]
+        check(first == high + margin and length == 100000 and last_open == first + 99999,
+              "window %d opened as %r" % (wid, opened[wid]))
+        check(first > start + margin, "window %d starts at %d, not after rank 0's start in "
+              "step %d + margin %d" % (wid, first, start, margin))
+        n_first, last, high2, margin2 = narrowed[wid]
+        check(n_first == first and last == max(first, high2 + margin2),
+              "window %d narrowed to %r: want last = max(%d, %d + %d)"
+              % (wid, narrowed[wid], first, high2, margin2))
+        check(last > stop + margin2, "window %d ends at %d, not after the stop in step %d"
+              % (wid, last, stop))
+        windows.append((first, last))
+    want = ",".join("%d-%d" % w for w in windows)
+    for r, s in enumerate(synths):
+        got = window_steps(s)
+        check(got == want, "rank %d ran window steps %s, the aggregator announced %s"
+              % (r, got, want))
+    p = subprocess.run([a.meridian, "finalize", d.db], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60)
+    check(p.returncode == 0, "meridian finalize: %s" % p.stdout)
+    con = sqlite3.connect(d.db)
+    for r in sorted(pairs):
+        rows = con.execute("SELECT first_step, last_step, reason FROM windows WHERE rank = ? "
+                           "ORDER BY first_step", (r,)).fetchall()
+        check(rows == ([(f, l, "profiler_api") for f, l in windows] if r < 2 else []),
+              "rank %d's windows rows %r, want %r" % (r, rows, windows))
+        cnt = dict(con.execute("SELECT name, value FROM agent_counters WHERE rank = ? AND "
+                               "category = 'window' AND name LIKE 'profiler_%'", (r,)))
+        n = len(pairs[r])
+        check(cnt == {"profiler_starts": n, "profiler_stops": n},
+              "rank %d's profiler counters %r, want %d each" % (r, cnt, n))
+    con.close()
+    print("profiler_api: windows %s on both ranks, reason profiler_api; calls forwarded with "
+          "their return values" % want)
+
+
 SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "queue": sc_queue,
              "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
              "gpu": sc_gpu, "clock": sc_clock, "goodbye": sc_goodbye,
              "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe, "dns": sc_dns,
-             "window": sc_window}
+             "window": sc_window, "profiler_api": sc_profiler_api}
 
 
 def cleanup(wd, ok, keep):
@@ -779,7 +895,9 @@ def main():
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     ap.add_argument("--meridiand", required=True)
     ap.add_argument("--synth", required=True)
-    ap.add_argument("--meridian", help="the meridian CLI (scenario window)")
+    ap.add_argument("--meridian", help="the meridian CLI (scenarios window, profiler_api)")
+    ap.add_argument("--profapi", help="libmeridian_profapi.so (scenario profiler_api)")
+    ap.add_argument("--agent-lib", help="libmeridian.so (scenario profiler_api)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
     wd = tempfile.mkdtemp(prefix="mrd-agent-%s-" % a.scenario)

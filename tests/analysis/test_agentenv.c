@@ -45,6 +45,20 @@ static void test_build(void)
     CHECK(value(&e, "MERIDIAN_FORCE") == NULL);
     mrd_agentenv_free(&e);
 
+    /* the profiler API interposers come first, then the MPI wrappers, then the user's */
+    c.profapi_lib = "/x/libmeridian_profapi.so";
+    CHECK_OK(mrd_agentenv_build(&c, &e));
+    CHECK_STREQ(value(&e, "LD_PRELOAD"),
+                "/x/libmeridian_profapi.so:/x/libmeridian_mpi.so:/usr/lib/libfoo.so");
+    mrd_agentenv_free(&e);
+    c.mpi_lib = NULL;
+    unsetenv("LD_PRELOAD");
+    CHECK_OK(mrd_agentenv_build(&c, &e));
+    CHECK_STREQ(value(&e, "LD_PRELOAD"), "/x/libmeridian_profapi.so");
+    mrd_agentenv_free(&e);
+    c.profapi_lib = NULL;
+    setenv("LD_PRELOAD", "/usr/lib/libfoo.so", 1);
+
     /* no agent library: nothing points CUDA/NCCL/NVTX anywhere; no MPI lib: no preload */
     c.agent_lib = NULL;
     c.mpi_lib = NULL;

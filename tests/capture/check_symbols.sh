@@ -1,6 +1,7 @@
 #!/bin/sh
-# capture_symbols: libmeridian.so exports exactly its entry points and the MPI bridge, and
-# references no MPI symbol (NCCL dlopens it with RTLD_NOW in processes without MPI);
+# capture_symbols: libmeridian.so exports exactly its entry points and the MPI and profiler
+# API bridges, and references no MPI symbol (NCCL dlopens it with RTLD_NOW in processes
+# without MPI);
 # libmeridian_mpi.so defines the wrappers and needs libmeridian.so.
 # Usage: check_symbols.sh /path/libmeridian.so /path/libmeridian_mpi.so
 set -eu
@@ -11,7 +12,7 @@ fail() { echo "capture_symbols: $*" >&2; exit 1; }
 defined=$(nm -D --defined-only "$lib" | awk '{print $3}' | sort)
 want="InitializeInjection InitializeInjectionNvtx2 meridian_mpi_active
 meridian_mpi_bridge_version meridian_mpi_now meridian_mpi_record meridian_mpi_shutdown
-meridian_mpi_start ncclProfiler_v4 ncclProfiler_v5 ncclProfiler_v6"
+meridian_mpi_start meridian_profapi_call ncclProfiler_v4 ncclProfiler_v5 ncclProfiler_v6"
 want=$(echo $want | tr ' ' '\n' | sort)
 [ "$defined" = "$want" ] || fail "libmeridian.so exports
 $defined

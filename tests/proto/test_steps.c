@@ -67,6 +67,7 @@ static void check_parse(void)
         }
     }
     CHECK(strcmp(mrd_window_reason_name(MRD_WINDOW_TRIGGER), "trigger") == 0);
+    CHECK(strcmp(mrd_window_reason_name(MRD_WINDOW_PROFILER_API), "profiler_api") == 0);
     CHECK(strcmp(mrd_window_reason_name(99), "unknown") == 0);
 }
 
