@@ -93,6 +93,7 @@ enum {
     S_K_SENDRECV,
     S_MPI_BARRIER,
     S_MPI_ALLREDUCE,
+    S_PERIODIC,
     S__COUNT
 };
 static const char *const other_names[S__COUNT] = {
@@ -122,6 +123,7 @@ static const char *const other_names[S__COUNT] = {
     "ncclDevKernel_SendRecv",
     "MPI_Barrier",
     "MPI_Allreduce",
+    "periodic",
 };
 
 /* stream ids as CUPTI numbers them: compute, NCCL, copy */
@@ -443,6 +445,18 @@ static void step_training(struct mrd_gen *g)
         p->temperature_c = 55 + (uint32_t)(step % 9);
         p->throttle_reasons = step % 35 == 0 ? 0x4 : 0; /* SW power cap, now and then */
         p->utilization_pct = 97;
+    }
+    if (step % 20 == 0) { /* a capture window of the 10 steps before, recorded at its end
+                           * (no random draws either) */
+        struct mrd_window_record *wr = &push(g, MRD_EV_WINDOW)->u.window;
+        wr->start = step_start;
+        wr->end = g->now;
+        wr->first_step = (int64_t)step - 10;
+        wr->last_step = (int64_t)step - 1;
+        wr->reason = g->ids[S_PERIODIC];
+        wr->attach_ns = 11000000 + (int64_t)(step % 7) * 100000;
+        wr->detach_ns = 2500000;
+        wr->flush_ns = 900000;
     }
     g->now += between(&g->rng, 20000, 200000);
 }

@@ -103,6 +103,19 @@ static void run_gen(struct run *r, uint32_t rank, uint32_t world, uint64_t seed)
             break;
         }
     }
+    /* The last step may be cut before the external correlations and kernels of its
+     * launches: draw on until the step is over (a step is a few hundred events), keeping
+     * only what the launch check needs. */
+    for (int i = 0; i < 5000; i++) {
+        struct mrd_canon_event e;
+        mrd_gen_next(r->g, &e);
+        if (e.kind == MRD_EV_KERNEL && e.u.kernel.correlation > r->kernel_corr_max)
+            r->kernel_corr_max = e.u.kernel.correlation;
+        if (e.kind == MRD_EV_EXTCORR && r->n_ext < (int)(sizeof r->ext / sizeof r->ext[0])) {
+            r->ext[r->n_ext] = e.u.extcorr.external_id;
+            r->ext_corr[r->n_ext++] = e.u.extcorr.correlation;
+        }
+    }
 }
 
 static void free_run(struct run *r)
