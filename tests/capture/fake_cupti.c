@@ -186,10 +186,12 @@ int window_records(char out[][64], int max)
         CHECK(r[i].str[0] != NULL);
         CHECK(w->end >= w->start);
         CHECK(w->attach_ns >= 0 && w->flush_ns >= 0 && w->detach_ns >= -1);
-        snprintf(out[k++], 64, "%lld-%lld %s a=%lld d=%lld f=%lld", (long long)w->first_step,
-                 (long long)w->last_step, r[i].str[0], (long long)(w->attach_ns / 1000),
-                 (long long)(w->detach_ns < 0 ? -1 : w->detach_ns / 1000),
-                 (long long)(w->flush_ns / 1000));
+        int len = snprintf(out[k++], 64, "%lld-%lld %s a=%lld d=%lld f=%lld",
+                           (long long)w->first_step, (long long)w->last_step, r[i].str[0],
+                           (long long)(w->attach_ns / 1000),
+                           (long long)(w->detach_ns < 0 ? -1 : w->detach_ns / 1000),
+                           (long long)(w->flush_ns / 1000));
+        CHECK(len > 0 && len < 64);
     }
     return k;
 }
