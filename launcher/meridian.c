@@ -446,28 +446,57 @@ static int cmd_export(int argc, char **argv)
     return rc == 0 ? 0 : 1;
 }
 
+static void finalize_usage(FILE *f)
+{
+    fputs("usage: meridian finalize DB [--progress | --quiet]\n\n"
+          "Completes a database whose meridiand has stopped: fits each rank's clock model\n"
+          "(clock_samples -> clock_models), calibrates NCCL's GPU timers\n"
+          "(gpu_timer_models) and runs the causality check, tightening offsets within\n"
+          "their error bounds. `meridian profile` does this itself; use it for runs that\n"
+          "were interrupted or profiled with `meridian run`. Running it again gives the\n"
+          "same result. A database this meridian cannot read (not a meridian database,\n"
+          "a newer schema version) is refused before anything is written.\n\n"
+          "  --progress   progress lines on stderr when the finalize takes over 2 s: its four\n"
+          "               passes (clock fit, GPU timers, causality, capture windows) done,\n"
+          "               rate, time left; the default when stderr is a terminal\n"
+          "  --quiet      no progress lines\n"
+          "  -h, --help   this text\n\n"
+          "Exit status: 0, 1 when the database cannot be read or updated, 2 on a usage error.\n",
+          f);
+}
+
 static int cmd_finalize(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        FILE *f = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
-                      ? stdout
-                      : stderr;
-        fputs("usage: meridian finalize DB\n\n"
-              "Completes a database whose meridiand has stopped: fits each rank's clock model\n"
-              "(clock_samples -> clock_models), calibrates NCCL's GPU timers\n"
-              "(gpu_timer_models) and runs the causality check, tightening offsets within\n"
-              "their error bounds. `meridian profile` does this itself; use it for runs that\n"
-              "were interrupted or profiled with `meridian run`. Running it again gives the\n"
-              "same result. A database this meridian cannot read (not a meridian database,\n"
-              "a newer schema version) is refused before anything is written.\n\n"
-              "Exit status: 0, 1 when the database cannot be read or updated.\n",
-              f);
-        return f == stdout ? 0 : 2;
+    enum { O_PROGRESS = 256, O_QUIET };
+    static const struct option lo[] = {{"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int c, progress = MRD_PROGRESS_AUTO;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_PROGRESS:
+            progress = MRD_PROGRESS_ON;
+            break;
+        case O_QUIET:
+            progress = MRD_PROGRESS_OFF;
+            break;
+        case 'h':
+            finalize_usage(stdout);
+            return 0;
+        default:
+            return 2;
+        }
     }
-    sqlite3 *db = mrd_cli_open_db(argv[1], 0, "meridian finalize");
+    if (optind != argc - 1) {
+        finalize_usage(stderr);
+        return 2;
+    }
+    sqlite3 *db = mrd_cli_open_db(argv[optind], 0, "meridian finalize");
     if (!db)
         return 1;
-    int rc = mrd_cli_finalize(db, NULL, stderr);
+    int rc = mrd_cli_finalize_progress(db, NULL, stderr, "meridian finalize", progress);
     sqlite3_close(db);
     return rc < 0 ? 1 : 0;
 }
