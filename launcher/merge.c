@@ -337,8 +337,10 @@ static int merge_one(sqlite3 *db, const struct mrd__merge_shard *s, int k, FILE 
             fprintf(log, "%s: %s: %s: %" PRId64 " rows\n", who, s->path, t, rows);
         total += rows;
         ntab += rows > 0;
-        mp->done += mp->count[(size_t)k * mrd__merge_ntables + i];
-        mrd_progress_set(&mp->p, mp->done);
+        if (mp->count[(size_t)k * mrd__merge_ntables + i]) { /* a line only when done moved */
+            mp->done += mp->count[(size_t)k * mrd__merge_ntables + i];
+            mrd_progress_set(&mp->p, mp->done);
+        }
     }
     fprintf(log, "%s: shard %" PRId64 " (%s): %zu rank(s), %" PRId64 " rows in %d tables%s\n", who,
             s->shard_id, s->path, s->nranks, total, ntab, s->delta ? ", global times shifted" : "");

@@ -441,8 +441,8 @@ static int finalize_with_timeout(const char *db_path, const char *command, int t
     }
     if (pid == 0) {
         sqlite3 *db = mrd_cli_open_db(db_path, 0, "meridian profile");
-        int rc = db ? mrd_cli_finalize_progress(db, command, stderr, "meridian profile", progress)
-                    : -1;
+        int rc =
+            db ? mrd_cli_finalize_progress(db, command, stderr, "meridian profile", progress) : -1;
         if (db)
             sqlite3_close(db);
         fflush(stderr);

@@ -108,11 +108,11 @@ struct mrd_perfetto_options {
 };
 
 /* Shared-internal (perfetto.c, pftrace.c): the progress count of one export. begin counts
- * the rows of tables[0..n-1] (one entry per query, in the order the queries run; absent
- * tables count 0) when pr is set; pass starts the next query, tick reports `rows` read in
- * it (the caller calls it every MRD__EXPORT_ROWS_EVERY rows), pass_end reports the query
- * done. All do nothing without pr. */
-#define MRD__EXPORT_ROWS_EVERY 4096
+ * the rows of tables[0..n-1] (one entry per query, in the order the queries run: the
+ * names of the tables it reads, separated by spaces; absent tables count 0) when pr is set; pass
+ * starts the next query, tick reports `rows` read in it (the caller calls it every
+ * MRD__EXPORT_ROWS_EVERY rows), pass_end reports the query done. All do nothing without pr. */
+#define MRD__EXPORT_ROWS_EVERY      4096
 #define MRD__EXPORT_ROWS_MAX_PASSES 16
 struct mrd__export_rows {
     const struct mrd_export_progress *pr;
@@ -121,8 +121,7 @@ struct mrd__export_rows {
     int npass, pass;
 };
 int mrd__export_rows_begin(struct mrd__export_rows *r, sqlite3 *db,
-                           const struct mrd_export_progress *pr, const char *const *tables,
-                           int n);
+                           const struct mrd_export_progress *pr, const char *const *tables, int n);
 void mrd__export_rows_pass(struct mrd__export_rows *r);
 void mrd__export_rows_tick(struct mrd__export_rows *r, uint64_t rows);
 void mrd__export_rows_pass_end(struct mrd__export_rows *r);

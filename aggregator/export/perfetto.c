@@ -608,8 +608,8 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
         goto fail;
     if ((rc = mrd_db_op_intervals(db, 0)) < 0)
         goto fail;
-    static const char *const passes[] = {"kernels", "memcpys", "memsets",   "graph_launches",
-                                         "nccl_ops", "nvtx",   "nvtx",      "mpi_calls",
+    static const char *const passes[] = {"kernels",  "memcpys",  "memsets", "graph_launches",
+                                         "nccl_ops", "nvtx",     "nvtx",    "mpi_calls",
                                          "syncs",    "api_calls"};
     int npass = (int)(sizeof(passes) / sizeof(passes[0])) - (p.o->include_api ? 0 : 1);
     if ((rc = mrd__export_rows_begin(&p.rows, db, p.o->progress, passes, npass)) < 0)
@@ -659,9 +659,26 @@ static void rows_report(struct mrd__export_rows *r, uint64_t done)
     r->pr->on_rows(r->pr->ctx, done, r->total);
 }
 
+/* COUNT(*) of main.`table` (0 when absent) into *n. */
+static int count_table(sqlite3 *db, const char *table, uint64_t *n)
+{
+    int has = mrd_db_has_table(db, table);
+    if (has <= 0)
+        return has;
+    /* table names come from the exporters' own lists, never from input */
+    char *sql = sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", table);
+    sqlite3_stmt *st = NULL;
+    int ok = sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+             sqlite3_step(st) == SQLITE_ROW;
+    if (ok)
+        *n += (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return ok ? 0 : sql ? -MRD_ERR_SQLITE : -ENOMEM;
+}
+
 int mrd__export_rows_begin(struct mrd__export_rows *r, sqlite3 *db,
-                           const struct mrd_export_progress *pr, const char *const *tables,
-                           int n)
+                           const struct mrd_export_progress *pr, const char *const *tables, int n)
 {
     memset(r, 0, sizeof(*r));
     if (!pr || !pr->on_rows)
@@ -671,22 +688,20 @@ int mrd__export_rows_begin(struct mrd__export_rows *r, sqlite3 *db,
     r->pr = pr;
     r->npass = n;
     for (int i = 0; i < n; i++) {
-        int has = mrd_db_has_table(db, tables[i]);
-        if (has < 0)
-            return has;
-        if (!has)
-            continue;
-        /* table names come from the exporters' own lists, never from input */
-        char *sql = sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", tables[i]);
-        sqlite3_stmt *st = NULL;
-        int ok = sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-                 sqlite3_step(st) == SQLITE_ROW;
-        if (ok)
-            r->count[i] = (uint64_t)sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-        sqlite3_free(sql);
-        if (!ok)
-            return sql ? -MRD_ERR_SQLITE : -ENOMEM;
+        /* one entry: the tables of one query, separated by spaces */
+        for (const char *t = tables[i]; *t;) {
+            char name[64];
+            size_t len = strcspn(t, " ");
+            if (len == 0 || len >= sizeof(name))
+                return -EINVAL;
+            memcpy(name, t, len);
+            name[len] = '\0';
+            int rc = count_table(db, name, &r->count[i]);
+            if (rc < 0)
+                return rc;
+            t += len;
+            t += *t == ' ';
+        }
         r->total += r->count[i];
     }
     r->pass = -1;

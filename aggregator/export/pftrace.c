@@ -371,19 +371,32 @@ static int setup(struct px *p)
         p->opts.window_to_ns = to;
         p->o = &p->opts;
     }
-    /* the tables of the queries of mrd_export_pftrace, in their order */
-    static const char *const with_api[] = {"kernels",   "graph_launches", "nccl_ops",
-                                           "nvtx",      "nvtx",           "mpi_calls",
-                                           "syncs",     "api_calls",      "windows",
-                                           "nvtx",      "gpu_clock_samples"};
-    static const char *const without_api[] = {"kernels", "graph_launches", "nccl_ops",
-                                              "nvtx",    "nvtx",           "mpi_calls",
-                                              "syncs",   "windows",        "nvtx",
+    /* the tables of the queries of mrd_export_pftrace, in their order (the streams' query
+     * reads kernels, memcpys and memsets) */
+    static const char *const with_api[] = {"kernels memcpys memsets",
+                                           "graph_launches",
+                                           "nccl_ops",
+                                           "nvtx",
+                                           "nvtx",
+                                           "mpi_calls",
+                                           "syncs",
+                                           "api_calls",
+                                           "windows",
+                                           "nvtx",
+                                           "gpu_clock_samples"};
+    static const char *const without_api[] = {"kernels memcpys memsets",
+                                              "graph_launches",
+                                              "nccl_ops",
+                                              "nvtx",
+                                              "nvtx",
+                                              "mpi_calls",
+                                              "syncs",
+                                              "windows",
+                                              "nvtx",
                                               "gpu_clock_samples"};
     if ((rc = p->o->include_api
                   ? mrd__export_rows_begin(&p->rows, p->db, p->o->progress, with_api, 11)
-                  : mrd__export_rows_begin(&p->rows, p->db, p->o->progress, without_api, 10)) <
-        0)
+                  : mrd__export_rows_begin(&p->rows, p->db, p->o->progress, without_api, 10)) < 0)
         return rc;
     if (sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_links, -1, &p->links, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_host, -1, &p->host, NULL) != SQLITE_OK ||
