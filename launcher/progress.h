@@ -1,5 +1,7 @@
-/* Progress on stderr for the `meridian` commands that can work for long (report, diff):
- * one rule for all of them.
+/* Progress on stderr for the `meridian` commands that can work for long (report, diff,
+ * export, finalize, merge, and profile's own merge, finalize and report): one rule for all
+ * of them. Each command picks its unit and says it in --help (README, "Progress", has the
+ * table); library code reports through callbacks and never includes this header.
  *
  * Rule: nothing during the first two seconds (MRD_PROGRESS_AFTER_MS); after that, a line
  * at most once a second: "<who>: <what> <done>/<total> <unit> (P%), R/s, about T s left",
