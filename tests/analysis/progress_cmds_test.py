@@ -11,9 +11,12 @@ MERIDIAN_PROGRESS_AFTER_MS=0 (no two-second wait, a line at every update):
 - --quiet prints no progress line and the rest of stderr is what the default (stderr not a
   terminal) prints; the default prints no progress line;
 - the outputs are byte-identical with and without --progress (trace files; the finalized
-  and merged databases' contents).
+  and merged databases' contents);
+- `meridian profile --shards 2 --progress` (a real mpirun job replaying the reference
+  capture, skipped without mpirun) shows its merge (total from the kept shards), its
+  finalize and its report's lines; with --quiet none.
 
-usage: progress_cmds_test.py --meridian M --schema SCHEMA_FULL_SQL --workdir DIR
+usage: progress_cmds_test.py --meridian M --schema SCHEMA_FULL_SQL --workdir DIR --data DIR
 """
 import argparse
 import os
@@ -26,7 +29,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report_test as gen  # noqa: E402
 
-LINE = re.compile(r"^(meridian \w+): (.+?) (\d+)/(\d+) (rows|phases) \((\d+\.\d)%\), (\d+)/s, "
+LINE = re.compile(r"^(meridian \w+): (.+?) (\d+)/(\d+) (rows|phases|instances) \((\d+\.\d)%\), (\d+)/s, "
                   r"(about \d+ s left|done in \d+\.\d s)$")
 # the tables each export query reads, in the order of aggregator/export's queries
 JSON_TABLES = [["kernels"], ["memcpys"], ["memsets"], ["graph_launches"], ["nccl_ops"], ["nvtx"],
@@ -177,14 +180,7 @@ def make_shards(db, wd, ranks):
 
 def test_merge(m, db, wd, ranks):
     shards = make_shards(db, wd, ranks)
-    total = 0
-    for path in shards:
-        con = sqlite3.connect(path)
-        for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name "
-                                "NOT LIKE 'sqlite_%'").fetchall():
-            if t not in MERGE_NOT_COPIED:
-                total += count(con, t)
-        con.close()
+    total = shard_rows(shards)
     res = {}
     for mode in ("--progress", "--quiet", None):
         out = os.path.join(wd, "merged.db")
@@ -207,11 +203,65 @@ def test_merge(m, db, wd, ranks):
     return total
 
 
+def shard_rows(paths):
+    total = 0
+    for path in paths:
+        con = sqlite3.connect(path)
+        for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name "
+                                "NOT LIKE 'sqlite_%'").fetchall():
+            if t not in MERGE_NOT_COPIED:
+                total += count(con, t)
+        con.close()
+    return total
+
+
+def test_profile(m, wd, data):
+    caps = [os.path.join(data, "ref-rank%d.mrdcap" % r) for r in range(2)]
+    if not shutil.which("mpirun") or not all(os.path.exists(c) for c in caps):
+        print("analysis_progress_cmds: profile part skipped (no mpirun or no reference capture)")
+        return
+    job = ["mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe", "--mca", "btl",
+           "self,tcp", m, "replay", "--from-env", os.path.join(data, "ref-rank%r.mrdcap"),
+           "--quiet"]
+    for mode in ("--progress", "--quiet"):
+        d = os.path.join(wd, "profile%s" % mode)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        db = os.path.join(d, "p.db")
+        lines = run([m, "profile", "-o", db, "--shards", "2", "--keep-shards",
+                     "--no-mpi-wrappers", mode, "--"] + job)
+        shards = sorted(os.path.join(d, f) for f in os.listdir(d) if ".db.shard-" in f
+                        and not f.endswith(("-wal", "-shm")))
+        check(len(shards) == 2, "profile --keep-shards kept %r" % shards)
+        prog = progress_lines(lines, "meridian profile")
+        if mode == "--quiet":
+            check(not prog, "profile --quiet printed progress: %r" % prog[:3])
+            continue
+        con = sqlite3.connect(db)
+        instances = len(set(con.execute(
+            "SELECT comm_hash, seq, func_id FROM nccl_ops WHERE is_p2p = 0")))
+        con.close()
+        check(instances == 110, "the reference capture has 110 collectives: %d" % instances)
+        merging = [l for l in prog if " merging shards " in l]
+        finalizing = [l for l in prog if " finalizing " in l]
+        analysing = [l for l in prog if " analysing collectives " in l]
+        check(len(merging) + len(finalizing) + len(analysing) == len(prog),
+              "profile lines: %r" % prog[:3])
+        check_run(merging, "meridian profile", "merging shards", "rows", shard_rows(shards))
+        check_run(finalizing, "meridian profile",
+                  "finalizing (clock fit, GPU timers, causality, windows)", "phases", 4)
+        check_run(analysing, "meridian profile", "analysing collectives", "instances", instances)
+        check(prog.index(merging[-1]) < prog.index(finalizing[0]) and
+              prog.index(finalizing[-1]) < prog.index(analysing[0]),
+              "profile: merge, then finalize, then report")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--meridian", required=True)
     ap.add_argument("--schema", required=True)
     ap.add_argument("--workdir", required=True)
+    ap.add_argument("--data", required=True, help="tests/data (the reference capture)")
     args = ap.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     db = os.path.join(args.workdir, "progress_cmds.db")
@@ -220,6 +270,7 @@ def main():
     trace_total, json_total = test_export(args.meridian, db, args.workdir)
     test_finalize(args.meridian, db, args.workdir)
     merged = test_merge(args.meridian, db, args.workdir, ranks)
+    test_profile(args.meridian, args.workdir, args.data)
     print("analysis_progress_cmds: OK (export %d / %d rows, merge %d rows)"
           % (trace_total, json_total, merged))
     return 0
