@@ -58,10 +58,11 @@ static int copied(const struct mrd__merge_table *t)
 }
 
 /* Counts the rows of every copied table of every shard (read-only connections), for the
- * total. Returns 0 or -1 (logged). */
+ * total (a table whose count fails counts 0: the lines only). Returns 0 or -1 (logged). */
 static int count_rows(struct merge_progress *mp, const struct mrd__merge_shard *sh, int n,
                       FILE *log, const char *who)
 {
+    uint64_t total = 0;
     mp->count = calloc((size_t)n * mrd__merge_ntables, sizeof(*mp->count));
     if (!mp->count) {
         fprintf(log, "%s: out of memory\n", who);
@@ -84,10 +85,11 @@ static int count_rows(struct merge_progress *mp, const struct mrd__merge_shard *
                     (uint64_t)sqlite3_column_int64(st, 0);
             sqlite3_finalize(st);
             sqlite3_free(sql);
-            mp->p.total += mp->count[(size_t)k * mrd__merge_ntables + i];
+            total += mp->count[(size_t)k * mrd__merge_ntables + i];
         }
         sqlite3_close(db);
     }
+    mrd_progress_set_total(&mp->p, total);
     return 0;
 }
 

@@ -257,7 +257,7 @@ struct export_progress {
 static void on_export_rows(void *ctx, uint64_t done, uint64_t total)
 {
     struct mrd_progress *p = ctx;
-    p->total = total;
+    mrd_progress_set_total(p, total);
     mrd_progress_set(p, done);
 }
 

@@ -38,6 +38,9 @@ struct mrd_progress {
 void mrd_progress_begin(struct mrd_progress *p, int mode, const char *who, const char *what,
                         const char *unit, uint64_t total);
 
+/* Sets the total when it is known only after begin (counted by the work itself). */
+void mrd_progress_set_total(struct mrd_progress *p, uint64_t total);
+
 /* Records that `done` units are done; prints a line when the rule says so. */
 void mrd_progress_set(struct mrd_progress *p, uint64_t done);
 
