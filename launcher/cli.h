@@ -51,6 +51,12 @@ int mrd_cli_doctor(int argc, char **argv);
  * lack of probes is logged, not an error). */
 int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log);
 
+/* mrd_cli_finalize with progress on stderr (launcher/progress.h: mode MRD_PROGRESS_AUTO,
+ * _ON for --progress, _OFF for --quiet; lines prefixed `who`), counted in the finalize's
+ * four passes. mrd_cli_finalize is this with MRD_PROGRESS_OFF. */
+int mrd_cli_finalize_progress(sqlite3 *db, const char *command, FILE *log, const char *who,
+                              int progress);
+
 /* `meridian merge` (merge.c): merges the shard databases of one run (one meridiand per
  * shard, each with its own database; aggregator hosts sharing one monotonic clock, i.e.
  * equal runs.boot_id) into a new database `out`, as if one aggregator had stored every
@@ -64,6 +70,13 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log);
  * Progress and errors go to `log` with the prefix `who`. Returns 0, or 1 after an error. */
 int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards,
                          int overwrite, FILE *log, const char *who);
+
+/* mrd_cli_merge_shards with progress on stderr (launcher/progress.h modes), counted in rows
+ * read from the shards: the COUNT(*) of every table copied from every shard, counted
+ * first; each table's rows count when its copy ends. mrd_cli_merge_shards is this with
+ * MRD_PROGRESS_OFF. */
+int mrd_cli_merge_shards_progress(const char *out, const char *const *shards, int nshards,
+                                  int overwrite, FILE *log, const char *who, int progress);
 
 /* `meridian merge -o OUT [--overwrite] [--no-finalize] SHARD.db...` (merge.c): the merge
  * above, then mrd_cli_finalize on OUT unless --no-finalize. Returns 0, 1 on error, 2 on a

@@ -86,7 +86,20 @@ static int derive_windows(sqlite3 *db, FILE *log)
 
 int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
 {
+    return mrd_cli_finalize_progress(db, command, log, "meridian finalize", MRD_PROGRESS_OFF);
+}
+
+/* The finalize's progress unit: its four passes (clock fit, GPU timer calibration,
+ * causality check, capture windows), each counted when it ends. */
+enum { FINALIZE_PHASES = 4 };
+
+int mrd_cli_finalize_progress(sqlite3 *db, const char *command, FILE *log, const char *who,
+                              int progress)
+{
+    struct mrd_progress pg;
     int rc = 0;
+    mrd_progress_begin(&pg, progress, who, "finalizing (clock fit, GPU timers, causality, windows)",
+                       "phases", FINALIZE_PHASES);
     if (command && set_command(db, command) < 0) {
         fprintf(log, "meridian: cannot record the command in runs: %s\n", sqlite3_errmsg(db));
         rc = -MRD_ERR_SQLITE;
@@ -97,11 +110,13 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
         return n;
     }
     fprintf(log, "meridian: clock models fitted for %d rank(s)\n", n);
+    mrd_progress_set(&pg, 1);
     int g = mrd_clock_gpu_fit_db(db, log);
     if (g < 0)
         fprintf(log, "meridian: GPU timer calibration failed: %s\n", mrd_strerror(g));
     else
         fprintf(log, "meridian: GPU timers calibrated: %d GPU(s)\n", g);
+    mrd_progress_set(&pg, 2);
     if (n > 0) {
         struct mrd_clock_causality_summary sum;
         memset(&sum, 0, sizeof(sum));
@@ -114,7 +129,10 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
                     " before / %" PRIu64 " after tightening, largest shift %" PRId64 " ns\n",
                     sum.instances, sum.violations_before, sum.violations_after, sum.max_shift_ns);
     }
+    mrd_progress_set(&pg, 3);
     int w = derive_windows(db, log);
+    mrd_progress_set(&pg, 4);
+    mrd_progress_end(&pg);
     return rc < 0 ? rc : w;
 }
 

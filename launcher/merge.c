@@ -35,12 +35,63 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "db.h"
 #include "error.h"
 #include "merge.h"
+#include "progress.h"
 #include "store.h"
 
 #define MERGE_PROGRESS_ROWS 100000 /* a table copy of at least this many rows is logged */
 #define N(a)                (sizeof(a) / sizeof((a)[0]))
+
+/* The merge's progress: rows read from the shards, each table's COUNT(*) counted before
+ * the merge (count[k * mrd__merge_ntables + i]: shard k, table i) and added when its copy
+ * ends. */
+struct merge_progress {
+    struct mrd_progress p;
+    uint64_t *count, done;
+};
+
+static int copied(const struct mrd__merge_table *t)
+{
+    return t->pol == MRD__MERGE_STRINGS || t->pol == MRD__MERGE_COPY || t->pol == MRD__MERGE_SUM;
+}
+
+/* Counts the rows of every copied table of every shard (read-only connections), for the
+ * total (a table whose count fails counts 0: the lines only). Returns 0 or -1 (logged). */
+static int count_rows(struct merge_progress *mp, const struct mrd__merge_shard *sh, int n,
+                      FILE *log, const char *who)
+{
+    uint64_t total = 0;
+    mp->count = calloc((size_t)n * mrd__merge_ntables, sizeof(*mp->count));
+    if (!mp->count) {
+        fprintf(log, "%s: out of memory\n", who);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        sqlite3 *db = mrd_cli_open_db(sh[k].path, 1, who);
+        if (!db)
+            return -1;
+        for (size_t i = 0; i < mrd__merge_ntables; i++) {
+            sqlite3_stmt *st = NULL;
+            char *sql;
+            if (!copied(&mrd__merge_tables[i]) ||
+                mrd_db_has_table(db, mrd__merge_tables[i].name) != 1)
+                continue;
+            sql = sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", mrd__merge_tables[i].name);
+            if (sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+                sqlite3_step(st) == SQLITE_ROW)
+                mp->count[(size_t)k * mrd__merge_ntables + i] =
+                    (uint64_t)sqlite3_column_int64(st, 0);
+            sqlite3_finalize(st);
+            sqlite3_free(sql);
+            total += mp->count[(size_t)k * mrd__merge_ntables + i];
+        }
+        sqlite3_close(db);
+    }
+    mrd_progress_set_total(&mp->p, total);
+    return 0;
+}
 
 /* SQLite URI of a file path (for ATTACH ... ?mode=ro): '%', '?' and '#' escaped. */
 static char *file_uri(const char *path, const char *query)
@@ -253,13 +304,13 @@ static int sum_counters(sqlite3 *db, const struct mrd__merge_shard *s, int64_t *
 }
 
 /* Attaches shard k as "s", copies every table, detaches. */
-static int merge_one(sqlite3 *db, const struct mrd__merge_shard *s, int first, FILE *log,
-                     const char *who)
+static int merge_one(sqlite3 *db, const struct mrd__merge_shard *s, int k, FILE *log,
+                     const char *who, struct merge_progress *mp)
 {
     sqlite3_stmt *st = NULL;
     char *uri = file_uri(s->path, "?mode=ro");
     int64_t total = 0, rows = 0;
-    int rc = -1, ntab = 0;
+    int rc = -1, ntab = 0, first = k == 0;
     if (!uri)
         return -1;
     if (sqlite3_prepare_v2(db, "ATTACH DATABASE ?1 AS s", -1, &st, NULL) != SQLITE_OK ||
@@ -288,6 +339,10 @@ static int merge_one(sqlite3 *db, const struct mrd__merge_shard *s, int first, F
             fprintf(log, "%s: %s: %s: %" PRId64 " rows\n", who, s->path, t, rows);
         total += rows;
         ntab += rows > 0;
+        if (mp->count[(size_t)k * mrd__merge_ntables + i]) { /* a line only when done moved */
+            mp->done += mp->count[(size_t)k * mrd__merge_ntables + i];
+            mrd_progress_set(&mp->p, mp->done);
+        }
     }
     fprintf(log, "%s: shard %" PRId64 " (%s): %zu rank(s), %" PRId64 " rows in %d tables%s\n", who,
             s->shard_id, s->path, s->nranks, total, ntab, s->delta ? ", global times shifted" : "");
@@ -313,7 +368,7 @@ static void remove_db_files(const char *path)
 /* Writes the merged database into the (empty) file tmp and closes it, which folds its WAL
  * back into the file. */
 static int write_merged(const char *tmp, const struct mrd__merge_shard *sh, int n, FILE *log,
-                        const char *who)
+                        const char *who, struct merge_progress *mp)
 {
     sqlite3 *db = NULL;
     char ver[96], mark[128];
@@ -341,7 +396,7 @@ static int write_merged(const char *tmp, const struct mrd__merge_shard *sh, int 
                  log, who, "string map") < 0)
         goto out;
     for (int k = 0; k < n; k++)
-        if (merge_one(db, &sh[k], k == 0, log, who) < 0)
+        if (merge_one(db, &sh[k], k, log, who, mp) < 0)
             goto out;
     if (exec_sql(db, mark, log, who, "aggregator_counters") < 0)
         goto out;
@@ -358,6 +413,14 @@ out:
 int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards, int overwrite,
                          FILE *log, const char *who)
 {
+    return mrd_cli_merge_shards_progress(out, shards, nshards, overwrite, log, who,
+                                         MRD_PROGRESS_OFF);
+}
+
+int mrd_cli_merge_shards_progress(const char *out, const char *const *shards, int nshards,
+                                  int overwrite, FILE *log, const char *who, int progress)
+{
+    struct merge_progress mp;
     struct mrd__merge_shard *sh = NULL;
     char tmp[4200], p[4200];
     int rc = 1, fd, made = 0;
@@ -379,7 +442,10 @@ int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards
     }
     for (int k = 0; k < nshards; k++)
         sh[k].path = shards[k];
-    if (mrd__merge_validate(sh, nshards, out, log, who) < 0)
+    memset(&mp, 0, sizeof(mp));
+    mrd_progress_begin(&mp.p, progress, who, "merging shards", "rows", 0);
+    if (mrd__merge_validate(sh, nshards, out, log, who) < 0 ||
+        count_rows(&mp, sh, nshards, log, who) < 0)
         goto fail;
     /* the new database, next to out (same file system: the rename is atomic), with the
      * permissions a new file gets (mkstemp's are 0600) */
@@ -394,8 +460,9 @@ int mrd_cli_merge_shards(const char *out, const char *const *shards, int nshards
         fprintf(log, "%s: note: %s stays readable by its owner only\n", who, out);
     close(fd);
     made = 1;
-    if (write_merged(tmp, sh, nshards, log, who) < 0)
+    if (write_merged(tmp, sh, nshards, log, who, &mp) < 0)
         goto fail;
+    mrd_progress_end(&mp.p);
     /* a WAL or shared-memory file of the database being replaced would be applied to the
      * new one: remove them first */
     if (overwrite) {
@@ -425,6 +492,7 @@ fail:
         free(sh[k].ranks);
     }
     free(sh);
+    free(mp.count);
     return rc;
 }
 
@@ -445,6 +513,12 @@ static void merge_usage(FILE *f)
           "  -o, --output OUT  the merged database (required)\n"
           "  --overwrite       replace OUT if it exists (default: refuse)\n"
           "  --no-finalize     do not fit clock models etc. (`meridian finalize OUT` later)\n"
+          "  --progress        progress lines on stderr when the merge takes over 2 s: rows\n"
+          "                    read from the shards (COUNT(*) of every copied table, counted\n"
+          "                    first; a table counts when its copy ends), rate, time left;\n"
+          "                    then the finalize's four passes; the default when stderr is a\n"
+          "                    terminal\n"
+          "  --quiet           no progress lines\n"
           "  -h, --help        this text\n"
           "\n"
           "Exit status: 0, 1 when a shard is refused or OUT cannot be written (or finalized),\n"
@@ -454,14 +528,16 @@ static void merge_usage(FILE *f)
 
 int mrd_cli_merge(int argc, char **argv)
 {
-    enum { O_OVERWRITE = 256, O_NOFIN };
+    enum { O_OVERWRITE = 256, O_NOFIN, O_PROGRESS, O_QUIET };
     static const struct option lo[] = {{"output", 1, 0, 'o'},
                                        {"overwrite", 0, 0, O_OVERWRITE},
                                        {"no-finalize", 0, 0, O_NOFIN},
+                                       {"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     const char *out = NULL, *who = "meridian merge";
-    int overwrite = 0, finalize = 1, c;
+    int overwrite = 0, finalize = 1, c, progress = MRD_PROGRESS_AUTO;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
         switch (c) {
@@ -474,6 +550,12 @@ int mrd_cli_merge(int argc, char **argv)
         case O_NOFIN:
             finalize = 0;
             break;
+        case O_PROGRESS:
+            progress = MRD_PROGRESS_ON;
+            break;
+        case O_QUIET:
+            progress = MRD_PROGRESS_OFF;
+            break;
         case 'h':
             merge_usage(stdout);
             return 0;
@@ -485,15 +567,15 @@ int mrd_cli_merge(int argc, char **argv)
         fprintf(stderr, "%s: give -o OUT and at least one shard database (see --help)\n", who);
         return 2;
     }
-    if (mrd_cli_merge_shards(out, (const char *const *)(argv + optind), argc - optind, overwrite,
-                             stderr, who) != 0)
+    if (mrd_cli_merge_shards_progress(out, (const char *const *)(argv + optind), argc - optind,
+                                      overwrite, stderr, who, progress) != 0)
         return 1;
     if (!finalize)
         return 0;
     sqlite3 *db = mrd_cli_open_db(out, 0, who);
     if (!db)
         return 1;
-    int rc = mrd_cli_finalize(db, NULL, stderr);
+    int rc = mrd_cli_finalize_progress(db, NULL, stderr, who, progress);
     sqlite3_close(db);
     return rc < 0 ? 1 : 0;
 }

@@ -176,6 +176,11 @@ static void export_usage(FILE *f)
           "  --steps A-B       only steps A to B (NVTX step ranges as the report numbers them,\n"
           "                    from 0; --steps A for one step) instead of a time window\n"
           "  --step-name NAME  with --steps: the step ranges' NVTX name prefix\n"
+          "  --progress        progress lines on stderr when an export takes over 2 s: rows\n"
+          "                    read of the exported tables' rows (COUNT(*) of each table the\n"
+          "                    export queries, counted first; a table read twice counts\n"
+          "                    twice), rate, time left; the default when stderr is a terminal\n"
+          "  --quiet           no progress lines\n"
           "  -h, --help        this text\n"
           "\n"
           "Exit status: 0, 1 on a read or write error, 2 on a usage error, 3 when --window or\n"
@@ -243,16 +248,46 @@ static void warn_empty(const struct mrd_perfetto_options *po, const struct mrd_p
                 (double)st->first_ns / 1e6, (double)st->last_ns / 1e6);
 }
 
+/* Export progress (launcher/progress.h), counted in rows read of the tables' rows. */
+struct export_progress {
+    struct mrd_progress p;
+    struct mrd_export_progress cb;
+};
+
+static void on_export_rows(void *ctx, uint64_t done, uint64_t total)
+{
+    struct mrd_progress *p = ctx;
+    mrd_progress_set_total(p, total);
+    mrd_progress_set(p, done);
+}
+
+/* Starts counting one export (what: which file); po->progress is set only when the lines
+ * are shown, so that the rows are counted only then. */
+static void export_progress_begin(struct export_progress *ep, int mode, const char *what,
+                                  struct mrd_perfetto_options *po)
+{
+    mrd_progress_begin(&ep->p, mode, "meridian export", what, "rows", 0);
+    ep->cb.on_rows = on_export_rows;
+    ep->cb.ctx = &ep->p;
+    po->progress = ep->p.on ? &ep->cb : NULL;
+}
+
 /* --trace: the native Perfetto trace (aggregator/export/pftrace.h). Returns 0 or 1. */
-static int export_trace(sqlite3 *db, const char *path, const struct mrd_perfetto_options *po)
+static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_options *po,
+                        int progress)
 {
     struct mrd_pftrace_stats st;
+    struct export_progress ep;
     FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
     if (!f) {
         fprintf(stderr, "meridian export: cannot write %s: %s\n", path, mrd_strerror(-errno));
         return 1;
     }
+    export_progress_begin(&ep, progress, "writing the native trace", po);
     int rc = mrd_export_pftrace(f, db, po, &st);
+    po->progress = NULL;
+    if (rc == 0)
+        mrd_progress_end(&ep.p);
     if (rc < 0)
         fprintf(stderr, "meridian export: %s\n",
                 rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
@@ -288,7 +323,17 @@ static int export_trace(sqlite3 *db, const char *path, const struct mrd_perfetto
 
 static int cmd_export(int argc, char **argv)
 {
-    enum { O_PERFETTO = 256, O_LOCAL, O_API, O_WINDOW, O_STEPS, O_STEP_NAME, O_TRACE };
+    enum {
+        O_PERFETTO = 256,
+        O_LOCAL,
+        O_API,
+        O_WINDOW,
+        O_STEPS,
+        O_STEP_NAME,
+        O_TRACE,
+        O_PROGRESS,
+        O_QUIET
+    };
     static const struct option lo[] = {{"perfetto", 1, 0, O_PERFETTO},
                                        {"trace", 1, 0, O_TRACE},
                                        {"local-clocks", 0, 0, O_LOCAL},
@@ -296,12 +341,15 @@ static int cmd_export(int argc, char **argv)
                                        {"window", 1, 0, O_WINDOW},
                                        {"steps", 1, 0, O_STEPS},
                                        {"step-name", 1, 0, O_STEP_NAME},
+                                       {"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
                                        {"help", 0, 0, 'h'},
                                        {0, 0, 0, 0}};
     struct mrd_perfetto_options po;
     struct mrd_perfetto_stats st;
+    struct export_progress ep;
     const char *out = NULL, *trace = NULL;
-    int c, rc;
+    int c, rc, progress = MRD_PROGRESS_AUTO;
     memset(&po, 0, sizeof(po));
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -334,6 +382,12 @@ static int cmd_export(int argc, char **argv)
         case O_STEP_NAME:
             po.step_name = optarg;
             break;
+        case O_PROGRESS:
+            progress = MRD_PROGRESS_ON;
+            break;
+        case O_QUIET:
+            progress = MRD_PROGRESS_OFF;
+            break;
         case 'h':
             export_usage(stdout);
             return 0;
@@ -353,7 +407,7 @@ static int cmd_export(int argc, char **argv)
     sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian export");
     if (!db)
         return 1;
-    if (trace && (rc = export_trace(db, trace, &po)) != 0) {
+    if (trace && (rc = export_trace(db, trace, &po, progress)) != 0) {
         sqlite3_close(db);
         return rc;
     }
@@ -367,7 +421,10 @@ static int cmd_export(int argc, char **argv)
         sqlite3_close(db);
         return 1;
     }
+    export_progress_begin(&ep, progress, "writing the Chrome JSON", &po);
     rc = mrd_export_perfetto(f, db, &po, &st);
+    if (rc == 0)
+        mrd_progress_end(&ep.p);
     if (rc < 0)
         fprintf(stderr, "meridian export: %s\n",
                 rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
@@ -389,28 +446,57 @@ static int cmd_export(int argc, char **argv)
     return rc == 0 ? 0 : 1;
 }
 
+static void finalize_usage(FILE *f)
+{
+    fputs("usage: meridian finalize DB [--progress | --quiet]\n\n"
+          "Completes a database whose meridiand has stopped: fits each rank's clock model\n"
+          "(clock_samples -> clock_models), calibrates NCCL's GPU timers\n"
+          "(gpu_timer_models) and runs the causality check, tightening offsets within\n"
+          "their error bounds. `meridian profile` does this itself; use it for runs that\n"
+          "were interrupted or profiled with `meridian run`. Running it again gives the\n"
+          "same result. A database this meridian cannot read (not a meridian database,\n"
+          "a newer schema version) is refused before anything is written.\n\n"
+          "  --progress   progress lines on stderr when the finalize takes over 2 s: its four\n"
+          "               passes (clock fit, GPU timers, causality, capture windows) done,\n"
+          "               rate, time left; the default when stderr is a terminal\n"
+          "  --quiet      no progress lines\n"
+          "  -h, --help   this text\n\n"
+          "Exit status: 0, 1 when the database cannot be read or updated, 2 on a usage error.\n",
+          f);
+}
+
 static int cmd_finalize(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        FILE *f = argc == 2 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)
-                      ? stdout
-                      : stderr;
-        fputs("usage: meridian finalize DB\n\n"
-              "Completes a database whose meridiand has stopped: fits each rank's clock model\n"
-              "(clock_samples -> clock_models), calibrates NCCL's GPU timers\n"
-              "(gpu_timer_models) and runs the causality check, tightening offsets within\n"
-              "their error bounds. `meridian profile` does this itself; use it for runs that\n"
-              "were interrupted or profiled with `meridian run`. Running it again gives the\n"
-              "same result. A database this meridian cannot read (not a meridian database,\n"
-              "a newer schema version) is refused before anything is written.\n\n"
-              "Exit status: 0, 1 when the database cannot be read or updated.\n",
-              f);
-        return f == stdout ? 0 : 2;
+    enum { O_PROGRESS = 256, O_QUIET };
+    static const struct option lo[] = {{"progress", 0, 0, O_PROGRESS},
+                                       {"quiet", 0, 0, O_QUIET},
+                                       {"help", 0, 0, 'h'},
+                                       {0, 0, 0, 0}};
+    int c, progress = MRD_PROGRESS_AUTO;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case O_PROGRESS:
+            progress = MRD_PROGRESS_ON;
+            break;
+        case O_QUIET:
+            progress = MRD_PROGRESS_OFF;
+            break;
+        case 'h':
+            finalize_usage(stdout);
+            return 0;
+        default:
+            return 2;
+        }
     }
-    sqlite3 *db = mrd_cli_open_db(argv[1], 0, "meridian finalize");
+    if (optind != argc - 1) {
+        finalize_usage(stderr);
+        return 2;
+    }
+    sqlite3 *db = mrd_cli_open_db(argv[optind], 0, "meridian finalize");
     if (!db)
         return 1;
-    int rc = mrd_cli_finalize(db, NULL, stderr);
+    int rc = mrd_cli_finalize_progress(db, NULL, stderr, "meridian finalize", progress);
     sqlite3_close(db);
     return rc < 0 ? 1 : 0;
 }

@@ -430,7 +430,8 @@ out:
 /* Runs the finalize in a child process so that a slow pass on a huge database cannot hold
  * the report hostage: after timeout_s the child is killed (SQLite rolls back its open
  * transaction) and the report uses what was committed. Returns 0 when it completed. */
-static int finalize_with_timeout(const char *db_path, const char *command, int timeout_s)
+static int finalize_with_timeout(const char *db_path, const char *command, int timeout_s,
+                                 int progress)
 {
     int st = 0;
     pid_t pid = fork();
@@ -440,7 +441,8 @@ static int finalize_with_timeout(const char *db_path, const char *command, int t
     }
     if (pid == 0) {
         sqlite3 *db = mrd_cli_open_db(db_path, 0, "meridian profile");
-        int rc = db ? mrd_cli_finalize(db, command, stderr) : -1;
+        int rc =
+            db ? mrd_cli_finalize_progress(db, command, stderr, "meridian profile", progress) : -1;
         if (db)
             sqlite3_close(db);
         fflush(stderr);
@@ -704,8 +706,8 @@ static int merge_shards(const struct profile_opts *o, const struct run_state *s,
     for (int k = 0; k < s->nshards; k++)
         paths[k] = s->sh[k].db;
     fprintf(stderr, "meridian profile: merging %d shard databases into %s\n", s->nshards, s->db);
-    if (mrd_cli_merge_shards(s->db, paths, s->nshards, o->overwrite, stderr, "meridian profile") !=
-        0) {
+    if (mrd_cli_merge_shards_progress(s->db, paths, s->nshards, o->overwrite, stderr,
+                                      "meridian profile", o->progress) != 0) {
         say_kept_shards(s, "the merge failed; the shard databases are kept (once the cause "
                            "is fixed: meridian merge -o DB SHARD...)");
         return -1;
@@ -831,7 +833,7 @@ int mrd_cli_profile(int argc, char **argv)
         goto done;
     }
     if (!o.no_finalize)
-        finalize_with_timeout(s.db, command, o.finalize_timeout_s);
+        finalize_with_timeout(s.db, command, o.finalize_timeout_s, o.progress);
     settle_db(s.db);
     sqlite3 *db = mrd_cli_open_db(s.db, 1, "meridian profile");
     if (db) {
@@ -839,8 +841,8 @@ int mrd_cli_profile(int argc, char **argv)
             FILE *text = o.no_report || (o.json && strcmp(o.json, "-") == 0) ? NULL : stdout;
             /* the steps the agents counted for the windows are the report's steps */
             const char *step = getenv("MERIDIAN_STEP_NAME");
-            mrd_cli_render(db, text, o.html, o.json, 0, step && *step ? step : NULL,
-                           "meridian profile");
+            mrd_cli_render_progress(db, text, o.html, o.json, 0, step && *step ? step : NULL,
+                                    "meridian profile", o.progress);
         }
         sqlite3_close(db);
     }

@@ -22,6 +22,7 @@ struct profile_opts {
     int daemon_timeout_s, stop_timeout_s, job_timeout_s, finalize_timeout_s;
     int no_mpi, no_report, no_finalize, single, keep_secret, overwrite, verbose;
     int shards, keep_shards, full;
+    int progress; /* launcher/progress.h: --progress, --quiet, or the default (AUTO) */
     struct tier tier;
     /* passed to meridiand: --trigger-step-factor, --window-delay, --window-duration,
      * --trigger-skew */

@@ -14,6 +14,7 @@
 
 #include "collstep.h"
 #include "profile.h"
+#include "progress.h"
 #include "runcfg.h"
 #include "steps.h"
 
@@ -140,6 +141,12 @@ static void profile_usage(FILE *f)
         "                           merge: no DB, the exit status is still the job's)\n"
         "      --keep-shards        keep the shard databases after a successful merge\n"
         "  -v, --verbose            show meridiand's connection log\n"
+        "      --progress           progress lines on stderr for the work after the job when\n"
+        "                           it takes over 2 s: the merge (rows read from the\n"
+        "                           shards), the finalize (its four passes), the report\n"
+        "                           (collectives analysed); the default when stderr is a\n"
+        "                           terminal\n"
+        "      --quiet              no progress lines\n"
         "  -h, --help               this text\n"
         "\n"
         "The secret is written to .meridian-RUNID.secret next to the database (mode 0600):\n"
@@ -342,6 +349,8 @@ enum {
     O_TRIGGER,
     O_WDELAY,
     O_WDURATION,
+    O_PROGRESS,
+    O_QUIET,
     O_STEPCOLL,
     O_TSKEW
 };
@@ -377,6 +386,8 @@ static const struct option lo[] = {{"output", 1, 0, 'o'},
                                    {"window-delay", 1, 0, O_WDELAY},
                                    {"window-duration", 1, 0, O_WDURATION},
                                    {"verbose", 0, 0, 'v'},
+                                   {"progress", 0, 0, O_PROGRESS},
+                                   {"quiet", 0, 0, O_QUIET},
                                    {"help", 0, 0, 'h'},
                                    {0, 0, 0, 0}};
 /* Applies option c with argument arg to o. Returns 0, 1 after --help (printed), or
@@ -500,6 +511,12 @@ static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
     }
     case 'v':
         o->verbose = 1;
+        break;
+    case O_PROGRESS:
+        o->progress = MRD_PROGRESS_ON;
+        break;
+    case O_QUIET:
+        o->progress = MRD_PROGRESS_OFF;
         break;
     case 'h':
         profile_usage(stdout);

@@ -59,6 +59,11 @@ static void line(struct mrd_progress *p, int64_t t, int last)
     p->last_ms = t;
 }
 
+void mrd_progress_set_total(struct mrd_progress *p, uint64_t total)
+{
+    p->total = total;
+}
+
 void mrd_progress_set(struct mrd_progress *p, uint64_t done)
 {
     p->done = done;

@@ -1,5 +1,7 @@
-/* Progress on stderr for the `meridian` commands that can work for long (report, diff):
- * one rule for all of them.
+/* Progress on stderr for the `meridian` commands that can work for long (report, diff,
+ * export, finalize, merge, and profile's own merge, finalize and report): one rule for all
+ * of them. Each command picks its unit and says it in --help (README, "Progress", has the
+ * table); library code reports through callbacks and never includes this header.
  *
  * Rule: nothing during the first two seconds (MRD_PROGRESS_AFTER_MS); after that, a line
  * at most once a second: "<who>: <what> <done>/<total> <unit> (P%), R/s, about T s left",
@@ -35,6 +37,9 @@ struct mrd_progress {
  * what and unit must outlive p. */
 void mrd_progress_begin(struct mrd_progress *p, int mode, const char *who, const char *what,
                         const char *unit, uint64_t total);
+
+/* Sets the total when it is known only after begin (counted by the work itself). */
+void mrd_progress_set_total(struct mrd_progress *p, uint64_t total);
 
 /* Records that `done` units are done; prints a line when the rule says so. */
 void mrd_progress_set(struct mrd_progress *p, uint64_t done);

@@ -82,6 +82,16 @@ void mrd_export_html_on_instance(const struct mrd_an_instance *in, void *ctx);
 int mrd_export_html(FILE *f, sqlite3 *db, const struct mrd_analysis *a,
                     const struct mrd_html_acc *acc);
 
+/* Progress of an export, for a caller that shows it (the library prints nothing). The unit
+ * is rows read by the export's queries; the total is the COUNT(*) of each query's table,
+ * counted once before the first query (a table that two queries read counts twice). on_rows
+ * is called from the exporting thread every few thousand rows and after each query, with
+ * done rising to total; never twice with the same done. */
+struct mrd_export_progress {
+    void (*on_rows)(void *ctx, uint64_t done, uint64_t total);
+    void *ctx;
+};
+
 struct mrd_perfetto_options {
     int ignore_clock_models; /* keep each rank's local clock */
     int include_api;         /* also export api_calls (off by default: large) */
@@ -94,7 +104,27 @@ struct mrd_perfetto_options {
     int by_steps;
     int64_t step_first, step_last;
     const char *step_name;
+    const struct mrd_export_progress *progress; /* NULL: nothing counted nor reported */
 };
+
+/* Shared-internal (perfetto.c, pftrace.c): the progress count of one export. begin counts
+ * the rows of tables[0..n-1] (one entry per query, in the order the queries run: the
+ * names of the tables it reads, separated by spaces; absent tables count 0) when pr is set; pass
+ * starts the next query, tick reports `rows` read in it (the caller calls it every
+ * MRD__EXPORT_ROWS_EVERY rows), pass_end reports the query done. All do nothing without pr. */
+#define MRD__EXPORT_ROWS_EVERY      4096
+#define MRD__EXPORT_ROWS_MAX_PASSES 16
+struct mrd__export_rows {
+    const struct mrd_export_progress *pr;
+    uint64_t count[MRD__EXPORT_ROWS_MAX_PASSES];
+    uint64_t total, base, reported;
+    int npass, pass;
+};
+int mrd__export_rows_begin(struct mrd__export_rows *r, sqlite3 *db,
+                           const struct mrd_export_progress *pr, const char *const *tables, int n);
+void mrd__export_rows_pass(struct mrd__export_rows *r);
+void mrd__export_rows_tick(struct mrd__export_rows *r, uint64_t rows);
+void mrd__export_rows_pass_end(struct mrd__export_rows *r);
 
 struct mrd_perfetto_stats {
     uint64_t events; /* trace events written (slices, flows, metadata) */

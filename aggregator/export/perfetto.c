@@ -82,6 +82,7 @@ struct pf {
     int64_t origin;
     int64_t window_from_ns, window_to_ns; /* the options' window, or the steps' */
     int first;
+    struct mrd__export_rows rows; /* progress, when the caller asked for it */
 };
 
 static int64_t col64(sqlite3_stmt *q, int col)
@@ -362,14 +363,20 @@ static int run_query(struct pf *p, const char *table, const char *sql,
 {
     sqlite3_stmt *q = NULL;
     int rc;
+    uint64_t n = 0;
+    mrd__export_rows_pass(&p->rows);
     if (table && mrd_db_has_table(p->db, table) != 1)
         return 0;
     if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     p->lanes.n = 0;
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW)
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         row(p, q);
+        if (++n % MRD__EXPORT_ROWS_EVERY == 0)
+            mrd__export_rows_tick(&p->rows, n);
+    }
     sqlite3_finalize(q);
+    mrd__export_rows_pass_end(&p->rows);
     if (rc != SQLITE_DONE)
         return -MRD_ERR_SQLITE;
     return ferror(p->f) ? -EIO : 0;
@@ -601,6 +608,12 @@ int mrd_export_perfetto(FILE *f, sqlite3 *db, const struct mrd_perfetto_options 
         goto fail;
     if ((rc = mrd_db_op_intervals(db, 0)) < 0)
         goto fail;
+    static const char *const passes[] = {"kernels",  "memcpys",  "memsets", "graph_launches",
+                                         "nccl_ops", "nvtx",     "nvtx",    "mpi_calls",
+                                         "syncs",    "api_calls"};
+    int npass = (int)(sizeof(passes) / sizeof(passes[0])) - (p.o->include_api ? 0 : 1);
+    if ((rc = mrd__export_rows_begin(&p.rows, db, p.o->progress, passes, npass)) < 0)
+        goto fail;
     if (sqlite3_prepare_v2(db, mrd_db_sql_kernel_ops, -1, &p.links, NULL) != SQLITE_OK) {
         rc = -MRD_ERR_SQLITE;
         goto fail;
@@ -634,4 +647,86 @@ fail:
     mrd_timebase_destroy(p.tb);
     free(p.tracks);
     return rc;
+}
+
+/* ---- progress (export.h, struct mrd__export_rows) ---- */
+
+static void rows_report(struct mrd__export_rows *r, uint64_t done)
+{
+    if (!r->pr || !r->pr->on_rows || done == r->reported)
+        return;
+    r->reported = done;
+    r->pr->on_rows(r->pr->ctx, done, r->total);
+}
+
+/* COUNT(*) of main.`table` (0 when absent) into *n. */
+static int count_table(sqlite3 *db, const char *table, uint64_t *n)
+{
+    int has = mrd_db_has_table(db, table);
+    if (has <= 0)
+        return has;
+    /* table names come from the exporters' own lists, never from input */
+    char *sql = sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", table);
+    sqlite3_stmt *st = NULL;
+    int ok = sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+             sqlite3_step(st) == SQLITE_ROW;
+    if (ok)
+        *n += (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return ok ? 0 : sql ? -MRD_ERR_SQLITE : -ENOMEM;
+}
+
+int mrd__export_rows_begin(struct mrd__export_rows *r, sqlite3 *db,
+                           const struct mrd_export_progress *pr, const char *const *tables, int n)
+{
+    memset(r, 0, sizeof(*r));
+    if (!pr || !pr->on_rows)
+        return 0;
+    if (n > MRD__EXPORT_ROWS_MAX_PASSES)
+        return -EINVAL;
+    r->pr = pr;
+    r->npass = n;
+    for (int i = 0; i < n; i++) {
+        /* one entry: the tables of one query, separated by spaces */
+        for (const char *t = tables[i]; *t;) {
+            char name[64];
+            size_t len = strcspn(t, " ");
+            if (len == 0 || len >= sizeof(name))
+                return -EINVAL;
+            memcpy(name, t, len);
+            name[len] = '\0';
+            int rc = count_table(db, name, &r->count[i]);
+            if (rc < 0)
+                return rc;
+            t += len;
+            t += *t == ' ';
+        }
+        r->total += r->count[i];
+    }
+    r->pass = -1;
+    return 0;
+}
+
+void mrd__export_rows_pass(struct mrd__export_rows *r)
+{
+    if (r->pr && r->pass + 1 < r->npass)
+        r->pass++;
+}
+
+void mrd__export_rows_tick(struct mrd__export_rows *r, uint64_t rows)
+{
+    if (!r->pr || r->pass < 0)
+        return;
+    uint64_t c = r->count[r->pass];
+    rows_report(r, r->base + (rows < c ? rows : c));
+}
+
+void mrd__export_rows_pass_end(struct mrd__export_rows *r)
+{
+    if (!r->pr || r->pass < 0)
+        return;
+    r->base += r->count[r->pass];
+    r->count[r->pass] = 0; /* a second pass_end of the same query adds nothing */
+    rows_report(r, r->base);
 }

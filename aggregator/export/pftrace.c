@@ -331,16 +331,22 @@ static int run(struct px *p, const char *table, const char *sql, int bind1,
 {
     sqlite3_stmt *q = NULL;
     int rc;
+    uint64_t n = 0;
+    mrd__export_rows_pass(&p->rows);
     if ((rc = mrd_db_has_table(p->db, table)) <= 0)
         return rc;
     if (sqlite3_prepare_v2(p->db, sql, -1, &q, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
     if (bind1)
         sqlite3_bind_int(q, 1, bind1);
-    while ((rc = sqlite3_step(q)) == SQLITE_ROW && !p->err)
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW && !p->err) {
         row(p, q);
+        if (++n % MRD__EXPORT_ROWS_EVERY == 0)
+            mrd__export_rows_tick(&p->rows, n);
+    }
     sqlite3_finalize(q);
     mrd__pf_close_group(p);
+    mrd__export_rows_pass_end(&p->rows);
     if (p->err)
         return p->err;
     return rc == SQLITE_DONE || rc == SQLITE_ROW ? 0 : -MRD_ERR_SQLITE;
@@ -365,6 +371,33 @@ static int setup(struct px *p)
         p->opts.window_to_ns = to;
         p->o = &p->opts;
     }
+    /* the tables of the queries of mrd_export_pftrace, in their order (the streams' query
+     * reads kernels, memcpys and memsets) */
+    static const char *const with_api[] = {"kernels memcpys memsets",
+                                           "graph_launches",
+                                           "nccl_ops",
+                                           "nvtx",
+                                           "nvtx",
+                                           "mpi_calls",
+                                           "syncs",
+                                           "api_calls",
+                                           "windows",
+                                           "nvtx",
+                                           "gpu_clock_samples"};
+    static const char *const without_api[] = {"kernels memcpys memsets",
+                                              "graph_launches",
+                                              "nccl_ops",
+                                              "nvtx",
+                                              "nvtx",
+                                              "mpi_calls",
+                                              "syncs",
+                                              "windows",
+                                              "nvtx",
+                                              "gpu_clock_samples"};
+    if ((rc = p->o->include_api
+                  ? mrd__export_rows_begin(&p->rows, p->db, p->o->progress, with_api, 11)
+                  : mrd__export_rows_begin(&p->rows, p->db, p->o->progress, without_api, 10)) < 0)
+        return rc;
     if (sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_links, -1, &p->links, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_host, -1, &p->host, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_rank_first, -1, &p->rank_first, NULL) !=

@@ -123,6 +123,7 @@ struct px {
     const struct mrd_perfetto_options *o;
     struct mrd_perfetto_options opts; /* --steps: the caller's options with the steps' window */
     uint64_t steps_in_run;            /* --steps: the steps the run has */
+    struct mrd__export_rows rows;     /* progress, when the caller asked for it */
     struct mrd_pftrace_stats st;
     int64_t origin;
     sqlite3_stmt *links, *host, *rank_first;
