@@ -9,10 +9,7 @@
 
 #include <sqlite3.h>
 
-#include "batch.h"
-#include "check.h"
-#include "frame.h"
-#include "store.h"
+#include "kind_store.h"
 
 #define N 1000
 
@@ -34,10 +31,7 @@ static struct mrd_gpu_sample sample(int i)
 int main(void)
 {
     char db_path[] = "/tmp/mrd-gpu-sample-XXXXXX";
-    int fd = mkstemp(db_path);
-    CHECK(fd >= 0);
-    close(fd);
-    unlink(db_path);
+    ks_tmp_db(db_path);
 
     struct mrd_batch_builder_config bc = {"r", 3, 77, 0, 0, 1};
     struct mrd_batch_builder *b = NULL;
@@ -46,18 +40,9 @@ int main(void)
         struct mrd_gpu_sample g = sample(i);
         CHECK_EQ(mrd_batch_add_gpu_sample(b, &g), 0);
     }
-    uint8_t *f;
     size_t len;
-    CHECK_EQ(mrd_batch_builder_finish(b, 1, &f, &len), 0);
+    Meridian__V1__Batch *m = ks_finish(b, &len);
     mrd_batch_builder_free(b);
-
-    struct mrd_frame_header h;
-    ProtobufCMessage *msg = NULL;
-    CHECK_EQ(mrd_frame_header_parse(f, len, MRD_FRAME_DEFAULT_MAX, &h), 0);
-    CHECK_EQ(mrd_frame_decode(&h, f + MRD_FRAME_HEADER_BYTES, MRD_FRAME_DEFAULT_MAX, &msg), 0);
-    free(f);
-    Meridian__V1__Batch *m = (Meridian__V1__Batch *)msg;
-    CHECK_EQ(mrd_batch_check(m, NULL), 0);
     CHECK_EQ(mrd_batch_count(m, MRD_EV_GPU_SAMPLE), N);
     struct mrd_batch_cursor c;
     struct mrd_gpu_sample got;
@@ -72,23 +57,7 @@ int main(void)
     CHECK_STREQ(mrd_event_kind_name(MRD_EV_GPU_SAMPLE), "gpu_sample");
 
     /* into the database, as meridiand stores a batch */
-    struct mrd_store_config cfg = {.db_path = db_path, .run_id = "r", .commit_ms = 5};
-    struct mrd_store *s = NULL;
-    CHECK_EQ(mrd_store_open(&cfg, &s), 0);
-    struct mrd_store_item *it = mrd_store_item_new(MRD_STORE_BATCH);
-    CHECK(it != NULL);
-    it->rank = 3;
-    it->agent_instance = 77;
-    it->wire_bytes = (uint32_t)len;
-    it->received_ns = 1000;
-    it->msg = msg;
-    mrd_store_submit(s, it);
-    CHECK_EQ(mrd_store_drain(s), 0);
-    struct mrd_store_item *done = mrd_store_take_completions(s);
-    CHECK(done == it);
-    CHECK_EQ(done->status, 0);
-    mrd_store_item_free(done);
-    mrd_store_close(s);
+    ks_store(db_path, 3, 77, m, len);
 
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -116,11 +85,7 @@ int main(void)
     sqlite3_finalize(st);
     sqlite3_close(db);
     CHECK_EQ(rows, N);
-    for (const char *sfx = ""; sfx; sfx = *sfx ? (sfx[1] == 'w' ? "-shm" : NULL) : "-wal") {
-        char p[64];
-        snprintf(p, sizeof p, "%s%s", db_path, sfx);
-        unlink(p);
-    }
+    ks_rm_db(db_path);
     printf("proto_gpu_sample: ok (%d rows)\n", rows);
     return 0;
 }
