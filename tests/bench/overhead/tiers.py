@@ -33,7 +33,7 @@ with a 95% bootstrap interval over rounds):
 
 Usage: tiers.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,py]
        [--variants plain,steady,full,bare] [--py-variants plain,steady,full,bare,torch]
-       [--rounds 5] [--steps 600]
+       [--rounds 5] [--storm-rounds N] [--no-aslr] [--steps 600]
        [--torch-steps 200] [--budget-s 540] [--csv FILE] [--resume]
 With --resume the rows already in --csv count (a run may continue in a later device call;
 every row names its machine's boot id).
@@ -85,6 +85,10 @@ def command(a, workload, variant, db):
                 "gpt2,kernel-dense", "--steps", str(steps), "--warmup", "10", "--print-steps"]
         if variant == "torch":
             work += ["--profiler", "torch"]
+    if a.no_aslr:
+        # one address layout for every process: the launch path's per-process spread
+        # (3.2-4.8 us a launch between plain storm processes, run 15) may come from it
+        work = ["setarch", os.uname().machine, "-R"] + work
     if variant in ("plain", "torch"):
         return work, env
     if variant == "bare":
@@ -165,9 +169,10 @@ def report(rows):
         for v in ("plain", "steady", "full", "bare", "torch"):
             rs = by.get((m, v))
             if rs:
-                print(f"  {m:12s} {v:7s} mean {statistics.median(float(r['mean_ms']) for r in rs.values()):9.4f}"
+                means = [float(r['mean_ms']) for r in rs.values()]
+                print(f"  {m:12s} {v:7s} mean {statistics.median(means):9.4f}"
                       f"  median {statistics.median(float(r['median_ms']) for r in rs.values()):9.4f}"
-                      f"  rounds {len(rs)}")
+                      f"  rounds {len(rs)}  means' range {min(means):.4f}-{max(means):.4f}")
     print("\ntiers: paired ratios (per round, then the median; 95% bootstrap interval)")
 
     def paired(m, fn, need, label, goal, key="mean_ms"):
@@ -206,6 +211,10 @@ def main(argv):
     ap.add_argument("--py-variants", default="plain,steady,full,bare,torch",
                     help="variants of py")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--storm-rounds", type=int, default=None,
+                    help="rounds of storm (default --rounds): its runs take seconds")
+    ap.add_argument("--no-aslr", action="store_true",
+                    help="run every workload under setarch -R (one address layout)")
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--torch-steps", type=int, default=200)
     ap.add_argument("--storm-per-step", type=int, default=1000)
@@ -226,8 +235,11 @@ def main(argv):
     new = not os.path.exists(a.csv) or not a.resume
     t_end = time.monotonic() + a.budget_s
     plan = []
-    for rnd in range(1, a.rounds + 1):
+    storm_rounds = a.rounds if a.storm_rounds is None else a.storm_rounds
+    for rnd in range(1, max(a.rounds, storm_rounds) + 1):
         for w in a.workloads.split(","):
+            if rnd > (storm_rounds if w == "storm" else a.rounds):
+                continue
             vs = (a.py_variants if w == "py" else a.variants).split(",")
             vs = [v for v in vs if not (w == "storm" and v == "torch")]
             k = (rnd - 1) % len(vs)
