@@ -138,10 +138,17 @@ ms = lambda ns: "%.2f ms" % (ns / 1e6)
 print("quickstart: %d ranks; %d of %d collective instances matched on every rank; "
       "%d events dropped" % (len(ranks), c["complete"], c["instances"],
                              sum(r["dropped_total"] for r in ranks)))
-print("quickstart: communication hidden behind compute: " + ", ".join(
-    "rank %d %.0f%% (%s exposed)" % (r["rank"], 100 * r["overlap"]["ratio"],
-                                     ms(r["overlap"]["exposed_ns"]))
-    for r in ranks if r.get("overlap")))
+ov = [r for r in ranks if r.get("overlap")]
+if any(r["overlap"].get("comm_ns", 1) > 0 for r in ov):
+    print("quickstart: communication hidden behind compute: " + ", ".join(
+        "rank %d %.0f%% (%s exposed)" % (r["rank"], 100 * r["overlap"]["ratio"],
+                                         ms(r["overlap"]["exposed_ns"]))
+        for r in ov))
+else:
+    # one rank: NCCL launches no kernel for a communicator of one, so there is nothing to hide
+    print("quickstart: communication hidden behind compute: no NCCL kernels ran (NCCL launches "
+          "none for a one-rank communicator); compute: " + ", ".join(
+              "rank %d %s" % (r["rank"], ms(r["overlap"].get("compute_ns", 0))) for r in ov))
 by = dict((r["rank"], r) for r in ranks)
 top = d["straggler_ranking"][:1]
 scope = "straggler_in_steps" if d.get("straggler_scope") == "steps" else "straggler"

@@ -377,8 +377,14 @@ stage_windows() {
     [ -f "$db" ] && "$PY" - "$db" <<'PYEOF' | tee -a "$SUMMARY"
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
-w = db.execute("SELECT s.value FROM nvtx n JOIN strings d ON d.id = n.domain_id JOIN strings s "
-               "ON s.id = n.name_id WHERE d.value = 'meridian.window' ORDER BY n.start_ns").fetchall()
+# the agent's typed window records (kind `window`); agents before that kind wrote NVTX rows
+w = []
+if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'window_records'").fetchone():
+    w = db.execute("SELECT w.first_step || '-' || w.last_step || ' ' || s.value || ' a=' || "
+                   "(w.attach_ns / 1000) || ' d=' || (w.detach_ns / 1000) FROM window_records w "
+                   "JOIN strings s ON s.id = w.reason_id ORDER BY w.start_ns").fetchall()
+w += db.execute("SELECT s.value FROM nvtx n JOIN strings d ON d.id = n.domain_id JOIN strings s "
+                "ON s.id = n.name_id WHERE d.value = 'meridian.window' ORDER BY n.start_ns").fetchall()
 print("    windows_py: window records", [x[0] for x in w])
 print("    windows_py: kernels", db.execute("SELECT COUNT(*) FROM kernels").fetchone()[0])
 print("    windows_py: counters", db.execute("SELECT category, name, value FROM agent_counters "
