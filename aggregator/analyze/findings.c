@@ -299,7 +299,7 @@ static int rule_pageable(struct ctx *c)
     const int rule = MRD_FIND_PAGEABLE;
     if (total_events(c->a, KIND_MEMCPYS) == 0) {
         set_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                   "memcpy was not traced (no copy records; profile with --trace memcpy)");
+                   "memcpy was not traced: no copy records (profile with --trace memcpy)");
         return 0;
     }
     sqlite3_stmt *st = NULL;
@@ -351,7 +351,7 @@ static int rule_tiny(struct ctx *c)
 {
     const int rule = MRD_FIND_TINY_KERNELS;
     if (total_events(c->a, KIND_KERNELS) == 0) {
-        set_status(c, rule, MRD_FIND_NOT_EVALUATED, "kernel was not traced (no kernel records)");
+        set_status(c, rule, MRD_FIND_NOT_EVALUATED, "kernel was not traced: no kernel records");
         return 0;
     }
     sqlite3_stmt *st = NULL;
@@ -493,7 +493,7 @@ static int rule_sync(struct ctx *c)
     struct mrd_analysis *a = c->a;
     if (total_events(a, KIND_SYNCS) == 0) {
         set_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                   "sync was not traced (no synchronization records; profile with --trace "
+                   "sync was not traced: no synchronization records (profile with --trace "
                    "sync)");
         return 0;
     }
@@ -655,7 +655,7 @@ static int rule_straggler(struct ctx *c)
                 break;
             f->steps[f->nsteps++] = best;
         }
-        snprintf(f->title, sizeof(f->title), "rank %d held the others back in %d step(s): %s",
+        snprintf(f->title, sizeof(f->title), "rank %d held the others back in %d step(s); cause: %s",
                  rank, nsteps, mrd_analyze_cause_name(cause));
         add_number(f, "straggler_steps", nsteps);
         add_number(f, "cost_ns", (double)cost);
@@ -796,7 +796,7 @@ static int rule_env(struct ctx *c)
     const int rule = MRD_FIND_ENV_MISMATCH;
     if (mrd_db_has_table(c->db, "env_records") != 1) {
         set_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                   "env was not traced (no env_records table: an older capture)");
+                   "env was not traced: no env_records table (an older capture)");
         return 0;
     }
     sqlite3_stmt *st = NULL;
@@ -856,7 +856,7 @@ static int rule_env(struct ctx *c)
     sqlite3_finalize(st);
     if (total == 0)
         set_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                   "env was not traced (env_records is empty: an older capture)");
+                   "env was not traced: env_records is empty (an older capture)");
     else if (fired)
         set_status(c, rule, MRD_FIND_FIRED, "%d of %d key(s) differ", fired, keys);
     else
