@@ -888,7 +888,7 @@ static int rule_clock(struct ctx *c)
     }
     /* bound of a rank: its clock model's largest bound, plus its GPU timer model's where
      * arrivals may come from NCCL's GPU timer (no kernel rows, or a run with windows) */
-    int64_t *bound = calloc((size_t)a->nranks, sizeof(int64_t));
+    int64_t *bound = calloc((size_t)a->nranks + 1, sizeof(int64_t));
     int64_t *late = malloc((size_t)w->nlate * sizeof(int64_t));
     sqlite3_stmt *st = NULL;
     int rc = -ENOMEM, fired = 0, evaluated = 0;
