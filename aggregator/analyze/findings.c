@@ -385,7 +385,9 @@ static int rule_tiny(struct ctx *c)
         return sqlerr(c, st);
     sqlite3_finalize(st);
     if (evaluated == 0) {
-        set_status(c, rule, MRD_FIND_NOT_EVALUATED, "no rank has kernels in NVTX step ranges");
+        set_status(c, rule, MRD_FIND_NOT_EVALUATED,
+                   c->a->nsteps == 0 ? "no NVTX step ranges"
+                                     : "kernel was not traced in any rank's steps");
         return 0;
     }
     if (!f) {
@@ -882,7 +884,7 @@ static int rule_clock(struct ctx *c)
         return 0;
     }
     if (!w || w->nlate == 0) {
-        set_status(c, rule, MRD_FIND_NOT_EVALUATED, "no late arrivals (>= %d us) to explain",
+        set_status(c, rule, MRD_FIND_NOT_EVALUATED, "no late arrival of %d us or more to explain",
                    MRD_WHY_LATE_NS / 1000);
         return 0;
     }
