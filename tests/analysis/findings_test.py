@@ -17,7 +17,9 @@ definitions in aggregator/SCHEMA.md ("Findings").
      no late arrivals, not evaluated);
   4. "untraced": no kernels, copies, syncs or env rows (the steady tier outside windows, an
      older capture): those rules say "not evaluated", the straggler rule still fires;
-  5. tests/data/h200-quickstart.db.gz: equal to the oracle, and the straggler finding names
+  5. "windowed": the trigger run with windows over steps 1-2 (the steady tier): rates per
+     traced step count the window steps only;
+  6. tests/data/h200-quickstart.db.gz: equal to the oracle, and the straggler finding names
      rank 1 with cause "compute took longer";
   and in every case the text report lists the fired findings in the JSON's order and the
   rest on one line.
@@ -225,6 +227,14 @@ def expected(path):
     strings = dict(q("SELECT id, value FROM strings"))
     ranks = [r for (r,) in q("SELECT rank FROM ranks ORDER BY rank")]
     steps = step_ranges(q, strings, ranks)
+    # steps whose kernels were traced: in a run with windows, the rank's window steps
+    windowed = has_table(q, "windows") and q("SELECT count(*) FROM windows").fetchone()[0] > 0
+    traced = {r: len(steps[r]) for r in ranks}
+    if windowed:
+        for r in ranks:
+            n = q("SELECT coalesce(sum(last_step - first_step + 1), 0) FROM windows WHERE "
+                  "rank = ?", (r,)).fetchone()[0]
+            traced[r] = min(n, len(steps[r]))
     kern = {r: [] for r in ranks}
     linked = set()
     for r, c in q("SELECT e.rank, e.correlation_id FROM external_correlations e JOIN nccl_ops n "
@@ -290,17 +300,17 @@ def expected(path):
             ranks=fr, steps=[], severity="high" if b >= 64 * PAGEABLE_BYTES else "medium",
             numbers=dict(copies=n, bytes=b, time_ns=t))]) if fr else ("not fired", [])
 
-    # rule 3: tiny kernels (steps traced = the rank's step ranges: no windows here)
+    # rule 3: tiny kernels per traced step
     if not any(kern[r] for r in ranks):
         out["tiny_kernels"] = ("not evaluated", [])
     else:
         fr, tiny_sum, all_sum, worst, evaluated = [], 0, 0, 0.0, 0
         for r in ranks:
-            if not kern[r] or not steps[r]:
+            if not kern[r] or not traced[r]:
                 continue
             evaluated += 1
             tiny = sum(1 for k in kern[r] if k[2] - k[1] < TINY_NS)
-            rate = tiny / len(steps[r])
+            rate = tiny / traced[r]
             if 2 * tiny > len(kern[r]) and rate > TINY_PER_STEP:
                 fr.append(r)
                 tiny_sum, all_sum, worst = tiny_sum + tiny, all_sum + len(kern[r]), max(worst, rate)
@@ -327,11 +337,11 @@ def expected(path):
                     blocked[k] = blocked.get(k, 0) + e - s
         fr, n, wth, ev, bl = [], 0, 0, 0, 0
         for r in ranks:
-            if not steps[r]:
+            if not traced[r]:
                 continue
-            if len(per[r][1]) > SYNC_STEP_SHARE * len(steps[r]):
+            if len(per[r][1]) > SYNC_STEP_SHARE * traced[r]:
                 fr.append(r)
-                n, wth, ev, bl = (n + per[r][0], wth + len(per[r][1]), ev + len(steps[r]),
+                n, wth, ev, bl = (n + per[r][0], wth + len(per[r][1]), ev + traced[r],
                                   bl + per[r][2])
         worst = sorted((k for k in blocked if blocked[k] > 0), key=lambda k: (-blocked[k], k))
         out["sync_in_steps"] = ("fired", [dict(
@@ -424,7 +434,7 @@ def expected(path):
         bound[r] = b
     has_kern = {r: bool(kern[r]) for r in ranks}
     for r, b in q("SELECT rank, max(error_bound_ns) FROM gpu_timer_models GROUP BY rank"):
-        if not has_kern.get(r, True):
+        if not has_kern.get(r, True) or windowed:
             bound[r] += b
     events = list(w["events"].values())
     if not events:
@@ -585,6 +595,25 @@ def main():
           "untraced: straggler %r, algo_differ %r (NCCL's own times still tell)"
           % (st.get("straggler"), st.get("algo_differ")))
 
+    # the steady tier: windows over steps 1-2 of each rank (table windows as the finalize
+    # writes it): per-step rates count those 2 steps, GPU timer bounds join the clock's
+    win = os.path.join(work, "windowed.db")
+    build(win, schema)
+    db = sqlite3.connect(win)
+    db.execute("CREATE TABLE windows (rank INTEGER NOT NULL, first_step INTEGER NOT NULL, "
+               "last_step INTEGER NOT NULL, detach_step INTEGER NOT NULL, reason TEXT NOT NULL, "
+               "start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, attach_ns INTEGER NOT NULL, "
+               "detach_ns INTEGER, flush_ns INTEGER NOT NULL, kernels INTEGER NOT NULL)")
+    for r in range(3):
+        db.execute("INSERT INTO windows VALUES (?, 1, 2, 3, 'range', 0, 1, 1000, 1000, 0, 0)",
+                   (r,))
+    db.commit()
+    db.close()
+    st, got = case(meridian, work, "windowed", win)
+    tiny = [x for x in got if x["rule"] == "tiny_kernels" and x["status"] == "fired"]
+    check(tiny and close(tiny[0]["evidence"]["numbers"]["tiny_per_step"], 500),
+          "windowed: 1000 tiny kernels over 2 window steps: %r" % tiny)
+
     qs = os.path.join(work, "h200.db")
     with gzip.open(fixture, "rb") as src, open(qs, "wb") as dst:
         shutil.copyfileobj(src, dst)
@@ -597,7 +626,8 @@ def main():
     if fails:
         print("analysis_findings: %d failure(s)" % len(fails))
         sys.exit(1)
-    print("analysis_findings: ok (trigger, trigger-clock, quiet, untraced, the H200 run)")
+    print("analysis_findings: ok (trigger, trigger-clock, quiet, untraced, windowed, the H200 "
+          "run)")
 
 
 if __name__ == "__main__":
