@@ -30,8 +30,8 @@ static const char sql_pageable[] =
     "SELECT rank, count(*), sum(bytes), sum(end_ns - start_ns) FROM main.memcpys "
     "WHERE src_kind = 1 OR dst_kind = 1 GROUP BY rank ORDER BY rank";
 static const char sql_tiny[] =
-    "SELECT rank, count(*), sum(end_ns - start_ns < ?1) FROM main.kernels k WHERE " MRD_DB_KERNEL_VALID
-    " GROUP BY rank ORDER BY rank";
+    "SELECT rank, count(*), sum(end_ns - start_ns < ?1) FROM main.kernels k "
+    "WHERE " MRD_DB_KERNEL_VALID " GROUP BY rank ORDER BY rank";
 /* host-blocking synchronizations: event (1), stream (3), context (4); a stream wait event
  * (2) blocks a stream, not the host */
 static const char sql_syncs[] = "SELECT rank, start_ns, end_ns FROM main.syncs "
@@ -221,8 +221,9 @@ static int rule_step_share(struct ctx *c, int rule, double threshold)
     const struct mrd_an_why *w = a->why;
     int idle = rule == MRD_FIND_GPU_IDLE;
     if (!w) {
-        set_status(c, rule, MRD_FIND_NOT_EVALUATED, "no collectives: the step shares were "
-                                                    "not computed");
+        set_status(c, rule, MRD_FIND_NOT_EVALUATED,
+                   "no collectives: the step shares were "
+                   "not computed");
         return 0;
     }
     if (w->nsteps == 0) {
@@ -248,22 +249,22 @@ static int rule_step_share(struct ctx *c, int rule, double threshold)
     }
     if (n == 0) {
         free(v);
-        set_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                   "kernel was not traced in any of the %d steps", w->nsteps);
+        set_status(c, rule, MRD_FIND_NOT_EVALUATED, "kernel was not traced in any of the %d steps",
+                   w->nsteps);
         return 0;
     }
     double mean = (double)sum / (double)span;
     if (2 * over <= n) {
         free(v);
         set_status(c, rule, MRD_FIND_NOT_FIRED,
-                   "%d of %d steps with kernels above %.0f%% (overall %.1f%%)", over, n,
-                   100.0 * threshold, 100.0 * mean);
+                   "%d of %d steps with kernels (of %d) above %.0f%% (overall %.1f%%)", over, n,
+                   w->nsteps, 100.0 * threshold, 100.0 * mean);
         return 0;
     }
     qsort(v, (size_t)n, sizeof(*v), cmp_share_desc);
     struct mrd_finding *f = add(c, rule, mean >= 2 * threshold ? MRD_FIND_HIGH : MRD_FIND_MEDIUM);
-    set_status(c, rule, MRD_FIND_FIRED, "%d of %d steps with kernels above %.0f%%", over, n,
-               100.0 * threshold);
+    set_status(c, rule, MRD_FIND_FIRED, "%d of %d steps with kernels (of %d) above %.0f%%", over, n,
+               w->nsteps, 100.0 * threshold);
     if (f) {
         snprintf(f->title, sizeof(f->title), "%s %.1f%% of step time on %d of %d steps",
                  idle ? "GPU idle" : "communication exposed", 100.0 * mean, over, n);
@@ -332,8 +333,10 @@ static int rule_pageable(struct ctx *c)
     }
     if (bytes >= 64 * (int64_t)MRD_FIND_PAGEABLE_BYTES)
         f->severity = MRD_FIND_HIGH;
-    snprintf(f->title, sizeof(f->title), "%" PRId64 " copies (%" PRId64 " bytes) from or to "
-             "pageable host memory on %d rank(s)", copies, bytes, f->ranks_total);
+    snprintf(f->title, sizeof(f->title),
+             "%" PRId64 " copies (%" PRId64 " bytes) from or to "
+             "pageable host memory on %d rank(s)",
+             copies, bytes, f->ranks_total);
     add_number(f, "copies", (double)copies);
     add_number(f, "bytes", (double)bytes);
     add_number(f, "time_ns", (double)ns);
@@ -397,8 +400,10 @@ static int rule_tiny(struct ctx *c)
     }
     if (worst_rate > 4 * MRD_FIND_TINY_PER_STEP)
         f->severity = MRD_FIND_HIGH;
-    snprintf(f->title, sizeof(f->title), "up to %.0f kernels shorter than %d us per step on %d "
-             "rank(s)", worst_rate, MRD_FIND_TINY_NS / 1000, f->ranks_total);
+    snprintf(f->title, sizeof(f->title),
+             "up to %.0f kernels shorter than %d us per step on %d "
+             "rank(s)",
+             worst_rate, MRD_FIND_TINY_NS / 1000, f->ranks_total);
     add_number(f, "tiny_kernels", (double)tiny_sum);
     add_number(f, "kernels", (double)all_sum);
     add_number(f, "tiny_per_step", worst_rate);
@@ -578,8 +583,9 @@ static int rule_sync(struct ctx *c)
     for (int k = 0; k < MRD_AN_MAX_STEPS && f->nsteps < MRD_FIND_MAX_STEPS; k++)
         if (step_blocked[k][1] > 0)
             f->steps[f->nsteps++] = step_blocked[k][0];
-    snprintf(f->title, sizeof(f->title), "host synchronisation in %" PRIu64 " of %" PRIu64
-             " traced steps on %d rank(s)", with, evaluated_steps, f->ranks_total);
+    snprintf(f->title, sizeof(f->title),
+             "host synchronisation in %" PRIu64 " of %" PRIu64 " traced steps on %d rank(s)", with,
+             evaluated_steps, f->ranks_total);
     add_number(f, "syncs", (double)syncs);
     add_number(f, "blocked_ns", (double)blocked);
     add_number(f, "steps_with_sync", (double)with);
@@ -657,8 +663,9 @@ static int rule_straggler(struct ctx *c)
                 break;
             f->steps[f->nsteps++] = best;
         }
-        snprintf(f->title, sizeof(f->title), "rank %d held the others back in %d step(s); cause: %s",
-                 rank, nsteps, mrd_analyze_cause_name(cause));
+        snprintf(f->title, sizeof(f->title),
+                 "rank %d held the others back in %d step(s); cause: %s", rank, nsteps,
+                 mrd_analyze_cause_name(cause));
         add_number(f, "straggler_steps", nsteps);
         add_number(f, "cost_ns", (double)cost);
         add_number(f, "cost_share", share);
@@ -699,9 +706,10 @@ static int rule_algo(struct ctx *c)
         /* the ranks named in "A/P; rank 2: B/Q; rank 5: ..." */
         for (const char *p = strstr(s->algo_proto, "; rank "); p; p = strstr(p + 1, "; rank "))
             add_rank(f, atoi(p + 7));
-        snprintf(f->title, sizeof(f->title), "%s of %" PRId64 " bytes on communicator %016" PRIx64
-                 ": ranks chose different algorithms or protocols", s->func, s->bytes,
-                 s->comm_hash);
+        snprintf(f->title, sizeof(f->title),
+                 "%s of %" PRId64 " bytes on communicator %016" PRIx64
+                 ": ranks chose different algorithms or protocols",
+                 s->func, s->bytes, s->comm_hash);
         add_number(f, "bytes", (double)s->bytes);
         add_number(f, "instances", (double)s->count);
         snprintf(f->detail, sizeof(f->detail), "each rank's most frequent choice: %s",
@@ -719,8 +727,8 @@ static int rule_algo(struct ctx *c)
 /* Keys that differ between ranks by nature: not mismatches. */
 static int per_rank_key(const char *key)
 {
-    static const char *const parts[] = {"uuid", "pci", "bus_id", "serial", "hostname",
-                                        "pid",  "rank", "visible_devices"};
+    static const char *const parts[] = {"uuid",     "pci", "bus_id", "serial",
+                                        "hostname", "pid", "rank",   "visible_devices"};
     char low[128];
     size_t n = 0;
     for (; key[n] && n < sizeof(low) - 1; n++)
@@ -941,8 +949,8 @@ static int rule_clock(struct ctx *c)
             continue;
         add_rank(f, rank);
         snprintf(f->title, sizeof(f->title),
-                 "rank %d: clock error bound %.1f us against a median lateness of %.1f us",
-                 rank, (double)pair / 1e3, (double)median / 1e3);
+                 "rank %d: clock error bound %.1f us against a median lateness of %.1f us", rank,
+                 (double)pair / 1e3, (double)median / 1e3);
         add_number(f, "bound_ns", (double)pair);
         add_number(f, "median_late_ns", (double)median);
         add_number(f, "late_events", n);
@@ -955,8 +963,10 @@ static int rule_clock(struct ctx *c)
     if (fired)
         set_status(c, rule, MRD_FIND_FIRED, "%d of %d late rank(s)", fired, evaluated);
     else
-        set_status(c, rule, MRD_FIND_NOT_FIRED, "%d late rank(s): bounds well below their "
-                   "lateness", evaluated);
+        set_status(c, rule, MRD_FIND_NOT_FIRED,
+                   "%d late rank(s): bounds well below their "
+                   "lateness",
+                   evaluated);
 done:
     sqlite3_finalize(st);
     free(bound);
@@ -964,8 +974,7 @@ done:
     return rc;
 }
 
-int mrd_findings_evaluate(sqlite3 *db, const struct mrd_analyze_options *o,
-                          struct mrd_analysis *a)
+int mrd_findings_evaluate(sqlite3 *db, const struct mrd_analyze_options *o, struct mrd_analysis *a)
 {
     static const struct mrd_analyze_options defaults;
     struct ctx c = {db, o ? o : &defaults, a, calloc(1, sizeof(struct mrd_findings))};

@@ -25,12 +25,12 @@
 #define MRD_FIND_IDLE_SHARE       0.20 /* GPU idle > 20% of a step: a fifth of the GPU wasted */
 #define MRD_FIND_EXPOSED_SHARE    0.10 /* exposed comm > 10% of a step: worth overlapping */
 #define MRD_FIND_PAGEABLE_BYTES   (1 << 20) /* pageable copies >= 1 MiB per rank ... */
-#define MRD_FIND_PAGEABLE_COPIES  100 /* ... or >= 100 of them: each blocks the host thread */
-#define MRD_FIND_TINY_NS          10000 /* a tiny kernel runs < 10 us: launch cost dominates */
-#define MRD_FIND_TINY_PER_STEP    200   /* > 200 tiny kernels per step: ~1 ms of launches */
-#define MRD_FIND_SYNC_STEP_SHARE  0.5   /* host syncs in more than half the steps: a pattern */
-#define MRD_FIND_STRAGGLER_SHARE  0.02  /* a straggler costing >= 2% of step time is named */
-#define MRD_FIND_CLOCK_SKEW_RATIO 0.5   /* clock bound > half the median lateness: uncertain */
+#define MRD_FIND_PAGEABLE_COPIES  100       /* ... or >= 100 of them: each blocks the host thread */
+#define MRD_FIND_TINY_NS          10000     /* a tiny kernel runs < 10 us: launch cost dominates */
+#define MRD_FIND_TINY_PER_STEP    200       /* > 200 tiny kernels per step: ~1 ms of launches */
+#define MRD_FIND_SYNC_STEP_SHARE  0.5       /* host syncs in more than half the steps: a pattern */
+#define MRD_FIND_STRAGGLER_SHARE  0.02      /* a straggler costing >= 2% of step time is named */
+#define MRD_FIND_CLOCK_SKEW_RATIO 0.5       /* clock bound > half the median lateness: uncertain */
 
 #define MRD_FIND_MAX         32 /* findings kept; more are counted in dropped */
 #define MRD_FIND_MAX_RANKS   16 /* ranks listed per finding; ranks_total counts all */
@@ -81,8 +81,7 @@ struct mrd_findings {
 
 /* Evaluates every rule on a (filled by mrd_analyze from db with options o) and stores the
  * result in a->findings. Returns 0, -ENOMEM or -MRD_ERR_SQLITE. Single thread per db. */
-int mrd_findings_evaluate(sqlite3 *db, const struct mrd_analyze_options *o,
-                          struct mrd_analysis *a);
+int mrd_findings_evaluate(sqlite3 *db, const struct mrd_analyze_options *o, struct mrd_analysis *a);
 
 /* Accepts NULL. */
 void mrd_findings_free(struct mrd_findings *f);

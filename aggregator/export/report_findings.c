@@ -104,7 +104,10 @@ void mrd__report_findings(FILE *f, const struct mrd_analysis *a)
         }
     for (int r = 0, ne = 0; r < MRD_FIND_NRULES; r++)
         if (fs->status[r] == MRD_FIND_NOT_EVALUATED) {
-            fprintf(f, "%s %s (%s)", ne ? "," : first ? "  not evaluated:" : "; not evaluated:",
+            fprintf(f, "%s %s (%s)",
+                    ne      ? ","
+                    : first ? "  not evaluated:"
+                            : "; not evaluated:",
                     mrd_findings_rule_id(r), fs->note[r]);
             ne = 1;
             first = 0;
