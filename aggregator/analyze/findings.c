@@ -20,11 +20,9 @@
 #include <string.h>
 
 #include "analyze_int.h"
+#include "db_sql.h"
 #include "findings_int.h"
 
-/* the clock bound's GPU timer part: each rank's widest GPU timer model */
-static const char sql_gpu_bound[] =
-    "SELECT rank, max(error_bound_ns) FROM main.gpu_timer_models GROUP BY rank";
 static const struct {
     const char *id, *name, *advice;
 } rules[MRD_FIND_NRULES] = {
@@ -416,7 +414,7 @@ static int rule_clock(struct mrd__find_ctx *c)
     for (int i = 0; i < a->nranks; i++)
         bound[i] = a->ranks[i].clock_error_bound_ns;
     if (mrd_db_has_table(c->db, "gpu_timer_models") == 1) {
-        if (sqlite3_prepare_v2(c->db, sql_gpu_bound, -1, &st, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_gpu_bound, -1, &st, NULL) != SQLITE_OK) {
             rc = mrd__find_sqlerr(c, st);
             st = NULL;
             goto done;

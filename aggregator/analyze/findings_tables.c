@@ -16,22 +16,10 @@
 #include "db_sql.h"
 #include "steps.h"
 
-/* SQL of the rules (one aggregate pass each). Host side pageable: the source of a copy
- * from the host or the destination of a copy to it (CUpti_ActivityMemoryKind 1). */
-static const char sql_pageable[] =
-    "SELECT rank, count(*), sum(bytes), sum(end_ns - start_ns) FROM main.memcpys "
-    "WHERE src_kind = 1 OR dst_kind = 1 GROUP BY rank ORDER BY rank";
-static const char sql_tiny[] =
-    "SELECT rank, count(*), sum(end_ns - start_ns < ?1) FROM main.kernels k "
-    "WHERE " MRD_DB_KERNEL_VALID " GROUP BY rank ORDER BY rank";
-/* host-blocking synchronizations: event (1), stream (3), context (4); a stream wait event
- * (2) blocks a stream, not the host */
-static const char sql_syncs[] = "SELECT rank, start_ns, end_ns FROM main.syncs "
-                                "WHERE type IN (1, 3, 4) ORDER BY rank, start_ns";
-static const char sql_env[] =
-    "SELECT k.value, e.rank, coalesce(v.value, '') FROM main.env_records e "
-    "JOIN main.strings k ON k.id = e.key_id LEFT JOIN main.strings v ON v.id = e.value_id "
-    "ORDER BY k.value, e.rank";
+/* The statements are in aggregator/db (mrd_db_sql_find_*). A copy's host side is pageable
+ * when its src_kind or dst_kind is 1 (CUpti_ActivityMemoryKind); host-blocking syncs are
+ * event (1), stream (3) and context (4) synchronizations, not a stream wait event (2),
+ * which blocks a stream, not the host. */
 
 /* ---- rule 2: copies from pageable memory ------------------------------------------------ */
 
@@ -44,7 +32,7 @@ int mrd__find_pageable(struct mrd__find_ctx *c)
         return 0;
     }
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db, sql_pageable, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_pageable, -1, &st, NULL) != SQLITE_OK)
         return mrd__find_sqlerr(c, st);
     struct mrd_finding *f = NULL;
     int64_t copies = 0, bytes = 0, ns = 0, any = 0;
@@ -99,7 +87,7 @@ int mrd__find_tiny(struct mrd__find_ctx *c)
         return 0;
     }
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db, sql_tiny, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_tiny, -1, &st, NULL) != SQLITE_OK)
         return mrd__find_sqlerr(c, st);
     sqlite3_bind_int64(st, 1, MRD_FIND_TINY_NS);
     struct mrd_finding *f = NULL;
@@ -264,7 +252,7 @@ int mrd__find_sync(struct mrd__find_ctx *c)
     }
     for (int s = 0; s < MRD_AN_MAX_STEPS; s++)
         step_blocked[s][0] = s;
-    if (sqlite3_prepare_v2(c->db, sql_syncs, -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_syncs, -1, &st, NULL) != SQLITE_OK) {
         rc = mrd__find_sqlerr(c, st);
         st = NULL;
         goto done;
@@ -436,7 +424,7 @@ int mrd__find_env(struct mrd__find_ctx *c)
         return 0;
     }
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db, sql_env, -1, &st, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_env, -1, &st, NULL) != SQLITE_OK)
         return mrd__find_sqlerr(c, st);
     struct env_row *rows = NULL;
     char *key = NULL;
