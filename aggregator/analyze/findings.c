@@ -21,6 +21,7 @@
 
 #include "analyze_int.h"
 #include "db_sql.h"
+#include "error.h"
 #include "findings_int.h"
 
 static const struct {
@@ -147,6 +148,7 @@ void mrd__find_number(struct mrd_finding *f, const char *name, double v)
 
 int mrd__find_sqlerr(struct mrd__find_ctx *c, sqlite3_stmt *st)
 {
+    snprintf(c->err, sizeof(c->err), "%s", sqlite3_errmsg(c->db));
     sqlite3_finalize(st);
     return mrd__analyze_sqlerr(c->db);
 }
@@ -482,21 +484,46 @@ done:
     return rc;
 }
 
+static int rule_idle(struct mrd__find_ctx *c)
+{
+    return rule_step_share(c, MRD_FIND_GPU_IDLE, MRD_FIND_IDLE_SHARE);
+}
+
+static int rule_exposed(struct mrd__find_ctx *c)
+{
+    return rule_step_share(c, MRD_FIND_EXPOSED_COMM, MRD_FIND_EXPOSED_SHARE);
+}
+
+/* The rules, indexed by enum mrd_find_rule. */
+static int (*const rule_fn[MRD_FIND_NRULES])(struct mrd__find_ctx *c) = {
+    rule_idle,      mrd__find_pageable, mrd__find_tiny, mrd__find_sync, rule_exposed,
+    rule_straggler, rule_algo,          mrd__find_env,  rule_clock,
+};
+
+/* A rule whose query fails (a table of an unexpected shape: the env kind of another
+ * version, a damaged file) is "not evaluated" with SQLite's message and its findings are
+ * withdrawn; the report goes on. Only -ENOMEM ends the evaluation. */
 int mrd_findings_evaluate(sqlite3 *db, const struct mrd_analyze_options *o, struct mrd_analysis *a)
 {
     static const struct mrd_analyze_options defaults;
-    struct mrd__find_ctx c = {db, o ? o : &defaults, a, calloc(1, sizeof(struct mrd_findings))};
-    int rc;
+    struct mrd__find_ctx c = {db, o ? o : &defaults, a, calloc(1, sizeof(struct mrd_findings)), ""};
     if (!c.out)
         return -ENOMEM;
-    if ((rc = rule_step_share(&c, MRD_FIND_GPU_IDLE, MRD_FIND_IDLE_SHARE)) < 0 ||
-        (rc = mrd__find_pageable(&c)) < 0 || (rc = mrd__find_tiny(&c)) < 0 ||
-        (rc = mrd__find_sync(&c)) < 0 ||
-        (rc = rule_step_share(&c, MRD_FIND_EXPOSED_COMM, MRD_FIND_EXPOSED_SHARE)) < 0 ||
-        (rc = rule_straggler(&c)) < 0 || (rc = rule_algo(&c)) < 0 || (rc = mrd__find_env(&c)) < 0 ||
-        (rc = rule_clock(&c)) < 0) {
-        free(c.out);
-        return rc;
+    for (int rule = 0; rule < MRD_FIND_NRULES; rule++) {
+        int kept = c.out->n;
+        uint64_t dropped = c.out->dropped;
+        c.err[0] = '\0';
+        int rc = rule_fn[rule](&c);
+        if (rc == -ENOMEM) {
+            free(c.out);
+            return rc;
+        }
+        if (rc < 0) {
+            c.out->n = kept;
+            c.out->dropped = dropped;
+            mrd__find_status(&c, rule, MRD_FIND_NOT_EVALUATED, "query failed: %s",
+                             c.err[0] ? c.err : mrd_strerror(rc));
+        }
     }
     mrd_findings_free(a->findings);
     a->findings = c.out;

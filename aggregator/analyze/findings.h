@@ -80,7 +80,8 @@ struct mrd_findings {
 };
 
 /* Evaluates every rule on a (filled by mrd_analyze from db with options o) and stores the
- * result in a->findings. Returns 0, -ENOMEM or -MRD_ERR_SQLITE. Single thread per db. */
+ * result in a->findings. A rule whose query fails is "not evaluated" with SQLite's message
+ * (the others go on). Returns 0 or -ENOMEM. Single thread per db. */
 int mrd_findings_evaluate(sqlite3 *db, const struct mrd_analyze_options *o, struct mrd_analysis *a);
 
 /* Accepts NULL. */

@@ -18,6 +18,7 @@ struct mrd__find_ctx {
     const struct mrd_analyze_options *o;
     struct mrd_analysis *a;
     struct mrd_findings *out;
+    char err[128]; /* SQLite's message of the last failed query (mrd__find_sqlerr) */
 };
 
 /* Sets rule's status and its note (printf format). */
@@ -33,7 +34,8 @@ struct mrd_finding *mrd__find_add(struct mrd__find_ctx *c, int rule, int severit
 void mrd__find_rank(struct mrd_finding *f, int rank);
 void mrd__find_number(struct mrd_finding *f, const char *name, double v);
 
-/* Finalizes st, records SQLite's message; returns -MRD_ERR_SQLITE. */
+/* Keeps SQLite's current message in c->err, finalizes st (NULL allowed); returns
+ * -MRD_ERR_SQLITE. */
 int mrd__find_sqlerr(struct mrd__find_ctx *c, sqlite3_stmt *st);
 
 /* Rows of event table `kind` (KIND_*) over all ranks, from the analysis' counts. */

@@ -12,6 +12,8 @@ definitions in aggregator/SCHEMA.md ("Findings").
      rank 2 on another NCCL version), and the code agrees with the oracle;
   2. "trigger-clock": the same with rank 1's clock bound widened to 2 ms: clock_bound fires
      for rank 1 (it does not in "trigger"); env_records absent: env_mismatch not evaluated;
+     an env_records table of another shape: that rule "not evaluated" with SQLite's message,
+     the report still succeeds, the other rules unchanged;
   3. "quiet": a balanced run of the same shape where every rule is evaluated and none fires
      (rank 1 launches 250 tiny kernels per step, but its median kernel is 12 us; clock_bound:
      no late arrivals, not evaluated);
@@ -569,6 +571,26 @@ def main():
           "env_records" % st.get("env_mismatch"))
     ne = [x["note"] for x in got if x["rule"] == "env_mismatch"]
     check(ne and "env" in ne[0] and "not traced" in ne[0], "trigger-clock: env note %r" % ne)
+
+    # an env_records of another shape (text columns): that rule alone is not evaluated, with
+    # SQLite's message; the report still succeeds and the other rules are unchanged
+    odd = os.path.join(work, "odd-env.db")
+    shutil.copyfile(trig2, odd)
+    db = sqlite3.connect(odd)
+    db.execute("CREATE TABLE env_records (rank INTEGER, key TEXT, value TEXT)")
+    db.execute("INSERT INTO env_records VALUES (0, 'nccl_version', '2.28.3')")
+    db.commit()
+    db.close()
+    got2, _ = report(meridian, odd, work, "odd-env")
+    if got2 is not None:
+        st2 = {x["rule"]: x["status"] for x in got2}
+        note = [x["note"] for x in got2 if x["rule"] == "env_mismatch"]
+        check(st2.get("env_mismatch") == "not evaluated" and note and
+              note[0].startswith("query failed: "), "odd-env: env_mismatch %r %r"
+              % (st2.get("env_mismatch"), note))
+        check({k: v for k, v in st2.items() if k != "env_mismatch"} ==
+              {k: v for k, v in st.items() if k != "env_mismatch"},
+              "odd-env: the other rules changed: %r vs %r" % (st2, st))
 
     quiet = os.path.join(work, "quiet.db")
     build(quiet, schema, quiet=True)
