@@ -18,6 +18,7 @@
 
 #include "db.h"
 #include "error.h"
+#include "findings.h"
 
 #define MRD_AN_MAX_RANKS 65536 /* distinct ranks tracked; rows of other ranks are ignored */
 
@@ -470,7 +471,8 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     }
     if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
         (rc = mrd__why_begin(o, &wo, &why)) < 0 || (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
-        (rc = mrd__why_finish(db, tb, o, why, a)) < 0)
+        (rc = mrd__why_finish(db, tb, o, why, a)) < 0 ||
+        (rc = mrd_findings_evaluate(db, o, a)) < 0)
         goto fail;
     mrd__why_destroy(why);
     mrd_timebase_destroy(tb);
@@ -493,5 +495,6 @@ void mrd_analysis_free(struct mrd_analysis *a)
     free(a->steps);
     free(a->windows);
     mrd__why_free(a->why);
+    mrd_findings_free(a->findings);
     free(a);
 }

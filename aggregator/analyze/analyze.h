@@ -238,6 +238,9 @@ struct mrd_analysis {
     /* straggler cost and cause, collective statistics, top kernels (why.c); NULL when the
      * run has no collectives */
     struct mrd_an_why *why;
+    /* findings: rules that turn the above into advice (findings.h); NULL only while the
+     * analysis runs */
+    struct mrd_findings *findings;
     /* warnings, in the order found */
     int nwarnings;
     char warnings[MRD_AN_MAX_WARNINGS][256];

@@ -634,3 +634,18 @@ const char mrd_db_sql_why_kernel_totals[] =
     "SUM(SUM(k.end_ns - k.start_ns)) OVER (PARTITION BY k.rank) FROM main.kernels k "
     "LEFT JOIN main.strings s ON s.id = k.name_id WHERE " MRD_DB_KERNEL_VALID
     " GROUP BY k.rank, k.name_id ORDER BY 1, 4 DESC, 2";
+
+const char mrd_db_sql_find_pageable[] =
+    "SELECT rank, count(*), sum(bytes), sum(end_ns - start_ns) FROM main.memcpys "
+    "WHERE src_kind = 1 OR dst_kind = 1 GROUP BY rank ORDER BY rank";
+const char mrd_db_sql_find_tiny[] =
+    "SELECT rank, count(*), sum(end_ns - start_ns < ?1) FROM main.kernels k "
+    "WHERE " MRD_DB_KERNEL_VALID " GROUP BY rank ORDER BY rank";
+const char mrd_db_sql_find_syncs[] = "SELECT rank, start_ns, end_ns FROM main.syncs "
+                                     "WHERE type IN (1, 3, 4) ORDER BY rank, start_ns";
+const char mrd_db_sql_find_gpu_bound[] =
+    "SELECT rank, max(error_bound_ns) FROM main.gpu_timer_models GROUP BY rank";
+const char mrd_db_sql_find_env[] =
+    "SELECT k.value, e.rank, coalesce(v.value, '') FROM main.env_records e "
+    "JOIN main.strings k ON k.id = e.key_id LEFT JOIN main.strings v ON v.id = e.value_id "
+    "ORDER BY k.value, e.rank";

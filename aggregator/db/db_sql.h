@@ -434,4 +434,19 @@ extern const char mrd_db_sql_why_mixed[];
  * descending: rank, name, count, total ns, the rank's total over all kernels. */
 extern const char mrd_db_sql_why_kernel_totals[];
 
+/* ---- findings (aggregator/analyze/findings*.c) ---- */
+
+/* Per rank, copies with a pageable host side (src_kind or dst_kind 1): rank, count, bytes,
+ * summed duration. */
+extern const char mrd_db_sql_find_pageable[];
+/* Per rank, kernels with an interval: rank, count, count shorter than ?1 ns. */
+extern const char mrd_db_sql_find_tiny[];
+/* Host-blocking synchronizations (type 1 event, 3 stream, 4 context) by rank and start:
+ * rank, start_ns, end_ns. */
+extern const char mrd_db_sql_find_syncs[];
+/* Per rank, the widest GPU timer model: rank, max(error_bound_ns). */
+extern const char mrd_db_sql_find_gpu_bound[];
+/* env_records by key text, then rank: key, rank, value text ('' when NULL). */
+extern const char mrd_db_sql_find_env[];
+
 #endif

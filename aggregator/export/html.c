@@ -95,6 +95,9 @@ static void sections(FILE *f, const struct mrd_analysis *a)
     char left_out[512];
     mrd__report_outside_steps(a, left_out, sizeof(left_out));
     fputs("<nav id=\"toc\"></nav>\n"
+          "<h2 id=\"h-findings\">Findings</h2>\n<p class=\"note\">Rules that turn the data "
+          "into advice, each with its evidence and what to try; thresholds in "
+          "aggregator/SCHEMA.md (Findings).</p>\n<div id=\"findings\"></div>\n"
           "<h2 id=\"h-stragglers\">Stragglers</h2>\n<p class=\"note\">A rank's wait caused "
           "= the sum, over the collectives it arrived last in, of every other rank's wait "
           "(last start - its start). Ranked by wait caused, then by times last, then by rank",

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "report_findings.h"
 
 struct heat_row {
     int rank;
@@ -728,6 +729,7 @@ int mrd__html_data(FILE *f, sqlite3 *db, const struct mrd_analysis *a,
         rc = write_timelines(f, db, a, tb, order);
     if (rc == 0)
         rc = write_kernels(f, db);
+    mrd__html_findings(f, a);
     fputs("}", f);
     mrd_timebase_destroy(tb);
     free(order);

@@ -14,6 +14,7 @@
 
 #include "jsonw.h"
 #include "report_int.h"
+#include "report_findings.h"
 #include "report_why.h"
 
 static void key(FILE *f, int *first, const char *k)
@@ -244,6 +245,7 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
     fprintf(f, "],\n\"steps_beyond_cap\":%" PRIu64 ",\n", a->steps_beyond_cap);
     windows_arr(f, a);
     mrd__json_why(f, a);
+    mrd__json_findings(f, a);
     fputs("\"warnings\":[", f);
     for (int i = 0; i < a->nwarnings; i++) {
         fputs(i ? "," : "", f);

@@ -3,8 +3,9 @@
  * Where it sits: export stage; renders a struct mrd_analysis, touching no database.
  * Sections, always in this order and always present (an empty section says why):
  * run, ranks, events per kind, dropped events, clock models, collectives, overlap,
- * stragglers, steps, warnings; and before the clock models, only when the run had
- * capture windows (the steady tier), the windows. Output size is O(ranks + min(steps,
+ * stragglers, steps, the why sections (report_why.c), findings (report_findings.c),
+ * warnings; and before the clock models, only when the run had capture windows (the
+ * steady tier), the windows. Output size is O(ranks + min(steps,
  * 50)).
  */
 #include "export.h"
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include "report_int.h"
+#include "report_findings.h"
 #include "report_why.h"
 
 #define MAX_STEP_LINES 50
@@ -545,6 +547,7 @@ int mrd_export_text_skews(FILE *f, const struct mrd_analysis *a, struct mrd_expo
     mrd__report_why_causes(f, a);
     mrd__report_why_collectives(f, a);
     mrd__report_why_kernels(f, a);
+    mrd__report_findings(f, a);
     section(f, "Warnings");
     if (a->nwarnings == 0)
         fprintf(f, "  none\n");

@@ -17,6 +17,9 @@ interval arithmetic, not the analysis'):
   with the worst 64 ranks one per heat-map row and the others folded into their maximum.
 - the recorded H200 run (--fixture): no console message, rank 1 ranked first, its slowed
   steps the darkest of its heat-map row.
+- the findings (findings_test.py's "trigger" run and the H200 run): each rule's status and
+  each fired finding's ranks and steps equal findings_test.py's oracle over the raw rows;
+  the H200 run's straggler finding names rank 1.
 Skips (exit 77) only when chromium is not installed (Debian package `chromium`).
 
 usage: html_report_test.py --meridian M --schema SCHEMA_FULL_SQL --workdir DIR [--fixture GZ]
@@ -270,6 +273,23 @@ def check_page(tag, items, want, heat_rows=64):
     return listed
 
 
+def check_findings(tag, items, db):
+    """The Findings section (data- attributes) equals findings_test.py's oracle over the raw
+    rows: every rule's status, and each fired finding's rule, ranks and steps."""
+    import findings_test
+    want = findings_test.expected(db)
+    shown = sorted((a["data-rule"], a["data-ranks"], a["data-steps"]) for t, a in items
+                   if t == "div" and "data-rule" in a and a.get("data-status") == "fired")
+    exp = sorted((rule, ",".join(map(str, f["ranks"])), ",".join(map(str, f["steps"])))
+                 for rule, (st, fs) in want.items() for f in fs)
+    check(shown == exp, "%s: findings shown %r, oracle %r" % (tag, shown, exp))
+    rest = {a["data-rule"]: a["data-status"] for t, a in items if t == "li" and "data-rule" in a}
+    exp_rest = {rule: st for rule, (st, fs) in want.items() if st != "fired"}
+    check(rest == exp_rest, "%s: rules not fired / not evaluated %r, oracle %r"
+          % (tag, rest, exp_rest))
+    return shown
+
+
 def check_fixture(args, chromium):
     """The recorded 2 x H200 run (rank 1 slowed every 5th step): the page loads without a
     console message, ranks rank 1 first with the wait caused the JSON report gives, and its
@@ -292,6 +312,9 @@ def check_fixture(args, chromium):
     others = [v for (r, s), v in cells.items() if r == 1 and s % 5]
     check(min(slowed) > max(others), "H200 run: rank 1's slowed steps stand out: %r vs max %r"
           % (slowed, max(others)))
+    shown = check_findings("H200 run", items, db)
+    check(any(f[0] == "straggler" and f[1] == "1" for f in shown),
+          "H200 run: a straggler finding names rank 1: %r" % shown)
 
 
 def main():
@@ -317,6 +340,17 @@ def main():
     check(listed and listed[0][0] == 5, "rank 5 listed first")
     check(not any("id" in a and a["id"] == "no-straggler" for t, a in items),
           "no 'no straggler' sentence when there is one")
+
+    # findings: findings_test.py's run built to fire every rule but clock_bound
+    import findings_test
+    db = os.path.join(args.workdir, "findings.db")
+    if os.path.exists(db):
+        os.unlink(db)
+    findings_test.build(db, open(args.schema).read())
+    findings_test.add_env(db, findings_test.env_rows(True))
+    _, items, _ = render(args.meridian, chromium, db, args.workdir, "findings")
+    shown = check_findings("findings", items, db)
+    check(len({f[0] for f in shown}) == 8, "findings: 8 rules fire on the page: %r" % shown)
 
     # nobody late: every rank starts every collective at the same global time
     db = os.path.join(args.workdir, "even.db")

@@ -408,6 +408,40 @@
                          num(r[6]), { t: r[7] }].concat(clock) };
       }), "ranks-table");
   }
+  /* D.findings: the JSON report's "findings" (report_findings.c): fired first, by severity */
+  function findings() {
+    var box = document.getElementById("findings");
+    var all = D.findings || [];
+    var fired = all.filter(function (x) { return x.status === "fired"; });
+    if (fired.length === 0) note(box, "No rule fired.");
+    fired.forEach(function (x) {
+      var ev = x.evidence;
+      var div = box.appendChild(el("div", { "class": "finding sev-" + x.severity,
+                                            "data-rule": x.rule, "data-status": x.status,
+                                            "data-severity": x.severity,
+                                            "data-ranks": ev.ranks.join(","),
+                                            "data-steps": ev.steps.join(",") }));
+      div.appendChild(el("h3", null, "[" + x.severity + "] " + x.name + ": " + x.title));
+      var parts = [];
+      if (ev.ranks.length) parts.push("ranks " + ev.ranks.join(", ") +
+                                      (ev.ranks_total > ev.ranks.length ? " (+" + (ev.ranks_total - ev.ranks.length) + " more)" : ""));
+      if (ev.steps.length) parts.push("steps " + ev.steps.join(", "));
+      Object.keys(ev.numbers).forEach(function (k) {
+        var v = ev.numbers[k];
+        parts.push(k + " " + (/share/.test(k) ? (100 * v).toFixed(1) + "%" : /_ns$/.test(k) ? fmtNs(v) : String(v)));
+      });
+      div.appendChild(el("p", null, "Evidence: " + parts.join("; ") + ". " + ev.detail));
+      div.appendChild(el("p", { "class": "advice" }, "Try: " + x.advice));
+    });
+    var rest = all.filter(function (x) { return x.status !== "fired"; });
+    if (rest.length) {
+      var ul = box.appendChild(el("ul", { "class": "rules-rest" }));
+      rest.forEach(function (x) {
+        ul.appendChild(el("li", { "data-rule": x.rule, "data-status": x.status },
+                          x.name + ": " + x.status + " (" + x.note + ")"));
+      });
+    }
+  }
   function toc() {
     var nav = document.getElementById("toc");
     Array.prototype.forEach.call(document.querySelectorAll("h2[id]"), function (h) {
@@ -415,6 +449,7 @@
     });
   }
 
+  findings();
   stragglers();
   heat();
   bars();
