@@ -3,7 +3,8 @@
  * Where it sits: a standalone diagnostic of the launcher; touches nothing persistent.
  * It finds meridiand and the agent libraries the way `profile` does, dlopens the agent
  * (its constructors only read the environment) and checks the entry points CUDA, NCCL and
- * NVTX look for, and the profiler API interposers (libmeridian_profapi.so) the same way, loads CUPTI and NCCL to read their versions, looks for mpirun, for
+ * NVTX look for (and the exports of the profiler API interposers, libmeridian_profapi.so),
+ * loads CUPTI and NCCL to read their versions, looks for mpirun, for
  * another profiler already injected into this environment, and binds a loopback port.
  * Given the job's command (`meridian doctor -- srun ... torchrun ...`) it names the
  * launchers found in it, how the agent's variables will reach the ranks and which variable
@@ -126,8 +127,10 @@ static void check_profapi(void)
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        report(WARN, "libmeridian_profapi.so at %s does not load: %s (its calls will not "
-                     "open windows)", path, dlerror());
+        report(WARN,
+               "libmeridian_profapi.so at %s does not load: %s (its calls will not "
+               "open windows)",
+               path, dlerror());
         return;
     }
     report(OK, "profiler API interposers: %s", path);

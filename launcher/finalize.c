@@ -119,8 +119,8 @@ static uint64_t count_of(sqlite3 *db, const char *table, const char *sql)
 {
     sqlite3_stmt *st = NULL;
     uint64_t n = 0;
-    if (mrd_db_has_table(db, table) == 1 && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-        sqlite3_step(st) == SQLITE_ROW)
+    if (mrd_db_has_table(db, table) == 1 &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
         n = (uint64_t)sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     return n;
@@ -128,7 +128,8 @@ static uint64_t count_of(sqlite3 *db, const char *table, const char *sql)
 
 static void finalize_shares(sqlite3 *db, struct finalize_progress *fp)
 {
-    fp->share[PASS_CLOCK] = count_of(db, "clock_samples", "SELECT COUNT(*) FROM main.clock_samples");
+    fp->share[PASS_CLOCK] =
+        count_of(db, "clock_samples", "SELECT COUNT(*) FROM main.clock_samples");
     fp->share[PASS_GPU] =
         count_of(db, "nccl_channels", "SELECT COUNT(*) FROM main.nccl_channels") +
         count_of(db, "gpu_clock_samples", "SELECT COUNT(*) FROM main.gpu_clock_samples");

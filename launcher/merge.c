@@ -352,17 +352,17 @@ static int merge_one(sqlite3 *db, const struct mrd__merge_shard *s, int k, FILE 
     for (size_t i = 0; i < mrd__merge_ntables; i++) {
         const char *t = mrd__merge_tables[i].name;
         int r = 0;
-        if (mrd__merge_tables[i].pol == MRD__MERGE_STRINGS)
+        if (mrd__merge_tables[i].pol == MRD__MERGE_STRINGS) {
             r = copy_strings(db, s, first, &rows, log, who);
-        else if (mrd__merge_tables[i].pol == MRD__MERGE_COPY) {
+        } else if (mrd__merge_tables[i].pol == MRD__MERGE_COPY) {
             mp->table_rows = 0;
             mp->table_count = mp->count[(size_t)k * mrd__merge_ntables + i];
             r = copy_table(db, s, t, first, mp->p.on, &rows, log, who);
-        }
-        else if (mrd__merge_tables[i].pol == MRD__MERGE_SUM)
+        } else if (mrd__merge_tables[i].pol == MRD__MERGE_SUM) {
             r = sum_counters(db, s, &rows, log, who);
-        else
+        } else {
             continue;
+        }
         if (r < 0)
             goto out;
         if (rows >= MERGE_PROGRESS_ROWS)

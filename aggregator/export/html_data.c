@@ -412,8 +412,8 @@ static int lane_kernels(FILE *f, sqlite3_stmt *q, const struct mrd_timebase *tb,
             int64_t ks = mrd_timebase_map(tb, rank, sqlite3_column_int64(q, 0)) - S;
             int64_t ke = mrd_timebase_map(tb, rank, sqlite3_column_int64(q, 1)) - S;
             fprintf(f, "%s%" PRId64 ",%" PRId64 ",%d", nitems[lane] ? "," : "", ks, ke,
-                    name_index(nm, mrd_analyze_demangle_cached(
-                                       (const char *)sqlite3_column_text(q, 3))));
+                    name_index(
+                        nm, mrd_analyze_demangle_cached((const char *)sqlite3_column_text(q, 3))));
             nitems[lane]++;
         }
         if (rc != SQLITE_DONE)

@@ -26,8 +26,9 @@
  *    would cross an open slice goes to the group's next lane (another track, "#2"...),
  *    MAX_LANES at most; past that it is shortened to nest and counted (overlapped);
  *  - event names, categories, argument names and repeated argument strings are interned
- *    per sequence (kernel names demangled, mrd_analyze_demangle_cached) (InternedData in the packet that first uses them), keyed by the
- *    strings table's id (even iids) or our own tables (odd iids).
+ *    per sequence (InternedData in the packet that first uses them), keyed by the strings
+ *    table's id (even iids) or our own tables (odd iids); kernel names are written
+ *    demangled (mrd_analyze_demangle_cached), under their string's id.
  * Times: the global timebase in nanoseconds (Unix epoch); a rank without a clock model
  * (its times cannot be placed against the others) starts at the run's anchor, like the
  * JSON export. Without any model, every rank's local clock.
