@@ -311,10 +311,16 @@ static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_optio
                     "%s: the run has %llu steps (see --step-name)\n",
                     (long long)po->step_first, (long long)po->step_last, path,
                     (unsigned long long)st.steps);
+        else if (st.spanned)
+            fprintf(stderr,
+                    "meridian export: warning: --window %.3f:%.3f selects no event for %s: "
+                    "the run's events lie between %.3f and %.3f ms after the time origin\n",
+                    (double)po->window_from_ns / 1e6, (double)po->window_to_ns / 1e6, path,
+                    (double)st.first_ns / 1e6, (double)st.last_ns / 1e6);
         else
             fprintf(stderr,
-                    "meridian export: warning: --window selects no event for %s (times"
-                    " are ms after the run's time origin; see --help)\n",
+                    "meridian export: warning: --window selects no event for %s: the run "
+                    "has none\n",
                     path);
         return 3;
     }

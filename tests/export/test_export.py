@@ -19,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -119,10 +120,13 @@ def check_window(db, full):
         a_ms, b_ms, n, full["slices_instants"]))
 
 
+SPAN = {}
+
+
 def slices_within(trace, lo, hi, inside=False):
     """Decodes trace (protoc) and returns its number of slices, each asserted to meet the
     absolute [lo, hi] ns (inside: to lie in it; times summed from the incremental deltas
-    of each sequence)."""
+    of each sequence). SPAN[trace] gets the earliest and latest time of any event."""
     text, _ = pfcheck.decode(trace, args.proto_dir)
     packets = pfcheck.parse(text)
     seq_t, stacks, n = {}, {}, 0
@@ -137,6 +141,8 @@ def slices_within(trace, lo, hi, inside=False):
             continue
         seq_t[sid] += pfcheck.one(pk, "timestamp")
         t = seq_t[sid]
+        span = SPAN.get(trace, (t, t))
+        SPAN[trace] = (min(span[0], t), max(span[1], t))
         typ = pfcheck.one(te, "type")
         if typ == "TYPE_SLICE_BEGIN":
             stacks.setdefault(sid, []).append(t)
@@ -173,8 +179,9 @@ def check_steps_and_empty(db, full):
     - --steps 10: some but not all slices, each meeting step 10's interval as the report
       gives it (its at_ns after the origin and its length);
     - a --window after the run and a --steps range past the last step select nothing:
-      exit 3, a warning that says so (the step range's with the run's step count), and
-      a trace that still decodes, without any slice."""
+      exit 3, a warning that says so (the window's with where the run's events lie: the
+      first and last event time of the full trace; the step range's with the run's step
+      count), and a trace that still decodes, without any slice."""
     rep = json.loads(subprocess.run([args.meridian, "report", db, "--json"], check=True,
                                     stdout=subprocess.PIPE, text=True).stdout)
     origin = rep["run"]["time_origin_ns"]
@@ -193,7 +200,13 @@ def check_steps_and_empty(db, full):
     trace = os.path.join(args.workdir, args.case + ".empty.pftrace.gz")
     err = export(db, trace, "--window", "%d:%d" % (last_ms + 60000, last_ms + 120000), "--trace",
                  rc=3)
-    assert "--window selects no event" in err, "empty window: %r" % err
+    first, last = ((t - origin) / 1e6 for t in SPAN[os.path.join(args.workdir, args.case +
+                                                                  ".all.pftrace.gz")])
+    said = re.search(r"--window [-\d.:]+ selects no event for .*: the run's events lie between "
+                     r"([-\d.]+) and ([-\d.]+) ms after the time origin", err)
+    assert said and abs(float(said.group(1)) - first) < 0.002 and \
+        abs(float(said.group(2)) - last) < 0.002, \
+        "empty window: %r; the full trace's events lie in [%.3f, %.3f] ms" % (err, first, last)
     assert slices_within(trace, 0, 0) == 0, "empty window: slices in the trace"
     err = export(db, trace, "--steps", "900-999", "--trace", rc=3)
     assert "--steps 900-999 selects no event" in err and \
