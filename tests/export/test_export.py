@@ -283,7 +283,7 @@ def speedscope():
             funcs = {n.split(" {")[0] for n in fnames}
             assert len(funcs) <= 16, "NCCL ops named by function: %s" % sorted(funcs)[:5]
     log("speedscope imported %d profiles (one per thread with slices), each frame one "
-        "distinct (name, args) of its thread, mangled kernel names included" % len(got))
+        "distinct (name, args) of its thread, demangled kernel names included" % len(got))
 
 
 if __name__ == "__main__":
