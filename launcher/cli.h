@@ -52,8 +52,10 @@ int mrd_cli_doctor(int argc, char **argv);
 int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log);
 
 /* mrd_cli_finalize with progress on stderr (launcher/progress.h: mode MRD_PROGRESS_AUTO,
- * _ON for --progress, _OFF for --quiet; lines prefixed `who`), counted in the finalize's
- * four passes. mrd_cli_finalize is this with MRD_PROGRESS_OFF. */
+ * _ON for --progress, _OFF for --quiet; lines prefixed `who`), counted in rows of the
+ * tables the four passes read, inside each pass too (finalize.c says which). While
+ * progress is shown it sets, then clears, db's sqlite3_trace_v2 callback.
+ * mrd_cli_finalize is this with MRD_PROGRESS_OFF. */
 int mrd_cli_finalize_progress(sqlite3 *db, const char *command, FILE *log, const char *who,
                               int progress);
 

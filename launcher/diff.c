@@ -16,8 +16,9 @@
  *   arrived last at least once.
  * - collectives: per function, over all communicators: instances, mean arrival skew,
  *   total wait cost.
- * - kernels: total GPU time per kernel name over all ranks; the ten names whose total
- *   moved most (absolute change), with counts.
+ * - kernels: total GPU time per kernel name over all ranks, names demangled as in every
+ *   output (mrd_analyze_demangle_cached; mangled names that demangle alike are summed); the
+ *   ten names whose total moved most (absolute change), with counts.
  * Refused: runs of different world sizes (exit 2). Warned: different commands, ranks
  * without a goodbye (an interrupted run: its numbers may be partial).
  *
@@ -99,7 +100,7 @@ static void usage(FILE *f)
           "detached for a capture window are left out. Medians and means are over steps.\n"
           "Exposed communication is communication kernel time not covered by compute on the\n"
           "same GPU, summed over ranks. Kernel totals are GPU time summed over ranks, by\n"
-          "name.\n"
+          "demangled name.\n"
           "\n"
           "Exit status: 0 compared; 1 a database could not be read or analysed; 2 usage, or\n"
           "runs of different world sizes; 3 --fail-if-slower tripped.\n",
@@ -190,7 +191,9 @@ static int load_kernel_totals(sqlite3 *db, int which, struct kernel_totals *t)
         int64_t ns = sqlite3_column_int64(st, 1);
         uint64_t count = (uint64_t)sqlite3_column_int64(st, 2);
         if (n++ < DIFF_MAX_KERNEL_NAMES)
-            err = kernel_append(t, (const char *)sqlite3_column_text(st, 0), which, ns, count);
+            err = kernel_append(
+                t, mrd_analyze_demangle_cached((const char *)sqlite3_column_text(st, 0)), which, ns,
+                count);
         else
             other_ns += ns, other_n += count;
     }

@@ -3,7 +3,8 @@
  * Where it sits: a standalone diagnostic of the launcher; touches nothing persistent.
  * It finds meridiand and the agent libraries the way `profile` does, dlopens the agent
  * (its constructors only read the environment) and checks the entry points CUDA, NCCL and
- * NVTX look for, loads CUPTI and NCCL to read their versions, looks for mpirun, for
+ * NVTX look for (and the exports of the profiler API interposers, libmeridian_profapi.so),
+ * loads CUPTI and NCCL to read their versions, looks for mpirun, for
  * another profiler already injected into this environment, and binds a loopback port.
  * Given the job's command (`meridian doctor -- srun ... torchrun ...`) it names the
  * launchers found in it, how the agent's variables will reach the ranks and which variable
@@ -108,6 +109,39 @@ static void check_agent(const char *explicit_path)
         report(OK, "MPI wrappers: %s", path);
     else
         report(WARN, "libmeridian_mpi.so not found: MPI calls will not be captured");
+}
+
+/* libmeridian_profapi.so, which `profile` preloads into every rank that gets the agent:
+ * found, loads, and exports the four functions it interposes on (the application's
+ * cudaProfilerStart/Stop and cuProfilerStart/Stop, which open profiler_api windows).
+ * Without it profiling works, blind to those calls: a warning, never a failure. */
+static void check_profapi(void)
+{
+    static const char *const syms[] = {"cudaProfilerStart", "cudaProfilerStop", "cuProfilerStart",
+                                       "cuProfilerStop"};
+    char path[PATH_MAX];
+    if (mrd_agentenv_find_profapi(NULL, path, sizeof(path)) != 0) {
+        report(WARN, "libmeridian_profapi.so not found (set MERIDIAN_PROFAPI_LIB): "
+                     "cudaProfilerStart/Stop will not open windows");
+        return;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        report(WARN,
+               "libmeridian_profapi.so at %s does not load: %s (its calls will not "
+               "open windows)",
+               path, dlerror());
+        return;
+    }
+    report(OK, "profiler API interposers: %s", path);
+    for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
+        if (dlsym(h, syms[i]))
+            report(OK, "  exports %s", syms[i]);
+        else
+            report(WARN, "  does not export %s: the application's %s will not be seen", syms[i],
+                   syms[i]);
+    }
+    /* not dlclosed, like the agent: loaded once per doctor run */
 }
 
 static void check_cuda(void)
@@ -367,8 +401,9 @@ int mrd_cli_doctor(int argc, char **argv)
             puts("usage: meridian doctor [--agent-lib PATH] [--nodes] [-- COMMAND...]\n\n"
                  "Checks this machine for profiling: meridiand and the agent libraries found,\n"
                  "libmeridian.so loads and exports the CUDA injection, NCCL profiler (v4, v5,\n"
-                 "v6) and NVTX injection entry points, CUDA driver and CUPTI present, NCCL\n"
-                 "version, mpirun present, no other profiler already injected\n"
+                 "v6) and NVTX injection entry points, libmeridian_profapi.so loads and exports\n"
+                 "cudaProfilerStart/Stop and cuProfilerStart/Stop (warn only), CUDA driver and\n"
+                 "CUPTI present, NCCL version, mpirun present, no other profiler already injected\n"
                  "(NSYS_PROFILING_SESSION_ID, CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN),\n"
                  "a loopback port bindable. One line per check: ok, warn or FAIL.\n\n"
                  "-- COMMAND   the job's command as given to `meridian profile`: the launchers\n"
@@ -401,6 +436,7 @@ int mrd_cli_doctor(int argc, char **argv)
     }
     check_daemon();
     check_agent(agent);
+    check_profapi();
     check_cuda();
     check_nccl();
     check_mpirun();

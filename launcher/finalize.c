@@ -89,17 +89,97 @@ int mrd_cli_finalize(sqlite3 *db, const char *command, FILE *log)
     return mrd_cli_finalize_progress(db, command, log, "meridian finalize", MRD_PROGRESS_OFF);
 }
 
-/* The finalize's progress unit: its four passes (clock fit, GPU timer calibration,
- * causality check, capture windows), each counted when it ends. */
-enum { FINALIZE_PHASES = 4 };
+/* The finalize's progress: rows of the tables its four passes read, counted before they
+ * run (only when progress is shown), each pass its share:
+ *   clock fit            clock_samples;
+ *   GPU timers           nccl_channels + gpu_clock_samples (the calibration's brackets);
+ *   causality            2 x the collective rows (nccl_ops, not p2p, with a seq): its two
+ *                        passes over the instances;
+ *   capture windows      window_records + the NVTX ranges of domain MRD_WINDOW_DOMAIN.
+ * Inside a pass, done advances with the rows its SQL statements return (sqlite3_trace_v2,
+ * SQLITE_TRACE_ROW: the pass's own code is untouched), at most to its share less one; when
+ * the pass ends, done is the end of its share. So done rises strictly, a long pass shows
+ * lines while it runs, and the total is reached when the finalize ends. The trace callback
+ * is installed only while progress is shown: with --quiet or without a terminal the
+ * finalize runs exactly as without progress. */
+#define FINALIZE_TICK_ROWS 4096 /* rows returned between two updates inside a pass */
 
-int mrd_cli_finalize_progress(sqlite3 *db, const char *command, FILE *log, const char *who,
-                              int progress)
+enum { PASS_CLOCK, PASS_GPU, PASS_CAUSALITY, PASS_WINDOWS, FINALIZE_PASSES };
+
+struct finalize_progress {
+    struct mrd_progress p;
+    uint64_t share[FINALIZE_PASSES];
+    int pass;
+    uint64_t base;  /* the shares of the passes that ended */
+    uint64_t seen;  /* rows returned in this pass so far */
+    uint64_t shown; /* the last done given to p */
+};
+
+static uint64_t count_of(sqlite3 *db, const char *table, const char *sql)
 {
-    struct mrd_progress pg;
+    sqlite3_stmt *st = NULL;
+    uint64_t n = 0;
+    if (mrd_db_has_table(db, table) == 1 &&
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+        n = (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+static void finalize_shares(sqlite3 *db, struct finalize_progress *fp)
+{
+    fp->share[PASS_CLOCK] =
+        count_of(db, "clock_samples", "SELECT COUNT(*) FROM main.clock_samples");
+    fp->share[PASS_GPU] =
+        count_of(db, "nccl_channels", "SELECT COUNT(*) FROM main.nccl_channels") +
+        count_of(db, "gpu_clock_samples", "SELECT COUNT(*) FROM main.gpu_clock_samples");
+    fp->share[PASS_CAUSALITY] =
+        2 * count_of(db, "nccl_ops",
+                     "SELECT COUNT(*) FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT NULL");
+    fp->share[PASS_WINDOWS] =
+        count_of(db, "window_records", "SELECT COUNT(*) FROM main.window_records") +
+        count_of(db, "nvtx",
+                 "SELECT COUNT(*) FROM main.nvtx n JOIN main.strings s ON s.id = n.domain_id "
+                 "WHERE s.value = '" MRD_WINDOW_DOMAIN "'");
+    uint64_t total = 0;
+    for (int i = 0; i < FINALIZE_PASSES; i++)
+        total += fp->share[i];
+    mrd_progress_set_total(&fp->p, total);
+}
+
+static void finalize_show(struct finalize_progress *fp, uint64_t done)
+{
+    if (done > fp->shown) {
+        fp->shown = done;
+        mrd_progress_set(&fp->p, done);
+    }
+}
+
+static int finalize_on_row(unsigned type, void *ctx, void *stmt, void *unused)
+{
+    struct finalize_progress *fp = ctx;
+    (void)type, (void)stmt, (void)unused;
+    uint64_t share = fp->share[fp->pass];
+    if (++fp->seen % FINALIZE_TICK_ROWS == 0 && share > 1)
+        finalize_show(fp, fp->base + (fp->seen < share - 1 ? fp->seen : share - 1));
+    return 0;
+}
+
+/* The pass fp->pass ended: done moves to the end of its share; the next one starts. */
+static void finalize_pass_end(struct finalize_progress *fp)
+{
+    fp->base += fp->share[fp->pass];
+    finalize_show(fp, fp->base);
+    fp->seen = 0;
+    if (fp->pass + 1 < FINALIZE_PASSES)
+        fp->pass++;
+}
+
+/* The four passes in their order, fp counting them. */
+static int finalize_passes(sqlite3 *db, const char *command, FILE *log,
+                           struct finalize_progress *fp)
+{
     int rc = 0;
-    mrd_progress_begin(&pg, progress, who, "finalizing (clock fit, GPU timers, causality, windows)",
-                       "phases", FINALIZE_PHASES);
     if (command && set_command(db, command) < 0) {
         fprintf(log, "meridian: cannot record the command in runs: %s\n", sqlite3_errmsg(db));
         rc = -MRD_ERR_SQLITE;
@@ -110,13 +190,13 @@ int mrd_cli_finalize_progress(sqlite3 *db, const char *command, FILE *log, const
         return n;
     }
     fprintf(log, "meridian: clock models fitted for %d rank(s)\n", n);
-    mrd_progress_set(&pg, 1);
+    finalize_pass_end(fp);
     int g = mrd_clock_gpu_fit_db(db, log);
     if (g < 0)
         fprintf(log, "meridian: GPU timer calibration failed: %s\n", mrd_strerror(g));
     else
         fprintf(log, "meridian: GPU timers calibrated: %d GPU(s)\n", g);
-    mrd_progress_set(&pg, 2);
+    finalize_pass_end(fp);
     if (n > 0) {
         struct mrd_clock_causality_summary sum;
         memset(&sum, 0, sizeof(sum));
@@ -129,11 +209,30 @@ int mrd_cli_finalize_progress(sqlite3 *db, const char *command, FILE *log, const
                     " before / %" PRIu64 " after tightening, largest shift %" PRId64 " ns\n",
                     sum.instances, sum.violations_before, sum.violations_after, sum.max_shift_ns);
     }
-    mrd_progress_set(&pg, 3);
+    finalize_pass_end(fp);
     int w = derive_windows(db, log);
-    mrd_progress_set(&pg, 4);
-    mrd_progress_end(&pg);
+    finalize_pass_end(fp);
     return rc < 0 ? rc : w;
+}
+
+int mrd_cli_finalize_progress(sqlite3 *db, const char *command, FILE *log, const char *who,
+                              int progress)
+{
+    struct finalize_progress fp;
+    struct mrd_progress *pg = &fp.p;
+    int rc = 0;
+    memset(&fp, 0, sizeof(fp));
+    mrd_progress_begin(pg, progress, who, "finalizing (clock fit, GPU timers, causality, windows)",
+                       "rows", 0);
+    if (pg->on) {
+        finalize_shares(db, &fp);
+        sqlite3_trace_v2(db, SQLITE_TRACE_ROW, finalize_on_row, &fp);
+    }
+    rc = finalize_passes(db, command, log, &fp);
+    if (pg->on)
+        sqlite3_trace_v2(db, 0, NULL, NULL);
+    mrd_progress_end(pg);
+    return rc;
 }
 
 static FILE *open_out(const char *path, const char *who)

@@ -46,11 +46,37 @@
 
 /* The merge's progress: rows read from the shards, each table's COUNT(*) counted before
  * the merge (count[k * mrd__merge_ntables + i]: shard k, table i) and added when its copy
- * ends. */
+ * ends. Inside one copied table (one INSERT ... SELECT, however many rows), the SQL function
+ * mrd_merge_row() in the SELECT's WHERE counts the rows read (only while progress is shown:
+ * otherwise the statement has no such term), every MERGE_TICK_ROWS rows an update, at most
+ * to the table's count less one: the table's end is counted when its copy commits. */
+#define MERGE_TICK_ROWS 4096
+
 struct merge_progress {
     struct mrd_progress p;
     uint64_t *count, done;
+    uint64_t table_rows, table_count; /* rows read of the table being copied, its count */
+    uint64_t shown;                   /* the last done given to p */
 };
+
+static void merge_show(struct merge_progress *mp, uint64_t done)
+{
+    if (done > mp->shown) {
+        mp->shown = done;
+        mrd_progress_set(&mp->p, done);
+    }
+}
+
+/* mrd_merge_row(): 1 for every row, counting it (user data: the merge_progress). */
+static void merge_row_fn(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    struct merge_progress *mp = sqlite3_user_data(ctx);
+    (void)argc, (void)argv;
+    if (++mp->table_rows % MERGE_TICK_ROWS == 0 && mp->table_count > 1)
+        merge_show(mp, mp->done + (mp->table_rows < mp->table_count - 1 ? mp->table_rows
+                                                                        : mp->table_count - 1));
+    sqlite3_result_int(ctx, 1);
+}
 
 static int copied(const struct mrd__merge_table *t)
 {
@@ -177,9 +203,10 @@ static int app(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 
 /* Copies table t of attached schema "s" (shard k) into main: one INSERT ... SELECT in one
  * transaction, rows in the shard's rowid order (per rank, the order the agent sent them).
- * identity: the shard's string ids are main's (the first shard). */
+ * identity: the shard's string ids are main's (the first shard). counted: the SELECT calls
+ * mrd_merge_row() for every row (progress inside the table). */
 static int copy_table(sqlite3 *db, const struct mrd__merge_shard *s, const char *t, int identity,
-                      int64_t *rows, FILE *log, const char *who)
+                      int counted, int64_t *rows, FILE *log, const char *who)
 {
     char *cols[MRD__MERGE_MAX_COLS], *scols[MRD__MERGE_MAX_COLS], sql[8192], what[160];
     size_t len = 0;
@@ -230,8 +257,8 @@ static int copy_table(sqlite3 *db, const struct mrd__merge_shard *s, const char 
             goto toolong;
         first = 0;
     }
-    if (app(sql, sizeof(sql), &len, ") SELECT %s FROM s.\"%s\" x%s", sel_list, t,
-            ordered ? " ORDER BY x.rowid" : "") < 0)
+    if (app(sql, sizeof(sql), &len, ") SELECT %s FROM s.\"%s\" x%s%s", sel_list, t,
+            counted ? " WHERE mrd_merge_row()" : "", ordered ? " ORDER BY x.rowid" : "") < 0)
         goto toolong;
     if (exec_sql(db, "BEGIN IMMEDIATE", log, who, what) < 0)
         goto out;
@@ -325,24 +352,25 @@ static int merge_one(sqlite3 *db, const struct mrd__merge_shard *s, int k, FILE 
     for (size_t i = 0; i < mrd__merge_ntables; i++) {
         const char *t = mrd__merge_tables[i].name;
         int r = 0;
-        if (mrd__merge_tables[i].pol == MRD__MERGE_STRINGS)
+        if (mrd__merge_tables[i].pol == MRD__MERGE_STRINGS) {
             r = copy_strings(db, s, first, &rows, log, who);
-        else if (mrd__merge_tables[i].pol == MRD__MERGE_COPY)
-            r = copy_table(db, s, t, first, &rows, log, who);
-        else if (mrd__merge_tables[i].pol == MRD__MERGE_SUM)
+        } else if (mrd__merge_tables[i].pol == MRD__MERGE_COPY) {
+            mp->table_rows = 0;
+            mp->table_count = mp->count[(size_t)k * mrd__merge_ntables + i];
+            r = copy_table(db, s, t, first, mp->p.on, &rows, log, who);
+        } else if (mrd__merge_tables[i].pol == MRD__MERGE_SUM) {
             r = sum_counters(db, s, &rows, log, who);
-        else
+        } else {
             continue;
+        }
         if (r < 0)
             goto out;
         if (rows >= MERGE_PROGRESS_ROWS)
             fprintf(log, "%s: %s: %s: %" PRId64 " rows\n", who, s->path, t, rows);
         total += rows;
         ntab += rows > 0;
-        if (mp->count[(size_t)k * mrd__merge_ntables + i]) { /* a line only when done moved */
-            mp->done += mp->count[(size_t)k * mrd__merge_ntables + i];
-            mrd_progress_set(&mp->p, mp->done);
-        }
+        mp->done += mp->count[(size_t)k * mrd__merge_ntables + i];
+        merge_show(mp, mp->done); /* a line only when done moved */
     }
     fprintf(log, "%s: shard %" PRId64 " (%s): %zu rank(s), %" PRId64 " rows in %d tables%s\n", who,
             s->shard_id, s->path, s->nranks, total, ntab, s->delta ? ", global times shifted" : "");
@@ -385,6 +413,11 @@ static int write_merged(const char *tmp, const struct mrd__merge_shard *sh, int 
         goto out;
     }
     sqlite3_busy_timeout(db, 10000);
+    if (mp->p.on && sqlite3_create_function(db, "mrd_merge_row", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY,
+                                            mp, merge_row_fn, NULL, NULL) != SQLITE_OK) {
+        fprintf(log, "%s: %s: %s\n", who, tmp, sqlite3_errmsg(db));
+        goto out;
+    }
     if (exec_sql(db, mrd_store_pragmas(), log, who, "pragmas") < 0 ||
         exec_sql(db, "BEGIN IMMEDIATE", log, who, "schema") < 0 ||
         exec_sql(db, mrd_store_schema_sql(), log, who, "schema") < 0 ||
@@ -515,9 +548,9 @@ static void merge_usage(FILE *f)
           "  --no-finalize     do not fit clock models etc. (`meridian finalize OUT` later)\n"
           "  --progress        progress lines on stderr when the merge takes over 2 s: rows\n"
           "                    read from the shards (COUNT(*) of every copied table, counted\n"
-          "                    first; a table counts when its copy ends), rate, time left;\n"
-          "                    then the finalize's four passes; the default when stderr is a\n"
-          "                    terminal\n"
+          "                    first; counted as they are read, inside a table too), rate,\n"
+          "                    time left; then the finalize's rows (see finalize --help);\n"
+          "                    the default when stderr is a terminal\n"
           "  --quiet           no progress lines\n"
           "  -h, --help        this text\n"
           "\n"

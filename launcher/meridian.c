@@ -315,10 +315,16 @@ static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_optio
                     "%s: the run has %llu steps (see --step-name)\n",
                     (long long)po->step_first, (long long)po->step_last, path,
                     (unsigned long long)st.steps);
+        else if (st.spanned)
+            fprintf(stderr,
+                    "meridian export: warning: --window %.3f:%.3f selects no event for %s: "
+                    "the run's events lie between %.3f and %.3f ms after the time origin\n",
+                    (double)po->window_from_ns / 1e6, (double)po->window_to_ns / 1e6, path,
+                    (double)st.first_ns / 1e6, (double)st.last_ns / 1e6);
         else
             fprintf(stderr,
-                    "meridian export: warning: --window selects no event for %s (times"
-                    " are ms after the run's time origin; see --help)\n",
+                    "meridian export: warning: --window selects no event for %s: the run "
+                    "has none\n",
                     path);
         return 3;
     }
@@ -460,9 +466,12 @@ static void finalize_usage(FILE *f)
           "were interrupted or profiled with `meridian run`. Running it again gives the\n"
           "same result. A database this meridian cannot read (not a meridian database,\n"
           "a newer schema version) is refused before anything is written.\n\n"
-          "  --progress   progress lines on stderr when the finalize takes over 2 s: its four\n"
-          "               passes (clock fit, GPU timers, causality, capture windows) done,\n"
-          "               rate, time left; the default when stderr is a terminal\n"
+          "  --progress   progress lines on stderr when the finalize takes over 2 s: rows of\n"
+          "               the tables its four passes read (clock fit: clock_samples; GPU\n"
+          "               timers: nccl_channels + gpu_clock_samples; causality: twice the\n"
+          "               collective rows; capture windows: window_records), counted first\n"
+          "               and as each pass reads them; rate, time left; the default when\n"
+          "               stderr is a terminal\n"
           "  --quiet      no progress lines\n"
           "  -h, --help   this text\n\n"
           "Exit status: 0, 1 when the database cannot be read or updated, 2 on a usage error.\n",

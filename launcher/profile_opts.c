@@ -143,7 +143,7 @@ static void profile_usage(FILE *f)
         "  -v, --verbose            show meridiand's connection log\n"
         "      --progress           progress lines on stderr for the work after the job when\n"
         "                           it takes over 2 s: the merge (rows read from the\n"
-        "                           shards), the finalize (its four passes), the report\n"
+        "                           shards), the finalize (rows its passes read), the report\n"
         "                           (collectives analysed); the default when stderr is a\n"
         "                           terminal\n"
         "      --quiet              no progress lines\n"

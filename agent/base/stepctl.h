@@ -2,8 +2,10 @@
  *
  * Where it sits: in agent/base, below capture, core and transport, so that capture and
  * transport both reach it by plain calls and neither calls the other. Capture
- * (agent/capture/window.c) counts steps here as the application pushes and pops its NVTX step
- * ranges and asks here whether a step belongs to a window the aggregator requested; transport
+ * (agent/capture/window.c) counts steps here as they begin and end (the application's NVTX
+ * step ranges, or with MERIDIAN_STEP_COLLECTIVE the collectives that begin steps,
+ * agent/capture/collsteps.c) and asks here whether a step belongs to a window the
+ * aggregator requested; transport
  * (agent/transport/clocklink.c) reads the counter into every ClockProbe and hands every
  * ClockReply's WindowRequests in. Test programs that drive the agent without capture
  * (tests/agent/agent_synth.c) use the same calls.
@@ -68,7 +70,7 @@ int mrd_stepctl_requested(int64_t step, int *reason);
 
 /* The application called cudaProfilerStart (start = 1) or cudaProfilerStop (start = 0),
  * or their driver forms. Counted only when it changes the state (see above); registers
- * the "window" counters (so a process without NVTX steps reports its calls too). Any
+ * the "window" counters (so a process without steps reports its calls too). Any
  * thread: a few atomics, no lock. */
 void mrd_stepctl_profiler_call(int start);
 

@@ -19,7 +19,8 @@
  * ranges are not steps.
  *
  * Windows come from MERIDIAN_WINDOWS and from the aggregator (ClockReply.windows, kept by
- * stepctl: on demand, triggers, a delay); a step belongs to a window when either holds it.
+ * stepctl: on demand, triggers, a delay, the application's profiler API calls); a step
+ * belongs to a window when either holds it.
  *
  * A window of steps A..B (consecutive window steps form one window):
  *  - push of step A: CUPTI is attached on that thread (mrd__cupti_attach, ~11-12 ms on an

@@ -427,13 +427,13 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
             rc = mrd__clock_sqlerr(db, log, "storing gpu_timer_models");
             goto fail;
         }
+        /* no offset in this line: the GPU timer counts from the Unix epoch and the host
+         * clock is CLOCK_MONOTONIC, so their difference is the boot time, not a skew */
         if (log)
             fprintf(log,
                     "clock: gpu rank %d device %d: method %s, %u brackets (%u trimmed),"
-                    " slope-1 %+.3f ppm, gpu->host offset at first kernel %+.3f us,"
-                    " bound %.2f us%s\n",
+                    " slope-1 %+.3f ppm, bound %.2f us%s\n",
                     m.rank, m.device, word, m.samples, m.rejected, (m.slope - 1.0) * 1e6,
-                    (double)(mrd_clock_gpu_map(&m, tmp[0].g_lo) - tmp[0].g_lo) / 1e3,
                     (double)m.error_bound_ns / 1e3,
                     fr ? " (brackets contradict each other: relaxed fit)" : "");
         fitted++;

@@ -13,6 +13,8 @@
  *   |C n M|, exposed = |M \ C|, idle = step length - |C u M| (C: compute kernels, M:
  *   communication kernels); summed over ranks;
  * - collective durations: per function, log2 histogram of (latest end - earliest start).
+ * Kernel names (timelines, top kernels) are shown demangled, as in every other output
+ * (mrd_analyze_demangle_cached); the top kernels are ranked by mangled name, one per name.
  *
  * Bounds (the embedded detail): heat map MRD_HTML_HEAT_STEPS steps x MRD_HTML_HEAT_ROWS
  * ranks (the worst first; the others folded into one row of their maximum); timelines of at
@@ -411,7 +413,8 @@ static int lane_kernels(FILE *f, sqlite3_stmt *q, const struct mrd_timebase *tb,
             int64_t ks = mrd_timebase_map(tb, rank, sqlite3_column_int64(q, 0)) - S;
             int64_t ke = mrd_timebase_map(tb, rank, sqlite3_column_int64(q, 1)) - S;
             fprintf(f, "%s%" PRId64 ",%" PRId64 ",%d", nitems[lane] ? "," : "", ks, ke,
-                    name_index(nm, (const char *)sqlite3_column_text(q, 3)));
+                    name_index(
+                        nm, mrd_analyze_demangle_cached((const char *)sqlite3_column_text(q, 3))));
             nitems[lane]++;
         }
         if (rc != SQLITE_DONE)
@@ -617,7 +620,7 @@ static int write_kernels(FILE *f, sqlite3 *db)
                 n++;
             memmove(&top[at + 1], &top[at], (size_t)(n - 1 - at) * sizeof(top[0]));
             snprintf(top[at].name, sizeof(top[at].name), "%s",
-                     (const char *)sqlite3_column_text(q, 0));
+                     mrd_analyze_demangle_cached((const char *)sqlite3_column_text(q, 0)));
             top[at].total = total;
             top[at].count = sqlite3_column_int64(q, 2);
         }

@@ -26,8 +26,9 @@
  *    would cross an open slice goes to the group's next lane (another track, "#2"...),
  *    MAX_LANES at most; past that it is shortened to nest and counted (overlapped);
  *  - event names, categories, argument names and repeated argument strings are interned
- *    per sequence (InternedData in the packet that first uses them), keyed by the
- *    strings table's id (even iids) or our own tables (odd iids).
+ *    per sequence (InternedData in the packet that first uses them), keyed by the strings
+ *    table's id (even iids) or our own tables (odd iids); kernel names are written
+ *    demangled (mrd_analyze_demangle_cached), under their string's id.
  * Times: the global timebase in nanoseconds (Unix epoch); a rank without a clock model
  * (its times cannot be placed against the others) starts at the run's anchor, like the
  * JSON export. Without any model, every rank's local clock.
@@ -44,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze.h"
 #include "db.h"
 #include "error.h"
 #include "pftrace_enc.h"
@@ -97,11 +99,15 @@ static int row_slice(struct px *p, sqlite3_stmt *q, int cls, uint64_t key, int t
 }
 
 /* Names the current event by its string (id at column idc, text at idc + 1, from a LEFT
- * JOIN on strings) or, when the row has none, by fixed name n. */
-static void row_name(struct px *p, sqlite3_stmt *q, int idc, int n)
+ * JOIN on strings) or, when the row has none, by fixed name n. demangle: a kernel's name,
+ * shown as the analysis layer demangles it (mrd_analyze_demangle_cached, as every other
+ * output); the iid stays the string's id, whose demangled text is always the same. */
+static void row_name(struct px *p, sqlite3_stmt *q, int idc, int n, int demangle)
 {
-    if (sqlite3_column_type(q, idc) != SQLITE_NULL && text(q, idc + 1))
-        mrd__pf_name(p, mrd__pf_db_iid(col64(q, idc)), text(q, idc + 1));
+    const char *name = text(q, idc + 1);
+    if (sqlite3_column_type(q, idc) != SQLITE_NULL && name)
+        mrd__pf_name(p, mrd__pf_db_iid(col64(q, idc)),
+                     demangle ? mrd_analyze_demangle_cached(name) : name);
     else
         mrd__pf_name(p, mrd__pf_fixed_iid(n), NAMES[n]);
 }
@@ -119,7 +125,7 @@ static void stream_row(struct px *p, sqlite3_stmt *q)
     if (lane < 0)
         return;
     if (kind == 0) {
-        row_name(p, q, 6, N_KERNEL);
+        row_name(p, q, 6, N_KERNEL, 1);
         if (p->o->include_api) /* links the kernel to its launch call; ~2.5 bytes a kernel */
             mrd__pf_arg_int(p, A_CORR, col64(q, 8));
         mrd__pf_arg_shape(p, A_GRID, (uint32_t)sqlite3_column_int(q, 9),
@@ -167,7 +173,7 @@ static void nccl_row(struct px *p, sqlite3_stmt *q)
     int lane = row_slice(p, q, C_NCCL, (uint32_t)sqlite3_column_int(q, 1), 2, 0, CAT_NCCL, &s, &e);
     if (lane < 0)
         return;
-    row_name(p, q, 6, N_COLL);
+    row_name(p, q, 6, N_COLL, 0);
     mrd__pf_arg_int(p, A_OP_ID, col64(q, 4));
     if (!p2p)
         mrd__pf_arg_int(p, A_SEQ, col64(q, 5));
@@ -212,7 +218,7 @@ static void nvtx_row(struct px *p, sqlite3_stmt *q)
     } else if ((lane = mrd__pf_slice_begin(p, ri, s, &e, CAT_NVTX)) < 0) {
         return;
     }
-    row_name(p, q, 5, N_UNNAMED);
+    row_name(p, q, 5, N_UNNAMED, 0);
     if (sqlite3_column_type(q, 7) != SQLITE_NULL)
         mrd__pf_arg_str(p, A_DOMAIN, mrd__pf_db_iid(col64(q, 7)), text(q, 8));
     if (kind == 3) {
@@ -251,7 +257,7 @@ static void plain_row(struct px *p, sqlite3_stmt *q, const struct plain_rows *t)
     if (t->name_col < 0)
         mrd__pf_name(p, mrd__pf_fixed_iid(t->name), NAMES[t->name]);
     else
-        row_name(p, q, t->name_col, t->name);
+        row_name(p, q, t->name_col, t->name, 0);
     for (int i = 0; i < t->nargs; i++)
         mrd__pf_arg_int(p, t->args[i].arg, col64(q, t->args[i].col));
     mrd__pf_slice_commit(p, lane, s, e);

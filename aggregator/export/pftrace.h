@@ -32,6 +32,10 @@ struct mrd_pftrace_stats {
     uint64_t overlapped; /* slices shortened to nest (every lane of their group busy) */
     uint64_t skipped;    /* rows not written (rank out of range, lane stacks full) */
     uint64_t steps;      /* with by_steps: the steps the run has (as the analysis numbers them) */
+    /* the span of every row read, window or not, in ns after the time origin (valid when
+     * spanned): what a window that selects nothing can say about where the run lies */
+    int spanned;
+    int64_t first_ns, last_ns;
 };
 
 /* Writes the run as a gzip-compressed Perfetto trace (TracePackets of TrackEvents, the

@@ -340,9 +340,16 @@ uint64_t mrd__pf_wtime(struct px *p, const struct rankinfo *ri, int rank, int64_
     return t > 0 ? (uint64_t)t : 0;
 }
 
-/* 1 when [s, e] (written times) meets the requested window (always without one). */
+/* 1 when [s, e] (written times) meets the requested window (always without one); the
+ * row's times widen the run's span in the stats either way. */
 int mrd__pf_in_window(struct px *p, uint64_t s, uint64_t e)
 {
+    int64_t a = (int64_t)s - p->origin, b = (int64_t)e - p->origin;
+    if (!p->st.spanned || a < p->st.first_ns)
+        p->st.first_ns = a;
+    if (!p->st.spanned || b > p->st.last_ns)
+        p->st.last_ns = b;
+    p->st.spanned = 1;
     if (!p->o->window_to_ns)
         return 1;
     return (int64_t)e - p->origin >= p->o->window_from_ns &&

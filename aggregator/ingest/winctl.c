@@ -326,8 +326,9 @@ int mrd_winctl_open(struct mrd_winctl *w, int reason, uint64_t length, const cha
     }
     if (w->highest == 0) {
         snprintf(why, why_len,
-                 "no rank has reported a step yet: is the job in the steady tier "
-                 "with NVTX step ranges?");
+                 "no rank has reported a step yet: is the job in the steady tier, with "
+                 "NVTX step ranges or steps counted from a collective "
+                 "(MERIDIAN_STEP_COLLECTIVE)?");
         return -ENODATA;
     }
     if (w->nreq >= MRD_WINDOW_REQUESTS_MAX) {

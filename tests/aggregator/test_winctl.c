@@ -159,8 +159,8 @@ static void test_refusals_and_end(void)
     struct mrd_winctl_choice ch;
     char why[256];
     CHECK_EQ(mrd_winctl_open(w, MRD_WINDOW_ON_DEMAND, 5, NULL, 0, &ch, why, sizeof(why)), -ENODATA);
-    CHECK_STREQ(why, "no rank has reported a step yet: is the job in the steady tier with NVTX "
-                     "step ranges?");
+    CHECK_STREQ(why, "no rank has reported a step yet: is the job in the steady tier, with NVTX "
+                     "step ranges or steps counted from a collective (MERIDIAN_STEP_COLLECTIVE)?");
     for (uint32_t r = 0; r < 3; r++)
         mrd_winctl_report(w, r, 100, 100 * MS, 100 * MS, 0);
     CHECK_EQ(mrd_winctl_open(w, MRD_WINDOW_ON_DEMAND, 0, NULL, 0, &ch, why, sizeof(why)), -EINVAL);

@@ -238,8 +238,9 @@ static void scenario_on_demand(void)
     for (int r = 0; r < 4; r++)
         probe_expect(fd[r], 0, 0, 0, NULL);
     CHECK_EQ(run(win, &out, &err), 1);
-    CHECK_STREQ(out, "error no rank has reported a step yet: is the job in the steady tier with "
-                     "NVTX step ranges?\n");
+    CHECK_STREQ(out, "error no rank has reported a step yet: is the job in the steady tier, with "
+                     "NVTX step ranges or steps counted from a collective "
+                     "(MERIDIAN_STEP_COLLECTIVE)?\n");
 
     /* 5 rounds: rank r at 40 + 2k + r, 100 ms steps (20 samples); highest 51 */
     for (int k = 0; k < 5; k++)

@@ -39,6 +39,39 @@ fi
 grep -q "loopback port bindable" doctor.txt || fail "doctor: loopback check missing"
 grep -Eq "^\[(ok  |warn|FAIL)\] " doctor.txt || fail "doctor: line format"
 tail -1 doctor.txt | grep -Eq "^[0-9]+ check\(s\) failed, [0-9]+ warning\(s\)$" || fail "doctor summary"
+# the profiler API interposers: the library found, and each of the four exports reported as
+# binutils' nm sees the file (defined dynamic symbols); a library without them (the agent),
+# and a file that is no library: warnings, not failures
+doctor_profapi() { # doctor_profapi LIB: doctor's export lines against nm's for LIB
+    local lib=$1 out=$2
+    for s in cudaProfilerStart cudaProfilerStop cuProfilerStart cuProfilerStop; do
+        if nm -D --defined-only "$lib" 2>/dev/null | grep -Eq " $s$"; then
+            grep -q "^\[ok  \]   exports $s$" "$out" || fail "doctor: $lib exports $s, not said"
+        else
+            grep -q "^\[warn\]   does not export $s:" "$out" || fail "doctor: $lib lacks $s, not said"
+        fi
+    done
+}
+pa=$(sed -n 's/^\[ok  \] profiler API interposers: //p' doctor.txt)
+if [ -z "$pa" ]; then
+    fail "doctor: libmeridian_profapi.so not found in the build: $(grep -i profapi doctor.txt)"
+elif command -v nm >/dev/null; then
+    nm -D --defined-only "$pa" | grep -q " cudaProfilerStart$" || fail "nm: $pa lacks cudaProfilerStart"
+    doctor_profapi "$pa" doctor.txt
+    ag=$(sed -n 's/^\[ok  \] libmeridian.so: //p' doctor.txt)
+    MERIDIAN_PROFAPI_LIB=$ag "$M" doctor >doctor2.txt 2>&1
+    grep -q "^\[ok  \] profiler API interposers: $ag$" doctor2.txt || fail "doctor: MERIDIAN_PROFAPI_LIB"
+    doctor_profapi "$ag" doctor2.txt
+    grep -c "^\[FAIL\]" doctor.txt >f1.txt; grep -c "^\[FAIL\]" doctor2.txt >f2.txt
+    cmp -s f1.txt f2.txt || fail "doctor: missing interposer exports made a check FAIL"
+fi
+echo "not a library" >notalib.so
+MERIDIAN_PROFAPI_LIB=$W/notalib.so "$M" doctor >doctor3.txt 2>&1
+grep -q "^\[warn\] libmeridian_profapi.so at $W/notalib.so does not load: " doctor3.txt ||
+    fail "doctor: a profapi file that does not load: $(grep -i profapi doctor3.txt)"
+MERIDIAN_PROFAPI_LIB=$W/absent.so "$M" doctor >doctor4.txt 2>&1
+grep -q "^\[warn\] libmeridian_profapi.so not found (set MERIDIAN_PROFAPI_LIB)" doctor4.txt ||
+    fail "doctor: a missing profapi library: $(grep -i profapi doctor4.txt)"
 
 # exit status: the job's own, 128+signal, 127 when the command does not exist
 expect_rc 3 "job exit status" "$M" profile -o e3.db --no-report -- sh -c 'exit 3'

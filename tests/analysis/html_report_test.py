@@ -16,7 +16,9 @@ interval arithmetic, not the analysis'):
   fastest of up to three loads, as other processes on a loaded machine slow it too),
   with the worst 64 ranks one per heat-map row and the others folded into their maximum.
 - the recorded H200 run (--fixture): no console message, rank 1 ranked first, its slowed
-  steps the darkest of its heat-map row.
+  steps the darkest of its heat-map row; kernel names demangled as binutils' c++filt does
+  (an independent demangler): the kernels table is the raw rows' top names by total time,
+  and the timelines' names are the demangled kernel and the NVTX names, none mangled.
 - the findings (findings_test.py's "trigger" run and the H200 run): each rule's status and
   each fired finding's ranks and steps equal findings_test.py's oracle over the raw rows;
   the H200 run's straggler finding names rank 1.
@@ -288,6 +290,44 @@ def check_findings(tag, items, db):
     check(rest == exp_rest, "%s: rules not fired / not evaluated %r, oracle %r"
           % (tag, rest, exp_rest))
     return shown
+def demangle(names):
+    """{name: demangled} by binutils' c++filt; names not mangled stay as they are."""
+    mangled = sorted(n for n in names if n.startswith("_Z"))
+    out = {n: n for n in names}
+    if mangled:
+        p = subprocess.run(["c++filt"], input="\n".join(mangled) + "\n", stdout=subprocess.PIPE,
+                           text=True, check=True)
+        out.update(zip(mangled, p.stdout.split("\n")))
+    return out
+
+
+def check_kernel_names(db, page, items):
+    con = sqlite3.connect(db)
+    totals = con.execute(
+        "SELECT coalesce(s.value, '(unnamed)'), SUM(k.end_ns - k.start_ns) FROM kernels k"
+        " LEFT JOIN strings s ON s.id = k.name_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0)"
+        " AND k.end_ns >= k.start_ns GROUP BY k.name_id").fetchall()
+    nvtx = {r[0] for r in con.execute(
+        "SELECT s.value FROM nvtx n JOIN strings s ON s.id = n.name_id")}
+    con.close()
+    plain = demangle([n for n, _ in totals])
+    check(any(n != plain[n] for n, _ in totals), "H200 run: no mangled kernel name to check")
+    top = sorted(totals, key=lambda r: -r[1])[:50]
+    rows = [i for i, (t, a) in enumerate(items) if t == "tr" and "data-total-ns" in a]
+    shown = [(items[i + 1][1].get("data-v"), int(items[i][1]["data-total-ns"])) for i in rows]
+    check(shown == [(plain[n], ns) for n, ns in top], "H200 run: kernels table %r, raw rows "
+          "demangled by c++filt %r" % (shown[:3], [(plain[n], ns) for n, ns in top][:3]))
+    with open(page, encoding="utf-8") as f:
+        text = f.read()
+    start = text.index('<script type="application/json" id="mrd-data">')
+    data = json.loads(text[text.index(">", start) + 1:text.index("</script>", start)])
+    kernels = set(plain.values())
+    check(data["names"] and all(n in kernels or n in nvtx or n == "(unnamed)" for n in data["names"])
+          and not any(n.startswith("_Z") for n in data["names"]),
+          "H200 run: timeline names not demangled: %r" % [n for n in data["names"]
+                                                         if n not in kernels][:3])
+    check(any(n in kernels and n not in nvtx for n in data["names"]),
+          "H200 run: no kernel name on the timelines")
 
 
 def check_fixture(args, chromium):
@@ -297,7 +337,8 @@ def check_fixture(args, chromium):
     db = os.path.join(args.workdir, "h200.db")
     with gzip.open(args.fixture, "rb") as src, open(db, "wb") as dst:
         shutil.copyfileobj(src, dst)
-    _, items, _ = render(args.meridian, chromium, db, args.workdir, "h200")
+    page, items, _ = render(args.meridian, chromium, db, args.workdir, "h200")
+    check_kernel_names(db, page, items)
     doc = json.loads(subprocess.run([args.meridian, "report", db, "--json"], check=True,
                                     stdout=subprocess.PIPE, text=True).stdout)
     caused = {r["rank"]: r["straggler_in_steps"]["wait_caused_ns"] for r in doc["ranks"]}

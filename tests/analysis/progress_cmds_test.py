@@ -6,8 +6,14 @@ MERIDIAN_PROGRESS_AFTER_MS=0 (no two-second wait, a line at every update):
   about T s left" (the last one "done in S s"), P is DONE/TOTAL, DONE increases to TOTAL;
 - TOTAL is computed here from the raw rows with sqlite3: for export, the COUNT(*) of the
   tables each of its queries reads (export --help); for merge, the rows of every table the
-  merge copies from every shard; for finalize, its four passes;
+  merge copies from every shard; for finalize, the rows of the tables its four passes read
+  (launcher/finalize.c: clock_samples; nccl_channels + gpu_clock_samples; twice the
+  collective rows; window_records + NVTX ranges of domain meridian.window);
 - export counts within a table, not only between them: at least one line per 4096 rows;
+- merge counts within one copied table (one INSERT ... SELECT): at least one line per 4096
+  rows of its large tables; finalize within one pass: a line strictly between the ends of
+  the clock fit's share and one strictly inside the causality check's (the test adds
+  20,000 clock samples per rank to the generated database for it);
 - --quiet prints no progress line and the rest of stderr is what the default (stderr not a
   terminal) prints; the default prints no progress line;
 - the outputs are byte-identical with and without --progress (trace files; the finalized
@@ -29,7 +35,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report_test as gen  # noqa: E402
 
-LINE = re.compile(r"^(meridian \w+): (.+?) (\d+)/(\d+) (rows|phases|instances) \((\d+\.\d)%\), (\d+)/s, "
+LINE = re.compile(r"^(meridian \w+): (.+?) (\d+)/(\d+) (rows|instances) \((\d+\.\d)%\), (\d+)/s, "
                   r"(about \d+ s left|done in \d+\.\d s)$")
 # the tables each export query reads, in the order of aggregator/export's queries
 JSON_TABLES = [["kernels"], ["memcpys"], ["memsets"], ["graph_launches"], ["nccl_ops"], ["nvtx"],
@@ -139,18 +145,61 @@ def test_export(m, db, wd):
     return trace_total, json_total
 
 
+FINALIZING = "finalizing (clock fit, GPU timers, causality, windows)"
+
+
+def finalize_shares(path):
+    """The rows of the tables each finalize pass reads, in pass order."""
+    con = sqlite3.connect(path)
+
+    def q(table, sql):
+        return count(con, table) and con.execute(sql).fetchone()[0]
+    shares = [count(con, "clock_samples"),
+              count(con, "nccl_channels") + count(con, "gpu_clock_samples"),
+              2 * q("nccl_ops", "SELECT COUNT(*) FROM nccl_ops WHERE is_p2p = 0 AND seq IS NOT NULL"),
+              count(con, "window_records") + q("nvtx", "SELECT COUNT(*) FROM nvtx n JOIN strings s "
+                                               "ON s.id = n.domain_id WHERE s.value = "
+                                               "'meridian.window'")]
+    con.close()
+    return shares
+
+
+def add_clock_samples(path, per_rank):
+    """NTP-style probes of every rank over the run's time span: 110 us round trips, the
+    aggregator's times 40 us after the send (a constant offset), one every 250 us."""
+    con = sqlite3.connect(path)
+    ranks = [r[0] for r in con.execute("SELECT DISTINCT rank FROM nccl_ops")]
+    rows = [(r, t, t + 40_000, t + 45_000, t + 110_000)
+            for r in ranks for t in range(1_000_000, 1_000_000 + 250_000 * per_rank, 250_000)]
+    con.executemany("INSERT INTO clock_samples (rank, t0, t1, t2, t3) VALUES (?, ?, ?, ?, ?)",
+                    rows)
+    con.commit()
+    con.close()
+
+
 def test_finalize(m, db, wd):
+    base = os.path.join(wd, "fin-base.db")
+    shutil.copyfile(db, base)
+    add_clock_samples(base, 20_000)
+    shares = finalize_shares(base)
+    check(shares[0] > 4096 and shares[2] > 4096, "passes long enough to count inside: %r" % shares)
     res = {}
     for mode in ("--progress", "--quiet", None):
         copy = os.path.join(wd, "fin%s.db" % mode)
-        shutil.copyfile(db, copy)
+        shutil.copyfile(base, copy)
         lines = run([m, "finalize", copy] + ([mode] if mode else []))
         res[mode] = (lines, contents(copy))
+    check(any("clock models fitted for 4 rank(s)" in l for l in res[None][0]),
+          "the added clock samples fit 4 ranks: %r" % res[None][0])
     lines = progress_lines(res["--progress"][0], "meridian finalize")
-    check_run(lines, "meridian finalize",
-              "finalizing (clock fit, GPU timers, causality, windows)", "phases", 4)
-    check([int(LINE.match(l).group(3)) for l in lines[:-1]] == [1, 2, 3, 4],
-          "one line per pass: %r" % lines)
+    check_run(lines, "meridian finalize", FINALIZING, "rows", sum(shares))
+    done = [int(LINE.match(l).group(3)) for l in lines[:-1]]
+    ends = [sum(shares[:i + 1]) for i in range(4)]
+    check(set(ends) <= set(done),
+          "a line at the end of every pass %r: %r" % (ends, done))
+    check(any(0 < d < ends[0] for d in done), "no line inside the clock fit: %r" % done)
+    check(any(ends[1] < d < ends[2] for d in done), "no line inside the causality check: %r"
+          % done)
     for mode in ("--quiet", None):
         check(not progress_lines(res[mode][0], "meridian finalize"),
               "finalize %s printed progress: %r" % (mode, res[mode][0]))
@@ -191,8 +240,14 @@ def test_merge(m, db, wd, ranks):
     finalizing = [l for l in lines if " finalizing " in l]
     check(len(merging) + len(finalizing) == len(lines), "merge lines: %r" % lines[:3])
     check_run(merging, "meridian merge", "merging shards", "rows", total)
-    check_run(finalizing, "meridian merge",
-              "finalizing (clock fit, GPU timers, causality, windows)", "phases", 4)
+    inner = sum((count_in(s, t) - 1) // 4096 for s in shards
+                for t in ("kernels", "nccl_ops", "external_correlations", "nvtx")
+                if count_in(s, t) > 1)
+    check(inner > 0 and len(merging) - 1 >= inner,
+          "merge counts inside a table: %d lines for %d rows (%d inner ticks expected)"
+          % (len(merging), total, inner))
+    check_run(finalizing, "meridian merge", FINALIZING, "rows",
+              sum(finalize_shares(os.path.join(wd, "merged.db"))))
     for mode in ("--quiet", None):
         check(not progress_lines(res[mode][0], "meridian merge"),
               "merge %s printed progress: %r" % (mode, res[mode][0][:3]))
@@ -201,6 +256,13 @@ def test_merge(m, db, wd, ranks):
     check(other_lines(res["--progress"][0], "meridian merge") == res[None][0],
           "--progress adds progress lines only")
     return total
+
+
+def count_in(path, table):
+    con = sqlite3.connect(path)
+    n = count(con, table)
+    con.close()
+    return n
 
 
 def shard_rows(paths):
@@ -248,8 +310,7 @@ def test_profile(m, wd, data):
         check(len(merging) + len(finalizing) + len(analysing) == len(prog),
               "profile lines: %r" % prog[:3])
         check_run(merging, "meridian profile", "merging shards", "rows", shard_rows(shards))
-        check_run(finalizing, "meridian profile",
-                  "finalizing (clock fit, GPU timers, causality, windows)", "phases", 4)
+        check_run(finalizing, "meridian profile", FINALIZING, "rows", sum(finalize_shares(db)))
         check_run(analysing, "meridian profile", "analysing collectives", "instances", instances)
         check(prog.index(merging[-1]) < prog.index(finalizing[0]) and
               prog.index(finalizing[-1]) < prog.index(analysing[0]),

@@ -13,7 +13,7 @@ What it checks (each failure names the row, track or flow):
   - time: absolute times (incremental deltas summed per sequence) never go back on a
     sequence or on a track; slices BEGIN/END balance and nest on every track;
   - rows: every exported row present exactly once: per (rank, category, name) the counts
-    equal the SQL counts, and per (rank, category) the sorted start times equal the rows'
+    equal the SQL counts (kernel names as binutils' c++filt demangles them), and per (rank, category) the sorted start times equal the rows'
     times mapped with clock_models (within 2 ns) for fitted ranks;
   - flows: one flow per collective instance (comm_hash, seq, func; p2p excluded) going
     through the op of exactly the ranks that have it, each once, args agreeing; one flow
@@ -124,10 +124,24 @@ class Timebase:
         return local + off + int(round(drift * (local - b) / 1e6))
 
 
+def demangler(db):
+    """{kernel name: as shown}: mangled C++ names demangled by binutils' c++filt, an
+    independent demangler (the export uses the C++ runtime's __cxa_demangle)."""
+    names = [r[0] for r in db.execute(
+        "SELECT DISTINCT s.value FROM kernels k JOIN strings s ON s.id = k.name_id")
+        if r[0].startswith("_Z")]
+    if not names:
+        return {}
+    p = subprocess.run(["c++filt"], input="\n".join(names) + "\n", stdout=subprocess.PIPE,
+                       text=True, check=True)
+    return dict(zip(names, p.stdout.split("\n")))
+
+
 def expected(db, api=False):
     """{(rank, category): [(local start, name), ...]} of every row the export writes
-    (api_calls too when it was exported with --api)."""
+    (api_calls too when it was exported with --api); kernels by demangled name."""
     rows = collections.defaultdict(list)
+    plain = demangler(db)
 
     def add(cat, sql, name=lambda r: r[2]):
         for r in db.execute(sql):
@@ -137,7 +151,8 @@ def expected(db, api=False):
         return db.execute("SELECT 1 FROM sqlite_master WHERE name=?", (t,)).fetchone()
 
     add("kernel", "SELECT k.rank, k.start_ns, coalesce(s.value, 'kernel') FROM kernels k "
-        "LEFT JOIN strings s ON s.id = k.name_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0)")
+        "LEFT JOIN strings s ON s.id = k.name_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0)",
+        lambda r: plain.get(r[2], r[2]))
     add("memcpy", "SELECT rank, start_ns, copy_kind FROM memcpys WHERE NOT (start_ns = 0 AND "
         "end_ns = 0)", lambda r: COPY_NAMES[r[2] if 0 < r[2] <= 10 else 0])
     add("memset", "SELECT rank, start_ns, 'memset' FROM memsets WHERE NOT (start_ns = 0 AND "

@@ -6,7 +6,10 @@
                 (2 H200 ranks), with two capture windows added to a copy (table windows),
                 exported with and without --api; CASE recorded: the captures
                 tests/data/ref-rank{0,1}.mrdcap replayed through meridiand and finalized.
-                Also: --window keeps only events meeting the window; bytes per event <= 20.
+                Also: --window keeps only events meeting the window; bytes per event <= 20;
+                no time before the time origin, --steps keeps one step's slices, an empty
+                --window or --steps range exits 3 with a warning (check_steps_and_empty);
+                a one-rank copy exports and checks the same way (check_one_rank).
   speedscope    `meridian export --perfetto` of the quickstart run loaded by speedscope's
                 importer (speedscope_import.js, npm package installed in the build tree):
                 every thread with slices becomes a profile, NCCL ops aggregate by function.
@@ -16,6 +19,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -47,10 +51,10 @@ def skip(msg):
     sys.exit(77)
 
 
-def export(db, out, *opts):
+def export(db, out, *opts, rc=0):
     p = subprocess.run([args.meridian, "export", db] + list(opts) + [out], text=True,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
-    assert p.returncode == 0, "export failed: %s" % p.stderr
+    assert p.returncode == rc, "export exited %d, not %d: %s" % (p.returncode, rc, p.stderr)
     log(p.stderr.strip())
     return p.stderr
 
@@ -109,6 +113,20 @@ def check_window(db, full):
     a_ms = (lo - anchor + (hi - lo) * 0.4) / 1e6
     b_ms = (lo - anchor + (hi - lo) * 0.5) / 1e6
     export(db, trace, "--window", "%.3f:%.3f" % (a_ms, b_ms), "--trace")
+    n = slices_within(trace, anchor + a_ms * 1e6, anchor + b_ms * 1e6)
+    assert 0 < n < full["slices_instants"], "window: %d slices of %d" % (
+        n, full["slices_instants"])
+    log("--window %.3f:%.3f ms: %d of %d slices, all meeting it" % (
+        a_ms, b_ms, n, full["slices_instants"]))
+
+
+SPAN = {}
+
+
+def slices_within(trace, lo, hi, inside=False):
+    """Decodes trace (protoc) and returns its number of slices, each asserted to meet the
+    absolute [lo, hi] ns (inside: to lie in it; times summed from the incremental deltas
+    of each sequence). SPAN[trace] gets the earliest and latest time of any event."""
     text, _ = pfcheck.decode(trace, args.proto_dir)
     packets = pfcheck.parse(text)
     seq_t, stacks, n = {}, {}, 0
@@ -123,18 +141,79 @@ def check_window(db, full):
             continue
         seq_t[sid] += pfcheck.one(pk, "timestamp")
         t = seq_t[sid]
+        span = SPAN.get(trace, (t, t))
+        SPAN[trace] = (min(span[0], t), max(span[1], t))
         typ = pfcheck.one(te, "type")
         if typ == "TYPE_SLICE_BEGIN":
             stacks.setdefault(sid, []).append(t)
             n += 1
         elif typ == "TYPE_SLICE_END":
             s = stacks[sid].pop()
-            assert t - anchor >= a_ms * 1e6 - 1 and s - anchor <= b_ms * 1e6 + 1, \
-                "slice [%d, %d] outside the window" % (s - anchor, t - anchor)
-    assert 0 < n < full["slices_instants"], "window: %d slices of %d" % (
-        n, full["slices_instants"])
-    log("--window %.3f:%.3f ms: %d of %d slices, all meeting it" % (
-        a_ms, b_ms, n, full["slices_instants"]))
+            assert t >= lo - 1 and s <= hi + 1 and (not inside or (s >= lo - 1 and t <= hi + 1)), \
+                "slice [%d, %d] outside [%d, %d]" % (s, t, lo, hi)
+    return n
+
+
+def check_one_rank(db):
+    """A one-rank run (a copy without rank 1's rows, as a one-GPU machine makes it): the
+    native trace still decodes and matches its rows (pfcheck), one process."""
+    one = os.path.join(args.workdir, "one-rank.db")
+    shutil.copyfile(db, one)
+    con = sqlite3.connect(one)
+    for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        if "rank" in [r[1] for r in con.execute('PRAGMA table_info("%s")' % t)]:
+            con.execute('DELETE FROM "%s" WHERE rank = 1' % t)
+    con.commit()
+    con.close()
+    trace = os.path.join(args.workdir, "one-rank.pftrace.gz")
+    export(one, trace, "--trace")
+    res = pfcheck.check(trace, one, args.proto_dir)
+    assert res["processes"] == 1 and res["slices_instants"] > 1000, "one rank: %s" % res
+    log("one rank: %d slices, one process, checked against its rows" % res["slices_instants"])
+
+
+def check_steps_and_empty(db, full):
+    """The time origin and the selections on the native trace (issue 12 item 1):
+    - no time before the run's time origin (no negative trace time): every slice of the
+      full export starts at or after the origin the JSON report states;
+    - --steps 10: some but not all slices, each meeting step 10's interval as the report
+      gives it (its at_ns after the origin and its length);
+    - a --window after the run and a --steps range past the last step select nothing:
+      exit 3, a warning that says so (the window's with where the run's events lie: the
+      first and last event time of the full trace; the step range's with the run's step
+      count), and a trace that still decodes, without any slice."""
+    rep = json.loads(subprocess.run([args.meridian, "report", db, "--json"], check=True,
+                                    stdout=subprocess.PIPE, text=True).stdout)
+    origin = rep["run"]["time_origin_ns"]
+    trace = os.path.join(args.workdir, args.case + ".all.pftrace.gz")
+    export(db, trace, "--trace")
+    n = slices_within(trace, origin, 1 << 62, inside=True)
+    assert 0 < n <= full["slices_instants"], "full export: %d slices" % n
+    st = rep["steps"][10]
+    lo = origin + st["at_ns"]
+    hi = lo + st["end_ns"] - st["start_ns"]
+    trace = os.path.join(args.workdir, args.case + ".step10.pftrace.gz")
+    export(db, trace, "--steps", "10", "--trace")
+    n10 = slices_within(trace, lo, hi)
+    assert 0 < n10 < n, "--steps 10: %d slices of %d" % (n10, n)
+    last_ms = (max(s["at_ns"] + s["end_ns"] - s["start_ns"] for s in rep["steps"])) / 1e6
+    trace = os.path.join(args.workdir, args.case + ".empty.pftrace.gz")
+    err = export(db, trace, "--window", "%d:%d" % (last_ms + 60000, last_ms + 120000), "--trace",
+                 rc=3)
+    first, last = ((t - origin) / 1e6 for t in SPAN[os.path.join(args.workdir, args.case +
+                                                                  ".all.pftrace.gz")])
+    said = re.search(r"--window [-\d.:]+ selects no event for .*: the run's events lie between "
+                     r"([-\d.]+) and ([-\d.]+) ms after the time origin", err)
+    assert said and abs(float(said.group(1)) - first) < 0.002 and \
+        abs(float(said.group(2)) - last) < 0.002, \
+        "empty window: %r; the full trace's events lie in [%.3f, %.3f] ms" % (err, first, last)
+    assert slices_within(trace, 0, 0) == 0, "empty window: slices in the trace"
+    err = export(db, trace, "--steps", "900-999", "--trace", rc=3)
+    assert "--steps 900-999 selects no event" in err and \
+        "the run has %d steps" % len(rep["steps"]) in err, "empty step range: %r" % err
+    assert slices_within(trace, 0, 0) == 0, "empty step range: slices in the trace"
+    log("no slice before the time origin (%d slices); --steps 10: %d slices, all in the step;"
+        " an empty --window and --steps range exit 3 and say so" % (n, n10))
 
 
 def main():
@@ -145,6 +224,8 @@ def main():
         add_windows(db)
         full = native(db)
         check_window(db, full)
+        check_steps_and_empty(db, full)
+        check_one_rank(db)
         trace = os.path.join(args.workdir, "api.pftrace.gz")
         export(db, trace, "--api", "--trace")
         res = pfcheck.check(trace, db, args.proto_dir)
@@ -202,7 +283,7 @@ def speedscope():
             funcs = {n.split(" {")[0] for n in fnames}
             assert len(funcs) <= 16, "NCCL ops named by function: %s" % sorted(funcs)[:5]
     log("speedscope imported %d profiles (one per thread with slices), each frame one "
-        "distinct (name, args) of its thread, mangled kernel names included" % len(got))
+        "distinct (name, args) of its thread, demangled kernel names included" % len(got))
 
 
 if __name__ == "__main__":
