@@ -73,19 +73,11 @@ static int count_rows(struct merge_progress *mp, const struct mrd__merge_shard *
         if (!db)
             return -1;
         for (size_t i = 0; i < mrd__merge_ntables; i++) {
-            sqlite3_stmt *st = NULL;
-            char *sql;
-            if (!copied(&mrd__merge_tables[i]) ||
-                mrd_db_has_table(db, mrd__merge_tables[i].name) != 1)
+            uint64_t *c = &mp->count[(size_t)k * mrd__merge_ntables + i];
+            if (!copied(&mrd__merge_tables[i]))
                 continue;
-            sql = sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", mrd__merge_tables[i].name);
-            if (sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-                sqlite3_step(st) == SQLITE_ROW)
-                mp->count[(size_t)k * mrd__merge_ntables + i] =
-                    (uint64_t)sqlite3_column_int64(st, 0);
-            sqlite3_finalize(st);
-            sqlite3_free(sql);
-            total += mp->count[(size_t)k * mrd__merge_ntables + i];
+            (void)mrd_db_table_rows(db, mrd__merge_tables[i].name, c);
+            total += *c;
         }
         sqlite3_close(db);
     }
