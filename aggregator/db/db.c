@@ -42,8 +42,8 @@ int mrd_db_table_rows(sqlite3 *db, const char *table, uint64_t *n)
     if (!sql)
         return -ENOMEM;
     sqlite3_stmt *st = NULL;
-    int ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-             sqlite3_step(st) == SQLITE_ROW;
+    int ok =
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
     if (ok)
         *n += (uint64_t)sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
