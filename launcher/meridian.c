@@ -258,6 +258,22 @@ static void export_progress_begin(struct export_progress *ep, int mode, const ch
     po->progress = ep->p.on ? &ep->cb : NULL;
 }
 
+/* Ends one export: reports its error (rc < 0) and closes f (stdout is flushed, not
+ * closed). Returns rc, or -EIO when f could not be written out. */
+static int export_finish(FILE *f, const char *path, sqlite3 *db, struct export_progress *ep, int rc)
+{
+    if (rc == 0)
+        mrd_progress_end(&ep->p);
+    if (rc < 0)
+        fprintf(stderr, "meridian export: %s\n",
+                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
+    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
+        fprintf(stderr, "meridian export: error writing %s\n", path);
+        rc = -EIO;
+    }
+    return rc;
+}
+
 /* --trace: the native Perfetto trace (aggregator/export/pftrace.h). Returns 0 or 1. */
 static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_options *po,
                         int progress)
@@ -272,15 +288,7 @@ static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_optio
     export_progress_begin(&ep, progress, "writing the native trace", po);
     int rc = mrd_export_pftrace(f, db, po, &st);
     po->progress = NULL;
-    if (rc == 0)
-        mrd_progress_end(&ep.p);
-    if (rc < 0)
-        fprintf(stderr, "meridian export: %s\n",
-                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
-    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
-        fprintf(stderr, "meridian export: error writing %s\n", path);
-        rc = -EIO;
-    }
+    rc = export_finish(f, path, db, &ep, rc);
     if (rc == 0)
         fprintf(stderr,
                 "meridian export: %s: %llu events, %llu bytes (%.1f per event), %llu tracks, "
@@ -377,16 +385,7 @@ static int cmd_export(int argc, char **argv)
         return 1;
     }
     export_progress_begin(&ep, progress, "writing the Chrome JSON", &po);
-    rc = mrd_export_perfetto(f, db, &po, &st);
-    if (rc == 0)
-        mrd_progress_end(&ep.p);
-    if (rc < 0)
-        fprintf(stderr, "meridian export: %s\n",
-                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
-    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
-        fprintf(stderr, "meridian export: error writing %s\n", out);
-        rc = -EIO;
-    }
+    rc = export_finish(f, out, db, &ep, mrd_export_perfetto(f, db, &po, &st));
     sqlite3_close(db);
     if (rc == 0)
         fprintf(stderr,
