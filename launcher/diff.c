@@ -485,11 +485,12 @@ int mrd_cli_diff(int argc, char **argv)
     int json = 0, local = 0, progress = MRD_PROGRESS_AUTO;
     double gate = NAN;
     const char *step_name = NULL;
-    const struct mrd_opt opts[] = {MRD_OPT_SET("json", &json, 1),
-                                   {"fail-if-slower", 0, required_argument, apply_gate, &gate, 0},
-                                   MRD_OPT_TEXT("step-name", &step_name),
-                                   MRD_OPT_SET("local-clocks", &local, 1),
-                                   MRD_OPT_PROGRESS(&progress)};
+    const struct mrd_opt opts[] = {
+        MRD_OPT_SET("json", &json, 1),
+        {.name = "fail-if-slower", .arg = required_argument, .apply = apply_gate, .dest = &gate},
+        MRD_OPT_TEXT("step-name", &step_name),
+        MRD_OPT_SET("local-clocks", &local, 1),
+        MRD_OPT_PROGRESS(&progress)};
     int first =
         mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_USAGE_ON_ERROR, who, usage);
     if (first <= 0)

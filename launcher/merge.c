@@ -522,11 +522,14 @@ int mrd_cli_merge(int argc, char **argv)
 {
     const char *out = NULL, *who = "meridian merge";
     int overwrite = 0, finalize = 1, progress = MRD_PROGRESS_AUTO;
-    const struct mrd_opt opts[] = {
-        {"output", 'o', required_argument, mrd_opt_text, mrd_opt_text_dest(&out), 0},
-        MRD_OPT_SET("overwrite", &overwrite, 1),
-        MRD_OPT_SET("no-finalize", &finalize, 0),
-        MRD_OPT_PROGRESS(&progress)};
+    const struct mrd_opt opts[] = {{.name = "output",
+                                    .letter = 'o',
+                                    .arg = required_argument,
+                                    .apply = mrd_opt_text,
+                                    .dest = mrd_opt_text_dest(&out)},
+                                   MRD_OPT_SET("overwrite", &overwrite, 1),
+                                   MRD_OPT_SET("no-finalize", &finalize, 0),
+                                   MRD_OPT_PROGRESS(&progress)};
     int first = mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, who, merge_usage);
     if (first <= 0)
         return first == 0 ? 0 : 2;

@@ -110,11 +110,12 @@ static int cmd_report(int argc, char **argv)
     const char *html = NULL, *step = NULL;
     struct json_dest j = {NULL, 0};
     int local = 0, progress = MRD_PROGRESS_AUTO;
-    const struct mrd_opt opts[] = {MRD_OPT_TEXT("html", &html),
-                                   {"json", 0, optional_argument, apply_json, &j, 0},
-                                   MRD_OPT_SET("local-clocks", &local, 1),
-                                   MRD_OPT_TEXT("step-name", &step),
-                                   MRD_OPT_PROGRESS(&progress)};
+    const struct mrd_opt opts[] = {
+        MRD_OPT_TEXT("html", &html),
+        {.name = "json", .arg = optional_argument, .apply = apply_json, .dest = &j},
+        MRD_OPT_SET("local-clocks", &local, 1),
+        MRD_OPT_TEXT("step-name", &step),
+        MRD_OPT_PROGRESS(&progress)};
     int first =
         mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian report", report_usage);
     if (first <= 0)
@@ -346,14 +347,15 @@ static int cmd_export(int argc, char **argv)
     const char *out = NULL, *trace = NULL;
     int rc, progress = MRD_PROGRESS_AUTO;
     memset(&po, 0, sizeof(po));
-    const struct mrd_opt opts[] = {MRD_OPT_TEXT("perfetto", &out),
-                                   MRD_OPT_TEXT("trace", &trace),
-                                   MRD_OPT_SET("local-clocks", &po.ignore_clock_models, 1),
-                                   MRD_OPT_SET("api", &po.include_api, 1),
-                                   {"window", 0, required_argument, apply_window, &po, 0},
-                                   {"steps", 0, required_argument, apply_steps, &po, 0},
-                                   MRD_OPT_TEXT("step-name", &po.step_name),
-                                   MRD_OPT_PROGRESS(&progress)};
+    const struct mrd_opt opts[] = {
+        MRD_OPT_TEXT("perfetto", &out),
+        MRD_OPT_TEXT("trace", &trace),
+        MRD_OPT_SET("local-clocks", &po.ignore_clock_models, 1),
+        MRD_OPT_SET("api", &po.include_api, 1),
+        {.name = "window", .arg = required_argument, .apply = apply_window, .dest = &po},
+        {.name = "steps", .arg = required_argument, .apply = apply_steps, .dest = &po},
+        MRD_OPT_TEXT("step-name", &po.step_name),
+        MRD_OPT_PROGRESS(&progress)};
     int first =
         mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian export", export_usage);
     if (first <= 0)

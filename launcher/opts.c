@@ -93,6 +93,8 @@ int mrd_opts_parse(int argc, char **argv, const struct mrd_opt *opts, int n, int
         }
         if (o->apply(o, optarg, who) < 0)
             return -EINVAL;
+        if (o->given)
+            *o->given = 1;
     }
     return optind;
 }

@@ -20,6 +20,7 @@ struct mrd_opt;
  * absent). Returns 0, or -EINVAL after printing why the value is refused (prefix who). */
 typedef int (*mrd_opt_apply_fn)(const struct mrd_opt *opt, const char *arg, const char *who);
 
+/* One option. Tables name the fields (designated initializers); those left out are 0. */
 struct mrd_opt {
     const char *name;       /* the long name, without "--" */
     int letter;             /* the short option's letter, 0 when none */
@@ -27,6 +28,8 @@ struct mrd_opt {
     mrd_opt_apply_fn apply; /* mrd_opt_text, mrd_opt_set, mrd_opt_count or the command's own */
     void *dest;             /* where apply stores the value */
     int value;              /* mrd_opt_set's value; the command's own functions may use it */
+    long long min, max;     /* bounds, for the command's own numeric apply functions */
+    int *given;             /* when not NULL: set to 1 once the option was applied */
 };
 
 /* *(const char **)dest = arg (the argument stays in argv). */
@@ -47,17 +50,20 @@ static inline void *mrd_opt_int_dest(int *dest)
 }
 
 /* Table entries for the common cases. */
-#define MRD_OPT_TEXT(name, dest)                                                                   \
+#define MRD_OPT_TEXT(opt_name, text_dest)                                                          \
     {                                                                                              \
-        (name), 0, required_argument, mrd_opt_text, mrd_opt_text_dest(dest), 0                     \
+        .name = (opt_name), .arg = required_argument, .apply = mrd_opt_text,                       \
+        .dest = mrd_opt_text_dest(text_dest)                                                       \
     }
-#define MRD_OPT_SET(name, dest, value)                                                             \
+#define MRD_OPT_SET(opt_name, int_dest, int_value)                                                 \
     {                                                                                              \
-        (name), 0, no_argument, mrd_opt_set, mrd_opt_int_dest(dest), (value)                       \
+        .name = (opt_name), .arg = no_argument, .apply = mrd_opt_set,                              \
+        .dest = mrd_opt_int_dest(int_dest), .value = (int_value)                                   \
     }
-#define MRD_OPT_COUNT(name, dest)                                                                  \
+#define MRD_OPT_COUNT(opt_name, int_dest)                                                          \
     {                                                                                              \
-        (name), 0, required_argument, mrd_opt_count, mrd_opt_int_dest(dest), 0                     \
+        .name = (opt_name), .arg = required_argument, .apply = mrd_opt_count,                      \
+        .dest = mrd_opt_int_dest(int_dest)                                                         \
     }
 /* --progress and --quiet, which every long-running command takes (launcher/progress.h). */
 #define MRD_OPT_PROGRESS(dest)                                                                     \

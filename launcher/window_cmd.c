@@ -164,8 +164,9 @@ int mrd_cli_window(int argc, char **argv)
     const char *control = NULL, *db = NULL;
     unsigned long long length = MRD_CONTROL_DEFAULT_LENGTH;
     char path[PATH_MAX], line[MRD_CONTROL_LINE_MAX], reply[1024];
-    const struct mrd_opt opts[] = {{"length", 0, required_argument, apply_length, &length, 0},
-                                   MRD_OPT_TEXT("control", &control)};
+    const struct mrd_opt opts[] = {
+        {.name = "length", .arg = required_argument, .apply = apply_length, .dest = &length},
+        MRD_OPT_TEXT("control", &control)};
     int first =
         mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian window", window_usage);
     if (first <= 0)

@@ -1,8 +1,8 @@
 /* analysis_opts: the launcher's table-driven option parser (launcher/opts.c) against
  * hand-written expectations: each kind of entry stores what its option says, short letters
- * and long names reach the same entry, the first operand's index comes back (and parsing
- * stops there when asked), --help and -h print the usage, and unknown options, missing
- * arguments and values an apply function refuses are errors. */
+ * and long names reach the same entry, `given` marks an applied option, the first operand's index
+ * comes back (and parsing stops there when asked), --help and -h print the usage, and unknown
+ * options, missing arguments and values an apply function refuses are errors. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,7 +33,7 @@ static int apply_checked(const struct mrd_opt *opt, const char *arg, const char 
 
 struct parsed {
     const char *out, *name, *checked;
-    int flag, level, count;
+    int flag, level, count, checked_given;
 };
 
 static int parse(struct parsed *p, int flags, char **argv)
@@ -45,13 +45,21 @@ static int parse(struct parsed *p, int flags, char **argv)
     p->level = -1;
     p->count = -1;
     const struct mrd_opt opts[] = {
-        {"output", 'o', required_argument, mrd_opt_text, mrd_opt_text_dest(&p->out), 0},
+        {.name = "output",
+         .letter = 'o',
+         .arg = required_argument,
+         .apply = mrd_opt_text,
+         .dest = mrd_opt_text_dest(&p->out)},
         MRD_OPT_TEXT("name", &p->name),
         MRD_OPT_SET("flag", &p->flag, 7),
         MRD_OPT_SET("high", &p->level, 2),
         MRD_OPT_SET("low", &p->level, 1),
         MRD_OPT_COUNT("count", &p->count),
-        {"checked", 0, required_argument, apply_checked, mrd_opt_text_dest(&p->checked), 0},
+        {.name = "checked",
+         .arg = required_argument,
+         .apply = apply_checked,
+         .dest = mrd_opt_text_dest(&p->checked),
+         .given = &p->checked_given},
     };
     return mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), flags, "analysis_opts", usage);
 }
@@ -65,6 +73,7 @@ static void test_stores(void)
     CHECK_STREQ(p.out, "O");
     CHECK_STREQ(p.name, "N");
     CHECK_STREQ(p.checked, "ok");
+    CHECK_EQ(p.checked_given, 1);
     CHECK_EQ(p.flag, 7);
     CHECK_EQ(p.level, 1); /* the last of two options on one destination wins */
     CHECK_EQ(p.count, 1000000);
@@ -119,8 +128,9 @@ static void test_help_and_errors(void)
     calls = 0;
     CHECK_EQ(parse(&p, MRD_OPTS_USAGE_ON_ERROR, refused), -EINVAL);
     CHECK_EQ(calls, 1);
-    CHECK_EQ(p.flag, 0);      /* nothing after the refused value is applied */
-    CHECK_EQ(usage_calls, 1); /* the apply function said why: no usage */
+    CHECK_EQ(p.checked_given, 0); /* a refused value is not given */
+    CHECK_EQ(p.flag, 0);          /* nothing after the refused value is applied */
+    CHECK_EQ(usage_calls, 1);     /* the apply function said why: no usage */
 }
 
 int main(void)
