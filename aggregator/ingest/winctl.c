@@ -73,16 +73,6 @@ static void say(struct mrd_winctl *w, const char *fmt, ...)
     w->cfg.log(w->cfg.log_ctx, line);
 }
 
-void mrd_winctl_free(struct mrd_winctl *w)
-{
-    if (!w)
-        return;
-    free(w->ranks);
-    free(w->index);
-    free(w->scratch);
-    free(w);
-}
-
 int mrd_winctl_new(const struct mrd_winctl_config *cfg, struct mrd_winctl **out)
 {
     *out = NULL;
@@ -122,6 +112,16 @@ int mrd_winctl_new(const struct mrd_winctl_config *cfg, struct mrd_winctl **out)
     w->next_id = 1;
     *out = w;
     return 0;
+}
+
+void mrd_winctl_free(struct mrd_winctl *w)
+{
+    if (!w)
+        return;
+    free(w->ranks);
+    free(w->index);
+    free(w->scratch);
+    free(w);
 }
 
 /* ---- ranks ---- */
