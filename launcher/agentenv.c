@@ -63,6 +63,17 @@ static int add(struct mrd_agentenv *e, const char *name, const char *value)
     return 0;
 }
 
+void mrd_agentenv_free(struct mrd_agentenv *e)
+{
+    if (!e)
+        return;
+    for (int i = 0; i < e->n; i++) {
+        free(e->name[i]);
+        free(e->value[i]);
+    }
+    e->n = 0;
+}
+
 int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv *e)
 {
     int rc = 0;
@@ -120,17 +131,6 @@ int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv 
 fail:
     mrd_agentenv_free(e);
     return rc;
-}
-
-void mrd_agentenv_free(struct mrd_agentenv *e)
-{
-    if (!e)
-        return;
-    for (int i = 0; i < e->n; i++) {
-        free(e->name[i]);
-        free(e->value[i]);
-    }
-    e->n = 0;
 }
 
 int mrd_agentenv_apply(const struct mrd_agentenv *e)

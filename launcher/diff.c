@@ -28,7 +28,6 @@
  * Main thread only.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -42,6 +41,7 @@
 #include "db.h"
 #include "error.h"
 #include "jsonw.h"
+#include "opts.h"
 #include "progress.h"
 
 #define DIFF_MAX_KERNEL_NAMES 20000 /* distinct names compared; more are summed as "other" */
@@ -468,57 +468,37 @@ static void count_instance(const struct mrd_an_instance *in, void *ctx)
     mrd_progress_set(&dp->p, ++dp->done);
 }
 
+/* --fail-if-slower PCT into the double at dest. */
+static int apply_gate(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    char *end;
+    double gate = strtod(arg, &end);
+    if (end == arg || *end || !(gate >= 0) || gate > 1e6) {
+        fprintf(stderr, "%s: --fail-if-slower takes a percentage >= 0 (e.g. 5), not '%s'\n", who,
+                arg);
+        return -EINVAL;
+    }
+    *(double *)opt->dest = gate;
+    return 0;
+}
+
 int mrd_cli_diff(int argc, char **argv)
 {
     static const char who[] = "meridian diff";
-    enum { O_JSON = 1, O_FAIL, O_STEP, O_LOCAL, O_PROGRESS, O_QUIET };
-    static const struct option lo[] = {{"json", 0, 0, O_JSON},
-                                       {"fail-if-slower", 1, 0, O_FAIL},
-                                       {"step-name", 1, 0, O_STEP},
-                                       {"local-clocks", 0, 0, O_LOCAL},
-                                       {"progress", 0, 0, O_PROGRESS},
-                                       {"quiet", 0, 0, O_QUIET},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    int json = 0, local = 0, c, progress = MRD_PROGRESS_AUTO;
+    int json = 0, local = 0, progress = MRD_PROGRESS_AUTO;
     double gate = NAN;
     const char *step_name = NULL;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case O_JSON:
-            json = 1;
-            break;
-        case O_LOCAL:
-            local = 1;
-            break;
-        case O_STEP:
-            step_name = optarg;
-            break;
-        case O_PROGRESS:
-            progress = MRD_PROGRESS_ON;
-            break;
-        case O_QUIET:
-            progress = MRD_PROGRESS_OFF;
-            break;
-        case O_FAIL:
-            gate = strtod(optarg, &end);
-            if (end == optarg || *end || !(gate >= 0) || gate > 1e6) {
-                fprintf(stderr, "%s: --fail-if-slower takes a percentage >= 0 (e.g. 5), not '%s'\n",
-                        who, optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (argc - optind != 2) {
+    const struct mrd_opt opts[] = {
+        MRD_OPT_SET("json", &json, 1),
+        {.name = "fail-if-slower", .arg = required_argument, .apply = apply_gate, .dest = &gate},
+        MRD_OPT_TEXT("step-name", &step_name),
+        MRD_OPT_SET("local-clocks", &local, 1),
+        MRD_OPT_PROGRESS(&progress)};
+    int first =
+        mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_USAGE_ON_ERROR, who, usage);
+    if (first <= 0)
+        return first == 0 ? 0 : 2;
+    if (argc - first != 2) {
         fprintf(stderr, "%s: give two databases, BEFORE and AFTER (see --help)\n", who);
         return 2;
     }
@@ -528,7 +508,7 @@ int mrd_cli_diff(int argc, char **argv)
     int status = 1;
     memset(s, 0, sizeof(s));
     for (int k = 0; k < 2; k++) {
-        s[k].path = argv[optind + k];
+        s[k].path = argv[first + k];
         if (!(db[k] = mrd_cli_open_db(s[k].path, 1, who)))
             goto out;
         struct diff_progress dp = {.done = 0};

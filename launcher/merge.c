@@ -24,7 +24,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -38,6 +37,7 @@
 #include "db.h"
 #include "error.h"
 #include "merge.h"
+#include "opts.h"
 #include "progress.h"
 #include "store.h"
 
@@ -99,19 +99,11 @@ static int count_rows(struct merge_progress *mp, const struct mrd__merge_shard *
         if (!db)
             return -1;
         for (size_t i = 0; i < mrd__merge_ntables; i++) {
-            sqlite3_stmt *st = NULL;
-            char *sql;
-            if (!copied(&mrd__merge_tables[i]) ||
-                mrd_db_has_table(db, mrd__merge_tables[i].name) != 1)
+            uint64_t *c = &mp->count[(size_t)k * mrd__merge_ntables + i];
+            if (!copied(&mrd__merge_tables[i]))
                 continue;
-            sql = sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", mrd__merge_tables[i].name);
-            if (sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-                sqlite3_step(st) == SQLITE_ROW)
-                mp->count[(size_t)k * mrd__merge_ntables + i] =
-                    (uint64_t)sqlite3_column_int64(st, 0);
-            sqlite3_finalize(st);
-            sqlite3_free(sql);
-            total += mp->count[(size_t)k * mrd__merge_ntables + i];
+            (void)mrd_db_table_rows(db, mrd__merge_tables[i].name, c);
+            total += *c;
         }
         sqlite3_close(db);
     }
@@ -561,46 +553,24 @@ static void merge_usage(FILE *f)
 
 int mrd_cli_merge(int argc, char **argv)
 {
-    enum { O_OVERWRITE = 256, O_NOFIN, O_PROGRESS, O_QUIET };
-    static const struct option lo[] = {{"output", 1, 0, 'o'},
-                                       {"overwrite", 0, 0, O_OVERWRITE},
-                                       {"no-finalize", 0, 0, O_NOFIN},
-                                       {"progress", 0, 0, O_PROGRESS},
-                                       {"quiet", 0, 0, O_QUIET},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *out = NULL, *who = "meridian merge";
-    int overwrite = 0, finalize = 1, c, progress = MRD_PROGRESS_AUTO;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            out = optarg;
-            break;
-        case O_OVERWRITE:
-            overwrite = 1;
-            break;
-        case O_NOFIN:
-            finalize = 0;
-            break;
-        case O_PROGRESS:
-            progress = MRD_PROGRESS_ON;
-            break;
-        case O_QUIET:
-            progress = MRD_PROGRESS_OFF;
-            break;
-        case 'h':
-            merge_usage(stdout);
-            return 0;
-        default:
-            return 2;
-        }
-    }
-    if (!out || optind >= argc) {
+    int overwrite = 0, finalize = 1, progress = MRD_PROGRESS_AUTO;
+    const struct mrd_opt opts[] = {{.name = "output",
+                                    .letter = 'o',
+                                    .arg = required_argument,
+                                    .apply = mrd_opt_text,
+                                    .dest = mrd_opt_text_dest(&out)},
+                                   MRD_OPT_SET("overwrite", &overwrite, 1),
+                                   MRD_OPT_SET("no-finalize", &finalize, 0),
+                                   MRD_OPT_PROGRESS(&progress)};
+    int first = mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, who, merge_usage);
+    if (first <= 0)
+        return first == 0 ? 0 : 2;
+    if (!out || first >= argc) {
         fprintf(stderr, "%s: give -o OUT and at least one shard database (see --help)\n", who);
         return 2;
     }
-    if (mrd_cli_merge_shards_progress(out, (const char *const *)(argv + optind), argc - optind,
+    if (mrd_cli_merge_shards_progress(out, (const char *const *)(argv + first), argc - first,
                                       overwrite, stderr, who, progress) != 0)
         return 1;
     if (!finalize)

@@ -7,7 +7,6 @@
  * database). Each subcommand has a complete --help. Main thread only.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "error.h"
 #include "export.h"
 #include "pftrace.h"
+#include "opts.h"
 #include "progress.h"
 #include "replay.h"
 
@@ -89,63 +89,50 @@ static void report_usage(FILE *f)
         f);
 }
 
+/* --json[=FILE]: dest is a struct json_dest. */
+struct json_dest {
+    const char *file;
+    int to_stdout;
+};
+
+static int apply_json(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    struct json_dest *j = opt->dest;
+    if (arg ? j->to_stdout : j->file != NULL) {
+        fprintf(stderr, "%s: --json and --json=FILE are exclusive\n", who);
+        return -EINVAL;
+    }
+    if (arg)
+        j->file = arg;
+    else
+        j->to_stdout = 1;
+    return 0;
+}
+
 static int cmd_report(int argc, char **argv)
 {
-    enum { O_HTML = 256, O_JSON, O_LOCAL, O_STEP, O_PROGRESS, O_QUIET };
-    static const struct option lo[] = {{"html", 1, 0, O_HTML},
-                                       {"json", 2, 0, O_JSON},
-                                       {"local-clocks", 0, 0, O_LOCAL},
-                                       {"step-name", 1, 0, O_STEP},
-                                       {"help", 0, 0, 'h'},
-                                       {"progress", 0, 0, O_PROGRESS},
-                                       {"quiet", 0, 0, O_QUIET},
-                                       {0, 0, 0, 0}};
-    const char *html = NULL, *json = NULL, *step = NULL;
-    int local = 0, c, json_stdout = 0, progress = MRD_PROGRESS_AUTO;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_HTML:
-            html = optarg;
-            break;
-        case O_JSON:
-            if (optarg)
-                json = optarg;
-            else
-                json_stdout = 1;
-            break;
-        case O_LOCAL:
-            local = 1;
-            break;
-        case O_STEP:
-            step = optarg;
-            break;
-        case O_PROGRESS:
-            progress = MRD_PROGRESS_ON;
-            break;
-        case O_QUIET:
-            progress = MRD_PROGRESS_OFF;
-            break;
-        case 'h':
-            report_usage(stdout);
-            return 0;
-        default:
-            return 2;
-        }
-    }
-    if (optind != argc - 1) {
+    const char *html = NULL, *step = NULL;
+    struct json_dest j = {NULL, 0};
+    int local = 0, progress = MRD_PROGRESS_AUTO;
+    const struct mrd_opt opts[] = {
+        MRD_OPT_TEXT("html", &html),
+        {.name = "json", .arg = optional_argument, .apply = apply_json, .dest = &j},
+        MRD_OPT_SET("local-clocks", &local, 1),
+        MRD_OPT_TEXT("step-name", &step),
+        MRD_OPT_PROGRESS(&progress)};
+    int first =
+        mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian report", report_usage);
+    if (first <= 0)
+        return first == 0 ? 0 : 2;
+    if (first != argc - 1) {
         fprintf(stderr, "meridian report: give exactly one database (see --help)\n");
         return 2;
     }
-    if (json_stdout && json) {
-        fprintf(stderr, "meridian report: --json and --json=FILE are exclusive\n");
-        return 2;
-    }
-    sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian report");
+    sqlite3 *db = mrd_cli_open_db(argv[first], 1, "meridian report");
     if (!db)
         return 1;
     int rc =
-        mrd_cli_render_progress(db, json_stdout ? NULL : stdout, html, json_stdout ? "-" : json,
+        mrd_cli_render_progress(db, j.to_stdout ? NULL : stdout, html, j.to_stdout ? "-" : j.file,
                                 local, step, "meridian report", progress);
     sqlite3_close(db);
     return rc;
@@ -276,6 +263,22 @@ static void export_progress_begin(struct export_progress *ep, int mode, const ch
     po->progress = ep->p.on ? &ep->cb : NULL;
 }
 
+/* Ends one export: reports its error (rc < 0) and closes f (stdout is flushed, not
+ * closed). Returns rc, or -EIO when f could not be written out. */
+static int export_finish(FILE *f, const char *path, sqlite3 *db, struct export_progress *ep, int rc)
+{
+    if (rc == 0)
+        mrd_progress_end(&ep->p);
+    if (rc < 0)
+        fprintf(stderr, "meridian export: %s\n",
+                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
+    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
+        fprintf(stderr, "meridian export: error writing %s\n", path);
+        rc = -EIO;
+    }
+    return rc;
+}
+
 /* --trace: the native Perfetto trace (aggregator/export/pftrace.h). Returns 0 or 1. */
 static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_options *po,
                         int progress)
@@ -290,15 +293,7 @@ static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_optio
     export_progress_begin(&ep, progress, "writing the native trace", po);
     int rc = mrd_export_pftrace(f, db, po, &st);
     po->progress = NULL;
-    if (rc == 0)
-        mrd_progress_end(&ep.p);
-    if (rc < 0)
-        fprintf(stderr, "meridian export: %s\n",
-                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
-    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
-        fprintf(stderr, "meridian export: error writing %s\n", path);
-        rc = -EIO;
-    }
+    rc = export_finish(f, path, db, &ep, rc);
     if (rc == 0)
         fprintf(stderr,
                 "meridian export: %s: %llu events, %llu bytes (%.1f per event), %llu tracks, "
@@ -331,81 +326,51 @@ static int export_trace(sqlite3 *db, const char *path, struct mrd_perfetto_optio
     return rc == 0 ? 0 : 1;
 }
 
+/* --window FROM_MS:TO_MS into the struct mrd_perfetto_options at dest. */
+static int apply_window(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    struct mrd_perfetto_options *po = opt->dest;
+    if (parse_window(arg, &po->window_from_ns, &po->window_to_ns) < 0) {
+        fprintf(stderr, "%s: --window wants FROM_MS:TO_MS, FROM < TO\n", who);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/* --steps A-B into the struct mrd_perfetto_options at dest. */
+static int apply_steps(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    struct mrd_perfetto_options *po = opt->dest;
+    if (parse_steps(arg, &po->step_first, &po->step_last) < 0) {
+        fprintf(stderr, "%s: --steps wants A-B or A, 0 <= A <= B\n", who);
+        return -EINVAL;
+    }
+    po->by_steps = 1;
+    return 0;
+}
+
 static int cmd_export(int argc, char **argv)
 {
-    enum {
-        O_PERFETTO = 256,
-        O_LOCAL,
-        O_API,
-        O_WINDOW,
-        O_STEPS,
-        O_STEP_NAME,
-        O_TRACE,
-        O_PROGRESS,
-        O_QUIET
-    };
-    static const struct option lo[] = {{"perfetto", 1, 0, O_PERFETTO},
-                                       {"trace", 1, 0, O_TRACE},
-                                       {"local-clocks", 0, 0, O_LOCAL},
-                                       {"api", 0, 0, O_API},
-                                       {"window", 1, 0, O_WINDOW},
-                                       {"steps", 1, 0, O_STEPS},
-                                       {"step-name", 1, 0, O_STEP_NAME},
-                                       {"progress", 0, 0, O_PROGRESS},
-                                       {"quiet", 0, 0, O_QUIET},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
     struct mrd_perfetto_options po;
     struct mrd_perfetto_stats st;
     struct export_progress ep;
     const char *out = NULL, *trace = NULL;
-    int c, rc, progress = MRD_PROGRESS_AUTO;
+    int rc, progress = MRD_PROGRESS_AUTO;
     memset(&po, 0, sizeof(po));
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_PERFETTO:
-            out = optarg;
-            break;
-        case O_TRACE:
-            trace = optarg;
-            break;
-        case O_LOCAL:
-            po.ignore_clock_models = 1;
-            break;
-        case O_API:
-            po.include_api = 1;
-            break;
-        case O_WINDOW:
-            if (parse_window(optarg, &po.window_from_ns, &po.window_to_ns) < 0) {
-                fprintf(stderr, "meridian export: --window wants FROM_MS:TO_MS, FROM < TO\n");
-                return 2;
-            }
-            break;
-        case O_STEPS:
-            if (parse_steps(optarg, &po.step_first, &po.step_last) < 0) {
-                fprintf(stderr, "meridian export: --steps wants A-B or A, 0 <= A <= B\n");
-                return 2;
-            }
-            po.by_steps = 1;
-            break;
-        case O_STEP_NAME:
-            po.step_name = optarg;
-            break;
-        case O_PROGRESS:
-            progress = MRD_PROGRESS_ON;
-            break;
-        case O_QUIET:
-            progress = MRD_PROGRESS_OFF;
-            break;
-        case 'h':
-            export_usage(stdout);
-            return 0;
-        default:
-            return 2;
-        }
-    }
-    if (optind != argc - 1 || (!out && !trace)) {
+    const struct mrd_opt opts[] = {
+        MRD_OPT_TEXT("perfetto", &out),
+        MRD_OPT_TEXT("trace", &trace),
+        MRD_OPT_SET("local-clocks", &po.ignore_clock_models, 1),
+        MRD_OPT_SET("api", &po.include_api, 1),
+        {.name = "window", .arg = required_argument, .apply = apply_window, .dest = &po},
+        {.name = "steps", .arg = required_argument, .apply = apply_steps, .dest = &po},
+        MRD_OPT_TEXT("step-name", &po.step_name),
+        MRD_OPT_PROGRESS(&progress)};
+    int first =
+        mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian export", export_usage);
+    if (first <= 0)
+        return first == 0 ? 0 : 2;
+    if (first != argc - 1 || (!out && !trace)) {
         fprintf(stderr, "meridian export: give one database and --trace FILE or --perfetto FILE "
                         "(see --help)\n");
         return 2;
@@ -414,7 +379,7 @@ static int cmd_export(int argc, char **argv)
         fprintf(stderr, "meridian export: give --window or --steps, not both\n");
         return 2;
     }
-    sqlite3 *db = mrd_cli_open_db(argv[optind], 1, "meridian export");
+    sqlite3 *db = mrd_cli_open_db(argv[first], 1, "meridian export");
     if (!db)
         return 1;
     if (trace && (rc = export_trace(db, trace, &po, progress)) != 0) {
@@ -432,16 +397,7 @@ static int cmd_export(int argc, char **argv)
         return 1;
     }
     export_progress_begin(&ep, progress, "writing the Chrome JSON", &po);
-    rc = mrd_export_perfetto(f, db, &po, &st);
-    if (rc == 0)
-        mrd_progress_end(&ep.p);
-    if (rc < 0)
-        fprintf(stderr, "meridian export: %s\n",
-                rc == -MRD_ERR_SQLITE ? sqlite3_errmsg(db) : mrd_strerror(rc));
-    if ((f == stdout ? fflush(f) : fclose(f)) != 0 && rc == 0) {
-        fprintf(stderr, "meridian export: error writing %s\n", out);
-        rc = -EIO;
-    }
+    rc = export_finish(f, out, db, &ep, mrd_export_perfetto(f, db, &po, &st));
     sqlite3_close(db);
     if (rc == 0)
         fprintf(stderr,
@@ -480,33 +436,17 @@ static void finalize_usage(FILE *f)
 
 static int cmd_finalize(int argc, char **argv)
 {
-    enum { O_PROGRESS = 256, O_QUIET };
-    static const struct option lo[] = {{"progress", 0, 0, O_PROGRESS},
-                                       {"quiet", 0, 0, O_QUIET},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    int c, progress = MRD_PROGRESS_AUTO;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_PROGRESS:
-            progress = MRD_PROGRESS_ON;
-            break;
-        case O_QUIET:
-            progress = MRD_PROGRESS_OFF;
-            break;
-        case 'h':
-            finalize_usage(stdout);
-            return 0;
-        default:
-            return 2;
-        }
-    }
-    if (optind != argc - 1) {
+    int progress = MRD_PROGRESS_AUTO;
+    const struct mrd_opt opts[] = {MRD_OPT_PROGRESS(&progress)};
+    int first =
+        mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian finalize", finalize_usage);
+    if (first <= 0)
+        return first == 0 ? 0 : 2;
+    if (first != argc - 1) {
         finalize_usage(stderr);
         return 2;
     }
-    sqlite3 *db = mrd_cli_open_db(argv[optind], 0, "meridian finalize");
+    sqlite3 *db = mrd_cli_open_db(argv[first], 0, "meridian finalize");
     if (!db)
         return 1;
     int rc = mrd_cli_finalize_progress(db, NULL, stderr, "meridian finalize", progress);

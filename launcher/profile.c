@@ -195,23 +195,18 @@ static pid_t spawn_daemon(const struct run_state *s, const struct profile_opts *
         av[n++] = "--shard-id";
         av[n++] = shard_id;
     } else { /* windows chosen by meridiand: one aggregator sees every rank's steps */
+        /* meridiand's window options, passed on as given (profile_opts.c checked them) */
+        const char *const passed[][2] = {{"--trigger-step-factor", o->trigger},
+                                         {"--window-delay", o->wdelay},
+                                         {"--window-duration", o->wduration},
+                                         {"--trigger-skew", o->trigger_skew}};
         av[n++] = "--control";
         av[n++] = s->ctl;
-        if (o->trigger) {
-            av[n++] = "--trigger-step-factor";
-            av[n++] = o->trigger;
-        }
-        if (o->wdelay) {
-            av[n++] = "--window-delay";
-            av[n++] = o->wdelay;
-        }
-        if (o->wduration) {
-            av[n++] = "--window-duration";
-            av[n++] = o->wduration;
-        }
-        if (o->trigger_skew) {
-            av[n++] = "--trigger-skew";
-            av[n++] = o->trigger_skew;
+        for (size_t i = 0; i < sizeof(passed) / sizeof(passed[0]); i++) {
+            if (!passed[i][1])
+                continue;
+            av[n++] = passed[i][0];
+            av[n++] = passed[i][1];
         }
     }
     av[n] = NULL;

@@ -2,10 +2,10 @@
  * option applied and checked, and the capture tier (steady with windows, or full) resolved
  * from the options and the MERIDIAN_TRACE / MERIDIAN_WINDOWS / MERIDIAN_STEP_NAME /
  * MERIDIAN_STEP_COLLECTIVE / MERIDIAN_TRACE_KINDS environment, refused with exit status 2
- * before anything starts when a value is bad. Runs once, on the main thread, before profile.c starts anything.
+ * before anything starts when a value is bad. Runs once, on the main thread, before profile.c
+ * starts anything.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "collstep.h"
+#include "opts.h"
 #include "profile.h"
 #include "progress.h"
 #include "runcfg.h"
@@ -220,15 +221,15 @@ static int check_kinds(const char *s, char *why, size_t why_len)
 
 /* Resolves o->tier from the tier options and the environment (MERIDIAN_TRACE,
  * MERIDIAN_WINDOWS, MERIDIAN_STEP_NAME, MERIDIAN_STEP_COLLECTIVE, MERIDIAN_TRACE_KINDS),
- * checking every value that will reach the ranks. Changes nothing else. Returns 0 or -EINVAL (reported). */
+ * checking every value that will reach the ranks. Changes nothing else. Returns 0 or -EINVAL
+ * (reported). */
 static int resolve_tier(struct profile_opts *o)
 {
     struct tier *t = &o->tier;
     const char *env_trace = getenv("MERIDIAN_TRACE"), *env_win = getenv("MERIDIAN_WINDOWS");
     const char *kinds = o->trace ? o->trace : getenv("MERIDIAN_TRACE_KINDS");
     const char *step = o->step_name ? o->step_name : getenv("MERIDIAN_STEP_NAME");
-    const char *coll = o->step_collective ? o->step_collective
-                                          : getenv("MERIDIAN_STEP_COLLECTIVE");
+    const char *coll = o->step_collective ? o->step_collective : getenv("MERIDIAN_STEP_COLLECTIVE");
     const char *spec = NULL;
     struct mrd_windows w;
     struct mrd_collstep_rule rule;
@@ -319,215 +320,42 @@ void mrd__profile_say_tier(const struct tier *t)
                 from_trace, t->windows, from_win);
 }
 
-/* Options of `meridian profile`. */
-enum {
-    O_OVER = 256,
-    O_HTML,
-    O_JSON,
-    O_NOREP,
-    O_NOFIN,
-    O_RUN,
-    O_SINGLE,
-    O_JOBT,
-    O_STYLE,
-    O_AGENT,
-    O_MPI,
-    O_NOMPI,
-    O_DAEMON,
-    O_LISTEN,
-    O_ADV,
-    O_DT,
-    O_ST,
-    O_KEEP,
-    O_FT,
-    O_SHARDS,
-    O_KEEPSH,
-    O_FULL,
-    O_WINDOWS,
-    O_STEPNAME,
-    O_TRACE,
-    O_TRIGGER,
-    O_WDELAY,
-    O_WDURATION,
-    O_PROGRESS,
-    O_QUIET,
-    O_STEPCOLL,
-    O_TSKEW
-};
-static const struct option lo[] = {{"output", 1, 0, 'o'},
-                                   {"overwrite", 0, 0, O_OVER},
-                                   {"html", 1, 0, O_HTML},
-                                   {"json", 1, 0, O_JSON},
-                                   {"no-report", 0, 0, O_NOREP},
-                                   {"no-finalize", 0, 0, O_NOFIN},
-                                   {"run-id", 1, 0, O_RUN},
-                                   {"single", 0, 0, O_SINGLE},
-                                   {"job-timeout", 1, 0, O_JOBT},
-                                   {"launcher-style", 1, 0, O_STYLE},
-                                   {"agent-lib", 1, 0, O_AGENT},
-                                   {"mpi-lib", 1, 0, O_MPI},
-                                   {"no-mpi-wrappers", 0, 0, O_NOMPI},
-                                   {"meridiand", 1, 0, O_DAEMON},
-                                   {"listen", 1, 0, O_LISTEN},
-                                   {"advertise", 1, 0, O_ADV},
-                                   {"daemon-timeout", 1, 0, O_DT},
-                                   {"stop-timeout", 1, 0, O_ST},
-                                   {"keep-secret", 0, 0, O_KEEP},
-                                   {"finalize-timeout", 1, 0, O_FT},
-                                   {"shards", 1, 0, O_SHARDS},
-                                   {"keep-shards", 0, 0, O_KEEPSH},
-                                   {"full", 0, 0, O_FULL},
-                                   {"windows", 1, 0, O_WINDOWS},
-                                   {"step-name", 1, 0, O_STEPNAME},
-                                   {"step-collective", 1, 0, O_STEPCOLL},
-                                   {"trigger-skew", 1, 0, O_TSKEW},
-                                   {"trace", 1, 0, O_TRACE},
-                                   {"trigger-step-factor", 1, 0, O_TRIGGER},
-                                   {"window-delay", 1, 0, O_WDELAY},
-                                   {"window-duration", 1, 0, O_WDURATION},
-                                   {"verbose", 0, 0, 'v'},
-                                   {"progress", 0, 0, O_PROGRESS},
-                                   {"quiet", 0, 0, O_QUIET},
-                                   {"help", 0, 0, 'h'},
-                                   {0, 0, 0, 0}};
-/* Applies option c with argument arg to o. Returns 0, 1 after --help (printed), or
- * -EINVAL (reported, except an unknown option, which getopt reported). */
-static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
+/* --listen ADDR:PORT, checked here, before anything (secret file, temp dir) is made. */
+static int apply_listen(const struct mrd_opt *opt, const char *arg, const char *who)
 {
-    int bad = 0;
-    switch (c) {
-    case 'o':
-        o->db = arg;
-        break;
-    case O_OVER:
-        o->overwrite = 1;
-        break;
-    case O_HTML:
-        o->html = arg;
-        break;
-    case O_JSON:
-        o->json = arg;
-        break;
-    case O_NOREP:
-        o->no_report = 1;
-        break;
-    case O_NOFIN:
-        o->no_finalize = 1;
-        break;
-    case O_RUN:
-        o->run_id = arg;
-        break;
-    case O_SINGLE:
-        o->single = 1;
-        break;
-    case O_JOBT:
-        bad = parse_int(arg, &o->job_timeout_s);
-        break;
-    case O_STYLE:
-        o->style = arg;
-        break;
-    case O_AGENT:
-        o->agent_lib = arg;
-        break;
-    case O_MPI:
-        o->mpi_lib = arg;
-        break;
-    case O_NOMPI:
-        o->no_mpi = 1;
-        break;
-    case O_DAEMON:
-        o->daemon = arg;
-        break;
-    case O_LISTEN: { /* checked here, before anything (secret file, temp dir) is made */
-        char h[256];
-        uint16_t port;
-        if (mrd_hostport_split(arg, h, sizeof(h), &port) < 0) {
-            fprintf(stderr, "meridian profile: --listen %s is not ADDR:PORT ([IPv6]:PORT)\n", arg);
-            return -EINVAL;
-        }
-        o->listen = arg;
-        break;
-    }
-    case O_ADV:
-        o->advertise = arg;
-        break;
-    case O_DT:
-        bad = parse_int(arg, &o->daemon_timeout_s);
-        break;
-    case O_ST:
-        bad = parse_int(arg, &o->stop_timeout_s);
-        break;
-    case O_KEEP:
-        o->keep_secret = 1;
-        break;
-    case O_FT:
-        bad = parse_int(arg, &o->finalize_timeout_s);
-        break;
-    case O_SHARDS:
-        if (parse_int(arg, &o->shards) < 0 || o->shards < 1 || o->shards > MAX_SHARDS) {
-            fprintf(stderr, "meridian profile: --shards %s: must be 1 to %d\n", arg, MAX_SHARDS);
-            return -EINVAL;
-        }
-        break;
-    case O_KEEPSH:
-        o->keep_shards = 1;
-        break;
-    case O_FULL: /* the tier options are checked together, in resolve_tier */
-        o->full = 1;
-        break;
-    case O_WINDOWS:
-        o->windows = arg;
-        break;
-    case O_STEPNAME:
-        o->step_name = arg;
-        break;
-    case O_STEPCOLL:
-        o->step_collective = arg;
-        break;
-    case O_TRACE:
-        o->trace = arg;
-        break;
-    case O_TRIGGER: /* meridiand's rules, checked here so that nothing starts on a typo */
-    case O_TSKEW:
-    case O_WDELAY:
-    case O_WDURATION: {
-        char *end;
-        double v = strtod(arg, &end);
-        int factor = c == O_TRIGGER || c == O_TSKEW;
-        if (end == arg || *end || !(v > (factor ? 1.0 : 0.0)) || v > 1e6) {
-            fprintf(stderr, "meridian profile: --%s %s: %s\n",
-                    c == O_TRIGGER  ? "trigger-step-factor"
-                    : c == O_TSKEW  ? "trigger-skew"
-                    : c == O_WDELAY ? "window-delay"
-                                    : "window-duration",
-                    arg, factor ? "a factor over 1 (e.g. 1.5)" : "seconds over 0");
-            return -EINVAL;
-        }
-        *(c == O_TRIGGER  ? &o->trigger
-          : c == O_TSKEW  ? &o->trigger_skew
-          : c == O_WDELAY ? &o->wdelay
-                          : &o->wduration) = arg;
-        break;
-    }
-    case 'v':
-        o->verbose = 1;
-        break;
-    case O_PROGRESS:
-        o->progress = MRD_PROGRESS_ON;
-        break;
-    case O_QUIET:
-        o->progress = MRD_PROGRESS_OFF;
-        break;
-    case 'h':
-        profile_usage(stdout);
-        return 1;
-    default:
+    char h[256];
+    uint16_t port;
+    if (mrd_hostport_split(arg, h, sizeof(h), &port) < 0) {
+        fprintf(stderr, "%s: --listen %s is not ADDR:PORT ([IPv6]:PORT)\n", who, arg);
         return -EINVAL;
     }
-    if (bad) {
-        fprintf(stderr, "meridian profile: bad value '%s' for an option\n", arg);
+    *(const char **)opt->dest = arg;
+    return 0;
+}
+
+static int apply_shards(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    int *shards = opt->dest;
+    if (parse_int(arg, shards) < 0 || *shards < 1 || *shards > MAX_SHARDS) {
+        fprintf(stderr, "%s: --shards %s: must be 1 to %d\n", who, arg, MAX_SHARDS);
         return -EINVAL;
     }
+    return 0;
+}
+
+/* meridiand's rules for its trigger factors (opt->value 1: over 1) and window seconds
+ * (opt->value 0: over 0), checked here so that nothing starts on a typo; the text goes on
+ * to meridiand as given. */
+static int apply_daemon_number(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || *end || !(v > (opt->value ? 1.0 : 0.0)) || v > 1e6) {
+        fprintf(stderr, "%s: --%s %s: %s\n", who, opt->name, arg,
+                opt->value ? "a factor over 1 (e.g. 1.5)" : "seconds over 0");
+        return -EINVAL;
+    }
+    *(const char **)opt->dest = arg;
     return 0;
 }
 
@@ -535,20 +363,82 @@ static int apply_profile_option(int c, const char *arg, struct profile_opts *o)
  * optind on), 0 after --help, or -EINVAL (reported). */
 int mrd__profile_parse(int argc, char **argv, struct profile_opts *o)
 {
-    int c;
+    static const char who[] = "meridian profile";
     memset(o, 0, sizeof(*o));
     o->listen = "127.0.0.1:0";
     o->daemon_timeout_s = 15;
     o->stop_timeout_s = 60;
     o->finalize_timeout_s = 300;
     o->shards = 1;
-    optind = 1;
-    /* '+': stop at the first non-option, so the job's own options are never parsed here */
-    while ((c = getopt_long(argc, argv, "+o:vh", lo, NULL)) != -1) {
-        int rc = apply_profile_option(c, optarg, o);
-        if (rc != 0)
-            return rc == 1 ? 0 : rc;
-    }
+    /* the tier options (--full, --windows, --trace, --step-*) are checked together, in
+     * resolve_tier */
+    const struct mrd_opt opts[] = {{.name = "output",
+                                    .letter = 'o',
+                                    .arg = required_argument,
+                                    .apply = mrd_opt_text,
+                                    .dest = mrd_opt_text_dest(&o->db)},
+                                   MRD_OPT_SET("overwrite", &o->overwrite, 1),
+                                   MRD_OPT_TEXT("html", &o->html),
+                                   MRD_OPT_TEXT("json", &o->json),
+                                   MRD_OPT_SET("no-report", &o->no_report, 1),
+                                   MRD_OPT_SET("no-finalize", &o->no_finalize, 1),
+                                   MRD_OPT_TEXT("run-id", &o->run_id),
+                                   MRD_OPT_SET("single", &o->single, 1),
+                                   MRD_OPT_COUNT("job-timeout", &o->job_timeout_s),
+                                   MRD_OPT_TEXT("launcher-style", &o->style),
+                                   MRD_OPT_TEXT("agent-lib", &o->agent_lib),
+                                   MRD_OPT_TEXT("mpi-lib", &o->mpi_lib),
+                                   MRD_OPT_SET("no-mpi-wrappers", &o->no_mpi, 1),
+                                   MRD_OPT_TEXT("meridiand", &o->daemon),
+                                   {.name = "listen",
+                                    .arg = required_argument,
+                                    .apply = apply_listen,
+                                    .dest = mrd_opt_text_dest(&o->listen)},
+                                   MRD_OPT_TEXT("advertise", &o->advertise),
+                                   MRD_OPT_COUNT("daemon-timeout", &o->daemon_timeout_s),
+                                   MRD_OPT_COUNT("stop-timeout", &o->stop_timeout_s),
+                                   MRD_OPT_SET("keep-secret", &o->keep_secret, 1),
+                                   MRD_OPT_COUNT("finalize-timeout", &o->finalize_timeout_s),
+                                   {.name = "shards",
+                                    .arg = required_argument,
+                                    .apply = apply_shards,
+                                    .dest = mrd_opt_int_dest(&o->shards)},
+                                   MRD_OPT_SET("keep-shards", &o->keep_shards, 1),
+                                   MRD_OPT_SET("full", &o->full, 1),
+                                   MRD_OPT_TEXT("windows", &o->windows),
+                                   MRD_OPT_TEXT("step-name", &o->step_name),
+                                   MRD_OPT_TEXT("step-collective", &o->step_collective),
+                                   MRD_OPT_TEXT("trace", &o->trace),
+                                   {.name = "trigger-step-factor",
+                                    .arg = required_argument,
+                                    .apply = apply_daemon_number,
+                                    .dest = mrd_opt_text_dest(&o->trigger),
+                                    .value = 1},
+                                   {.name = "trigger-skew",
+                                    .arg = required_argument,
+                                    .apply = apply_daemon_number,
+                                    .dest = mrd_opt_text_dest(&o->trigger_skew),
+                                    .value = 1},
+                                   {.name = "window-delay",
+                                    .arg = required_argument,
+                                    .apply = apply_daemon_number,
+                                    .dest = mrd_opt_text_dest(&o->wdelay)},
+                                   {.name = "window-duration",
+                                    .arg = required_argument,
+                                    .apply = apply_daemon_number,
+                                    .dest = mrd_opt_text_dest(&o->wduration)},
+                                   {.name = "verbose",
+                                    .letter = 'v',
+                                    .arg = no_argument,
+                                    .apply = mrd_opt_set,
+                                    .dest = mrd_opt_int_dest(&o->verbose),
+                                    .value = 1},
+                                   MRD_OPT_PROGRESS(&o->progress)};
+    /* stop at the first non-option, so the job's own options are never parsed here */
+    int first = mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_STOP_AT_OPERAND, who,
+                               profile_usage);
+    if (first <= 0)
+        return first;
     if (o->style && strcmp(o->style, "openmpi") && strcmp(o->style, "mpich") &&
         strcmp(o->style, "env")) {
         fprintf(stderr, "meridian profile: --launcher-style must be openmpi, mpich or env\n");
@@ -570,7 +460,7 @@ int mrd__profile_parse(int argc, char **argv, struct profile_opts *o)
                 o->listen, o->shards, port, (int)port + o->shards - 1);
         return -EINVAL;
     }
-    if (optind >= argc) {
+    if (first >= argc) {
         fprintf(stderr, "meridian profile: no command given (meridian profile [options] -- "
                         "COMMAND ...; see --help)\n");
         return -EINVAL;

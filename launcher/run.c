@@ -5,7 +5,6 @@
  * Main thread; nothing runs after the exec.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +14,7 @@
 #include "agentenv.h"
 #include "cli.h"
 #include "error.h"
+#include "opts.h"
 
 static void run_usage(FILE *f)
 {
@@ -48,54 +48,24 @@ static void run_usage(FILE *f)
 
 int mrd_cli_run(int argc, char **argv)
 {
-    enum { O_AGG = 256, O_RUN, O_SECRET, O_AGENT, O_MPI, O_NOMPI };
-    static const struct option lo[] = {{"aggregator", 1, 0, O_AGG},
-                                       {"run-id", 1, 0, O_RUN},
-                                       {"secret-file", 1, 0, O_SECRET},
-                                       {"agent-lib", 1, 0, O_AGENT},
-                                       {"mpi-lib", 1, 0, O_MPI},
-                                       {"no-mpi-wrappers", 0, 0, O_NOMPI},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *agg = getenv("MERIDIAN_AGGREGATOR"), *run = getenv("MERIDIAN_RUN_ID");
     const char *secret = getenv("MERIDIAN_SECRET_FILE"), *agent_opt = NULL, *mpi_opt = NULL;
     char agent[PATH_MAX], mpi[PATH_MAX], secret_abs[PATH_MAX];
     struct mrd_agentenv env;
-    int c, no_mpi = 0, rc;
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_AGG:
-            agg = optarg;
-            break;
-        case O_RUN:
-            run = optarg;
-            break;
-        case O_SECRET:
-            secret = optarg;
-            break;
-        case O_AGENT:
-            agent_opt = optarg;
-            break;
-        case O_MPI:
-            mpi_opt = optarg;
-            break;
-        case O_NOMPI:
-            no_mpi = 1;
-            break;
-        case 'h':
-            run_usage(stdout);
-            return 0;
-        default:
-            return MRD_CLI_EXIT_SETUP;
-        }
-    }
-    if (optind >= argc || !agg || !run || !secret) {
+    int no_mpi = 0, rc;
+    const struct mrd_opt opts[] = {
+        MRD_OPT_TEXT("aggregator", &agg),     MRD_OPT_TEXT("run-id", &run),
+        MRD_OPT_TEXT("secret-file", &secret), MRD_OPT_TEXT("agent-lib", &agent_opt),
+        MRD_OPT_TEXT("mpi-lib", &mpi_opt),    MRD_OPT_SET("no-mpi-wrappers", &no_mpi, 1)};
+    int first = mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_STOP_AT_OPERAND,
+                               "meridian run", run_usage);
+    if (first <= 0)
+        return first == 0 ? 0 : MRD_CLI_EXIT_SETUP;
+    if (first >= argc || !agg || !run || !secret) {
         fprintf(stderr, "meridian run: %s (see --help)\n",
-                optind >= argc ? "no command given"
-                               : "needs --aggregator, --run-id and --secret-file (or "
-                                 "MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE)");
+                first >= argc ? "no command given"
+                              : "needs --aggregator, --run-id and --secret-file (or "
+                                "MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE)");
         return MRD_CLI_EXIT_SETUP;
     }
     if (mrd_agentenv_abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 ||
@@ -128,8 +98,8 @@ int mrd_cli_run(int argc, char **argv)
         return MRD_CLI_EXIT_SETUP;
     }
     mrd_agentenv_free(&env);
-    execvp(argv[optind], argv + optind);
+    execvp(argv[first], argv + first);
     rc = errno;
-    fprintf(stderr, "meridian run: cannot run %s: %s\n", argv[optind], mrd_strerror(-rc));
+    fprintf(stderr, "meridian run: cannot run %s: %s\n", argv[first], mrd_strerror(-rc));
     return rc == ENOENT ? MRD_CLI_EXIT_NOTFOUND : MRD_CLI_EXIT_NOEXEC;
 }

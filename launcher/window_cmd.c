@@ -8,7 +8,6 @@
  * their clock replies. Main thread only; bounded by a 10 s reply deadline.
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -23,6 +22,7 @@
 #include "cli.h"
 #include "control.h"
 #include "error.h"
+#include "opts.h"
 #include "steps.h"
 #include "winctl.h"
 
@@ -146,45 +146,36 @@ static int read_reply(int fd, char *buf, size_t n, const char *path)
     }
 }
 
+/* --length N into the unsigned long long at dest. */
+static int apply_length(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    char *end;
+    errno = 0;
+    unsigned long long length = strtoull(arg, &end, 10);
+    if (errno || *end || arg[0] < '0' || arg[0] > '9' || length < 1 ||
+        length > MRD_WINCTL_LENGTH_MAX) {
+        fprintf(stderr, "%s: --length wants 1 to %d steps\n", who, MRD_WINCTL_LENGTH_MAX);
+        return -EINVAL;
+    }
+    *(unsigned long long *)opt->dest = length;
+    return 0;
+}
+
 int mrd_cli_window(int argc, char **argv)
 {
-    enum { O_LENGTH = 256, O_CONTROL };
-    static const struct option lo[] = {{"length", 1, 0, O_LENGTH},
-                                       {"control", 1, 0, O_CONTROL},
-                                       {"help", 0, 0, 'h'},
-                                       {0, 0, 0, 0}};
     const char *control = NULL, *db = NULL;
     unsigned long long length = MRD_CONTROL_DEFAULT_LENGTH;
     char path[PATH_MAX], line[MRD_CONTROL_LINE_MAX], reply[1024];
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        switch (c) {
-        case O_LENGTH: {
-            char *end;
-            errno = 0;
-            length = strtoull(optarg, &end, 10);
-            if (errno || *end || optarg[0] < '0' || optarg[0] > '9' || length < 1 ||
-                length > MRD_WINCTL_LENGTH_MAX) {
-                fprintf(stderr, "meridian window: --length wants 1 to %d steps\n",
-                        MRD_WINCTL_LENGTH_MAX);
-                return 2;
-            }
-            break;
-        }
-        case O_CONTROL:
-            control = optarg;
-            break;
-        case 'h':
-            window_usage(stdout);
-            return 0;
-        default:
-            return 2;
-        }
-    }
-    if (optind < argc)
-        db = argv[optind++];
-    if (optind < argc || (!db && !control)) {
+    const struct mrd_opt opts[] = {
+        {.name = "length", .arg = required_argument, .apply = apply_length, .dest = &length},
+        MRD_OPT_TEXT("control", &control)};
+    int first =
+        mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian window", window_usage);
+    if (first <= 0)
+        return first == 0 ? 0 : 2;
+    if (first < argc)
+        db = argv[first++];
+    if (first < argc || (!db && !control)) {
         fprintf(stderr, "meridian window: give one database, or --control PATH (see --help)\n");
         return 2;
     }

@@ -8,6 +8,7 @@
  */
 #include "db.h"
 
+#include <errno.h>
 #include <stdio.h>
 
 #include "error.h"
@@ -30,6 +31,24 @@ int mrd_db_has_table(sqlite3 *db, const char *name)
     if (rc == SQLITE_ROW)
         return 1;
     return rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
+int mrd_db_table_rows(sqlite3 *db, const char *table, uint64_t *n)
+{
+    int has = mrd_db_has_table(db, table);
+    if (has <= 0)
+        return has;
+    char *sql = mrd_db_sql_table_count(table);
+    if (!sql)
+        return -ENOMEM;
+    sqlite3_stmt *st = NULL;
+    int ok =
+        sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
+    if (ok)
+        *n += (uint64_t)sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_free(sql);
+    return ok ? 0 : -MRD_ERR_SQLITE;
 }
 
 int mrd_db_each_row(sqlite3 *db, const char *table, const char *sql,

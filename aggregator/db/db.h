@@ -43,6 +43,11 @@
  * db. */
 int mrd_db_has_table(sqlite3 *db, const char *name);
 
+/* Adds the number of rows of main.<table> to *n; a table db lacks adds 0. Returns 0,
+ * -ENOMEM or -MRD_ERR_SQLITE (the check or the count failed; *n unchanged). For progress
+ * totals. Caller's thread. */
+int mrd_db_table_rows(sqlite3 *db, const char *table, uint64_t *n);
+
 /* Runs one statement of sql with text bound to ?1 (NULL binds NULL) for one step and
  * finalizes it: returns SQLite's step result (SQLITE_ROW, SQLITE_DONE or its error code),
  * or -MRD_ERR_SQLITE when sql does not prepare. For single-row lookups and one-parameter

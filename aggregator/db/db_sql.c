@@ -10,6 +10,11 @@ const char mrd_db_sql_table_exists[] =
 
 const char mrd_db_sql_temp_table_exists[] = "SELECT 1 FROM temp.sqlite_master WHERE name=?1";
 
+char *mrd_db_sql_table_count(const char *table)
+{
+    return sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", table);
+}
+
 const char mrd_db_sql_kernels_corr_index[] =
     "SELECT 1 FROM pragma_index_list('kernels') il JOIN "
     "pragma_index_info(il.name) a ON a.seqno = 0 AND a.name = 'rank' "

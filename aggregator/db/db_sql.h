@@ -41,6 +41,10 @@ extern const char mrd_db_sql_no_instances[];
 extern const char mrd_db_sql_run_anchor[];
 /* -> MIN(t1) of clock_samples (global), NULL when empty. */
 extern const char mrd_db_sql_first_probe[];
+/* -> COUNT(*) of main.<table>: the statement text for one table, built with the name
+ * quoted as an identifier (any name is safe); NULL when out of memory. The caller frees
+ * it with sqlite3_free. mrd_db_table_rows runs it. */
+char *mrd_db_sql_table_count(const char *table);
 /* Per event table (kernels, memcpys, memsets, syncs, api_calls, graph_launches, nvtx,
  * nccl_ops, mpi_calls, in this order) -> rank, MIN(start_ns) of its rows with a time
  * (start_ns > 0; kernels also MRD_DB_KERNEL_VALID), GROUP BY rank. */

@@ -659,24 +659,6 @@ static void rows_report(struct mrd__export_rows *r, uint64_t done)
     r->pr->on_rows(r->pr->ctx, done, r->total);
 }
 
-/* COUNT(*) of main.`table` (0 when absent) into *n. */
-static int count_table(sqlite3 *db, const char *table, uint64_t *n)
-{
-    int has = mrd_db_has_table(db, table);
-    if (has <= 0)
-        return has;
-    /* table names come from the exporters' own lists, never from input */
-    char *sql = sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", table);
-    sqlite3_stmt *st = NULL;
-    int ok = sql && sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
-             sqlite3_step(st) == SQLITE_ROW;
-    if (ok)
-        *n += (uint64_t)sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    return ok ? 0 : sql ? -MRD_ERR_SQLITE : -ENOMEM;
-}
-
 int mrd__export_rows_begin(struct mrd__export_rows *r, sqlite3 *db,
                            const struct mrd_export_progress *pr, const char *const *tables, int n)
 {
@@ -696,7 +678,7 @@ int mrd__export_rows_begin(struct mrd__export_rows *r, sqlite3 *db,
                 return -EINVAL;
             memcpy(name, t, len);
             name[len] = '\0';
-            int rc = count_table(db, name, &r->count[i]);
+            int rc = mrd_db_table_rows(db, name, &r->count[i]);
             if (rc < 0)
                 return rc;
             t += len;

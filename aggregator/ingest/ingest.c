@@ -588,6 +588,32 @@ static int add_fd(struct mrd_ingest *g, int fd, uint64_t tag)
     return epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ev) < 0 ? -errno : 0;
 }
 
+void mrd_ingest_free(struct mrd_ingest *g)
+{
+    if (!g)
+        return;
+    for (uint32_t i = 0; g->conns && i < g->cfg.max_connections; i++)
+        if (g->conns[i])
+            mrd__conn_close(g, g->conns[i]);
+    mrd__control_close(g);
+    free((char *)g->cfg.control_path);
+    mrd_winctl_free(g->winctl);
+    mrd_skew_free(g->skew);
+    if (g->lfd >= 0)
+        close(g->lfd);
+    if (g->stop_efd >= 0)
+        close(g->stop_efd);
+    if (g->epfd >= 0)
+        close(g->epfd);
+    if (g->secret) {
+        explicit_bzero(g->secret, g->cfg.secret_len);
+        free(g->secret);
+    }
+    free(g->conns);
+    free(g->gens);
+    free(g);
+}
+
 int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
                    struct mrd_ingest **out)
 {
@@ -678,30 +704,4 @@ int mrd_ingest_new(const struct mrd_ingest_config *cfg, struct mrd_store *store,
 fail:
     mrd_ingest_free(g);
     return rc;
-}
-
-void mrd_ingest_free(struct mrd_ingest *g)
-{
-    if (!g)
-        return;
-    for (uint32_t i = 0; g->conns && i < g->cfg.max_connections; i++)
-        if (g->conns[i])
-            mrd__conn_close(g, g->conns[i]);
-    mrd__control_close(g);
-    free((char *)g->cfg.control_path);
-    mrd_winctl_free(g->winctl);
-    mrd_skew_free(g->skew);
-    if (g->lfd >= 0)
-        close(g->lfd);
-    if (g->stop_efd >= 0)
-        close(g->stop_efd);
-    if (g->epfd >= 0)
-        close(g->epfd);
-    if (g->secret) {
-        explicit_bzero(g->secret, g->cfg.secret_len);
-        free(g->secret);
-    }
-    free(g->conns);
-    free(g->gens);
-    free(g);
 }

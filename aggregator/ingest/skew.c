@@ -67,6 +67,18 @@ struct mrd_skew {
     struct mrd_skew_counters cnt;
 };
 
+void mrd_skew_free(struct mrd_skew *s)
+{
+    if (!s)
+        return;
+    for (uint32_t i = 0; s->ranks && i < s->cfg.max_ranks; i++)
+        free(s->ranks[i]);
+    free(s->ranks);
+    free(s->tab);
+    free(s->fifo);
+    free(s);
+}
+
 int mrd_skew_new(const struct mrd_skew_config *cfg, struct mrd_skew **out)
 {
     *out = NULL;
@@ -98,18 +110,6 @@ int mrd_skew_new(const struct mrd_skew_config *cfg, struct mrd_skew **out)
     }
     *out = s;
     return 0;
-}
-
-void mrd_skew_free(struct mrd_skew *s)
-{
-    if (!s)
-        return;
-    for (uint32_t i = 0; s->ranks && i < s->cfg.max_ranks; i++)
-        free(s->ranks[i]);
-    free(s->ranks);
-    free(s->tab);
-    free(s->fifo);
-    free(s);
 }
 
 void mrd_skew_get_counters(const struct mrd_skew *s, struct mrd_skew_counters *out)

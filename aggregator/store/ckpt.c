@@ -167,6 +167,25 @@ static void *ckpt_main(void *arg)
     return NULL;
 }
 
+void mrd_store_ckpt_stop(struct mrd_store_ckpt *c)
+{
+    if (!c)
+        return;
+    if (c->writer) /* back to SQLite's own automatic checkpoint at the pragma's size */
+        sqlite3_wal_autocheckpoint(c->writer, MRD_STORE_CKPT_PAGES);
+    if (c->started) {
+        pthread_mutex_lock(&c->mu);
+        c->stop = 1;
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thread, NULL);
+    }
+    sqlite3_close(c->db);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
 int mrd_store_ckpt_start(sqlite3 *writer, const struct mrd_store_ckpt_config *cfg,
                          struct mrd_store_ckpt **out)
 {
@@ -210,25 +229,6 @@ int mrd_store_ckpt_start(sqlite3 *writer, const struct mrd_store_ckpt_config *cf
 fail:
     mrd_store_ckpt_stop(c);
     return rc;
-}
-
-void mrd_store_ckpt_stop(struct mrd_store_ckpt *c)
-{
-    if (!c)
-        return;
-    if (c->writer) /* back to SQLite's own automatic checkpoint at the pragma's size */
-        sqlite3_wal_autocheckpoint(c->writer, MRD_STORE_CKPT_PAGES);
-    if (c->started) {
-        pthread_mutex_lock(&c->mu);
-        c->stop = 1;
-        pthread_cond_signal(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-        pthread_join(c->thread, NULL);
-    }
-    sqlite3_close(c->db);
-    pthread_cond_destroy(&c->cv);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
 }
 
 void mrd_store_ckpt_get_stats(struct mrd_store_ckpt *c, struct mrd_store_ckpt_stats *st)

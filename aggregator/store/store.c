@@ -673,6 +673,42 @@ static int start_writer(struct mrd_store *s)
     return 0;
 }
 
+void mrd_store_close(struct mrd_store *s)
+{
+    if (!s)
+        return;
+    if (s->writer_started) {
+        pthread_mutex_lock(&s->mu);
+        s->stop = 1;
+        pthread_cond_signal(&s->cv_work);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->writer, NULL);
+        s->writer_started = 0;
+    }
+    mrd_store_ckpt_stop(s->ckpt);
+    s->ckpt = NULL;
+    struct mrd_store_item *it = s->done_head;
+    while (it) {
+        struct mrd_store_item *next = it->next;
+        mrd_store_item_free(it);
+        it = next;
+    }
+    for (int i = 0; i < MRD__ST__COUNT; i++)
+        sqlite3_finalize(s->st[i]);
+    if (s->db) {
+        /* move the WAL into the main file so the database is one file at rest */
+        sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
+        sqlite3_close(s->db);
+    }
+    mrd__store_strmap_free(&s->strmap);
+    if (s->efd >= 0)
+        close(s->efd);
+    pthread_cond_destroy(&s->cv_work);
+    pthread_cond_destroy(&s->cv_done);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
 int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
 {
     int rc;
@@ -741,40 +777,4 @@ int mrd_store_open(const struct mrd_store_config *cfg, struct mrd_store **out)
 fail:
     mrd_store_close(s);
     return rc;
-}
-
-void mrd_store_close(struct mrd_store *s)
-{
-    if (!s)
-        return;
-    if (s->writer_started) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = 1;
-        pthread_cond_signal(&s->cv_work);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->writer, NULL);
-        s->writer_started = 0;
-    }
-    mrd_store_ckpt_stop(s->ckpt);
-    s->ckpt = NULL;
-    struct mrd_store_item *it = s->done_head;
-    while (it) {
-        struct mrd_store_item *next = it->next;
-        mrd_store_item_free(it);
-        it = next;
-    }
-    for (int i = 0; i < MRD__ST__COUNT; i++)
-        sqlite3_finalize(s->st[i]);
-    if (s->db) {
-        /* move the WAL into the main file so the database is one file at rest */
-        sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, NULL, NULL);
-        sqlite3_close(s->db);
-    }
-    mrd__store_strmap_free(&s->strmap);
-    if (s->efd >= 0)
-        close(s->efd);
-    pthread_cond_destroy(&s->cv_work);
-    pthread_cond_destroy(&s->cv_done);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
 }

@@ -110,6 +110,15 @@ static uint64_t strmap_hash(uint64_t k)
     return k;
 }
 
+void mrd__store_strmap_free(struct mrd__strmap *m)
+{
+    if (!m)
+        return;
+    free(m->slot);
+    m->slot = NULL;
+    m->slots = m->n = 0;
+}
+
 int mrd__store_strmap_init(struct mrd__strmap *m, size_t max)
 {
     memset(m, 0, sizeof(*m));
@@ -121,15 +130,6 @@ int mrd__store_strmap_init(struct mrd__strmap *m, size_t max)
         return -ENOMEM;
     }
     return 0;
-}
-
-void mrd__store_strmap_free(struct mrd__strmap *m)
-{
-    if (!m)
-        return;
-    free(m->slot);
-    m->slot = NULL;
-    m->slots = m->n = 0;
 }
 
 void mrd__store_strmap_clear(struct mrd__strmap *m)

@@ -691,6 +691,17 @@ void mrd_client_on_ack(struct mrd_client *c, void (*fn)(void *ctx, uint64_t seq,
     c->ack_ctx = ctx;
 }
 
+void mrd_client_free(struct mrd_client *c)
+{
+    if (!c)
+        return;
+    close_fd(c);
+    for (uint32_t i = 0; i < c->count; i++)
+        free(ent(c, i)->frame);
+    free(c->q);
+    free(c);
+}
+
 int mrd_client_new(const struct mrd_client_config *cfg, struct mrd_client **out)
 {
     struct mrd_client *c = NULL;
@@ -709,15 +720,4 @@ int mrd_client_new(const struct mrd_client_config *cfg, struct mrd_client **out)
     }
     *out = c;
     return 0;
-}
-
-void mrd_client_free(struct mrd_client *c)
-{
-    if (!c)
-        return;
-    close_fd(c);
-    for (uint32_t i = 0; i < c->count; i++)
-        free(ent(c, i)->frame);
-    free(c->q);
-    free(c);
 }

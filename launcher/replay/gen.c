@@ -484,6 +484,14 @@ void mrd_gen_next(struct mrd_gen *g, struct mrd_canon_event *e)
     *e = g->q[g->qpos++];
 }
 
+void mrd_gen_free(struct mrd_gen *g)
+{
+    if (!g)
+        return;
+    mrd_canon_strings_free(&g->strings);
+    free(g);
+}
+
 int mrd_gen_new(const struct mrd_gen_config *cfg, struct mrd_batch_builder *b, struct mrd_gen **out)
 {
     struct mrd_gen *g = NULL;
@@ -521,12 +529,4 @@ int mrd_gen_new(const struct mrd_gen_config *cfg, struct mrd_batch_builder *b, s
 fail:
     mrd_gen_free(g);
     return rc;
-}
-
-void mrd_gen_free(struct mrd_gen *g)
-{
-    if (!g)
-        return;
-    mrd_canon_strings_free(&g->strings);
-    free(g);
 }

@@ -9,7 +9,6 @@
 #include "replay.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -25,6 +24,7 @@
 #include "frame.h"
 #include "fromenv.h"
 #include "gen.h"
+#include "opts.h"
 #include "rank.h"
 #include "runcfg.h"
 
@@ -125,15 +125,6 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-static int parse_u32(const char *s, uint32_t *out)
-{
-    uint64_t v;
-    int rc = parse_u64(s, UINT32_MAX, &v);
-    if (rc == 0)
-        *out = (uint32_t)v;
-    return rc;
-}
-
 static int parse_double(const char *s, double *out)
 {
     char *end;
@@ -205,73 +196,58 @@ static int from_env(struct options *o, int rank_base_set, int64_t world, const c
     return 0;
 }
 
-/* Command-line options of `meridian replay` (same order as longopts: the error message
- * indexes it). */
-enum {
-    O_AGG = 256,
-    O_RUN,
-    O_SECRET,
-    O_WINDOW,
-    O_RETRY,
-    O_MAXFRAME,
-    O_RANKS,
-    O_RANKBASE,
-    O_WORLD,
-    O_RATE,
-    O_BRATE,
-    O_BMS,
-    O_BPERIOD,
-    O_SECONDS,
-    O_EVENTS,
-    O_BATCH,
-    O_FLUSH,
-    O_MIX,
-    O_SEED,
-    O_COMPRESS,
-    O_OFFSET,
-    O_COPIES,
-    O_KINDS,
-    O_REPORT,
-    O_RECORD,
-    O_RESEND,
-    O_DUMP,
-    O_QUIET,
-    O_FROMENV,
-    O_HELP
-};
-static const struct option longopts[] = {
-    {"aggregator", 1, 0, O_AGG},
-    {"run-id", 1, 0, O_RUN},
-    {"secret-file", 1, 0, O_SECRET},
-    {"window", 1, 0, O_WINDOW},
-    {"retry-ms", 1, 0, O_RETRY},
-    {"max-frame", 1, 0, O_MAXFRAME},
-    {"ranks", 1, 0, O_RANKS},
-    {"rank-base", 1, 0, O_RANKBASE},
-    {"world-size", 1, 0, O_WORLD},
-    {"rate", 1, 0, O_RATE},
-    {"burst-rate", 1, 0, O_BRATE},
-    {"burst-ms", 1, 0, O_BMS},
-    {"burst-period-ms", 1, 0, O_BPERIOD},
-    {"seconds", 1, 0, O_SECONDS},
-    {"events", 1, 0, O_EVENTS},
-    {"batch-events", 1, 0, O_BATCH},
-    {"flush-ms", 1, 0, O_FLUSH},
-    {"mix", 1, 0, O_MIX},
-    {"seed", 1, 0, O_SEED},
-    {"compress", 1, 0, O_COMPRESS},
-    {"rank-offset", 1, 0, O_OFFSET},
-    {"copies", 1, 0, O_COPIES},
-    {"kinds", 1, 0, O_KINDS},
-    {"report", 1, 0, O_REPORT},
-    {"record", 1, 0, O_RECORD},
-    {"resend-acked", 1, 0, O_RESEND},
-    {"dump", 1, 0, O_DUMP},
-    {"quiet", 0, 0, O_QUIET},
-    {"from-env", 1, 0, O_FROMENV},
-    {"help", 0, 0, O_HELP},
-    {0, 0, 0, 0},
-};
+/* The numeric options: a whole number into a uint32_t in [opt->min, opt->max] or into a
+ * uint64_t, or a real number >= 0 into a double. Each refusal says "bad value for --NAME". */
+static int bad_value(const struct mrd_opt *opt, const char *who)
+{
+    fprintf(stderr, "%s: bad value for --%s\n", who, opt->name);
+    return -EINVAL;
+}
+
+static int apply_u64(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    uint64_t v;
+    if (parse_u64(arg, UINT64_MAX, &v) < 0)
+        return bad_value(opt, who);
+    *(uint64_t *)opt->dest = v;
+    return 0;
+}
+
+static int apply_u32(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    uint64_t v;
+    if (parse_u64(arg, (uint64_t)opt->max, &v) < 0 || v < (uint64_t)opt->min)
+        return bad_value(opt, who);
+    *(uint32_t *)opt->dest = (uint32_t)v;
+    return 0;
+}
+
+static int apply_double(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    return parse_double(arg, opt->dest) < 0 ? bad_value(opt, who) : 0;
+}
+
+static int apply_mix(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    if (strcmp(arg, "training") == 0)
+        *(int *)opt->dest = MRD_GEN_MIX_TRAINING;
+    else if (strcmp(arg, "kernels") == 0)
+        *(int *)opt->dest = MRD_GEN_MIX_KERNELS;
+    else
+        return bad_value(opt, who);
+    return 0;
+}
+
+static int apply_kinds(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    return mrd_filter_parse(arg, opt->dest) < 0 ? bad_value(opt, who) : 0;
+}
+
+static void print_usage(FILE *f)
+{
+    fputs(usage, f);
+}
+
 /* What the options say beyond struct options, until parse_options resolves it. */
 struct cli_state {
     const char *agg, *secret_file;
@@ -295,119 +271,58 @@ static void set_defaults(struct options *o, struct cli_state *cs)
     cs->compress = 1;
 }
 
-/* Applies option c with argument arg. Returns 0, 1 after --help (printed), or -EINVAL for
- * a bad value. */
-static int apply_option(int c, const char *arg, struct options *o, struct cli_state *cs)
+/* Reads the options into o and cs. Returns the index of the first CAPTURE argument, 0
+ * after --help, or -EINVAL (reported). */
+static int read_options(int argc, char **argv, struct options *o, struct cli_state *cs)
 {
     struct mrd_rank_opts *r = &o->r;
-    int bad = 0;
-    uint64_t v;
-    switch (c) {
-    case O_AGG:
-        cs->agg = arg;
-        break;
-    case O_RUN:
-        r->run_id = arg;
-        break;
-    case O_SECRET:
-        cs->secret_file = arg;
-        break;
-    case O_WINDOW:
-        bad |= parse_u32(arg, &r->window) || !r->window || r->window > 65536;
-        break;
-    case O_RETRY:
-        bad |= parse_u32(arg, &r->retry_ms);
-        break;
-    case O_MAXFRAME:
-        bad |= parse_u32(arg, &r->max_frame) || r->max_frame < MRD_FRAME_MIN_MAX;
-        break;
-    case O_RANKS:
-        bad |= parse_u32(arg, &o->ranks) || !o->ranks || o->ranks > MAX_PROCS;
-        cs->ranks_set = 1;
-        break;
-    case O_RANKBASE:
-        bad |= parse_u32(arg, &o->rank_base);
-        cs->rank_base_set = 1;
-        break;
-    case O_WORLD:
-        bad |= parse_u32(arg, &cs->world);
-        cs->world_set = 1;
-        break;
-    case O_RATE:
-        bad |= parse_double(arg, &r->rate);
-        break;
-    case O_BRATE:
-        bad |= parse_double(arg, &r->burst_rate);
-        break;
-    case O_BMS:
-        bad |= parse_u32(arg, &r->burst_ms);
-        break;
-    case O_BPERIOD:
-        bad |= parse_u32(arg, &r->burst_period_ms);
-        break;
-    case O_SECONDS:
-        bad |= parse_double(arg, &r->seconds);
-        break;
-    case O_EVENTS:
-        bad |= parse_u64(arg, UINT64_MAX, &r->events);
-        break;
-    case O_BATCH:
-        bad |= parse_u32(arg, &r->batch_events) || !r->batch_events || r->batch_events > 1000000;
-        break;
-    case O_FLUSH:
-        bad |= parse_u32(arg, &r->flush_ms);
-        break;
-    case O_MIX:
-        if (strcmp(arg, "training") == 0)
-            r->mix = MRD_GEN_MIX_TRAINING;
-        else if (strcmp(arg, "kernels") == 0)
-            r->mix = MRD_GEN_MIX_KERNELS;
-        else
-            bad = 1;
-        break;
-    case O_SEED:
-        bad |= parse_u64(arg, UINT64_MAX, &r->seed);
-        break;
-    case O_COMPRESS:
-        bad |= parse_u32(arg, &cs->compress) || cs->compress > 19;
-        break;
-    case O_OFFSET:
-        bad |= parse_u32(arg, &r->rank_offset);
-        cs->offset_set = 1;
-        break;
-    case O_COPIES:
-        bad |= parse_u32(arg, &r->copies) || !r->copies;
-        break;
-    case O_KINDS:
-        bad |= mrd_filter_parse(arg, &r->kinds) < 0;
-        break;
-    case O_REPORT:
-        o->report = arg;
-        break;
-    case O_RECORD:
-        r->record_path = arg;
-        break;
-    case O_RESEND:
-        bad |= parse_u64(arg, 1024, &v);
-        r->resend_acked = (uint32_t)v;
-        break;
-    case O_DUMP:
-        r->dump_path = arg;
-        break;
-    case O_QUIET:
-        r->quiet = 1;
-        break;
-    case O_FROMENV:
-        o->from_env = arg;
-        break;
-    case O_HELP:
-        fputs(usage, stdout);
-        return 1;
-    default:
-        bad = 1;
-        break;
+#define U32(opt_name, u32_dest, lo, hi, seen)                                                      \
+    {                                                                                              \
+        .name = (opt_name), .arg = required_argument, .apply = apply_u32, .dest = (u32_dest),      \
+        .min = (lo), .max = (hi), .given = (seen)                                                  \
     }
-    return bad ? -EINVAL : 0;
+#define U64(opt_name, u64_dest)                                                                    \
+    {                                                                                              \
+        .name = (opt_name), .arg = required_argument, .apply = apply_u64, .dest = (u64_dest)       \
+    }
+#define WITH(opt_name, fn, any_dest)                                                               \
+    {                                                                                              \
+        .name = (opt_name), .arg = required_argument, .apply = (fn), .dest = (any_dest)            \
+    }
+    const struct mrd_opt opts[] = {
+        MRD_OPT_TEXT("aggregator", &cs->agg),
+        MRD_OPT_TEXT("run-id", &r->run_id),
+        MRD_OPT_TEXT("secret-file", &cs->secret_file),
+        U32("window", &r->window, 1, 65536, NULL),
+        U32("retry-ms", &r->retry_ms, 0, UINT32_MAX, NULL),
+        U32("max-frame", &r->max_frame, MRD_FRAME_MIN_MAX, UINT32_MAX, NULL),
+        U32("ranks", &o->ranks, 1, MAX_PROCS, &cs->ranks_set),
+        U32("rank-base", &o->rank_base, 0, UINT32_MAX, &cs->rank_base_set),
+        U32("world-size", &cs->world, 0, UINT32_MAX, &cs->world_set),
+        WITH("rate", apply_double, &r->rate),
+        WITH("burst-rate", apply_double, &r->burst_rate),
+        U32("burst-ms", &r->burst_ms, 0, UINT32_MAX, NULL),
+        U32("burst-period-ms", &r->burst_period_ms, 0, UINT32_MAX, NULL),
+        WITH("seconds", apply_double, &r->seconds),
+        U64("events", &r->events),
+        U32("batch-events", &r->batch_events, 1, 1000000, NULL),
+        U32("flush-ms", &r->flush_ms, 0, UINT32_MAX, NULL),
+        WITH("mix", apply_mix, &r->mix),
+        U64("seed", &r->seed),
+        U32("compress", &cs->compress, 0, 19, NULL),
+        U32("rank-offset", &r->rank_offset, 0, UINT32_MAX, &cs->offset_set),
+        U32("copies", &r->copies, 1, UINT32_MAX, NULL),
+        WITH("kinds", apply_kinds, &r->kinds),
+        MRD_OPT_TEXT("report", &o->report),
+        MRD_OPT_TEXT("record", &r->record_path),
+        U32("resend-acked", &r->resend_acked, 0, 1024, NULL),
+        MRD_OPT_TEXT("dump", &r->dump_path),
+        MRD_OPT_SET("quiet", &r->quiet, 1),
+        MRD_OPT_TEXT("from-env", &o->from_env)};
+#undef U32
+#undef U64
+#undef WITH
+    return mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian replay", print_usage);
 }
 
 /* The aggregator's address, the run id and the secret (by the rule of proto/runcfg.h),
@@ -507,22 +422,14 @@ static int check_shape(struct options *o, const struct cli_state *cs)
 static int parse_options(int argc, char **argv, struct options *o)
 {
     struct cli_state cs = {0};
-    int c, rc;
+    int first, rc;
     set_defaults(o, &cs);
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-        rc = apply_option(c, optarg, o, &cs);
-        if (rc == 1)
-            return 1;
-        if (rc < 0) {
-            fprintf(stderr, "meridian replay: bad value for --%s\n",
-                    c >= O_AGG && c <= O_HELP ? longopts[c - O_AGG].name : "?");
-            return -EINVAL;
-        }
-    }
+    first = read_options(argc, argv, o, &cs);
+    if (first <= 0)
+        return first == 0 ? 1 : first;
     o->r.compress = (int)cs.compress;
-    o->captures = argv + optind;
-    o->ncaptures = argc - optind;
+    o->captures = argv + first;
+    o->ncaptures = argc - first;
     if (o->from_env) {
         if (o->ncaptures || cs.ranks_set || cs.offset_set || o->r.copies != 1) {
             fprintf(stderr, "meridian replay: --from-env plays the one capture its pattern "
