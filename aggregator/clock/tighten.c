@@ -7,9 +7,20 @@
  * of the feasible intervals, widening where the evidence refutes a bound) is described
  * in causality.c and README.md.
  *
+ * Drift, not bad data: constant corrections cancel around every cycle of constraints, so
+ * a negative cycle means the ranks' mapping errors changed during the run. A fit whose
+ * drift is off by a few ppm (within its bound: a loaded machine's probes) moves its rank
+ * by tens of microseconds over a 20 s run, more than short kernels overlap; no constant
+ * offsets are then causal for every instance, though a wrong offset elsewhere is still
+ * plain to see. Such a set is solved with the least slack added to all its constraints
+ * (the offsets of least largest violation) when the slack is within what honest bounds
+ * explain: an error within +-b moves a pair constraint by at most b_a + b_b, so no more
+ * than twice the set's largest bound. Beyond that the data is bad and nothing moves.
+ *
  * Workload: n ranks, up to n^2 constraints; each feasibility test is a Bellman-Ford
  * (O(n x constraints), early exit); widening adds bisections (x n for sets up to
- * GREEDY_MAX_RANKS ranks). Any thread; allocates O(n) per call.
+ * GREEDY_MAX_RANKS ranks), the slack a bisection over 64 bits. Any thread; allocates O(n)
+ * per call.
  */
 #include <errno.h>
 #include <math.h>
@@ -105,6 +116,42 @@ static double min_widening(int n, const int64_t *bound, double *lam, const int *
  * widen every bound by one common factor. */
 #define GREEDY_MAX_RANKS 64
 
+/* The least slack s > 0 such that every constraint relaxed to w + s is consistent (no
+ * negative cycle; the bounds released to LAM_MAX times), 0 when none is needed, -1 when
+ * none up to max_slack does, -ENOMEM. */
+static int64_t least_slack(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
+                           size_t ncons, int64_t max_slack)
+{
+    struct mrd_clock_constraint *relaxed = malloc(sizeof(*relaxed) * (ncons ? ncons : 1));
+    int64_t *bnd = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *lo = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *hi = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    double *lam = malloc(sizeof(double) * (size_t)n);
+    int64_t a = -1, z = max_slack; /* infeasible at a, feasible at z */
+    if (!relaxed || !bnd || !lo || !hi || !lam) {
+        a = -ENOMEM;
+        goto out;
+    }
+    for (int r = 0; r < n; r++)
+        lam[r] = LAM_MAX;
+    for (int64_t sl = z;; sl = a + (z - a) / 2) {
+        for (size_t k = 0; k < ncons; k++)
+            relaxed[k] = (struct mrd_clock_constraint){cons[k].a, cons[k].b, cons[k].w + sl};
+        if (feasible(n, bound, lam, relaxed, ncons, bnd, lo, hi))
+            z = sl;
+        else if (sl == max_slack)
+            goto out; /* a = -1: not even the largest slack */
+        else
+            a = sl;
+        if (z - a <= 1)
+            break;
+    }
+    a = z;
+out:
+    free(relaxed), free(bnd), free(lo), free(hi), free(lam);
+    return a;
+}
+
 /* One connected set of ranks: see mrd_clock_tighten. When the evidence contradicts the
  * bounds, the bounds are widened where that costs least: repeatedly the one rank whose
  * bound alone needs the smallest absolute widening to make everything consistent (a
@@ -118,8 +165,8 @@ static int solve_component(int n, const int64_t *bound, const struct mrd_clock_c
     int64_t *bnd = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int64_t *lo = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int64_t *hi = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    double *lam = malloc(sizeof(double) * (size_t)n);
-    int *which = malloc(sizeof(int) * (size_t)n), *alone = calloc((size_t)n, sizeof(int));
+    double *lam = calloc((size_t)n, sizeof(double));
+    int *which = calloc((size_t)n, sizeof(int)), *alone = calloc((size_t)n, sizeof(int));
     int rc = -ENOMEM, anchored = 0;
     if (!bnd || !lo || !hi || !lam || !which || !alone)
         goto fail;
@@ -211,7 +258,7 @@ static int uf_find(int *parent, int x)
 }
 
 int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
-                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale)
+                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale, int64_t *slack)
 {
     int *parent = NULL, *local = NULL, *members = NULL, contradicted = 0, rc = -ENOMEM;
     struct mrd_clock_constraint *sub = NULL;
@@ -249,12 +296,29 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
                 sub[ns++] =
                     (struct mrd_clock_constraint){local[cons[k].a], local[cons[k].b], cons[k].w};
         int e = solve_component(m, sb, sub, ns, sc, snb, ssc);
+        int64_t sl = 0, bmax = 0;
+        if (e == -EDOM) { /* drift within the bounds, or bad data: see the top of the file */
+            for (int i = 0; i < m; i++)
+                bmax = sb[i] > bmax ? sb[i] : bmax;
+            sl = least_slack(m, sb, sub, ns, 2 * bmax);
+            if (sl == -ENOMEM)
+                goto fail;
+            if (sl > 0) {
+                for (size_t k = 0; k < ns; k++)
+                    sub[k].w += sl;
+                e = solve_component(m, sb, sub, ns, sc, snb, ssc);
+            }
+            if (e)
+                sl = 0;
+        }
         if (e == -ENOMEM)
             goto fail;
         for (int i = 0; i < m; i++) {
             c[members[i]] = e ? 0 : sc[i];
             new_bound[members[i]] = e ? bound[members[i]] : snb[i];
             scale[members[i]] = e ? 0 : ssc[i];
+            if (slack)
+                slack[members[i]] = sl;
         }
         contradicted += e ? m : 0;
     }
