@@ -154,7 +154,7 @@ class Bed:
         self.procs.append(p)
         return p
 
-    def cleanup(self):
+    def cleanup(self, failed):
         for p in self.procs:
             if p.poll() is None:
                 try:
@@ -164,7 +164,7 @@ class Bed:
                 p.wait()
         for n in self.nets:
             subprocess.run(["ip", "netns", "del", n], stderr=subprocess.DEVNULL)
-        if not self.a.keep:
+        if not self.a.keep and not failed:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             log("testbed: kept %s" % self.dir)
@@ -254,9 +254,11 @@ def main():
     # a CTest timeout (SIGTERM) must still remove the namespaces and processes
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        return run(a, bed, exe)
+        rc = 1  # an exception is a failure too
+        rc = run(a, bed, exe)
+        return rc
     finally:
-        bed.cleanup()
+        bed.cleanup(rc != 0)  # a failed run's directory stays: --evaluate DIR replays it
 
 
 def run(a, bed, exe):
@@ -318,10 +320,10 @@ def run(a, bed, exe):
     sampler.join()
     sampler.sample()
     sampler.smooth()
-    if a.keep:  # the truth's inputs, for inspecting a kept run's database afterwards
-        with open(os.path.join(bed.dir, "truth.json"), "w") as f:
-            json.dump({"raw": sampler.raw, "mono": sampler.mono, "t0_realtime_ns": t0,
-                       "coll_ms": 100, "agents": agents}, f)
+    # the truth's inputs, for inspecting a kept run's database afterwards (--evaluate)
+    with open(os.path.join(bed.dir, "truth.json"), "w") as f:
+        json.dump({"raw": sampler.raw, "mono": sampler.mono, "t0_realtime_ns": t0,
+                   "coll_ms": 100, "agents": agents}, f)
     for i, _, _ in agents:
         out = bed.output("agent%d.log" % i)
         if "clock_agent: rank" not in out:
