@@ -12,18 +12,20 @@
  * drift is off by a few ppm (within its bound: a loaded machine's probes) moves its rank
  * by tens of microseconds over a 20 s run, more than short kernels overlap; no constant
  * offsets are then causal for every instance, though a wrong offset elsewhere is still
- * plain to see. Such a set is solved with the least slack added to all its constraints
- * (the offsets of least largest violation) when the slack is within what honest bounds
- * explain: an error within +-b moves a pair constraint by at most b_a + b_b, so no more
- * than twice the set's largest bound. Beyond that the data is bad and nothing moves.
+ * plain to see. Such a set is relaxed (relax()): each pair whose own two constraints
+ * contradict each other is relaxed to the midpoint of its evidence, what longer cycles
+ * still contradict by the least common slack, as long as every relaxation is within what
+ * honest bounds explain: an error within +-b moves a pair constraint by at most b_a + b_b.
+ * Beyond that the data is bad and nothing moves.
  *
  * Workload: n ranks, up to n^2 constraints; each feasibility test is a Bellman-Ford
  * (O(n x constraints), early exit); widening adds bisections (x n for sets up to
- * GREEDY_MAX_RANKS ranks), the slack a bisection over 64 bits. Any thread; allocates O(n)
- * per call.
+ * GREEDY_MAX_RANKS ranks), the common slack a bisection over 64 bits. Any thread; allocates
+ * O(n^2) per call.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -152,6 +154,55 @@ out:
     return a;
 }
 
+/* Relaxes a set whose pair constraints contradict each other (see the top of the file):
+ * each pair whose two constraints contradict each other (w_ab + w_ba = -d < 0: their
+ * relative error changed by d more than their kernels overlap) gets d split over its two
+ * constraints, which leaves that pair exactly the midpoint of what its instances said and
+ * the other pairs' evidence untouched (a rank whose offset alone is wrong keeps all of its
+ * evidence); what longer cycles still contradict gets the least common slack. rs[r]: the
+ * largest relaxation of any of r's constraints. Returns 0 (relaxed), -EDOM (a relaxation
+ * beyond what errors within the bounds explain: bad data), -ENOMEM. */
+static int relax(int n, const int64_t *bound, struct mrd_clock_constraint *cons, size_t ncons,
+                 int64_t *rs)
+{
+    size_t *at = malloc(sizeof(size_t) * (size_t)n * (size_t)n);
+    int64_t bmax = 0, sl;
+    if (!at)
+        return -ENOMEM;
+    for (size_t i = 0; i < (size_t)n * (size_t)n; i++)
+        at[i] = SIZE_MAX;
+    for (size_t k = 0; k < ncons; k++)
+        at[(size_t)cons[k].a * (size_t)n + (size_t)cons[k].b] = k;
+    for (int r = 0; r < n; r++) {
+        rs[r] = 0;
+        bmax = bound[r] > bmax ? bound[r] : bmax;
+    }
+    for (size_t k = 0; k < ncons; k++) {
+        int a = cons[k].a, b = cons[k].b;
+        size_t back = at[(size_t)b * (size_t)n + (size_t)a];
+        if (a > b || back == SIZE_MAX || cons[k].w + cons[back].w >= 0)
+            continue;
+        int64_t d = -(cons[k].w + cons[back].w), half = d - d / 2;
+        /* errors within +-b move a pair's constraint by at most b_a + b_b */
+        if (half > bound[a] + bound[b]) {
+            free(at);
+            return -EDOM;
+        }
+        cons[k].w += half, cons[back].w += d / 2;
+        rs[a] = half > rs[a] ? half : rs[a];
+        rs[b] = half > rs[b] ? half : rs[b];
+    }
+    free(at);
+    sl = least_slack(n, bound, cons, ncons, 2 * bmax);
+    if (sl < 0)
+        return sl == -ENOMEM ? -ENOMEM : -EDOM;
+    for (size_t k = 0; k < ncons; k++)
+        cons[k].w += sl;
+    for (int r = 0; r < n; r++)
+        rs[r] += sl;
+    return 0;
+}
+
 /* One connected set of ranks: see mrd_clock_tighten. When the evidence contradicts the
  * bounds, the bounds are widened where that costs least: repeatedly the one rank whose
  * bound alone needs the smallest absolute widening to make everything consistent (a
@@ -262,7 +313,7 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
 {
     int *parent = NULL, *local = NULL, *members = NULL, contradicted = 0, rc = -ENOMEM;
     struct mrd_clock_constraint *sub = NULL;
-    int64_t *sb = NULL, *sc = NULL, *snb = NULL;
+    int64_t *sb = NULL, *sc = NULL, *snb = NULL, *rs = NULL;
     double *ssc = NULL;
     if (n <= 0 || !bound || !c || !new_bound || !scale || (ncons && !cons))
         return -EINVAL;
@@ -274,7 +325,8 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
     sub = malloc(sizeof(*sub) * (ncons ? ncons : 1));
     sb = malloc(sizeof(int64_t) * (size_t)n), sc = malloc(sizeof(int64_t) * (size_t)n);
     snb = malloc(sizeof(int64_t) * (size_t)n), ssc = malloc(sizeof(double) * (size_t)n);
-    if (!parent || !local || !members || !sub || !sb || !sc || !snb || !ssc)
+    rs = calloc((size_t)n, sizeof(int64_t));
+    if (!parent || !local || !members || !sub || !sb || !sc || !snb || !ssc || !rs)
         goto fail;
     for (int r = 0; r < n; r++)
         parent[r] = r;
@@ -296,20 +348,12 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
                 sub[ns++] =
                     (struct mrd_clock_constraint){local[cons[k].a], local[cons[k].b], cons[k].w};
         int e = solve_component(m, sb, sub, ns, sc, snb, ssc);
-        int64_t sl = 0, bmax = 0;
         if (e == -EDOM) { /* drift within the bounds, or bad data: see the top of the file */
-            for (int i = 0; i < m; i++)
-                bmax = sb[i] > bmax ? sb[i] : bmax;
-            sl = least_slack(m, sb, sub, ns, 2 * bmax);
-            if (sl == -ENOMEM)
+            int r2 = relax(m, sb, sub, ns, rs);
+            if (r2 == -ENOMEM)
                 goto fail;
-            if (sl > 0) {
-                for (size_t k = 0; k < ns; k++)
-                    sub[k].w += sl;
+            if (r2 == 0)
                 e = solve_component(m, sb, sub, ns, sc, snb, ssc);
-            }
-            if (e)
-                sl = 0;
         }
         if (e == -ENOMEM)
             goto fail;
@@ -318,13 +362,13 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
             new_bound[members[i]] = e ? bound[members[i]] : snb[i];
             scale[members[i]] = e ? 0 : ssc[i];
             if (slack)
-                slack[members[i]] = sl;
+                slack[members[i]] = e ? 0 : rs[i];
         }
         contradicted += e ? m : 0;
     }
     rc = contradicted;
 fail:
-    free(parent), free(local), free(members), free(sub), free(sb), free(sc), free(snb);
+    free(parent), free(local), free(members), free(sub), free(sb), free(sc), free(snb), free(rs);
     free(ssc);
     return rc;
 }

@@ -109,15 +109,16 @@ static void test_solver_drift(void)
         }
     CHECK_EQ(mrd_clock_tighten(N, b, cons, k, c, nb, sc, sl), 0);
     for (int r = 0; r < N; r++) {
-        CHECK_EQ(sl[r], 10);
+        CHECK_EQ(sl[r], r <= 1 ? 10 : 0); /* only the pair 0-1 is relaxed */
         CHECK(sc[r] >= 1);
     }
-    CHECK_LE(llabs(c[3] + 200), 40 + 10); /* back within the kernels' overlap and the slack */
+    CHECK_EQ(c[1] - c[0], 0);        /* the midpoint of what their instances say */
+    CHECK_LE(llabs(c[3] + 200), 40); /* all of rank 3's evidence kept: back in the overlap */
     for (int r = 0; r < N; r++)
         if (r != 3)
             CHECK_LE(llabs(c[r]), 60);
     for (size_t i = 0; i < k; i++)
-        CHECK_LE(c[cons[i].b] - c[cons[i].a], cons[i].w + 10);
+        CHECK_LE(c[cons[i].b] - c[cons[i].a], cons[i].w + (cons[i].a <= 1 && cons[i].b <= 1) * 10);
     /* without the drift (ranks 0 and 1 constant) no slack is needed */
     for (size_t i = 0; i < k; i++)
         if (cons[i].a <= 1 && cons[i].b <= 1)
@@ -160,23 +161,11 @@ static void test_solver_random_drift(void)
         CHECK_EQ(mrd_clock_tighten(n, bound, cons, k, c, nb, sc, sl), 0);
         for (int r = 0; r < n; r++) {
             CHECK(sc[r] >= 1);
-            CHECK_EQ(sl[r], sl[0]);
+            CHECK_LE(sl[r], 2 * bmax);
         }
-        CHECK_LE(sl[0], 2 * bmax);
-        for (size_t i = 0; i < k; i++)
-            CHECK_LE(c[cons[i].b] - c[cons[i].a], cons[i].w + sl[0]);
-        if (sl[0] > 0) { /* least: one less leaves some cycle negative, i.e. nothing fits */
-            int64_t c2[N], nb2[N], sl2[N];
-            double sc2[N];
-            struct mrd_clock_constraint less[N * N];
-            for (size_t i = 0; i < k; i++)
-                less[i] =
-                    (struct mrd_clock_constraint){cons[i].a, cons[i].b, cons[i].w + sl[0] - 1};
-            int64_t big[N];
-            for (int r = 0; r < n; r++)
-                big[r] = 4000000000000LL; /* bounds out of the way: pair constraints alone */
-            CHECK_EQ(mrd_clock_tighten(n, big, less, k, c2, nb2, sc2, sl2), 0);
-            CHECK_EQ(sl2[0], 1);
+        for (size_t i = 0; i < k; i++) { /* a constraint's relaxation is within both ranks' */
+            int64_t lim = sl[cons[i].a] < sl[cons[i].b] ? sl[cons[i].a] : sl[cons[i].b];
+            CHECK_LE(c[cons[i].b] - c[cons[i].a], cons[i].w + lim);
         }
     }
 }

@@ -499,14 +499,18 @@ def evaluate(a, bed, exe, agents, sampler):
         log("testbed: rank 2 perturbed by %+.1f us; after tightening its error is %+.2f us"
             " (moved %+.2f us)" % (a.perturb_us, sum(e2) / len(e2) / 1e3, adj.get(2, 0) / 1e3))
         # The collectives tie rank 2 to its peers' mapped clocks: it cannot end up closer to
-        # the truth than they are mapped (a loaded machine's fits are tens of us off, within
-        # their bounds), so the kernels' width is counted from the peers' largest error.
+        # the truth than they are mapped, nor than its own fit holds still over the run (a
+        # loaded machine's fits drift tens of us, within their bounds; idle, a few us), so
+        # the kernels' width is counted from the peers' largest error and half the spread of
+        # rank 2's own. Left unmoved (200 us) it still fails on an idle or a loaded machine.
         peers = max(abs(x) for x in peer_errors(db, agents, mapped, truth, skip=2))
+        own = (max(e2) - min(e2)) / 2
         if not cz[1]:
             fails_pre.append("the perturbation caused no violation")
-        elif abs(sum(e2) / len(e2)) > 2 * a.coll_half_us * 1000 + 5000 + peers:
+        elif abs(sum(e2) / len(e2)) > 2 * a.coll_half_us * 1000 + 5000 + peers + own:
             fails_pre.append("tightening left rank 2 further than the kernels' width allows "
-                             "(peers' largest error %.2f us)" % (peers / 1e3))
+                             "(peers' largest error %.2f us, its own spread +-%.2f us)"
+                             % (peers / 1e3, own / 1e3))
 
     p99 = percentile(errs, 0.99)
     cov = covered / max(1, len(errs))
