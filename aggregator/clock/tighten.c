@@ -118,33 +118,34 @@ static double min_widening(int n, const int64_t *bound, double *lam, const int *
  * widen every bound by one common factor. */
 #define GREEDY_MAX_RANKS 64
 
-/* The least slack s > 0 such that every constraint relaxed to w + s is consistent (no
- * negative cycle; the bounds released to LAM_MAX times), 0 when none is needed, -1 when
- * none up to max_slack does, -ENOMEM. */
+/* The least t >= 0 such that every constraint relaxed to w + max(rel[k], t) is
+ * consistent (no negative cycle; the bounds released to LAM_MAX times), -1 when not even
+ * max_t does, -ENOMEM. */
 static int64_t least_slack(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
-                           size_t ncons, int64_t max_slack)
+                           const int64_t *rel, size_t ncons, int64_t max_t)
 {
     struct mrd_clock_constraint *relaxed = malloc(sizeof(*relaxed) * (ncons ? ncons : 1));
     int64_t *bnd = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int64_t *lo = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int64_t *hi = malloc(sizeof(int64_t) * (size_t)(n + 1));
     double *lam = malloc(sizeof(double) * (size_t)n);
-    int64_t a = -1, z = max_slack; /* infeasible at a, feasible at z */
+    int64_t a = -1, z = max_t; /* infeasible at a, feasible at z */
     if (!relaxed || !bnd || !lo || !hi || !lam) {
         a = -ENOMEM;
         goto out;
     }
     for (int r = 0; r < n; r++)
         lam[r] = LAM_MAX;
-    for (int64_t sl = z;; sl = a + (z - a) / 2) {
+    for (int64_t t = z;; t = a + (z - a) / 2) {
         for (size_t k = 0; k < ncons; k++)
-            relaxed[k] = (struct mrd_clock_constraint){cons[k].a, cons[k].b, cons[k].w + sl};
+            relaxed[k] = (struct mrd_clock_constraint){cons[k].a, cons[k].b,
+                                                       cons[k].w + (rel[k] > t ? rel[k] : t)};
         if (feasible(n, bound, lam, relaxed, ncons, bnd, lo, hi))
-            z = sl;
-        else if (sl == max_slack)
+            z = t;
+        else if (t == max_t)
             goto out; /* a = -1: not even the largest slack */
         else
-            a = sl;
+            a = t;
         if (z - a <= 1)
             break;
     }
@@ -157,18 +158,22 @@ out:
 /* Relaxes a set whose pair constraints contradict each other (see the top of the file):
  * each pair whose two constraints contradict each other (w_ab + w_ba = -d < 0: their
  * relative error changed by d more than their kernels overlap) gets d split over its two
- * constraints, which leaves that pair exactly the midpoint of what its instances said and
- * the other pairs' evidence untouched (a rank whose offset alone is wrong keeps all of its
- * evidence); what longer cycles still contradict gets the least common slack. rs[r]: the
- * largest relaxation of any of r's constraints. Returns 0 (relaxed), -EDOM (a relaxation
- * beyond what errors within the bounds explain: bad data), -ENOMEM. */
+ * constraints (rel), which leaves that pair the midpoint of what its instances said; the
+ * other pairs keep their evidence (a rank whose offset alone is wrong keeps all of it)
+ * except for the least common slack t that longer cycles still need: each constraint is
+ * relaxed by max(rel, t). No pair is then violated by more than the best constant offsets
+ * leave: any offsets leave a pair at least d/2, and the least common slack alone suffices.
+ * rs[r]: the largest relaxation of any of r's constraints. Returns 0 (relaxed), -EDOM (a
+ * relaxation beyond what errors within the bounds explain: bad data), -ENOMEM. */
 static int relax(int n, const int64_t *bound, struct mrd_clock_constraint *cons, size_t ncons,
                  int64_t *rs)
 {
     size_t *at = malloc(sizeof(size_t) * (size_t)n * (size_t)n);
-    int64_t bmax = 0, sl;
-    if (!at)
-        return -ENOMEM;
+    int64_t *rel = calloc(ncons ? ncons : 1, sizeof(int64_t));
+    int64_t bmax = 0, t;
+    int rc = -ENOMEM;
+    if (!at || !rel)
+        goto out;
     for (size_t i = 0; i < (size_t)n * (size_t)n; i++)
         at[i] = SIZE_MAX;
     for (size_t k = 0; k < ncons; k++)
@@ -177,30 +182,32 @@ static int relax(int n, const int64_t *bound, struct mrd_clock_constraint *cons,
         rs[r] = 0;
         bmax = bound[r] > bmax ? bound[r] : bmax;
     }
+    rc = -EDOM;
     for (size_t k = 0; k < ncons; k++) {
         int a = cons[k].a, b = cons[k].b;
         size_t back = at[(size_t)b * (size_t)n + (size_t)a];
         if (a > b || back == SIZE_MAX || cons[k].w + cons[back].w >= 0)
             continue;
-        int64_t d = -(cons[k].w + cons[back].w), half = d - d / 2;
-        /* errors within +-b move a pair's constraint by at most b_a + b_b */
-        if (half > bound[a] + bound[b]) {
-            free(at);
-            return -EDOM;
-        }
-        cons[k].w += half, cons[back].w += d / 2;
-        rs[a] = half > rs[a] ? half : rs[a];
-        rs[b] = half > rs[b] ? half : rs[b];
+        int64_t d = -(cons[k].w + cons[back].w);
+        if (d - d / 2 > bound[a] + bound[b]) /* errors within +-b move it by b_a + b_b */
+            goto out;
+        rel[k] = d - d / 2, rel[back] = d / 2;
     }
-    free(at);
-    sl = least_slack(n, bound, cons, ncons, 2 * bmax);
-    if (sl < 0)
-        return sl == -ENOMEM ? -ENOMEM : -EDOM;
-    for (size_t k = 0; k < ncons; k++)
-        cons[k].w += sl;
-    for (int r = 0; r < n; r++)
-        rs[r] += sl;
-    return 0;
+    t = least_slack(n, bound, cons, rel, ncons, 2 * bmax);
+    if (t < 0) {
+        rc = t == -ENOMEM ? -ENOMEM : -EDOM;
+        goto out;
+    }
+    for (size_t k = 0; k < ncons; k++) {
+        int64_t x = rel[k] > t ? rel[k] : t;
+        cons[k].w += x;
+        rs[cons[k].a] = x > rs[cons[k].a] ? x : rs[cons[k].a];
+        rs[cons[k].b] = x > rs[cons[k].b] ? x : rs[cons[k].b];
+    }
+    rc = 0;
+out:
+    free(at), free(rel);
+    return rc;
 }
 
 /* One connected set of ranks: see mrd_clock_tighten. When the evidence contradicts the

@@ -163,10 +163,25 @@ static void test_solver_random_drift(void)
             CHECK(sc[r] >= 1);
             CHECK_LE(sl[r], 2 * bmax);
         }
-        for (size_t i = 0; i < k; i++) { /* a constraint's relaxation is within both ranks' */
-            int64_t lim = sl[cons[i].a] < sl[cons[i].b] ? sl[cons[i].a] : sl[cons[i].b];
-            CHECK_LE(c[cons[i].b] - c[cons[i].a], cons[i].w + lim);
+        /* the oracle: each rank's mean error undone, a constant correction that knows the
+         * truth; the solver's offsets leave no larger violation (1 for its rounding) */
+        int64_t corr[N], worst = 0, yard = 0;
+        for (int r = 0; r < n; r++) {
+            int64_t sum = 0;
+            for (int i = 0; i < K; i++)
+                sum += e[r][i];
+            corr[r] = -sum / K;
         }
+        for (size_t i = 0; i < k; i++) { /* a constraint's relaxation is within both ranks' */
+            int a = cons[i].a, z = cons[i].b;
+            int64_t lim = sl[a] < sl[z] ? sl[a] : sl[z];
+            CHECK_LE(c[z] - c[a], cons[i].w + lim);
+            if (c[z] - c[a] - cons[i].w > worst)
+                worst = c[z] - c[a] - cons[i].w;
+            if (corr[z] - corr[a] - cons[i].w > yard)
+                yard = corr[z] - corr[a] - cons[i].w;
+        }
+        CHECK_LE(worst, yard + 1);
     }
 }
 

@@ -553,14 +553,15 @@ def evaluate(a, bed, exe, agents, sampler):
         # kernels overlap, and then no offsets are causal for every instance. The yardstick
         # is one constant correction computed here from the truth (each rank's mean error
         # undone) over the models the pass saw: the pass's offsets must leave no violation
-        # larger than it does (none when it leaves none); 2 ns for rounding in the mapping.
+        # larger than it does (none when it leaves none); 3 ns for rounding (the mapping's
+        # two ends here and in C, the halving of a pair's contradiction).
         yard = oracle_violation(db, agents, mapped, adj, truth)
         worst = db.execute("SELECT max(max_violation_after_ns) FROM clock_causality WHERE"
                            " rank_a BETWEEN 1 AND ? AND rank_b BETWEEN 1 AND ?",
                            (a.agents, a.agents)).fetchone()[0] or 0
         log("testbed: largest violation after tightening %.3f us; a constant correction from "
             "the truth leaves %.3f us" % (worst / 1e3, yard / 1e3))
-        if (yard == 0 and (cz[2] or 0) != 0) or worst > yard + 2:
+        if (yard == 0 and (cz[2] or 0) != 0) or worst > yard + 3:
             fails.append("violations remain after tightening (largest %.3f us, the truth's "
                          "constant correction leaves %.3f us)" % (worst / 1e3, yard / 1e3))
     for f in fails:
