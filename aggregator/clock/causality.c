@@ -17,7 +17,11 @@
  * half the interval. When the evidence contradicts the bounds (no feasible point), bounds
  * are widened where it costs least (rank by rank, the smallest absolute widening that makes
  * the evidence consistent: one bad clock among good ones is the one that moves) and the
- * factors are reported; when the pair constraints alone are contradictory nothing moves.
+ * factors are reported. When the pair constraints alone are contradictory (constant
+ * offsets cancel around a cycle, so the ranks' errors changed during the run: fits whose
+ * drift is a few ppm off, within their bounds) the least common slack that makes them
+ * consistent is added and the ranks move to the offsets of least largest violation; only a
+ * contradiction beyond twice the largest bound (bad data) leaves them unmoved (tighten.c).
  * Ranks that share no instance are solved independently.
  *
  * The instances and each op's interval are the database module's one matching
@@ -282,7 +286,8 @@ static int64_t model_bound(const struct mrd_clock_model *m)
 
 struct solution {
     int64_t *bound, *newb, *lo, *hi;
-    double *scale; /* per rank: >= 1 widening factor of its component, 0 contradictory */
+    double *scale;  /* per rank: >= 1 widening factor of its component, 0 contradictory */
+    int64_t *slack; /* per rank: slack added to its component's constraints (drift) */
 };
 
 static int store_results(struct cctx *c, const struct solution *so, const int64_t *prev)
@@ -365,14 +370,21 @@ static void print_results(const struct cctx *c, const struct solution *so,
             (unsigned long long)s->violations_before, (double)s->max_violation_before_ns / 1e3,
             (unsigned long long)s->violations_after, (double)s->max_violation_after_ns / 1e3,
             (double)s->max_shift_ns / 1e3,
-            !s->consistent ? " (some ranks' evidence is self-contradictory: they were not moved)"
+            !s->consistent    ? " (some ranks' evidence is self-contradictory: they were not moved)"
+            : s->slack_ns > 0 ? " (no constant offsets are causal for every instance: the"
+                                " ranks' errors drifted; least largest violation)"
             : s->bound_scale > 1 ? " (evidence contradicts some probe bounds: widened)"
                                  : "");
     for (int r = 0; r < c->n; r++) {
         if (so->scale[r] > 1)
             fprintf(f, "clock: causality: rank %d: its bound widened x%.3f to fit the evidence\n",
                     c->rank_of[r], so->scale[r]);
-        else if (so->scale[r] == 0)
+        if (so->slack[r] > 0)
+            fprintf(f,
+                    "clock: causality: rank %d: its instances need %.2f us of slack (its or its"
+                    " peers' mapping error changed during the run, within the bounds)\n",
+                    c->rank_of[r], (double)so->slack[r] / 1e3);
+        if (so->scale[r] == 0)
             fprintf(f,
                     "clock: causality: rank %d: contradictory evidence (its instances cannot"
                     " all be causal with any offsets): not moved\n",
@@ -447,10 +459,10 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
     prev = calloc(n, sizeof(*prev));
     so.bound = calloc(n, sizeof(int64_t)), so.newb = calloc(n, sizeof(int64_t));
     so.lo = calloc(n, sizeof(int64_t)), so.hi = calloc(n, sizeof(int64_t));
-    so.scale = calloc(n, sizeof(double));
+    so.scale = calloc(n, sizeof(double)), so.slack = calloc(n, sizeof(int64_t));
     cons = malloc(n * n * sizeof(*cons));
     if (!c.pa || !c.shift || !prev || !so.bound || !so.newb || !so.lo || !so.hi || !so.scale ||
-        !cons)
+        !so.slack || !cons)
         goto fail;
     for (size_t i = 0; i < n * n; i++)
         c.pa[i].w = INF64;
@@ -470,7 +482,7 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
             if (a != b && c.pa[a * c.n + b].w != INF64)
                 cons[ncons++] = (struct mrd_clock_constraint){a, b, c.pa[a * c.n + b].w};
     if (c.n > 0) {
-        rc = mrd_clock_tighten(c.n, so.bound, cons, ncons, c.shift, so.newb, so.scale);
+        rc = mrd_clock_tighten(c.n, so.bound, cons, ncons, c.shift, so.newb, so.scale, so.slack);
         if (rc < 0)
             goto fail;
         s.consistent = rc == 0;
@@ -486,9 +498,12 @@ int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_su
     c.unmapped = unmapped;
     s.instances = c.instances;
     s.ranks = c.n;
-    for (int r = 0; r < c.n; r++)
+    for (int r = 0; r < c.n; r++) {
         if (so.scale[r] > s.bound_scale)
             s.bound_scale = so.scale[r];
+        if (so.slack[r] > s.slack_ns)
+            s.slack_ns = so.slack[r];
+    }
     for (int a = 0; a < c.n; a++) {
         for (int b = a + 1; b < c.n; b++) {
             const struct pairacc *p = &c.pa[a * c.n + b];
@@ -516,7 +531,7 @@ fail:
     if (in_tx)
         mrd__clock_exec(db, NULL, mrd_db_sql_rollback);
     cctx_free(&c);
-    free(so.bound), free(so.newb), free(so.lo), free(so.hi), free(so.scale);
+    free(so.bound), free(so.newb), free(so.lo), free(so.hi), free(so.scale), free(so.slack);
     free(cons);
     free(prev);
     return rc;

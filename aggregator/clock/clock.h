@@ -158,6 +158,9 @@ struct mrd_clock_causality_summary {
                              largest widening factor needed */
     int consistent;       /* 0: some ranks' evidence cannot be satisfied by any
                              offsets (those ranks were not moved) */
+    int64_t slack_ns;     /* > 0: no constant offsets make every instance causal (the
+                             ranks' errors drifted within their bounds); the largest
+                             relaxation of a pair constraint (mrd_clock_tighten) */
     int ranks;
 };
 
@@ -196,10 +199,14 @@ struct mrd_clock_constraint {
  * rank the shift c[r] (the centre of its feasible interval), new_bound[r] (half that
  * interval) and scale[r]: 1 when the evidence fits its bound, > 1 the factor by which its
  * bound had to be widened (the rank whose widening costs least, repeatedly), 0 when its
- * set's constraints contradict each other
- * (then c[r] = 0 and new_bound[r] = bound[r]). Returns the number of ranks in
+ * set's constraints contradict each other by more than errors within the bounds explain
+ * (then c[r] = 0 and new_bound[r] = bound[r]). A set whose constraints contradict each
+ * other by less (the ranks' errors varied during the run within their bounds: drift) is
+ * relaxed first: each contradicting pair to the midpoint of its own evidence, longer
+ * cycles by the least common slack; slack[r] (may be NULL) is the largest relaxation of
+ * any of r's constraints, 0 where none was needed. Returns the number of ranks in
  * contradictory sets (>= 0), -ENOMEM, -EINVAL. Pure. */
 int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
-                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale);
+                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale, int64_t *slack);
 
 #endif

@@ -7,12 +7,25 @@
  * of the feasible intervals, widening where the evidence refutes a bound) is described
  * in causality.c and README.md.
  *
+ * Drift, not bad data: constant corrections cancel around every cycle of constraints, so
+ * a negative cycle means the ranks' mapping errors changed during the run. A fit whose
+ * drift is off by a few ppm (within its bound: a loaded machine's probes) moves its rank
+ * by tens of microseconds over a 20 s run, more than short kernels overlap; no constant
+ * offsets are then causal for every instance, though a wrong offset elsewhere is still
+ * plain to see. Such a set is relaxed (relax()): each pair whose own two constraints
+ * contradict each other is relaxed to the midpoint of its evidence, what longer cycles
+ * still contradict by the least common slack, as long as every relaxation is within what
+ * honest bounds explain: an error within +-b moves a pair constraint by at most b_a + b_b.
+ * Beyond that the data is bad and nothing moves.
+ *
  * Workload: n ranks, up to n^2 constraints; each feasibility test is a Bellman-Ford
  * (O(n x constraints), early exit); widening adds bisections (x n for sets up to
- * GREEDY_MAX_RANKS ranks). Any thread; allocates O(n) per call.
+ * GREEDY_MAX_RANKS ranks), the common slack a bisection over 64 bits. Any thread; allocates
+ * O(n^2) per call.
  */
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +118,98 @@ static double min_widening(int n, const int64_t *bound, double *lam, const int *
  * widen every bound by one common factor. */
 #define GREEDY_MAX_RANKS 64
 
+/* The least t >= 0 such that every constraint relaxed to w + max(rel[k], t) is
+ * consistent (no negative cycle; the bounds released to LAM_MAX times), -1 when not even
+ * max_t does, -ENOMEM. */
+static int64_t least_slack(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
+                           const int64_t *rel, size_t ncons, int64_t max_t)
+{
+    struct mrd_clock_constraint *relaxed = malloc(sizeof(*relaxed) * (ncons ? ncons : 1));
+    int64_t *bnd = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *lo = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    int64_t *hi = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    double *lam = malloc(sizeof(double) * (size_t)n);
+    int64_t a = -1, z = max_t; /* infeasible at a, feasible at z */
+    if (!relaxed || !bnd || !lo || !hi || !lam) {
+        a = -ENOMEM;
+        goto out;
+    }
+    for (int r = 0; r < n; r++)
+        lam[r] = LAM_MAX;
+    for (int64_t t = z;; t = a + (z - a) / 2) {
+        for (size_t k = 0; k < ncons; k++)
+            relaxed[k] = (struct mrd_clock_constraint){cons[k].a, cons[k].b,
+                                                       cons[k].w + (rel[k] > t ? rel[k] : t)};
+        if (feasible(n, bound, lam, relaxed, ncons, bnd, lo, hi))
+            z = t;
+        else if (t == max_t)
+            goto out; /* a = -1: not even the largest slack */
+        else
+            a = t;
+        if (z - a <= 1)
+            break;
+    }
+    a = z;
+out:
+    free(relaxed), free(bnd), free(lo), free(hi), free(lam);
+    return a;
+}
+
+/* Relaxes a set whose pair constraints contradict each other (see the top of the file):
+ * each pair whose two constraints contradict each other (w_ab + w_ba = -d < 0: their
+ * relative error changed by d more than their kernels overlap) gets d split over its two
+ * constraints (rel), which leaves that pair the midpoint of what its instances said; the
+ * other pairs keep their evidence (a rank whose offset alone is wrong keeps all of it)
+ * except for the least common slack t that longer cycles still need: each constraint is
+ * relaxed by max(rel, t). No pair is then violated by more than the best constant offsets
+ * leave: any offsets leave a pair at least d/2, and the least common slack alone suffices.
+ * rs[r]: the largest relaxation of any of r's constraints. Returns 0 (relaxed), -EDOM (a
+ * relaxation beyond what errors within the bounds explain: bad data), -ENOMEM. */
+static int relax(int n, const int64_t *bound, struct mrd_clock_constraint *cons, size_t ncons,
+                 int64_t *rs)
+{
+    size_t *at = malloc(sizeof(size_t) * (size_t)n * (size_t)n);
+    int64_t *rel = calloc(ncons ? ncons : 1, sizeof(int64_t));
+    int64_t bmax = 0, t;
+    int rc = -ENOMEM;
+    if (!at || !rel)
+        goto out;
+    for (size_t i = 0; i < (size_t)n * (size_t)n; i++)
+        at[i] = SIZE_MAX;
+    for (size_t k = 0; k < ncons; k++)
+        at[(size_t)cons[k].a * (size_t)n + (size_t)cons[k].b] = k;
+    for (int r = 0; r < n; r++) {
+        rs[r] = 0;
+        bmax = bound[r] > bmax ? bound[r] : bmax;
+    }
+    rc = -EDOM;
+    for (size_t k = 0; k < ncons; k++) {
+        int a = cons[k].a, b = cons[k].b;
+        size_t back = at[(size_t)b * (size_t)n + (size_t)a];
+        if (a > b || back == SIZE_MAX || cons[k].w + cons[back].w >= 0)
+            continue;
+        int64_t d = -(cons[k].w + cons[back].w);
+        if (d - d / 2 > bound[a] + bound[b]) /* errors within +-b move it by b_a + b_b */
+            goto out;
+        rel[k] = d - d / 2, rel[back] = d / 2;
+    }
+    t = least_slack(n, bound, cons, rel, ncons, 2 * bmax);
+    if (t < 0) {
+        rc = t == -ENOMEM ? -ENOMEM : -EDOM;
+        goto out;
+    }
+    for (size_t k = 0; k < ncons; k++) {
+        int64_t x = rel[k] > t ? rel[k] : t;
+        cons[k].w += x;
+        rs[cons[k].a] = x > rs[cons[k].a] ? x : rs[cons[k].a];
+        rs[cons[k].b] = x > rs[cons[k].b] ? x : rs[cons[k].b];
+    }
+    rc = 0;
+out:
+    free(at), free(rel);
+    return rc;
+}
+
 /* One connected set of ranks: see mrd_clock_tighten. When the evidence contradicts the
  * bounds, the bounds are widened where that costs least: repeatedly the one rank whose
  * bound alone needs the smallest absolute widening to make everything consistent (a
@@ -118,8 +223,8 @@ static int solve_component(int n, const int64_t *bound, const struct mrd_clock_c
     int64_t *bnd = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int64_t *lo = malloc(sizeof(int64_t) * (size_t)(n + 1));
     int64_t *hi = malloc(sizeof(int64_t) * (size_t)(n + 1));
-    double *lam = malloc(sizeof(double) * (size_t)n);
-    int *which = malloc(sizeof(int) * (size_t)n), *alone = calloc((size_t)n, sizeof(int));
+    double *lam = calloc((size_t)n, sizeof(double));
+    int *which = calloc((size_t)n, sizeof(int)), *alone = calloc((size_t)n, sizeof(int));
     int rc = -ENOMEM, anchored = 0;
     if (!bnd || !lo || !hi || !lam || !which || !alone)
         goto fail;
@@ -211,11 +316,11 @@ static int uf_find(int *parent, int x)
 }
 
 int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
-                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale)
+                      size_t ncons, int64_t *c, int64_t *new_bound, double *scale, int64_t *slack)
 {
     int *parent = NULL, *local = NULL, *members = NULL, contradicted = 0, rc = -ENOMEM;
     struct mrd_clock_constraint *sub = NULL;
-    int64_t *sb = NULL, *sc = NULL, *snb = NULL;
+    int64_t *sb = NULL, *sc = NULL, *snb = NULL, *rs = NULL;
     double *ssc = NULL;
     if (n <= 0 || !bound || !c || !new_bound || !scale || (ncons && !cons))
         return -EINVAL;
@@ -227,7 +332,8 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
     sub = malloc(sizeof(*sub) * (ncons ? ncons : 1));
     sb = malloc(sizeof(int64_t) * (size_t)n), sc = malloc(sizeof(int64_t) * (size_t)n);
     snb = malloc(sizeof(int64_t) * (size_t)n), ssc = malloc(sizeof(double) * (size_t)n);
-    if (!parent || !local || !members || !sub || !sb || !sc || !snb || !ssc)
+    rs = calloc((size_t)n, sizeof(int64_t));
+    if (!parent || !local || !members || !sub || !sb || !sc || !snb || !ssc || !rs)
         goto fail;
     for (int r = 0; r < n; r++)
         parent[r] = r;
@@ -249,18 +355,27 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
                 sub[ns++] =
                     (struct mrd_clock_constraint){local[cons[k].a], local[cons[k].b], cons[k].w};
         int e = solve_component(m, sb, sub, ns, sc, snb, ssc);
+        if (e == -EDOM) { /* drift within the bounds, or bad data: see the top of the file */
+            int r2 = relax(m, sb, sub, ns, rs);
+            if (r2 == -ENOMEM)
+                goto fail;
+            if (r2 == 0)
+                e = solve_component(m, sb, sub, ns, sc, snb, ssc);
+        }
         if (e == -ENOMEM)
             goto fail;
         for (int i = 0; i < m; i++) {
             c[members[i]] = e ? 0 : sc[i];
             new_bound[members[i]] = e ? bound[members[i]] : snb[i];
             scale[members[i]] = e ? 0 : ssc[i];
+            if (slack)
+                slack[members[i]] = e ? 0 : rs[i];
         }
         contradicted += e ? m : 0;
     }
     rc = contradicted;
 fail:
-    free(parent), free(local), free(members), free(sub), free(sb), free(sc), free(snb);
+    free(parent), free(local), free(members), free(sub), free(sb), free(sc), free(snb), free(rs);
     free(ssc);
     return rc;
 }

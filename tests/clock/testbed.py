@@ -26,6 +26,7 @@ time namespaces here).
 """
 import argparse
 import bisect
+import json
 import os
 import shutil
 import signal
@@ -153,7 +154,7 @@ class Bed:
         self.procs.append(p)
         return p
 
-    def cleanup(self):
+    def cleanup(self, failed):
         for p in self.procs:
             if p.poll() is None:
                 try:
@@ -163,7 +164,7 @@ class Bed:
                 p.wait()
         for n in self.nets:
             subprocess.run(["ip", "netns", "del", n], stderr=subprocess.DEVNULL)
-        if not self.a.keep:
+        if not self.a.keep and not failed:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             log("testbed: kept %s" % self.dir)
@@ -227,8 +228,14 @@ def main():
                          "then the median over ranks) passes the tightness goal: a loaded "
                          "machine widens honest bounds while the error stays small, but no "
                          "bound need be looser than what one good probe proves")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the work directory (with truth.json, the truth's inputs)")
+    ap.add_argument("--evaluate", metavar="DIR",
+                    help="no run: evaluate a kept work directory again (its finalize passes "
+                         "rerun on its database): a failed run's schedule, replayed exactly")
     a = ap.parse_args()
+    if a.evaluate:
+        return evaluate_kept(a)
 
     why = preflight(min(0, min(o for _, o, _ in plan(a))))
     if why:
@@ -247,9 +254,11 @@ def main():
     # a CTest timeout (SIGTERM) must still remove the namespaces and processes
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
-        return run(a, bed, exe)
+        rc = 1  # an exception is a failure too
+        rc = run(a, bed, exe)
+        return rc
     finally:
-        bed.cleanup()
+        bed.cleanup(rc != 0)  # a failed run's directory stays: --evaluate DIR replays it
 
 
 def run(a, bed, exe):
@@ -311,11 +320,71 @@ def run(a, bed, exe):
     sampler.join()
     sampler.sample()
     sampler.smooth()
+    # the truth's inputs, for inspecting a kept run's database afterwards (--evaluate)
+    with open(os.path.join(bed.dir, "truth.json"), "w") as f:
+        json.dump({"raw": sampler.raw, "mono": sampler.mono, "t0_realtime_ns": t0,
+                   "coll_ms": 100, "agents": agents}, f)
     for i, _, _ in agents:
         out = bed.output("agent%d.log" % i)
         if "clock_agent: rank" not in out:
             raise RuntimeError("agent %d failed:\n%s" % (i, out))
     return evaluate(a, bed, exe, agents, sampler)
+
+
+COLL = 1 << 40  # clock_agent's collective kernels: correlation ids COLL | k
+
+
+def collective_kernels(db, rank):
+    """{k: (start, end)} of a rank's collective kernels, local clock."""
+    return {corr - COLL: (s, e) for corr, s, e in db.execute(
+        "SELECT correlation_id, start_ns, end_ns FROM kernels WHERE rank = ? AND "
+        "correlation_id >= ? AND correlation_id < ?", (rank, COLL, 2 * COLL))}
+
+
+def peer_errors(db, agents, mapped, truth, skip):
+    """Errors of the final (tightened) models at the collectives' kernels, except rank skip."""
+    out = []
+    for i, off, ppm in agents:
+        if i != skip:
+            out += [mapped(i, s)[0] - truth(s, off, ppm)
+                    for s, _ in collective_kernels(db, i).values()]
+    return out
+
+
+def oracle_violation(db, agents, mapped, adj, truth):
+    """The largest violation (ns, >= 0) over the agents' collective instances under the
+    models the causality pass saw (its shifts undone), each rank corrected by the constant
+    that undoes its mean error against the truth."""
+    iv = {}
+    for i, off, ppm in agents:
+        before = {k: (mapped(i, s)[0] - adj.get(i, 0), mapped(i, e)[0] - adj.get(i, 0))
+                  for k, (s, e) in collective_kernels(db, i).items()}
+        errs = [(s + e) // 2 - truth((ls + le) // 2, off, ppm) for (s, e), (ls, le) in
+                zip(before.values(), collective_kernels(db, i).values())]
+        c = -round(sum(errs) / len(errs))
+        iv[i] = {k: (s + c, e + c) for k, (s, e) in before.items()}
+    worst = 0
+    ranks = sorted(iv)
+    for x in ranks:
+        for y in ranks:
+            if x < y:
+                for k in iv[x].keys() & iv[y].keys():
+                    (sx, ex), (sy, ey) = iv[x][k], iv[y][k]
+                    worst = max(worst, sy - ex, sx - ey)
+    return worst
+
+
+def evaluate_kept(a):
+    """--evaluate DIR: the same checks over a kept run (the other options as for the run)."""
+    with open(os.path.join(a.evaluate, "truth.json")) as f:
+        t = json.load(f)
+    sampler = RawMonoSampler()
+    sampler.raw, sampler.mono = t["raw"], t["mono"]
+
+    class Kept:
+        db = os.path.join(a.evaluate, "bed.db")
+    exe = {"finalize": os.path.join(a.build, "tests/clock/clock_finalize")}
+    return evaluate(a, Kept(), exe, [tuple(x) for x in t["agents"]], sampler)
 
 
 def evaluate(a, bed, exe, agents, sampler):
@@ -429,10 +498,19 @@ def evaluate(a, bed, exe, agents, sampler):
             "SELECT start_ns FROM kernels WHERE rank = 2 AND correlation_id < ?", (1 << 40,))]
         log("testbed: rank 2 perturbed by %+.1f us; after tightening its error is %+.2f us"
             " (moved %+.2f us)" % (a.perturb_us, sum(e2) / len(e2) / 1e3, adj.get(2, 0) / 1e3))
+        # The collectives tie rank 2 to its peers' mapped clocks: it cannot end up closer to
+        # the truth than they are mapped, nor than its own fit holds still over the run (a
+        # loaded machine's fits drift tens of us, within their bounds; idle, a few us), so
+        # the kernels' width is counted from the peers' largest error and half the spread of
+        # rank 2's own. Left unmoved (200 us) it still fails on an idle or a loaded machine.
+        peers = max(abs(x) for x in peer_errors(db, agents, mapped, truth, skip=2))
+        own = (max(e2) - min(e2)) / 2
         if not cz[1]:
             fails_pre.append("the perturbation caused no violation")
-        elif abs(sum(e2) / len(e2)) > 2 * a.coll_half_us * 1000 + 5000:
-            fails_pre.append("tightening left rank 2 further than the kernels' width allows")
+        elif abs(sum(e2) / len(e2)) > 2 * a.coll_half_us * 1000 + 5000 + peers + own:
+            fails_pre.append("tightening left rank 2 further than the kernels' width allows "
+                             "(peers' largest error %.2f us, its own spread +-%.2f us)"
+                             % (peers / 1e3, own / 1e3))
 
     p99 = percentile(errs, 0.99)
     cov = covered / max(1, len(errs))
@@ -469,8 +547,23 @@ def evaluate(a, bed, exe, agents, sampler):
     if a.goal_tightness and bmed > max(a.goal_tightness * p99, floor):
         fails.append("bound median %.2f us > %.1f x p99 error and > %.1f us"
                      % (bmed / 1e3, a.goal_tightness, floor / 1e3))
-    if a.perturb_us and (cz[2] or 0) != 0:
-        fails.append("violations remain after tightening")
+    if a.perturb_us:
+        # Constant offsets cannot undo a fit's drift error: over 20 s a few ppm (a loaded
+        # machine's probes, within the bounds) move two ranks apart by more than these 40 us
+        # kernels overlap, and then no offsets are causal for every instance. The yardstick
+        # is one constant correction computed here from the truth (each rank's mean error
+        # undone) over the models the pass saw: the pass's offsets must leave no violation
+        # larger than it does (none when it leaves none); 3 ns for rounding (the mapping's
+        # two ends here and in C, the halving of a pair's contradiction).
+        yard = oracle_violation(db, agents, mapped, adj, truth)
+        worst = db.execute("SELECT max(max_violation_after_ns) FROM clock_causality WHERE"
+                           " rank_a BETWEEN 1 AND ? AND rank_b BETWEEN 1 AND ?",
+                           (a.agents, a.agents)).fetchone()[0] or 0
+        log("testbed: largest violation after tightening %.3f us; a constant correction from "
+            "the truth leaves %.3f us" % (worst / 1e3, yard / 1e3))
+        if (yard == 0 and (cz[2] or 0) != 0) or worst > yard + 3:
+            fails.append("violations remain after tightening (largest %.3f us, the truth's "
+                         "constant correction leaves %.3f us)" % (worst / 1e3, yard / 1e3))
     for f in fails:
         log("testbed: GOAL MISSED: " + f)
     log("testbed: %d events over %d agents, delay %.0f us, jitter +-%.0f us, asym %.0f us"
