@@ -440,7 +440,8 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
         (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
-        (rc = warn_rank_processes(db, a)) < 0 || (rc = mrd__analyze_windows(db, a)) < 0)
+        (rc = warn_rank_processes(db, a)) < 0 || (rc = mrd__analyze_windows(db, a)) < 0 ||
+        (rc = mrd_analyze_env(db, &a->env)) < 0)
         goto fail;
     if ((rc = mrd_timebase_load(db, o->ignore_clock_models, &tb)) < 0) {
         if (rc == -MRD_ERR_SQLITE)
@@ -493,5 +494,6 @@ void mrd_analysis_free(struct mrd_analysis *a)
     free(a->steps);
     free(a->windows);
     mrd__why_free(a->why);
+    mrd_env_report_free(a->env);
     free(a);
 }

@@ -45,6 +45,7 @@
 #include <sqlite3.h>
 
 #include "db.h"
+#include "fingerprint.h"
 #include "timebase.h"
 
 #define MRD_AN_NKINDS            13   /* event tables counted per rank, see mrd_analyze_kind_name */
@@ -238,6 +239,9 @@ struct mrd_analysis {
     /* straggler cost and cause, collective statistics, top kernels (why.c); NULL when the
      * run has no collectives */
     struct mrd_an_why *why;
+    /* the environment fingerprint compared across ranks (fingerprint.h); NULL when the
+     * database has none (a capture older than the fingerprint) */
+    struct mrd_env_report *env;
     /* warnings, in the order found */
     int nwarnings;
     char warnings[MRD_AN_MAX_WARNINGS][256];

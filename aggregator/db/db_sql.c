@@ -634,3 +634,8 @@ const char mrd_db_sql_why_kernel_totals[] =
     "SUM(SUM(k.end_ns - k.start_ns)) OVER (PARTITION BY k.rank) FROM main.kernels k "
     "LEFT JOIN main.strings s ON s.id = k.name_id WHERE " MRD_DB_KERNEL_VALID
     " GROUP BY k.rank, k.name_id ORDER BY 1, 4 DESC, 2";
+
+const char mrd_db_sql_env_pairs[] =
+    "SELECT e.rank, k.value, v.value FROM main.env_records e "
+    "LEFT JOIN main.strings k ON k.id = e.key_id LEFT JOIN main.strings v ON v.id = e.value_id "
+    "ORDER BY e.rank";

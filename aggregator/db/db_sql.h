@@ -434,4 +434,8 @@ extern const char mrd_db_sql_why_mixed[];
  * descending: rank, name, count, total ns, the rank's total over all kernels. */
 extern const char mrd_db_sql_why_kernel_totals[];
 
+/* Every environment fingerprint pair (table env_records), by rank: rank, key, value
+ * (NULL for value id 0, the empty string). */
+extern const char mrd_db_sql_env_pairs[];
+
 #endif

@@ -5,7 +5,8 @@
  * run, ranks, events per kind, dropped events, clock models, collectives, overlap,
  * stragglers, steps, warnings; and before the clock models, only when the run had
  * capture windows (the steady tier), the windows. Output size is O(ranks + min(steps,
- * 50)).
+ * 50)). After the ranks, only when the database holds environment fingerprints: the
+ * environment (report_env.c).
  */
 #include "export.h"
 
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "report_env.h"
 #include "report_int.h"
 #include "report_why.h"
 
@@ -532,6 +534,7 @@ int mrd_export_text_skews(FILE *f, const struct mrd_analysis *a, struct mrd_expo
 {
     print_run(f, a);
     print_ranks(f, a);
+    mrd__report_env(f, a);
     print_events(f, a);
     print_drops(f, a);
     print_cost(f, a);
