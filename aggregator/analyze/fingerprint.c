@@ -127,7 +127,7 @@ static char *joined(const struct pair *v, size_t n)
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && strcmp(v[i].value, v[i - 1].value) == 0)
             continue;
-        if (p != s)
+        if (i > 0)
             *p++ = ',';
         size_t l = strlen(v[i].value);
         memcpy(p, v[i].value, l);
