@@ -88,17 +88,28 @@ static void emit(const char *key, const char *value)
     mrd_ring_write(&r);
 }
 
+/* Every string kept: a chain from a static head, so that they stay reachable (a leak
+ * checker at exit sees them in use, as they are until the flusher has sent them). */
+struct kept {
+    struct kept *next;
+    char s[];
+};
+static struct kept *_Atomic kept_head;
+
 /* prefix + b[0..blen), kept for the process's life (record.h), or NULL without memory. */
 static const char *keep(const char *prefix, const char *b, size_t blen)
 {
     size_t alen = strlen(prefix);
-    char *s = malloc(alen + blen + 1);
-    if (!s)
+    struct kept *k = malloc(sizeof *k + alen + blen + 1);
+    if (!k)
         return NULL;
-    memcpy(s, prefix, alen);
-    memcpy(s + alen, b, blen);
-    s[alen + blen] = '\0';
-    return s;
+    memcpy(k->s, prefix, alen);
+    memcpy(k->s + alen, b, blen);
+    k->s[alen + blen] = '\0';
+    k->next = atomic_load(&kept_head);
+    while (!atomic_compare_exchange_weak(&kept_head, &k->next, k))
+        ;
+    return k->s;
 }
 
 static void emit_kept(const char *key, const char *value, size_t len)
