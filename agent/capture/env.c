@@ -17,7 +17,8 @@
  * (MPI_Get_library_version, which MPI allows before MPI_Init). What is not loaded is absent.
  *
  * Variables: those whose name starts with one of `prefixes` or equals one of `exact`
- * below; a name that contains TOKEN, KEY, SECRET or PASSWORD (any case) is never read.
+ * below; a name that contains TOKEN, KEY, SECRET or PASSWORD (any case), or is one of
+ * `denied`, is never read.
  * Caps: MAX_VARS variables, values cut to MAX_VALUE bytes; what a cap leaves out is counted
  * in the key `env_dropped`.
  *
@@ -55,6 +56,9 @@ static const char *const exact[] = {
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_LIBRARY_PATH", "LD_PRELOAD", "XLA_FLAGS",
 };
 static const char *const forbidden[] = {"TOKEN", "KEY", "SECRET", "PASSWORD"};
+/* Listed by a prefix but never read: Open MPI's per-job transport key (PSM/OFI keep jobs
+ * apart with it; a credential whose name does not say so). */
+static const char *const denied[] = {"OMPI_MCA_orte_precondition_transports"};
 
 int mrd__env_allowed(const char *name, size_t len)
 {
@@ -66,6 +70,8 @@ int mrd__env_allowed(const char *name, size_t len)
         listed = strncmp(name, prefixes[i], strlen(prefixes[i])) == 0;
     for (size_t i = 0; i < sizeof exact / sizeof exact[0] && !listed; i++)
         listed = strlen(exact[i]) == len && strncmp(name, exact[i], len) == 0;
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0] && listed; i++)
+        listed = !(strlen(denied[i]) == len && strncmp(name, denied[i], len) == 0);
     if (!listed)
         return 0;
     for (size_t i = 0; i < len; i++)

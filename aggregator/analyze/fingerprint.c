@@ -32,6 +32,10 @@ static const char *const identity_keys[] = {
     "env:NVIDIA_VISIBLE_DEVICES",
     "env:OMPI_MCA_ess_base_vpid",
     "env:OMPI_MCA_orte_ess_vpid",
+    "env:OMPI_MCA_orte_ess_node_rank",
+    "env:OMPI_MCA_orte_local_daemon_uri",
+    "env:OMPI_MCA_orte_jobfam_session_dir",
+    "env:OMPI_MCA_orte_top_session_dir",
 };
 
 /* The compared key of a stored one (gpu<N>.<field> -> gpu.<field>), malloc'd. */

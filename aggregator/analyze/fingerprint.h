@@ -7,9 +7,12 @@
  * - Keys are compared as stored, except gpu<N>.<field>, compared as "gpu.<field>" (ranks
  *   drive different ordinals of the same model). A rank's value of a key is its distinct
  *   values in byte order joined by "," (one value unless a rank drives several GPUs).
- * - Not compared, because they name the rank rather than configure it: hostname,
- *   gpu.uuid, env:CUDA_VISIBLE_DEVICES, env:NVIDIA_VISIBLE_DEVICES,
- *   env:OMPI_MCA_ess_base_vpid, env:OMPI_MCA_orte_ess_vpid.
+ * - Not compared, because they name the rank or its node rather than configure it:
+ *   hostname, gpu.uuid, env:CUDA_VISIBLE_DEVICES, env:NVIDIA_VISIBLE_DEVICES, and the
+ *   variables Open MPI's launcher sets per rank or per node (measured under mpirun 4.1):
+ *   env:OMPI_MCA_ess_base_vpid, env:OMPI_MCA_orte_ess_vpid, env:OMPI_MCA_orte_ess_node_rank,
+ *   env:OMPI_MCA_orte_local_daemon_uri, env:OMPI_MCA_orte_jobfam_session_dir,
+ *   env:OMPI_MCA_orte_top_session_dir.
  * - Per key, absence is a value like any other. The majority is the value most ranks
  *   have; on a tie a present value wins over absence, and among present values the first
  *   in byte order. Every rank whose value (or absence) is not the majority differs.

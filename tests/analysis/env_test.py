@@ -28,7 +28,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report_test as gen  # noqa: E402
 
 IDENTITY = {"hostname", "gpu.uuid", "env:CUDA_VISIBLE_DEVICES", "env:NVIDIA_VISIBLE_DEVICES",
-            "env:OMPI_MCA_ess_base_vpid", "env:OMPI_MCA_orte_ess_vpid"}
+            "env:OMPI_MCA_ess_base_vpid", "env:OMPI_MCA_orte_ess_vpid",
+            "env:OMPI_MCA_orte_ess_node_rank", "env:OMPI_MCA_orte_local_daemon_uri",
+            "env:OMPI_MCA_orte_jobfam_session_dir", "env:OMPI_MCA_orte_top_session_dir"}
 
 
 def fail(msg):
@@ -161,7 +163,8 @@ def uniform(nranks):
 def random_rows(rng):
     nranks = rng.randint(2, 9)
     keys = ["driver_version", "env:NCCL_ALGO", "env:NCCL_PROTO", "gpu0.name", "gpu1.name",
-            "gpu3.memory_mib", "hostname", "env:CUDA_VISIBLE_DEVICES", "env:X", "mpi_library"]
+            "gpu3.memory_mib", "hostname", "env:CUDA_VISIBLE_DEVICES", "env:X", "mpi_library",
+            "env:OMPI_MCA_orte_ess_node_rank"]
     pools = ["a", "b", "c", "", "a,b", "B"]
     rows = []
     for r in range(nranks):
