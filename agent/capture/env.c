@@ -39,14 +39,14 @@
 
 extern char **environ;
 
-#define MAX_VARS 256
-#define MAX_VALUE 1024
+#define MAX_VARS        256
+#define MAX_VALUE       1024
 #define MAX_MPI_VERSION 8192 /* Open MPI's MPI_MAX_LIBRARY_VERSION_STRING is 256, MPICH 8192 */
 
 /* Variables that change what CUDA, NCCL, MPI and the frameworks do. */
 static const char *const prefixes[] = {
-    "NCCL_",  "CUDA_",   "OMPI_MCA_", "UCX_",   "TORCH_",    "PYTORCH_",
-    "NVIDIA_", "CUBLAS_", "CUDNN_",   "MERIDIAN_",
+    "NCCL_",    "CUDA_",   "OMPI_MCA_", "UCX_",   "TORCH_",
+    "PYTORCH_", "NVIDIA_", "CUBLAS_",   "CUDNN_", "MERIDIAN_",
 };
 /* Exact names beyond the prefixes: CPU threads per rank (OMP_NUM_THREADS, MKL_NUM_THREADS:
  * a rank with more threads competes for its cores differently); which libraries a rank
@@ -168,8 +168,7 @@ static void capture_nccl(void)
 
 static void capture_mpi(void)
 {
-    int (*get)(char *, int *) = (int (*)(char *, int *))loaded_sym("MPI_Get_library_version",
-                                                                   NULL);
+    int (*get)(char *, int *) = (int (*)(char *, int *))loaded_sym("MPI_Get_library_version", NULL);
     if (!get)
         return;
     char *buf = calloc(1, MAX_MPI_VERSION + 1);

@@ -14,13 +14,13 @@
  * PCI bus id, UUID and name asked of the CUDA driver the process already loaded).
  *
  * Workload: at most MAX_DEVICES devices x 10 Hz x six NVML calls (each a driver ioctl,
- * tens of microseconds): nothing on application threads.
+ * tens of microseconds): nothing on application threads. A fork child has no sampler
+ * (threads do not survive fork); the thread ends with the process.
  *
  * The same thread reads each device's identity once for the environment fingerprint
  * (env.c): name, UUID, total memory and maximum SM and memory clocks (NVML entry points
  * that are optional: a missing one leaves its key out). mrd__gpu_sample_add also starts
- * the fingerprint's process part (mrd__env_capture): a GPU's arrival means CUDA is up. A fork child has no sampler
- * (threads do not survive fork); the thread ends with the process.
+ * the fingerprint's process part (mrd__env_capture): a GPU's arrival means CUDA is up.
  */
 #include <dlfcn.h>
 #include <pthread.h>

@@ -168,7 +168,8 @@ static int cmp_int(const void *a, const void *b)
 
 static int by_diff_rank(const void *a, const void *b)
 {
-    return cmp_int(&((const struct mrd_env_diff *)a)->rank, &((const struct mrd_env_diff *)b)->rank);
+    return cmp_int(&((const struct mrd_env_diff *)a)->rank,
+                   &((const struct mrd_env_diff *)b)->rank);
 }
 
 /* Compares one key over the sorted pairs v[0..n) (all of that key); adds it to r when some

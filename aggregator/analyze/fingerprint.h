@@ -41,9 +41,9 @@ struct mrd_env_key {
 };
 
 struct mrd_env_report {
-    int nranks;       /* ranks with a fingerprint */
-    int nkeys;        /* distinct keys compared */
-    int nkeys_differ; /* entries of keys[] */
+    int nranks;               /* ranks with a fingerprint */
+    int nkeys;                /* distinct keys compared */
+    int nkeys_differ;         /* entries of keys[] */
     struct mrd_env_key *keys; /* by key, byte order */
 };
 
