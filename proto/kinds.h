@@ -77,7 +77,9 @@
       Meridian__V1__GpuSampleColumns, meridian__v1__gpu_sample_columns__descriptor,                \
       "gpu_samples", "P")                                                                          \
     X(MRD_EV_WINDOW, 15, window, struct mrd_window_record, window, window_records,                 \
-      Meridian__V1__WindowColumns, meridian__v1__window_columns__descriptor, "window_records", "W")
+      Meridian__V1__WindowColumns, meridian__v1__window_columns__descriptor, "window_records", "W")\
+    X(MRD_EV_ENV, 16, env, struct mrd_env_record, env, env_records,                               \
+      Meridian__V1__EnvColumns, meridian__v1__env_columns__descriptor, "env_records", "E")
 
 /*          K  member        SQL column         class    # wire column    codec  arg    pos sep */
 #define MRD__F_kernel(F, K)                                                                        \
@@ -251,6 +253,18 @@ struct mrd_window_record {
     F(K, attach_ns,    "attach_ns",      INT,     6, attach_ns,    PLAIN, _,     5, '|')           \
     F(K, detach_ns,    "detach_ns",      INT,     7, detach_ns,    PLAIN, _,     6, '|')           \
     F(K, flush_ns,     "flush_ns",       INT,     8, flush_ns,     PLAIN, _,     7, '|')
+
+/* env: one (key, value) pair of the rank's environment fingerprint, written once per process
+ * (capture: agent/capture/env.c): library versions as loaded, the GPU's model, UUID, memory
+ * and maximum clocks, the host name and allowlisted environment variables; the key list is
+ * in aggregator/SCHEMA.md. Both are string ids; an empty value is id 0. The report compares
+ * the ranks (aggregator/analyze/fingerprint.h). */
+struct mrd_env_record {
+    uint32_t key, value;
+};
+#define MRD__F_env(F, K)                                                                           \
+    F(K, key,          "key_id",         INT,     1, key,          STR,   _,     0, '|')           \
+    F(K, value,        "value_id",       INT,     2, value,        STR,   _,     1, '|')
 /* clang-format on */
 
 /* Helpers for consumers: the field list of kind fn, and per-field dispatch on the codec or

@@ -153,6 +153,22 @@ void mrd__gpu_from_driver(uint32_t device);
  * Not for hot paths; any thread (gpu_sample.c). */
 int mrd__gpu_driver_device(void);
 
+/* The environment fingerprint (env.c; keys in aggregator/SCHEMA.md). mrd__env_capture:
+ * the process's keys (versions, host name, allowlisted variables) the first time, and
+ * nccl_version once NCCL is loaded; called where a GPU or a communicator appears, any
+ * thread, not for hot paths (allocates, asks the loaded libraries). mrd__env_gpu: the
+ * gpu<device>.* keys of one GPU (empty fields and zeros left out), from the NVML sampler's
+ * thread. mrd__env_allowed: 1 when variable name[0..len) is fingerprinted (the allowlist,
+ * minus names containing TOKEN, KEY, SECRET or PASSWORD in any case); pure. */
+struct mrd__gpu_identity {
+    char name[96], uuid[96];
+    unsigned long long memory_mib;
+    unsigned sm_clock_max_mhz, mem_clock_max_mhz;
+};
+void mrd__env_capture(void);
+void mrd__env_gpu(uint32_t device, const struct mrd__gpu_identity *g);
+int mrd__env_allowed(const char *name, size_t len);
+
 /* Number of NVTX clients (copies of NVTX state) this agent has served (nvtx.c). */
 uint64_t mrd__nvtx_clients(void);
 

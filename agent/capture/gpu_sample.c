@@ -16,6 +16,11 @@
  * Workload: at most MAX_DEVICES devices x 10 Hz x six NVML calls (each a driver ioctl,
  * tens of microseconds): nothing on application threads. A fork child has no sampler
  * (threads do not survive fork); the thread ends with the process.
+ *
+ * The same thread reads each device's identity once for the environment fingerprint
+ * (env.c): name, UUID, total memory and maximum SM and memory clocks (NVML entry points
+ * that are optional: a missing one leaves its key out). mrd__gpu_sample_add also starts
+ * the fingerprint's process part (mrd__env_capture): a GPU's arrival means CUDA is up.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -32,6 +37,7 @@
 struct device {
     uint32_t device;
     char pci_bus_id[32];
+    int identified; /* its fingerprint keys were written */
 };
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct device devices[MAX_DEVICES];
@@ -41,6 +47,9 @@ static unsigned ndevices;
 typedef struct nvml_device *nvml_device_t;
 struct nvml_utilization {
     unsigned gpu, memory;
+};
+struct nvml_memory {
+    unsigned long long total, free, used;
 };
 enum { NVML_SUCCESS = 0, NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_TEMPERATURE_GPU = 0 };
 
@@ -52,6 +61,11 @@ static struct {
     int (*temperature)(nvml_device_t dev, int sensor, unsigned *c);
     int (*throttle)(nvml_device_t dev, unsigned long long *reasons);
     int (*utilization)(nvml_device_t dev, struct nvml_utilization *u);
+    /* optional: the fingerprint's identity of a device */
+    int (*name)(nvml_device_t dev, char *buf, unsigned len);
+    int (*uuid)(nvml_device_t dev, char *buf, unsigned len);
+    int (*memory)(nvml_device_t dev, struct nvml_memory *m);
+    int (*max_clock)(nvml_device_t dev, int type, unsigned *mhz);
 } nv;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -69,6 +83,10 @@ static int load_nvml(void)
     *(void **)&nv.temperature = dlsym(h, "nvmlDeviceGetTemperature");
     *(void **)&nv.throttle = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
     *(void **)&nv.utilization = dlsym(h, "nvmlDeviceGetUtilizationRates");
+    *(void **)&nv.name = dlsym(h, "nvmlDeviceGetName");
+    *(void **)&nv.uuid = dlsym(h, "nvmlDeviceGetUUID");
+    *(void **)&nv.memory = dlsym(h, "nvmlDeviceGetMemoryInfo");
+    *(void **)&nv.max_clock = dlsym(h, "nvmlDeviceGetMaxClockInfo");
     if (!nv.init || !nv.by_pci || !nv.clock || !nv.power || !nv.temperature || !nv.throttle ||
         !nv.utilization || nv.init() != NVML_SUCCESS) {
         dlclose(h);
@@ -102,6 +120,31 @@ static void sample(const struct device *g)
     mrd_ring_write(&r); /* a full ring drops and counts it, like any capture record */
 }
 
+/* Reads one GPU's identity and writes its fingerprint keys (env.c). */
+static void identify(const struct device *g)
+{
+    struct mrd__gpu_identity id;
+    struct nvml_memory m = {0, 0, 0};
+    nvml_device_t dev;
+    unsigned v = 0;
+
+    if (!g->pci_bus_id[0] || nv.by_pci(g->pci_bus_id, &dev) != NVML_SUCCESS)
+        return;
+    memset(&id, 0, sizeof id);
+    if (nv.name && nv.name(dev, id.name, sizeof id.name) != NVML_SUCCESS)
+        id.name[0] = '\0';
+    if (nv.uuid && nv.uuid(dev, id.uuid, sizeof id.uuid) != NVML_SUCCESS)
+        id.uuid[0] = '\0';
+    id.name[sizeof id.name - 1] = id.uuid[sizeof id.uuid - 1] = '\0';
+    if (nv.memory && nv.memory(dev, &m) == NVML_SUCCESS)
+        id.memory_mib = m.total >> 20;
+    if (nv.max_clock && nv.max_clock(dev, NVML_CLOCK_SM, &v) == NVML_SUCCESS)
+        id.sm_clock_max_mhz = v;
+    if (nv.max_clock && nv.max_clock(dev, NVML_CLOCK_MEM, &v) == NVML_SUCCESS)
+        id.mem_clock_max_mhz = v;
+    mrd__env_gpu(g->device, &id);
+}
+
 static void *sampler_main(void *arg)
 {
     struct timespec next;
@@ -113,8 +156,15 @@ static void *sampler_main(void *arg)
         unsigned n = ndevices;
         memcpy(d, devices, n * sizeof d[0]);
         pthread_mutex_unlock(&mu);
-        for (unsigned i = 0; i < n; i++)
+        for (unsigned i = 0; i < n; i++) {
+            if (!d[i].identified) {
+                identify(&d[i]);
+                pthread_mutex_lock(&mu);
+                devices[i].identified = 1; /* slots are never reordered */
+                pthread_mutex_unlock(&mu);
+            }
             sample(&d[i]);
+        }
         next.tv_nsec += PERIOD_NS;
         if (next.tv_nsec >= 1000000000L) {
             next.tv_sec++;
@@ -197,11 +247,14 @@ void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
         i++;
     if (i < MAX_DEVICES) {
         devices[i].device = device;
+        if (i == ndevices || strcmp(devices[i].pci_bus_id, pci_bus_id ? pci_bus_id : "") != 0)
+            devices[i].identified = 0;
         snprintf(devices[i].pci_bus_id, sizeof devices[i].pci_bus_id, "%s",
                  pci_bus_id ? pci_bus_id : "");
         if (i == ndevices)
             ndevices++;
     }
     pthread_mutex_unlock(&mu);
+    mrd__env_capture(); /* CUDA is up: the fingerprint's process part, once */
     pthread_once(&once, start_once);
 }

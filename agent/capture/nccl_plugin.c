@@ -523,6 +523,7 @@ static mrd_nccl_result_t init_common(void **context, uint64_t comm_hash, const c
     if (dev >= 0)
         mrd__gpu_from_driver((uint32_t)dev); /* without CUPTI, NCCL tells the devices */
     mrd__cupti_nccl_comm(nranks);
+    mrd__env_capture(); /* NCCL is loaded now: its version, and the rest if no GPU came */
     ctx->id = atomic_fetch_add(&next_ctx, 1) + 1;
     ctx->comm_hash = comm_hash;
     ctx->rank = (uint32_t)rank;

@@ -13,6 +13,7 @@
  *   nvtx:    str[0] domain, name = inline_str (or str[1] if inline_str is empty)
  *   nccl_op: str[0] func, str[1] datatype, str[2] algo, str[3] proto
  *   mpi:     str[0] call                        window: str[0] reason
+ *   env:     str[0] key, str[1] value
  */
 #ifndef MRD_AGENT_RECORD_H
 #define MRD_AGENT_RECORD_H

@@ -443,6 +443,15 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
         (rc = warn_rank_processes(db, a)) < 0 || (rc = mrd__analyze_windows(db, a)) < 0)
         goto fail;
+    /* the fingerprints are one section and one finding: unreadable ones (a table of another
+     * shape) are reported there and in a warning, the rest of the analysis goes on */
+    if ((rc = mrd_analyze_env(db, &a->env)) == -ENOMEM)
+        goto fail;
+    if (rc < 0) {
+        snprintf(a->env_error, sizeof(a->env_error), "%s", sqlite3_errmsg(db));
+        mrd__analyze_warn(a, "environment fingerprints (env_records) not read: %s",
+                          a->env_error);
+    }
     if ((rc = mrd_timebase_load(db, o->ignore_clock_models, &tb)) < 0) {
         if (rc == -MRD_ERR_SQLITE)
             mrd__analyze_sqlerr(db);
@@ -496,5 +505,6 @@ void mrd_analysis_free(struct mrd_analysis *a)
     free(a->windows);
     mrd__why_free(a->why);
     mrd_findings_free(a->findings);
+    mrd_env_report_free(a->env);
     free(a);
 }

@@ -45,6 +45,7 @@
 #include <sqlite3.h>
 
 #include "db.h"
+#include "fingerprint.h"
 #include "timebase.h"
 
 #define MRD_AN_NKINDS            13   /* event tables counted per rank, see mrd_analyze_kind_name */
@@ -241,6 +242,12 @@ struct mrd_analysis {
     /* findings: rules that turn the above into advice (findings.h); NULL only while the
      * analysis runs */
     struct mrd_findings *findings;
+    /* the environment fingerprint compared across ranks (fingerprint.h); NULL when the
+     * database has none (a capture older than the fingerprint) */
+    struct mrd_env_report *env;
+    /* why env is NULL although env_records has rows: SQLite's message (a table of another
+     * shape); "" otherwise */
+    char env_error[128];
     /* warnings, in the order found */
     int nwarnings;
     char warnings[MRD_AN_MAX_WARNINGS][256];

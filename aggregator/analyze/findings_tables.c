@@ -1,11 +1,13 @@
 /* The findings' rules that read event tables (copies, tiny kernels, host syncs inside steps,
  * the environment): one aggregate pass each (contract in findings_int.h; definitions and
- * thresholds in aggregator/SCHEMA.md, "Findings").
+ * thresholds in aggregator/SCHEMA.md, "Findings"). The environment rule reads the
+ * fingerprint comparison the analysis already made (fingerprint.h), no table.
  *
  * Workload: GROUP BY rank over memcpys and kernels, one ordered pass over host syncs with
- * each rank's step ranges in memory (MRD_AN_MAX_STEPS per rank), env_records by key.
+ * each rank's step ranges in memory (MRD_AN_MAX_STEPS per rank).
  */
 #include "findings_int.h"
+#include "fingerprint.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -335,155 +337,49 @@ done:
     return rc;
 }
 
-/* ---- rule 8: environment mismatches (table env_records) ------------------------------- */
+/* ---- rule 8: environment mismatches (the fingerprint comparison, fingerprint.h) -------- */
 
-/* Keys that differ between ranks by nature: not mismatches. */
-static int per_rank_key(const char *key)
-{
-    static const char *const parts[] = {"uuid",     "pci", "bus_id", "serial",
-                                        "hostname", "pid", "rank",   "visible_devices"};
-    char low[128];
-    size_t n = 0;
-    for (; key[n] && n < sizeof(low) - 1; n++)
-        low[n] = (char)(key[n] >= 'A' && key[n] <= 'Z' ? key[n] - 'A' + 'a' : key[n]);
-    low[n] = '\0';
-    for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
-        if (strstr(low, parts[i]))
-            return 1;
-    return 0;
-}
-
-struct env_row {
-    int rank;
-    char *value;
-};
-
-static int cmp_env_value(const void *x, const void *y)
-{
-    const struct env_row *p = x, *q = y;
-    int d = strcmp(p->value, q->value);
-    return d ? d : p->rank - q->rank;
-}
-
-/* One key's rows (rank order): the majority value (most ranks; a tie goes to the smallest
- * value), then a finding naming every rank with another value. */
-static void env_key(struct mrd__find_ctx *c, const char *key, struct env_row *rows, int n,
-                    int *fired)
-{
-    if (n < 2 || per_rank_key(key))
-        return;
-    qsort(rows, (size_t)n, sizeof(*rows), cmp_env_value);
-    int best = 0, best_n = 0;
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j < n && strcmp(rows[j].value, rows[i].value) == 0)
-            j++;
-        if (j - i > best_n) {
-            best = i;
-            best_n = j - i;
-        }
-        i = j;
-    }
-    if (best_n == n)
-        return;
-    (*fired)++;
-    struct mrd_finding *f = mrd__find_add(c, MRD_FIND_ENV_MISMATCH, MRD_FIND_MEDIUM);
-    if (!f)
-        return;
-    const char *maj = rows[best].value;
-    int odd[MRD_FIND_MAX_RANKS], nodd = 0;
-    int min_rank = -1;
-    for (;;) { /* pick the differing ranks in ascending rank order */
-        int pick = -1;
-        for (int i = 0; i < n; i++)
-            if (strcmp(rows[i].value, maj) != 0 && rows[i].rank > min_rank &&
-                (pick < 0 || rows[i].rank < rows[pick].rank))
-                pick = i;
-        if (pick < 0)
-            break;
-        mrd__find_rank(f, rows[pick].rank);
-        if (nodd < MRD_FIND_MAX_RANKS)
-            odd[nodd++] = pick;
-        min_rank = rows[pick].rank;
-    }
-    snprintf(f->title, sizeof(f->title), "%s differs on %d of %d rank(s)", key, n - best_n, n);
-    mrd__find_number(f, "ranks_majority", best_n);
-    mrd__find_number(f, "ranks_differ", n - best_n);
-    int off = snprintf(f->detail, sizeof(f->detail), "majority '%s' on %d rank(s)", maj, best_n);
-    for (int i = 0; i < nodd && off > 0 && (size_t)off < sizeof(f->detail); i++)
-        off += snprintf(f->detail + off, sizeof(f->detail) - (size_t)off, "; rank %d: '%s'",
-                        rows[odd[i]].rank, rows[odd[i]].value);
-}
-
+/* One finding per key on which some rank differs from the majority, with fingerprint.h's
+ * rules (which keys are compared, absence as a value, ties): the report's Environment
+ * section and this finding cannot disagree. */
 int mrd__find_env(struct mrd__find_ctx *c)
 {
     const int rule = MRD_FIND_ENV_MISMATCH;
-    if (mrd_db_has_table(c->db, "env_records") != 1) {
-        mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                         "env was not traced: no env_records table (an older capture)");
+    const struct mrd_env_report *e = c->a->env;
+    if (c->a->env_error[0]) {
+        mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED, "query failed: %s", c->a->env_error);
         return 0;
     }
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_env, -1, &st, NULL) != SQLITE_OK)
-        return mrd__find_sqlerr(c, st);
-    struct env_row *rows = NULL;
-    char *key = NULL;
-    int n = 0, cap = 0, keys = 0, fired = 0, rc, total = 0;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *k = (const char *)sqlite3_column_text(st, 0);
-        const char *v = (const char *)sqlite3_column_text(st, 2);
-        if (!k)
-            continue;
-        total++;
-        if (!key || strcmp(key, k) != 0) {
-            if (key)
-                env_key(c, key, rows, n, &fired);
-            for (int i = 0; i < n; i++)
-                free(rows[i].value);
-            n = 0;
-            free(key);
-            keys++;
-            if (!(key = strdup(k))) {
-                rc = -ENOMEM;
-                break;
-            }
-        }
-        if (n == cap) {
-            int nc = cap ? 2 * cap : 64;
-            void *p = realloc(rows, (size_t)nc * sizeof(*rows));
-            if (!p) {
-                rc = -ENOMEM;
-                break;
-            }
-            rows = p;
-            cap = nc;
-        }
-        rows[n].rank = sqlite3_column_int(st, 1);
-        if (!(rows[n].value = strdup(v ? v : ""))) {
-            rc = -ENOMEM;
-            break;
-        }
-        n++;
-    }
-    if (rc == SQLITE_DONE && key)
-        env_key(c, key, rows, n, &fired);
-    for (int i = 0; i < n; i++)
-        free(rows[i].value);
-    free(rows);
-    free(key);
-    if (rc == -ENOMEM) {
-        sqlite3_finalize(st);
-        return rc;
-    }
-    if (rc != SQLITE_DONE)
-        return mrd__find_sqlerr(c, st);
-    sqlite3_finalize(st);
-    if (total == 0)
+    if (!e) {
         mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                         "env was not traced: env_records is empty (an older capture)");
-    else if (fired)
-        mrd__find_status(c, rule, MRD_FIND_FIRED, "%d of %d key(s) differ", fired, keys);
+                         "env was not traced: no env_records rows (an older capture)");
+        return 0;
+    }
+    for (int k = 0; k < e->nkeys_differ; k++) {
+        const struct mrd_env_key *key = &e->keys[k];
+        struct mrd_finding *f = mrd__find_add(c, rule, MRD_FIND_MEDIUM);
+        if (!f)
+            break;
+        for (int i = 0; i < key->ndiffs; i++)
+            mrd__find_rank(f, key->diffs[i].rank);
+        snprintf(f->title, sizeof(f->title), "%s differs on %d of %d rank(s)", key->key,
+                 key->ndiffs, e->nranks);
+        mrd__find_number(f, "ranks_majority", key->majority_ranks);
+        mrd__find_number(f, "ranks_differ", key->ndiffs);
+        int off = snprintf(f->detail, sizeof(f->detail), "majority %s%s%s on %d rank(s)",
+                           key->majority ? "'" : "", key->majority ? key->majority : "absent",
+                           key->majority ? "'" : "", key->majority_ranks);
+        for (int i = 0; i < key->ndiffs && off > 0 && (size_t)off < sizeof(f->detail); i++) {
+            const char *v = key->diffs[i].value;
+            off += snprintf(f->detail + off, sizeof(f->detail) - (size_t)off, "; rank %d: %s%s%s",
+                            key->diffs[i].rank, v ? "'" : "", v ? v : "absent", v ? "'" : "");
+        }
+    }
+    if (e->nkeys_differ)
+        mrd__find_status(c, rule, MRD_FIND_FIRED, "%d of %d key(s) differ", e->nkeys_differ,
+                         e->nkeys);
     else
-        mrd__find_status(c, rule, MRD_FIND_NOT_FIRED, "%d key(s) agree on every rank", keys);
+        mrd__find_status(c, rule, MRD_FIND_NOT_FIRED, "%d key(s) agree on every rank",
+                         e->nkeys);
     return 0;
 }

@@ -650,7 +650,7 @@ const char mrd_db_sql_find_syncs[] = "SELECT rank, start_ns, end_ns FROM main.sy
                                      "WHERE type IN (1, 3, 4) ORDER BY rank, start_ns";
 const char mrd_db_sql_find_gpu_bound[] =
     "SELECT rank, max(error_bound_ns) FROM main.gpu_timer_models GROUP BY rank";
-const char mrd_db_sql_find_env[] =
-    "SELECT k.value, e.rank, coalesce(v.value, '') FROM main.env_records e "
-    "JOIN main.strings k ON k.id = e.key_id LEFT JOIN main.strings v ON v.id = e.value_id "
-    "ORDER BY k.value, e.rank";
+const char mrd_db_sql_env_pairs[] =
+    "SELECT e.rank, k.value, v.value FROM main.env_records e "
+    "LEFT JOIN main.strings k ON k.id = e.key_id LEFT JOIN main.strings v ON v.id = e.value_id "
+    "ORDER BY e.rank";

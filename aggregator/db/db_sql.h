@@ -450,7 +450,8 @@ extern const char mrd_db_sql_find_tiny[];
 extern const char mrd_db_sql_find_syncs[];
 /* Per rank, the widest GPU timer model: rank, max(error_bound_ns). */
 extern const char mrd_db_sql_find_gpu_bound[];
-/* env_records by key text, then rank: key, rank, value text ('' when NULL). */
-extern const char mrd_db_sql_find_env[];
+/* Every environment fingerprint pair (table env_records), by rank: rank, key, value
+ * (NULL for value id 0, the empty string). */
+extern const char mrd_db_sql_env_pairs[];
 
 #endif

@@ -4,7 +4,7 @@
  * "meridian-report/1" (aggregator/export/README.md): integers are nanoseconds or counts,
  * communicator hashes are 16-digit hex strings (64-bit values do not survive a double).
  * Size O(ranks + steps + collectives); "windows" (capture windows, per rank) only when
- * the run had any.
+ * the run had any; "environment" (report_env.c) only when the database holds fingerprints.
  */
 #include "export.h"
 
@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "jsonw.h"
+#include "report_env.h"
 #include "report_int.h"
 #include "report_findings.h"
 #include "report_why.h"
@@ -243,6 +244,7 @@ int mrd_export_json(FILE *f, const struct mrd_analysis *a)
             st->capture & MRD_AN_DETACH ? ",\"cupti_detach\":true" : "");
     }
     fprintf(f, "],\n\"steps_beyond_cap\":%" PRIu64 ",\n", a->steps_beyond_cap);
+    mrd__json_env(f, a);
     windows_arr(f, a);
     mrd__json_why(f, a);
     mrd__json_findings(f, a);

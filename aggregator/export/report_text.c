@@ -5,8 +5,8 @@
  * run, ranks, events per kind, dropped events, clock models, collectives, overlap,
  * stragglers, steps, the why sections (report_why.c), findings (report_findings.c),
  * warnings; and before the clock models, only when the run had capture windows (the
- * steady tier), the windows. Output size is O(ranks + min(steps,
- * 50)).
+ * steady tier), the windows. After the ranks, only when the database holds environment
+ * fingerprints: the environment (report_env.c). Output size is O(ranks + min(steps, 50)).
  */
 #include "export.h"
 
@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "report_env.h"
 #include "report_int.h"
 #include "report_findings.h"
 #include "report_why.h"
@@ -534,6 +535,7 @@ int mrd_export_text_skews(FILE *f, const struct mrd_analysis *a, struct mrd_expo
 {
     print_run(f, a);
     print_ranks(f, a);
+    mrd__report_env(f, a);
     print_events(f, a);
     print_drops(f, a);
     print_cost(f, a);

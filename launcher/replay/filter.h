@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "events.h" /* MRD_EV__COUNT */
 #include "meridian.pb-c.h"
 
 #define MRD_FILTER_MAX_ID (1u << 20)
@@ -26,7 +27,7 @@ struct mrd_filter {
 
 /* What mrd_filter_apply changed, to undo before the batch is freed. */
 struct mrd_filter_saved {
-    void *groups[16];
+    void *groups[MRD_EV__COUNT];
     Meridian__V1__StringDef **strings;
     size_t n_strings;
     Meridian__V1__StringDef **kept; /* malloc'd array of the kept definitions */

@@ -94,6 +94,9 @@ enum {
     S_MPI_BARRIER,
     S_MPI_ALLREDUCE,
     S_PERIODIC,
+    S_ENV_NCCL_VERSION,
+    S_ENV_NCCL_VERSION_VALUE,
+    S_ENV_NCCL_ALGO,
     S__COUNT
 };
 static const char *const other_names[S__COUNT] = {
@@ -124,6 +127,9 @@ static const char *const other_names[S__COUNT] = {
     "MPI_Barrier",
     "MPI_Allreduce",
     "periodic",
+    "nccl_version",
+    "2.28.5",
+    "env:NCCL_ALGO",
 };
 
 /* stream ids as CUPTI numbers them: compute, NCCL, copy */
@@ -457,6 +463,15 @@ static void step_training(struct mrd_gen *g)
         wr->attach_ns = 11000000 + (int64_t)(step % 7) * 100000;
         wr->detach_ns = 2500000;
         wr->flush_ns = 900000;
+    }
+    if (step == 1) { /* the environment fingerprint, once (no random draws either) */
+        static const int pairs[][2] = {{S_ENV_NCCL_VERSION, S_ENV_NCCL_VERSION_VALUE},
+                                       {S_ENV_NCCL_ALGO, S_RING}};
+        for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+            struct mrd_env_record *e = &push(g, MRD_EV_ENV)->u.env;
+            e->key = g->ids[pairs[i][0]];
+            e->value = g->ids[pairs[i][1]];
+        }
     }
     g->now += between(&g->rng, 20000, 200000);
 }

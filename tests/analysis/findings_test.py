@@ -28,6 +28,7 @@ definitions in aggregator/SCHEMA.md ("Findings").
 
 usage: findings_test.py MERIDIAN SCHEMA_SQL FIXTURE_GZ WORKDIR
 """
+import re
 import gzip
 import json
 import math
@@ -52,7 +53,10 @@ RULES = ["gpu_idle", "pageable_copies", "tiny_kernels", "sync_in_steps", "expose
          "straggler", "algo_differ", "env_mismatch", "clock_bound"]
 CAUSES = ["not evaluated", "compute took longer", "launched later (host bound)",
           "communication slower", "unexplained"]
-PER_RANK_KEY = ["uuid", "pci", "bus_id", "serial", "hostname", "pid", "rank", "visible_devices"]
+NOT_COMPARED = {"hostname", "gpu.uuid", "env:CUDA_VISIBLE_DEVICES", "env:NVIDIA_VISIBLE_DEVICES",
+                "env:OMPI_MCA_ess_base_vpid", "env:OMPI_MCA_orte_ess_vpid",
+                "env:OMPI_MCA_orte_ess_node_rank", "env:OMPI_MCA_orte_local_daemon_uri",
+                "env:OMPI_MCA_orte_jobfam_session_dir", "env:OMPI_MCA_orte_top_session_dir"}
 
 fails = []
 
@@ -168,9 +172,12 @@ def env_rows(mismatch):
     rows = []
     for r in range(3):
         rows.append((r, "nccl_version", "2.27.7" if (mismatch and r == 2) else "2.28.3"))
-        rows.append((r, "gpu0.uuid", "GPU-%04d" % r))  # differs by nature: not a mismatch
-        rows.append((r, "gpu0.name", "NVIDIA H200"))
+        rows.append((r, "gpu%d.uuid" % r, "GPU-%04d" % r))  # names the GPU: not compared
+        rows.append((r, "gpu%d.name" % r, "NVIDIA H200"))  # ordinals differ, model the same
         rows.append((r, "env:NCCL_ALGO", "Ring"))
+        rows.append((r, "env:OMPI_MCA_ess_base_vpid", str(r)))  # per rank: not compared
+        if r or not mismatch:  # absent on rank 0: absence differs from the majority
+            rows.append((r, "env:NCCL_PROTO", "Simple"))
     return rows
 
 
@@ -406,23 +413,30 @@ def expected(path):
                            severity="medium", numbers=dict(bytes=key[2], instances=g["n"])))
         out["algo_differ"] = ("fired", fs) if fs else ("not fired", [])
 
-    # rule 8: environment, majority per key
+    # rule 8: environment, the rules of aggregator/analyze/fingerprint.h: ranks with any row
+    # are compared; gpu<N>.<field> as gpu.<field>; keys that name a rank or node are not
+    # compared; absence is a value; the majority is the most common value, a tie going to a
+    # present value, then the first in byte order
     if not has_table(q, "env_records") or \
             q("SELECT count(*) FROM env_records").fetchone()[0] == 0:
         out["env_mismatch"] = ("not evaluated", [])
     else:
-        keys = {}
+        keys, ranks = {}, set()
         for r, k, v in q("SELECT rank, key_id, value_id FROM env_records"):
-            keys.setdefault(strings[k], {})[r] = strings.get(v, "") or ""
+            ranks.add(r)
+            name = re.sub(r"^gpu[0-9]+\.", "gpu.", strings[k])
+            keys.setdefault(name, {}).setdefault(r, set()).add(strings.get(v, "") or "")
         fs = []
-        for k in sorted(keys):
-            vals = keys[k]
-            if len(vals) < 2 or any(p in k.lower() for p in PER_RANK_KEY):
+        for k in sorted(keys, key=lambda x: x.encode()):
+            if k in NOT_COMPARED:
                 continue
+            vals = {r: ",".join(sorted(keys[k][r], key=lambda x: x.encode()))
+                    if r in keys[k] else None for r in ranks}
             count = {}
             for v in vals.values():
                 count[v] = count.get(v, 0) + 1
-            maj = sorted(count.items(), key=lambda x: (-x[1], x[0]))[0]
+            maj = sorted(count.items(), key=lambda x: (-x[1], x[0] is None,
+                                                       (x[0] or "").encode()))[0]
             if maj[1] == len(vals):
                 continue
             fs.append(dict(ranks=sorted(r for r, v in vals.items() if v != maj[0]), steps=[],

@@ -22,6 +22,7 @@ static struct {
     int64_t clock_ns; /* < 0: real clock */
     struct mrd_record *store;
     size_t cap, head, count;
+    size_t env_records; /* counted, not stored (fake_agent.h) */
     uint64_t dropped[MRD_DROP__COUNT], captured[MRD_EV__COUNT];
     struct fake_gpu gpus[MAX_GPUS];
     size_t ngpus;
@@ -47,7 +48,7 @@ void fake_reset(void)
     fk.active = 1;
     fk.clock_ns = -1;
     fk.cap = 1 << 16;
-    fk.head = fk.count = 0;
+    fk.head = fk.count = fk.env_records = 0;
     memset(fk.dropped, 0, sizeof(fk.dropped));
     memset(fk.captured, 0, sizeof(fk.captured));
     fk.ngpus = fk.nhooks = 0;
@@ -93,6 +94,14 @@ size_t fake_ring_take(struct mrd_record *out, size_t max)
         fk.head = (fk.head + 1) % (1 << 18);
         fk.count--;
     }
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+size_t fake_env_records(void)
+{
+    pthread_mutex_lock(&mu);
+    size_t n = fk.env_records;
     pthread_mutex_unlock(&mu);
     return n;
 }
@@ -286,6 +295,11 @@ int mrd_ring_write(const struct mrd_record *r)
 {
     pthread_mutex_lock(&mu);
     ensure_store();
+    if (r->kind == MRD_EV_ENV) {
+        fk.env_records++;
+        pthread_mutex_unlock(&mu);
+        return 0;
+    }
     if (fk.count >= fk.cap) {
         fk.dropped[MRD_DROP_RING_FULL]++;
         pthread_mutex_unlock(&mu);

@@ -42,6 +42,11 @@ size_t fake_ring_take(struct mrd_record *out, size_t max);
 /* Records currently stored. */
 size_t fake_ring_count(void);
 
+/* The environment fingerprint's records (kind env, env.c), which mrd_ring_write counts
+ * instead of storing: the tests above count exactly the records of the source they drive,
+ * and the fingerprint comes along with any GPU or communicator (capture_env_e2e checks it). */
+size_t fake_env_records(void);
+
 /* Drop counter for a reason (mrd_agent_count_drop plus ring drops). */
 uint64_t fake_dropped(int reason);
 

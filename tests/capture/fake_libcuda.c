@@ -1,6 +1,6 @@
-/* A stand-in for the CUDA driver (libcuda.so.1) with the five entry points the agent asks
- * of an already loaded driver (agent/capture/gpu_sample.c): a current context on device 2,
- * whose PCI bus id, name and UUID are fixed. test_nccl_plugin dlopens it by path before a
+/* A stand-in for the CUDA driver (libcuda.so.1) with the entry points the agent asks of an
+ * already loaded driver (agent/capture/gpu_sample.c, env.c): a current context on device 2,
+ * whose PCI bus id, name and UUID are fixed, and driver version 13.1 (13010). test_nccl_plugin dlopens it by path before a
  * communicator's init, so that the agent's dlopen("libcuda.so.1", RTLD_NOLOAD) finds it, as
  * it finds the real driver in a CUDA process. */
 #include <string.h>
@@ -12,6 +12,13 @@ int cuDeviceGet(int *dev, int ordinal);
 int cuDeviceGetPCIBusId(char *buf, int len, int dev);
 int cuDeviceGetName(char *buf, int len, int dev);
 int cuDeviceGetUuid_v2(unsigned char *uuid, int dev);
+int cuDriverGetVersion(int *version);
+
+int cuDriverGetVersion(int *version)
+{
+    *version = 13010;
+    return 0;
+}
 
 int cuCtxGetDevice(int *dev)
 {

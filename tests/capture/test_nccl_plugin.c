@@ -598,8 +598,11 @@ int main(void)
 
     void *ctx = NULL;
     int mask = 0;
+    CHECK_EQ(fake_env_records(), 0);
     CHECK_EQ(v5->init(&ctx, 0xfeedface12345678ULL, &mask, "world", 1, 4, 1, NULL), 0);
     CHECK(ctx != NULL);
+    size_t env = fake_env_records(); /* the fingerprint comes with the first communicator: */
+    CHECK(env >= 1);                 /* the host name at least (no CUDA, NCCL or MPI here) */
     CHECK_EQ(mask, MRD_NCCL_EV_COLL | MRD_NCCL_EV_P2P | MRD_NCCL_EV_KERNEL_CH |
                        MRD_NCCL_EV_KERNEL_LAUNCH | MRD_NCCL_EV_GROUP_API | MRD_NCCL_EV_COLL_API |
                        MRD_NCCL_EV_P2P_API);
@@ -610,6 +613,7 @@ int main(void)
     test_pool_exhaustion(ctx);
     CHECK_EQ(v5->finalize(ctx), 0);
     test_v6();
+    CHECK_EQ(fake_env_records(), env); /* once per process, not per communicator */
     test_v4();
     test_inert();
     test_driver_device_and_clock_samples(); /* last: the stand-in driver stays loaded */

@@ -44,7 +44,8 @@ static void test_layout(void)
             CHECK_EQ(f->type, PROTOBUF_C_TYPE_UINT32);
             CHECK(!strcmp(nm, "name") || !strcmp(nm, "domain") || !strcmp(nm, "func") ||
                   !strcmp(nm, "datatype") || !strcmp(nm, "algo") || !strcmp(nm, "proto") ||
-                  !strcmp(nm, "call") || !strcmp(nm, "reason"));
+                  !strcmp(nm, "call") || !strcmp(nm, "reason") || !strcmp(nm, "key") ||
+                  !strcmp(nm, "value"));
         }
     }
     CHECK(mrd__batch_groups[MRD_EV_NCCL_OP].desc == &meridian__v1__nccl_op_columns__descriptor);
