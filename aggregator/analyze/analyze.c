@@ -468,8 +468,8 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
                               "timing",
                               unfitted);
     }
-    if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
-        (rc = mrd__why_begin(o, &wo, &why)) < 0 || (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
+    if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__why_begin(o, &wo, &why)) < 0 ||
+        (rc = mrd__analyze_overlap(db, a, why)) < 0 || (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
         (rc = mrd__why_finish(db, tb, o, why, a)) < 0)
         goto fail;
     mrd__why_destroy(why);
