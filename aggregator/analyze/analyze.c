@@ -449,8 +449,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         goto fail;
     if (rc < 0) {
         snprintf(a->env_error, sizeof(a->env_error), "%s", sqlite3_errmsg(db));
-        mrd__analyze_warn(a, "environment fingerprints (env_records) not read: %s",
-                          a->env_error);
+        mrd__analyze_warn(a, "environment fingerprints (env_records) not read: %s", a->env_error);
     }
     if ((rc = mrd_timebase_load(db, o->ignore_clock_models, &tb)) < 0) {
         if (rc == -MRD_ERR_SQLITE)
@@ -478,10 +477,10 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
                               "timing",
                               unfitted);
     }
-    if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__analyze_overlap(db, a)) < 0 ||
-        (rc = mrd__why_begin(o, &wo, &why)) < 0 || (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
-        (rc = mrd__why_finish(db, tb, o, why, a)) < 0 ||
-        (rc = mrd_findings_evaluate(db, o, a)) < 0)
+    if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__why_begin(o, &wo, &why)) < 0 ||
+        (rc = mrd__analyze_overlap(db, a, why)) < 0 ||
+        (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
+        (rc = mrd__why_finish(db, tb, o, why, a)) < 0 || (rc = mrd_findings_evaluate(db, o, a)) < 0)
         goto fail;
     mrd__why_destroy(why);
     mrd_timebase_destroy(tb);

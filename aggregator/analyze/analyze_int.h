@@ -6,8 +6,10 @@
 
 #include "analyze.h"
 
-/* Sweeps every rank's kernels and fills ranks[].ov. Returns 0 or -MRD_ERR_SQLITE. */
-int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a);
+/* Sweeps every rank's kernels and fills ranks[].ov; hands each kernel to w's top-kernel
+ * tally on the way (why_int.h). Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+struct mrd__why;
+int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w);
 
 /* Matches collectives across ranks, fills the collective, straggler and step fields.
  * Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */

@@ -9,10 +9,12 @@
  * seen so far. Because rows arrive in start order, a class covers [pos, next_start)
  * exactly up to min(max_end, next_start): no interval list, no heap, O(1) memory per
  * device whatever the concurrency. Between two kernel starts the sweep adds the covered
- * lengths of comm, compute, both (hidden comm) and either (busy). Workload: one indexed
- * range scan per rank (kernels_rank_start), hundreds of millions of rows in total.
+ * lengths of comm, compute, both (hidden comm) and either (busy). The same reading tallies
+ * kernel time per name for the why pass's top kernels (why_int.h), so that no second pass
+ * over the kernels (a sort of all of them) is needed. Workload: one indexed range scan per
+ * rank (kernels_rank_start), hundreds of millions of rows in total.
  */
-#include "analyze_int.h"
+#include "why_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -107,7 +109,8 @@ static int name_is_nccl(struct name_cache *c, int64_t name_id)
     return nccl;
 }
 
-static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, struct mrd_an_rank *r)
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, struct mrd__why *w,
+                      struct mrd_an_rank *r)
 {
     struct sweep sw[MRD_AN_MAX_DEVICES];
     struct mrd_an_overlap *ov = &r->ov;
@@ -127,6 +130,10 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
         int comm = is_linked || by_name;
         if (!mrd_db_kernel_valid(start, end))
             continue; /* lost by CUPTI's device buffer (a drop) or corrupt: not timed */
+        mrd__why_kernel_add(w,
+                            sqlite3_column_type(q, 4) == SQLITE_NULL ? INT64_MIN
+                                                                     : sqlite3_column_int64(q, 4),
+                            end - start);
         struct sweep *s = device_slot(sw, device);
         if (!s->started) {
             s->started = 1;
@@ -148,6 +155,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     }
     if (rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
+    if ((rc = mrd__why_kernel_rank_end(w, names->lookup, r->rank)) < 0)
+        return rc;
     for (int i = 0; i < MRD_AN_MAX_DEVICES && sw[i].used; i++) {
         advance(&sw[i], max64(sw[i].comm_end, sw[i].comp_end));
         ov->comm_ns += sw[i].comm;
@@ -167,7 +176,7 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     return 0;
 }
 
-int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
+int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w)
 {
     sqlite3_stmt *q = NULL;
     struct name_cache *names = NULL;
@@ -190,7 +199,7 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         if (a->ranks[i].events[0] == 0)
             continue;
-        if ((rc = sweep_rank(db, q, names, &a->ranks[i])) < 0)
+        if ((rc = sweep_rank(db, q, names, w, &a->ranks[i])) < 0)
             goto fail;
         if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME ||
             a->ranks[i].ov.method == MRD_AN_METHOD_MIXED)

@@ -15,8 +15,10 @@
  * MRD_WHY_MAX_ROWS rank intervals; beyond, the instances are counted and a warning says so.
  * Kernel queries, through the kernels_rank_start index: one per late event and rank (at most
  * one event per instance), and one per (rank, step) for the shares, each reading the
- * kernels of two steps. Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the
- * report's user time 0.37 s without this pass, about 1.0 s with it, 24 MB resident.
+ * kernels of two steps; the top kernels come from the overlap sweep's reading of every
+ * kernel (no pass of their own). gpu_samples are copied once into an indexed TEMP table. Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the
+ * report's user time 0.37 s without this pass, about 1.0 s with it, 24 MB resident; 64
+ * ranks, 10 M events (tests/bench/scale/tenmillion.py): the whole report 29-32 s CPU, 123 MiB.
  * Single thread, the analysis' connection.
  */
 #include "why_int.h"
@@ -129,6 +131,8 @@ void mrd__why_destroy(struct mrd__why *w)
         return;
     free(w->inst);
     free(w->rows);
+    free(w->tally);
+    free(w->top);
     free(w);
 }
 
@@ -574,61 +578,149 @@ static int64_t ivl_common(const struct ivl_list *a, const struct ivl_list *b)
     return t;
 }
 
+/* Kernels read for the shares, starts ascending: start, end (local ns), 1 = communication;
+ * entries before `first` are no longer needed. */
+struct kbuf {
+    int64_t (*k)[3];
+    size_t first, n, cap;
+};
+
+static int kbuf_push(struct kbuf *b, int64_t s, int64_t e, int comm)
+{
+    if (b->first > 0 && b->n == b->cap) { /* drop what the steps have passed */
+        memmove(b->k, b->k + b->first, (b->n - b->first) * sizeof(*b->k));
+        b->n -= b->first;
+        b->first = 0;
+    }
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        int64_t(*p)[3] = realloc(b->k, nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        b->k = p;
+        b->cap = nc;
+    }
+    b->k[b->n][0] = s;
+    b->k[b->n][1] = e;
+    b->k[b->n][2] = comm;
+    b->n++;
+    return 0;
+}
+
+/* Reads the next row of the shares' kernel query into b: 1 = a row, 0 = no more, < 0. */
+static int kbuf_read(struct step_ctx *c, struct kbuf *b)
+{
+    int rc = sqlite3_step(c->gap_st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    if (rc != SQLITE_ROW)
+        return mrd__analyze_sqlerr(c->db);
+    int comm = sqlite3_column_int(c->gap_st, 2) ||
+               mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->gap_st, 3));
+    rc = kbuf_push(b, sqlite3_column_int64(c->gap_st, 0), sqlite3_column_int64(c->gap_st, 1),
+                   comm);
+    return rc < 0 ? rc : 1;
+}
+
+/* One (rank, step): the buffered kernels starting in [b->first's, hi), clipped to [lo, hi],
+ * into the step's exposed and idle sums (when any kernel ran in it). */
+static int share_step(struct mrd_an_step_cost *sc, const struct kbuf *b, int64_t lo, int64_t hi,
+                      struct ivl_list *comm, struct ivl_list *comp)
+{
+    int any = 0, rc = 0;
+    comm->n = comp->n = 0;
+    for (size_t i = b->first; i < b->n && b->k[i][0] < hi && rc == 0; i++) {
+        int64_t ks = b->k[i][0] < lo ? lo : b->k[i][0];
+        int64_t ke = b->k[i][1] > hi ? hi : b->k[i][1];
+        if (ke <= ks)
+            continue;
+        any = 1;
+        rc = ivl_add(b->k[i][2] ? comm : comp, ks, ke);
+    }
+    if (rc < 0 || !any)
+        return rc;
+    int64_t common = ivl_common(comm, comp), lc = ivl_len(comm);
+    sc->exposed_ns += lc - common;
+    sc->idle_ns += (hi - lo) - (lc + ivl_len(comp) - common);
+    sc->kernel_span_ns += hi - lo;
+    sc->kernel_ranks++;
+    return 0;
+}
+
+/* The local range of (rank, step) for the shares: kernels starting in [*qlo, *hi) (from
+ * the previous step's start), clipped to [*lo, *hi]. 0 when the step has no range. */
+static int share_range(const struct step_ctx *c, const struct rank_steps *l, int rank, int st,
+                       int64_t *qlo, int64_t *lo, int64_t *hi)
+{
+    if (l->start[st] == INT64_MIN)
+        return 0;
+    *lo = mrd_timebase_unmap(c->tb, rank, l->start[st]);
+    *hi = mrd_timebase_unmap(c->tb, rank, l->end[st]);
+    int64_t from = st > 0 && l->start[st - 1] != INT64_MIN
+                       ? mrd_timebase_unmap(c->tb, rank, l->start[st - 1])
+                       : *lo;
+    *qlo = from < *lo ? from : *lo;
+    return 1;
+}
+
 /* For every rank's step range: the union of its communication kernels not covered by
  * compute kernels (exposed) and the time no kernel ran (idle), clipped to the range in the
- * rank's local clock; summed per step over the ranks that ran a kernel in it. */
+ * rank's local clock; summed per step over the ranks that ran a kernel in it. A step reads
+ * the kernels from the previous step's start to its own end. When a rank's ranges move
+ * forward (the usual case), one query per rank reads each kernel once and a buffer holds
+ * the kernels of about two steps; otherwise one query per step. */
 static int step_shares(struct step_ctx *c)
 {
     struct mrd_analysis *a = c->a;
     struct ivl_list comm = {0}, comp = {0};
+    struct kbuf b = {0};
     int rc = 0;
     for (int i = 0; i < a->nranks && rc == 0; i++) {
         const struct rank_steps *l = &c->rs[i];
-        int rank = a->ranks[i].rank;
-        for (int st = 0; st < l->n && st < c->y->nsteps && rc == 0; st++) {
-            if (l->start[st] == INT64_MIN)
+        int rank = a->ranks[i].rank, nst = l->n < c->y->nsteps ? l->n : c->y->nsteps;
+        int64_t qlo, lo, hi, first_qlo = 0, prev_qlo = INT64_MIN, prev_hi = INT64_MIN;
+        int forward = 1, any = 0;
+        for (int st = 0; st < nst; st++) {
+            if (!share_range(c, l, rank, st, &qlo, &lo, &hi))
                 continue;
-            int64_t lo = mrd_timebase_unmap(c->tb, rank, l->start[st]);
-            int64_t hi = mrd_timebase_unmap(c->tb, rank, l->end[st]);
-            int64_t from = st > 0 && l->start[st - 1] != INT64_MIN
-                               ? mrd_timebase_unmap(c->tb, rank, l->start[st - 1])
-                               : lo;
-            int any = 0;
-            comm.n = comp.n = 0;
+            if (!any)
+                first_qlo = qlo;
+            any = 1;
+            forward &= qlo >= prev_qlo && hi >= prev_hi;
+            prev_qlo = qlo, prev_hi = hi;
+        }
+        if (!any)
+            continue;
+        b.first = b.n = 0;
+        if (forward) {
             sqlite3_reset(c->gap_st);
             sqlite3_bind_int(c->gap_st, 1, rank);
-            sqlite3_bind_int64(c->gap_st, 2, from < lo ? from : lo);
-            sqlite3_bind_int64(c->gap_st, 3, hi);
-            while (rc == 0 && (rc = sqlite3_step(c->gap_st)) == SQLITE_ROW) {
-                rc = 0;
-                int64_t ks = sqlite3_column_int64(c->gap_st, 0);
-                int64_t ke = sqlite3_column_int64(c->gap_st, 1);
-                if (ks < lo)
-                    ks = lo;
-                if (ke > hi)
-                    ke = hi;
-                if (ke <= ks)
-                    continue;
-                any = 1;
-                int is_comm =
-                    sqlite3_column_int(c->gap_st, 2) ||
-                    mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->gap_st, 3));
-                rc = ivl_add(is_comm ? &comm : &comp, ks, ke);
-            }
-            if (rc == SQLITE_DONE)
-                rc = 0;
-            else if (rc > 0)
-                rc = mrd__analyze_sqlerr(c->db);
-            if (rc < 0 || !any)
+            sqlite3_bind_int64(c->gap_st, 2, first_qlo);
+            sqlite3_bind_int64(c->gap_st, 3, prev_hi);
+        }
+        int more = 1;
+        for (int st = 0; st < nst && rc == 0; st++) {
+            if (!share_range(c, l, rank, st, &qlo, &lo, &hi))
                 continue;
-            struct mrd_an_step_cost *sc = &c->y->steps[st];
-            int64_t common = ivl_common(&comm, &comp), lc = ivl_len(&comm);
-            sc->exposed_ns += lc - common;
-            sc->idle_ns += (hi - lo) - (lc + ivl_len(&comp) - common);
-            sc->kernel_span_ns += hi - lo;
-            sc->kernel_ranks++;
+            if (!forward) {
+                sqlite3_reset(c->gap_st);
+                sqlite3_bind_int(c->gap_st, 1, rank);
+                sqlite3_bind_int64(c->gap_st, 2, qlo);
+                sqlite3_bind_int64(c->gap_st, 3, hi);
+                b.first = b.n = 0;
+                more = 1;
+            }
+            while (b.first < b.n && b.k[b.first][0] < qlo)
+                b.first++;
+            while (more > 0 && (b.n == b.first || b.k[b.n - 1][0] < hi))
+                more = kbuf_read(c, &b);
+            if (more < 0)
+                rc = more;
+            if (rc == 0)
+                rc = share_step(&c->y->steps[st], &b, lo, hi, &comm, &comp);
         }
     }
+    free(b.k);
     free(comm.v);
     free(comp.v);
     return rc;
@@ -672,7 +764,8 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
         goto done;
     }
     if (mrd_db_has_table(db, "gpu_samples") == 1 &&
-        sqlite3_prepare_v2(db, mrd_db_sql_why_gpu_sample, -1, &c.gpu_st, NULL) != SQLITE_OK) {
+        (sqlite3_exec(db, mrd_db_sql_why_gpu_samples_copy, NULL, NULL, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(db, mrd_db_sql_why_gpu_sample, -1, &c.gpu_st, NULL) != SQLITE_OK)) {
         rc = mrd__analyze_sqlerr(db);
         goto done;
     }
@@ -751,5 +844,5 @@ int mrd__why_finish(sqlite3 *db, const struct mrd_timebase *tb, const struct mrd
         return rc;
     if ((rc = step_costs(db, tb, o, a, w, y)) < 0) /* also without collectives: shares */
         return rc;
-    return mrd__why_top_kernels(db, a, y);
+    return mrd__why_top_kernels(db, w, a, y);
 }

@@ -249,42 +249,148 @@ static int coll_stats(sqlite3 *db, struct mrd__why *w, struct mrd_an_why *y)
 
 /* ---- top kernels per rank ---- */
 
-int mrd__why_top_kernels(sqlite3 *db, struct mrd_analysis *a, struct mrd_an_why *y)
+static size_t tally_slot(const struct mrd__why *w, int64_t name_id)
 {
-    sqlite3_stmt *st = NULL;
-    int rc, cap = a->nranks * MRD_WHY_TOP_KERNELS, cur = -1, in_rank = 0, first_of_rank = 0;
-    int64_t total = 0;
+    size_t mask = w->tally_cap - 1;
+    size_t i = (size_t)((uint64_t)name_id * 0x9e3779b97f4a7c15ull >> 17) & mask;
+    while (w->tally[i].used && w->tally[i].name_id != name_id)
+        i = (i + 1) & mask;
+    return i;
+}
+
+static int tally_grow(struct mrd__why *w)
+{
+    size_t ncap = w->tally_cap ? w->tally_cap * 2 : 64;
+    struct mrd__why_ktally *old = w->tally, *nt = calloc(ncap, sizeof(*nt));
+    size_t ocap = w->tally_cap;
+    if (!nt)
+        return -ENOMEM;
+    w->tally = nt;
+    w->tally_cap = ncap;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].used)
+            w->tally[tally_slot(w, old[i].name_id)] = old[i];
+    free(old);
+    return 0;
+}
+
+void mrd__why_kernel_add(struct mrd__why *w, int64_t name_id, int64_t ns)
+{
+    if (w->enomem)
+        return;
+    if (2 * (w->tally_n + 1) > w->tally_cap && tally_grow(w) < 0) {
+        w->enomem = 1;
+        return;
+    }
+    struct mrd__why_ktally *t = &w->tally[tally_slot(w, name_id)];
+    if (!t->used) {
+        t->used = 1;
+        t->name_id = name_id;
+        w->tally_n++;
+    }
+    t->count++;
+    t->total_ns += ns;
+    w->tally_total_ns += ns;
+}
+
+struct named_tally {
+    const struct mrd__why_ktally *t;
+    char *name; /* NULL: no string (a NULL name_id, or an id strings lacks) */
+};
+
+static int cmp_named_tally(const void *x, const void *y)
+{
+    const struct named_tally *a = x, *b = y;
+    if (a->t->total_ns != b->t->total_ns)
+        return a->t->total_ns > b->t->total_ns ? -1 : 1;
+    if (!a->name || !b->name)
+        return !b->name - !a->name; /* NULL first */
+    return strcmp(a->name, b->name);
+}
+
+static void tally_clear(struct mrd__why *w)
+{
+    if (w->tally)
+        memset(w->tally, 0, w->tally_cap * sizeof(*w->tally));
+    w->tally_n = 0;
+    w->tally_total_ns = 0;
+}
+
+int mrd__why_kernel_rank_end(struct mrd__why *w, sqlite3_stmt *name_st, int rank)
+{
+    struct named_tally *v = NULL;
+    size_t n = 0;
+    int rc = -ENOMEM;
+    if (w->enomem)
+        goto done;
+    if (w->tally_n == 0) {
+        rc = 0;
+        goto done;
+    }
+    v = calloc(w->tally_n, sizeof(*v));
+    if (!v)
+        goto done;
+    for (size_t i = 0; i < w->tally_cap; i++) {
+        if (!w->tally[i].used)
+            continue;
+        struct named_tally *e = &v[n++];
+        e->t = &w->tally[i];
+        if (e->t->name_id == INT64_MIN)
+            continue;
+        sqlite3_reset(name_st);
+        sqlite3_bind_int64(name_st, 1, e->t->name_id);
+        const unsigned char *txt =
+            sqlite3_step(name_st) == SQLITE_ROW ? sqlite3_column_text(name_st, 0) : NULL;
+        if (txt && !(e->name = strdup((const char *)txt)))
+            goto done;
+    }
+    qsort(v, n, sizeof(*v), cmp_named_tally);
+    size_t keep = n < MRD_WHY_TOP_KERNELS ? n : MRD_WHY_TOP_KERNELS;
+    if (w->ntop + keep > w->cap_top) {
+        size_t ncap = w->cap_top ? w->cap_top * 2 : 64 * MRD_WHY_TOP_KERNELS;
+        while (ncap < w->ntop + keep)
+            ncap *= 2;
+        struct mrd_an_kernel_top *p = realloc(w->top, ncap * sizeof(*p));
+        if (!p)
+            goto done;
+        w->top = p;
+        w->cap_top = ncap;
+    }
+    for (size_t i = 0; i < keep; i++) {
+        struct mrd_an_kernel_top *k = &w->top[w->ntop++];
+        memset(k, 0, sizeof(*k));
+        k->rank = rank;
+        w->top_demangled |= mrd_analyze_demangle(v[i].name, k->name, sizeof(k->name));
+        k->count = v[i].t->count;
+        k->total_ns = v[i].t->total_ns;
+        k->share = w->tally_total_ns > 0 ? (double)k->total_ns / w->tally_total_ns : 0;
+    }
+    rc = 0;
+done:
+    if (rc < 0)
+        w->enomem = 1;
+    for (size_t i = 0; i < n; i++)
+        free(v[i].name);
+    free(v);
+    sqlite3_reset(name_st);
+    tally_clear(w);
+    return rc;
+}
+
+int mrd__why_top_kernels(sqlite3 *db, struct mrd__why *w, struct mrd_analysis *a,
+                         struct mrd_an_why *y)
+{
+    size_t cap = (size_t)a->nranks * MRD_WHY_TOP_KERNELS;
     if (mrd_db_has_table(db, "kernels") != 1 || cap == 0)
         return 0;
-    y->kernels = calloc((size_t)cap, sizeof(*y->kernels));
+    y->kernels = calloc(cap, sizeof(*y->kernels));
     if (!y->kernels)
         return -ENOMEM;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_why_kernel_totals, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int rank = sqlite3_column_int(st, 0);
-        if (!mrd__analyze_rank(a, rank))
-            continue;
-        if (rank != cur) {
-            for (int k = first_of_rank; k < y->nkernels; k++)
-                y->kernels[k].share = total > 0 ? (double)y->kernels[k].total_ns / total : 0;
-            cur = rank, in_rank = 0, first_of_rank = y->nkernels;
-            total = sqlite3_column_int64(st, 4);
-        }
-        if (in_rank >= MRD_WHY_TOP_KERNELS || y->nkernels >= cap)
-            continue;
-        struct mrd_an_kernel_top *k = &y->kernels[y->nkernels++];
-        in_rank++;
-        k->rank = rank;
-        y->demangled |= mrd_analyze_demangle((const char *)sqlite3_column_text(st, 1), k->name,
-                                             sizeof(k->name));
-        k->count = (uint64_t)sqlite3_column_int64(st, 2);
-        k->total_ns = sqlite3_column_int64(st, 3);
-    }
-    for (int k = first_of_rank; k < y->nkernels; k++)
-        y->kernels[k].share = total > 0 ? (double)y->kernels[k].total_ns / total : 0;
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    size_t n = w->ntop < cap ? w->ntop : cap; /* the sweep went in rank order */
+    memcpy(y->kernels, w->top, n * sizeof(*y->kernels));
+    y->nkernels = (int)n;
+    y->demangled |= w->top_demangled;
+    return 0;
 }
 
 int mrd__why_stats(sqlite3 *db, struct mrd__why *w, struct mrd_an_why *y)

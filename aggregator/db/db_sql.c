@@ -619,9 +619,14 @@ const char mrd_db_sql_why_gap_kernels[] =
     "k.rank AND l.correlation_id = k.correlation_id), s.value FROM main.kernels k "
     "LEFT JOIN main.strings s ON s.id = k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 "
     "AND k.start_ns < ?3 AND " MRD_DB_KERNEL_VALID " ORDER BY k.start_ns";
+const char mrd_db_sql_why_gpu_samples_copy[] =
+    "DROP TABLE IF EXISTS temp.mrd_gpu_samples;"
+    "CREATE TEMP TABLE mrd_gpu_samples AS SELECT rank, host_ns, sm_clock_mhz, power_mw, "
+    "temperature_c, throttle_reasons FROM main.gpu_samples ORDER BY rowid;"
+    "CREATE INDEX temp.mrd_gpu_samples_rank_time ON mrd_gpu_samples (rank, host_ns)";
 const char mrd_db_sql_why_gpu_sample[] =
-    "SELECT sm_clock_mhz, power_mw, temperature_c, throttle_reasons FROM main.gpu_samples "
-    "WHERE rank = ?1 AND host_ns <= ?2 ORDER BY host_ns DESC LIMIT 1";
+    "SELECT sm_clock_mhz, power_mw, temperature_c, throttle_reasons FROM temp.mrd_gpu_samples "
+    "WHERE rank = ?1 AND host_ns <= ?2 ORDER BY host_ns DESC, rowid DESC LIMIT 1";
 const char mrd_db_sql_why_algo_proto[] =
     "SELECT n.comm_hash, f.value, n.bytes, n.rank, a.value, p.value, COUNT(*) "
     "FROM main.nccl_ops n LEFT JOIN main.strings f ON f.id = n.func_id "
@@ -634,12 +639,6 @@ const char mrd_db_sql_why_mixed[] =
     "COALESCE(proto_id, -1)) AS choices FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT "
     "NULL GROUP BY comm_hash, seq, func_id) i LEFT JOIN main.strings f ON f.id = i.func_id "
     "WHERE i.choices > 1 GROUP BY 1, 2, 3";
-const char mrd_db_sql_why_kernel_totals[] =
-    "SELECT k.rank, s.value, COUNT(*), SUM(k.end_ns - k.start_ns), "
-    "SUM(SUM(k.end_ns - k.start_ns)) OVER (PARTITION BY k.rank) FROM main.kernels k "
-    "LEFT JOIN main.strings s ON s.id = k.name_id WHERE " MRD_DB_KERNEL_VALID
-    " GROUP BY k.rank, k.name_id ORDER BY 1, 4 DESC, 2";
-
 const char mrd_db_sql_find_pageable[] =
     "SELECT rank, count(*), sum(bytes), sum(end_ns - start_ns) FROM main.memcpys "
     "WHERE src_kind = 1 OR dst_kind = 1 GROUP BY rank ORDER BY rank";

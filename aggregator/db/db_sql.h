@@ -424,8 +424,12 @@ extern const char mrd_db_sql_why_instance_bytes[];
 /* Kernels of rank ?1 starting in [?2, ?3) (local ns) that have an interval, by start:
  * start, end, 1 when linked to an NCCL op (temp.mrd_link), name. */
 extern const char mrd_db_sql_why_gap_kernels[];
-/* The latest gpu_samples row of rank ?1 at or before local ?2: sm_clock_mhz, power_mw,
- * temperature_c, throttle_reasons. */
+/* Copies gpu_samples into temp.mrd_gpu_samples (rowid order kept) with an index on
+ * (rank, host_ns), so that each late event's look-up is an index probe, not a scan of the
+ * table (which has no such index in the database and may be read-only). */
+extern const char mrd_db_sql_why_gpu_samples_copy[];
+/* The latest temp.mrd_gpu_samples row of rank ?1 at or before local ?2 (equal times: the
+ * last stored): sm_clock_mhz, power_mw, temperature_c, throttle_reasons. */
 extern const char mrd_db_sql_why_gpu_sample[];
 /* Collectives per (comm_hash, func, bytes, rank, algorithm, protocol), grouped rows
  * adjacent, each rank's most frequent choice first (ties: by algorithm, then protocol
@@ -434,9 +438,6 @@ extern const char mrd_db_sql_why_algo_proto[];
 /* Per (comm_hash, func, bytes of the instance: MAX over its rows), the instances whose
  * ranks chose more than one (algorithm, protocol): comm_hash, func, bytes, count. */
 extern const char mrd_db_sql_why_mixed[];
-/* Kernel time per (rank, name) of kernels with an interval, by rank then total
- * descending: rank, name, count, total ns, the rank's total over all kernels. */
-extern const char mrd_db_sql_why_kernel_totals[];
 
 /* ---- findings (aggregator/analyze/findings*.c) ---- */
 
