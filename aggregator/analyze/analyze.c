@@ -65,6 +65,13 @@ int mrd__analyze_sqlerr(sqlite3 *db)
     return -MRD_ERR_SQLITE;
 }
 
+int mrd__analyze_rows(sqlite3 *db, const char *table, const char *sql,
+                      int (*row)(sqlite3_stmt *st, void *ctx), void *ctx)
+{
+    int rc = mrd_db_each_row(db, table, sql, row, ctx);
+    return rc == -MRD_ERR_SQLITE ? mrd__analyze_sqlerr(db) : rc;
+}
+
 void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
 {
     va_list ap;
@@ -148,49 +155,53 @@ static int load_run(sqlite3 *db, struct mrd_analysis *a)
     return 0;
 }
 
+/* What the per-rank row readers add to: the analysis, its ranks' capacity, and the event
+ * kind whose counts are read. */
+struct rank_rows {
+    struct mrd_analysis *a;
+    int *cap;
+    int kind;
+};
+
+static int rank_row(sqlite3_stmt *st, void *ctx)
+{
+    struct rank_rows *rr = ctx;
+    struct mrd_an_rank *r = add_rank(rr->a, sqlite3_column_int(st, 0), rr->cap);
+    if (!r)
+        return 0;
+    if (sqlite3_column_type(st, 1) != SQLITE_NULL)
+        r->local_rank = sqlite3_column_int(st, 1);
+    if (sqlite3_column_type(st, 2) != SQLITE_NULL)
+        r->world_size = sqlite3_column_int(st, 2);
+    copy_text(r->host, sizeof(r->host), st, 3);
+    if (sqlite3_column_type(st, 4) != SQLITE_NULL)
+        r->pid = sqlite3_column_int(st, 4);
+    r->goodbye = sqlite3_column_int(st, 5);
+    return 0;
+}
+
+static int gpu_row(sqlite3_stmt *st, void *ctx)
+{
+    struct rank_rows *rr = ctx;
+    struct mrd_an_rank *r = add_rank(rr->a, sqlite3_column_int(st, 0), rr->cap);
+    if (!r)
+        return 0;
+    r->ngpus_total++;
+    if (r->ngpus >= MRD_AN_MAX_GPUS)
+        return 0;
+    struct mrd_an_gpu *g = &r->gpus[r->ngpus++];
+    g->device = sqlite3_column_int(st, 1);
+    copy_text(g->name, sizeof(g->name), st, 2);
+    copy_text(g->uuid, sizeof(g->uuid), st, 3);
+    copy_text(g->pci, sizeof(g->pci), st, 4);
+    return 0;
+}
+
 static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (mrd_db_has_table(db, "ranks") == 1) {
-        if (sqlite3_prepare_v2(db, mrd_db_sql_ranks, -1, &st, NULL) != SQLITE_OK)
-            return mrd__analyze_sqlerr(db);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
-            if (!r)
-                continue;
-            if (sqlite3_column_type(st, 1) != SQLITE_NULL)
-                r->local_rank = sqlite3_column_int(st, 1);
-            if (sqlite3_column_type(st, 2) != SQLITE_NULL)
-                r->world_size = sqlite3_column_int(st, 2);
-            copy_text(r->host, sizeof(r->host), st, 3);
-            if (sqlite3_column_type(st, 4) != SQLITE_NULL)
-                r->pid = sqlite3_column_int(st, 4);
-            r->goodbye = sqlite3_column_int(st, 5);
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE)
-            return mrd__analyze_sqlerr(db);
-    }
-    if (mrd_db_has_table(db, "gpus") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_gpus, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
-        if (!r)
-            continue;
-        r->ngpus_total++;
-        if (r->ngpus >= MRD_AN_MAX_GPUS)
-            continue;
-        struct mrd_an_gpu *g = &r->gpus[r->ngpus++];
-        g->device = sqlite3_column_int(st, 1);
-        copy_text(g->name, sizeof(g->name), st, 2);
-        copy_text(g->uuid, sizeof(g->uuid), st, 3);
-        copy_text(g->pci, sizeof(g->pci), st, 4);
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    struct rank_rows rr = {a, cap, 0};
+    int rc = mrd__analyze_rows(db, "ranks", mrd_db_sql_ranks, rank_row, &rr);
+    return rc < 0 ? rc : mrd__analyze_rows(db, "gpus", mrd_db_sql_gpus, gpu_row, &rr);
 }
 
 /* One warning per rank whose batches came from more than one agent process
@@ -247,25 +258,24 @@ static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
 }
 
+static int count_row(sqlite3_stmt *st, void *ctx)
+{
+    struct rank_rows *rr = ctx;
+    struct mrd_an_rank *r = add_rank(rr->a, sqlite3_column_int(st, 0), rr->cap);
+    if (r)
+        r->events[rr->kind] = (uint64_t)sqlite3_column_int64(st, 1);
+    return 0;
+}
+
 static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
 {
-    for (int k = 0; k < MRD_AN_NKINDS; k++) {
+    struct rank_rows rr = {a, cap, 0};
+    for (rr.kind = 0; rr.kind < MRD_AN_NKINDS; rr.kind++) {
         char sql[160];
-        sqlite3_stmt *st = NULL;
-        int rc;
-        if (mrd_db_has_table(db, kind_tables[k]) != 1)
-            continue;
-        snprintf(sql, sizeof(sql), mrd_db_sql_count_by_rank_fmt, kind_tables[k]);
-        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-            return mrd__analyze_sqlerr(db);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
-            if (r)
-                r->events[k] = (uint64_t)sqlite3_column_int64(st, 1);
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE)
-            return mrd__analyze_sqlerr(db);
+        snprintf(sql, sizeof(sql), mrd_db_sql_count_by_rank_fmt, kind_tables[rr.kind]);
+        int rc = mrd__analyze_rows(db, kind_tables[rr.kind], sql, count_row, &rr);
+        if (rc < 0)
+            return rc;
     }
     return 0;
 }
@@ -308,117 +318,105 @@ static void add_cost(struct mrd_an_rank *r, const char *cat, const char *name, u
         r->cost_calls_est = v;
 }
 
-static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
+static int agent_counter_row(sqlite3_stmt *st, void *ctx)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (mrd_db_has_table(db, "agent_counters") == 1) {
-        if (sqlite3_prepare_v2(db, mrd_db_sql_agent_counters, -1, &st, NULL) != SQLITE_OK)
-            return mrd__analyze_sqlerr(db);
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            struct mrd_an_rank *r = add_rank(a, sqlite3_column_int(st, 0), cap);
-            const char *cat = (const char *)sqlite3_column_text(st, 1);
-            const char *name = (const char *)sqlite3_column_text(st, 2);
-            uint64_t v = (uint64_t)sqlite3_column_int64(st, 3);
-            if (!r || !cat)
-                continue;
-            if (strcmp(cat, "captured") == 0)
-                r->captured_total += v;
-            else if (strcmp(cat, "agent") == 0 || strcmp(cat, "cupti") == 0)
-                add_cost(r, cat, name, v);
-            else if (v > 0)
-                add_drop(r, name ? name : "unknown", v);
-        }
-        sqlite3_finalize(st);
-        if (rc != SQLITE_DONE)
-            return mrd__analyze_sqlerr(db);
-    }
-    if (mrd_db_has_table(db, "aggregator_counters") != 1)
+    struct rank_rows *rr = ctx;
+    struct mrd_an_rank *r = add_rank(rr->a, sqlite3_column_int(st, 0), rr->cap);
+    const char *cat = (const char *)sqlite3_column_text(st, 1);
+    const char *name = (const char *)sqlite3_column_text(st, 2);
+    uint64_t v = (uint64_t)sqlite3_column_int64(st, 3);
+    if (!r || !cat)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_aggregator_counters, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        uint64_t v = (uint64_t)sqlite3_column_int64(st, 1);
-        if (name && strstr(name, "dup"))
-            a->duplicates += v;
-        else if (name && strstr(name, "reject"))
-            a->rejected += v;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    if (strcmp(cat, "captured") == 0)
+        r->captured_total += v;
+    else if (strcmp(cat, "agent") == 0 || strcmp(cat, "cupti") == 0)
+        add_cost(r, cat, name, v);
+    else if (v > 0)
+        add_drop(r, name ? name : "unknown", v);
+    return 0;
 }
 
-static int load_clock_summary(sqlite3 *db, struct mrd_analysis *a)
+static int aggregator_counter_row(sqlite3_stmt *st, void *ctx)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (mrd_db_has_table(db, "clock_models") != 1)
+    struct mrd_analysis *a = ctx;
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    uint64_t v = (uint64_t)sqlite3_column_int64(st, 1);
+    if (name && strstr(name, "dup"))
+        a->duplicates += v;
+    else if (name && strstr(name, "reject"))
+        a->rejected += v;
+    return 0;
+}
+
+static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
+{
+    struct rank_rows rr = {a, cap, 0};
+    int rc = mrd__analyze_rows(db, "agent_counters", mrd_db_sql_agent_counters,
+                               agent_counter_row, &rr);
+    return rc < 0 ? rc
+                  : mrd__analyze_rows(db, "aggregator_counters", mrd_db_sql_aggregator_counters,
+                                      aggregator_counter_row, a);
+}
+
+static int clock_summary_row(sqlite3_stmt *st, void *ctx)
+{
+    struct mrd_an_rank *r = mrd__analyze_rank(ctx, sqlite3_column_int(st, 0));
+    if (!r)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_summary, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
-        if (!r)
-            continue;
-        int64_t bound = sqlite3_column_int64(st, 4);
-        if (!r->clock_fitted) { /* the first segment gives offset, drift and method */
-            r->clock_fitted = 1;
-            r->clock_offset_ns = sqlite3_column_int64(st, 2);
-            r->clock_drift_ppm = sqlite3_column_double(st, 3);
-            copy_text(r->clock_method, sizeof(r->clock_method), st, 6);
-        }
-        r->clock_segments++;
-        if (bound > r->clock_error_bound_ns)
-            r->clock_error_bound_ns = bound;
-        r->clock_samples += sqlite3_column_int64(st, 5);
+    int64_t bound = sqlite3_column_int64(st, 4);
+    if (!r->clock_fitted) { /* the first segment gives offset, drift and method */
+        r->clock_fitted = 1;
+        r->clock_offset_ns = sqlite3_column_int64(st, 2);
+        r->clock_drift_ppm = sqlite3_column_double(st, 3);
+        copy_text(r->clock_method, sizeof(r->clock_method), st, 6);
     }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    r->clock_segments++;
+    if (bound > r->clock_error_bound_ns)
+        r->clock_error_bound_ns = bound;
+    r->clock_samples += sqlite3_column_int64(st, 5);
+    return 0;
+}
+
+static int causality_pair_row(sqlite3_stmt *st, void *ctx)
+{
+    struct mrd_analysis *a = ctx;
+    uint64_t before = (uint64_t)sqlite3_column_int64(st, 3);
+    a->clock_violations_before += before;
+    a->clock_violations_after += (uint64_t)sqlite3_column_int64(st, 4);
+    if (a->npairs >= MRD_AN_MAX_PAIRS || before == 0)
+        return 0;
+    struct mrd_an_pair *p = &a->pairs[a->npairs++];
+    p->rank_a = sqlite3_column_int(st, 0);
+    p->rank_b = sqlite3_column_int(st, 1);
+    p->instances = (uint64_t)sqlite3_column_int64(st, 2);
+    p->violations_before = before;
+    p->violations_after = (uint64_t)sqlite3_column_int64(st, 4);
+    p->max_violation_before_ns = sqlite3_column_int64(st, 5);
+    p->max_violation_after_ns = sqlite3_column_int64(st, 6);
+    return 0;
+}
+
+static int clock_shift_row(sqlite3_stmt *st, void *ctx)
+{
+    struct mrd_an_rank *r = mrd__analyze_rank(ctx, sqlite3_column_int(st, 0));
+    if (r) {
+        r->clock_adjusted = 1;
+        r->clock_shift_ns = sqlite3_column_int64(st, 1);
+    }
+    return 0;
 }
 
 /* The clock fit's causality check, as it stored it: totals, the worst pairs, per-rank
  * offset shifts. Absent tables mean the check did not run. */
 static int load_causality(sqlite3 *db, struct mrd_analysis *a)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
     if (mrd_db_has_table(db, "clock_causality") != 1)
         return 0;
     a->clock_checked = 1;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_causality_pairs, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint64_t before = (uint64_t)sqlite3_column_int64(st, 3);
-        a->clock_violations_before += before;
-        a->clock_violations_after += (uint64_t)sqlite3_column_int64(st, 4);
-        if (a->npairs >= MRD_AN_MAX_PAIRS || before == 0)
-            continue;
-        struct mrd_an_pair *p = &a->pairs[a->npairs++];
-        p->rank_a = sqlite3_column_int(st, 0);
-        p->rank_b = sqlite3_column_int(st, 1);
-        p->instances = (uint64_t)sqlite3_column_int64(st, 2);
-        p->violations_before = before;
-        p->violations_after = (uint64_t)sqlite3_column_int64(st, 4);
-        p->max_violation_before_ns = sqlite3_column_int64(st, 5);
-        p->max_violation_after_ns = sqlite3_column_int64(st, 6);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return mrd__analyze_sqlerr(db);
-    if (mrd_db_has_table(db, "clock_adjustments") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_clock_shifts, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
-        if (r) {
-            r->clock_adjusted = 1;
-            r->clock_shift_ns = sqlite3_column_int64(st, 1);
-        }
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    int rc = mrd__analyze_rows(db, NULL, mrd_db_sql_causality_pairs, causality_pair_row, a);
+    return rc < 0 ? rc
+                  : mrd__analyze_rows(db, "clock_adjustments", mrd_db_sql_clock_shifts,
+                                      clock_shift_row, a);
 }
 
 int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_analysis **out,
@@ -440,7 +438,8 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 64 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
-        (rc = load_clock_summary(db, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
+        (rc = mrd__analyze_rows(db, "clock_models", mrd_db_sql_clock_summary,
+                                clock_summary_row, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
         (rc = warn_rank_processes(db, a)) < 0 || (rc = mrd__analyze_windows(db, a)) < 0)
         goto fail;
     /* the fingerprints are one section and one finding: unreadable ones (a table of another

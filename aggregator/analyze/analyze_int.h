@@ -16,6 +16,22 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w
 int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
                        const struct mrd_analyze_options *o, struct mrd_analysis *a);
 
+/* One rank's NVTX step ranges (match.c's rule: the step name of the options, a range
+ * nested in or overlapping the previous one is not a new step), rank-local clock. */
+struct mrd__step_ranges {
+    int n, cap;                    /* the first n ranges, at most MRD_AN_MAX_STEPS */
+    int64_t *start, *end;          /* ascending, non-overlapping */
+    int total;                     /* ranges seen, also past MRD_AN_MAX_STEPS: */
+    int64_t first_start, last_end; /* ... the span from the first to the last */
+};
+
+/* Fills per_rank[a->nranks] (zeroed by the caller) from the nvtx table; none without it.
+ * Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd__analyze_step_ranges(sqlite3 *db, const struct mrd_analyze_options *o,
+                             struct mrd_analysis *a, struct mrd__step_ranges *per_rank);
+/* Frees the lists and the array; accepts NULL. */
+void mrd__step_ranges_free(struct mrd__step_ranges *per_rank, int nranks);
+
 /* Reads the windows table (window_table.c) into a->windows; a database without it gets
  * none (and a warning when it has window records). Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
 int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a);
@@ -30,6 +46,12 @@ struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank);
 
 /* Records SQLite's current message for mrd_analyze's err_msg; returns -MRD_ERR_SQLITE. */
 int mrd__analyze_sqlerr(sqlite3 *db);
+
+/* mrd_db_each_row (db.h) for the analysis' readers: an absent `table` reads no row, and a
+ * statement that fails records SQLite's message for err_msg. Returns 0, row's negative
+ * code or -MRD_ERR_SQLITE. */
+int mrd__analyze_rows(sqlite3 *db, const char *table, const char *sql,
+                      int (*row)(sqlite3_stmt *st, void *ctx), void *ctx);
 
 /* why.c: the collector of the matched instances (opaque). mrd__why_begin copies o into
  * *wrapped with on_instance set to the collector, which calls o's own callback first.

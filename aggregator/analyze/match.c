@@ -27,13 +27,6 @@
 #define MRD_AN_MAX_INSTANCE_ROWS 65536
 #define MRD_AN_MAX_STEP_CELLS    (1u << 22) /* steps x ranks cells for "worst rank per step" */
 
-struct step_list {
-    int n;
-    int64_t *start, *end;          /* local clock, ascending, non-overlapping; the first n */
-    int any;                       /* step ranges seen, also past MRD_AN_MAX_STEPS: */
-    int64_t first_start, last_end; /* ... the span from the first to the last */
-};
-
 struct row {
     int rank;
     int64_t start, end; /* comparable timebase */
@@ -45,7 +38,7 @@ struct matcher {
     struct mrd_analysis *a;
     const struct mrd_timebase *tb;
     const struct mrd_analyze_options *o;
-    struct step_list *steps;                /* [a->nranks] */
+    struct mrd__step_ranges *steps;         /* [a->nranks] */
     uint8_t capture_step[MRD_AN_MAX_STEPS]; /* MRD_AN_ATTACH | MRD_AN_DETACH, per step */
     int64_t *cell_caused;                   /* [nsteps * nranks] or NULL */
     struct row *rows;
@@ -58,71 +51,109 @@ struct matcher {
     int64_t *start_buf, *end_buf;
 };
 
+static int capture_step_row(sqlite3_stmt *st, void *ctx)
+{
+    struct matcher *m = ctx;
+    for (int c = 0; c < 2; c++) {
+        int64_t s = sqlite3_column_int64(st, c);
+        if (s >= 0 && s < MRD_AN_MAX_STEPS)
+            m->capture_step[s] |= c == 0 ? MRD_AN_ATTACH : MRD_AN_DETACH;
+    }
+    return 0;
+}
+
 /* The capture steps (table windows, derived by the finalize): a window's first step (the
  * attach) and the step after its last (the detach), on any rank. */
 static int load_capture_steps(sqlite3 *db, struct matcher *m)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (mrd_db_has_table(db, "windows") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_window_steps, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        for (int c = 0; c < 2; c++) {
-            int64_t s = sqlite3_column_int64(st, c);
-            if (s >= 0 && s < MRD_AN_MAX_STEPS)
-                m->capture_step[s] |= c == 0 ? MRD_AN_ATTACH : MRD_AN_DETACH;
-        }
-    sqlite3_finalize(st);
-    for (int s = 0; s < m->a->nsteps; s++)
+    int rc = mrd__analyze_rows(db, "windows", mrd_db_sql_window_steps, capture_step_row, m);
+    for (int s = 0; rc == 0 && s < m->a->nsteps; s++)
         m->a->steps[s].capture = m->capture_step[s];
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    return rc;
 }
 
-static int load_steps(sqlite3 *db, struct matcher *m)
+struct step_reader {
+    const struct mrd_analyze_options *o;
+    struct mrd_analysis *a;
+    struct mrd__step_ranges *per_rank;
+};
+
+static int step_range_row(sqlite3_stmt *st, void *ctx)
 {
-    struct mrd_analysis *a = m->a;
+    struct step_reader *sr = ctx;
+    struct mrd_an_rank *r = mrd__analyze_rank(sr->a, sqlite3_column_int(st, 0));
+    int64_t s = sqlite3_column_int64(st, 1), e = sqlite3_column_int64(st, 2);
+    if (!r || !mrd_step_name_match((const char *)sqlite3_column_text(st, 3), sr->o->step_name))
+        return 0;
+    struct mrd__step_ranges *l = &sr->per_rank[r - sr->a->ranks];
+    if (l->n > 0 && s < l->end[l->n - 1])
+        return 0; /* nested in (or overlapping) the previous step: not a new step */
+    if (l->total++ == 0)
+        l->first_start = s;
+    if (e > l->last_end)
+        l->last_end = e;
+    if (l->n >= MRD_AN_MAX_STEPS)
+        return 0;
+    if (l->n == l->cap) {
+        int nc = l->cap ? l->cap * 2 : 64;
+        int64_t *ps = realloc(l->start, (size_t)nc * sizeof(int64_t));
+        if (ps)
+            l->start = ps;
+        int64_t *pe = realloc(l->end, (size_t)nc * sizeof(int64_t));
+        if (pe)
+            l->end = pe;
+        if (!ps || !pe)
+            return -ENOMEM;
+        l->cap = nc;
+    }
+    l->start[l->n] = s;
+    l->end[l->n] = e;
+    l->n++;
+    return 0;
+}
+
+int mrd__analyze_step_ranges(sqlite3 *db, const struct mrd_analyze_options *o,
+                             struct mrd_analysis *a, struct mrd__step_ranges *per_rank)
+{
+    struct step_reader sr = {o, a, per_rank};
     sqlite3_stmt *st = NULL;
     int rc;
     if (mrd_db_has_table(db, "nvtx") != 1)
         return 0;
     if (sqlite3_prepare_v2(db, mrd_db_sql_step_ranges, -1, &st, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
-    sqlite3_bind_text(st, 1, m->o->step_name ? m->o->step_name : "step", -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, m->o->step_name == NULL);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
-        int64_t s = sqlite3_column_int64(st, 1), e = sqlite3_column_int64(st, 2);
-        if (!r || !mrd_step_name_match((const char *)sqlite3_column_text(st, 3), m->o->step_name))
-            continue;
-        struct step_list *l = &m->steps[r - a->ranks];
-        if (l->n > 0 && s < l->end[l->n - 1])
-            continue; /* nested in (or overlapping) the previous step: not a new step */
-        r->steps++;
-        if (!l->any)
-            l->first_start = s;
-        l->any = 1;
-        if (e > l->last_end)
-            l->last_end = e;
-        if (l->n >= MRD_AN_MAX_STEPS) {
-            a->steps_beyond_cap++;
-            continue;
-        }
-        if (!l->start) {
-            l->start = malloc(MRD_AN_MAX_STEPS * sizeof(int64_t));
-            l->end = malloc(MRD_AN_MAX_STEPS * sizeof(int64_t));
-            if (!l->start || !l->end) {
-                sqlite3_finalize(st);
-                return -ENOMEM;
-            }
-        }
-        l->start[l->n] = s;
-        l->end[l->n] = e;
-        l->n++;
-    }
+    sqlite3_bind_text(st, 1, o->step_name ? o->step_name : "step", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 2, o->step_name == NULL);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if ((rc = step_range_row(st, &sr)) < 0)
+            break;
     sqlite3_finalize(st);
+    if (rc < 0)
+        return rc;
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
+void mrd__step_ranges_free(struct mrd__step_ranges *per_rank, int nranks)
+{
+    if (per_rank)
+        for (int i = 0; i < nranks; i++) {
+            free(per_rank[i].start);
+            free(per_rank[i].end);
+        }
+    free(per_rank);
+}
+
+/* The step ranges of every rank (its count in ranks[].steps; those past MRD_AN_MAX_STEPS
+ * counted in steps_beyond_cap). */
+static int load_steps(sqlite3 *db, struct matcher *m)
+{
+    struct mrd_analysis *a = m->a;
+    int rc = mrd__analyze_step_ranges(db, m->o, a, m->steps);
+    for (int i = 0; rc == 0 && i < a->nranks; i++) {
+        a->ranks[i].steps = (uint64_t)m->steps[i].total;
+        a->steps_beyond_cap += m->steps[i].total - m->steps[i].n;
+    }
+    return rc;
 }
 
 /* Builds a->steps from the per-rank lists: step i spans the earliest start and latest end
@@ -172,7 +203,7 @@ static int build_steps(struct matcher *m)
     return 0;
 }
 
-static int64_t step_of(const struct step_list *l, int64_t t)
+static int64_t step_of(const struct mrd__step_ranges *l, int64_t t)
 {
     int lo = 0, hi = l->n;
     while (lo < hi) {
@@ -191,9 +222,9 @@ static int64_t step_of(const struct step_list *l, int64_t t)
  * end of its last one: the straggler ranking's scope (analyze.h), which leaves out the
  * warm-up and start-up before the steps and the teardown after them, and keeps what lies
  * between two steps or past the broken-down MRD_AN_MAX_STEPS. */
-static int within_steps(const struct step_list *l, int64_t t)
+static int within_steps(const struct mrd__step_ranges *l, int64_t t)
 {
-    return l->any && t >= l->first_start && t < l->last_end;
+    return l->total > 0 && t >= l->first_start && t < l->last_end;
 }
 
 static int hist_bin(int64_t skew_ns)
@@ -512,12 +543,7 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
                           (unsigned long long)a->untimed);
 fail:
     sqlite3_finalize(q);
-    if (m.steps)
-        for (int i = 0; i < a->nranks; i++) {
-            free(m.steps[i].start);
-            free(m.steps[i].end);
-        }
-    free(m.steps);
+    mrd__step_ranges_free(m.steps, a->nranks);
     free(m.cell_caused);
     free(m.rows);
     free(m.ranks_buf);

@@ -149,60 +149,22 @@ void mrd__why_free(struct mrd_an_why *y)
 
 /* ---- step ranges per rank, in the comparable timebase ---- */
 
-struct rank_steps {
-    int n, cap;
-    int64_t *start, *end; /* comparable timebase */
-    int64_t last_local_end;
-};
-
+/* The step ranges of match.c's rule, mapped in place into the comparable timebase
+ * (INT64_MIN: a rank without a clock model, not comparable). */
 static int load_step_ranges(sqlite3 *db, const struct mrd_timebase *tb,
                             const struct mrd_analyze_options *o, struct mrd_analysis *a,
-                            struct rank_steps *rs)
+                            struct mrd__step_ranges *rs)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (mrd_db_has_table(db, "nvtx") != 1)
-        return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_step_ranges, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    sqlite3_bind_text(st, 1, o->step_name ? o->step_name : "step", -1, SQLITE_STATIC);
-    sqlite3_bind_int(st, 2, o->step_name == NULL);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int rank = sqlite3_column_int(st, 0);
-        struct mrd_an_rank *r = mrd__analyze_rank(a, rank);
-        int64_t s = sqlite3_column_int64(st, 1), e = sqlite3_column_int64(st, 2);
-        if (!r || !mrd_step_name_match((const char *)sqlite3_column_text(st, 3), o->step_name))
-            continue;
-        struct rank_steps *l = &rs[r - a->ranks];
-        if (l->n > 0 && s < l->last_local_end)
-            continue; /* nested in the previous step, as match.c */
-        if (l->n >= MRD_AN_MAX_STEPS)
-            continue;
-        if (l->n == l->cap) {
-            int nc = l->cap ? l->cap * 2 : 64;
-            int64_t *ps = realloc(l->start, (size_t)nc * sizeof(int64_t));
-            if (ps)
-                l->start = ps;
-            int64_t *pe = realloc(l->end, (size_t)nc * sizeof(int64_t));
-            if (pe)
-                l->end = pe;
-            if (!ps || !pe) {
-                sqlite3_finalize(st);
-                return -ENOMEM;
-            }
-            l->cap = nc;
+    int rc = mrd__analyze_step_ranges(db, o, a, rs);
+    for (int i = 0; rc == 0 && i < a->nranks; i++) {
+        int rank = a->ranks[i].rank;
+        int comparable = !a->global_timebase || mrd_timebase_rank_fitted(tb, rank);
+        for (int j = 0; j < rs[i].n; j++) {
+            rs[i].start[j] = comparable ? mrd_timebase_map(tb, rank, rs[i].start[j]) : INT64_MIN;
+            rs[i].end[j] = comparable ? mrd_timebase_map(tb, rank, rs[i].end[j]) : INT64_MIN;
         }
-        l->last_local_end = e;
-        if (a->global_timebase && !mrd_timebase_rank_fitted(tb, rank)) {
-            l->start[l->n] = l->end[l->n] = INT64_MIN; /* not comparable: left out */
-        } else {
-            l->start[l->n] = mrd_timebase_map(tb, rank, s);
-            l->end[l->n] = mrd_timebase_map(tb, rank, e);
-        }
-        l->n++;
     }
-    sqlite3_finalize(st);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    return rc;
 }
 
 /* ---- one late event's evidence ---- */
@@ -323,7 +285,7 @@ struct step_ctx {
     struct mrd_analysis *a;
     struct mrd__why *w;
     struct mrd_an_why *y;
-    struct rank_steps *rs;
+    struct mrd__step_ranges *rs;
     int64_t *shift;     /* [nranks] */
     int64_t *prev_end;  /* [nranks] end of the previous instance in the step, INT64_MIN */
     int64_t *late_sum;  /* [nranks] lateness summed in the step */
@@ -360,7 +322,7 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
     e.late_ns = late_ns;
     for (int k = 0; k < 2; k++) {
         int ai = rank_index(a, rows[idx[k]].rank);
-        const struct rank_steps *l = &c->rs[ai];
+        const struct mrd__step_ranges *l = &c->rs[ai];
         if (c->prev_end[ai] != INT64_MIN) {
             boundary[k] = c->prev_end[ai];
         } else {
@@ -500,7 +462,7 @@ static int one_step(struct step_ctx *c, int64_t step, const struct inst_key *ord
     }
     int64_t measured = -1, cf = -1;
     for (int i = 0; i < a->nranks; i++) {
-        const struct rank_steps *l = &c->rs[i];
+        const struct mrd__step_ranges *l = &c->rs[i];
         if (step >= l->n || l->start[step] == INT64_MIN)
             continue;
         int64_t len = l->end[step] - l->start[step];
@@ -649,7 +611,7 @@ static int share_step(struct mrd_an_step_cost *sc, const struct kbuf *b, int64_t
 
 /* The local range of (rank, step) for the shares: kernels starting in [*qlo, *hi) (from
  * the previous step's start), clipped to [*lo, *hi]. 0 when the step has no range. */
-static int share_range(const struct step_ctx *c, const struct rank_steps *l, int rank, int st,
+static int share_range(const struct step_ctx *c, const struct mrd__step_ranges *l, int rank, int st,
                        int64_t *qlo, int64_t *lo, int64_t *hi)
 {
     if (l->start[st] == INT64_MIN)
@@ -676,7 +638,7 @@ static int step_shares(struct step_ctx *c)
     struct kbuf b = {0};
     int rc = 0;
     for (int i = 0; i < a->nranks && rc == 0; i++) {
-        const struct rank_steps *l = &c->rs[i];
+        const struct mrd__step_ranges *l = &c->rs[i];
         int rank = a->ranks[i].rank, nst = l->n < c->y->nsteps ? l->n : c->y->nsteps;
         int64_t qlo, lo, hi, first_qlo = 0, prev_qlo = INT64_MIN, prev_hi = INT64_MIN;
         int forward = 1, any = 0;
@@ -805,12 +767,7 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
 done:
     sqlite3_finalize(c.gap_st);
     sqlite3_finalize(c.gpu_st);
-    if (c.rs)
-        for (int i = 0; i < a->nranks; i++) {
-            free(c.rs[i].start);
-            free(c.rs[i].end);
-        }
-    free(c.rs);
+    mrd__step_ranges_free(c.rs, a->nranks);
     free(c.shift);
     free(c.prev_end);
     free(c.late_sum);

@@ -165,7 +165,7 @@ static void jstr_body(FILE *f, const char *s)
     }
 }
 
-static void jstr(FILE *f, const char *s)
+void mrd__html_jstr(FILE *f, const char *s)
 {
     fputc('"', f);
     jstr_body(f, s);
@@ -532,7 +532,7 @@ static int write_timelines(FILE *f, sqlite3 *db, const struct mrd_analysis *a,
     for (int i = 0; i < nm.n; i++) {
         if (i)
             fputc(',', f);
-        jstr(f, nm.v[i]);
+        mrd__html_jstr(f, nm.v[i]);
         free(nm.v[i]);
     }
     fputc(']', f);
@@ -583,7 +583,7 @@ static void write_colls(FILE *f, const struct mrd_html_acc *acc)
         if (h->n == 0 || (c >= acc->ncolls && c != MRD_HTML_MAX_FUNCS))
             continue;
         fprintf(f, "%s{\"func\":", k++ ? "," : "");
-        jstr(f, h->func);
+        mrd__html_jstr(f, h->func);
         fprintf(f, ",\"n\":%" PRIu64 ",\"bins\":[", h->n);
         for (int b = 0; b < MRD_AN_HIST_BINS; b++)
             fprintf(f, "%s%" PRIu64, b ? "," : "", h->bins[b]);
@@ -628,7 +628,7 @@ static int write_kernels(FILE *f, sqlite3 *db)
     }
     for (int i = 0; i < n; i++) {
         fputs(i ? ",[" : "[", f);
-        jstr(f, top[i].name);
+        mrd__html_jstr(f, top[i].name);
         fprintf(f, ",%" PRId64 ",%" PRId64 "]", top[i].total, top[i].count);
     }
     fputc(']', f);
@@ -648,7 +648,7 @@ static void write_ranks(FILE *f, const struct mrd_analysis *a)
     for (int i = 0; i < a->nranks; i++) {
         const struct mrd_an_rank *r = &a->ranks[i];
         fprintf(f, "%s[%d,", i ? "," : "", r->rank);
-        jstr(f, r->host);
+        mrd__html_jstr(f, r->host);
         fprintf(f, ",%d,\"", r->pid);
         for (int g = 0; g < r->ngpus; g++) {
             snprintf(buf, sizeof(buf), "%s%d: ", g ? "; " : "", r->gpus[g].device);

@@ -1,4 +1,5 @@
-/* Internal to the HTML report (html.c, html_data.c): the bounds of the embedded detail and
+/* Internal to the HTML report (html.c, html_data.c; report_findings.c writes its strings
+ * with mrd__html_jstr): the bounds of the embedded detail and
  * the data writer. The public side (the accumulator, mrd_export_html) is in export.h. */
 #ifndef MRD_HTML_INT_H
 #define MRD_HTML_INT_H
@@ -25,6 +26,10 @@
  * be NULL (no heat map). Returns 0, -ENOMEM, or -MRD_ERR_SQLITE. Caller's thread. */
 int mrd__html_data(FILE *f, sqlite3 *db, const struct mrd_analysis *a,
                    const struct mrd_html_acc *acc);
+
+/* Writes s (NULL: "") as a JSON string safe inside <script>: '<', '>', '&', control bytes
+ * and bytes outside ASCII as \u escapes (non-ASCII becomes U+FFFD). */
+void mrd__html_jstr(FILE *f, const char *s);
 
 /* The page's script and style sheet (html/report.js, html/report.css, embedded by the
  * build), NUL-terminated. */

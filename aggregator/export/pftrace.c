@@ -379,30 +379,23 @@ static int setup(struct px *p)
     }
     /* the tables of the queries of mrd_export_pftrace, in their order (the streams' query
      * reads kernels, memcpys and memsets) */
-    static const char *const with_api[] = {"kernels memcpys memsets",
-                                           "graph_launches",
-                                           "nccl_ops",
-                                           "nvtx",
-                                           "nvtx",
-                                           "mpi_calls",
-                                           "syncs",
-                                           "api_calls",
-                                           "windows",
-                                           "nvtx",
-                                           "gpu_clock_samples"};
-    static const char *const without_api[] = {"kernels memcpys memsets",
-                                              "graph_launches",
-                                              "nccl_ops",
-                                              "nvtx",
-                                              "nvtx",
-                                              "mpi_calls",
-                                              "syncs",
-                                              "windows",
-                                              "nvtx",
-                                              "gpu_clock_samples"};
-    if ((rc = p->o->include_api
-                  ? mrd__export_rows_begin(&p->rows, p->db, p->o->progress, with_api, 11)
-                  : mrd__export_rows_begin(&p->rows, p->db, p->o->progress, without_api, 10)) < 0)
+    static const char *const passes[] = {"kernels memcpys memsets",
+                                         "graph_launches",
+                                         "nccl_ops",
+                                         "nvtx",
+                                         "nvtx",
+                                         "mpi_calls",
+                                         "syncs",
+                                         "api_calls",
+                                         "windows",
+                                         "nvtx",
+                                         "gpu_clock_samples"};
+    const char *picked[sizeof(passes) / sizeof(passes[0])];
+    int npass = 0;
+    for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]); i++)
+        if (p->o->include_api || strcmp(passes[i], "api_calls") != 0)
+            picked[npass++] = passes[i];
+    if ((rc = mrd__export_rows_begin(&p->rows, p->db, p->o->progress, picked, npass)) < 0)
         return rc;
     if (sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_links, -1, &p->links, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_host, -1, &p->host, NULL) != SQLITE_OK ||

@@ -16,6 +16,7 @@
 
 #include "export.h"
 #include "findings.h"
+#include "html_int.h"
 #include "jsonw.h"
 
 /* Indexes of a->findings->f in report order. Returns the count (0 when none). */
@@ -120,23 +121,6 @@ void mrd__report_findings(FILE *f, const struct mrd_analysis *a)
 
 typedef void (*str_fn)(FILE *f, const char *s);
 
-/* A JSON string safe inside <script>: '<', '>', '&' and bytes outside ASCII as \u escapes
- * (non-ASCII becomes U+FFFD, as the page's other strings). */
-static void html_str(FILE *f, const char *s)
-{
-    const unsigned char *p = (const unsigned char *)(s ? s : "");
-    fputc('"', f);
-    for (; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&' || *p >= 0x7f)
-            fprintf(f, "\\u%04x", *p < 0x7f ? *p : 0xfffd);
-        else
-            fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
 static void json_entry_head(FILE *f, str_fn str, int rule, int status)
 {
     fputs("{\"rule\":", f);
@@ -211,5 +195,5 @@ void mrd__json_findings(FILE *f, const struct mrd_analysis *a)
 void mrd__html_findings(FILE *f, const struct mrd_analysis *a)
 {
     fputs(",\"findings\":", f);
-    json_array(f, a, html_str);
+    json_array(f, a, mrd__html_jstr);
 }
