@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "db.h"
 #include "error.h"
 #include "findings.h"
@@ -47,16 +48,11 @@ const char *mrd_analyze_kind_name(int i)
 
 const char *mrd_analyze_method_name(int method)
 {
-    switch (method) {
-    case MRD_AN_METHOD_CORRELATION:
-        return "correlation";
-    case MRD_AN_METHOD_NAME:
-        return "kernel-name";
-    case MRD_AN_METHOD_MIXED:
-        return "correlation+name";
-    default:
-        return "none";
-    }
+    static const char *const names[] = {[MRD_AN_METHOD_NONE] = "none",
+                                        [MRD_AN_METHOD_CORRELATION] = "correlation",
+                                        [MRD_AN_METHOD_NAME] = "kernel-name",
+                                        [MRD_AN_METHOD_MIXED] = "correlation+name"};
+    return method > 0 && method <= MRD_AN_METHOD_MIXED ? names[method] : names[0];
 }
 
 int mrd__analyze_sqlerr(sqlite3 *db)
@@ -101,21 +97,15 @@ struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank)
 }
 
 /* Finds or inserts `rank` (kept sorted). Returns NULL on -ENOMEM or past the cap. */
-static struct mrd_an_rank *add_rank(struct mrd_analysis *a, int rank, int *cap)
+static struct mrd_an_rank *add_rank(struct mrd_analysis *a, int rank, size_t *cap)
 {
     struct mrd_an_rank *r = mrd__analyze_rank(a, rank);
     if (r)
         return r;
     if (a->nranks >= MRD_AN_MAX_RANKS || rank < 0)
         return NULL;
-    if (a->nranks == *cap) {
-        int ncap = *cap ? *cap * 2 : 16;
-        void *p = realloc(a->ranks, (size_t)ncap * sizeof(*a->ranks));
-        if (!p)
-            return NULL;
-        a->ranks = p;
-        *cap = ncap;
-    }
+    if (mrd_array_reserve(&a->ranks, cap, (size_t)a->nranks, sizeof(*a->ranks), 16, 0) < 0)
+        return NULL;
     int pos = 0;
     while (pos < a->nranks && a->ranks[pos].rank < rank)
         pos++;
@@ -159,7 +149,7 @@ static int load_run(sqlite3 *db, struct mrd_analysis *a)
  * kind whose counts are read. */
 struct rank_rows {
     struct mrd_analysis *a;
-    int *cap;
+    size_t *cap;
     int kind;
 };
 
@@ -197,7 +187,7 @@ static int gpu_row(sqlite3_stmt *st, void *ctx)
     return 0;
 }
 
-static int load_ranks(sqlite3 *db, struct mrd_analysis *a, int *cap)
+static int load_ranks(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
 {
     struct rank_rows rr = {a, cap, 0};
     int rc = mrd__analyze_rows(db, "ranks", mrd_db_sql_ranks, rank_row, &rr);
@@ -267,7 +257,7 @@ static int count_row(sqlite3_stmt *st, void *ctx)
     return 0;
 }
 
-static int count_events(sqlite3 *db, struct mrd_analysis *a, int *cap)
+static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
 {
     struct rank_rows rr = {a, cap, 0};
     for (rr.kind = 0; rr.kind < MRD_AN_NKINDS; rr.kind++) {
@@ -348,7 +338,7 @@ static int aggregator_counter_row(sqlite3_stmt *st, void *ctx)
     return 0;
 }
 
-static int load_counters(sqlite3 *db, struct mrd_analysis *a, int *cap)
+static int load_counters(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
 {
     struct rank_rows rr = {a, cap, 0};
     int rc = mrd__analyze_rows(db, "agent_counters", mrd_db_sql_agent_counters,
@@ -419,6 +409,19 @@ static int load_causality(sqlite3 *db, struct mrd_analysis *a)
                                       clock_shift_row, a);
 }
 
+void mrd_analysis_free(struct mrd_analysis *a)
+{
+    if (!a)
+        return;
+    free(a->ranks);
+    free(a->steps);
+    free(a->windows);
+    mrd__why_free(a->why);
+    mrd_findings_free(a->findings);
+    mrd_env_report_free(a->env);
+    free(a);
+}
+
 int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_analysis **out,
                 const char **err_msg)
 {
@@ -428,7 +431,8 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     struct mrd_timebase *tb = NULL;
     struct mrd__why *why = NULL;
     struct mrd_analyze_options wo;
-    int cap = 0, rc = -ENOMEM;
+    size_t cap = 0;
+    int rc = -ENOMEM;
 
     sql_msg[0] = '\0';
     if (!a)
@@ -494,15 +498,3 @@ fail:
     return rc;
 }
 
-void mrd_analysis_free(struct mrd_analysis *a)
-{
-    if (!a)
-        return;
-    free(a->ranks);
-    free(a->steps);
-    free(a->windows);
-    mrd__why_free(a->why);
-    mrd_findings_free(a->findings);
-    mrd_env_report_free(a->env);
-    free(a);
-}

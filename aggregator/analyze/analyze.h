@@ -279,6 +279,9 @@ const char *mrd_analyze_kind_name(int i);
 
 /* "correlation", "kernel-name", "correlation+name" or "none". */
 const char *mrd_analyze_method_name(int method);
+/* The MRD_AN_HIST_BINS bin of a duration (bin 0 = [0,1us), bin i = [2^(i-1),2^i) us, the
+ * last one also everything longer): the skew histogram's and the HTML report's. */
+int mrd_analyze_hist_bin(int64_t ns);
 
 /* 1 when a kernel name names an NCCL kernel ("nccl..." or "_Z<len>nccl..."), else 0. */
 int mrd_analyze_is_nccl_name(const char *name);

@@ -19,7 +19,7 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
 /* One rank's NVTX step ranges (match.c's rule: the step name of the options, a range
  * nested in or overlapping the previous one is not a new step), rank-local clock. */
 struct mrd__step_ranges {
-    int n, cap;                    /* the first n ranges, at most MRD_AN_MAX_STEPS */
+    int n;                         /* the first n ranges, at most MRD_AN_MAX_STEPS */
     int64_t *start, *end;          /* ascending, non-overlapping */
     int total;                     /* ranges seen, also past MRD_AN_MAX_STEPS: */
     int64_t first_start, last_end; /* ... the span from the first to the last */

@@ -78,26 +78,18 @@ const char *mrd_findings_rule_advice(int rule)
 
 const char *mrd_findings_status_name(int status)
 {
-    switch (status) {
-    case MRD_FIND_FIRED:
-        return "fired";
-    case MRD_FIND_NOT_EVALUATED:
-        return "not evaluated";
-    default:
-        return "not fired";
-    }
+    static const char *const names[] = {[MRD_FIND_NOT_FIRED] = "not fired",
+                                        [MRD_FIND_FIRED] = "fired",
+                                        [MRD_FIND_NOT_EVALUATED] = "not evaluated"};
+    return status > 0 && status <= MRD_FIND_NOT_EVALUATED ? names[status] : names[0];
 }
 
 const char *mrd_findings_severity_name(int severity)
 {
-    switch (severity) {
-    case MRD_FIND_HIGH:
-        return "high";
-    case MRD_FIND_MEDIUM:
-        return "medium";
-    default:
-        return "low";
-    }
+    static const char *const names[] = {[MRD_FIND_LOW] = "low", [MRD_FIND_MEDIUM] = "medium",
+                                        [MRD_FIND_HIGH] = "high"};
+    return severity > MRD_FIND_LOW && severity <= MRD_FIND_HIGH ? names[severity]
+                                                                 : names[MRD_FIND_LOW];
 }
 
 void mrd_findings_free(struct mrd_findings *f)

@@ -94,17 +94,11 @@ static int step_range_row(sqlite3_stmt *st, void *ctx)
         l->last_end = e;
     if (l->n >= MRD_AN_MAX_STEPS)
         return 0;
-    if (l->n == l->cap) {
-        int nc = l->cap ? l->cap * 2 : 64;
-        int64_t *ps = realloc(l->start, (size_t)nc * sizeof(int64_t));
-        if (ps)
-            l->start = ps;
-        int64_t *pe = realloc(l->end, (size_t)nc * sizeof(int64_t));
-        if (pe)
-            l->end = pe;
-        if (!ps || !pe)
+    if (!l->start) {
+        l->start = malloc(MRD_AN_MAX_STEPS * sizeof(int64_t));
+        l->end = malloc(MRD_AN_MAX_STEPS * sizeof(int64_t));
+        if (!l->start || !l->end)
             return -ENOMEM;
-        l->cap = nc;
     }
     l->start[l->n] = s;
     l->end[l->n] = e;
@@ -227,9 +221,9 @@ static int within_steps(const struct mrd__step_ranges *l, int64_t t)
     return l->total > 0 && t >= l->first_start && t < l->last_end;
 }
 
-static int hist_bin(int64_t skew_ns)
+int mrd_analyze_hist_bin(int64_t ns)
 {
-    int64_t us = skew_ns / 1000;
+    int64_t us = ns / 1000;
     int bin = 0;
     while (us > 0 && bin < MRD_AN_HIST_BINS - 1) {
         us >>= 1;
@@ -348,7 +342,7 @@ static void flush_instance(struct matcher *m)
     }
     a->skew_sum_ns += in.skew_ns;
     a->cost_ns += in.cost_ns;
-    a->skew_hist[hist_bin(in.skew_ns)]++;
+    a->skew_hist[mrd_analyze_hist_bin(in.skew_ns)]++;
     c->timed++;
     c->skew_sum_ns += in.skew_ns;
     c->cost_ns += in.cost_ns;

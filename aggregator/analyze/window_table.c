@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "analyze_int.h"
+#include "array.h"
 #include "error.h"
 
 #define MAX_LOGGED_MALFORMED 8 /* records described in the log; the rest are only counted */
@@ -361,19 +362,14 @@ static int median(sqlite3 *db, sqlite3_stmt *q, int rank, int64_t n, int64_t *ou
 }
 
 /* The summary of `rank` in a->windows, appended when new (rows arrive in rank order). */
-static struct mrd_an_windows *summary(struct mrd_analysis *a, int rank, int *cap)
+static struct mrd_an_windows *summary(struct mrd_analysis *a, int rank, size_t *cap)
 {
     struct mrd_an_windows *w;
     if (a->nwindow_ranks && a->windows[a->nwindow_ranks - 1].rank == rank)
         return &a->windows[a->nwindow_ranks - 1];
-    if (a->nwindow_ranks == *cap) {
-        int ncap = *cap ? *cap * 2 : 8;
-        void *p = realloc(a->windows, (size_t)ncap * sizeof(*a->windows));
-        if (!p)
-            return NULL;
-        a->windows = p;
-        *cap = ncap;
-    }
+    if (mrd_array_reserve(&a->windows, cap, (size_t)a->nwindow_ranks, sizeof(*a->windows), 8,
+                          0) < 0)
+        return NULL;
     w = &a->windows[a->nwindow_ranks++];
     memset(w, 0, sizeof(*w));
     w->rank = rank;
@@ -429,7 +425,8 @@ static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
 int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *q = NULL;
-    int rc, cap = 0;
+    size_t cap = 0;
+    int rc;
     if (mrd_db_has_table(db, "windows") != 1) {
         warn_not_derived(db, a);
         return 0;

@@ -108,6 +108,14 @@ static double median_of(double *v, size_t n) /* sorts v */
 
 /* ---- probe collection ------------------------------------------------------------------ */
 
+void mrd__clock_probes_destroy(struct mrd__clock_probes *p)
+{
+    if (!p)
+        return;
+    free(p->all);
+    free(p);
+}
+
 int mrd__clock_probes_create(const struct mrd_clock_fit_options *o, struct mrd__clock_probes **out)
 {
     struct mrd__clock_probes *p = calloc(1, sizeof(*p));
@@ -124,14 +132,6 @@ int mrd__clock_probes_create(const struct mrd_clock_fit_options *o, struct mrd__
     p->stride = 1;
     *out = p;
     return 0;
-}
-
-void mrd__clock_probes_destroy(struct mrd__clock_probes *p)
-{
-    if (!p)
-        return;
-    free(p->all);
-    free(p);
 }
 
 void mrd__clock_probes_stats(const struct mrd__clock_probes *p, struct mrd__clock_probe_stats *st)

@@ -103,17 +103,6 @@ static struct heat_row *row_for(struct mrd_html_acc *acc, int rank)
     return r;
 }
 
-static int log2_bin(int64_t ns)
-{
-    int64_t us = ns / 1000;
-    int b = 0;
-    while (us > 0 && b < MRD_AN_HIST_BINS - 1) {
-        us >>= 1;
-        b++;
-    }
-    return b;
-}
-
 void mrd_export_html_on_instance(const struct mrd_an_instance *in, void *ctx)
 {
     struct mrd_html_acc *acc = ctx;
@@ -138,7 +127,7 @@ void mrd_export_html_on_instance(const struct mrd_an_instance *in, void *ctx)
             acc->ncolls++;
     }
     acc->colls[c].n++;
-    acc->colls[c].bins[log2_bin(last_end - first)]++;
+    acc->colls[c].bins[mrd_analyze_hist_bin(last_end - first)]++;
     if (in->ntimed < 2 || in->step < 0 || in->step >= MRD_HTML_HEAT_STEPS)
         return;
     for (int i = 0; i < in->ntimed; i++) {
