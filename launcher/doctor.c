@@ -344,26 +344,26 @@ static void check_nodes(char **prefix, int n, const char *agent_opt)
 
 static void check_other_profilers(void)
 {
-    const char *nsys = getenv("NSYS_PROFILING_SESSION_ID");
-    const char *inj = getenv("CUDA_INJECTION64_PATH");
-    const char *plugin = getenv("NCCL_PROFILER_PLUGIN");
+    /* the variables other tools set, and what each one means here */
+    static const struct {
+        const char *var;
+        int ours_allowed;    /* a value naming libmeridian is meridian's own: no warning */
+        const char *warning; /* printf format of the value */
+    } others[] = {
+        {"NSYS_PROFILING_SESSION_ID", 0,
+         "running under Nsight Systems (NSYS_PROFILING_SESSION_ID=%s): it owns CUPTI, "
+         "meridian's capture will stay out of the way"},
+        {"CUDA_INJECTION64_PATH", 1,
+         "CUDA_INJECTION64_PATH is already set (%s): another tool injects itself into CUDA; "
+         "meridian profile replaces it for its job"},
+        {"NCCL_PROFILER_PLUGIN", 1, "NCCL_PROFILER_PLUGIN is already set (%s)"},
+    };
     int any = 0;
-    if (nsys) {
-        report(WARN,
-               "running under Nsight Systems (NSYS_PROFILING_SESSION_ID=%s): it owns "
-               "CUPTI, meridian's capture will stay out of the way",
-               nsys);
-        any = 1;
-    }
-    if (inj && !strstr(inj, "libmeridian")) {
-        report(WARN,
-               "CUDA_INJECTION64_PATH is already set (%s): another tool injects "
-               "itself into CUDA; meridian profile replaces it for its job",
-               inj);
-        any = 1;
-    }
-    if (plugin && !strstr(plugin, "libmeridian")) {
-        report(WARN, "NCCL_PROFILER_PLUGIN is already set (%s)", plugin);
+    for (size_t i = 0; i < sizeof(others) / sizeof(others[0]); i++) {
+        const char *v = getenv(others[i].var);
+        if (!v || (others[i].ours_allowed && strstr(v, "libmeridian")))
+            continue;
+        report(WARN, others[i].warning, v);
         any = 1;
     }
     if (!any)

@@ -341,8 +341,8 @@ static int aggregator_counter_row(sqlite3_stmt *st, void *ctx)
 static int load_counters(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
 {
     struct rank_rows rr = {a, cap, 0};
-    int rc = mrd__analyze_rows(db, "agent_counters", mrd_db_sql_agent_counters,
-                               agent_counter_row, &rr);
+    int rc =
+        mrd__analyze_rows(db, "agent_counters", mrd_db_sql_agent_counters, agent_counter_row, &rr);
     return rc < 0 ? rc
                   : mrd__analyze_rows(db, "aggregator_counters", mrd_db_sql_aggregator_counters,
                                       aggregator_counter_row, a);
@@ -442,9 +442,10 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
     sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 64 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
-        (rc = mrd__analyze_rows(db, "clock_models", mrd_db_sql_clock_summary,
-                                clock_summary_row, a)) < 0 || (rc = load_causality(db, a)) < 0 ||
-        (rc = warn_rank_processes(db, a)) < 0 || (rc = mrd__analyze_windows(db, a)) < 0)
+        (rc = mrd__analyze_rows(db, "clock_models", mrd_db_sql_clock_summary, clock_summary_row,
+                                a)) < 0 ||
+        (rc = load_causality(db, a)) < 0 || (rc = warn_rank_processes(db, a)) < 0 ||
+        (rc = mrd__analyze_windows(db, a)) < 0)
         goto fail;
     /* the fingerprints are one section and one finding: unreadable ones (a table of another
      * shape) are reported there and in a warning, the rest of the analysis goes on */
@@ -497,4 +498,3 @@ fail:
     mrd_analysis_free(a);
     return rc;
 }
-

@@ -86,9 +86,9 @@ const char *mrd_findings_status_name(int status)
 
 const char *mrd_findings_severity_name(int severity)
 {
-    static const char *const names[] = {[MRD_FIND_LOW] = "low", [MRD_FIND_MEDIUM] = "medium",
-                                        [MRD_FIND_HIGH] = "high"};
-    return severity > MRD_FIND_LOW && severity <= MRD_FIND_HIGH ? names[severity]
+    static const char *const names[] = {
+        [MRD_FIND_LOW] = "low", [MRD_FIND_MEDIUM] = "medium", [MRD_FIND_HIGH] = "high"};
+    return severity >= MRD_FIND_LOW && severity <= MRD_FIND_HIGH ? names[severity]
                                                                  : names[MRD_FIND_LOW];
 }
 
@@ -383,6 +383,22 @@ static int cmp_i64(const void *x, const void *y)
     return p < q ? -1 : p > q;
 }
 
+/* A rank's GPU timer model bound adds to its clock bound where its arrivals may come from
+ * NCCL's GPU timer: no kernel rows, or a run with windows. */
+struct gpu_bounds {
+    struct mrd_analysis *a;
+    int64_t *bound; /* [a->nranks] */
+};
+
+static int gpu_bound_row(sqlite3_stmt *st, void *ctx)
+{
+    struct gpu_bounds *gb = ctx;
+    struct mrd_an_rank *r = mrd__analyze_rank(gb->a, sqlite3_column_int(st, 0));
+    if (r && (r->events[KIND_KERNELS] == 0 || gb->a->nwindow_ranks > 0))
+        gb->bound[r - gb->a->ranks] += sqlite3_column_int64(st, 1);
+    return 0;
+}
+
 static int rule_clock(struct mrd__find_ctx *c)
 {
     const int rule = MRD_FIND_CLOCK_BOUND;
@@ -401,30 +417,18 @@ static int rule_clock(struct mrd__find_ctx *c)
      * arrivals may come from NCCL's GPU timer (no kernel rows, or a run with windows) */
     int64_t *bound = calloc((size_t)a->nranks + 1, sizeof(int64_t));
     int64_t *late = malloc((size_t)w->nlate * sizeof(int64_t));
-    sqlite3_stmt *st = NULL;
     int rc = -ENOMEM, fired = 0, evaluated = 0;
     if (!bound || !late)
         goto done;
     for (int i = 0; i < a->nranks; i++)
         bound[i] = a->ranks[i].clock_error_bound_ns;
-    if (mrd_db_has_table(c->db, "gpu_timer_models") == 1) {
-        if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_gpu_bound, -1, &st, NULL) != SQLITE_OK) {
-            rc = mrd__find_sqlerr(c, st);
-            st = NULL;
-            goto done;
-        }
-        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-            struct mrd_an_rank *r = mrd__analyze_rank(a, sqlite3_column_int(st, 0));
-            if (r && (r->events[KIND_KERNELS] == 0 || a->nwindow_ranks > 0))
-                bound[r - a->ranks] += sqlite3_column_int64(st, 1);
-        }
-        if (rc != SQLITE_DONE) {
-            rc = mrd__find_sqlerr(c, st);
-            st = NULL;
-            goto done;
-        }
+    struct gpu_bounds gb = {a, bound};
+    if ((rc = mrd_db_each_row(c->db, "gpu_timer_models", mrd_db_sql_find_gpu_bound, gpu_bound_row,
+                              &gb)) < 0) {
+        if (rc == -MRD_ERR_SQLITE)
+            rc = mrd__find_sqlerr(c, NULL);
+        goto done;
     }
-    rc = 0;
     for (int i = 0; i < a->nranks; i++) {
         int rank = a->ranks[i].rank, n = 0;
         int64_t pair = 0;
@@ -470,7 +474,6 @@ static int rule_clock(struct mrd__find_ctx *c)
                          "lateness",
                          evaluated);
 done:
-    sqlite3_finalize(st);
     free(bound);
     free(late);
     return rc;

@@ -23,16 +23,24 @@
  * event (1), stream (3) and context (4) synchronizations, not a stream wait event (2),
  * which blocks a stream, not the host. */
 
+/* 1 when events of `kind` were recorded; otherwise rule is "not evaluated" with why_not,
+ * and 0. */
+static int kind_traced(struct mrd__find_ctx *c, int rule, int kind, const char *why_not)
+{
+    if (mrd__find_events(c->a, kind) > 0)
+        return 1;
+    mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED, "%s", why_not);
+    return 0;
+}
+
 /* ---- rule 2: copies from pageable memory ------------------------------------------------ */
 
 int mrd__find_pageable(struct mrd__find_ctx *c)
 {
     const int rule = MRD_FIND_PAGEABLE;
-    if (mrd__find_events(c->a, KIND_MEMCPYS) == 0) {
-        mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                         "memcpy was not traced: no copy records (profile with --trace memcpy)");
+    if (!kind_traced(c, rule, KIND_MEMCPYS,
+                     "memcpy was not traced: no copy records (profile with --trace memcpy)"))
         return 0;
-    }
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_pageable, -1, &st, NULL) != SQLITE_OK)
         return mrd__find_sqlerr(c, st);
@@ -83,11 +91,8 @@ int mrd__find_pageable(struct mrd__find_ctx *c)
 int mrd__find_tiny(struct mrd__find_ctx *c)
 {
     const int rule = MRD_FIND_TINY_KERNELS;
-    if (mrd__find_events(c->a, KIND_KERNELS) == 0) {
-        mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                         "kernel was not traced: no kernel records");
+    if (!kind_traced(c, rule, KIND_KERNELS, "kernel was not traced: no kernel records"))
         return 0;
-    }
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_tiny, -1, &st, NULL) != SQLITE_OK)
         return mrd__find_sqlerr(c, st);
@@ -229,12 +234,10 @@ int mrd__find_sync(struct mrd__find_ctx *c)
 {
     const int rule = MRD_FIND_SYNC_IN_STEPS;
     struct mrd_analysis *a = c->a;
-    if (mrd__find_events(a, KIND_SYNCS) == 0) {
-        mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED,
-                         "sync was not traced: no synchronization records (profile with --trace "
-                         "sync)");
+    if (!kind_traced(c, rule, KIND_SYNCS,
+                     "sync was not traced: no synchronization records (profile with --trace "
+                     "sync)"))
         return 0;
-    }
     struct local_steps *ls = calloc((size_t)a->nranks + 1, sizeof(*ls));
     struct sync_rank *sr = calloc((size_t)a->nranks + 1, sizeof(*sr));
     int64_t(*step_blocked)[2] = calloc(MRD_AN_MAX_STEPS, sizeof(*step_blocked));

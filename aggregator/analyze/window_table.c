@@ -367,8 +367,8 @@ static struct mrd_an_windows *summary(struct mrd_analysis *a, int rank, size_t *
     struct mrd_an_windows *w;
     if (a->nwindow_ranks && a->windows[a->nwindow_ranks - 1].rank == rank)
         return &a->windows[a->nwindow_ranks - 1];
-    if (mrd_array_reserve(&a->windows, cap, (size_t)a->nwindow_ranks, sizeof(*a->windows), 8,
-                          0) < 0)
+    size_t n = (size_t)a->nwindow_ranks;
+    if (mrd_array_reserve(&a->windows, cap, n, sizeof(*a->windows), 8, 0) < 0)
         return NULL;
     w = &a->windows[a->nwindow_ranks++];
     memset(w, 0, sizeof(*w));

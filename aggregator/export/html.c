@@ -22,22 +22,15 @@
 static void esc(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
+        const char *entity = *s == '&'   ? "&amp;"
+                             : *s == '<' ? "&lt;"
+                             : *s == '>' ? "&gt;"
+                             : *s == '"' ? "&quot;"
+                                         : NULL;
+        if (entity)
+            fputs(entity, f);
+        else
             fputc(*s, f);
-        }
     }
 }
 

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "error.h"
 #include "report_findings.h"
 
@@ -164,7 +165,8 @@ void mrd__html_jstr(FILE *f, const char *s)
 /* ---- kernel unions of one rank --------------------------------------------------------- */
 
 struct ivs {
-    int n, cap;
+    int n;
+    size_t cap;
     int64_t (*v)[2];
 };
 
@@ -179,14 +181,9 @@ static int ivs_add(struct ivs *u, int64_t s, int64_t e)
             u->v[u->n - 1][0] = s;
         return 0;
     }
-    if (u->n == u->cap) {
-        int n = u->cap ? u->cap * 2 : 256;
-        void *v = realloc(u->v, (size_t)n * sizeof(*u->v));
-        if (!v)
-            return -ENOMEM;
-        u->v = v;
-        u->cap = n;
-    }
+    int rc = mrd_array_reserve(&u->v, &u->cap, (size_t)u->n, sizeof(*u->v), 256, 0);
+    if (rc < 0)
+        return rc;
     u->v[u->n][0] = s;
     u->v[u->n][1] = e;
     u->n++;

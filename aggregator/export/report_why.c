@@ -20,11 +20,6 @@
 #define MAX_COST_LINES  64 /* steps listed in the text; more: the costliest */
 #define MAX_EVENT_LINES 20 /* late events listed in the text (the largest) */
 
-static void section(FILE *f, const char *title)
-{
-    fprintf(f, "\n== %s\n", title);
-}
-
 static const char *fmt_signed(char *buf, size_t n, int64_t ns)
 {
     if (n < 2)
@@ -34,12 +29,15 @@ static const char *fmt_signed(char *buf, size_t n, int64_t ns)
     return buf;
 }
 
-static int no_why(FILE *f, const struct mrd_analysis *a)
+/* Starts a section; 1 when the analysis has the why results it shows, otherwise it says
+ * so and returns 0. */
+static int why_section(FILE *f, const struct mrd_analysis *a, const char *title)
 {
+    fprintf(f, "\n== %s\n", title);
     if (a->why)
-        return 0;
+        return 1;
     fprintf(f, "  no collectives: nothing to evaluate\n");
-    return 1;
+    return 0;
 }
 
 static int cmp_i64_desc(const void *x, const void *y)
@@ -52,8 +50,7 @@ void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)
 {
     const struct mrd_an_why *w = a->why;
     char b1[32], b2[32], b3[32], b4[32];
-    section(f, "Straggler cost");
-    if (no_why(f, a))
+    if (!why_section(f, a, "Straggler cost"))
         return;
     fprintf(f, "  method: measured step = the longest NVTX step range over the ranks; without "
                "stragglers = the same had each\n  late rank arrived when the next latest rank "
@@ -130,8 +127,7 @@ void mrd__report_why_causes(FILE *f, const struct mrd_analysis *a)
 {
     const struct mrd_an_why *w = a->why;
     char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], g0[96], g1[96];
-    section(f, "Why ranks were late");
-    if (no_why(f, a))
+    if (!why_section(f, a, "Why ranks were late"))
         return;
     fprintf(f,
             "  a late event: a collective in a step whose latest arrival (after earlier "
@@ -208,8 +204,7 @@ void mrd__report_why_collectives(FILE *f, const struct mrd_analysis *a)
 {
     const struct mrd_an_why *w = a->why;
     char b1[32], b2[32], b3[32];
-    section(f, "Collective statistics (per communicator, function, message size)");
-    if (no_why(f, a))
+    if (!why_section(f, a, "Collective statistics (per communicator, function, message size)"))
         return;
     fprintf(f, "  duration = transfer time after the last arrival (latest end - latest start "
                "over the ranks), percentiles by the\n  nearest-rank method; bandwidths from "
@@ -244,8 +239,7 @@ void mrd__report_why_kernels(FILE *f, const struct mrd_analysis *a)
 {
     const struct mrd_an_why *w = a->why;
     char b1[32], b2[32];
-    section(f, "Top kernels per rank (by total time)");
-    if (no_why(f, a))
+    if (!why_section(f, a, "Top kernels per rank (by total time)"))
         return;
     if (w->nkernels == 0) {
         fprintf(f, "  no kernels traced\n");
