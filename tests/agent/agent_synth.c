@@ -23,6 +23,13 @@
  *   synth-profiler: calls=N forwarded=F bad_rc=B
  * (N calls made, F calls the stub received, B return values that were not the stub's).
  *
+ * Steps (--steps): counted through agent/base/stepctl on the main thread, as capture
+ * counts an application's step ranges. For a test that must not depend on the machine's
+ * load, --nominal-step-times makes the step times stepctl reports the nominal ones, and
+ * --hold STEP:N stops the steps at STEP until the agent has accepted N window requests
+ * (announced through --hold-file PREFIX.STEP), so that the test, not the wall clock,
+ * decides what the aggregator knows when it chooses a window's steps.
+ *
  * Used by tests/agent (transport integration) and available to other test beds (clock,
  * end-to-end `meridian profile` without a GPU). Options: see usage().
  */
@@ -50,12 +57,12 @@ static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed, o_incompressible;
 static long o_steps, o_step_ms = 10, o_slow_step = -1, o_slow_ms;
 static int o_nominal_times; /* --nominal-step-times */
 #define HOLDS_MAX 8
-static long o_hold[HOLDS_MAX]; /* --hold STEP */
+static long o_hold[HOLDS_MAX]; /* --hold STEP:N */
+static uint64_t o_hold_want[HOLDS_MAX];
 static int o_holds;
 static const char *o_hold_file; /* --hold-file PREFIX */
 static int g_hold_timeouts;
-#define HOLD_TIMEOUT_S  30
-#define HOLD_SCAN_STEPS 4096 /* how far after a hold a window request's first step is sought */
+#define HOLD_TIMEOUT_S 30
 static const char *o_until_file; /* --until-file */
 #define PROFILER_PAIRS_MAX 8
 static long o_prof_start[PROFILER_PAIRS_MAX], o_prof_stop[PROFILER_PAIRS_MAX];
@@ -112,10 +119,10 @@ static void usage(void)
             "  --nominal-step-times  with --steps: each step's time as stepctl sees it is its\n"
             "                    nominal length (--step-ms, --slow-ms), not the measured one,\n"
             "                    so a loaded machine cannot stretch a step past a trigger\n"
-            "  --hold STEP       with --steps (up to 8): once step STEP has begun, wait until\n"
-            "                    the agent holds a window request whose first step is after\n"
-            "                    STEP (at most %d s; then go on and count a hold timeout,\n"
-            "                    printed as hold_timeouts=N on the synth-steps line)\n"
+            "  --hold STEP:N     with --steps (up to 8): once step STEP has begun, wait until\n"
+            "                    the agent has accepted N window requests in all (at most\n"
+            "                    %d s; then go on and count a hold timeout, printed as\n"
+            "                    hold_timeouts=N on the synth-steps line)\n"
             "  --hold-file PREFIX  on reaching each hold, write PREFIX.STEP (atomically, by\n"
             "                    rename) holding the agent clock's time (mrd_clock_now, the\n"
             "                    clock of clock_samples.t0) when the hold began\n",
@@ -301,25 +308,36 @@ static void hold_announce(long step, int64_t t)
     }
 }
 
-/* --hold: step `step` has begun; waits until the agent holds a window request that starts
- * after it (the test decides when the aggregator opens one, or a trigger does), so that
- * every rank has the request before its first step whatever the machine's load. */
-static void hold(long step)
+/* The window requests this process's agent has accepted so far (stepctl's counter). */
+static uint64_t requests_accepted(void)
+{
+    struct mrd_named_counter c[MRD_AGENT_NAMED_MAX];
+    size_t n = mrd_agent_named_counters(c, MRD_AGENT_NAMED_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(c[i].category, "window") && !strcmp(c[i].name, "requests_accepted"))
+            return c[i].value;
+    return 0;
+}
+
+/* --hold STEP:N: step `step` has begun; waits until the agent has accepted `want` window
+ * requests in all (the test decides when the aggregator opens one, or a trigger does).
+ * A request accepted now starts after `step` (stepctl refuses one whose first step has
+ * begun), so every rank has it before its first step whatever the machine's load. */
+static void hold(long step, uint64_t want)
 {
     if (o_hold_file)
         hold_announce(step, mrd_clock_now());
     int64_t until = mono_ns() + (int64_t)HOLD_TIMEOUT_S * 1000000000;
-    for (;;) {
-        for (long s = step + 1; s <= step + HOLD_SCAN_STEPS; s++)
-            if (mrd_stepctl_requested(s, NULL))
-                return;
+    while (requests_accepted() < want) {
         if (mono_ns() >= until) {
-            fprintf(stderr, "synth: hold at step %ld: no window request after it in %d s\n",
-                    step, HOLD_TIMEOUT_S);
+            fprintf(stderr,
+                    "synth: hold at step %ld: %" PRIu64 " window requests accepted "
+                    "after %d s, not %" PRIu64 "\n",
+                    step, requests_accepted(), HOLD_TIMEOUT_S, want);
             g_hold_timeouts++;
             return;
         }
-        sleep_until(mono_ns() + 2000000);
+        sleep_until(mono_ns() + 5000000);
     }
 }
 
@@ -343,7 +361,7 @@ static void run_steps(void)
             int64_t step = mrd_stepctl_begin();
             for (int h = 0; h < o_holds; h++)
                 if (o_hold[h] == step)
-                    hold(step);
+                    hold(step, o_hold_want[h]);
             in = mrd_stepctl_requested(step, &reason);
             profiler_calls(step);
             long ms = step == o_slow_step ? o_slow_ms : o_step_ms;
@@ -420,8 +438,9 @@ int main(int argc, char **argv)
             o_window_records = 1;
         else if (!strcmp(a, "--nominal-step-times"))
             o_nominal_times = 1;
-        else if (!strcmp(a, "--hold") && v && o_holds < HOLDS_MAX)
-            o_hold[o_holds++] = strtol(v, NULL, 10), i++;
+        else if (!strcmp(a, "--hold") && v && o_holds < HOLDS_MAX &&
+                 sscanf(v, "%ld:%" SCNu64, &o_hold[o_holds], &o_hold_want[o_holds]) == 2)
+            o_holds++, i++;
         else if (!strcmp(a, "--hold-file") && v)
             o_hold_file = argv[++i];
         else

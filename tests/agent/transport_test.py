@@ -747,8 +747,9 @@ def sc_window(a, wd):
     hold at step 50 until the test has seen meridiand answer ten probes of each stamped
     during the hold (so it knows both ranks' steps and over MRD_WINCTL_TRIGGER_MIN step
     times), then the test asks for a 5-step window, and each rank holds until its agent has
-    the request. Both ranks hold at step 255 again until the trigger's request reached
-    them: however late a reply comes, no rank begins a window's first step without it.
+    accepted that request (--hold 50:1). Both ranks hold at step 255 again until their agent
+    has accepted the trigger's request too (--hold 255:2): however late a reply comes, no
+    rank begins a window's first step without it.
 
     Expected (winctl.h's rule): exactly two windows announced; the on-demand one at
     steps 71-75 (highest 51 + margin 20, of 2 ranks); one trigger window of 4 steps whose
@@ -769,8 +770,8 @@ def sc_window(a, wd):
         env = agent_env(d.port, RANK=str(r), WORLD_SIZE="2", MERIDIAN_PROBE_INTERVAL_MS=100)
         prefixes.append(os.path.join(wd, "hold-rank%d" % r))
         args = ["--events", "1000", "--rate", "1000", "--steps", str(steps), "--step-ms", "10",
-                "--nominal-step-times", "--hold", str(hold_ask), "--hold", str(hold_trigger),
-                "--hold-file", prefixes[-1]]
+                "--nominal-step-times", "--hold", "%d:1" % hold_ask,
+                "--hold", "%d:2" % hold_trigger, "--hold-file", prefixes[-1]]
         if r == 1:
             args += ["--slow-step", str(slow), "--slow-ms", "200"]
         synths.append(Synth(a.synth, env, args))
