@@ -5,8 +5,9 @@ Each scenario runs meridian-agent-synth (the real agent core, rings and flusher 
 fed synthetic kernel records with correlation ids 1..N) against a real meridiand on
 127.0.0.1, then checks the SQLite database and the agent's one stderr line:
 
-  restart   meridiand SIGKILLed twice mid-stream and restarted on the same port and
-            database: every record the rings accepted is stored exactly once (count,
+  restart   meridiand SIGKILLed twice mid-stream (each time stopped first, until the
+            kernel holds batches it has not read: in flight, unacknowledged, so the agent
+            must resend them) and restarted on the same port and database: every record the rings accepted is stored exactly once (count,
             distinct count and sum of correlation ids), the exit line's "sent" equals the
             rows stored, no loss, and batches were committed after each restart.
   absent    no aggregator at all: the process exits within the flush deadline + 1 s
@@ -243,9 +244,36 @@ def wait_for_batches(db, must_exceed, synth, timeout):
         time.sleep(0.05)
 
 
+UNREAD_BATCH_BYTES = 4096  # far over the clock probes (~60 bytes, one a round) a stopped
+                           # meridiand leaves unread: data connection bytes, i.e. batches
+
+
+def unread_bytes(port):
+    """Bytes the kernel holds unread on the established connections that 127.0.0.1:port
+    accepted (/proc/net/tcp's rx_queue of the listener's side)."""
+    total = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            local, state, queues = fields[1], fields[3], fields[4]
+            if state == "01" and int(local.split(":")[1], 16) == port:
+                total += int(queues.split(":")[1], 16)
+    return total
+
+
+def wait_for_unread(port, want, synth, timeout):
+    """Until meridiand (stopped) has at least `want` bytes unread from the agents."""
+    deadline = time.monotonic() + timeout
+    while unread_bytes(port) < want:
+        check(synth.proc.poll() is None, "the workload ended before it sent a batch to the "
+              "stopped meridiand")
+        check(time.monotonic() < deadline, "the agent sent no %d bytes to the stopped meridiand "
+              "in %d s" % (want, timeout))
+        time.sleep(0.02)
+
+
 def sc_restart(a, wd):
-    # slow commits keep a few batches unacknowledged at any moment: a kill then loses
-    # them on the aggregator's side and the agent must resend them
     # Each step waits for what it needs on the database, and the workload runs until the
     # test has seen a commit after the second restart (--until-file): a fixed schedule
     # failed on a loaded machine under the sanitizers both ways (nothing committed in the
@@ -258,7 +286,10 @@ def sc_restart(a, wd):
     batches_before = []
     for _ in range(2):
         wait_for_batches(d.db, batches_before[-1] if batches_before else 0, s, timeout=60)
-        time.sleep(0.5)  # a few batches in flight, unacknowledged (commits every 800 ms)
+        # batches in flight, unacknowledged, at the kill: meridiand stopped, so it reads,
+        # commits and acknowledges nothing, until the kernel holds bytes the agent sent it
+        d.proc.send_signal(signal.SIGSTOP)
+        wait_for_unread(d.port, UNREAD_BATCH_BYTES, s, timeout=60)
         d.kill9()
         batches_before.append(db_query(d.db, "SELECT COUNT(*) FROM batches")[0][0])
         time.sleep(0.7)  # the agent keeps producing, queueing, reconnecting meanwhile
