@@ -7,9 +7,10 @@ fed synthetic kernel records with correlation ids 1..N) against a real meridiand
 
   restart   meridiand SIGKILLed twice mid-stream (each time stopped first, until the
             kernel holds batches it has not read: in flight, unacknowledged, so the agent
-            must resend them) and restarted on the same port and database: every record the rings accepted is stored exactly once (count,
-            distinct count and sum of correlation ids), the exit line's "sent" equals the
-            rows stored, no loss, and batches were committed after each restart.
+            must resend them) and restarted on the same port and database: every
+            record the rings accepted is stored exactly once (count, distinct count and
+            sum of correlation ids), the exit line's "sent" equals the rows stored, no
+            loss, batches were committed after each restart, and some were resent.
   absent    no aggregator at all: the process exits within the flush deadline + 1 s
             and the exit line counts every accepted record as unsent_at_exit.
   silent    an "aggregator" that accepts TCP and never answers: same bound, same report.
