@@ -23,6 +23,13 @@
  *   synth-profiler: calls=N forwarded=F bad_rc=B
  * (N calls made, F calls the stub received, B return values that were not the stub's).
  *
+ * Steps (--steps): counted through agent/base/stepctl on the main thread, as capture
+ * counts an application's step ranges. For a test that must not depend on the machine's
+ * load, --nominal-step-times makes the step times stepctl reports the nominal ones, and
+ * --hold STEP:N stops the steps at STEP until the agent has accepted N window requests
+ * (announced through --hold-file PREFIX.STEP), so that the test, not the wall clock,
+ * decides what the aggregator knows when it chooses a window's steps.
+ *
  * Used by tests/agent (transport integration) and available to other test beds (clock,
  * end-to-end `meridian profile` without a GPU). Options: see usage().
  */
@@ -48,6 +55,14 @@ static uint64_t o_events = 10000, o_rate = 0;
 static unsigned o_threads = 1;
 static int o_shutdown, o_fork, o_gpu_ms = -1, o_mixed, o_incompressible;
 static long o_steps, o_step_ms = 10, o_slow_step = -1, o_slow_ms;
+static int o_nominal_times; /* --nominal-step-times */
+#define HOLDS_MAX 8
+static long o_hold[HOLDS_MAX]; /* --hold STEP:N */
+static uint64_t o_hold_want[HOLDS_MAX];
+static int o_holds;
+static const char *o_hold_file; /* --hold-file PREFIX */
+static int g_hold_timeouts;
+#define HOLD_TIMEOUT_S 30
 static const char *o_until_file; /* --until-file */
 #define PROFILER_PAIRS_MAX 8
 static long o_prof_start[PROFILER_PAIRS_MAX], o_prof_stop[PROFILER_PAIRS_MAX];
@@ -100,7 +115,18 @@ static void usage(void)
             "  --profiler-driver cuProfilerStart/cuProfilerStop instead\n"
             "  --window-records  with --steps: one `meridian.window` NVTX record per run of\n"
             "                    window steps, as the capture's window.c writes it (reason\n"
-            "                    from the request), for the finalize's windows table\n");
+            "                    from the request), for the finalize's windows table\n"
+            "  --nominal-step-times  with --steps: each step's time as stepctl sees it is its\n"
+            "                    nominal length (--step-ms, --slow-ms), not the measured one,\n"
+            "                    so a loaded machine cannot stretch a step past a trigger\n"
+            "  --hold STEP:N     with --steps (up to 8): once step STEP has begun, wait until\n"
+            "                    the agent has accepted N window requests in all (at most\n"
+            "                    %d s; then go on and count a hold timeout, printed as\n"
+            "                    hold_timeouts=N on the synth-steps line)\n"
+            "  --hold-file PREFIX  on reaching each hold, write PREFIX.STEP (atomically, by\n"
+            "                    rename) holding the agent clock's time (mrd_clock_now, the\n"
+            "                    clock of clock_samples.t0) when the hold began\n",
+            HOLD_TIMEOUT_S);
     exit(2);
 }
 
@@ -268,6 +294,53 @@ static void window_record(long first, long last, int reason, int64_t t_start)
     atomic_fetch_add(mrd_ring_write(&r) == 0 ? &g_mixed_written : &g_mixed_refused, 1);
 }
 
+/* --hold-file: PREFIX.STEP with the agent clock's time t, written whole (by rename) so that
+ * a test polling for it never reads part of it. */
+static void hold_announce(long step, int64_t t)
+{
+    char path[4096], tmp[4112];
+    snprintf(path, sizeof path, "%s.%ld", o_hold_file, step);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%" PRId64 "\n", t) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "synth: cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+/* The window requests this process's agent has accepted so far (stepctl's counter). */
+static uint64_t requests_accepted(void)
+{
+    struct mrd_named_counter c[MRD_AGENT_NAMED_MAX];
+    size_t n = mrd_agent_named_counters(c, MRD_AGENT_NAMED_MAX);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(c[i].category, "window") && !strcmp(c[i].name, "requests_accepted"))
+            return c[i].value;
+    return 0;
+}
+
+/* --hold STEP:N: step `step` has begun; waits until the agent has accepted `want` window
+ * requests in all (the test decides when the aggregator opens one, or a trigger does).
+ * A request accepted now starts after `step` (stepctl refuses one whose first step has
+ * begun), so every rank has it before its first step whatever the machine's load. */
+static void hold(long step, uint64_t want)
+{
+    if (o_hold_file)
+        hold_announce(step, mrd_clock_now());
+    int64_t until = mono_ns() + (int64_t)HOLD_TIMEOUT_S * 1000000000;
+    while (requests_accepted() < want) {
+        if (mono_ns() >= until) {
+            fprintf(stderr,
+                    "synth: hold at step %ld: %" PRIu64 " window requests accepted "
+                    "after %d s, not %" PRIu64 "\n",
+                    step, requests_accepted(), HOLD_TIMEOUT_S, want);
+            g_hold_timeouts++;
+            return;
+        }
+        sleep_until(mono_ns() + 5000000);
+    }
+}
+
 /* --steps: steps on this thread; fills g_steps_line with `synth-steps: steps=N
  * window_steps=a-b,c-d` (the steps that belonged to an aggregator's window request when
  * they began, as ranges; "none"), printed before the synth line. */
@@ -286,11 +359,14 @@ static void run_steps(void)
         if (i < o_steps) {
             int64_t t = mono_ns();
             int64_t step = mrd_stepctl_begin();
+            for (int h = 0; h < o_holds; h++)
+                if (o_hold[h] == step)
+                    hold(step, o_hold_want[h]);
             in = mrd_stepctl_requested(step, &reason);
             profiler_calls(step);
             long ms = step == o_slow_step ? o_slow_ms : o_step_ms;
             sleep_until(t + ms * 1000000);
-            mrd_stepctl_end(step, mono_ns() - t);
+            mrd_stepctl_end(step, o_nominal_times ? ms * 1000000 : mono_ns() - t);
         }
         if (in && run_start < 0) {
             run_start = i;
@@ -305,8 +381,11 @@ static void run_steps(void)
             run_start = -1;
         }
     }
-    snprintf(g_steps_line, sizeof(g_steps_line), "synth-steps: steps=%ld window_steps=%s\n",
-             o_steps, used ? out : "none");
+    char holds[48] = "";
+    if (o_holds)
+        snprintf(holds, sizeof holds, " hold_timeouts=%d", g_hold_timeouts);
+    snprintf(g_steps_line, sizeof(g_steps_line), "synth-steps: steps=%ld window_steps=%s%s\n",
+             o_steps, used ? out : "none", holds);
     if (o_prof_pairs) {
         int forwarded = 0;
         for (int k = 0; k < 4; k++)
@@ -357,6 +436,13 @@ int main(int argc, char **argv)
             o_prof_driver = 1;
         else if (!strcmp(a, "--window-records"))
             o_window_records = 1;
+        else if (!strcmp(a, "--nominal-step-times"))
+            o_nominal_times = 1;
+        else if (!strcmp(a, "--hold") && v && o_holds < HOLDS_MAX &&
+                 sscanf(v, "%ld:%" SCNu64, &o_hold[o_holds], &o_hold_want[o_holds]) == 2)
+            o_holds++, i++;
+        else if (!strcmp(a, "--hold-file") && v)
+            o_hold_file = argv[++i];
         else
             usage();
     }

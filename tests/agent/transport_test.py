@@ -5,10 +5,12 @@ Each scenario runs meridian-agent-synth (the real agent core, rings and flusher 
 fed synthetic kernel records with correlation ids 1..N) against a real meridiand on
 127.0.0.1, then checks the SQLite database and the agent's one stderr line:
 
-  restart   meridiand SIGKILLed twice mid-stream and restarted on the same port and
-            database: every record the rings accepted is stored exactly once (count,
-            distinct count and sum of correlation ids), the exit line's "sent" equals the
-            rows stored, no loss, and batches were committed after each restart.
+  restart   meridiand SIGKILLed twice mid-stream (each time stopped first, until the
+            kernel holds batches it has not read: in flight, unacknowledged, so the agent
+            must resend them) and restarted on the same port and database: every
+            record the rings accepted is stored exactly once (count, distinct count and
+            sum of correlation ids), the exit line's "sent" equals the rows stored, no
+            loss, batches were committed after each restart, and some were resent.
   absent    no aggregator at all: the process exits within the flush deadline + 1 s
             and the exit line counts every accepted record as unsent_at_exit.
   silent    an "aggregator" that accepts TCP and never answers: same bound, same report.
@@ -243,9 +245,36 @@ def wait_for_batches(db, must_exceed, synth, timeout):
         time.sleep(0.05)
 
 
+UNREAD_BATCH_BYTES = 4096  # far over the clock probes (~60 bytes, one a round) a stopped
+                           # meridiand leaves unread: data connection bytes, i.e. batches
+
+
+def unread_bytes(port):
+    """Bytes the kernel holds unread on the established connections that 127.0.0.1:port
+    accepted (/proc/net/tcp's rx_queue of the listener's side)."""
+    total = 0
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            local, state, queues = fields[1], fields[3], fields[4]
+            if state == "01" and int(local.split(":")[1], 16) == port:
+                total += int(queues.split(":")[1], 16)
+    return total
+
+
+def wait_for_unread(port, want, synth, timeout):
+    """Until meridiand (stopped) has at least `want` bytes unread from the agents."""
+    deadline = time.monotonic() + timeout
+    while unread_bytes(port) < want:
+        check(synth.proc.poll() is None, "the workload ended before it sent a batch to the "
+              "stopped meridiand")
+        check(time.monotonic() < deadline, "the agent sent no %d bytes to the stopped meridiand "
+              "in %d s" % (want, timeout))
+        time.sleep(0.02)
+
+
 def sc_restart(a, wd):
-    # slow commits keep a few batches unacknowledged at any moment: a kill then loses
-    # them on the aggregator's side and the agent must resend them
     # Each step waits for what it needs on the database, and the workload runs until the
     # test has seen a commit after the second restart (--until-file): a fixed schedule
     # failed on a loaded machine under the sanitizers both ways (nothing committed in the
@@ -258,7 +287,10 @@ def sc_restart(a, wd):
     batches_before = []
     for _ in range(2):
         wait_for_batches(d.db, batches_before[-1] if batches_before else 0, s, timeout=60)
-        time.sleep(0.5)  # a few batches in flight, unacknowledged (commits every 800 ms)
+        # batches in flight, unacknowledged, at the kill: meridiand stopped, so it reads,
+        # commits and acknowledges nothing, until the kernel holds bytes the agent sent it
+        d.proc.send_signal(signal.SIGSTOP)
+        wait_for_unread(d.port, UNREAD_BATCH_BYTES, s, timeout=60)
         d.kill9()
         batches_before.append(db_query(d.db, "SELECT COUNT(*) FROM batches")[0][0])
         time.sleep(0.7)  # the agent keeps producing, queueing, reconnecting meanwhile
@@ -677,85 +709,136 @@ def window_steps(s):
     return m.group(1)
 
 
-def ask_window(a, db, length, deadline_s=20):
-    """`meridian window DB --length N` until the aggregator has steps to choose from;
-    returns (first, last) of the window it opened."""
-    deadline = time.time() + deadline_s
-    while True:
-        p = subprocess.run([a.meridian, "window", db, "--length", str(length)],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=10)
-        if p.returncode == 0:
-            break
-        check("no rank has reported a step" in p.stdout, "meridian window: %r" % p.stdout)
-        check(time.time() < deadline, "no step reported in %d s: %r" % (deadline_s, p.stdout))
-        time.sleep(0.05)
+def ask_window(a, db, length):
+    """`meridian window DB --length N`; returns (first, last, what it said)."""
+    p = subprocess.run([a.meridian, "window", db, "--length", str(length)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    check(p.returncode == 0, "meridian window: rc %d, %r" % (p.returncode, p.stdout))
     m = re.search(r"steps=(\d+)-(\d+)", p.stdout)
     check(m is not None, "meridian window said %r" % p.stdout)
     return int(m.group(1)), int(m.group(2)), p.stdout.strip()
 
 
+def wait_for_hold(synths, prefixes, step, deadline_s=60):
+    """Until every rank has reached its hold at `step` (its --hold-file PREFIX.STEP exists);
+    returns each rank's agent-clock time when the hold began."""
+    deadline = time.monotonic() + deadline_s
+    held = []
+    for s, prefix in zip(synths, prefixes):
+        path = "%s.%d" % (prefix, step)
+        while not os.path.exists(path):
+            check(s.proc.poll() is None, "a rank exited before its hold at step %d" % step)
+            check(time.monotonic() < deadline, "no rank held at step %d in %d s"
+                  % (step, deadline_s))
+            time.sleep(0.02)
+        with open(path) as f:
+            held.append(int(f.read()))
+    return held
+
+
+def wait_for_step_reports(db, held_since, reports, deadline_s=60):
+    """Until each rank r has `reports` clock samples with t0 > held_since[r] in the database.
+    A sample is a probe meridiand answered, and it feeds the probe's step counter to window
+    control before it answers: a probe stamped after the hold began (and the one after it,
+    whose counter was read after that stamp) told meridiand the held rank's steps and a step
+    time. So this is the state in which meridiand knows every rank's steps (the window's
+    choice rests on all of them) and holds enough step times for the trigger."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            con = sqlite3.connect(db)
+            try:
+                got = [con.execute("SELECT COUNT(*) FROM clock_samples WHERE rank = ? AND t0 > ?",
+                                   (r, t)).fetchone()[0] for r, t in enumerate(held_since)]
+            finally:
+                con.close()
+        except sqlite3.OperationalError:  # a write lock held right now
+            got = [0] * len(held_since)
+        if all(n >= reports for n in got):
+            return got
+        check(time.monotonic() < deadline, "clock samples since the holds: %r in %d s, want %d "
+              "each" % (got, deadline_s, reports))
+        time.sleep(0.05)
+
+
+WINDOW_OPEN = re.compile(r"window (\d+) \((\w+)\): steps (\d+)-(\d+) \((\d+) steps\) = highest "
+                         r"step counter (\d+) \(of (\d+) ranks?\) \+ margin (\d+)")
+
+
 def sc_window(a, wd):
     """Windows the aggregator opens reach every rank on the same steps: two ranks (the real
-    agent core and transport, steps of 10 ms counted by agent/base/stepctl, probes every
+    agent core and transport, 400 steps of 10 ms counted by agent/base/stepctl, probes every
     100 ms), an on-demand window through `meridian window` and the control socket, and a
-    trigger when rank 1's step 250 takes 200 ms (factor 3 over a ~10 ms median; cooldown 50
-    steps, so that a step a loaded machine stretched earlier cannot hold it back). Each
-    rank's own record of which steps belonged to a requested window must be exactly the
-    steps of every window the aggregator announced."""
+    trigger when rank 1's step 250 takes 200 ms (factor 3, length 4, cooldown 50 steps).
+
+    Paced by state, not by time. Each rank reports its steps' nominal lengths
+    (--nominal-step-times): 10 ms, and 200 ms for rank 1's step 250, however long a loaded
+    machine makes them, so the median is exactly 10 ms, the margin exactly
+    ceil(2 x 100 ms / 10 ms) = 20 steps, and the only step over 3 x the median is step 250
+    (no earlier trigger, whose cooldown could hold the one of step 250 back). Both ranks
+    hold at step 50 until the test has seen meridiand answer ten probes of each stamped
+    during the hold (so it knows both ranks' steps and over MRD_WINCTL_TRIGGER_MIN step
+    times), then the test asks for a 5-step window, and each rank holds until its agent has
+    accepted that request (--hold 50:1). Both ranks hold at step 255 again until their agent
+    has accepted the trigger's request too (--hold 255:2): however late a reply comes, no
+    rank begins a window's first step without it.
+
+    Expected (winctl.h's rule): exactly two windows announced; the on-demand one at
+    steps 71-75 (highest 51 + margin 20, of 2 ranks); one trigger window of 4 steps whose
+    first is its highest step counter (rank 1 had ended step 250, so at least 251; no rank
+    past its hold at 255, so at most 256) + margin 20. Each rank's own record of its window
+    steps is exactly the union of the two."""
     check(a.meridian is not None, "--meridian is required for this scenario")
-    ctl = d_db = None
+    hold_ask, slow, hold_trigger, steps = 50, 250, 255, 400
     d = Daemon(a.meridiand, wd, extra=["--control", os.path.join(wd, "run.db.ctl"),
                                         "--probe-interval-ms", "100",
                                         "--trigger-step-factor", "3",
                                         "--trigger-length", "4",
                                         "--trigger-cooldown-steps", "50"])
     d.start()
-    ctl, d_db = os.path.join(wd, "run.db.ctl"), d.db
-    check(os.path.exists(ctl), "no control socket at %s" % ctl)
-    synths = []
+    check(os.path.exists(os.path.join(wd, "run.db.ctl")), "no control socket")
+    synths, prefixes = [], []
     for r in range(2):
         env = agent_env(d.port, RANK=str(r), WORLD_SIZE="2", MERIDIAN_PROBE_INTERVAL_MS=100)
-        args = ["--events", "1000", "--rate", "1000", "--steps", "400", "--step-ms", "10"]
+        prefixes.append(os.path.join(wd, "hold-rank%d" % r))
+        args = ["--events", "1000", "--rate", "1000", "--steps", str(steps), "--step-ms", "10",
+                "--nominal-step-times", "--hold", "%d:1" % hold_ask,
+                "--hold", "%d:2" % hold_trigger, "--hold-file", prefixes[-1]]
         if r == 1:
-            args += ["--slow-step", "250", "--slow-ms", "200"]
+            args += ["--slow-step", str(slow), "--slow-ms", "200"]
         synths.append(Synth(a.synth, env, args))
-    # both ranks report steps and step times every 100 ms; give them a few rounds, so the
-    # margin rests on step times of both (the reply says how many ranks it saw)
-    time.sleep(0.6)
-    first, last, said = ask_window(a, d_db, 5)
-    check("ranks=2" in said, "the window was chosen before both ranks reported: %s" % said)
-    check(last == first + 4, "a 5-step window: %s" % said)
+    held_since = wait_for_hold(synths, prefixes, hold_ask)
+    wait_for_step_reports(d.db, held_since, 10)
+    first, last, said = ask_window(a, d.db, 5)
+    margin = 20  # ceil(2 x 100 ms probe interval / 10 ms median step), over the least 2
+    check(re.search(r"\bmargin=%d\b" % margin, said) and "ranks=2" in said,
+          "want margin=%d of ranks=2: %s" % (margin, said))
+    check((first, last) == (hold_ask + 1 + margin, hold_ask + 1 + margin + 4),
+          "want steps %d-%d (highest %d + margin %d, 5 steps): %s"
+          % (hold_ask + 1 + margin, hold_ask + 5 + margin, hold_ask + 1, margin, said))
     for s in synths:
         check(s.wait() == 0, "a rank failed: %r" % s.err)
+        m = re.search(r"synth-steps: .* hold_timeouts=(\d+)", s.out)
+        check(m is not None and m.group(1) == "0", "a hold timed out: %r" % s.out)
     d.stop()
     log = open(os.path.join(wd, "meridiand.log")).read()
-    # every window meridiand announced (a loaded machine may stretch an early step past the
-    # trigger factor too: then that window is announced, and both ranks must run it alike)
-    announced = [(int(a_), int(b_), why) for why, a_, b_ in
-                 re.findall(r"window \d+ \((\w+)\): steps (\d+)-(\d+)", log)]
-    check((first, last, "on_demand") in announced, "the on-demand window is not in the log")
-    late = [w for w in announced if w[2] == "trigger" and w[0] > 250]
-    check(late, "no trigger window after rank 1's 200 ms step 250:\n%s" % log[-3000:])
-    check(all(b_ == a_ + 3 for a_, b_, why in announced if why == "trigger"),
-          "trigger windows of 4 steps: %r" % announced)
-    steps = set()
-    for a_, b_, _ in announced:
-        steps.update(range(a_, b_ + 1))
-    runs, start = [], None
-    for st in range(0, 400 + 1):
-        if st in steps and start is None:
-            start = st
-        if st not in steps and start is not None:
-            runs.append("%d-%d" % (start, st - 1))
-            start = None
-    want = ",".join(runs) or "none"
+    announced = [(why, int(f), int(l), int(n), int(high), int(ranks), int(mg))
+                 for _, why, f, l, n, high, ranks, mg in WINDOW_OPEN.findall(log)]
+    check(len(announced) == 2 and announced[0] == ("on_demand", first, last, 5, hold_ask + 1,
+                                                   2, margin),
+          "want the on-demand window, then one trigger window; announced %r; log:\n%s"
+          % (announced, log[-3000:]))
+    why, tf, tl, tn, high, ranks, mg = announced[1]
+    check(why == "trigger" and tn == 4 and tl == tf + 3 and mg == margin and tf == high + mg
+          and slow + 1 <= high <= hold_trigger + 1 and ranks == 2,
+          "want a 4-step trigger window at highest (%d..%d) + margin %d: %r"
+          % (slow + 1, hold_trigger + 1, margin, announced[1]))
+    want = "%d-%d,%d-%d" % (first, last, tf, tl)
     for r, s in enumerate(synths):
         got = window_steps(s)
         check(got == want, "rank %d ran window steps %s, the aggregator announced %s"
               % (r, got, want))
-    print("window: on demand %s; trigger %d-%d; %d window(s) announced; both ranks ran "
-          "exactly %s" % (said, late[0][0], late[0][1], len(announced), want))
+    print("window: on demand %s; trigger %d-%d; both ranks ran exactly %s" % (said, tf, tl, want))
 
 
 PROFILER_OPEN = re.compile(
