@@ -235,13 +235,156 @@ static void gap_name_add(struct gap *g, const char *name, int64_t ns)
     g->names[g->nnames++].ns = ns;
 }
 
+/* ---- kernels of the late events' ranges, read once per rank ---- */
+
+/* A kernel name interned by name_id (the query's column 4; NULL: name_id -1). */
+struct gname {
+    int64_t id;
+    char *name;
+    int nccl; /* mrd_analyze_is_nccl_name(name) */
+};
+
+/* The names seen by read_gap: an open-addressing table, grown at half full. */
+struct gnames {
+    struct gname *v;
+    size_t n, cap;
+};
+
+/* One rank's buffered kernels, starts ascending: start, end (local ns), 1 = communication,
+ * index into gnames (-1: no name). Holds the query's rows for starts in [from, to); entries
+ * before `first` are dropped at the next compaction. */
+struct gcache {
+    int64_t (*k)[4];
+    size_t first, n, cap;
+    int64_t from, to;
+    int valid;
+};
+
+static void gnames_free(struct gnames *t)
+{
+    for (size_t i = 0; i < t->cap; i++)
+        free(t->v[i].name);
+    free(t->v);
+    memset(t, 0, sizeof(*t));
+}
+
+static size_t gname_slot(const struct gnames *t, int64_t id)
+{
+    size_t i = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 20) & (t->cap - 1);
+    while (t->v[i].name && t->v[i].id != id)
+        i = (i + 1) & (t->cap - 1);
+    return i;
+}
+
+/* The slot of name_id `id` with text `text` (interned on first sight); < 0: -ENOMEM. */
+static int64_t gname_intern(struct gnames *t, int64_t id, const char *text)
+{
+    if (2 * (t->n + 1) > t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 256;
+        struct gname *nv = calloc(nc, sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        struct gnames g = {nv, t->n, nc};
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->v[i].name)
+                nv[gname_slot(&g, t->v[i].id)] = t->v[i];
+        free(t->v);
+        *t = g;
+    }
+    size_t i = gname_slot(t, id);
+    if (!t->v[i].name) {
+        t->v[i].name = strdup(text);
+        if (!t->v[i].name)
+            return -ENOMEM;
+        t->v[i].id = id;
+        t->v[i].nccl = mrd_analyze_is_nccl_name(text);
+        t->n++;
+    }
+    return (int64_t)i;
+}
+
+static int gcache_push(struct gcache *b, const int64_t row[4])
+{
+    if (b->first > 0 && b->n == b->cap) { /* drop what the ranges have passed */
+        memmove(b->k, b->k + b->first, (b->n - b->first) * sizeof(*b->k));
+        b->n -= b->first;
+        b->first = 0;
+    }
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        int64_t(*p)[4] = realloc(b->k, nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        b->k = p;
+        b->cap = nc;
+    }
+    memcpy(b->k[b->n++], row, sizeof(*b->k));
+    return 0;
+}
+
+/* Makes b hold rank's kernels starting in [from, to): keeps what it holds from `from` on
+ * when its range covers `from`, and reads only the starts in [b->to, to) it lacks. The
+ * concatenated rows are the rows, in the order, of one query over [from, to): the
+ * (rank, start) index returns equal starts together, so no split separates them. */
+static int gcache_fill(sqlite3 *db, sqlite3_stmt *st, struct gnames *names, struct gcache *b,
+                       int rank, int64_t from, int64_t to)
+{
+    int rc;
+    if (!b->valid || from < b->from || from > b->to) {
+        b->first = b->n = 0;
+        b->from = b->to = from;
+        b->valid = 1;
+    }
+    while (b->first < b->n && b->k[b->first][0] < from)
+        b->first++;
+    b->from = from;
+    if (to <= b->to)
+        return 0;
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, rank);
+    sqlite3_bind_int64(st, 2, b->to);
+    sqlite3_bind_int64(st, 3, to);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *text = (const char *)sqlite3_column_text(st, 3);
+        int64_t row[4] = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                          sqlite3_column_int(st, 2), -1};
+        if (text) {
+            row[3] = gname_intern(names, sqlite3_column_type(st, 4) == SQLITE_NULL
+                                             ? INT64_MIN
+                                             : sqlite3_column_int64(st, 4),
+                                  text);
+            if (row[3] < 0) {
+                b->valid = 0;
+                return (int)row[3];
+            }
+            row[2] = row[2] || names->v[row[3]].nccl;
+        } else {
+            row[2] = row[2] || mrd_analyze_is_nccl_name(NULL);
+        }
+        if (gcache_push(b, row) < 0) {
+            b->valid = 0;
+            return -ENOMEM;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        b->valid = 0;
+        return mrd__analyze_sqlerr(db);
+    }
+    b->to = to;
+    return 0;
+}
+
 /* Kernels of `rank` that overlap [lo, hi] (comparable timebase; the collective's own
  * kernel, starting at hi, counts as traced): the first moment the GPU was busy after lo
  * (lo itself when a kernel runs across it), and the union of the compute (non-NCCL)
  * kernels clipped to [lo, hi). The scan starts at scan_from (local), the rank's previous
- * step start, so that kernels running across lo are seen through the (rank, start) index. */
-static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb, int rank,
-                    int64_t scan_from, int64_t lo, int64_t hi, struct gap *g)
+ * step start, so that kernels running across lo are seen through the (rank, start) index.
+ * The rows come from the rank's buffer b: the late events of a step share scan_from and
+ * the next step's scan_from lies inside the range already read, so each kernel is read
+ * from the database about once. */
+static int read_gap(sqlite3 *db, sqlite3_stmt *st, struct gnames *names, struct gcache *b,
+                    const struct mrd_timebase *tb, int rank, int64_t scan_from, int64_t lo,
+                    int64_t hi, struct gap *g)
 {
     int64_t llo = mrd_timebase_unmap(tb, rank, lo), lhi = mrd_timebase_unmap(tb, rank, hi);
     int64_t cur_s = 0, cur_e = INT64_MIN, first = INT64_MAX;
@@ -250,29 +393,27 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb
     g->first_kernel = INT64_MAX;
     if (!st)
         return 0; /* no kernels table: nothing traced */
-    sqlite3_reset(st);
-    sqlite3_bind_int(st, 1, rank);
-    sqlite3_bind_int64(st, 2, scan_from < llo ? scan_from : llo);
-    sqlite3_bind_int64(st, 3, lhi + 1);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t s = sqlite3_column_int64(st, 0), e = sqlite3_column_int64(st, 1);
+    if ((rc = gcache_fill(db, st, names, b, rank, scan_from < llo ? scan_from : llo,
+                          lhi + 1)) < 0)
+        return rc;
+    for (size_t i = b->first; i < b->n && b->k[i][0] < lhi + 1; i++) {
+        int64_t s = b->k[i][0], e = b->k[i][1];
+        const char *name = b->k[i][3] < 0 ? NULL : names->v[b->k[i][3]].name;
         if (e < llo || (e == llo && s < llo))
             continue; /* ended at or before the boundary (the previous collective) */
-        int is_comm = sqlite3_column_int(st, 2) ||
-                      mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(st, 3));
         g->kernels++;
         if (s < llo)
             s = llo;
         if (s < first)
             first = s;
-        if (is_comm)
+        if (b->k[i][2])
             continue;
         if (e > lhi)
             e = lhi;
         if (e <= s)
             continue;
         g->compute_kernels++;
-        gap_name_add(g, (const char *)sqlite3_column_text(st, 3), e - s);
+        gap_name_add(g, name, e - s);
         if (s > cur_e) {
             if (cur_e > cur_s)
                 g->busy += cur_e - cur_s;
@@ -286,7 +427,7 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb
         g->busy += cur_e - cur_s;
     if (first != INT64_MAX)
         g->first_kernel = mrd_timebase_map(tb, rank, first);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    return 0;
 }
 
 static void read_gpu(sqlite3_stmt *st, const struct mrd_timebase *tb, int rank, int64_t t,
@@ -330,6 +471,8 @@ struct step_ctx {
     int64_t *best_late; /* [nranks] its largest late event in the step, and that cause */
     int *best_cause;
     sqlite3_stmt *gap_st, *gpu_st;
+    struct gcache *gap_cache; /* [nranks] read_gap's kernels per rank */
+    struct gnames gap_names;
     int cap_late;
 };
 
@@ -371,7 +514,8 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
             l->n > 0 ? l->start[step > 0 && step - 1 < l->n ? step - 1 : 0] : boundary[k];
         if (from == INT64_MIN || from > boundary[k])
             from = boundary[k];
-        if ((rc = read_gap(c->db, c->gap_st, c->tb, rows[idx[k]].rank,
+        if ((rc = read_gap(c->db, c->gap_st, &c->gap_names, &c->gap_cache[ai], c->tb,
+                           rows[idx[k]].rank,
                            mrd_timebase_unmap(c->tb, rows[idx[k]].rank, from), boundary[k],
                            rows[idx[k]].start, &g[k])) < 0)
             return rc;
@@ -747,9 +891,10 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
     c.late_sum = calloc((size_t)a->nranks, sizeof(int64_t));
     c.best_late = calloc((size_t)a->nranks, sizeof(int64_t));
     c.best_cause = calloc((size_t)a->nranks, sizeof(int));
+    c.gap_cache = calloc((size_t)a->nranks, sizeof(*c.gap_cache));
     order = malloc((w->ninst ? w->ninst : 1) * sizeof(*order));
     if (!y->steps || !c.rs || !c.shift || !c.prev_end || !c.late_sum || !c.best_late ||
-        !c.best_cause || !order)
+        !c.best_cause || !c.gap_cache || !order)
         goto done;
     for (int s = 0; s < a->nsteps; s++) {
         y->steps[s].straggler = -1;
@@ -816,6 +961,11 @@ done:
     free(c.late_sum);
     free(c.best_late);
     free(c.best_cause);
+    if (c.gap_cache)
+        for (int i = 0; i < a->nranks; i++)
+            free(c.gap_cache[i].k);
+    free(c.gap_cache);
+    gnames_free(&c.gap_names);
     free(order);
     return rc;
 }
