@@ -237,17 +237,19 @@ static void gap_name_add(struct gap *g, const char *name, int64_t ns)
 
 /* ---- kernels of the late events' ranges, read once per rank ---- */
 
-/* A kernel name interned by name_id (the query's column 4; NULL: name_id -1). */
+/* A kernel name by name_id, looked up in strings once (name NULL: no such string). */
 struct gname {
     int64_t id;
     char *name;
-    int nccl; /* mrd_analyze_is_nccl_name(name) */
+    int used, nccl; /* nccl: mrd_analyze_is_nccl_name(name) */
 };
 
-/* The names seen by read_gap: an open-addressing table, grown at half full. */
+/* The names the kernel query met: an open-addressing table, grown at half full, and the
+ * statement that reads a name on first sight (mrd_db_sql_why_string). */
 struct gnames {
     struct gname *v;
     size_t n, cap;
+    sqlite3_stmt *lookup;
 };
 
 /* One rank's buffered kernels, starts ascending: start, end (local ns), 1 = communication,
@@ -265,39 +267,52 @@ static void gnames_free(struct gnames *t)
     for (size_t i = 0; i < t->cap; i++)
         free(t->v[i].name);
     free(t->v);
+    sqlite3_finalize(t->lookup);
     memset(t, 0, sizeof(*t));
 }
 
 static size_t gname_slot(const struct gnames *t, int64_t id)
 {
     size_t i = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 20) & (t->cap - 1);
-    while (t->v[i].name && t->v[i].id != id)
+    while (t->v[i].used && t->v[i].id != id)
         i = (i + 1) & (t->cap - 1);
     return i;
 }
 
-/* The slot of name_id `id` with text `text` (interned on first sight); < 0: -ENOMEM. */
-static int64_t gname_intern(struct gnames *t, int64_t id, const char *text)
+/* The slot of the kernel query's column `col` (a name_id): -1 for NULL (no name), else
+ * the name's slot, read from strings on first sight; < 0 other than -1: an error. */
+static int64_t gname_of(sqlite3 *db, struct gnames *t, sqlite3_stmt *st, int col)
 {
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return -1;
+    int64_t id = sqlite3_column_int64(st, col);
     if (2 * (t->n + 1) > t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 256;
         struct gname *nv = calloc(nc, sizeof(*nv));
         if (!nv)
             return -ENOMEM;
-        struct gnames g = {nv, t->n, nc};
+        struct gnames g = {nv, t->n, nc, t->lookup};
         for (size_t i = 0; i < t->cap; i++)
-            if (t->v[i].name)
+            if (t->v[i].used)
                 nv[gname_slot(&g, t->v[i].id)] = t->v[i];
         free(t->v);
         *t = g;
     }
     size_t i = gname_slot(t, id);
-    if (!t->v[i].name) {
-        t->v[i].name = strdup(text);
-        if (!t->v[i].name)
+    if (!t->v[i].used) {
+        int rc;
+        sqlite3_reset(t->lookup);
+        sqlite3_bind_int64(t->lookup, 1, id);
+        rc = sqlite3_step(t->lookup);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return mrd__analyze_sqlerr(db);
+        const char *text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(t->lookup, 0)
+                                            : NULL;
+        if (text && !(t->v[i].name = strdup(text)))
             return -ENOMEM;
         t->v[i].id = id;
-        t->v[i].nccl = mrd_analyze_is_nccl_name(text);
+        t->v[i].used = 1;
+        t->v[i].nccl = mrd_analyze_is_nccl_name(t->v[i].name);
         t->n++;
     }
     return (int64_t)i;
@@ -345,22 +360,14 @@ static int gcache_fill(sqlite3 *db, sqlite3_stmt *st, struct gnames *names, stru
     sqlite3_bind_int64(st, 2, b->to);
     sqlite3_bind_int64(st, 3, to);
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *text = (const char *)sqlite3_column_text(st, 3);
         int64_t row[4] = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                          sqlite3_column_int(st, 2), -1};
-        if (text) {
-            row[3] = gname_intern(names, sqlite3_column_type(st, 4) == SQLITE_NULL
-                                             ? INT64_MIN
-                                             : sqlite3_column_int64(st, 4),
-                                  text);
-            if (row[3] < 0) {
-                b->valid = 0;
-                return (int)row[3];
-            }
-            row[2] = row[2] || names->v[row[3]].nccl;
-        } else {
-            row[2] = row[2] || mrd_analyze_is_nccl_name(NULL);
+                          sqlite3_column_int(st, 2), gname_of(db, names, st, 3)};
+        if (row[3] < -1) {
+            b->valid = 0;
+            return (int)row[3];
         }
+        if (row[3] >= 0 && names->v[row[3]].nccl)
+            row[2] = 1;
         if (gcache_push(b, row) < 0) {
             b->valid = 0;
             return -ENOMEM;
@@ -759,8 +766,10 @@ static int kbuf_read(struct step_ctx *c, struct kbuf *b)
         return 0;
     if (rc != SQLITE_ROW)
         return mrd__analyze_sqlerr(c->db);
-    int comm = sqlite3_column_int(c->gap_st, 2) ||
-               mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->gap_st, 3));
+    int64_t name = gname_of(c->db, &c->gap_names, c->gap_st, 3);
+    if (name < -1)
+        return (int)name;
+    int comm = sqlite3_column_int(c->gap_st, 2) || (name >= 0 && c->gap_names.v[name].nccl);
     rc = kbuf_push(b, sqlite3_column_int64(c->gap_st, 0), sqlite3_column_int64(c->gap_st, 1),
                    comm);
     return rc < 0 ? rc : 1;
@@ -904,7 +913,9 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
     if ((rc = load_step_ranges(db, tb, o, a, c.rs)) < 0)
         goto done;
     if (mrd_db_has_table(db, "kernels") == 1 &&
-        sqlite3_prepare_v2(db, mrd_db_sql_why_gap_kernels, -1, &c.gap_st, NULL) != SQLITE_OK) {
+        (sqlite3_prepare_v2(db, mrd_db_sql_why_gap_kernels, -1, &c.gap_st, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(db, mrd_db_sql_why_string, -1, &c.gap_names.lookup, NULL) !=
+             SQLITE_OK)) {
         rc = mrd__analyze_sqlerr(db);
         goto done;
     }

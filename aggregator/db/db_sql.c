@@ -630,9 +630,10 @@ const char mrd_db_sql_why_instance_bytes[] =
     "NULL GROUP BY comm_hash, seq, func_id ORDER BY comm_hash, seq, func_id";
 const char mrd_db_sql_why_gap_kernels[] =
     "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l WHERE l.rank = "
-    "k.rank AND l.correlation_id = k.correlation_id), s.value, k.name_id FROM main.kernels k "
-    "LEFT JOIN main.strings s ON s.id = k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 "
+    "k.rank AND l.correlation_id = k.correlation_id), k.name_id FROM main.kernels k "
+    "WHERE k.rank = ?1 AND k.start_ns >= ?2 "
     "AND k.start_ns < ?3 AND " MRD_DB_KERNEL_VALID " ORDER BY k.start_ns";
+const char mrd_db_sql_why_string[] = "SELECT value FROM main.strings WHERE id = ?1";
 const char mrd_db_sql_why_gpu_samples_copy[] =
     "DROP TABLE IF EXISTS temp.mrd_gpu_samples;"
     "CREATE TEMP TABLE mrd_gpu_samples AS SELECT rank, host_ns, sm_clock_mhz, power_mw, "

@@ -430,8 +430,11 @@ extern const char mrd_db_sql_pftrace_rank_first[];
  * and ORDER BY): comm_hash, seq, MAX(bytes). */
 extern const char mrd_db_sql_why_instance_bytes[];
 /* Kernels of rank ?1 starting in [?2, ?3) (local ns) that have an interval, by start:
- * start, end, 1 when linked to an NCCL op (temp.mrd_link), name, name_id. */
+ * start, end, 1 when linked to an NCCL op (temp.mrd_link), name_id (the caller reads each
+ * name once with mrd_db_sql_why_string instead of a join per row). */
 extern const char mrd_db_sql_why_gap_kernels[];
+/* ?1 strings.id -> value (no row: no such string). */
+extern const char mrd_db_sql_why_string[];
 /* Copies gpu_samples into temp.mrd_gpu_samples (rowid order kept) with an index on
  * (rank, host_ns), so that each late event's look-up is an index probe, not a scan of the
  * table (which has no such index in the database and may be read-only). */
