@@ -13,12 +13,16 @@
  *
  * Workload: one record per timed instance (its ranks' intervals: 24 bytes a rank), at most
  * MRD_WHY_MAX_ROWS rank intervals; beyond, the instances are counted and a warning says so.
- * Kernel queries, through the kernels_rank_start index: one per late event and rank (at most
- * one event per instance), and one per (rank, step) for the shares, each reading the
- * kernels of two steps; the top kernels come from the overlap sweep's reading of every
- * kernel (no pass of their own). gpu_samples are copied once into an indexed TEMP table. Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the
- * report's user time 0.37 s without this pass, about 1.0 s with it, 24 MB resident; 64
- * ranks, 10 M events (tests/bench/scale/tenmillion.py): the whole report 29-32 s CPU, 123 MiB.
+ * Kernel queries, through the kernels_rank_start index: the late events read each rank's
+ * kernels into a per-rank buffer that keeps them from the previous step's start on (a
+ * step's late events share it, the next step reads only what is new: memory about two
+ * steps of kernels per rank with late events), and the shares read each rank's kernels in
+ * one query (per (rank, step) where its ranges do not move forward); names are read from
+ * strings once each. The top kernels come from the overlap sweep's reading of every kernel
+ * (no pass of their own). gpu_samples are copied once into an indexed TEMP table.
+ * Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the report's user time 0.37 s
+ * without this pass, about 1.0 s with it, 24 MB resident; 64 ranks, 10 M events
+ * (tests/bench/scale/tenmillion.py): the whole report 18-21 s CPU, 117 MiB.
  * Single thread, the analysis' connection.
  */
 #include "why_int.h"
@@ -306,8 +310,8 @@ static int64_t gname_of(sqlite3 *db, struct gnames *t, sqlite3_stmt *st, int col
         rc = sqlite3_step(t->lookup);
         if (rc != SQLITE_ROW && rc != SQLITE_DONE)
             return mrd__analyze_sqlerr(db);
-        const char *text = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(t->lookup, 0)
-                                            : NULL;
+        const char *text =
+            rc == SQLITE_ROW ? (const char *)sqlite3_column_text(t->lookup, 0) : NULL;
         if (text && !(t->v[i].name = strdup(text)))
             return -ENOMEM;
         t->v[i].id = id;
@@ -400,8 +404,7 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, struct gnames *names, struct 
     g->first_kernel = INT64_MAX;
     if (!st)
         return 0; /* no kernels table: nothing traced */
-    if ((rc = gcache_fill(db, st, names, b, rank, scan_from < llo ? scan_from : llo,
-                          lhi + 1)) < 0)
+    if ((rc = gcache_fill(db, st, names, b, rank, scan_from < llo ? scan_from : llo, lhi + 1)) < 0)
         return rc;
     for (size_t i = b->first; i < b->n && b->k[i][0] < lhi + 1; i++) {
         int64_t s = b->k[i][0], e = b->k[i][1];
@@ -522,9 +525,8 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
         if (from == INT64_MIN || from > boundary[k])
             from = boundary[k];
         if ((rc = read_gap(c->db, c->gap_st, &c->gap_names, &c->gap_cache[ai], c->tb,
-                           rows[idx[k]].rank,
-                           mrd_timebase_unmap(c->tb, rows[idx[k]].rank, from), boundary[k],
-                           rows[idx[k]].start, &g[k])) < 0)
+                           rows[idx[k]].rank, mrd_timebase_unmap(c->tb, rows[idx[k]].rank, from),
+                           boundary[k], rows[idx[k]].start, &g[k])) < 0)
             return rc;
         e.busy_ns[k] = g[k].busy;
         e.kernels[k] = g[k].compute_kernels;
@@ -770,8 +772,7 @@ static int kbuf_read(struct step_ctx *c, struct kbuf *b)
     if (name < -1)
         return (int)name;
     int comm = sqlite3_column_int(c->gap_st, 2) || (name >= 0 && c->gap_names.v[name].nccl);
-    rc = kbuf_push(b, sqlite3_column_int64(c->gap_st, 0), sqlite3_column_int64(c->gap_st, 1),
-                   comm);
+    rc = kbuf_push(b, sqlite3_column_int64(c->gap_st, 0), sqlite3_column_int64(c->gap_st, 1), comm);
     return rc < 0 ? rc : 1;
 }
 
