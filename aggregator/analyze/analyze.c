@@ -248,26 +248,99 @@ static int warn_rank_processes(sqlite3 *db, struct mrd_analysis *a)
     return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
 }
 
-static int count_row(sqlite3_stmt *st, void *ctx)
+/* Rows per rank of one table, ranks ascending; the rows of a NULL rank in `null_rows`. */
+struct rank_tally {
+    int64_t (*v)[2]; /* rank, rows */
+    size_t n, cap, last;
+    uint64_t null_rows;
+    int have_null;
+};
+
+static int tally_add(struct rank_tally *t, int64_t rank)
 {
-    struct rank_rows *rr = ctx;
-    struct mrd_an_rank *r = add_rank(rr->a, sqlite3_column_int(st, 0), rr->cap);
-    if (r)
-        r->events[rr->kind] = (uint64_t)sqlite3_column_int64(st, 1);
+    if (t->last < t->n && t->v[t->last][0] == rank) { /* rows come in runs of one rank */
+        t->v[t->last][1]++;
+        return 0;
+    }
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->v[mid][0] < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < t->n && t->v[lo][0] == rank) {
+        t->v[lo][1]++;
+        t->last = lo;
+        return 0;
+    }
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 64;
+        int64_t(*p)[2] = realloc(t->v, nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        t->v = p;
+        t->cap = nc;
+    }
+    memmove(&t->v[lo + 1], &t->v[lo], (t->n - lo) * sizeof(*t->v));
+    t->v[lo][0] = rank;
+    t->v[lo][1] = 1;
+    t->n++;
+    t->last = lo;
     return 0;
 }
 
+/* Each rank's rows per event table: one scan of the table's ranks, tallied here, then the
+ * ranks added in ascending order (a NULL rank first, as rank 0), as GROUP BY rank would. */
 static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
 {
-    struct rank_rows rr = {a, cap, 0};
-    for (rr.kind = 0; rr.kind < MRD_AN_NKINDS; rr.kind++) {
+    struct rank_tally t = {0};
+    int rc = 0;
+    for (int k = 0; k < MRD_AN_NKINDS && rc == 0; k++) {
         char sql[160];
-        snprintf(sql, sizeof(sql), mrd_db_sql_count_by_rank_fmt, kind_tables[rr.kind]);
-        int rc = mrd__analyze_rows(db, kind_tables[rr.kind], sql, count_row, &rr);
-        if (rc < 0)
-            return rc;
+        sqlite3_stmt *st = NULL;
+        if (mrd_db_has_table(db, kind_tables[k]) != 1)
+            continue;
+        snprintf(sql, sizeof(sql), mrd_db_sql_rank_of_rows_fmt, kind_tables[k]);
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+            rc = mrd__analyze_sqlerr(db);
+            break;
+        }
+        t.n = t.last = 0;
+        t.null_rows = 0;
+        t.have_null = 0;
+        while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
+                t.have_null = 1;
+                t.null_rows++;
+            } else if (tally_add(&t, sqlite3_column_int64(st, 0)) < 0) {
+                break;
+            }
+        }
+        sqlite3_finalize(st);
+        if (rc == SQLITE_ROW) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (rc != SQLITE_DONE) {
+            rc = mrd__analyze_sqlerr(db);
+            break;
+        }
+        rc = 0;
+        if (t.have_null) {
+            struct mrd_an_rank *r = add_rank(a, 0, cap);
+            if (r)
+                r->events[k] = t.null_rows;
+        }
+        for (size_t i = 0; i < t.n; i++) {
+            struct mrd_an_rank *r = add_rank(a, (int)t.v[i][0], cap);
+            if (r)
+                r->events[k] = (uint64_t)t.v[i][1];
+        }
     }
-    return 0;
+    free(t.v);
+    return rc;
 }
 
 static void add_drop(struct mrd_an_rank *r, const char *reason, uint64_t n)

@@ -13,12 +13,16 @@
  *
  * Workload: one record per timed instance (its ranks' intervals: 24 bytes a rank), at most
  * MRD_WHY_MAX_ROWS rank intervals; beyond, the instances are counted and a warning says so.
- * Kernel queries, through the kernels_rank_start index: one per late event and rank (at most
- * one event per instance), and one per (rank, step) for the shares, each reading the
- * kernels of two steps; the top kernels come from the overlap sweep's reading of every
- * kernel (no pass of their own). gpu_samples are copied once into an indexed TEMP table. Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the
- * report's user time 0.37 s without this pass, about 1.0 s with it, 24 MB resident; 64
- * ranks, 10 M events (tests/bench/scale/tenmillion.py): the whole report 29-32 s CPU, 123 MiB.
+ * Kernel queries, through the kernels_rank_start index: the late events read each rank's
+ * kernels into a per-rank buffer that keeps them from the previous step's start on (a
+ * step's late events share it, the next step reads only what is new: memory about two
+ * steps of kernels per rank with late events), and the shares read each rank's kernels in
+ * one query (per (rank, step) where its ranges do not move forward); names are read from
+ * strings once each. The top kernels come from the overlap sweep's reading of every kernel
+ * (no pass of their own). gpu_samples are copied once into an indexed TEMP table.
+ * Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the report's user time 0.37 s
+ * without this pass, about 1.0 s with it, 24 MB resident; 64 ranks, 10 M events
+ * (tests/bench/scale/tenmillion.py): the whole report 18-21 s CPU, 117 MiB.
  * Single thread, the analysis' connection.
  */
 #include "why_int.h"
@@ -197,13 +201,163 @@ static void gap_name_add(struct gap *g, const char *name, int64_t ns)
     g->names[g->nnames++].ns = ns;
 }
 
+/* ---- kernels of the late events' ranges, read once per rank ---- */
+
+/* A kernel name by name_id, looked up in strings once (name NULL: no such string). */
+struct gname {
+    int64_t id;
+    char *name;
+    int used, nccl; /* nccl: mrd_analyze_is_nccl_name(name) */
+};
+
+/* The names the kernel query met: an open-addressing table, grown at half full, and the
+ * statement that reads a name on first sight (mrd_db_sql_why_string). */
+struct gnames {
+    struct gname *v;
+    size_t n, cap;
+    sqlite3_stmt *lookup;
+};
+
+/* One rank's buffered kernels, starts ascending: start, end (local ns), 1 = communication,
+ * index into gnames (-1: no name). Holds the query's rows for starts in [from, to); entries
+ * before `first` are dropped at the next compaction. */
+struct gcache {
+    int64_t (*k)[4];
+    size_t first, n, cap;
+    int64_t from, to;
+    int valid;
+};
+
+static void gnames_free(struct gnames *t)
+{
+    for (size_t i = 0; i < t->cap; i++)
+        free(t->v[i].name);
+    free(t->v);
+    sqlite3_finalize(t->lookup);
+    memset(t, 0, sizeof(*t));
+}
+
+static size_t gname_slot(const struct gnames *t, int64_t id)
+{
+    size_t i = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 20) & (t->cap - 1);
+    while (t->v[i].used && t->v[i].id != id)
+        i = (i + 1) & (t->cap - 1);
+    return i;
+}
+
+/* The slot of the kernel query's column `col` (a name_id): -1 for NULL (no name), else
+ * the name's slot, read from strings on first sight; < 0 other than -1: an error. */
+static int64_t gname_of(sqlite3 *db, struct gnames *t, sqlite3_stmt *st, int col)
+{
+    if (sqlite3_column_type(st, col) == SQLITE_NULL)
+        return -1;
+    int64_t id = sqlite3_column_int64(st, col);
+    if (2 * (t->n + 1) > t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 256;
+        struct gname *nv = calloc(nc, sizeof(*nv));
+        if (!nv)
+            return -ENOMEM;
+        struct gnames g = {nv, t->n, nc, t->lookup};
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->v[i].used)
+                nv[gname_slot(&g, t->v[i].id)] = t->v[i];
+        free(t->v);
+        *t = g;
+    }
+    size_t i = gname_slot(t, id);
+    if (!t->v[i].used) {
+        int rc;
+        sqlite3_reset(t->lookup);
+        sqlite3_bind_int64(t->lookup, 1, id);
+        rc = sqlite3_step(t->lookup);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+            return mrd__analyze_sqlerr(db);
+        const char *text =
+            rc == SQLITE_ROW ? (const char *)sqlite3_column_text(t->lookup, 0) : NULL;
+        if (text && !(t->v[i].name = strdup(text)))
+            return -ENOMEM;
+        t->v[i].id = id;
+        t->v[i].used = 1;
+        t->v[i].nccl = mrd_analyze_is_nccl_name(t->v[i].name);
+        t->n++;
+    }
+    return (int64_t)i;
+}
+
+static int gcache_push(struct gcache *b, const int64_t row[4])
+{
+    if (b->first > 0 && b->n == b->cap) { /* drop what the ranges have passed */
+        memmove(b->k, b->k + b->first, (b->n - b->first) * sizeof(*b->k));
+        b->n -= b->first;
+        b->first = 0;
+    }
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 1024;
+        int64_t(*p)[4] = realloc(b->k, nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        b->k = p;
+        b->cap = nc;
+    }
+    memcpy(b->k[b->n++], row, sizeof(*b->k));
+    return 0;
+}
+
+/* Makes b hold rank's kernels starting in [from, to): keeps what it holds from `from` on
+ * when its range covers `from`, and reads only the starts in [b->to, to) it lacks. The
+ * concatenated rows are the rows, in the order, of one query over [from, to): the
+ * (rank, start) index returns equal starts together, so no split separates them. */
+static int gcache_fill(sqlite3 *db, sqlite3_stmt *st, struct gnames *names, struct gcache *b,
+                       int rank, int64_t from, int64_t to)
+{
+    int rc;
+    if (!b->valid || from < b->from || from > b->to) {
+        b->first = b->n = 0;
+        b->from = b->to = from;
+        b->valid = 1;
+    }
+    while (b->first < b->n && b->k[b->first][0] < from)
+        b->first++;
+    b->from = from;
+    if (to <= b->to)
+        return 0;
+    sqlite3_reset(st);
+    sqlite3_bind_int(st, 1, rank);
+    sqlite3_bind_int64(st, 2, b->to);
+    sqlite3_bind_int64(st, 3, to);
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t row[4] = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                          sqlite3_column_int(st, 2), gname_of(db, names, st, 3)};
+        if (row[3] < -1) {
+            b->valid = 0;
+            return (int)row[3];
+        }
+        if (row[3] >= 0 && names->v[row[3]].nccl)
+            row[2] = 1;
+        if (gcache_push(b, row) < 0) {
+            b->valid = 0;
+            return -ENOMEM;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        b->valid = 0;
+        return mrd__analyze_sqlerr(db);
+    }
+    b->to = to;
+    return 0;
+}
+
 /* Kernels of `rank` that overlap [lo, hi] (comparable timebase; the collective's own
  * kernel, starting at hi, counts as traced): the first moment the GPU was busy after lo
  * (lo itself when a kernel runs across it), and the union of the compute (non-NCCL)
  * kernels clipped to [lo, hi). The scan starts at scan_from (local), the rank's previous
- * step start, so that kernels running across lo are seen through the (rank, start) index. */
-static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb, int rank,
-                    int64_t scan_from, int64_t lo, int64_t hi, struct gap *g)
+ * step start, so that kernels running across lo are seen through the (rank, start) index.
+ * The rows come from the rank's buffer b: the late events of a step share scan_from and
+ * the next step's scan_from lies inside the range already read, so each kernel is read
+ * from the database about once. */
+static int read_gap(sqlite3 *db, sqlite3_stmt *st, struct gnames *names, struct gcache *b,
+                    const struct mrd_timebase *tb, int rank, int64_t scan_from, int64_t lo,
+                    int64_t hi, struct gap *g)
 {
     int64_t llo = mrd_timebase_unmap(tb, rank, lo), lhi = mrd_timebase_unmap(tb, rank, hi);
     int64_t cur_s = 0, cur_e = INT64_MIN, first = INT64_MAX;
@@ -212,29 +366,26 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb
     g->first_kernel = INT64_MAX;
     if (!st)
         return 0; /* no kernels table: nothing traced */
-    sqlite3_reset(st);
-    sqlite3_bind_int(st, 1, rank);
-    sqlite3_bind_int64(st, 2, scan_from < llo ? scan_from : llo);
-    sqlite3_bind_int64(st, 3, lhi + 1);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t s = sqlite3_column_int64(st, 0), e = sqlite3_column_int64(st, 1);
+    if ((rc = gcache_fill(db, st, names, b, rank, scan_from < llo ? scan_from : llo, lhi + 1)) < 0)
+        return rc;
+    for (size_t i = b->first; i < b->n && b->k[i][0] < lhi + 1; i++) {
+        int64_t s = b->k[i][0], e = b->k[i][1];
+        const char *name = b->k[i][3] < 0 ? NULL : names->v[b->k[i][3]].name;
         if (e < llo || (e == llo && s < llo))
             continue; /* ended at or before the boundary (the previous collective) */
-        int is_comm = sqlite3_column_int(st, 2) ||
-                      mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(st, 3));
         g->kernels++;
         if (s < llo)
             s = llo;
         if (s < first)
             first = s;
-        if (is_comm)
+        if (b->k[i][2])
             continue;
         if (e > lhi)
             e = lhi;
         if (e <= s)
             continue;
         g->compute_kernels++;
-        gap_name_add(g, (const char *)sqlite3_column_text(st, 3), e - s);
+        gap_name_add(g, name, e - s);
         if (s > cur_e) {
             if (cur_e > cur_s)
                 g->busy += cur_e - cur_s;
@@ -248,7 +399,7 @@ static int read_gap(sqlite3 *db, sqlite3_stmt *st, const struct mrd_timebase *tb
         g->busy += cur_e - cur_s;
     if (first != INT64_MAX)
         g->first_kernel = mrd_timebase_map(tb, rank, first);
-    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+    return 0;
 }
 
 static void read_gpu(sqlite3_stmt *st, const struct mrd_timebase *tb, int rank, int64_t t,
@@ -292,6 +443,8 @@ struct step_ctx {
     int64_t *best_late; /* [nranks] its largest late event in the step, and that cause */
     int *best_cause;
     sqlite3_stmt *gap_st, *gpu_st;
+    struct gcache *gap_cache; /* [nranks] read_gap's kernels per rank */
+    struct gnames gap_names;
     int cap_late;
 };
 
@@ -333,9 +486,9 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
             l->n > 0 ? l->start[step > 0 && step - 1 < l->n ? step - 1 : 0] : boundary[k];
         if (from == INT64_MIN || from > boundary[k])
             from = boundary[k];
-        if ((rc = read_gap(c->db, c->gap_st, c->tb, rows[idx[k]].rank,
-                           mrd_timebase_unmap(c->tb, rows[idx[k]].rank, from), boundary[k],
-                           rows[idx[k]].start, &g[k])) < 0)
+        if ((rc = read_gap(c->db, c->gap_st, &c->gap_names, &c->gap_cache[ai], c->tb,
+                           rows[idx[k]].rank, mrd_timebase_unmap(c->tb, rows[idx[k]].rank, from),
+                           boundary[k], rows[idx[k]].start, &g[k])) < 0)
             return rc;
         e.busy_ns[k] = g[k].busy;
         e.kernels[k] = g[k].compute_kernels;
@@ -577,10 +730,11 @@ static int kbuf_read(struct step_ctx *c, struct kbuf *b)
         return 0;
     if (rc != SQLITE_ROW)
         return mrd__analyze_sqlerr(c->db);
-    int comm = sqlite3_column_int(c->gap_st, 2) ||
-               mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->gap_st, 3));
-    rc = kbuf_push(b, sqlite3_column_int64(c->gap_st, 0), sqlite3_column_int64(c->gap_st, 1),
-                   comm);
+    int64_t name = gname_of(c->db, &c->gap_names, c->gap_st, 3);
+    if (name < -1)
+        return (int)name;
+    int comm = sqlite3_column_int(c->gap_st, 2) || (name >= 0 && c->gap_names.v[name].nccl);
+    rc = kbuf_push(b, sqlite3_column_int64(c->gap_st, 0), sqlite3_column_int64(c->gap_st, 1), comm);
     return rc < 0 ? rc : 1;
 }
 
@@ -709,9 +863,10 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
     c.late_sum = calloc((size_t)a->nranks, sizeof(int64_t));
     c.best_late = calloc((size_t)a->nranks, sizeof(int64_t));
     c.best_cause = calloc((size_t)a->nranks, sizeof(int));
+    c.gap_cache = calloc((size_t)a->nranks, sizeof(*c.gap_cache));
     order = malloc((w->ninst ? w->ninst : 1) * sizeof(*order));
     if (!y->steps || !c.rs || !c.shift || !c.prev_end || !c.late_sum || !c.best_late ||
-        !c.best_cause || !order)
+        !c.best_cause || !c.gap_cache || !order)
         goto done;
     for (int s = 0; s < a->nsteps; s++) {
         y->steps[s].straggler = -1;
@@ -721,7 +876,9 @@ static int step_costs(sqlite3 *db, const struct mrd_timebase *tb,
     if ((rc = load_step_ranges(db, tb, o, a, c.rs)) < 0)
         goto done;
     if (mrd_db_has_table(db, "kernels") == 1 &&
-        sqlite3_prepare_v2(db, mrd_db_sql_why_gap_kernels, -1, &c.gap_st, NULL) != SQLITE_OK) {
+        (sqlite3_prepare_v2(db, mrd_db_sql_why_gap_kernels, -1, &c.gap_st, NULL) != SQLITE_OK ||
+         sqlite3_prepare_v2(db, mrd_db_sql_why_string, -1, &c.gap_names.lookup, NULL) !=
+             SQLITE_OK)) {
         rc = mrd__analyze_sqlerr(db);
         goto done;
     }
@@ -773,6 +930,11 @@ done:
     free(c.late_sum);
     free(c.best_late);
     free(c.best_cause);
+    if (c.gap_cache)
+        for (int i = 0; i < a->nranks; i++)
+            free(c.gap_cache[i].k);
+    free(c.gap_cache);
+    gnames_free(&c.gap_names);
     free(order);
     return rc;
 }

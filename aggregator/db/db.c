@@ -158,6 +158,18 @@ static int scalar(sqlite3 *db, const char *sql, int64_t *v, int *have)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
+/* 1 when index `name` exists, 0 when not, < 0 on an SQLite error. */
+static int has_index(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_has_index, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+}
+
 /* Tables whose rows carry a host start_ns (local clock) and, by index, the statement
  * giving each rank's earliest one. */
 static const char *const event_tables[] = {"kernels", "memcpys",   "memsets",
@@ -189,7 +201,10 @@ int mrd_db_time_origin(sqlite3 *db, int have_models,
         sqlite3_stmt *st = NULL;
         if (mrd_db_has_table(db, event_tables[i]) != 1)
             continue;
-        if (sqlite3_prepare_v2(db, mrd_db_sql_first_event[i], -1, &st, NULL) != SQLITE_OK)
+        const char *sql = mrd_db_sql_first_event[i];
+        if (i == 0 && has_index(db, "kernels_rank_start") == 1)
+            sql = mrd_db_sql_first_kernel_by_rank;
+        if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
             return -MRD_ERR_SQLITE;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
             int64_t t = sqlite3_column_int64(st, 1), g = t;

@@ -89,6 +89,20 @@ const char *const mrd_db_sql_first_event[9] = {
     FIRST_EVENT("mpi_calls"),
 };
 
+/* Each rank of kernels found by a seek of the (rank, start_ns) index past the previous
+ * one, then its first kernel with a time by the same index: a few index probes per rank
+ * instead of a scan of every kernel. */
+const char mrd_db_sql_first_kernel_by_rank[] =
+    "WITH RECURSIVE r(rank) AS (SELECT MIN(rank) FROM main.kernels UNION ALL"
+    " SELECT (SELECT rank FROM main.kernels WHERE rank > r.rank ORDER BY rank LIMIT 1)"
+    " FROM r WHERE r.rank IS NOT NULL)"
+    " SELECT rank, t FROM (SELECT r.rank, (SELECT k.start_ns FROM main.kernels k"
+    "  WHERE k.rank = r.rank AND k.start_ns > 0 AND " MRD_DB_KERNEL_VALID
+    "  ORDER BY k.start_ns LIMIT 1) AS t FROM r WHERE r.rank IS NOT NULL) WHERE t IS NOT NULL";
+
+const char mrd_db_sql_has_index[] =
+    "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1";
+
 const char mrd_db_sql_enum_tables[] =
     "CREATE TEMP TABLE IF NOT EXISTS enum_nvtx_kind (value INTEGER PRIMARY KEY, name TEXT);"
     "INSERT OR IGNORE INTO enum_nvtx_kind VALUES (1, 'push/pop range'), (2, 'start/end range'),"
@@ -200,7 +214,7 @@ const char mrd_db_sql_ranks[] = "SELECT rank, local_rank, world_size, host, pid,
 const char mrd_db_sql_gpus[] = "SELECT rank, device, name, uuid, pci_bus_id FROM gpus "
                                "ORDER BY rank, device";
 
-const char mrd_db_sql_count_by_rank_fmt[] = "SELECT rank, COUNT(*) FROM %s GROUP BY rank";
+const char mrd_db_sql_rank_of_rows_fmt[] = "SELECT rank FROM %s";
 
 const char mrd_db_sql_agent_counters[] = "SELECT rank, category, name, value FROM agent_counters "
                                          "WHERE category IN ('captured','dropped','agent','cupti') "
@@ -616,9 +630,10 @@ const char mrd_db_sql_why_instance_bytes[] =
     "NULL GROUP BY comm_hash, seq, func_id ORDER BY comm_hash, seq, func_id";
 const char mrd_db_sql_why_gap_kernels[] =
     "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l WHERE l.rank = "
-    "k.rank AND l.correlation_id = k.correlation_id), s.value FROM main.kernels k "
-    "LEFT JOIN main.strings s ON s.id = k.name_id WHERE k.rank = ?1 AND k.start_ns >= ?2 "
+    "k.rank AND l.correlation_id = k.correlation_id), k.name_id FROM main.kernels k "
+    "WHERE k.rank = ?1 AND k.start_ns >= ?2 "
     "AND k.start_ns < ?3 AND " MRD_DB_KERNEL_VALID " ORDER BY k.start_ns";
+const char mrd_db_sql_why_string[] = "SELECT value FROM main.strings WHERE id = ?1";
 const char mrd_db_sql_why_gpu_samples_copy[] =
     "DROP TABLE IF EXISTS temp.mrd_gpu_samples;"
     "CREATE TEMP TABLE mrd_gpu_samples AS SELECT rank, host_ns, sm_clock_mhz, power_mw, "

@@ -49,6 +49,12 @@ char *mrd_db_sql_table_count(const char *table);
  * nccl_ops, mpi_calls, in this order) -> rank, MIN(start_ns) of its rows with a time
  * (start_ns > 0; kernels also MRD_DB_KERNEL_VALID), GROUP BY rank. */
 extern const char *const mrd_db_sql_first_event[9];
+/* The rows of mrd_db_sql_first_event[0] (kernels), found through the index
+ * kernels_rank_start: a few probes per rank instead of a scan of every kernel. Only where
+ * that index exists (mrd_db_sql_has_index). */
+extern const char mrd_db_sql_first_kernel_by_rank[];
+/* ?1 index name -> one row when the index exists. */
+extern const char mrd_db_sql_has_index[];
 /* Global-time views (mrd_db_global_views). Creates the enum_* TEMP tables with their
  * rows (idempotent). */
 extern const char mrd_db_sql_enum_tables[];
@@ -84,8 +90,10 @@ extern const char mrd_db_sql_ranks[];
 /* -> rank, device, name, uuid, pci_bus_id of every GPU, by rank and device (gpus). */
 extern const char mrd_db_sql_gpus[];
 
-/* printf format, %s = an event table -> rank, COUNT(*) of its rows per rank. */
-extern const char mrd_db_sql_count_by_rank_fmt[];
+/* printf format, %s = an event table -> the rank of each of its rows, in table order (the
+ * caller tallies them: a GROUP BY rank would sort every row of a table without a rank
+ * index). */
+extern const char mrd_db_sql_rank_of_rows_fmt[];
 
 /* -> rank, category, name, value of the agents' captured/dropped/agent/cupti counters, by
  * rank and name. */
@@ -422,8 +430,11 @@ extern const char mrd_db_sql_pftrace_rank_first[];
  * and ORDER BY): comm_hash, seq, MAX(bytes). */
 extern const char mrd_db_sql_why_instance_bytes[];
 /* Kernels of rank ?1 starting in [?2, ?3) (local ns) that have an interval, by start:
- * start, end, 1 when linked to an NCCL op (temp.mrd_link), name. */
+ * start, end, 1 when linked to an NCCL op (temp.mrd_link), name_id (the caller reads each
+ * name once with mrd_db_sql_why_string instead of a join per row). */
 extern const char mrd_db_sql_why_gap_kernels[];
+/* ?1 strings.id -> value (no row: no such string). */
+extern const char mrd_db_sql_why_string[];
 /* Copies gpu_samples into temp.mrd_gpu_samples (rowid order kept) with an index on
  * (rank, host_ns), so that each late event's look-up is an index probe, not a scan of the
  * table (which has no such index in the database and may be read-only). */

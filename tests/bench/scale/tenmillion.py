@@ -78,7 +78,8 @@ work = tempfile.mkdtemp(prefix="mrd-tenmillion.", dir=cache)
 # the event kinds' tables (proto/kinds.h)
 EVENT_TABLES = ("kernels", "memcpys", "memsets", "syncs", "api_calls", "graph_launches",
                 "external_correlations", "nvtx", "nccl_ops", "nccl_channels", "mpi_calls",
-                "clock_samples", "gpu_clock_samples", "gpu_samples", "window_records")
+                "clock_samples", "gpu_clock_samples", "gpu_samples", "window_records",
+                "env_records")
 
 
 def source_hash():
