@@ -387,7 +387,8 @@ int mrd__why_top_kernels(sqlite3 *db, struct mrd__why *w, struct mrd_analysis *a
     if (!y->kernels)
         return -ENOMEM;
     size_t n = w->ntop < cap ? w->ntop : cap; /* the sweep went in rank order */
-    memcpy(y->kernels, w->top, n * sizeof(*y->kernels));
+    if (n) /* no kernel tallied: w->top is NULL, and memcpy's arguments must not be */
+        memcpy(y->kernels, w->top, n * sizeof(*y->kernels));
     y->nkernels = (int)n;
     y->demangled |= w->top_demangled;
     return 0;
