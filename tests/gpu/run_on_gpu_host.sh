@@ -32,6 +32,9 @@
 #   windows     issue 9: tests/gpu/check_windows.py on kernel_storm --steps under the steady
 #               tier (exact kernels per window), and a steady-tier PyTorch run
 #   tiers       issue 9's benchmark, tests/bench/overhead/tiers.py (TIERS_ARGS, resumable)
+#   sampler     issue 9: tests/workloads/sampler_ab (the NVML sampler's seven calls at 10 Hz
+#               and at 100 Hz from a thread of its own, on and off in alternate phases of one
+#               process, while the main thread launches empty kernels); SAMPLER_PAIRS
 #   hostclock   issue 9 item 4 (2 GPUs): ref_workload in the steady tier with one window, then
 #               tests/gpu/check_host_clock.py: devices without CUPTI, the agent's host-time
 #               samples true against CUPTI inside the window, the host-only refit within
@@ -410,6 +413,16 @@ stage_tiers() {
     grep -E '^(tiers:|  )' "$WORK/logs/tiers.log" | tail -40 >>"$SUMMARY"
     cp "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/tiers.log" "$OUT/" 2>/dev/null
+    return 0
+}
+
+stage_sampler() {
+    local ab=$BUILD/tests/workloads/sampler_ab
+    [ -x "$ab" ] || { say "sampler: SKIPPED: sampler_ab not built"; FAILED+=(sampler_skipped); return 0; }
+    for hz in 10 100; do
+        run_logged "sampler_${hz}hz" 200 "$ab" --hz "$hz" --pairs "${SAMPLER_PAIRS:-40}" --phase-ms 500
+        grep -E '^sampler_ab:' "$WORK/logs/sampler_${hz}hz.log" | sed 's/^/    /' >>"$SUMMARY"
+    done
     return 0
 }
 

@@ -1,0 +1,219 @@
+/* sampler_ab: does the agent's NVML sampler slow a launch-bound thread? An A/B inside one
+ * process, so that the per-process spread of launch speed (about +-12% between processes on
+ * the lent H200 host, tests/bench/overhead/RESULTS-tiers.md) does not hide a 1% effect.
+ *
+ * Where it sits: a GPU-host benchmark of issue 9 (the steady tier's cost outside windows);
+ * run by tests/gpu/run_on_gpu_host.sh's `sampler` stage. The steady tier keeps one agent
+ * thread busy outside windows that touches the GPU driver: the NVML sampler
+ * (agent/capture/gpu_sample.c), which reads clocks, power, temperature, throttle reasons and
+ * utilisation of each GPU at 10 Hz. This program makes the same seven NVML calls per sample
+ * from a thread of its own while the main thread launches empty kernels back to back, and
+ * alternates phases with the sampler on and off (ABBA order, so that a drift over the run
+ * cancels), each --phase-ms long.
+ *
+ * Output: one line per phase (`phase I on|off launches=N us_per_launch=U samples=S`), then
+ * `sampler_ab: hz=H pairs=P on_us=.. off_us=.. ratio_median=R ratio_ci95=[L-U]
+ * sample_us_median=M added_ns_per_launch=D` (medians over the pairs; the interval a
+ * bootstrap of the paired ratios; sample_us: the wall time of one sample's seven calls).
+ * Exit 0, 1 on a CUDA error or a bad option, 2 when NVML cannot be loaded.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <atomic>
+
+#include <cuda_runtime.h>
+
+__global__ void ab_empty_kernel(int *p)
+{
+    if (p && threadIdx.x == 0xffff)
+        *p = 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* NVML, loaded as the agent loads it (names and types of nvml.h, declared here). */
+typedef void *nvml_device_t;
+struct nvml_utilization {
+    unsigned gpu, memory;
+};
+static struct {
+    int (*init)(void);
+    int (*by_index)(unsigned i, nvml_device_t *dev);
+    int (*clock)(nvml_device_t dev, int type, unsigned *mhz);
+    int (*power)(nvml_device_t dev, unsigned *mw);
+    int (*temperature)(nvml_device_t dev, int sensor, unsigned *c);
+    int (*throttle)(nvml_device_t dev, unsigned long long *reasons);
+    int (*utilization)(nvml_device_t dev, struct nvml_utilization *u);
+} nv;
+
+static int load_nvml(void)
+{
+    void *h = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return -1;
+    *(void **)&nv.init = dlsym(h, "nvmlInit_v2");
+    *(void **)&nv.by_index = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&nv.clock = dlsym(h, "nvmlDeviceGetClockInfo");
+    *(void **)&nv.power = dlsym(h, "nvmlDeviceGetPowerUsage");
+    *(void **)&nv.temperature = dlsym(h, "nvmlDeviceGetTemperature");
+    *(void **)&nv.throttle = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
+    *(void **)&nv.utilization = dlsym(h, "nvmlDeviceGetUtilizationRates");
+    if (!nv.init || !nv.by_index || !nv.clock || !nv.power || !nv.temperature ||
+        !nv.throttle || !nv.utilization || nv.init() != 0)
+        return -1;
+    return 0;
+}
+
+static std::atomic<int> sampling(0), stop(0);
+static std::atomic<long> samples(0);
+static double period_s;
+static double sample_us[1 << 16];
+static std::atomic<long> nsample_us(0);
+
+/* gpu_sample.c's sample(): the same seven calls (0 = NVML_CLOCK_GRAPHICS is not read;
+ * 1 = SM, 2 = MEM; sensor 0 = GPU). */
+static void *sampler(void *arg)
+{
+    nvml_device_t dev = NULL;
+    (void)arg;
+    nv.by_index(0, &dev);
+    while (!stop.load()) {
+        if (!sampling.load()) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        double t0 = now_s();
+        unsigned v;
+        unsigned long long reasons;
+        struct nvml_utilization u;
+        nv.clock(dev, 1, &v);
+        nv.clock(dev, 2, &v);
+        nv.power(dev, &v);
+        nv.temperature(dev, 0, &v);
+        nv.throttle(dev, &reasons);
+        nv.utilization(dev, &u);
+        double t1 = now_s();
+        long k = nsample_us.fetch_add(1);
+        if (k < (long)(sizeof sample_us / sizeof sample_us[0]))
+            sample_us[k] = (t1 - t0) * 1e6;
+        samples.fetch_add(1);
+        double next = t0 + period_s;
+        while (sampling.load() && !stop.load() && now_s() < next) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv)
+{
+    double hz = 10, phase_ms = 500;
+    int pairs = 40, block = 500;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--hz") && i + 1 < argc)
+            hz = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--phase-ms") && i + 1 < argc)
+            phase_ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--pairs") && i + 1 < argc)
+            pairs = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: sampler_ab [--hz 10] [--phase-ms 500] [--pairs 40]\n");
+            return 1;
+        }
+    }
+    if (hz <= 0 || phase_ms <= 0 || pairs < 2 || pairs > 10000) {
+        fprintf(stderr, "sampler_ab: --hz and --phase-ms must be > 0, --pairs 2 to 10000\n");
+        return 1;
+    }
+    period_s = 1.0 / hz;
+    if (load_nvml() != 0) {
+        fprintf(stderr, "sampler_ab: cannot load NVML (libnvidia-ml.so.1)\n");
+        return 2;
+    }
+    cudaError_t e = cudaFree(0);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "sampler_ab: CUDA: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    for (int i = 0; i < 20000; i++) /* warm-up */
+        ab_empty_kernel<<<1, 1>>>(NULL);
+    cudaDeviceSynchronize();
+
+    pthread_t th;
+    pthread_create(&th, NULL, sampler, NULL);
+    double *on = (double *)calloc(pairs, sizeof(double));
+    double *off = (double *)calloc(pairs, sizeof(double));
+    double *ratio = (double *)calloc(pairs, sizeof(double));
+    for (int p = 0; p < pairs; p++) {
+        for (int half = 0; half < 2; half++) {
+            int is_on = (p % 2 == 0) == (half == 0); /* ABBA: on,off / off,on / ... */
+            sampling.store(is_on);
+            long s0 = samples.load(), n = 0;
+            double t0 = now_s(), t;
+            do {
+                for (int k = 0; k < block; k++)
+                    ab_empty_kernel<<<1, 1>>>(NULL);
+                e = cudaDeviceSynchronize();
+                n += block;
+                t = now_s();
+            } while (e == cudaSuccess && (t - t0) * 1e3 < phase_ms);
+            if (e != cudaSuccess) {
+                fprintf(stderr, "sampler_ab: CUDA: %s\n", cudaGetErrorString(e));
+                return 1;
+            }
+            double us = (t - t0) * 1e6 / n;
+            (is_on ? on : off)[p] = us;
+            printf("phase %d %s launches=%ld us_per_launch=%.4f samples=%ld\n", 2 * p + half,
+                   is_on ? "on" : "off", n, us, samples.load() - s0);
+        }
+        ratio[p] = on[p] / off[p];
+    }
+    sampling.store(0);
+    stop.store(1);
+    pthread_join(th, NULL);
+
+    /* bootstrap of the median of the paired ratios: 2000 resamples, fixed seed */
+    double *boot = (double *)calloc(2000, sizeof(double));
+    double *tmp = (double *)calloc(pairs, sizeof(double));
+    unsigned seed = 12345;
+    for (int b = 0; b < 2000; b++) {
+        for (int i = 0; i < pairs; i++) {
+            seed = seed * 1103515245u + 12345u;
+            tmp[i] = ratio[(seed >> 8) % (unsigned)pairs];
+        }
+        boot[b] = median(tmp, pairs);
+    }
+    qsort(boot, 2000, sizeof(double), cmp_double);
+    double r = median(ratio, pairs), on_us = median(on, pairs), off_us = median(off, pairs);
+    long ns = nsample_us.load();
+    double s_us = median(sample_us, ns < (1 << 16) ? (int)ns : (1 << 16));
+    printf("sampler_ab: hz=%g pairs=%d phase_ms=%g on_us=%.4f off_us=%.4f ratio_median=%.4f "
+           "ratio_ci95=[%.4f-%.4f] sample_us_median=%.1f added_ns_per_launch=%.1f\n",
+           hz, pairs, phase_ms, on_us, off_us, r, boot[50], boot[1949], s_us,
+           (on_us - off_us) * 1e3);
+    return 0;
+}
