@@ -282,21 +282,25 @@ static void check_command(char **cmd, int n, const char *agent_opt)
 }
 
 /* --nodes: runs prefix + `sh -c CHECK` and reads one line per task. Each task says whether
- * the agent libraries exist at this machine's paths on its node. */
+ * the agent libraries (libmeridian.so, the profiler API interposers libmeridian_profapi.so
+ * that `profile` preloads, and the MPI wrappers when found here) exist at this machine's
+ * paths on its node. */
 static void check_nodes(char **prefix, int n, const char *agent_opt)
 {
-    char agent[PATH_MAX], mpi[PATH_MAX] = "", script[3 * PATH_MAX], line[PATH_MAX + 128];
+    char agent[PATH_MAX], mpi[PATH_MAX] = "", profapi[PATH_MAX] = "", script[4 * PATH_MAX];
+    char line[PATH_MAX + 128];
     int fds[2], ok = 0, bad = 0, st = 0;
     if (mrd_agentenv_find_agent(agent_opt, agent, sizeof(agent)) != 0) {
         report(FAIL, "nodes: libmeridian.so not found here, nothing to look for");
         return;
     }
     mrd_agentenv_find_mpi(NULL, mpi, sizeof(mpi));
+    mrd_agentenv_find_profapi(NULL, profapi, sizeof(profapi));
     snprintf(script, sizeof(script),
-             "h=$(hostname); for f in '%s' '%s'; do [ -z \"$f\" ] && continue; "
+             "h=$(hostname); for f in '%s' '%s' '%s'; do [ -z \"$f\" ] && continue; "
              "if [ -r \"$f\" ]; then echo \"meridian-node $h ok $f\"; "
              "else echo \"meridian-node $h missing $f\"; fi; done",
-             agent, mpi);
+             agent, profapi, mpi);
     char **argv = calloc((size_t)n + 4, sizeof(char *));
     if (!argv || pipe(fds) != 0) {
         free(argv);
@@ -412,7 +416,8 @@ int mrd_cli_doctor(int argc, char **argv)
                  "             and which variable each rank takes its rank from\n"
                  "--nodes      COMMAND is a launcher prefix reaching every node, e.g.\n"
                  "             `meridian doctor --nodes -- srun -N 4 --ntasks-per-node=1`:\n"
-                 "             each task reports whether the agent libraries are at the\n"
+                 "             each task reports whether the agent libraries (libmeridian.so,\n"
+                 "             libmeridian_profapi.so, libmeridian_mpi.so) are at the\n"
                  "             paths found here (installed alike, or a shared path)\n\n"
                  "Exit status: 0 when nothing FAILed, 1 otherwise.");
             return 0;

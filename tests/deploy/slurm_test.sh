@@ -150,12 +150,14 @@ fi
 "$meridian" doctor --nodes -- srun -n 2 >"$tmp/doctor-nodes.txt" || true
 grep -c '^\[ok  \] node .*libmeridian.so present' "$tmp/doctor-nodes.txt" | grep -qx 2 ||
     { cat "$tmp/doctor-nodes.txt"; fail "doctor --nodes: not 2 tasks with the agent"; }
+grep -c '^\[ok  \] node .*libmeridian_profapi.so present' "$tmp/doctor-nodes.txt" | grep -qx 2 ||
+    { cat "$tmp/doctor-nodes.txt"; fail "doctor --nodes: not 2 tasks with the profiler API interposers"; }
 "$meridian" doctor -- srun -n 2 "${torch[@]}" ./train >"$tmp/doctor-cmd.txt" || true
 for want in "launcher srun: .*srun's environment" "launcher torchrun: " "rank: torchrun's RANK"; do
     grep -q "^\[ok  \] $want" "$tmp/doctor-cmd.txt" ||
         { cat "$tmp/doctor-cmd.txt"; fail "doctor -- srun torchrun: no '$want'"; }
 done
-echo "slurm_test: 3. doctor --nodes -- srun -n 2: agent present on 2 tasks; doctor names srun and torchrun"
+echo "slurm_test: 3. doctor --nodes -- srun -n 2: agent and profapi present on 2 tasks; doctor names srun and torchrun"
 
 # 4. the sbatch example of deploy/slurm, as a batch job of 2 tasks (loopback only here)
 MRD_MERIDIAN=$meridian MRD_OUT=$tmp/sbatch.db MRD_LISTEN=127.0.0.1:0 MRD_ADVERTISE=127.0.0.1 \
