@@ -11,16 +11,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import testlib
 
 
-def fail(msg):
-    print("analysis_report: FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = testlib.reporter("analysis_report")
 
 
 def run(args, expect_rc=0):

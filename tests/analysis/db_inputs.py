@@ -26,19 +26,12 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import testlib
 
 fails = []
 
 
-def fail(msg):
-    print("analysis_db_inputs: FAIL:", msg)
-    fails.append(msg)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    return cond
+fail, check = testlib.reporter("analysis_db_inputs", fails)
 
 
 def run(args, timeout=60, prefix=()):

@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import testlib
 
 FAILS = []
 
@@ -80,18 +81,6 @@ def lower_median(v):
     return v[(len(v) - 1) // 2]
 
 
-def demangle(names):
-    """{name: demangled} by binutils' c++filt (not the C++ runtime's demangler the
-    product uses); names that are not mangled stay as they are."""
-    mangled = sorted(n for n in names if n.startswith("_Z"))
-    out = {n: n for n in names}
-    if mangled:
-        p = subprocess.run(["c++filt"], input="\n".join(mangled) + "\n", stdout=subprocess.PIPE,
-                           text=True, check=True)
-        out.update(zip(mangled, p.stdout.split("\n")))
-    return out
-
-
 def oracle_kernels(db):
     """{demangled name: (GPU ns, count)}, names that demangle alike summed."""
     con = sqlite3.connect(db)
@@ -100,7 +89,7 @@ def oracle_kernels(db):
         " ON s.id = k.name_id WHERE NOT (k.start_ns = 0 AND k.end_ns = 0)"
         " AND k.end_ns >= k.start_ns GROUP BY s.value").fetchall()
     con.close()
-    plain = demangle([r[0] for r in rows])
+    plain = testlib.demangle([r[0] for r in rows])
     out = {}
     for name, ns, n in rows:
         o = out.get(plain[name], (0, 0))
@@ -190,7 +179,7 @@ def main():
                                                         - kb.get(n, (0, 0))[0]), n))
     check(d["kernels_moved"][0]["name"] == moved[0],
           "kernel that moved most: diff %r, oracle %r" % (d["kernels_moved"][0]["name"], moved[0]))
-    spin = demangle(["_Z11spin_kernely"])["_Z11spin_kernely"]
+    spin = testlib.demangle(["_Z11spin_kernely"])["_Z11spin_kernely"]
     check(spin == "spin_kernel(unsigned long long)", "c++filt demangles the spin kernel: %r"
           % spin)
     top = [k for k in d["kernels_moved"] if k["name"] == spin]

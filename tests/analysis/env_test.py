@@ -26,6 +26,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report_test as gen  # noqa: E402
+import testlib  # noqa: E402
 
 IDENTITY = {"hostname", "gpu.uuid", "env:CUDA_VISIBLE_DEVICES", "env:NVIDIA_VISIBLE_DEVICES",
             "env:OMPI_MCA_ess_base_vpid", "env:OMPI_MCA_orte_ess_vpid",
@@ -33,14 +34,7 @@ IDENTITY = {"hostname", "gpu.uuid", "env:CUDA_VISIBLE_DEVICES", "env:NVIDIA_VISI
             "env:OMPI_MCA_orte_jobfam_session_dir", "env:OMPI_MCA_orte_top_session_dir"}
 
 
-def fail(msg):
-    print("analysis_env: FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = testlib.reporter("analysis_env")
 
 
 def compared(key):

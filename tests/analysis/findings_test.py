@@ -40,6 +40,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import why_test  # noqa: E402  (its Run builder and its oracle of why.c)
+import testlib  # noqa: E402
 
 # aggregator/SCHEMA.md, "Findings" (written here again, not read from the code)
 IDLE_SHARE, EXPOSED_SHARE = 0.20, 0.10
@@ -61,15 +62,7 @@ NOT_COMPARED = {"hostname", "gpu.uuid", "env:CUDA_VISIBLE_DEVICES", "env:NVIDIA_
 fails = []
 
 
-def fail(msg):
-    print("analysis_findings: FAIL:", msg)
-    fails.append(msg)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    return cond
+fail, check = testlib.reporter("analysis_findings", fails)
 
 
 US, MS = 1000, 1_000_000

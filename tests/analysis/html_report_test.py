@@ -36,20 +36,14 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import testlib
 
 STEP_NS = 10_000_000
 COLL_GAP_NS = 2_000_000
 COMM_NS = 500_000
 
 
-def fail(msg):
-    print("analysis_html: FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = testlib.reporter("analysis_html")
 
 
 def build(path, schema, ranks, steps, kps, late, seed=1, colls=3, jitter=2000):
@@ -290,15 +284,6 @@ def check_findings(tag, items, db):
     check(rest == exp_rest, "%s: rules not fired / not evaluated %r, oracle %r"
           % (tag, rest, exp_rest))
     return shown
-def demangle(names):
-    """{name: demangled} by binutils' c++filt; names not mangled stay as they are."""
-    mangled = sorted(n for n in names if n.startswith("_Z"))
-    out = {n: n for n in names}
-    if mangled:
-        p = subprocess.run(["c++filt"], input="\n".join(mangled) + "\n", stdout=subprocess.PIPE,
-                           text=True, check=True)
-        out.update(zip(mangled, p.stdout.split("\n")))
-    return out
 
 
 def check_kernel_names(db, page, items):
@@ -310,7 +295,7 @@ def check_kernel_names(db, page, items):
     nvtx = {r[0] for r in con.execute(
         "SELECT s.value FROM nvtx n JOIN strings s ON s.id = n.name_id")}
     con.close()
-    plain = demangle([n for n, _ in totals])
+    plain = testlib.demangle([n for n, _ in totals])
     check(any(n != plain[n] for n, _ in totals), "H200 run: no mangled kernel name to check")
     top = sorted(totals, key=lambda r: -r[1])[:50]
     rows = [i for i, (t, a) in enumerate(items) if t == "tr" and "data-total-ns" in a]

@@ -34,6 +34,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report_test as gen  # noqa: E402
+import testlib  # noqa: E402
 
 LINE = re.compile(r"^(meridian \w+): (.+?) (\d+)/(\d+) (rows|instances) \((\d+\.\d)%\), (\d+)/s, "
                   r"(about \d+ s left|done in \d+\.\d s)$")
@@ -47,14 +48,7 @@ MERGE_NOT_COPIED = {"schema_version", "runs", "clock_models", "gpu_timer_models"
                     "clock_causality", "clock_adjustments", "windows"}
 
 
-def fail(msg):
-    print("analysis_progress_cmds: FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = testlib.reporter("analysis_progress_cmds")
 
 
 def run(args):

@@ -21,19 +21,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report_test as gen  # noqa: E402
+import testlib  # noqa: E402
 
 LINE = re.compile(r"^(meridian \w+): (analysing (?:BEFORE's |AFTER's )?collectives) (\d+)/(\d+) "
                   r"instances \((\d+\.\d)%\), (\d+)/s, (about \d+ s left|done in \d+\.\d s)$")
 
 
-def fail(msg):
-    print("analysis_progress: FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = testlib.reporter("analysis_progress")
 
 
 def run(args, knob=True):

@@ -21,16 +21,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import html_report_test as gen  # noqa: E402
+import testlib  # noqa: E402
 
 
-def fail(msg):
-    print("analysis_text: FAIL:", msg)
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+fail, check = testlib.reporter("analysis_text")
 
 
 def fmt_ns(v):

@@ -33,20 +33,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import testlib
 
 LATE_NS = 100_000
 fails = []
 
 
-def fail(msg):
-    print("analysis_why: FAIL:", msg)
-    fails.append(msg)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
-    return cond
+fail, check = testlib.reporter("analysis_why", fails)
 
 
 # ---------------------------------------------------------------- building databases
