@@ -10,6 +10,10 @@ turning one agent mechanism off at a time:
   meridian_noflush       MERIDIAN_CUPTI_FLUSH_MS=0: no periodic cuptiActivityFlushAll
   meridian_nopace        MERIDIAN_CUPTI_PACE=0: the completion callback never waits
   meridian_neither       both
+  bare_k                 the bare consumer with kernel records only (tiers.py's bare)
+  bare_kinds             the bare consumer with the kinds meridian's full trace enables by
+                         default: CONCURRENT_KERNEL, GRAPH_TRACE, OVERHEAD, DEVICE
+  meridian_kernel        MERIDIAN_TRACE_KINDS=kernel (graph launches and NCCL left out)
   plain_pin, bare_pin, meridian_pin   the same three with the launching thread alone on
                          CPU 0 (kernel_storm --pin-cpu 0) and every other thread of the
                          job, and meridiand, on the CPUs that are neither CPU 0 nor its SMT
@@ -46,6 +50,9 @@ VARIANTS = {
     "meridian_nopace": {"MERIDIAN_CUPTI_PACE": "0"},
     "meridian_neither": {"MERIDIAN_CUPTI_FLUSH_MS": "0", "MERIDIAN_CUPTI_PACE": "0"},
     "plain_pin": None, "bare_pin": None, "meridian_pin": {},
+    "bare_k": {"BARE_CONSUMER_KINDS": "CONCURRENT_KERNEL"},
+    "bare_kinds": {"BARE_CONSUMER_KINDS": "CONCURRENT_KERNEL,GRAPH_TRACE,OVERHEAD,DEVICE"},
+    "meridian_kernel": {"MERIDIAN_TRACE_KINDS": "kernel"},
 }
 DEFAULT = ["plain", "bare", "meridian", "meridian_noflush", "meridian_nopace",
            "meridian_neither"]
@@ -61,6 +68,7 @@ def run(a, variant, db):
         argv += ["--pin-cpu", "0"]
     if variant.startswith("bare"):
         env["CUDA_INJECTION64_PATH"] = a.bare
+        env.update(VARIANTS[variant] or {})
     elif not variant.startswith("plain"):
         env.update(VARIANTS[variant])
         argv = [a.meridian, "profile", "--single", "-o", db, "--agent-lib", a.agent_lib,
