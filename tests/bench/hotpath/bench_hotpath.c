@@ -23,7 +23,9 @@
  * Only functions that exist in every version compared are called, so that the same file
  * builds against an older tree (run.sh's old/new pairs).
  *
- *   bench_hotpath [RECORDS_PER_BUFFER [BUFFERS [REPS]]]   (defaults 8192 200 5)
+ *   bench_hotpath [RECORDS_PER_BUFFER [BUFFERS [REPS [CALLS]]]]   (defaults 8192 200 5 100000)
+ *
+ * CALLS: calls of the request and clock phases per repetition.
  *
  * Prints one line per phase: ns per record (per call for request and clock), the median of
  * REPS repetitions, each over BUFFERS buffers; then one summary line of key=value pairs for
@@ -174,10 +176,11 @@ int main(int argc, char **argv)
     size_t nrec = argc > 1 ? strtoul(argv[1], NULL, 10) : 8192;
     unsigned nbuf = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 200;
     unsigned reps = argc > 3 ? (unsigned)strtoul(argv[3], NULL, 10) : 5;
+    unsigned ncalls = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 100000;
     if (nrec == 0 || nrec * sizeof(CUpti_ActivityKernel10) > BUF_BYTES || nrec > RING_RECORDS ||
-        nbuf == 0 || reps == 0 || reps > MAX_REPS) {
+        nbuf == 0 || reps == 0 || reps > MAX_REPS || ncalls == 0) {
         fprintf(stderr, "usage: bench_hotpath [RECORDS_PER_BUFFER (1..%u) [BUFFERS [REPS "
-                        "(1..%d)]]]\n",
+                        "(1..%d) [CALLS]]]]\n",
                 RING_RECORDS, MAX_REPS);
         return 2;
     }
@@ -222,7 +225,6 @@ int main(int argc, char **argv)
             t_drain += now_ns() - t0;
             corr += (uint32_t)nrec;
         }
-        unsigned ncalls = 100000;
         t0 = now_ns();
         for (unsigned i = 0; i < ncalls; i++)
             sink += (uint64_t)phase_request();
