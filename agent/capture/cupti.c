@@ -27,7 +27,8 @@
  *    buffer is out, the request callback returns none: CUPTI drops those records and
  *    counts them; we read that count (cuptiActivityGetNumDroppedRecords) after every
  *    buffer and at exit and add it to MRD_DROP_CUPTI_HOST.
- *  - the completion thread writes into its own ring, a whole buffer at once (an 8 MiB
+ *  - the completion thread writes into its own ring, a whole buffer at once, converting
+ *    each record in place into slots reserved a chunk at a time (an 8 MiB
  *    buffer of a launch storm holds ~65,000 kernel + API records; the ring 16,384). It
  *    paces itself every PACE_CHUNK records (mrd_ring_pace): past half full it wakes the
  *    flusher, and when fewer than PACE_CHUNK records are free it sleeps until the flusher
