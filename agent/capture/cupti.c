@@ -325,12 +325,12 @@ static int64_t mono_ns(void)
 }
 
 /* Before each chunk of records: waits (bounded, see the top of this file) until this
- * thread's ring (t: its capture state) can take the chunk. limit_ns: when this buffer stops waiting (earlier once
- * the exit flush has begun). A completion thread whose last wait saw no progress for
- * PACE_STALL_MS (the flusher is gone) stops waiting until it sees space again, so a dead
- * consumer costs one wait, not one per buffer: the flag is its capture state's
- * cupti_pace_stalled (capture.h says why not a __thread variable). A thread without
- * capture state has no ring: it never waits. */
+ * thread's ring (t: its capture state) can take the chunk. limit_ns: when this buffer
+ * stops waiting (earlier once the exit flush has begun). A completion thread whose last
+ * wait saw no progress for PACE_STALL_MS (the flusher is gone) stops waiting until it
+ * sees space again, so a dead consumer costs one wait, not one per buffer: the flag is
+ * its capture state's cupti_pace_stalled (capture.h says why not a __thread variable).
+ * A thread without capture state has no ring: it never waits. */
 static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
 {
     if (cu.no_pace)

@@ -27,10 +27,10 @@
  *
  * CALLS: calls of the request and clock phases per repetition.
  *
- * Prints one line per phase: ns of this thread's CPU time per record (per call for request and clock), the median of
- * REPS repetitions, each over BUFFERS buffers; then one summary line of key=value pairs for
- * run.sh. Exits 1 if what the ring received differs from what the buffers held (count,
- * correlation ids in order, kernel names, start/end), so a faster path that loses or
+ * Prints one line per phase: ns of this thread's CPU time per record (per call for request and
+ * clock), the median of REPS repetitions, each over BUFFERS buffers; then one summary line of
+ * key=value pairs for run.sh. Exits 1 if what the ring received differs from what the buffers held
+ * (count, correlation ids in order, kernel names, start/end), so a faster path that loses or
  * changes records fails here.
  */
 #include <stdint.h>
@@ -45,9 +45,9 @@
 #include "cupti_convert.h"
 #include "ring.h"
 
-#define BUF_BYTES   (8u << 20) /* the agent's default MERIDIAN_CUPTI_BUFFER_MB */
-#define RING_RECORDS 16384     /* the agent's default ring size */
-#define MAX_REPS    64
+#define BUF_BYTES    (8u << 20) /* the agent's default MERIDIAN_CUPTI_BUFFER_MB */
+#define RING_RECORDS 16384      /* the agent's default ring size */
+#define MAX_REPS     64
 
 static const char kernel_name[] = "_Z12empty_kernelv";
 
@@ -180,8 +180,9 @@ int main(int argc, char **argv)
     unsigned ncalls = argc > 4 ? (unsigned)strtoul(argv[4], NULL, 10) : 100000;
     if (nrec == 0 || nrec * sizeof(CUpti_ActivityKernel10) > BUF_BYTES || nrec > RING_RECORDS ||
         nbuf == 0 || reps == 0 || reps > MAX_REPS || ncalls == 0) {
-        fprintf(stderr, "usage: bench_hotpath [RECORDS_PER_BUFFER (1..%u) [BUFFERS [REPS "
-                        "(1..%d) [CALLS]]]]\n",
+        fprintf(stderr,
+                "usage: bench_hotpath [RECORDS_PER_BUFFER (1..%u) [BUFFERS [REPS "
+                "(1..%d) [CALLS]]]]\n",
                 RING_RECORDS, MAX_REPS);
         return 2;
     }
@@ -241,9 +242,9 @@ int main(int argc, char **argv)
     }
     uint64_t expect = (uint64_t)nrec * nbuf * reps;
     if (chk.seen != expect || chk.bad != 0) {
-        fprintf(stderr, "bench_hotpath: the ring received %llu records (%llu wrong), expected %llu\n",
-                (unsigned long long)chk.seen, (unsigned long long)chk.bad,
-                (unsigned long long)expect);
+        fprintf(
+            stderr, "bench_hotpath: the ring received %llu records (%llu wrong), expected %llu\n",
+            (unsigned long long)chk.seen, (unsigned long long)chk.bad, (unsigned long long)expect);
         return 1;
     }
     double m_bare = median(bare, reps), m_conv = median(conv, reps), m_comp = median(comp, reps),
