@@ -27,7 +27,8 @@
  *    buffer is out, the request callback returns none: CUPTI drops those records and
  *    counts them; we read that count (cuptiActivityGetNumDroppedRecords) after every
  *    buffer and at exit and add it to MRD_DROP_CUPTI_HOST.
- *  - the completion thread writes into its own ring, a whole buffer at once (an 8 MiB
+ *  - the completion thread writes into its own ring, a whole buffer at once, converting
+ *    each record in place into slots reserved a chunk at a time (an 8 MiB
  *    buffer of a launch storm holds ~65,000 kernel + API records; the ring 16,384). It
  *    paces itself every PACE_CHUNK records (mrd_ring_pace): past half full it wakes the
  *    flusher, and when fewer than PACE_CHUNK records are free it sleeps until the flusher
@@ -324,13 +325,13 @@ static int64_t mono_ns(void)
 }
 
 /* Before each chunk of records: waits (bounded, see the top of this file) until this
- * thread's ring can take the chunk. limit_ns: when this buffer stops waiting (earlier once
- * the exit flush has begun). A completion thread whose last wait saw no progress for
- * PACE_STALL_MS (the flusher is gone) stops waiting until it sees space again, so a dead
- * consumer costs one wait, not one per buffer: the flag is its capture state's
- * cupti_pace_stalled (capture.h says why not a __thread variable). A thread without
- * capture state has no ring: it never waits. */
-static void pace(int64_t limit_ns)
+ * thread's ring (t: its capture state) can take the chunk. limit_ns: when this buffer
+ * stops waiting (earlier once the exit flush has begun). A completion thread whose last
+ * wait saw no progress for PACE_STALL_MS (the flusher is gone) stops waiting until it
+ * sees space again, so a dead consumer costs one wait, not one per buffer: the flag is
+ * its capture state's cupti_pace_stalled (capture.h says why not a __thread variable).
+ * A thread without capture state has no ring: it never waits. */
+static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
 {
     if (cu.no_pace)
         return; /* MERIDIAN_CUPTI_PACE=0: never wait; what does not fit is ring_full */
@@ -339,7 +340,6 @@ static void pace(int64_t limit_ns)
         if (until < limit_ns)
             limit_ns = until;
     }
-    struct mrd__capture_thread *t = mrd__capture_thread();
     if (t == NULL)
         return; /* no ring (none free, fork child): its records are dropped, not waited for */
     int *stalled = &t->cupti_pace_stalled;
@@ -398,16 +398,27 @@ static uint32_t record_correlation(const CUpti_Activity *rec)
     }
 }
 
+/* Records are converted straight into ring slots reserved a chunk at a time
+ * (mrd_ring_reserve) and published once per chunk (mrd_ring_commit): per record there is
+ * no ring lookup, no copy of the record and no release store. A record that finds no slot
+ * (ring full, or this thread has no ring) goes through mrd__cupti_emit, which drops and
+ * counts it as mrd_ring_write does; the chunk reserved so far is committed first, so the
+ * ring keeps the buffer's order. */
 size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid)
 {
     CUpti_Activity *rec = NULL;
-    size_t n = 0, written = 0;
+    size_t n = 0, written = 0, used = 0, room = 0;
+    struct mrd_record *slots = NULL;
     uint64_t outside = 0;
     int64_t limit = mono_ns() + (int64_t)PACE_BUFFER_MAX_MS * 1000000;
+    struct mrd__capture_thread *t = valid > 0 ? mrd__capture_thread() : NULL;
 
     while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        if (n++ % PACE_CHUNK == 0)
-            pace(limit);
+        if (n++ % PACE_CHUNK == 0) {
+            mrd_ring_commit(t, used);
+            used = room = 0;
+            pace(t, limit);
+        }
         /* a closing window: launches from its boundary on belong to later steps */
         uint32_t b = atomic_load_explicit(&cu.boundary, memory_order_relaxed);
         if (b != 0) {
@@ -417,8 +428,21 @@ size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid)
                 continue;
             }
         }
-        written += (size_t)mrd__cupti_emit(rec);
+        if (used == room) {
+            mrd_ring_commit(t, used);
+            used = 0;
+            slots = mrd_ring_reserve(t, PACE_CHUNK, &room);
+            if (room == 0) {
+                written += (size_t)mrd__cupti_emit(rec);
+                continue;
+            }
+        }
+        if (mrd__cupti_convert(rec, &slots[used])) {
+            used++;
+            written++;
+        }
     }
+    mrd_ring_commit(t, used);
     if (outside)
         mrd__window_count_outside(outside);
     return written;

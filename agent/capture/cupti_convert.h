@@ -31,7 +31,10 @@ extern const size_t mrd__cupti_api_count;
 const char *mrd__cupti_api_name(uint32_t domain, uint32_t cbid);
 
 /* Converts one activity record. Returns 1 with *out filled (kind, ev.*, str[]) when the
- * record maps to a meridian event; 0 when it was consumed without one: DEVICE records
+ * record maps to a meridian event (a kernel record leaves inline_str past its first byte
+ * and the union's bytes past ev.kernel as they were: no reader of a kernel looks at them,
+ * and the completion path converts into ring slots, where clearing them cost more than
+ * the rest of the conversion); 0 when it was consumed without one: DEVICE records
  * (registered with mrd_agent_add_gpu), OVERHEAD records (counted), kernel/memcpy/memset
  * records with start == end == 0 (CUPTI's device buffer overflowed: counted as
  * MRD_DROP_CUPTI_DEVICE), and kinds meridian does not use. Any thread. */

@@ -48,6 +48,19 @@ void *mrd_ring_thread_state(void);
  * uncounted after mrd_ring_disable). */
 int mrd_ring_write_in(void *state, const struct mrd_record *r);
 
+/* Paced producers only (see mrd_ring_pace; CUPTI's buffer-completion worker): up to `want`
+ * free slots of the ring that `state` belongs to (what mrd_ring_thread_state returned on
+ * this thread), contiguous in memory, for the caller to fill in place; *n says how many
+ * (fewer than want when the ring is nearly full or the free slots wrap around its end; 0
+ * when it is full, state is NULL or the rings are disabled, and then NULL is returned). The
+ * consumer sees none of them until mrd_ring_commit; until then the caller writes no record
+ * to this ring any other way. No lock, no allocation, no system call. */
+struct mrd_record *mrd_ring_reserve(void *state, size_t want, size_t *n);
+
+/* Publishes the first n slots of the last mrd_ring_reserve on this thread (n no more than
+ * it gave; 0 or state NULL: nothing) to the consumer, in order, with one release store. */
+void mrd_ring_commit(void *state, size_t n);
+
 /* Free records in the calling thread's ring (claiming one if the thread has none yet;
  * 0 when disabled or no ring is free). Lets a producer that writes in bursts from its own
  * thread (CUPTI's buffer-completion worker, not an application thread) pace itself instead

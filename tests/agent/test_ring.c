@@ -26,11 +26,19 @@
  *    ring as mrd_ring_write's (mixed writes arrive in order, the same full policy), another
  *    thread's state is its own ring, NULL is counted as NO_THREAD_SLOT, nothing after
  *    mrd_ring_disable.
+ * 8. In-place writes (mrd_ring_reserve / mrd_ring_commit, what CUPTI's completion worker
+ *    uses): against the same array-FIFO model, a reservation gives exactly
+ *    min(want, free, slots to the ring's end), only committed records reach the consumer,
+ *    in order, mixed with mrd_ring_write; NULL state and a disabled ring give none. And a
+ *    producer thread filling reserved chunks while the consumer drains concurrently: every
+ *    record arrives once, in order, unchanged (under TSan: the chunk's one release store
+ *    publishes every slot in it).
  * Built twice: plain (agent_ring) and with ThreadSanitizer (agent_ring_tsan).
  */
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -578,6 +586,126 @@ static void test_paced(void)
     mrd_ring_shutdown();
 }
 
+/* ---- 8. in-place writes: mrd_ring_reserve / mrd_ring_commit ---- */
+
+static void test_reserve_differential(void)
+{
+    for (int round = 0; round < 200; round++) {
+        unsigned cap = 2u << (rnd() % 10); /* 2 .. 1024 */
+        CHECK_OK(mrd_ring_init(1, cap));
+        void *st = mrd_ring_thread_state();
+        CHECK(st != NULL);
+        struct model m = {.buf = calloc(cap, sizeof(uint64_t)), .cap = cap};
+        CHECK(m.buf != NULL);
+        uint64_t next = 1, accepted = 0;
+        for (int op = 0; op < 400; op++) {
+            unsigned what = (unsigned)(rnd() % 4);
+            if (what <= 1) {
+                size_t want = (size_t)(rnd() % (cap * 2 + 1)), n = 99;
+                struct mrd_record *slots = mrd_ring_reserve(st, want, &n);
+                size_t room = m.cap - m.len, to_end = m.cap - (size_t)(accepted % m.cap);
+                size_t expect = want < room ? want : room;
+                expect = expect < to_end ? expect : to_end;
+                CHECK_UEQ(n, expect);
+                CHECK(n == 0 ? slots == NULL : slots != NULL);
+                size_t fill = n ? (size_t)(rnd() % (n + 1)) : 0;
+                for (size_t i = 0; i < fill; i++) {
+                    make_record(&slots[i], 0, next);
+                    m.buf[(m.head + m.len) % m.cap] = next;
+                    m.len++;
+                    next++;
+                }
+                /* nothing is visible before the commit */
+                CHECK_UEQ(mrd_ring_space(), m.cap - (m.len - fill));
+                mrd_ring_commit(st, fill);
+                accepted += fill;
+                CHECK_UEQ(mrd_ring_space(), m.cap - m.len);
+            } else if (what == 2) {
+                struct mrd_record r;
+                make_record(&r, 0, next);
+                int e = mrd_ring_write(&r);
+                if (m.len == m.cap) {
+                    CHECK_EQ(e, -EAGAIN);
+                    m.drops++;
+                } else {
+                    CHECK_OK(e);
+                    m.buf[(m.head + m.len) % m.cap] = next;
+                    m.len++;
+                    accepted++;
+                }
+                next++;
+            } else {
+                size_t max = (size_t)(rnd() % (cap + 3));
+                size_t expect = m.len < max ? m.len : max;
+                struct drain_check dc = {.m = &m};
+                CHECK_UEQ(mrd_ring_drain(check_against_model, &dc, max), expect);
+            }
+            CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), m.drops);
+        }
+        struct drain_check dc = {.m = &m};
+        mrd_ring_drain(check_against_model, &dc, SIZE_MAX);
+        CHECK_UEQ(m.len, 0);
+        size_t n = 7;
+        CHECK(mrd_ring_reserve(NULL, 4, &n) == NULL);
+        CHECK_UEQ(n, 0);
+        mrd_ring_commit(NULL, 3); /* nothing */
+        free(m.buf);
+        mrd_ring_shutdown();
+    }
+}
+
+#define RESERVE_RECORDS 100000
+
+static _Atomic int reserve_done;
+
+static void *reserving_writer(void *arg)
+{
+    (void)arg;
+    void *st = mrd_ring_thread_state();
+    CHECK(st != NULL);
+    uint64_t next = 1;
+    while (next <= RESERVE_RECORDS) {
+        size_t n = 0, want = 1 + (size_t)(next * 7919 % 300);
+        struct mrd_record *slots = mrd_ring_reserve(st, want, &n);
+        if (n == 0) {
+            sched_yield();
+            continue;
+        }
+        size_t k = 0;
+        for (; k < n && next <= RESERVE_RECORDS; k++)
+            make_record(&slots[k], 3, next++);
+        mrd_ring_commit(st, k);
+    }
+    atomic_store(&reserve_done, 1);
+    return NULL;
+}
+
+static void check_reserved(const struct mrd_record *r, void *arg)
+{
+    uint64_t *expect = arg;
+    CHECK_UEQ(r->ev.kernel.correlation, *expect);
+    CHECK_EQ(r->ev.kernel.start, (int64_t)(*expect * 3 + 3));
+    CHECK_UEQ(r->reserved, 3);
+    (*expect)++;
+}
+
+static void test_reserve_concurrent(void)
+{
+    CHECK_OK(mrd_ring_init(2, 1024));
+    atomic_store(&reserve_done, 0);
+    pthread_t t;
+    CHECK_OK(pthread_create(&t, NULL, reserving_writer, NULL));
+    uint64_t expect = 1;
+    while (!atomic_load(&reserve_done) || expect <= RESERVE_RECORDS) {
+        if (mrd_ring_drain(check_reserved, &expect, SIZE_MAX) == 0)
+            sched_yield();
+    }
+    CHECK_OK(pthread_join(t, NULL));
+    CHECK_UEQ(expect, RESERVE_RECORDS + 1);
+    CHECK_UEQ(ring_drops(MRD_DROP_RING_FULL), 0);
+    mrd_ring_shutdown();
+}
+
 int main(void)
 {
     test_differential();
@@ -586,6 +714,8 @@ int main(void)
     test_paced();
     test_thread_state();
     test_write_in();
+    test_reserve_differential();
+    test_reserve_concurrent();
     test_before_init_and_disable(); /* last: disabling is permanent */
     return 0;
 }

@@ -313,6 +313,25 @@ int mrd_ring_write(const struct mrd_record *r)
 
 int mrd_ring_write_in(void *s, const struct mrd_record *r) { (void)s; return mrd_ring_write(r); }
 
+/* In place as the real ring does it, through a per-thread scratch chunk that
+ * mrd_ring_commit writes record by record. */
+#define FAKE_RESERVE_MAX 256
+static __thread struct mrd_record fake_reserved[FAKE_RESERVE_MAX];
+
+struct mrd_record *mrd_ring_reserve(void *state, size_t want, size_t *n)
+{
+    size_t space = state ? mrd_ring_space() : 0;
+    size_t k = want < space ? want : space;
+    *n = k < FAKE_RESERVE_MAX ? k : FAKE_RESERVE_MAX;
+    return *n ? fake_reserved : NULL;
+}
+
+void mrd_ring_commit(void *state, size_t n)
+{
+    for (size_t i = 0; state && i < n; i++)
+        mrd_ring_write(&fake_reserved[i]);
+}
+
 size_t mrd_ring_space(void)
 {
     pthread_mutex_lock(&mu);

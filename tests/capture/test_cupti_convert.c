@@ -5,7 +5,9 @@
  * back from the test ring and checked field by field. Also: zero-timestamp records are
  * counted as device drops and not emitted; DEVICE records register the GPU; OVERHEAD
  * records are counted and reported to the agent as named counters (category "cupti");
- * unknown kinds are ignored; the API whitelist names resolve.
+ * unknown kinds are ignored; the API whitelist names resolve. A kernel converted into a
+ * used ring slot (filled with another record's bytes) reads exactly as one converted into a
+ * cleared record: every field a reader of a kernel looks at is written.
  */
 #include <string.h>
 
@@ -58,6 +60,30 @@ static void test_kernel(void)
     CHECK_EQ(r.ev.kernel.shared_bytes, 5120);
     CHECK_EQ(r.ev.kernel.registers, 40);
     CHECK_EQ(r.ev.kernel.graph_id, 5);
+
+    /* the completion path converts into ring slots that held other records */
+    struct mrd_record used;
+    memset(&used, 0xa5, sizeof(used));
+    CHECK_EQ(mrd__cupti_convert((CUpti_Activity *)&k, &used), 1);
+    CHECK_EQ(used.kind, MRD_EV_KERNEL);
+    CHECK_EQ(used.reserved, 0);
+    CHECK(used.str[0] == k.name);
+    CHECK(used.str[1] == NULL && used.str[2] == NULL && used.str[3] == NULL);
+    CHECK_EQ(used.inline_str[0], 0);
+    CHECK_EQ(used.ev.kernel.start, r.ev.kernel.start);
+    CHECK_EQ(used.ev.kernel.end, r.ev.kernel.end);
+    CHECK_EQ(used.ev.kernel.correlation, r.ev.kernel.correlation);
+    CHECK_EQ(used.ev.kernel.device, r.ev.kernel.device);
+    CHECK_EQ(used.ev.kernel.stream, r.ev.kernel.stream);
+    CHECK_EQ(used.ev.kernel.context, r.ev.kernel.context);
+    CHECK_EQ(used.ev.kernel.name, 0); /* interned later, by the flusher */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(used.ev.kernel.grid[i], r.ev.kernel.grid[i]);
+        CHECK_EQ(used.ev.kernel.block[i], r.ev.kernel.block[i]);
+    }
+    CHECK_EQ(used.ev.kernel.shared_bytes, r.ev.kernel.shared_bytes);
+    CHECK_EQ(used.ev.kernel.registers, r.ev.kernel.registers);
+    CHECK_EQ(used.ev.kernel.graph_id, r.ev.kernel.graph_id);
 }
 
 static void test_memcpy(void)
