@@ -27,7 +27,6 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +39,7 @@
 #include "db.h"
 #include "error.h"
 #include "store_internal.h"
+#include "worker.h"
 
 extern const char mrd__store_schema_text[]; /* generated from schema.sql at build time */
 
@@ -661,14 +661,9 @@ void mrd_store_get_stats(struct mrd_store *s, struct mrd_store_stats *st)
 
 static int start_writer(struct mrd_store *s)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&s->writer, NULL, writer_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        return -rc;
-    pthread_setname_np(s->writer, "mrd-writer");
+    int rc = mrd_worker_start(&s->writer, "mrd-writer", writer_main, s);
+    if (rc < 0)
+        return rc;
     s->writer_started = 1;
     return 0;
 }
@@ -678,11 +673,7 @@ void mrd_store_close(struct mrd_store *s)
     if (!s)
         return;
     if (s->writer_started) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = 1;
-        pthread_cond_signal(&s->cv_work);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->writer, NULL);
+        mrd_worker_stop(s->writer, &s->mu, &s->cv_work, &s->stop);
         s->writer_started = 0;
     }
     mrd_store_ckpt_stop(s->ckpt);
