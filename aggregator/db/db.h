@@ -8,7 +8,8 @@
  *   else in aggregator/ or launcher/finalize.c writes SQL text. The writer's per-kind
  *   INSERTs and the schema stay in aggregator/store (write.c, schema.sql), the shard
  *   merge's in launcher/merge*.c;
- * - the table-exists check (mrd_db_has_table);
+ * - the table-exists check (mrd_db_has_table) and the one-statement helpers every reader
+ *   and the store use (mrd_db_int64: one value; mrd_db_step_text: one step);
  * - the one valid-interval rule for kernels (MRD_DB_KERNEL_VALID) and the op intervals
  *   that every cross-rank computation uses (mrd_db_op_intervals: TEMP tables mrd_link,
  *   mrd_op_time);
