@@ -62,3 +62,17 @@ size_t mrd_array_lower_bound_int(const void *items, size_t n, size_t elem, size_
     }
     return lo;
 }
+
+void mrd_array_free_each(void *items_ptr, size_t n)
+{
+    unsigned char *items;
+    memcpy(&items, items_ptr, sizeof(items));
+    for (size_t i = 0; items && i < n; i++) {
+        void *item;
+        memcpy(&item, items + i * sizeof(item), sizeof(item));
+        free(item);
+    }
+    free(items);
+    items = NULL;
+    memcpy(items_ptr, &items, sizeof(items));
+}

@@ -26,6 +26,10 @@ int mrd_array_reserve(void *items_ptr, size_t *cap, size_t n, size_t elem, size_
  * (*items_ptr unchanged). */
 int mrd_array_extend(void *items_ptr, size_t old, size_t n, size_t elem);
 
+/* Frees an array of owned pointers: each of its n elements (free(NULL) for a NULL one),
+ * then the array at *items_ptr (a T ** whose T is a pointer type), which becomes NULL. */
+void mrd_array_free_each(void *items_ptr, size_t n);
+
 /* Lower bound in an array sorted by an int key (a rank, most often): the index of the
  * first of the n elements at items, elem bytes each, whose int at byte offset key_at is
  * >= key; n when every key is below. Equal keys may repeat (then the first of them). */

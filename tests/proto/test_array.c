@@ -55,6 +55,22 @@ static void check_lower_bound(void)
     }
 }
 
+/* mrd_array_free_each: every element and the array freed (LeakSanitizer in the ASan build
+ * reports any left), NULL elements allowed, the array pointer NULL afterwards. */
+static void check_free_each(void)
+{
+    char **owned = NULL;
+    size_t cap = 0;
+    for (size_t n = 0; n < 100; n++) {
+        CHECK_OK(mrd_array_reserve(&owned, &cap, n, sizeof(*owned), 8, 0));
+        owned[n] = n % 7 == 3 ? NULL : malloc(n + 1);
+    }
+    mrd_array_free_each(&owned, 100);
+    CHECK(owned == NULL);
+    mrd_array_free_each(&owned, 0); /* an empty array */
+    CHECK(owned == NULL);
+}
+
 int main(void)
 {
     static uint64_t model[N];
@@ -101,6 +117,7 @@ int main(void)
         len = n;
     }
     check_lower_bound();
+    check_free_each();
     free(items);
     free(small);
     free(ext);
