@@ -45,3 +45,34 @@ int mrd_array_extend(void *items_ptr, size_t old, size_t n, size_t elem)
     memset(items + old * elem, 0, (n - old) * elem);
     return 0;
 }
+
+size_t mrd_array_lower_bound_int(const void *items, size_t n, size_t elem, size_t key_at,
+                                 int key)
+{
+    const unsigned char *base = items;
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int k;
+        memcpy(&k, base + mid * elem + key_at, sizeof(k));
+        if (k < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+void mrd_array_free_each(void *items_ptr, size_t n)
+{
+    unsigned char *items;
+    memcpy(&items, items_ptr, sizeof(items));
+    for (size_t i = 0; items && i < n; i++) {
+        void *item;
+        memcpy(&item, items + i * sizeof(item), sizeof(item));
+        free(item);
+    }
+    free(items);
+    items = NULL;
+    memcpy(items_ptr, &items, sizeof(items));
+}

@@ -3,7 +3,7 @@
  * database all need.
  *
  * An array is a pointer the caller owns (T *items, NULL when empty) and its capacity or
- * length in elements, kept by the caller; these functions only resize it. Both leave
+ * length in elements, kept by the caller; these functions only resize it or search it. Both leave
  * the array as it was when they fail, so the caller's one cleanup path frees it.
  * No locks: an array belongs to the thread that grows it. Not for the agent's hot path
  * (they allocate).
@@ -25,5 +25,15 @@ int mrd_array_reserve(void *items_ptr, size_t *cap, size_t n, size_t elem, size_
  * the new ones zeroed; the caller records n as the new length. Returns 0 or -ENOMEM
  * (*items_ptr unchanged). */
 int mrd_array_extend(void *items_ptr, size_t old, size_t n, size_t elem);
+
+/* Frees an array of owned pointers: each of its n elements (free(NULL) for a NULL one),
+ * then the array at *items_ptr (a T ** whose T is a pointer type), which becomes NULL. */
+void mrd_array_free_each(void *items_ptr, size_t n);
+
+/* Lower bound in an array sorted by an int key (a rank, most often): the index of the
+ * first of the n elements at items, elem bytes each, whose int at byte offset key_at is
+ * >= key; n when every key is below. Equal keys may repeat (then the first of them). */
+size_t mrd_array_lower_bound_int(const void *items, size_t n, size_t elem, size_t key_at,
+                                 int key);
 
 #endif

@@ -128,20 +128,10 @@ static int sqlerr(struct derive *d, const char *what)
 /* strings.id of the window domain: 1 and *id when present, 0 when absent, < 0 on error. */
 static int domain_id(struct derive *d, int64_t *id)
 {
-    sqlite3_stmt *q = NULL;
-    int rc;
     if (mrd_db_has_table(d->db, "nvtx") != 1 || mrd_db_has_table(d->db, "strings") != 1)
         return 0;
-    if (sqlite3_prepare_v2(d->db, mrd_db_sql_string_id, -1, &q, NULL) != SQLITE_OK)
-        return sqlerr(d, "looking up the window domain");
-    sqlite3_bind_text(q, 1, MRD_WINDOW_DOMAIN, -1, SQLITE_STATIC);
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW)
-        *id = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return sqlerr(d, "looking up the window domain");
-    return rc == SQLITE_ROW;
+    int rc = mrd_db_int64(d->db, mrd_db_sql_string_id, MRD_WINDOW_DOMAIN, id);
+    return rc < 0 ? sqlerr(d, "looking up the window domain") : rc;
 }
 
 /* Kernels of `rank` whose start maps into [gs, ge]; local bounds [ls, le] select them. */
@@ -266,7 +256,6 @@ static int fill_from(struct derive *d, const char *sql, int64_t domain, int (*on
 static int fill(struct derive *d, int has_domain, int64_t domain)
 {
     int rc;
-    sqlite3_stmt *q = NULL;
     if (sqlite3_prepare_v2(d->db, mrd_db_sql_window_insert, -1, &d->ins, NULL) != SQLITE_OK)
         return sqlerr(d, "prepare");
     if (mrd_db_has_table(d->db, "kernels") == 1 &&
@@ -279,13 +268,11 @@ static int fill(struct derive *d, int has_domain, int64_t domain)
     if (has_domain && (rc = fill_from(d, mrd_db_sql_window_records, domain, nvtx_record,
                                       "reading the window records")) < 0)
         return rc;
-    if (sqlite3_prepare_v2(d->db, mrd_db_sql_windows_ranks, -1, &q, NULL) != SQLITE_OK)
-        return sqlerr(d, "prepare");
-    rc = sqlite3_step(q);
-    if (rc == SQLITE_ROW)
-        d->st.ranks = sqlite3_column_int(q, 0);
-    sqlite3_finalize(q);
-    return rc == SQLITE_ROW ? 0 : sqlerr(d, "counting the ranks with windows");
+    int64_t ranks;
+    if (mrd_db_int64(d->db, mrd_db_sql_windows_ranks, NULL, &ranks) < 0)
+        return sqlerr(d, "counting the ranks with windows");
+    d->st.ranks = (int)ranks;
+    return 0;
 }
 
 static int exec(struct derive *d, const char *sql, const char *what)
@@ -396,28 +383,14 @@ static int medians(sqlite3 *db, struct mrd_analysis *a)
     return rc;
 }
 
-/* 1 when `sql` (bound to `text` when non-NULL) gives a row. */
-static int has_row(sqlite3 *db, const char *sql, const char *text)
-{
-    sqlite3_stmt *q = NULL;
-    int row;
-    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
-        return 0;
-    if (text)
-        sqlite3_bind_text(q, 1, text, -1, SQLITE_STATIC);
-    row = sqlite3_step(q) == SQLITE_ROW;
-    sqlite3_finalize(q);
-    return row;
-}
-
 /* A database with window records (events, or an older agent's NVTX ranges) that was not
  * finalized by a build that knows them. */
 static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
 {
     if ((mrd_db_has_table(db, "window_records") == 1 &&
-         has_row(db, mrd_db_sql_window_events_any, NULL)) ||
+         mrd_db_step_text(db, mrd_db_sql_window_events_any, NULL) == SQLITE_ROW) ||
         (mrd_db_has_table(db, "strings") == 1 &&
-         has_row(db, mrd_db_sql_string_exists, MRD_WINDOW_DOMAIN)))
+         mrd_db_step_text(db, mrd_db_sql_string_id, MRD_WINDOW_DOMAIN) == SQLITE_ROW))
         mrd__analyze_warn(a, "the run has capture-window records but no windows table: run "
                              "`meridian finalize` on the database for the windows section");
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,14 +106,8 @@ int mrd_timebase_is_global(const struct mrd_timebase *tb)
 static const struct tb_segment *rank_segments(const struct mrd_timebase *tb, int rank,
                                               size_t *count)
 {
-    size_t lo = 0, hi = tb->nseg;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (tb->seg[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = mrd_array_lower_bound_int(tb->seg, tb->nseg, sizeof(*tb->seg),
+                                          offsetof(struct tb_segment, rank), rank);
     size_t n = 0;
     while (lo + n < tb->nseg && tb->seg[lo + n].rank == rank)
         n++;

@@ -25,6 +25,26 @@ int mrd_db_step_text(sqlite3 *db, const char *sql, const char *text)
     return rc;
 }
 
+int mrd_db_int64(sqlite3 *db, const char *sql, const char *text, int64_t *v)
+{
+    sqlite3_stmt *st = NULL;
+    *v = 0;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    if (text)
+        sqlite3_bind_text(st, 1, text, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st);
+    int type = rc == SQLITE_ROW ? sqlite3_column_type(st, 0) : SQLITE_NULL;
+    if (type == SQLITE_INTEGER)
+        *v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return -MRD_ERR_SQLITE;
+    if (type == SQLITE_NULL)
+        return 0;
+    return type == SQLITE_INTEGER ? 1 : -MRD_ERR_CONFIG;
+}
+
 int mrd_db_has_table(sqlite3 *db, const char *name)
 {
     int rc = mrd_db_step_text(db, mrd_db_sql_table_exists, name);
@@ -80,25 +100,7 @@ int mrd_db_exec(sqlite3 *db, const char *sql)
  * otherwise scan every kernel of the rank once per link). */
 static int has_corr_index(sqlite3 *db)
 {
-    sqlite3_stmt *st = NULL;
-    int found;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_kernels_corr_index, -1, &st, NULL) != SQLITE_OK)
-        return 0;
-    found = sqlite3_step(st) == SQLITE_ROW;
-    sqlite3_finalize(st);
-    return found;
-}
-
-static int temp_exists(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_temp_table_exists, -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        found = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
-    }
-    return found;
+    return mrd_db_step_text(db, mrd_db_sql_kernels_corr_index, NULL) == SQLITE_ROW;
 }
 
 int mrd_db_op_intervals(sqlite3 *db, int fresh)
@@ -111,7 +113,7 @@ int mrd_db_op_intervals(sqlite3 *db, int fresh)
 
     if (fresh && (rc = mrd_db_exec(db, mrd_db_sql_op_tables_drop)) < 0)
         return rc;
-    if (!fresh && temp_exists(db, "mrd_op_time"))
+    if (!fresh && mrd_db_step_text(db, mrd_db_sql_temp_table_exists, "mrd_op_time") == SQLITE_ROW)
         return 0;
     if ((rc = mrd_db_exec(db, mrd_db_sql_op_tables)) < 0)
         return rc;
@@ -141,34 +143,6 @@ int mrd_db_instances_open(sqlite3 *db, int fresh, sqlite3_stmt **out)
                : -MRD_ERR_SQLITE;
 }
 
-/* One int64 from a statement without parameters; *have = 0 for no row or NULL. */
-static int scalar(sqlite3 *db, const char *sql, int64_t *v, int *have)
-{
-    sqlite3_stmt *st = NULL;
-    int rc;
-    *have = 0;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
-        *v = sqlite3_column_int64(st, 0);
-        *have = 1;
-    }
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
-}
-
-/* 1 when index `name` exists, 0 when not, < 0 on an SQLite error. */
-static int has_index(sqlite3 *db, const char *name)
-{
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_has_index, -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    int rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
-}
 
 /* Tables whose rows carry a host start_ns (local clock) and, by index, the statement
  * giving each rank's earliest one. */
@@ -185,11 +159,11 @@ int mrd_db_time_origin(sqlite3 *db, int have_models,
     *origin = 0;
     if (have_models) {
         if (mrd_db_has_table(db, "runs") == 1 &&
-            (rc = scalar(db, mrd_db_sql_run_anchor, &anchor, &have_anchor)) < 0)
-            return rc;
+            (have_anchor = mrd_db_int64(db, mrd_db_sql_run_anchor, NULL, &anchor)) < 0)
+            return have_anchor;
         if (mrd_db_has_table(db, "clock_samples") == 1 &&
-            (rc = scalar(db, mrd_db_sql_first_probe, &t1, &have_t1)) < 0)
-            return rc;
+            (have_t1 = mrd_db_int64(db, mrd_db_sql_first_probe, NULL, &t1)) < 0)
+            return have_t1;
         if (have_anchor && (!have_t1 || t1 >= anchor)) {
             *origin = anchor;
             return 0;
@@ -202,7 +176,7 @@ int mrd_db_time_origin(sqlite3 *db, int have_models,
         if (mrd_db_has_table(db, event_tables[i]) != 1)
             continue;
         const char *sql = mrd_db_sql_first_event[i];
-        if (i == 0 && has_index(db, "kernels_rank_start") == 1)
+        if (i == 0 && mrd_db_step_text(db, mrd_db_sql_has_index, "kernels_rank_start") == SQLITE_ROW)
             sql = mrd_db_sql_first_kernel_by_rank;
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
             return -MRD_ERR_SQLITE;

@@ -8,7 +8,8 @@
  *   else in aggregator/ or launcher/finalize.c writes SQL text. The writer's per-kind
  *   INSERTs and the schema stay in aggregator/store (write.c, schema.sql), the shard
  *   merge's in launcher/merge*.c;
- * - the table-exists check (mrd_db_has_table);
+ * - the table-exists check (mrd_db_has_table) and the one-statement helpers every reader
+ *   and the store use (mrd_db_int64: one value; mrd_db_step_text: one step);
  * - the one valid-interval rule for kernels (MRD_DB_KERNEL_VALID) and the op intervals
  *   that every cross-rank computation uses (mrd_db_op_intervals: TEMP tables mrd_link,
  *   mrd_op_time);
@@ -47,6 +48,13 @@ int mrd_db_has_table(sqlite3 *db, const char *name);
  * -ENOMEM or -MRD_ERR_SQLITE (the check or the count failed; *n unchanged). For progress
  * totals. Caller's thread. */
 int mrd_db_table_rows(sqlite3 *db, const char *table, uint64_t *n);
+
+/* The one-value query: runs sql with text bound to ?1 (when text is not NULL) and reads
+ * column 0 of its first row into *v. Returns 1 (an integer was read), 0 (no row, or NULL:
+ * *v = 0), -MRD_ERR_CONFIG (the value is REAL, TEXT or BLOB, never converted; *v = 0) or
+ * -MRD_ERR_SQLITE (the statement did not prepare or its step failed: sqlite3_errmsg(db)
+ * says why; *v = 0). For counts, MIN/MAX and id lookups. Caller's thread. */
+int mrd_db_int64(sqlite3 *db, const char *sql, const char *text, int64_t *v);
 
 /* Runs one statement of sql with text bound to ?1 (NULL binds NULL) for one step and
  * finalizes it: returns SQLite's step result (SQLITE_ROW, SQLITE_DONE or its error code),

@@ -297,8 +297,6 @@ const char mrd_db_sql_window_detach_nth[] =
     "SELECT detach_ns FROM windows WHERE rank = ?1 AND detach_ns IS NOT "
     "NULL ORDER BY detach_ns LIMIT ?2 OFFSET ?3";
 
-const char mrd_db_sql_string_exists[] = "SELECT 1 FROM strings WHERE value = ?1";
-
 const char mrd_db_sql_windows_list[] =
     "SELECT rank, first_step, last_step, detach_ns IS NULL, kernels "
     "FROM windows ORDER BY rank, first_step, start_ns";
@@ -398,7 +396,7 @@ const char mrd_db_sql_gpu_models[] =
 /* ---- the exports (aggregator/export) ----------------------------------------------------- */
 
 const char mrd_db_sql_first_kernel_of_rank[] =
-    "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?";
+    "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?1";
 
 const char mrd_db_sql_html_kernels[] =
     "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l "
@@ -412,7 +410,7 @@ const char mrd_db_sql_html_nvtx[] =
     "main.strings s ON s.id = n.name_id WHERE n.rank = ?1 AND n.kind IN (1, 2) AND "
     "n.start_ns < ?2 AND n.end_ns > ?3 ORDER BY n.start_ns LIMIT ?4";
 
-const char mrd_db_sql_rank_host[] = "SELECT host FROM main.ranks WHERE rank = ?";
+const char mrd_db_sql_rank_host[] = "SELECT host FROM main.ranks WHERE rank = ?1";
 
 const char mrd_db_sql_kernel_ops[] =
     "SELECT l.op_id, t.start_ns FROM temp.mrd_link l JOIN "
@@ -477,18 +475,17 @@ const char mrd_db_sql_export_api[] =
 
 /* ---- the store's connection setup and schema checks (aggregator/store) ------------------- */
 
-const char mrd_db_sql_store_pragmas[] = "PRAGMA journal_mode=WAL;\n"
-                                        "PRAGMA synchronous=NORMAL;\n"
-                                        "PRAGMA temp_store=MEMORY;\n"
-                                        "PRAGMA cache_size=-65536;\n"
-                                        "PRAGMA wal_autocheckpoint=16384;\n"
-                                        "PRAGMA busy_timeout=10000;\n";
+/* The settings of every connection the store opens; the store's own also sets WAL mode. */
+#define CONN_PRAGMAS                                                                               \
+    "PRAGMA synchronous=NORMAL;\n"                                                                 \
+    "PRAGMA temp_store=MEMORY;\n"                                                                  \
+    "PRAGMA cache_size=-65536;\n"                                                                  \
+    "PRAGMA wal_autocheckpoint=16384;\n"                                                           \
+    "PRAGMA busy_timeout=10000;\n"
 
-const char mrd_db_sql_conn_pragmas[] = "PRAGMA synchronous=NORMAL;\n"
-                                       "PRAGMA temp_store=MEMORY;\n"
-                                       "PRAGMA cache_size=-65536;\n"
-                                       "PRAGMA wal_autocheckpoint=16384;\n"
-                                       "PRAGMA busy_timeout=10000;\n";
+const char mrd_db_sql_store_pragmas[] = "PRAGMA journal_mode=WAL;\n" CONN_PRAGMAS;
+
+const char mrd_db_sql_conn_pragmas[] = CONN_PRAGMAS;
 
 const char mrd_db_sql_store_v2_layout[] = "SELECT count(*) FROM pragma_table_info('rank_strings')"
                                           " WHERE name = 'agent_instance'";
@@ -525,10 +522,6 @@ const char mrd_db_sql_run_reanchor_fmt[] =
 const char mrd_db_sql_schema_version_set_fmt[] =
     "DELETE FROM schema_version; INSERT INTO schema_version(version) VALUES(%d)";
 
-const char mrd_db_sql_schema_has_version_table[] =
-    "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-    " AND name = 'schema_version'";
-
 const char mrd_db_sql_schema_user_tables[] =
     "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
     " AND name NOT LIKE 'sqlite!_%' ESCAPE '!'";
@@ -542,9 +535,6 @@ const char mrd_db_sql_schema_version_odd[] = "SELECT quote(version) FROM schema_
                                              " WHERE typeof(version) != 'integer'";
 
 const char mrd_db_sql_schema_version_max[] = "SELECT max(version) FROM schema_version";
-
-const char mrd_db_sql_schema_has_runs[] =
-    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'";
 
 const char mrd_db_sql_sync_full[] = "PRAGMA synchronous=FULL";
 
@@ -620,8 +610,6 @@ const char mrd_db_sql_pftrace_steps[] =
     "ON s.id = n.name_id WHERE n.kind = 1 ORDER BY 1, 3, 4 DESC";
 const char mrd_db_sql_pftrace_gpu_clock[] =
     "SELECT rank, device, host_ns, gpu_ns FROM main.gpu_clock_samples ORDER BY 1, 2, 3";
-const char mrd_db_sql_pftrace_host[] = "SELECT host FROM main.ranks WHERE rank = ?1";
-const char mrd_db_sql_pftrace_rank_first[] = "SELECT MIN(start_ns) FROM main.kernels WHERE rank = ?1";
 
 /* ---- why, and what it cost (aggregator/analyze/why.c) ---- */
 

@@ -178,9 +178,6 @@ extern const char mrd_db_sql_window_attach_nth[];
  * order. */
 extern const char mrd_db_sql_window_detach_nth[];
 
-/* ?1 value -> one row (1) when strings holds it. */
-extern const char mrd_db_sql_string_exists[];
-
 /* -> rank, first_step, last_step, open (detach_ns IS NULL), kernels of every window, by
  * rank, first step and start. */
 extern const char mrd_db_sql_windows_list[];
@@ -262,7 +259,7 @@ extern const char mrd_db_sql_gpu_models[];
 
 /* ---- the exports (aggregator/export) ----------------------------------------------------- */
 
-/* ?1 rank -> MIN(start_ns) of the rank's kernels (local). */
+/* ?1 rank -> MIN(start_ns) of the rank's kernels (local). Both exports. */
 extern const char mrd_db_sql_first_kernel_of_rank[];
 
 /* ?1 rank, ?2 from, ?3 to, ?4 end after, ?5 limit (local) -> start_ns, end_ns, linked (an
@@ -274,7 +271,7 @@ extern const char mrd_db_sql_html_kernels[];
  * depth of the rank's NVTX ranges (push/pop and start/end) meeting (?3, ?2), by start. */
 extern const char mrd_db_sql_html_nvtx[];
 
-/* ?1 rank -> host. */
+/* ?1 rank -> host. Both exports. */
 extern const char mrd_db_sql_rank_host[];
 
 /* ?1 rank, ?2 correlation_id -> op_id, start_ns (local, source 1) of the NCCL ops the
@@ -359,9 +356,6 @@ extern const char mrd_db_sql_run_reanchor_fmt[];
 /* printf format, %d version: replaces the schema_version row. */
 extern const char mrd_db_sql_schema_version_set_fmt[];
 
-/* -> 1 when the file has table schema_version, else 0. */
-extern const char mrd_db_sql_schema_has_version_table[];
-
 /* -> the number of tables that are not SQLite's own. */
 extern const char mrd_db_sql_schema_user_tables[];
 
@@ -376,9 +370,6 @@ extern const char mrd_db_sql_schema_version_odd[];
 
 /* -> the largest version in schema_version. */
 extern const char mrd_db_sql_schema_version_max[];
-
-/* -> 1 when the file has table runs, else 0. */
-extern const char mrd_db_sql_schema_has_runs[];
 
 /* Sets synchronous=FULL on the connection (every commit reaches the disk). */
 extern const char mrd_db_sql_sync_full[];
@@ -420,8 +411,6 @@ extern const char mrd_db_sql_pftrace_api[];
 extern const char mrd_db_sql_pftrace_windows[];
 extern const char mrd_db_sql_pftrace_steps[];
 extern const char mrd_db_sql_pftrace_gpu_clock[];
-extern const char mrd_db_sql_pftrace_host[];
-extern const char mrd_db_sql_pftrace_rank_first[];
 
 
 /* ---- why, and what it cost (aggregator/analyze/why.c) ---- */

@@ -65,9 +65,7 @@ void mrd_export_html_acc_free(struct mrd_html_acc *acc)
 {
     if (!acc)
         return;
-    for (int i = 0; i < acc->nrows; i++)
-        free(acc->rows[i]);
-    free(acc->rows);
+    mrd_array_free_each(&acc->rows, (size_t)acc->nrows);
     free(acc->row_of_rank);
     free(acc);
 }

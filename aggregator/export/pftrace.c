@@ -398,8 +398,8 @@ static int setup(struct px *p)
     if ((rc = mrd__export_rows_begin(&p->rows, p->db, p->o->progress, picked, npass)) < 0)
         return rc;
     if (sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_links, -1, &p->links, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_host, -1, &p->host, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(p->db, mrd_db_sql_pftrace_rank_first, -1, &p->rank_first, NULL) !=
+        sqlite3_prepare_v2(p->db, mrd_db_sql_rank_host, -1, &p->host, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(p->db, mrd_db_sql_first_kernel_of_rank, -1, &p->rank_first, NULL) !=
             SQLITE_OK)
         return -MRD_ERR_SQLITE;
     return 0;

@@ -19,10 +19,13 @@
 #include "html_int.h"
 #include "jsonw.h"
 
-/* Indexes of a->findings->f in report order. Returns the count (0 when none). */
+/* Indexes of fs->f in report order. Returns the count (0 when none fired), or -1 when the
+ * analysis did not evaluate the findings (fs NULL): every output says so its own way. */
 static int fired_order(const struct mrd_findings *fs, int order[MRD_FIND_MAX])
 {
     int n = 0;
+    if (!fs)
+        return -1;
     for (int sev = MRD_FIND_HIGH; sev >= MRD_FIND_LOW; sev--)
         for (int rule = 0; rule < MRD_FIND_NRULES; rule++)
             for (int i = 0; i < fs->n; i++)
@@ -79,13 +82,12 @@ static void text_evidence(FILE *f, const struct mrd_finding *x)
 void mrd__report_findings(FILE *f, const struct mrd_analysis *a)
 {
     const struct mrd_findings *fs = a->findings;
-    int order[MRD_FIND_MAX];
+    int order[MRD_FIND_MAX], n = fired_order(fs, order);
     fputs("\n== Findings\n", f);
-    if (!fs) {
+    if (n < 0) {
         fputs("  not evaluated\n", f);
         return;
     }
-    int n = fired_order(fs, order);
     if (n == 0)
         fputs("  none fired\n", f);
     for (int k = 0; k < n; k++) {
@@ -134,13 +136,12 @@ static void json_entry_head(FILE *f, str_fn str, int rule, int status)
 static void json_array(FILE *f, const struct mrd_analysis *a, str_fn str)
 {
     const struct mrd_findings *fs = a->findings;
-    int order[MRD_FIND_MAX];
+    int order[MRD_FIND_MAX], n = fired_order(fs, order), first = 1;
     fputc('[', f);
-    if (!fs) {
+    if (n < 0) {
         fputc(']', f);
         return;
     }
-    int n = fired_order(fs, order), first = 1;
     for (int k = 0; k < n; k++) {
         const struct mrd_finding *x = &fs->f[order[k]];
         fputs(first ? "\n" : ",\n", f);

@@ -31,7 +31,6 @@
  */
 #include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +38,7 @@
 #include "db.h"
 #include "error.h"
 #include "store_internal.h"
+#include "worker.h"
 
 struct mrd_store_ckpt {
     sqlite3 *writer; /* the hooked connection (not owned) */
@@ -173,13 +173,8 @@ void mrd_store_ckpt_stop(struct mrd_store_ckpt *c)
         return;
     if (c->writer) /* back to SQLite's own automatic checkpoint at the pragma's size */
         sqlite3_wal_autocheckpoint(c->writer, MRD_STORE_CKPT_PAGES);
-    if (c->started) {
-        pthread_mutex_lock(&c->mu);
-        c->stop = 1;
-        pthread_cond_signal(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-        pthread_join(c->thread, NULL);
-    }
+    if (c->started)
+        mrd_worker_stop(c->thread, &c->mu, &c->cv, &c->stop);
     sqlite3_close(c->db);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
@@ -210,16 +205,8 @@ int mrd_store_ckpt_start(sqlite3 *writer, const struct mrd_store_ckpt_config *cf
         goto fail;
     }
     sqlite3_wal_autocheckpoint(c->db, 0); /* it never writes; checkpoints on request */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    rc = pthread_create(&c->thread, NULL, ckpt_main, c);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        rc = -rc;
+    if ((rc = mrd_worker_start(&c->thread, "mrd-checkpoint", ckpt_main, c)) < 0)
         goto fail;
-    }
-    pthread_setname_np(c->thread, "mrd-checkpoint");
     c->started = 1;
     /* replaces the writer's automatic checkpoint (wal_autocheckpoint is a WAL hook too) */
     c->writer = writer;

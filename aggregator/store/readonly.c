@@ -44,28 +44,21 @@
 #include "error.h"
 #include "store.h"
 
-/* First column of the first row of `sql` as an integer into *v (0 when no row or NULL). */
-static int query_int(sqlite3 *db, const char *sql, long long *v)
+/* The value of a count or MAX query on db (0 when NULL); < 0 on failure. */
+static int query_int(sqlite3 *db, const char *sql, int64_t *v)
 {
-    sqlite3_stmt *st = NULL;
-    *v = 0;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-        return -MRD_ERR_SQLITE;
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_ROW)
-        *v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+    int rc = mrd_db_int64(db, sql, NULL, v);
+    return rc < 0 ? rc : 0;
 }
 
 int mrd_store_schema_read(struct sqlite3 *db, struct mrd_store_schema *out)
 {
-    long long tables, rows = 0, odd = 0;
+    int64_t tables, rows = 0, odd = 0, version;
     int rc;
     memset(out, 0, sizeof(*out));
-    if ((rc = query_int(db, mrd_db_sql_schema_has_version_table, &tables)) < 0)
+    if ((rc = mrd_db_has_table(db, "schema_version")) < 0)
         return rc;
-    if (!tables) {
+    if (!rc) {
         if ((rc = query_int(db, mrd_db_sql_schema_user_tables, &tables)) < 0)
             return rc;
         out->state = tables ? MRD_STORE_SCHEMA_UNVERSIONED : MRD_STORE_SCHEMA_NEW;
@@ -84,8 +77,9 @@ int mrd_store_schema_read(struct sqlite3 *db, struct mrd_store_schema *out)
         out->state = MRD_STORE_SCHEMA_NOT_INTEGER;
         return 0;
     }
-    if ((rc = query_int(db, mrd_db_sql_schema_version_max, &out->version)) < 0)
+    if ((rc = query_int(db, mrd_db_sql_schema_version_max, &version)) < 0)
         return rc;
+    out->version = version;
     if (rows == 0 || out->version < 1) {
         out->version = 0;
         out->state = MRD_STORE_SCHEMA_UNVERSIONED;
@@ -172,7 +166,7 @@ static int check_header(const char *path, int *wal, char *why, size_t whylen)
 static int check_schema(sqlite3 *db, const char *path, char *why, size_t whylen)
 {
     struct mrd_store_schema sc;
-    long long runs;
+    int runs;
     if (mrd_store_schema_read(db, &sc) < 0) {
         snprintf(why, whylen, "%s is not a meridian database: %s", path, sqlite3_errmsg(db));
         return -MRD_ERR_SQLITE;
@@ -202,7 +196,7 @@ static int check_schema(sqlite3 *db, const char *path, char *why, size_t whylen)
                  sc.odd);
         return -MRD_ERR_CONFIG;
     }
-    if (query_int(db, mrd_db_sql_schema_has_runs, &runs) < 0) {
+    if ((runs = mrd_db_has_table(db, "runs")) < 0) {
         snprintf(why, whylen, "%s is not a meridian database: %s", path, sqlite3_errmsg(db));
         return -MRD_ERR_SQLITE;
     }

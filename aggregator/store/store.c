@@ -27,7 +27,6 @@
  */
 #include <fcntl.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +39,7 @@
 #include "db.h"
 #include "error.h"
 #include "store_internal.h"
+#include "worker.h"
 
 extern const char mrd__store_schema_text[]; /* generated from schema.sql at build time */
 
@@ -176,27 +176,17 @@ static int valid_run_id(const char *r)
     return 1;
 }
 
-/* First column of the first row of `sql` as an integer into *v (0 when no row or NULL).
- * Any other type (REAL, TEXT, BLOB) is refused, not converted: -MRD_ERR_CONFIG. */
-static int query_int(struct mrd_store *s, const char *sql, long long *v)
+/* First column of the first row of `sql` as an integer into *v (0 when no row or NULL),
+ * logged when it fails. Any other type (REAL, TEXT, BLOB) is refused, not converted:
+ * -MRD_ERR_CONFIG. */
+static int query_int(struct mrd_store *s, const char *sql, int64_t *v)
 {
-    sqlite3_stmt *st = NULL;
-    *v = 0;
-    int rc = sqlite3_prepare_v2(s->db, sql, -1, &st, NULL);
-    if (rc != SQLITE_OK)
-        return mrd__store_sqlite_err(s, rc, sql);
-    rc = sqlite3_step(st);
-    int type = rc == SQLITE_ROW ? sqlite3_column_type(st, 0) : SQLITE_NULL;
-    if (type == SQLITE_INTEGER)
-        *v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return mrd__store_sqlite_err(s, rc, sql);
-    if (type != SQLITE_INTEGER && type != SQLITE_NULL) {
+    int rc = mrd_db_int64(s->db, sql, NULL, v);
+    if (rc == -MRD_ERR_CONFIG)
         mrd__store_log(s, 0, "database holds a non-integer where an integer belongs (%s)", sql);
-        return -MRD_ERR_CONFIG;
-    }
-    return 0;
+    else if (rc < 0)
+        return mrd__store_sqlite_err(s, sqlite3_extended_errcode(s->db), sql);
+    return rc < 0 ? rc : 0;
 }
 
 /* v1 -> v2: string ids are bound per agent process. rank_strings' key becomes (rank,
@@ -209,7 +199,7 @@ static int query_int(struct mrd_store *s, const char *sql, long long *v)
  * released, not schema.sql's (which later versions change). */
 static int migrate_v1_v2(struct mrd_store *s)
 {
-    long long later;
+    int64_t later;
     int rc = query_int(s, mrd_db_sql_store_v2_layout, &later);
     if (rc < 0 || later)
         return rc;
@@ -276,12 +266,12 @@ static int check_file(struct mrd_store *s, const struct mrd_store_config *cfg, l
         return rc;
     if (*v == 0)
         return 0;
-    long long runs;
+    int64_t runs;
     if ((rc = query_int(s, mrd_db_sql_run_count, &runs)) < 0)
         return rc;
     if (runs > 1) {
         mrd__store_log(s, 0, "database holds %lld runs; meridiand writes one run per database",
-                       runs);
+                       (long long)runs);
         return -MRD_ERR_CONFIG;
     }
     if (runs == 1 && cfg->run_id) {
@@ -333,7 +323,7 @@ static int insert_run(struct mrd_store *s, uint32_t shard, const char *command, 
 static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
 {
     char boot[64];
-    long long n;
+    int64_t n;
     read_boot_id(boot, sizeof(boot));
     int rc = query_int(s, mrd_db_sql_run_count, &n);
     if (rc < 0)
@@ -661,14 +651,9 @@ void mrd_store_get_stats(struct mrd_store *s, struct mrd_store_stats *st)
 
 static int start_writer(struct mrd_store *s)
 {
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    int rc = pthread_create(&s->writer, NULL, writer_main, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0)
-        return -rc;
-    pthread_setname_np(s->writer, "mrd-writer");
+    int rc = mrd_worker_start(&s->writer, "mrd-writer", writer_main, s);
+    if (rc < 0)
+        return rc;
     s->writer_started = 1;
     return 0;
 }
@@ -678,11 +663,7 @@ void mrd_store_close(struct mrd_store *s)
     if (!s)
         return;
     if (s->writer_started) {
-        pthread_mutex_lock(&s->mu);
-        s->stop = 1;
-        pthread_cond_signal(&s->cv_work);
-        pthread_mutex_unlock(&s->mu);
-        pthread_join(s->writer, NULL);
+        mrd_worker_stop(s->writer, &s->mu, &s->cv_work, &s->stop);
         s->writer_started = 0;
     }
     mrd_store_ckpt_stop(s->ckpt);

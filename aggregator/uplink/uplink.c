@@ -77,6 +77,7 @@
 #include "error.h"
 #include "events.h"
 #include "frame.h"
+#include "worker.h"
 
 #define START_PROBES      64
 #define START_SPACING_US  125000 /* between rounds: the burst spans ~2 s, for a first drift */
@@ -647,7 +648,7 @@ int mrd_uplink_start(const struct mrd_uplink_config *cfg, struct mrd_uplink **ou
          "aligned to the reference %s:%u: reference - own timebase %+" PRId64
          " ns (fastest round trip %" PRId64 " ns)",
          u->host, u->cfg.port, bt, u->rtt_min);
-    if ((rc = -pthread_create(&u->thr, NULL, uplink_thread, u)) < 0)
+    if ((rc = mrd_worker_start(&u->thr, "mrd-uplink", uplink_thread, u)) < 0)
         goto fail;
     u->started = 1;
     *out = u;
@@ -660,11 +661,7 @@ fail:
 static void stop_thread(struct mrd_uplink *u)
 {
     if (u->started && !u->stopped) {
-        pthread_mutex_lock(&u->mu);
-        u->stopping = 1;
-        pthread_cond_signal(&u->cv);
-        pthread_mutex_unlock(&u->mu);
-        pthread_join(u->thr, NULL);
+        mrd_worker_stop(u->thr, &u->mu, &u->cv, &u->stopping);
         u->stopped = 1;
     }
     if (u->fd >= 0) {

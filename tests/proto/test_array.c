@@ -4,8 +4,10 @@
  * capacity rule written out as arithmetic: the capacity after reserving index n is the
  * smallest of first, 2*first, 4*first, ... above n. Every element the test appended
  * must read back, every element mrd_array_extend added must read zero, and a capacity
- * over max must be refused with the array unchanged. */
+ * over max must be refused with the array unchanged. The lower bound is checked against a
+ * linear scan. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -20,6 +22,53 @@ static size_t model_cap(size_t n, size_t first)
     while (cap <= n)
         cap *= 2;
     return cap;
+}
+
+/* mrd_array_lower_bound_int against a linear scan, on sorted arrays of records with
+ * repeated keys, for every key from below the first to above the last. */
+struct keyed {
+    int64_t pad;
+    int rank;
+    int other;
+};
+
+static void check_lower_bound(void)
+{
+    static struct keyed v[600];
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    for (size_t n = 0; n <= 600; n = n ? n * 2 + 1 : 1) {
+        int k = -3;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            k += (int)(x % 3); /* steps of 0, 1 or 2: repeats and gaps */
+            v[i].rank = k;
+            v[i].other = -k;
+        }
+        for (int key = -5; key <= k + 2; key++) {
+            size_t want = 0;
+            while (want < n && v[want].rank < key)
+                want++;
+            CHECK_UEQ(mrd_array_lower_bound_int(v, n, sizeof(v[0]), offsetof(struct keyed, rank),
+                                                key),
+                      want);
+        }
+    }
+}
+
+/* mrd_array_free_each: every element and the array freed (LeakSanitizer in the ASan build
+ * reports any left), NULL elements allowed, the array pointer NULL afterwards. */
+static void check_free_each(void)
+{
+    char **owned = NULL;
+    size_t cap = 0;
+    for (size_t n = 0; n < 100; n++) {
+        CHECK_OK(mrd_array_reserve(&owned, &cap, n, sizeof(*owned), 8, 0));
+        owned[n] = n % 7 == 3 ? NULL : malloc(n + 1);
+    }
+    mrd_array_free_each(&owned, 100);
+    CHECK(owned == NULL);
+    mrd_array_free_each(&owned, 0); /* an empty array */
+    CHECK(owned == NULL);
 }
 
 int main(void)
@@ -67,6 +116,8 @@ int main(void)
             ext[i] = model[i];
         len = n;
     }
+    check_lower_bound();
+    check_free_each();
     free(items);
     free(small);
     free(ext);
