@@ -36,16 +36,11 @@ short mrd__clock_poll_events(const struct mrd_flusher *f)
     return mrd__link_poll_events(&f->clk.link);
 }
 
-struct clock_idle_ctx {
-    struct mrd_clocklink *k;
-    int64_t now;
-};
-
 /* One frame of the clock connection outside a probe round (mrd_link_frame_fn). */
 static int on_idle_frame(void *arg, int type, const ProtobufCMessage *m, int reply)
 {
-    struct clock_idle_ctx *x = arg;
-    struct mrd_clocklink *k = x->k;
+    const struct mrd__tx_frame_ctx *x = arg;
+    struct mrd_clocklink *k = &x->f->clk;
     if (reply && ((const Meridian__V1__HelloReply *)m)->accepted) {
         mrd__link_ready(&k->link, x->now);
         k->probe_burst = MRD_PROBE_BURST;
@@ -66,7 +61,7 @@ static int on_idle_frame(void *arg, int type, const ProtobufCMessage *m, int rep
  * flusher_int.h). */
 void mrd__clock_process_frames(struct mrd_flusher *f, int64_t now)
 {
-    struct clock_idle_ctx x = {&f->clk, now};
+    struct mrd__tx_frame_ctx x = {f, now};
     if (mrd__link_take_frames(&f->clk.link, &f->id, on_idle_frame, &x) < 0)
         clock_fail(f, now);
 }

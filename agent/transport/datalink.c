@@ -125,15 +125,10 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
     sync_stats(f);
 }
 
-struct data_frame_ctx {
-    struct mrd_flusher *f;
-    int64_t now;
-};
-
 /* One frame of the data connection (mrd_link_frame_fn). */
 static int on_data_frame(void *arg, int type, const ProtobufCMessage *m, int reply)
 {
-    struct data_frame_ctx *x = arg;
+    const struct mrd__tx_frame_ctx *x = arg;
     struct mrd_flusher *f = x->f;
     if (reply) {
         on_hello_reply(f, (const Meridian__V1__HelloReply *)m, x->now);
@@ -162,7 +157,7 @@ static int on_data_frame(void *arg, int type, const ProtobufCMessage *m, int rep
 /* Handles every complete frame in the input buffer (contract in flusher_int.h). */
 int mrd__data_process_frames(struct mrd_flusher *f, int64_t now)
 {
-    struct data_frame_ctx x = {f, now};
+    struct mrd__tx_frame_ctx x = {f, now};
     return mrd__link_take_frames(&f->data.link, &f->id, on_data_frame, &x);
 }
 
