@@ -285,10 +285,6 @@ static int read_options(int argc, char **argv, struct options *o, struct cli_sta
     {                                                                                              \
         .name = (opt_name), .arg = required_argument, .apply = apply_u64, .dest = (u64_dest)       \
     }
-#define WITH(opt_name, fn, any_dest)                                                               \
-    {                                                                                              \
-        .name = (opt_name), .arg = required_argument, .apply = (fn), .dest = (any_dest)            \
-    }
     const struct mrd_opt opts[] = {
         MRD_OPT_TEXT("aggregator", &cs->agg),
         MRD_OPT_TEXT("run-id", &r->run_id),
@@ -299,20 +295,20 @@ static int read_options(int argc, char **argv, struct options *o, struct cli_sta
         U32("ranks", &o->ranks, 1, MAX_PROCS, &cs->ranks_set),
         U32("rank-base", &o->rank_base, 0, UINT32_MAX, &cs->rank_base_set),
         U32("world-size", &cs->world, 0, UINT32_MAX, &cs->world_set),
-        WITH("rate", apply_double, &r->rate),
-        WITH("burst-rate", apply_double, &r->burst_rate),
+        MRD_OPT_WITH("rate", apply_double, &r->rate),
+        MRD_OPT_WITH("burst-rate", apply_double, &r->burst_rate),
         U32("burst-ms", &r->burst_ms, 0, UINT32_MAX, NULL),
         U32("burst-period-ms", &r->burst_period_ms, 0, UINT32_MAX, NULL),
-        WITH("seconds", apply_double, &r->seconds),
+        MRD_OPT_WITH("seconds", apply_double, &r->seconds),
         U64("events", &r->events),
         U32("batch-events", &r->batch_events, 1, 1000000, NULL),
         U32("flush-ms", &r->flush_ms, 0, UINT32_MAX, NULL),
-        WITH("mix", apply_mix, &r->mix),
+        MRD_OPT_WITH("mix", apply_mix, &r->mix),
         U64("seed", &r->seed),
         U32("compress", &cs->compress, 0, 19, NULL),
         U32("rank-offset", &r->rank_offset, 0, UINT32_MAX, &cs->offset_set),
         U32("copies", &r->copies, 1, UINT32_MAX, NULL),
-        WITH("kinds", apply_kinds, &r->kinds),
+        MRD_OPT_WITH("kinds", apply_kinds, &r->kinds),
         MRD_OPT_TEXT("report", &o->report),
         MRD_OPT_TEXT("record", &r->record_path),
         U32("resend-acked", &r->resend_acked, 0, 1024, NULL),
