@@ -489,10 +489,8 @@ int mrd_cli_diff(int argc, char **argv)
     double gate = NAN;
     const char *step_name = NULL;
     const struct mrd_opt opts[] = {
-        MRD_OPT_SET("json", &json, 1),
-        {.name = "fail-if-slower", .arg = required_argument, .apply = apply_gate, .dest = &gate},
-        MRD_OPT_TEXT("step-name", &step_name),
-        MRD_OPT_SET("local-clocks", &local, 1),
+        MRD_OPT_SET("json", &json, 1), MRD_OPT_WITH("fail-if-slower", apply_gate, &gate),
+        MRD_OPT_TEXT("step-name", &step_name), MRD_OPT_SET("local-clocks", &local, 1),
         MRD_OPT_PROGRESS(&progress)};
     int first =
         mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_USAGE_ON_ERROR, who, usage);

@@ -360,15 +360,14 @@ static int cmd_export(int argc, char **argv)
     const char *out = NULL, *trace = NULL;
     int rc, progress = MRD_PROGRESS_AUTO;
     memset(&po, 0, sizeof(po));
-    const struct mrd_opt opts[] = {
-        MRD_OPT_TEXT("perfetto", &out),
-        MRD_OPT_TEXT("trace", &trace),
-        MRD_OPT_SET("local-clocks", &po.ignore_clock_models, 1),
-        MRD_OPT_SET("api", &po.include_api, 1),
-        {.name = "window", .arg = required_argument, .apply = apply_window, .dest = &po},
-        {.name = "steps", .arg = required_argument, .apply = apply_steps, .dest = &po},
-        MRD_OPT_TEXT("step-name", &po.step_name),
-        MRD_OPT_PROGRESS(&progress)};
+    const struct mrd_opt opts[] = {MRD_OPT_TEXT("perfetto", &out),
+                                   MRD_OPT_TEXT("trace", &trace),
+                                   MRD_OPT_SET("local-clocks", &po.ignore_clock_models, 1),
+                                   MRD_OPT_SET("api", &po.include_api, 1),
+                                   MRD_OPT_WITH("window", apply_window, &po),
+                                   MRD_OPT_WITH("steps", apply_steps, &po),
+                                   MRD_OPT_TEXT("step-name", &po.step_name),
+                                   MRD_OPT_PROGRESS(&progress)};
     int first =
         mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian export", export_usage);
     if (first <= 0)

@@ -49,21 +49,20 @@ static inline void *mrd_opt_int_dest(int *dest)
     return dest;
 }
 
-/* Table entries for the common cases. */
-#define MRD_OPT_TEXT(opt_name, text_dest)                                                          \
+/* Table entries for the common cases. MRD_OPT_WITH: an option with an argument that fn
+ * checks and stores into dest; text and counts are two such functions. */
+#define MRD_OPT_WITH(opt_name, fn, any_dest)                                                       \
     {                                                                                              \
-        .name = (opt_name), .arg = required_argument, .apply = mrd_opt_text,                       \
-        .dest = mrd_opt_text_dest(text_dest)                                                       \
+        .name = (opt_name), .arg = required_argument, .apply = (fn), .dest = (any_dest)            \
     }
+#define MRD_OPT_TEXT(opt_name, text_dest)                                                          \
+    MRD_OPT_WITH(opt_name, mrd_opt_text, mrd_opt_text_dest(text_dest))
+#define MRD_OPT_COUNT(opt_name, int_dest)                                                          \
+    MRD_OPT_WITH(opt_name, mrd_opt_count, mrd_opt_int_dest(int_dest))
 #define MRD_OPT_SET(opt_name, int_dest, int_value)                                                 \
     {                                                                                              \
         .name = (opt_name), .arg = no_argument, .apply = mrd_opt_set,                              \
         .dest = mrd_opt_int_dest(int_dest), .value = (int_value)                                   \
-    }
-#define MRD_OPT_COUNT(opt_name, int_dest)                                                          \
-    {                                                                                              \
-        .name = (opt_name), .arg = required_argument, .apply = mrd_opt_count,                      \
-        .dest = mrd_opt_int_dest(int_dest)                                                         \
     }
 /* --progress and --quiet, which every long-running command takes (launcher/progress.h). */
 #define MRD_OPT_PROGRESS(dest)                                                                     \

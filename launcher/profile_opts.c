@@ -343,20 +343,29 @@ static int apply_shards(const struct mrd_opt *opt, const char *arg, const char *
     return 0;
 }
 
-/* meridiand's rules for its trigger factors (opt->value 1: over 1) and window seconds
- * (opt->value 0: over 0), checked here so that nothing starts on a typo; the text goes on
- * to meridiand as given. */
-static int apply_daemon_number(const struct mrd_opt *opt, const char *arg, const char *who)
+/* meridiand's rules for its trigger factors (over 1) and window seconds (over 0), checked
+ * here so that nothing starts on a typo; the text goes on to meridiand as given. */
+static int daemon_number(const struct mrd_opt *opt, const char *arg, const char *who, double over,
+                         const char *rule)
 {
     char *end;
     double v = strtod(arg, &end);
-    if (end == arg || *end || !(v > (opt->value ? 1.0 : 0.0)) || v > 1e6) {
-        fprintf(stderr, "%s: --%s %s: %s\n", who, opt->name, arg,
-                opt->value ? "a factor over 1 (e.g. 1.5)" : "seconds over 0");
+    if (end == arg || *end || !(v > over) || v > 1e6) {
+        fprintf(stderr, "%s: --%s %s: %s\n", who, opt->name, arg, rule);
         return -EINVAL;
     }
     *(const char **)opt->dest = arg;
     return 0;
+}
+
+static int apply_daemon_factor(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    return daemon_number(opt, arg, who, 1.0, "a factor over 1 (e.g. 1.5)");
+}
+
+static int apply_daemon_seconds(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    return daemon_number(opt, arg, who, 0.0, "seconds over 0");
 }
 
 /* Parses the options before the job's command into o. Returns 1 to run the job (argv from
@@ -372,68 +381,49 @@ int mrd__profile_parse(int argc, char **argv, struct profile_opts *o)
     o->shards = 1;
     /* the tier options (--full, --windows, --trace, --step-*) are checked together, in
      * resolve_tier */
-    const struct mrd_opt opts[] = {{.name = "output",
-                                    .letter = 'o',
-                                    .arg = required_argument,
-                                    .apply = mrd_opt_text,
-                                    .dest = mrd_opt_text_dest(&o->db)},
-                                   MRD_OPT_SET("overwrite", &o->overwrite, 1),
-                                   MRD_OPT_TEXT("html", &o->html),
-                                   MRD_OPT_TEXT("json", &o->json),
-                                   MRD_OPT_SET("no-report", &o->no_report, 1),
-                                   MRD_OPT_SET("no-finalize", &o->no_finalize, 1),
-                                   MRD_OPT_TEXT("run-id", &o->run_id),
-                                   MRD_OPT_SET("single", &o->single, 1),
-                                   MRD_OPT_COUNT("job-timeout", &o->job_timeout_s),
-                                   MRD_OPT_TEXT("launcher-style", &o->style),
-                                   MRD_OPT_TEXT("agent-lib", &o->agent_lib),
-                                   MRD_OPT_TEXT("mpi-lib", &o->mpi_lib),
-                                   MRD_OPT_SET("no-mpi-wrappers", &o->no_mpi, 1),
-                                   MRD_OPT_TEXT("meridiand", &o->daemon),
-                                   {.name = "listen",
-                                    .arg = required_argument,
-                                    .apply = apply_listen,
-                                    .dest = mrd_opt_text_dest(&o->listen)},
-                                   MRD_OPT_TEXT("advertise", &o->advertise),
-                                   MRD_OPT_COUNT("daemon-timeout", &o->daemon_timeout_s),
-                                   MRD_OPT_COUNT("stop-timeout", &o->stop_timeout_s),
-                                   MRD_OPT_SET("keep-secret", &o->keep_secret, 1),
-                                   MRD_OPT_COUNT("finalize-timeout", &o->finalize_timeout_s),
-                                   {.name = "shards",
-                                    .arg = required_argument,
-                                    .apply = apply_shards,
-                                    .dest = mrd_opt_int_dest(&o->shards)},
-                                   MRD_OPT_SET("keep-shards", &o->keep_shards, 1),
-                                   MRD_OPT_SET("full", &o->full, 1),
-                                   MRD_OPT_TEXT("windows", &o->windows),
-                                   MRD_OPT_TEXT("step-name", &o->step_name),
-                                   MRD_OPT_TEXT("step-collective", &o->step_collective),
-                                   MRD_OPT_TEXT("trace", &o->trace),
-                                   {.name = "trigger-step-factor",
-                                    .arg = required_argument,
-                                    .apply = apply_daemon_number,
-                                    .dest = mrd_opt_text_dest(&o->trigger),
-                                    .value = 1},
-                                   {.name = "trigger-skew",
-                                    .arg = required_argument,
-                                    .apply = apply_daemon_number,
-                                    .dest = mrd_opt_text_dest(&o->trigger_skew),
-                                    .value = 1},
-                                   {.name = "window-delay",
-                                    .arg = required_argument,
-                                    .apply = apply_daemon_number,
-                                    .dest = mrd_opt_text_dest(&o->wdelay)},
-                                   {.name = "window-duration",
-                                    .arg = required_argument,
-                                    .apply = apply_daemon_number,
-                                    .dest = mrd_opt_text_dest(&o->wduration)},
-                                   {.name = "verbose",
-                                    .letter = 'v',
-                                    .arg = no_argument,
-                                    .apply = mrd_opt_set,
-                                    .dest = mrd_opt_int_dest(&o->verbose),
-                                    .value = 1},
-                                   MRD_OPT_PROGRESS(&o->progress)};
+    const struct mrd_opt opts[] = {
+        {.name = "output",
+         .letter = 'o',
+         .arg = required_argument,
+         .apply = mrd_opt_text,
+         .dest = mrd_opt_text_dest(&o->db)},
+        MRD_OPT_SET("overwrite", &o->overwrite, 1),
+        MRD_OPT_TEXT("html", &o->html),
+        MRD_OPT_TEXT("json", &o->json),
+        MRD_OPT_SET("no-report", &o->no_report, 1),
+        MRD_OPT_SET("no-finalize", &o->no_finalize, 1),
+        MRD_OPT_TEXT("run-id", &o->run_id),
+        MRD_OPT_SET("single", &o->single, 1),
+        MRD_OPT_COUNT("job-timeout", &o->job_timeout_s),
+        MRD_OPT_TEXT("launcher-style", &o->style),
+        MRD_OPT_TEXT("agent-lib", &o->agent_lib),
+        MRD_OPT_TEXT("mpi-lib", &o->mpi_lib),
+        MRD_OPT_SET("no-mpi-wrappers", &o->no_mpi, 1),
+        MRD_OPT_TEXT("meridiand", &o->daemon),
+        MRD_OPT_WITH("listen", apply_listen, mrd_opt_text_dest(&o->listen)),
+        MRD_OPT_TEXT("advertise", &o->advertise),
+        MRD_OPT_COUNT("daemon-timeout", &o->daemon_timeout_s),
+        MRD_OPT_COUNT("stop-timeout", &o->stop_timeout_s),
+        MRD_OPT_SET("keep-secret", &o->keep_secret, 1),
+        MRD_OPT_COUNT("finalize-timeout", &o->finalize_timeout_s),
+        MRD_OPT_WITH("shards", apply_shards, mrd_opt_int_dest(&o->shards)),
+        MRD_OPT_SET("keep-shards", &o->keep_shards, 1),
+        MRD_OPT_SET("full", &o->full, 1),
+        MRD_OPT_TEXT("windows", &o->windows),
+        MRD_OPT_TEXT("step-name", &o->step_name),
+        MRD_OPT_TEXT("step-collective", &o->step_collective),
+        MRD_OPT_TEXT("trace", &o->trace),
+        MRD_OPT_WITH("trigger-step-factor", apply_daemon_factor, mrd_opt_text_dest(&o->trigger)),
+        MRD_OPT_WITH("trigger-skew", apply_daemon_factor, mrd_opt_text_dest(&o->trigger_skew)),
+        MRD_OPT_WITH("window-delay", apply_daemon_seconds, mrd_opt_text_dest(&o->wdelay)),
+        MRD_OPT_WITH("window-duration", apply_daemon_seconds, mrd_opt_text_dest(&o->wduration)),
+        {.name = "verbose",
+         .letter = 'v',
+         .arg = no_argument,
+         .apply = mrd_opt_set,
+         .dest = mrd_opt_int_dest(&o->verbose),
+         .value = 1},
+        MRD_OPT_PROGRESS(&o->progress)};
     /* stop at the first non-option, so the job's own options are never parsed here */
     int first = mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_STOP_AT_OPERAND, who,
                                profile_usage);

@@ -166,9 +166,8 @@ int mrd_cli_window(int argc, char **argv)
     const char *control = NULL, *db = NULL;
     unsigned long long length = MRD_CONTROL_DEFAULT_LENGTH;
     char path[PATH_MAX], line[MRD_CONTROL_LINE_MAX], reply[1024];
-    const struct mrd_opt opts[] = {
-        {.name = "length", .arg = required_argument, .apply = apply_length, .dest = &length},
-        MRD_OPT_TEXT("control", &control)};
+    const struct mrd_opt opts[] = {MRD_OPT_WITH("length", apply_length, &length),
+                                   MRD_OPT_TEXT("control", &control)};
     int first =
         mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), 0, "meridian window", window_usage);
     if (first <= 0)

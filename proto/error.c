@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "events.h"
+#include "meridian.pb-c.h"
 
 /* meridian's one error-text function, used instead of strerror() everywhere: strerror is
  * not guaranteed thread-safe, and one function keeps every message alike. The table holds
@@ -114,18 +115,13 @@ const char *mrd_strerror(int err)
 #define KIND_NAME(E, v, fn, T, u, bm, C, d, t, tag) [E] = #u,
 static const char *const kind_names[MRD_EV__COUNT] = {MRD_KINDS(KIND_NAME)};
 
-static const char *const drop_names[MRD_DROP__COUNT] = {
-    [MRD_DROP_RING_FULL] = "ring_full",
-    [MRD_DROP_CUPTI_HOST] = "cupti_host",
-    [MRD_DROP_CUPTI_DEVICE] = "cupti_device",
-    [MRD_DROP_QUEUE_FULL] = "queue_full",
-    [MRD_DROP_NCCL_POOL] = "nccl_pool",
-    [MRD_DROP_UNSENT_AT_EXIT] = "unsent_at_exit",
-    [MRD_DROP_TOO_LARGE] = "too_large",
-    [MRD_DROP_NO_THREAD_SLOT] = "no_thread_slot",
-    [MRD_DROP_UNENCODABLE] = "unencodable",
-    [MRD_DROP_NVTX_CAP] = "nvtx_cap",
-};
+#define DROP_NAME(ID, name) [MRD_DROP_##ID] = #name,
+static const char *const drop_names[MRD_DROP__COUNT] = {MRD_DROP_REASONS(DROP_NAME)};
+
+/* each reason's value is its value on the wire */
+#define DROP_ON_WIRE(ID, name)                                                                     \
+    _Static_assert((int)MRD_DROP_##ID == (int)MERIDIAN__V1__DROP_REASON__DROP_##ID, #ID);
+MRD_DROP_REASONS(DROP_ON_WIRE)
 
 /* Stable lower-case name of an event kind (enum mrd_event_kind); "unknown" when out of
  * range. These names are stored in the database: never rename one. Thread-safe. */

@@ -98,17 +98,32 @@ struct mrd_gpu_clock_sample {
     uint32_t device;
 };
 
-/* Event kinds (values equal meridian.proto's EventKind; the list is proto/kinds.h) and drop
- * reasons (DropReason). */
+/* Event kinds (values equal meridian.proto's EventKind; the list is proto/kinds.h). */
 #define MRD__KIND_ENUM(E, v, fn, T, u, bm, C, d, t, tag) E = v,
 enum mrd_event_kind {
     MRD_KINDS(MRD__KIND_ENUM)
     MRD_EV__COUNT
 };
+
+/* Drop reasons, in the order of their values (1, 2, ...: meridian.proto's DropReason):
+ * X(ID, name) makes MRD_DROP_<ID> and its name (mrd_drop_reason_name), which the database
+ * and the reports use: never rename one. An older aggregator stores unknown_N for a
+ * reason it does not know. */
+#define MRD_DROP_REASONS(X)                                                                        \
+    X(RING_FULL, ring_full)                                                                        \
+    X(CUPTI_HOST, cupti_host)                                                                      \
+    X(CUPTI_DEVICE, cupti_device)                                                                  \
+    X(QUEUE_FULL, queue_full)                                                                      \
+    X(NCCL_POOL, nccl_pool)                                                                        \
+    X(UNSENT_AT_EXIT, unsent_at_exit)                                                              \
+    X(TOO_LARGE, too_large)                                                                        \
+    X(NO_THREAD_SLOT, no_thread_slot)                                                              \
+    X(UNENCODABLE, unencodable)                                                                    \
+    X(NVTX_CAP, nvtx_cap)
+#define MRD__DROP_ENUM(ID, name) MRD_DROP_##ID,
 enum mrd_drop_reason {
-    MRD_DROP_RING_FULL = 1, MRD_DROP_CUPTI_HOST, MRD_DROP_CUPTI_DEVICE, MRD_DROP_QUEUE_FULL,
-    MRD_DROP_NCCL_POOL, MRD_DROP_UNSENT_AT_EXIT, MRD_DROP_TOO_LARGE, MRD_DROP_NO_THREAD_SLOT,
-    MRD_DROP_UNENCODABLE, MRD_DROP_NVTX_CAP, /* an older aggregator stores unknown_N */
+    MRD__DROP_NONE, /* 0: no reason; the first one is 1 */
+    MRD_DROP_REASONS(MRD__DROP_ENUM)
     MRD_DROP__COUNT
 };
 

@@ -56,28 +56,72 @@ enum {
     MRD_NCCL_STATE_KERNEL_CH_STOP = 22, /* args->kernelCh.pTimer = GPU stop timer */
 };
 
-struct mrd_nccl_coll_v5 {
-    uint64_t seq;
-    const char *func;
-    const void *send_buff;
-    void *recv_buff;
-    size_t count;
-    int root;
+/* Member lists NCCL's versions share: each version's struct below spells out only what it
+ * adds, so a member shared by two versions is declared once. */
+
+/* The collective's identity and buffers: Coll (v4, v5) and CeColl (v6) begin with these. */
+#define MRD_NCCL_COLL_HEAD_MEMBERS                                                                 \
+    uint64_t seq;                                                                                  \
+    const char *func;                                                                              \
+    const void *send_buff;                                                                         \
+    void *recv_buff;                                                                               \
+    size_t count;                                                                                  \
+    int root;                                                                                      \
     const char *datatype;
-    uint8_t n_channels;
-    uint8_t n_warps;
-    const char *algo;
+
+/* Coll as v4 has it; v5 appends parentGroup. */
+#define MRD_NCCL_COLL_V4_MEMBERS                                                                   \
+    MRD_NCCL_COLL_HEAD_MEMBERS                                                                     \
+    uint8_t n_channels;                                                                            \
+    uint8_t n_warps;                                                                               \
+    const char *algo;                                                                              \
     const char *proto;
+
+/* P2p as v4 has it; v5 appends parentGroup. */
+#define MRD_NCCL_P2P_V4_MEMBERS                                                                    \
+    const char *func;                                                                              \
+    void *buff;                                                                                    \
+    const char *datatype;                                                                          \
+    size_t count;                                                                                  \
+    int peer;                                                                                      \
+    uint8_t n_channels;
+
+/* The descriptor union's members for the proxy, kernel-channel and network events, alike in
+ * every version. */
+#define MRD_NCCL_DESCR_PROXY_NET_MEMBERS                                                           \
+    struct mrd_nccl_proxy_op proxy_op;                                                             \
+    struct {                                                                                       \
+        int step;                                                                                  \
+    } proxy_step;                                                                                  \
+    struct mrd_nccl_kernel_ch kernel_ch;                                                           \
+    struct {                                                                                       \
+        int64_t id;                                                                                \
+        void *data;                                                                                \
+    } net_plugin;
+
+/* The profiler table's event functions, alike in every version but for the descriptor. */
+#define MRD_NCCL_PROFILER_EVENT_FNS(descr)                                                         \
+    mrd_nccl_result_t (*start_event)(void *ctx, void **handle, descr *d);                          \
+    mrd_nccl_result_t (*stop_event)(void *handle);                                                 \
+    mrd_nccl_result_t (*record_event_state)(void *handle, int state,                               \
+                                            union mrd_nccl_state_args *args);                      \
+    mrd_nccl_result_t (*finalize)(void *ctx);
+
+struct mrd_nccl_coll_v4 {
+    MRD_NCCL_COLL_V4_MEMBERS
+};
+
+struct mrd_nccl_coll_v5 {
+    MRD_NCCL_COLL_V4_MEMBERS
     void *parent_group;
 };
 
+struct mrd_nccl_p2p_v4 {
+    MRD_NCCL_P2P_V4_MEMBERS
+};
+
 struct mrd_nccl_p2p_v5 {
-    const char *func;
-    void *buff;
-    const char *datatype;
-    size_t count;
-    int peer;
-    uint8_t n_channels;
+    MRD_NCCL_P2P_V4_MEMBERS
     void *parent_group;
 };
 
@@ -110,13 +154,7 @@ struct mrd_nccl_p2p_api {
 };
 
 struct mrd_nccl_ce_coll_v6 {
-    uint64_t seq;
-    const char *func;
-    const void *send_buff;
-    void *recv_buff;
-    size_t count;
-    int root;
-    const char *datatype;
+    MRD_NCCL_COLL_HEAD_MEMBERS
     const char *sync_strategy;
     bool intra_batch_sync;
     uint32_t batch_size, num_batches, ce_seq;
@@ -140,15 +178,7 @@ struct mrd_nccl_descr_v5 {
         } kernel_launch;
         struct mrd_nccl_coll_v5 coll;
         struct mrd_nccl_p2p_v5 p2p;
-        struct mrd_nccl_proxy_op proxy_op;
-        struct {
-            int step;
-        } proxy_step;
-        struct mrd_nccl_kernel_ch kernel_ch;
-        struct {
-            int64_t id;
-            void *data;
-        } net_plugin;
+        MRD_NCCL_DESCR_PROXY_NET_MEMBERS
         struct mrd_nccl_ce_coll_v6 ce_coll; /* v6 */
         struct {
             bool is_complete;
@@ -162,29 +192,6 @@ struct mrd_nccl_descr_v5 {
     } u;
 };
 
-struct mrd_nccl_coll_v4 {
-    uint64_t seq;
-    const char *func;
-    const void *send_buff;
-    void *recv_buff;
-    size_t count;
-    int root;
-    const char *datatype;
-    uint8_t n_channels;
-    uint8_t n_warps;
-    const char *algo;
-    const char *proto;
-};
-
-struct mrd_nccl_p2p_v4 {
-    const char *func;
-    void *buff;
-    const char *datatype;
-    size_t count;
-    int peer;
-    uint8_t n_channels;
-};
-
 struct mrd_nccl_descr_v4 {
     uint8_t type;
     void *parent;
@@ -192,15 +199,7 @@ struct mrd_nccl_descr_v4 {
     union {
         struct mrd_nccl_coll_v4 coll;
         struct mrd_nccl_p2p_v4 p2p;
-        struct mrd_nccl_proxy_op proxy_op;
-        struct {
-            int step;
-        } proxy_step;
-        struct mrd_nccl_kernel_ch kernel_ch;
-        struct {
-            int64_t id;
-            void *data;
-        } net_plugin;
+        MRD_NCCL_DESCR_PROXY_NET_MEMBERS
     } u;
 };
 
@@ -224,11 +223,7 @@ struct mrd_nccl_profiler_v5 {
     const char *name;
     mrd_nccl_result_t (*init)(void **ctx, uint64_t comm_id, int *mask, const char *comm_name,
                               int n_nodes, int nranks, int rank, mrd_nccl_logger_t log);
-    mrd_nccl_result_t (*start_event)(void *ctx, void **handle, struct mrd_nccl_descr_v5 *d);
-    mrd_nccl_result_t (*stop_event)(void *handle);
-    mrd_nccl_result_t (*record_event_state)(void *handle, int state,
-                                            union mrd_nccl_state_args *args);
-    mrd_nccl_result_t (*finalize)(void *ctx);
+    MRD_NCCL_PROFILER_EVENT_FNS(struct mrd_nccl_descr_v5)
 };
 
 /* v6: the same function signatures as v5 (its descriptor is struct mrd_nccl_descr_v5). */
@@ -238,11 +233,7 @@ struct mrd_nccl_profiler_v4 {
     const char *name;
     mrd_nccl_result_t (*init)(void **ctx, int *mask, const char *comm_name, uint64_t comm_hash,
                               int n_nodes, int nranks, int rank, mrd_nccl_logger_t log);
-    mrd_nccl_result_t (*start_event)(void *ctx, void **handle, struct mrd_nccl_descr_v4 *d);
-    mrd_nccl_result_t (*stop_event)(void *handle);
-    mrd_nccl_result_t (*record_event_state)(void *handle, int state,
-                                            union mrd_nccl_state_args *args);
-    mrd_nccl_result_t (*finalize)(void *ctx);
+    MRD_NCCL_PROFILER_EVENT_FNS(struct mrd_nccl_descr_v4)
 };
 
 #if defined(__LP64__)

@@ -321,71 +321,55 @@ static void range_end(nvtxRangeId_t id)
 
 _Static_assert(RANGE_SLOTS == 1 << 10, "range ids keep the slot in their low 10 bits");
 
-/* ---- NVTX entry points (CORE module) ---------------------------------------------- */
+/* ---- NVTX entry points ----------------------------------------------------------- */
 
-static void NVTX_API mark_ex(const nvtxEventAttributes_t *a)
+static const char *dom(nvtxDomainHandle_t d)
 {
-    struct mrd__nvtx_msg m;
-    uint32_t color;
-    attr_msg(a, &m, &color);
-    mark(NULL, &m, color);
+    return (const char *)d;
 }
 
-static void NVTX_API mark_a(const char *s)
-{
-    struct mrd__nvtx_msg m = {NULL, ""};
-    mark(NULL, msg_a(&m, s), 0);
-}
+/* Marks, range starts and pushes each come in four message forms: event attributes (Ex:
+ * message and colour), an ASCII (A) and a wide (W) string, all in the default domain
+ * (CORE module), and event attributes in a domain of the client's (CORE2 module).
+ * MESSAGE_FORMS(ret, op, give) defines op_ex, op_a, op_w and domain_op_ex: each makes
+ * its argument a message and a colour and calls op(domain, message, colour); give is
+ * `return` where op's result is NVTX's result, `(void)` where NVTX expects none. */
+#define MESSAGE_FORMS(ret, op, give)                                                               \
+    static ret NVTX_API op##_ex(const nvtxEventAttributes_t *a)                                    \
+    {                                                                                              \
+        struct mrd__nvtx_msg m;                                                                    \
+        uint32_t color;                                                                            \
+        attr_msg(a, &m, &color);                                                                   \
+        give op(NULL, &m, color);                                                                  \
+    }                                                                                              \
+    static ret NVTX_API op##_a(const char *s)                                                      \
+    {                                                                                              \
+        struct mrd__nvtx_msg m = {NULL, ""};                                                       \
+        give op(NULL, msg_a(&m, s), 0);                                                            \
+    }                                                                                              \
+    static ret NVTX_API op##_w(const wchar_t *s)                                                   \
+    {                                                                                              \
+        struct mrd__nvtx_msg m = {NULL, ""};                                                       \
+        give op(NULL, msg_w(&m, s), 0);                                                            \
+    }                                                                                              \
+    static ret NVTX_API domain_##op##_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)     \
+    {                                                                                              \
+        struct mrd__nvtx_msg m;                                                                    \
+        uint32_t color;                                                                            \
+        attr_msg(a, &m, &color);                                                                   \
+        give op(dom(d), &m, color);                                                                \
+    }
 
-static void NVTX_API mark_w(const wchar_t *s)
-{
-    struct mrd__nvtx_msg m = {NULL, ""};
-    mark(NULL, msg_w(&m, s), 0);
-}
-
-static nvtxRangeId_t NVTX_API range_start_ex(const nvtxEventAttributes_t *a)
-{
-    struct mrd__nvtx_msg m;
-    uint32_t color;
-    attr_msg(a, &m, &color);
-    return range_start(NULL, &m, color);
-}
-
-static nvtxRangeId_t NVTX_API range_start_a(const char *s)
-{
-    struct mrd__nvtx_msg m = {NULL, ""};
-    return range_start(NULL, msg_a(&m, s), 0);
-}
-
-static nvtxRangeId_t NVTX_API range_start_w(const wchar_t *s)
-{
-    struct mrd__nvtx_msg m = {NULL, ""};
-    return range_start(NULL, msg_w(&m, s), 0);
-}
+/* `return` is an argument of these three, not a statement */
+/* clang-format off */
+MESSAGE_FORMS(void, mark, (void))
+MESSAGE_FORMS(nvtxRangeId_t, range_start, return)
+MESSAGE_FORMS(int, push, return)
+/* clang-format on */
 
 static void NVTX_API range_end_fn(nvtxRangeId_t id)
 {
     range_end(id);
-}
-
-static int NVTX_API push_ex(const nvtxEventAttributes_t *a)
-{
-    struct mrd__nvtx_msg m;
-    uint32_t color;
-    attr_msg(a, &m, &color);
-    return push(NULL, &m, color);
-}
-
-static int NVTX_API push_a(const char *s)
-{
-    struct mrd__nvtx_msg m = {NULL, ""};
-    return push(NULL, msg_a(&m, s), 0);
-}
-
-static int NVTX_API push_w(const wchar_t *s)
-{
-    struct mrd__nvtx_msg m = {NULL, ""};
-    return push(NULL, msg_w(&m, s), 0);
 }
 
 static int NVTX_API pop_fn(void)
@@ -413,42 +397,10 @@ static void NVTX_API name_os_thread_w(uint32_t tid, const wchar_t *name)
     name_thread(tid, msg_w(&m, name));
 }
 
-/* ---- NVTX entry points (CORE2 module: domains) ------------------------------------- */
-
-static const char *dom(nvtxDomainHandle_t d)
-{
-    return (const char *)d;
-}
-
-static void NVTX_API domain_mark_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
-{
-    struct mrd__nvtx_msg m;
-    uint32_t color;
-    attr_msg(a, &m, &color);
-    mark(dom(d), &m, color);
-}
-
-static nvtxRangeId_t NVTX_API domain_range_start_ex(nvtxDomainHandle_t d,
-                                                    const nvtxEventAttributes_t *a)
-{
-    struct mrd__nvtx_msg m;
-    uint32_t color;
-    attr_msg(a, &m, &color);
-    return range_start(dom(d), &m, color);
-}
-
 static void NVTX_API domain_range_end(nvtxDomainHandle_t d, nvtxRangeId_t id)
 {
     (void)d;
     range_end(id);
-}
-
-static int NVTX_API domain_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
-{
-    struct mrd__nvtx_msg m;
-    uint32_t color;
-    attr_msg(a, &m, &color);
-    return push(dom(d), &m, color);
 }
 
 static int NVTX_API domain_pop(nvtxDomainHandle_t d)
@@ -492,27 +444,30 @@ struct slot_fn {
 
 #define FN(f) ((NvtxFunctionPointer)(void (*)(void))(f))
 
+/* The table rows of MESSAGE_FORMS's functions: CORE's Ex, A and W; CORE2's DomainEx. */
+/* clang-format off */
+#define CORE_FORM_SLOTS(Name, op)                                                                  \
+    {NVTX_CBID_CORE_##Name##Ex, FN(op##_ex)},                                                      \
+    {NVTX_CBID_CORE_##Name##A, FN(op##_a)},                                                        \
+    {NVTX_CBID_CORE_##Name##W, FN(op##_w)}
+#define CORE2_FORM_SLOT(Name, op) {NVTX_CBID_CORE2_Domain##Name##Ex, FN(domain_##op##_ex)}
+/* clang-format on */
+
 static const struct slot_fn core_fns[] = {
-    {NVTX_CBID_CORE_MarkEx, FN(mark_ex)},
-    {NVTX_CBID_CORE_MarkA, FN(mark_a)},
-    {NVTX_CBID_CORE_MarkW, FN(mark_w)},
-    {NVTX_CBID_CORE_RangeStartEx, FN(range_start_ex)},
-    {NVTX_CBID_CORE_RangeStartA, FN(range_start_a)},
-    {NVTX_CBID_CORE_RangeStartW, FN(range_start_w)},
+    CORE_FORM_SLOTS(Mark, mark),
+    CORE_FORM_SLOTS(RangeStart, range_start),
     {NVTX_CBID_CORE_RangeEnd, FN(range_end_fn)},
-    {NVTX_CBID_CORE_RangePushEx, FN(push_ex)},
-    {NVTX_CBID_CORE_RangePushA, FN(push_a)},
-    {NVTX_CBID_CORE_RangePushW, FN(push_w)},
+    CORE_FORM_SLOTS(RangePush, push),
     {NVTX_CBID_CORE_RangePop, FN(pop_fn)},
     {NVTX_CBID_CORE_NameOsThreadA, FN(name_os_thread_a)},
     {NVTX_CBID_CORE_NameOsThreadW, FN(name_os_thread_w)},
 };
 
 static const struct slot_fn core2_fns[] = {
-    {NVTX_CBID_CORE2_DomainMarkEx, FN(domain_mark_ex)},
-    {NVTX_CBID_CORE2_DomainRangeStartEx, FN(domain_range_start_ex)},
+    CORE2_FORM_SLOT(Mark, mark),
+    CORE2_FORM_SLOT(RangeStart, range_start),
     {NVTX_CBID_CORE2_DomainRangeEnd, FN(domain_range_end)},
-    {NVTX_CBID_CORE2_DomainRangePushEx, FN(domain_push_ex)},
+    CORE2_FORM_SLOT(RangePush, push),
     {NVTX_CBID_CORE2_DomainRangePop, FN(domain_pop)},
     {NVTX_CBID_CORE2_DomainRegisterStringA, FN(register_string_a)},
     {NVTX_CBID_CORE2_DomainRegisterStringW, FN(register_string_w)},

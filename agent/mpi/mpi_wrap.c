@@ -45,22 +45,44 @@ static void rec(const char *call, int64_t t0, uint64_t bytes, int peer, int tag,
     meridian_mpi_record(call, t0, meridian_mpi_now(), bytes, peer, tag, n);
 }
 
+/* The bytes of (count, type), or of (in_place_count, in_place_type) when buf is
+ * MPI_IN_PLACE: the rank's own contribution then sits in the other buffer. */
+static uint64_t own_bytes(const void *buf, int count, MPI_Datatype type, int in_place_count,
+                          MPI_Datatype in_place_type)
+{
+    return buf == MPI_IN_PLACE ? type_bytes(in_place_count, in_place_type)
+                               : type_bytes(count, type);
+}
+
+/* Reduce_scatter: what every rank receives, summed over the communicator. */
+static uint64_t scattered_bytes(const int recvcounts[], MPI_Datatype type, MPI_Comm comm)
+{
+    uint32_t n = comm_size(comm);
+    uint64_t count = 0;
+    for (uint32_t i = 0; recvcounts && i < n; i++)
+        count += recvcounts[i] > 0 ? (uint64_t)recvcounts[i] : 0;
+    return count * type_bytes(1, type);
+}
+
+/* MPI_Init and MPI_Init_thread: the agent starts once MPI is up, and the call that started
+ * it is its first record. */
+static int started(int rc, const char *call, int64_t t0)
+{
+    if (rc == MPI_SUCCESS && meridian_mpi_start())
+        rec(call, t0, 0, -1, -1, comm_size(MPI_COMM_WORLD));
+    return rc;
+}
+
 int MPI_Init(int *argc, char ***argv)
 {
     int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Init(argc, argv);
-    if (rc == MPI_SUCCESS && meridian_mpi_start())
-        rec("MPI_Init", t0, 0, -1, -1, comm_size(MPI_COMM_WORLD));
-    return rc;
+    return started(PMPI_Init(argc, argv), "MPI_Init", t0);
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
-    if (rc == MPI_SUCCESS && meridian_mpi_start())
-        rec("MPI_Init_thread", t0, 0, -1, -1, comm_size(MPI_COMM_WORLD));
-    return rc;
+    return started(PMPI_Init_thread(argc, argv, required, provided), "MPI_Init_thread", t0);
 }
 
 int MPI_Finalize(void)
@@ -73,126 +95,102 @@ int MPI_Finalize(void)
     return PMPI_Finalize();
 }
 
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                  MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-    rec("MPI_Allreduce", t0, type_bytes(count, datatype), -1, -1, comm_size(comm));
-    return rc;
-}
+/* TIMED_CALL(name, params, args, bytes, peer, tag, nranks) defines MPI_name(params), the
+ * wrapper of a call whose record follows from its arguments alone: PMPI_name(args) and
+ * nothing else while the agent is inert; otherwise the call is timed and recorded with
+ * bytes, peer, tag and nranks, expressions over the arguments evaluated after PMPI_name
+ * returned. */
+#define TIMED_CALL(name, params, args, bytes, peer, tag, nranks)                                   \
+    int MPI_##name params                                                                          \
+    {                                                                                              \
+        if (!meridian_mpi_active())                                                                \
+            return PMPI_##name args;                                                               \
+        int64_t t0 = meridian_mpi_now();                                                           \
+        int rc = PMPI_##name args;                                                                 \
+        rec("MPI_" #name, t0, bytes, peer, tag, nranks);                                           \
+        return rc;                                                                                 \
+    }
 
-int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               int root, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
-    rec("MPI_Reduce", t0, type_bytes(count, datatype), root, -1, comm_size(comm));
-    return rc;
-}
+TIMED_CALL(Allreduce,
+           (const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+            MPI_Comm comm),
+           (sendbuf, recvbuf, count, datatype, op, comm), type_bytes(count, datatype), -1, -1,
+           comm_size(comm))
 
-int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Bcast(buffer, count, datatype, root, comm);
-    rec("MPI_Bcast", t0, type_bytes(count, datatype), root, -1, comm_size(comm));
-    return rc;
-}
+TIMED_CALL(Reduce,
+           (const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+            int root, MPI_Comm comm),
+           (sendbuf, recvbuf, count, datatype, op, root, comm), type_bytes(count, datatype), root,
+           -1, comm_size(comm))
 
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    uint64_t bytes =
-        sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
-    rec("MPI_Allgather", t0, bytes, -1, -1, comm_size(comm));
-    return rc;
-}
+TIMED_CALL(Bcast, (void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm),
+           (buffer, count, datatype, root, comm), type_bytes(count, datatype), root, -1,
+           comm_size(comm))
 
-int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
-    uint32_t n = comm_size(comm);
-    uint64_t bytes =
-        sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
-    rec("MPI_Alltoall", t0, bytes * n, -1, -1, n);
-    return rc;
-}
+TIMED_CALL(Allgather,
+           (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+            MPI_Datatype recvtype, MPI_Comm comm),
+           (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+           own_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype), -1, -1, comm_size(comm))
 
-int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
-    uint32_t n = comm_size(comm);
-    uint64_t count = 0;
-    for (uint32_t i = 0; recvcounts && i < n; i++)
-        count += recvcounts[i] > 0 ? (uint64_t)recvcounts[i] : 0;
-    rec("MPI_Reduce_scatter", t0, count * type_bytes(1, datatype), -1, -1, n);
-    return rc;
-}
+TIMED_CALL(Alltoall,
+           (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+            MPI_Datatype recvtype, MPI_Comm comm),
+           (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+           own_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype) * comm_size(comm), -1, -1,
+           comm_size(comm))
 
-int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    uint64_t bytes =
-        sendbuf == MPI_IN_PLACE ? type_bytes(recvcount, recvtype) : type_bytes(sendcount, sendtype);
-    rec("MPI_Gather", t0, bytes, root, -1, comm_size(comm));
-    return rc;
-}
+TIMED_CALL(Reduce_scatter,
+           (const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype,
+            MPI_Op op, MPI_Comm comm),
+           (sendbuf, recvbuf, recvcounts, datatype, op, comm),
+           scattered_bytes(recvcounts, datatype, comm), -1, -1, comm_size(comm))
 
-int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm);
-    uint64_t bytes =
-        recvbuf == MPI_IN_PLACE ? type_bytes(sendcount, sendtype) : type_bytes(recvcount, recvtype);
-    rec("MPI_Scatter", t0, bytes, root, -1, comm_size(comm));
-    return rc;
-}
+TIMED_CALL(Gather,
+           (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+            MPI_Datatype recvtype, int root, MPI_Comm comm),
+           (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm),
+           own_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype), root, -1, comm_size(comm))
 
-int MPI_Barrier(MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Barrier(comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Barrier(comm);
-    rec("MPI_Barrier", t0, 0, -1, -1, comm_size(comm));
-    return rc;
-}
+TIMED_CALL(Scatter,
+           (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+            MPI_Datatype recvtype, int root, MPI_Comm comm),
+           (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm),
+           own_bytes(recvbuf, recvcount, recvtype, sendcount, sendtype), root, -1, comm_size(comm))
 
-int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Send(buf, count, datatype, dest, tag, comm);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Send(buf, count, datatype, dest, tag, comm);
-    rec("MPI_Send", t0, type_bytes(count, datatype), dest, tag, comm_size(comm));
-    return rc;
-}
+TIMED_CALL(Barrier, (MPI_Comm comm), (comm), 0, -1, -1, comm_size(comm))
 
+TIMED_CALL(Send,
+           (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm),
+           (buf, count, datatype, dest, tag, comm), type_bytes(count, datatype), dest, tag,
+           comm_size(comm))
+
+TIMED_CALL(Isend,
+           (const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+            MPI_Request *request),
+           (buf, count, datatype, dest, tag, comm, request), type_bytes(count, datatype), dest, tag,
+           comm_size(comm))
+
+TIMED_CALL(Irecv,
+           (void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+            MPI_Request *request),
+           (buf, count, datatype, source, tag, comm, request), type_bytes(count, datatype), source,
+           tag, comm_size(comm))
+
+TIMED_CALL(Sendrecv,
+           (const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+            void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+            MPI_Comm comm, MPI_Status *status),
+           (sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+            recvtag, comm, status),
+           type_bytes(sendcount, sendtype), dest, sendtag, comm_size(comm))
+
+TIMED_CALL(Wait, (MPI_Request * request, MPI_Status *status), (request, status), 0, -1, -1, 0)
+
+TIMED_CALL(Waitall, (int count, MPI_Request requests[], MPI_Status *statuses),
+           (count, requests, statuses), 0, -1, -1, 0)
+
+/* MPI_Recv: the peer, tag and size are what arrived (the arguments may be wildcards). */
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
              MPI_Status *status)
 {
@@ -213,69 +211,14 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
     return rc;
 }
 
-int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-              MPI_Request *request)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
-    rec("MPI_Isend", t0, type_bytes(count, datatype), dest, tag, comm_size(comm));
-    return rc;
-}
-
-int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-              MPI_Request *request)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
-    rec("MPI_Irecv", t0, type_bytes(count, datatype), source, tag, comm_size(comm));
-    return rc;
-}
-
-int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                 MPI_Comm comm, MPI_Status *status)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
-                             recvtype, source, recvtag, comm, status);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
-                           recvtype, source, recvtag, comm, status);
-    rec("MPI_Sendrecv", t0, type_bytes(sendcount, sendtype), dest, sendtag, comm_size(comm));
-    return rc;
-}
-
-int MPI_Wait(MPI_Request *request, MPI_Status *status)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Wait(request, status);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Wait(request, status);
-    rec("MPI_Wait", t0, 0, -1, -1, 0);
-    return rc;
-}
-
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status *statuses)
-{
-    if (!meridian_mpi_active())
-        return PMPI_Waitall(count, requests, statuses);
-    int64_t t0 = meridian_mpi_now();
-    int rc = PMPI_Waitall(count, requests, statuses);
-    rec("MPI_Waitall", t0, 0, -1, -1, 0);
-    return rc;
-}
-
+/* MPI_Test: polling loops call it until it completes; only that call is recorded. */
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status)
 {
     if (!meridian_mpi_active())
         return PMPI_Test(request, flag, status);
     int64_t t0 = meridian_mpi_now();
     int rc = PMPI_Test(request, flag, status);
-    if (flag && *flag) /* polling loops: only the call that completes is recorded */
+    if (flag && *flag)
         rec("MPI_Test", t0, 0, -1, -1, 0);
     return rc;
 }

@@ -36,47 +36,34 @@ short mrd__clock_poll_events(const struct mrd_flusher *f)
     return mrd__link_poll_events(&f->clk.link);
 }
 
+/* One frame of the clock connection outside a probe round (mrd_link_frame_fn). */
+static int on_idle_frame(void *arg, int type, const ProtobufCMessage *m, int reply)
+{
+    const struct mrd__tx_frame_ctx *x = arg;
+    struct mrd_clocklink *k = &x->f->clk;
+    if (reply && ((const Meridian__V1__HelloReply *)m)->accepted) {
+        mrd__link_ready(&k->link, x->now);
+        k->probe_burst = MRD_PROBE_BURST;
+        k->next_probe_ns = x->now;
+        return 0;
+    }
+    if (reply) {
+        mrd__link_refused(&k->link, x->now);
+        return 0;
+    }
+    /* a ClockReply in READY came after its round gave up: ignored */
+    if (type == MRD_FRAME_CLOCK_REPLY && k->link.conn.state == MRD_CONN_READY)
+        return 0;
+    return -MRD_ERR_MALFORMED;
+}
+
 /* Handles the frames in the input buffer outside a probe round (contract in
  * flusher_int.h). */
 void mrd__clock_process_frames(struct mrd_flusher *f, int64_t now)
 {
-    struct mrd_clocklink *k = &f->clk;
-    for (;;) {
-        int type = 0;
-        ProtobufCMessage *m = NULL;
-        int e = mrd_conn_next_frame(&k->link.conn, &type, &m);
-        if (e < 0) {
-            clock_fail(f, now);
-            return;
-        }
-        if (e == 0)
-            return;
-        int fail = 0, refused = 0;
-        e = mrd__link_handshake_frame(&k->link, &f->id, type, m);
-        if (e < 0) {
-            fail = 1;
-        } else if (e == MRD_LINK_REPLY) {
-            if (((Meridian__V1__HelloReply *)m)->accepted) {
-                mrd__link_ready(&k->link, now);
-                k->probe_burst = MRD_PROBE_BURST;
-                k->next_probe_ns = now;
-            } else {
-                refused = 1;
-            }
-        } else if (e == MRD_LINK_NOT_MINE &&
-                   !(type == MRD_FRAME_CLOCK_REPLY && k->link.conn.state == MRD_CONN_READY)) {
-            fail = 1; /* a ClockReply in READY came after its round gave up: ignored */
-        }
-        protobuf_c_message_free_unpacked(m, NULL);
-        if (refused) {
-            mrd__link_refused(&k->link, now);
-            return;
-        }
-        if (fail) {
-            clock_fail(f, now);
-            return;
-        }
-    }
+    struct mrd__tx_frame_ctx x = {f, now};
+    if (mrd__link_take_frames(&f->clk.link, &f->id, on_idle_frame, &x) < 0)
+        clock_fail(f, now);
 }
 
 void mrd__clock_step(struct mrd_flusher *f, int64_t now)
@@ -194,34 +181,34 @@ static int await_reply(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t u
     }
 }
 
+struct probe_reply_ctx {
+    uint64_t id;
+    int64_t t0, t3;
+    struct mrd_clock_sample *s;
+};
+
+/* One frame of the clock connection inside a probe round (mrd_link_frame_fn): READY, so
+ * the handshake hands every frame on. */
+static int on_round_frame(void *arg, int type, const ProtobufCMessage *m, int reply)
+{
+    struct probe_reply_ctx *x = arg;
+    if (reply || type != MRD_FRAME_CLOCK_REPLY)
+        return -MRD_ERR_MALFORMED;
+    const Meridian__V1__ClockReply *cr = (const Meridian__V1__ClockReply *)m;
+    take_windows(cr);
+    if (cr->probe_id != x->id || cr->t0 != x->t0)
+        return 0;
+    *x->s = (struct mrd_clock_sample){.t0 = x->t0, .t1 = cr->t1, .t2 = cr->t2, .t3 = x->t3};
+    return 1;
+}
+
 /* The complete frames in the input buffer during a probe round (contract in
  * flusher_int.h). */
 int mrd__clock_take_replies(struct mrd_flusher *f, uint64_t id, int64_t t0, int64_t t3,
                             struct mrd_clock_sample *s)
 {
-    for (;;) {
-        int type = 0;
-        ProtobufCMessage *m = NULL;
-        int e = mrd_conn_next_frame(&f->clk.link.conn, &type, &m);
-        if (e <= 0)
-            return e;
-        int ok = 0;
-        if (type == MRD_FRAME_CLOCK_REPLY) {
-            Meridian__V1__ClockReply *cr = (Meridian__V1__ClockReply *)m;
-            take_windows(cr);
-            if (cr->probe_id == id && cr->t0 == t0) {
-                *s = (struct mrd_clock_sample){.t0 = t0, .t1 = cr->t1, .t2 = cr->t2, .t3 = t3};
-                ok = 1;
-            }
-        } else {
-            e = -MRD_ERR_MALFORMED;
-        }
-        protobuf_c_message_free_unpacked(m, NULL);
-        if (e < 0)
-            return e;
-        if (ok)
-            return 1;
-    }
+    struct probe_reply_ctx x = {id, t0, t3, s};
+    return mrd__link_take_frames(&f->clk.link, &f->id, on_round_frame, &x);
 }
 
 void mrd__clock_round(struct mrd_flusher *f, unsigned n, int64_t until_ns)

@@ -125,47 +125,40 @@ static void on_hello_reply(struct mrd_flusher *f, const Meridian__V1__HelloReply
     sync_stats(f);
 }
 
+/* One frame of the data connection (mrd_link_frame_fn). */
+static int on_data_frame(void *arg, int type, const ProtobufCMessage *m, int reply)
+{
+    const struct mrd__tx_frame_ctx *x = arg;
+    struct mrd_flusher *f = x->f;
+    if (reply) {
+        on_hello_reply(f, (const Meridian__V1__HelloReply *)m, x->now);
+        return 0;
+    }
+    if (type == MRD_FRAME_ACK && f->data.link.conn.state == MRD_CONN_READY) {
+        const Meridian__V1__Ack *a = (const Meridian__V1__Ack *)m;
+        if (a->goodbye) {
+            if (f->data.goodbye_state == MRD_GB_SENT)
+                goodbye_over(f, MRD_TX_GOODBYE_ACKED);
+        } else {
+            mrd_txq_ack(&f->q, a->seq, on_acked, f);
+            sync_stats(f);
+        }
+        return 0;
+    }
+    if (type == MRD_FRAME_ERROR) {
+        const Meridian__V1__Error *er = (const Meridian__V1__Error *)m;
+        mrd__tx_set_error(f, "aggregator error %u: %.90s", er->code,
+                          er->message ? er->message : "");
+        return -ECONNABORTED;
+    }
+    return -MRD_ERR_MALFORMED; /* a frame the aggregator never sends in this state */
+}
+
 /* Handles every complete frame in the input buffer (contract in flusher_int.h). */
 int mrd__data_process_frames(struct mrd_flusher *f, int64_t now)
 {
-    struct mrd_datalink *d = &f->data;
-    for (;;) {
-        int type = 0;
-        ProtobufCMessage *m = NULL;
-        int e = mrd_conn_next_frame(&d->link.conn, &type, &m);
-        if (e <= 0)
-            return e;
-        e = mrd__link_handshake_frame(&d->link, &f->id, type, m);
-        if (e == MRD_LINK_REPLY) {
-            on_hello_reply(f, (Meridian__V1__HelloReply *)m, now);
-            e = 0;
-        } else if (e == MRD_LINK_ANSWERED) {
-            e = 0;
-        } else if (e < 0) {
-            /* the Proof could not be queued: the caller fails the connection */
-        } else if (type == MRD_FRAME_ACK && d->link.conn.state == MRD_CONN_READY) {
-            const Meridian__V1__Ack *a = (const Meridian__V1__Ack *)m;
-            if (a->goodbye) {
-                if (d->goodbye_state == MRD_GB_SENT)
-                    goodbye_over(f, MRD_TX_GOODBYE_ACKED);
-            } else {
-                mrd_txq_ack(&f->q, a->seq, on_acked, f);
-                sync_stats(f);
-            }
-        } else if (type == MRD_FRAME_ERROR) {
-            Meridian__V1__Error *er = (Meridian__V1__Error *)m;
-            mrd__tx_set_error(f, "aggregator error %u: %.90s", er->code,
-                              er->message ? er->message : "");
-            e = -ECONNABORTED;
-        } else {
-            e = -MRD_ERR_MALFORMED; /* a frame the aggregator never sends in this state */
-        }
-        protobuf_c_message_free_unpacked(m, NULL);
-        if (e < 0)
-            return e;
-        if (d->link.conn.state == MRD_CONN_CLOSED)
-            return 0; /* refused */
-    }
+    struct mrd__tx_frame_ctx x = {f, now};
+    return mrd__link_take_frames(&f->data.link, &f->id, on_data_frame, &x);
 }
 
 /* Writes control frames, then batch frames from the queue, until the socket is full. */

@@ -187,6 +187,13 @@ int mrd__tx_frame_fits(struct mrd_flusher *f, const struct mrd_txq_entry *en);
  * when it could not be decoded (its events are counted as unencodable). */
 int mrd__tx_resplit(struct mrd_flusher *f, int64_t now);
 
+/* What the data and clock connections' frame callbacks (mrd_link_frame_fn, link.h) are
+ * given: the flusher and the time of the poll that read the frames. */
+struct mrd__tx_frame_ctx {
+    struct mrd_flusher *f;
+    int64_t now;
+};
+
 /* datalink.c */
 void mrd__data_step(struct mrd_flusher *f, int64_t now);
 void mrd__data_on_poll(struct mrd_flusher *f, short revents, int64_t now);

@@ -174,6 +174,28 @@ int mrd__link_handshake_frame(struct mrd_link *l, const struct mrd_tx_ident *id,
     return MRD_LINK_NOT_MINE;
 }
 
+int mrd__link_take_frames(struct mrd_link *l, const struct mrd_tx_ident *id,
+                          mrd_link_frame_fn on_frame, void *arg)
+{
+    for (;;) {
+        int type = 0;
+        ProtobufCMessage *m = NULL;
+        int e = mrd_conn_next_frame(&l->conn, &type, &m);
+        if (e <= 0)
+            return e;
+        e = mrd__link_handshake_frame(l, id, type, m);
+        if (e == MRD_LINK_ANSWERED)
+            e = 0;
+        else if (e >= 0)
+            e = on_frame(arg, type, m, e == MRD_LINK_REPLY);
+        protobuf_c_message_free_unpacked(m, NULL);
+        if (e != 0)
+            return e;
+        if (l->conn.state == MRD_CONN_CLOSED)
+            return 0;
+    }
+}
+
 short mrd__link_poll_events(const struct mrd_link *l)
 {
     const struct mrd_conn *c = &l->conn;

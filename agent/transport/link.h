@@ -98,6 +98,23 @@ int mrd__link_answer_challenge(const struct mrd_tx_ident *id, struct mrd_conn *c
 int mrd__link_handshake_frame(struct mrd_link *l, const struct mrd_tx_ident *id, int type,
                               const ProtobufCMessage *m);
 
+/* What the owner of a link does with one frame that mrd__link_take_frames hands it: a
+ * HelloReply the handshake hands back (reply = 1: accepted or refused, the owner acts on
+ * it, e.g. mrd__link_ready or mrd__link_refused), or a frame that is not the handshake's
+ * (reply = 0). Returns 0 to go on with the next frame, a positive value to stop there, or a
+ * negative code after which the owner fails the link. m is freed after it returns. */
+typedef int (*mrd_link_frame_fn)(void *arg, int type, const ProtobufCMessage *m, int reply);
+
+/* Takes the complete frames out of l's input buffer, in order, until one of: no complete
+ * frame is left (returns 0); a frame that does not decode (its negative code, -MRD_ERR_*);
+ * a Challenge whose Proof cannot be queued (its negative code); on_frame returns non-zero
+ * (that value: frames after it stay buffered); the link is closed after a frame (returns 0:
+ * a refused Hello). A Challenge in HELLO is answered here (mrd__link_handshake_frame);
+ * every other frame goes to on_frame(arg, ...). The one frame loop of both connections.
+ * Touches no socket. Flusher thread. */
+int mrd__link_take_frames(struct mrd_link *l, const struct mrd_tx_ident *id,
+                          mrd_link_frame_fn on_frame, void *arg);
+
 /* The poll events of a link that is not READY (CONNECTING: POLLOUT; HELLO, PROOF: POLLIN,
  * and POLLOUT while the output buffer holds bytes); READY: POLLIN (the owner adds what it
  * writes). */

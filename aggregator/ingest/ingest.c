@@ -38,25 +38,8 @@
 #define EV_STOP          2u
 #define EV_STORE         3u
 
-static const char *const counter_names[MRD__CNT__COUNT] = {
-    [MRD__CNT_ACCEPTED] = "connections_accepted",
-    [MRD__CNT_OVER_LIMIT] = "connections_over_limit",
-    [MRD__CNT_PREHELLO_EVICTED] = "connections_prehello_evicted",
-    [MRD__CNT_REJ_AUTH] = "rejected_auth",
-    [MRD__CNT_REJ_VERSION] = "rejected_version",
-    [MRD__CNT_REJ_RUN] = "rejected_run_id",
-    [MRD__CNT_REJ_MALFORMED] = "rejected_malformed",
-    [MRD__CNT_REJ_TOO_LARGE] = "rejected_too_large",
-    [MRD__CNT_REJ_PROTOCOL] = "rejected_protocol",
-    [MRD__CNT_REJ_TIMEOUT] = "rejected_hello_timeout",
-    [MRD__CNT_REJ_RANK_HELD] = "rejected_rank_held",
-    [MRD__CNT_OVER_ADDR_LIMIT] = "connections_over_address_limit",
-    [MRD__CNT_REJ_SECRET_LIMIT] = "rejected_secret_limit",
-    [MRD__CNT_REJ_AFTER_GOODBYE] = "rejected_after_goodbye",
-    [MRD__CNT_TRUNCATED] = "connections_truncated",
-    [MRD__CNT_STORAGE_ERRORS] = "storage_errors",
-    [MRD__CNT_PROBES] = "clock_probes_answered",
-};
+#define COUNTER_NAME(ID, name) [MRD__CNT_##ID] = #name,
+static const char *const counter_names[MRD__CNT__COUNT] = {MRD__INGEST_COUNTERS(COUNTER_NAME)};
 
 int64_t mrd__ingest_mono_ms(void)
 {

@@ -26,25 +26,29 @@ enum mrd__conn_state {
     MRD__CONN_CLOSING, /* rejected: reason sent, write side shut, draining until EOF */
 };
 
-/* aggregator_counters maintained by the loop, flushed to the store once a second */
+/* aggregator_counters maintained by the loop, flushed to the store once a second:
+ * X(ID, name) makes MRD__CNT_<ID> and the name of its row (never rename one). */
+#define MRD__INGEST_COUNTERS(X)                                                                    \
+    X(ACCEPTED, connections_accepted)                                                              \
+    X(OVER_LIMIT, connections_over_limit)                                                          \
+    X(PREHELLO_EVICTED, connections_prehello_evicted)                                              \
+    X(REJ_AUTH, rejected_auth)                                                                     \
+    X(REJ_VERSION, rejected_version)                                                               \
+    X(REJ_RUN, rejected_run_id)                                                                    \
+    X(REJ_MALFORMED, rejected_malformed)                                                           \
+    X(REJ_TOO_LARGE, rejected_too_large)                                                           \
+    X(REJ_PROTOCOL, rejected_protocol)                                                             \
+    X(REJ_TIMEOUT, rejected_hello_timeout)                                                         \
+    X(REJ_RANK_HELD, rejected_rank_held)                                                           \
+    X(OVER_ADDR_LIMIT, connections_over_address_limit)                                             \
+    X(REJ_SECRET_LIMIT, rejected_secret_limit)                                                     \
+    X(REJ_AFTER_GOODBYE, rejected_after_goodbye)                                                   \
+    X(TRUNCATED, connections_truncated)                                                            \
+    X(STORAGE_ERRORS, storage_errors)                                                              \
+    X(PROBES, clock_probes_answered)
+#define MRD__CNT_ENUM(ID, name) MRD__CNT_##ID,
 enum {
-    MRD__CNT_ACCEPTED,
-    MRD__CNT_OVER_LIMIT,
-    MRD__CNT_PREHELLO_EVICTED,
-    MRD__CNT_REJ_AUTH,
-    MRD__CNT_REJ_VERSION,
-    MRD__CNT_REJ_RUN,
-    MRD__CNT_REJ_MALFORMED,
-    MRD__CNT_REJ_TOO_LARGE,
-    MRD__CNT_REJ_PROTOCOL,
-    MRD__CNT_REJ_TIMEOUT,
-    MRD__CNT_REJ_RANK_HELD,
-    MRD__CNT_OVER_ADDR_LIMIT,
-    MRD__CNT_REJ_SECRET_LIMIT,
-    MRD__CNT_REJ_AFTER_GOODBYE,
-    MRD__CNT_TRUNCATED,
-    MRD__CNT_STORAGE_ERRORS,
-    MRD__CNT_PROBES,
+    MRD__INGEST_COUNTERS(MRD__CNT_ENUM)
     MRD__CNT__COUNT
 };
 

@@ -142,26 +142,16 @@ static uint32_t send_limit(const struct rank_run *r)
 {
     struct mrd_client_stats st;
     mrd_client_get_stats(r->c, &st);
-    return st.peer_max_frame && st.peer_max_frame < r->o->max_frame ? st.peer_max_frame
-                                                                    : r->o->max_frame;
+    return st.peer_max_frame && st.peer_max_frame < r->o->conn.max_frame ? st.peer_max_frame
+                                                                         : r->o->conn.max_frame;
 }
 
-static int make_client(struct rank_run *r, const struct mrd_client_config *base)
+/* Connects as cc says: the run's connection (r->o->conn) with this rank's Hello fields. */
+static int make_client(struct rank_run *r, struct mrd_client_config *cc)
 {
-    struct mrd_client_config cc = *base;
-    const struct mrd_rank_opts *o = r->o;
-    cc.host = o->host;
-    cc.port = o->port;
-    cc.run_id = o->run_id;
-    cc.secret = o->secret;
-    cc.secret_len = o->secret_len;
-    cc.window = o->window;
-    cc.max_frame = o->max_frame;
-    cc.retry_ms = o->retry_ms;
-    cc.quiet = o->quiet;
-    cc.tap = o->record_path ? tap : NULL;
-    cc.tap_ctx = r;
-    int rc = mrd_client_new(&cc, &r->c);
+    cc->tap = r->o->record_path ? tap : NULL;
+    cc->tap_ctx = r;
+    int rc = mrd_client_new(cc, &r->c);
     if (rc < 0)
         return rc;
     mrd_client_on_ack(r->c, on_ack, r);
@@ -189,21 +179,22 @@ static int run_synthetic(struct rank_run *r)
     uint64_t generated = 0, seq = 0, bev = 0, bsum = 0;
     double bstart = 0;
     struct mrd_batch_builder_config bc = {
-        .run_id = o->run_id,
+        .run_id = o->conn.run_id,
         .rank = o->rank,
         .agent_instance = 0,
-        .max_frame = o->max_frame,
+        .max_frame = o->conn.max_frame,
         .target_events = o->batch_events,
         .compress_level = o->compress,
     };
-    struct mrd_client_config cc = {.rank = o->rank,
-                                   .local_rank = o->local_rank,
-                                   .world_size = o->world_size,
-                                   .shard_id = o->shard_id};
+    struct mrd_client_config cc = o->conn;
     struct mrd_gen_config gc = {
         .rank = o->rank, .world_size = o->world_size, .seed = o->seed, .mix = o->mix};
     int rc;
 
+    cc.rank = o->rank;
+    cc.local_rank = o->local_rank;
+    cc.world_size = o->world_size;
+    cc.shard_id = o->shard_id;
     bc.agent_instance = cc.agent_instance =
         (o->seed << 20) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(now_s() * 1e9);
     rc = mrd_batch_builder_new(&bc, &r->b);
@@ -216,7 +207,7 @@ static int run_synthetic(struct rank_run *r)
     if (rc < 0)
         goto fail;
     uint32_t limit = send_limit(r);
-    if (limit < o->max_frame) /* nothing pending yet: cannot be -EBUSY */
+    if (limit < o->conn.max_frame) /* nothing pending yet: cannot be -EBUSY */
         (void)mrd_batch_builder_set_max_frame(r->b, limit);
     r->t0 = now_s();
     for (;;) {
@@ -282,8 +273,8 @@ fail:
 /* ---- capture replay ---- */
 
 /* Counts and hashes every event of a checked batch. Returns the number of events. */
-static uint64_t hash_batch(const Meridian__V1__Batch *m, struct mrd_canon_strings *map, uint64_t *sum,
-                           uint64_t by_kind[MRD_EV__COUNT], FILE *dump)
+static uint64_t hash_batch(const Meridian__V1__Batch *m, struct mrd_canon_strings *map,
+                           uint64_t *sum, uint64_t by_kind[MRD_EV__COUNT], FILE *dump)
 {
     struct mrd_batch_cursor cur;
     struct mrd_canon_event e;
@@ -315,7 +306,7 @@ static int resplit(struct rank_run *r, const Meridian__V1__Batch *m, struct mrd_
                    uint64_t instance, uint32_t limit, uint64_t seq, uint64_t n, uint64_t sum)
 {
     struct mrd_split_config sc = {
-        .run_id = r->o->run_id,
+        .run_id = r->o->conn.run_id,
         .rank = r->res->rank,
         .agent_instance = instance,
         .max_frame = limit,
@@ -332,7 +323,7 @@ static int resplit(struct rank_run *r, const Meridian__V1__Batch *m, struct mrd_
     r->res->resplit_batches += sr.batches;
     if (rc == 0 && (sr.events != n || sr.checksum != sum))
         rc = -EPROTO; /* every event once, unchanged: anything else is a bug here */
-    if (!r->o->quiet || rc < 0)
+    if (!r->o->conn.quiet || rc < 0)
         fprintf(stderr,
                 "meridian-replay: rank %u: capture batch %" PRIu64 " over the frame limit "
                 "of %u bytes: re-split into %" PRIu64 " batches (%s)\n",
@@ -373,7 +364,7 @@ static int replay_batch(struct rank_run *r, Meridian__V1__Batch *m, struct mrd_c
     char *run = m->run_id;
     uint32_t rank = m->rank;
     uint64_t inst = m->agent_instance;
-    m->run_id = (char *)r->o->run_id;
+    m->run_id = (char *)r->o->conn.run_id;
     m->rank = r->res->rank;
     m->agent_instance = instance;
     m->seq = seq;
@@ -401,28 +392,27 @@ static int run_capture(struct rank_run *r, Meridian__V1__Goodbye **bye_out)
     struct mrd_filter filter = {.kinds = o->kinds};
     uint64_t last_seq = 0, instance = 0;
     int rc = 0, type;
-    if (filter.kinds && (rc = mrd_filter_scan(&filter, o->capture_path, o->max_frame)) < 0)
+    if (filter.kinds && (rc = mrd_filter_scan(&filter, o->capture_path, o->conn.max_frame)) < 0)
         goto fail;
     if ((rc = mrd_capfile_open(o->capture_path, &f)) < 0)
         goto fail;
     for (;;) {
         ProtobufCMessage *msg = NULL;
-        rc = mrd_capfile_next(f, o->max_frame, &type, &msg, NULL, NULL);
+        rc = mrd_capfile_next(f, o->conn.max_frame, &type, &msg, NULL, NULL);
         if (rc <= 0)
             break;
         if (type == MRD_FRAME_HELLO && !hello) {
             hello = (Meridian__V1__Hello *)msg;
             uint32_t world = hello->world_size ? hello->world_size : 1;
-            struct mrd_client_config cc = {
-                .rank = hello->rank + o->rank_offset + o->copy * world,
-                .local_rank = hello->local_rank,
-                .world_size = world * (o->copies ? o->copies : 1),
-                .shard_id = o->shard_id,
-                .hostname = hello->host,
-                .pid = hello->pid,
-                .n_gpus = hello->n_gpus,
-                .gpus = hello->gpus,
-            };
+            struct mrd_client_config cc = o->conn;
+            cc.rank = hello->rank + o->rank_offset + o->copy * world;
+            cc.local_rank = hello->local_rank;
+            cc.world_size = world * (o->copies ? o->copies : 1);
+            cc.shard_id = o->shard_id;
+            cc.hostname = hello->host;
+            cc.pid = hello->pid;
+            cc.n_gpus = hello->n_gpus;
+            cc.gpus = hello->gpus;
             if (o->as_rank) {
                 cc.rank = o->rank;
                 cc.world_size = o->world_size ? o->world_size : world;
@@ -484,7 +474,7 @@ static int resend_kept(struct rank_run *r)
     for (uint32_t i = 0; i < r->nkeep; i++)
         if ((rc = mrd_client_send_raw(r->c, r->keep[i], r->keep_len[i])) < 0)
             return rc;
-    double deadline = now_s() + r->o->retry_ms / 1000.0;
+    double deadline = now_s() + r->o->conn.retry_ms / 1000.0;
     do {
         if ((rc = mrd_client_pump(r->c, 100)) < 0)
             return rc;
@@ -521,7 +511,7 @@ int mrd_rank_run(const struct mrd_rank_opts *o, struct mrd_rank_result *res)
     rc = o->capture_path ? run_capture(&r, &captured_bye) : run_synthetic(&r);
     if (rc < 0 || !r.c)
         goto fail;
-    rc = mrd_client_drain(r.c, (int)o->retry_ms);
+    rc = mrd_client_drain(r.c, (int)o->conn.retry_ms);
     if (rc < 0) {
         fail_why(res, rc, "waiting for acks");
         goto fail;
@@ -548,7 +538,7 @@ int mrd_rank_run(const struct mrd_rank_opts *o, struct mrd_rank_result *res)
         }
         bye.captured = cptr;
     }
-    rc = mrd_client_goodbye(r.c, &bye, (int)o->retry_ms);
+    rc = mrd_client_goodbye(r.c, &bye, (int)o->conn.retry_ms);
     if (rc < 0)
         fail_why(res, rc, "goodbye");
     res->seconds = now_s() - t0;

@@ -26,17 +26,17 @@
 #include "events.h"
 
 struct mrd_rank_opts {
-    const char *host, *port, *run_id;
-    const uint8_t *secret;
-    size_t secret_len;
+    /* the connection every rank makes (host, port, run_id, secret, window, max_frame,
+     * retry_ms, quiet); each rank adds its own Hello fields and the tap */
+    struct mrd_client_config conn;
     uint32_t rank, world_size, local_rank;
     uint32_t shard_id;       /* Hello.shard_id (a list of aggregators: the entry's index) */
     double rate, burst_rate; /* events/s per rank; 0 = unlimited */
     uint32_t burst_ms, burst_period_ms;
     double seconds;  /* stop generating after this long (0 = no limit) */
     uint64_t events; /* stop after this many events (0 = no limit) */
-    uint32_t batch_events, flush_ms, window, max_frame, retry_ms;
-    int mix, compress, quiet;
+    uint32_t batch_events, flush_ms;
+    int mix, compress;
     uint64_t seed;
     const char *record_path;  /* write a .mrdcap of every frame sent */
     const char *dump_path;    /* write the canonical text of every event sent */

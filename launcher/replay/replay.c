@@ -166,7 +166,7 @@ static int from_env(struct options *o, int rank_base_set, int64_t world, const c
                 fe->rank, hint);
         return -EINVAL;
     }
-    if (!r->run_id && !(r->run_id = fe->run_id)) {
+    if (!r->conn.run_id && !(r->conn.run_id = fe->run_id)) {
         fprintf(stderr,
                 "meridian replay: --from-env: rank %u: MERIDIAN_RUN_ID is not set "
                 "(%s; or give --run-id ID)\n",
@@ -258,9 +258,9 @@ struct cli_state {
 static void set_defaults(struct options *o, struct cli_state *cs)
 {
     struct mrd_rank_opts *r = &o->r;
-    r->window = 16;
-    r->retry_ms = 60000;
-    r->max_frame = MRD_FRAME_DEFAULT_MAX;
+    r->conn.window = 16;
+    r->conn.retry_ms = 60000;
+    r->conn.max_frame = MRD_FRAME_DEFAULT_MAX;
     r->burst_ms = 100;
     r->burst_period_ms = 1000;
     r->batch_events = 4096;
@@ -285,39 +285,35 @@ static int read_options(int argc, char **argv, struct options *o, struct cli_sta
     {                                                                                              \
         .name = (opt_name), .arg = required_argument, .apply = apply_u64, .dest = (u64_dest)       \
     }
-#define WITH(opt_name, fn, any_dest)                                                               \
-    {                                                                                              \
-        .name = (opt_name), .arg = required_argument, .apply = (fn), .dest = (any_dest)            \
-    }
     const struct mrd_opt opts[] = {
         MRD_OPT_TEXT("aggregator", &cs->agg),
-        MRD_OPT_TEXT("run-id", &r->run_id),
+        MRD_OPT_TEXT("run-id", &r->conn.run_id),
         MRD_OPT_TEXT("secret-file", &cs->secret_file),
-        U32("window", &r->window, 1, 65536, NULL),
-        U32("retry-ms", &r->retry_ms, 0, UINT32_MAX, NULL),
-        U32("max-frame", &r->max_frame, MRD_FRAME_MIN_MAX, UINT32_MAX, NULL),
+        U32("window", &r->conn.window, 1, 65536, NULL),
+        U32("retry-ms", &r->conn.retry_ms, 0, UINT32_MAX, NULL),
+        U32("max-frame", &r->conn.max_frame, MRD_FRAME_MIN_MAX, UINT32_MAX, NULL),
         U32("ranks", &o->ranks, 1, MAX_PROCS, &cs->ranks_set),
         U32("rank-base", &o->rank_base, 0, UINT32_MAX, &cs->rank_base_set),
         U32("world-size", &cs->world, 0, UINT32_MAX, &cs->world_set),
-        WITH("rate", apply_double, &r->rate),
-        WITH("burst-rate", apply_double, &r->burst_rate),
+        MRD_OPT_WITH("rate", apply_double, &r->rate),
+        MRD_OPT_WITH("burst-rate", apply_double, &r->burst_rate),
         U32("burst-ms", &r->burst_ms, 0, UINT32_MAX, NULL),
         U32("burst-period-ms", &r->burst_period_ms, 0, UINT32_MAX, NULL),
-        WITH("seconds", apply_double, &r->seconds),
+        MRD_OPT_WITH("seconds", apply_double, &r->seconds),
         U64("events", &r->events),
         U32("batch-events", &r->batch_events, 1, 1000000, NULL),
         U32("flush-ms", &r->flush_ms, 0, UINT32_MAX, NULL),
-        WITH("mix", apply_mix, &r->mix),
+        MRD_OPT_WITH("mix", apply_mix, &r->mix),
         U64("seed", &r->seed),
         U32("compress", &cs->compress, 0, 19, NULL),
         U32("rank-offset", &r->rank_offset, 0, UINT32_MAX, &cs->offset_set),
         U32("copies", &r->copies, 1, UINT32_MAX, NULL),
-        WITH("kinds", apply_kinds, &r->kinds),
+        MRD_OPT_WITH("kinds", apply_kinds, &r->kinds),
         MRD_OPT_TEXT("report", &o->report),
         MRD_OPT_TEXT("record", &r->record_path),
         U32("resend-acked", &r->resend_acked, 0, 1024, NULL),
         MRD_OPT_TEXT("dump", &r->dump_path),
-        MRD_OPT_SET("quiet", &r->quiet, 1),
+        MRD_OPT_SET("quiet", &r->conn.quiet, 1),
         MRD_OPT_TEXT("from-env", &o->from_env)};
 #undef U32
 #undef U64
@@ -362,7 +358,7 @@ static int resolve_connection(struct options *o, const struct cli_state *cs)
         return -EINVAL;
     }
     snprintf(o->port, sizeof o->port, "%u", port);
-    if (!r->run_id || !*r->run_id) {
+    if (!r->conn.run_id || !*r->conn.run_id) {
         fprintf(stderr, "meridian replay: --run-id is required\n");
         return -EINVAL;
     }
@@ -380,10 +376,10 @@ static int resolve_connection(struct options *o, const struct cli_state *cs)
             fprintf(stderr, "meridian replay: cannot use MERIDIAN_SECRET: %s\n", why);
         return slen;
     }
-    r->secret_len = (size_t)slen;
-    r->secret = (const uint8_t *)o->secret;
-    r->host = o->host;
-    r->port = o->port;
+    r->conn.secret_len = (size_t)slen;
+    r->conn.secret = (const uint8_t *)o->secret;
+    r->conn.host = o->host;
+    r->conn.port = o->port;
     return 0;
 }
 
@@ -461,7 +457,7 @@ static int run_one(const struct options *o, uint32_t i, char *line)
     }
     int rc = mrd_rank_run(&r, &res);
     mrd_rank_format(&res, line, LINE_MAX_);
-    if (rc != 0 && !r.quiet)
+    if (rc != 0 && !r.conn.quiet)
         fprintf(stderr, "meridian-replay: rank %u failed: %s\n", res.rank, res.why);
     return rc;
 }
