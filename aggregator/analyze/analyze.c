@@ -83,6 +83,31 @@ void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
     va_end(ap);
 }
 
+void mrd__analyze_warn_at(struct mrd_analysis *a, int pos, const char *fmt, ...)
+{
+    va_list ap;
+    int n = a->nwarnings;
+    if (pos < 0 || pos > n)
+        return;
+    if (pos >= MRD_AN_MAX_WARNINGS - 1) { /* past the cap where it would have been appended */
+        if (n == MRD_AN_MAX_WARNINGS - 1)
+            mrd__analyze_warn(a, "%s", "");
+        return;
+    }
+    if (n >= MRD_AN_MAX_WARNINGS - 1) { /* the list becomes MAX - 1 entries and the note */
+        n = MRD_AN_MAX_WARNINGS - 2;
+        snprintf(a->warnings[MRD_AN_MAX_WARNINGS - 1], sizeof(a->warnings[0]),
+                 "more warnings were left out");
+        a->nwarnings = MRD_AN_MAX_WARNINGS;
+    } else {
+        a->nwarnings = n + 1;
+    }
+    memmove(a->warnings[pos + 1], a->warnings[pos], (size_t)(n - pos) * sizeof(a->warnings[0]));
+    va_start(ap, fmt);
+    vsnprintf(a->warnings[pos], sizeof(a->warnings[0]), fmt, ap);
+    va_end(ap);
+}
+
 struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank)
 {
     int lo = 0, hi = a->nranks;
@@ -554,10 +579,15 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
                               "timing",
                               unfitted);
     }
+    /* the sweep reads every kernel once for the overlap, the top kernels and the why pass's
+     * late events and shares, so it runs after the matching found them; its warnings keep
+     * their place before the matching's */
+    int warn_at = a->nwarnings;
     if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__why_begin(o, &wo, &why)) < 0 ||
-        (rc = mrd__analyze_overlap(db, a, why)) < 0 ||
         (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
-        (rc = mrd__why_finish(db, tb, o, why, a)) < 0 || (rc = mrd_findings_evaluate(db, o, a)) < 0)
+        (rc = mrd__why_prepare(db, tb, o, why, a)) < 0 ||
+        (rc = mrd__analyze_overlap(db, a, why, warn_at)) < 0 ||
+        (rc = mrd__why_finish(db, why, a)) < 0 || (rc = mrd_findings_evaluate(db, o, a)) < 0)
         goto fail;
     mrd__why_destroy(why);
     mrd_timebase_destroy(tb);

@@ -85,31 +85,7 @@ static struct sweep *device_slot(struct sweep *sw, int device)
     return &sw[MRD_AN_MAX_DEVICES - 1]; /* folded: documented in analyze.h */
 }
 
-/* Kernel names are few (hundreds to thousands) and repeat millions of times: the "nccl*"
- * test is cached per name id in a direct-mapped table (a miss looks the name up). */
-#define NAME_CACHE 4096
-
-struct name_cache {
-    int64_t id[NAME_CACHE]; /* -1 = empty */
-    char nccl[NAME_CACHE];
-    sqlite3_stmt *lookup;
-};
-
-static int name_is_nccl(struct name_cache *c, int64_t name_id)
-{
-    size_t slot = (size_t)((uint64_t)name_id * 0x9e3779b97f4a7c15ull >> 52) % NAME_CACHE;
-    if (c->id[slot] == name_id)
-        return c->nccl[slot];
-    sqlite3_reset(c->lookup);
-    sqlite3_bind_int64(c->lookup, 1, name_id);
-    int nccl = sqlite3_step(c->lookup) == SQLITE_ROW &&
-               mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->lookup, 0));
-    c->id[slot] = name_id;
-    c->nccl[slot] = (char)nccl;
-    return nccl;
-}
-
-static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, struct mrd__why *w,
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd__why *w, int rank_index,
                       struct mrd_an_rank *r)
 {
     struct sweep sw[MRD_AN_MAX_DEVICES];
@@ -121,19 +97,23 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     memset(ov, 0, sizeof(*ov));
     sqlite3_reset(q);
     sqlite3_bind_int(q, 1, r->rank);
+    mrd__why_rank_begin(w, rank_index, r->rank);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         int device = sqlite3_column_int(q, 0);
         int64_t start = sqlite3_column_int64(q, 1), end = sqlite3_column_int64(q, 2);
         int is_linked = sqlite3_column_int(q, 3);
-        int by_name = sqlite3_column_type(q, 4) != SQLITE_NULL &&
-                      name_is_nccl(names, sqlite3_column_int64(q, 4));
+        int has_name = sqlite3_column_type(q, 4) != SQLITE_NULL;
+        int64_t name_id = has_name ? sqlite3_column_int64(q, 4) : INT64_MIN;
+        int name = has_name ? mrd__why_name_index(db, &w->names, name_id) : -1;
+        if (name < -1)
+            return name;
+        int by_name = name >= 0 && w->names.v[name].nccl;
         int comm = is_linked || by_name;
         if (!mrd_db_kernel_valid(start, end))
             continue; /* lost by CUPTI's device buffer (a drop) or corrupt: not timed */
-        mrd__why_kernel_add(w,
-                            sqlite3_column_type(q, 4) == SQLITE_NULL ? INT64_MIN
-                                                                     : sqlite3_column_int64(q, 4),
-                            end - start);
+        mrd__why_kernel_add(w, name_id, end - start);
+        if ((rc = mrd__why_kernel(w, start, end, comm, name)) < 0)
+            return rc;
         struct sweep *s = device_slot(sw, device);
         if (!s->started) {
             s->started = 1;
@@ -155,7 +135,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     }
     if (rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
-    if ((rc = mrd__why_kernel_rank_end(w, names->lookup, r->rank)) < 0)
+    if ((rc = mrd__why_rank_end(w)) < 0 ||
+        (rc = mrd__why_kernel_rank_end(w, w->names.lookup, r->rank)) < 0)
         return rc;
     for (int i = 0; i < MRD_AN_MAX_DEVICES && sw[i].used; i++) {
         advance(&sw[i], max64(sw[i].comm_end, sw[i].comp_end));
@@ -176,43 +157,27 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     return 0;
 }
 
-int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w)
+int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w, int warn_at)
 {
     sqlite3_stmt *q = NULL;
-    struct name_cache *names = NULL;
     int rc = 0;
     if (mrd_db_has_table(db, "kernels") != 1)
         return 0;
-    names = malloc(sizeof(*names));
-    if (!names)
-        return -ENOMEM;
-    memset(names->id, 0xff, sizeof(names->id));
-    names->lookup = NULL;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_string_by_id, -1, &names->lookup, NULL) != SQLITE_OK) {
-        rc = mrd__analyze_sqlerr(db);
-        goto fail;
-    }
-    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_kernels_linked, -1, &q, NULL) != SQLITE_OK) {
-        rc = mrd__analyze_sqlerr(db);
-        goto fail;
-    }
+    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_kernels_linked, -1, &q, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
     for (int i = 0; i < a->nranks; i++) {
         if (a->ranks[i].events[0] == 0)
             continue;
-        if ((rc = sweep_rank(db, q, names, w, &a->ranks[i])) < 0)
-            goto fail;
+        if ((rc = sweep_rank(db, q, w, i, &a->ranks[i])) < 0)
+            break;
         if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME ||
             a->ranks[i].ov.method == MRD_AN_METHOD_MIXED)
-            mrd__analyze_warn(a,
-                              "rank %d: %llu communication kernel(s) recognised by name "
-                              "(\"nccl*\") only, without an NCCL op correlation",
-                              a->ranks[i].rank,
-                              (unsigned long long)a->ranks[i].ov.name_only_kernels);
+            mrd__analyze_warn_at(a, warn_at++,
+                                 "rank %d: %llu communication kernel(s) recognised by name "
+                                 "(\"nccl*\") only, without an NCCL op correlation",
+                                 a->ranks[i].rank,
+                                 (unsigned long long)a->ranks[i].ov.name_only_kernels);
     }
-fail:
     sqlite3_finalize(q);
-    if (names)
-        sqlite3_finalize(names->lookup);
-    free(names);
     return rc;
 }
