@@ -281,10 +281,10 @@ struct rank_tally {
     int have_null;
 };
 
-static int tally_add(struct rank_tally *t, int64_t rank)
+static int tally_add(struct rank_tally *t, int64_t rank, int64_t rows)
 {
     if (t->last < t->n && t->v[t->last][0] == rank) { /* rows come in runs of one rank */
-        t->v[t->last][1]++;
+        t->v[t->last][1] += rows;
         return 0;
     }
     size_t lo = 0, hi = t->n;
@@ -296,7 +296,7 @@ static int tally_add(struct rank_tally *t, int64_t rank)
             hi = mid;
     }
     if (lo < t->n && t->v[lo][0] == rank) {
-        t->v[lo][1]++;
+        t->v[lo][1] += rows;
         t->last = lo;
         return 0;
     }
@@ -310,14 +310,31 @@ static int tally_add(struct rank_tally *t, int64_t rank)
     }
     memmove(&t->v[lo + 1], &t->v[lo], (t->n - lo) * sizeof(*t->v));
     t->v[lo][0] = rank;
-    t->v[lo][1] = 1;
+    t->v[lo][1] = rows;
     t->n++;
     t->last = lo;
     return 0;
 }
 
-/* Each rank's rows per event table: one scan of the table's ranks, tallied here, then the
- * ranks added in ascending order (a NULL rank first, as rank 0), as GROUP BY rank would. */
+/* 1 when `table` has an index led by rank (GROUP BY rank then walks it without a sort), 0
+ * when not, or -MRD_ERR_SQLITE. */
+static int has_rank_index(sqlite3 *db, const char *table)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_led_index, -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    return rc == SQLITE_ROW;
+}
+
+/* Each rank's rows per event table: GROUP BY rank where an index led by rank gives the rows
+ * in rank order, else one scan of the table's ranks tallied here; the ranks are added in
+ * ascending order (a NULL rank first, as rank 0), as GROUP BY rank would. */
 static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
 {
     struct rank_tally t = {0};
@@ -327,7 +344,13 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
         sqlite3_stmt *st = NULL;
         if (mrd_db_has_table(db, kind_tables[k]) != 1)
             continue;
-        snprintf(sql, sizeof(sql), mrd_db_sql_rank_of_rows_fmt, kind_tables[k]);
+        int grouped = has_rank_index(db, kind_tables[k]);
+        if (grouped < 0) {
+            rc = grouped;
+            break;
+        }
+        snprintf(sql, sizeof(sql), grouped ? mrd_db_sql_rows_per_rank_fmt : mrd_db_sql_rank_of_rows_fmt,
+                 kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
             rc = mrd__analyze_sqlerr(db);
             break;
@@ -336,10 +359,11 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
         t.null_rows = 0;
         t.have_null = 0;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t rows = grouped ? sqlite3_column_int64(st, 1) : 1;
             if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
                 t.have_null = 1;
-                t.null_rows++;
-            } else if (tally_add(&t, sqlite3_column_int64(st, 0)) < 0) {
+                t.null_rows += (uint64_t)rows;
+            } else if (tally_add(&t, sqlite3_column_int64(st, 0), rows) < 0) {
                 break;
             }
         }

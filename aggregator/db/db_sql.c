@@ -215,6 +215,10 @@ const char mrd_db_sql_gpus[] = "SELECT rank, device, name, uuid, pci_bus_id FROM
                                "ORDER BY rank, device";
 
 const char mrd_db_sql_rank_of_rows_fmt[] = "SELECT rank FROM %s";
+const char mrd_db_sql_rank_led_index[] =
+    "SELECT 1 FROM pragma_index_list(?1) il JOIN pragma_index_info(il.name) a "
+    "ON a.seqno = 0 AND a.name = 'rank' WHERE il.partial = 0";
+const char mrd_db_sql_rows_per_rank_fmt[] = "SELECT rank, COUNT(*) FROM %s GROUP BY rank";
 
 const char mrd_db_sql_agent_counters[] = "SELECT rank, category, name, value FROM agent_counters "
                                          "WHERE category IN ('captured','dropped','agent','cupti') "

@@ -94,6 +94,11 @@ extern const char mrd_db_sql_gpus[];
  * caller tallies them: a GROUP BY rank would sort every row of a table without a rank
  * index). */
 extern const char mrd_db_sql_rank_of_rows_fmt[];
+/* ?1 = a table -> a row when one of its indexes has rank as its first column. */
+extern const char mrd_db_sql_rank_led_index[];
+/* printf format, %s = an event table with an index led by rank -> rank, rows, by rank (the
+ * index is walked in rank order: no sort). */
+extern const char mrd_db_sql_rows_per_rank_fmt[];
 
 /* -> rank, category, name, value of the agents' captured/dropped/agent/cupti counters, by
  * rank and name. */
