@@ -85,8 +85,77 @@ static struct sweep *device_slot(struct sweep *sw, int device)
     return &sw[MRD_AN_MAX_DEVICES - 1]; /* folded: documented in analyze.h */
 }
 
-static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd__why *w, int rank_index,
-                      struct mrd_an_rank *r)
+/* The correlation ids of one rank's kernels linked to an NCCL op (temp.mrd_link), read
+ * once per rank so that the sweep's rows need no probe of that table: open addressing,
+ * at most half full (INT64_MIN marks an empty slot; that id itself is kept aside). */
+struct link_set {
+    int64_t *v;
+    size_t cap, n;
+    int has_min;
+};
+
+static size_t link_slot(const struct link_set *s, int64_t id)
+{
+    size_t i = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 17) & (s->cap - 1);
+    while (s->v[i] != INT64_MIN && s->v[i] != id)
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+static int link_add(struct link_set *s, int64_t id)
+{
+    if (id == INT64_MIN) {
+        s->has_min = 1;
+        return 0;
+    }
+    if (2 * (s->n + 1) > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 1024;
+        int64_t *v = malloc(nc * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        for (size_t i = 0; i < nc; i++)
+            v[i] = INT64_MIN;
+        struct link_set g = {v, nc, 0, s->has_min};
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->v[i] != INT64_MIN)
+                v[link_slot(&g, s->v[i])] = s->v[i];
+        g.n = s->n;
+        free(s->v);
+        *s = g;
+    }
+    size_t i = link_slot(s, id);
+    if (s->v[i] == INT64_MIN) {
+        s->v[i] = id;
+        s->n++;
+    }
+    return 0;
+}
+
+static int link_has(const struct link_set *s, int64_t id)
+{
+    if (id == INT64_MIN)
+        return s->has_min;
+    return s->n > 0 && s->v[link_slot(s, id)] == id;
+}
+
+/* Fills s with rank's linked correlation ids. Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+static int links_of_rank(sqlite3 *db, sqlite3_stmt *lq, int rank, struct link_set *s)
+{
+    int rc;
+    s->n = 0;
+    s->has_min = 0;
+    for (size_t i = 0; i < s->cap; i++)
+        s->v[i] = INT64_MIN;
+    sqlite3_reset(lq);
+    sqlite3_bind_int(lq, 1, rank);
+    while ((rc = sqlite3_step(lq)) == SQLITE_ROW)
+        if (link_add(s, sqlite3_column_int64(lq, 0)) < 0)
+            return -ENOMEM;
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, const struct link_set *links,
+                      struct mrd__why *w, int rank_index, struct mrd_an_rank *r)
 {
     struct sweep sw[MRD_AN_MAX_DEVICES];
     struct mrd_an_overlap *ov = &r->ov;
@@ -101,7 +170,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd__why *w, int rank
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         int device = sqlite3_column_int(q, 0);
         int64_t start = sqlite3_column_int64(q, 1), end = sqlite3_column_int64(q, 2);
-        int is_linked = sqlite3_column_int(q, 3);
+        int is_linked = sqlite3_column_type(q, 3) != SQLITE_NULL &&
+                        link_has(links, sqlite3_column_int64(q, 3));
         int has_name = sqlite3_column_type(q, 4) != SQLITE_NULL;
         int64_t name_id = has_name ? sqlite3_column_int64(q, 4) : INT64_MIN;
         int name = has_name ? mrd__why_name_index(db, &w->names, name_id) : -1;
@@ -159,16 +229,21 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct mrd__why *w, int rank
 
 int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w, int warn_at)
 {
-    sqlite3_stmt *q = NULL;
+    sqlite3_stmt *q = NULL, *lq = NULL;
+    struct link_set links = {0};
     int rc = 0;
     if (mrd_db_has_table(db, "kernels") != 1)
         return 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_kernels_linked, -1, &q, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
+    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_kernels, -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_rank_links, -1, &lq, NULL) != SQLITE_OK) {
+        rc = mrd__analyze_sqlerr(db);
+        goto done;
+    }
     for (int i = 0; i < a->nranks; i++) {
         if (a->ranks[i].events[0] == 0)
             continue;
-        if ((rc = sweep_rank(db, q, w, i, &a->ranks[i])) < 0)
+        if ((rc = links_of_rank(db, lq, a->ranks[i].rank, &links)) < 0 ||
+            (rc = sweep_rank(db, q, &links, w, i, &a->ranks[i])) < 0)
             break;
         if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME ||
             a->ranks[i].ov.method == MRD_AN_METHOD_MIXED)
@@ -178,6 +253,9 @@ int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w
                                  a->ranks[i].rank,
                                  (unsigned long long)a->ranks[i].ov.name_only_kernels);
     }
+done:
     sqlite3_finalize(q);
+    sqlite3_finalize(lq);
+    free(links.v);
     return rc;
 }

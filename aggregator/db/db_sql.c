@@ -256,11 +256,12 @@ const char mrd_db_sql_kernel_totals[] =
     "main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id WHERE " MRD_DB_KERNEL_VALID
     " GROUP BY k.name_id";
 
-const char mrd_db_sql_rank_kernels_linked[] =
-    "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
-    "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
-    "k.correlation_id), k.name_id FROM main.kernels k "
+const char mrd_db_sql_rank_kernels[] =
+    "SELECT k.device, k.start_ns, k.end_ns, k.correlation_id, k.name_id FROM main.kernels k "
     "WHERE k.rank = ?1 ORDER BY k.start_ns";
+
+const char mrd_db_sql_rank_links[] =
+    "SELECT DISTINCT correlation_id FROM temp.mrd_link WHERE rank = ?1 ORDER BY correlation_id";
 
 const char mrd_db_sql_string_id[] = "SELECT id FROM strings WHERE value = ?1";
 

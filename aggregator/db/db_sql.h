@@ -137,9 +137,12 @@ extern const char mrd_db_sql_string_by_id[];
  * (MRD_DB_KERNEL_VALID) of every rank, one row per name id (`meridian diff`). */
 extern const char mrd_db_sql_kernel_totals[];
 
-/* ?1 rank -> device, start_ns, end_ns (local), linked (1 when an NCCL op launched it:
- * mrd_link), name_id of the rank's kernels, by start. */
-extern const char mrd_db_sql_rank_kernels_linked[];
+/* ?1 rank -> device, start_ns, end_ns (local), correlation_id, name_id of the rank's
+ * kernels, by start (the kernels_rank_start index's order). */
+extern const char mrd_db_sql_rank_kernels[];
+/* ?1 rank -> the correlation ids of the rank's kernels linked to an NCCL op (mrd_link),
+ * ascending, each once. */
+extern const char mrd_db_sql_rank_links[];
 
 /* ?1 value -> strings.id. */
 extern const char mrd_db_sql_string_id[];
