@@ -1,10 +1,12 @@
-/* Analysis driver: the run and rank inventory, then the overlap sweep and the collective
- * matching (overlap.c, match.c), into one struct mrd_analysis.
+/* Analysis driver: the run and rank inventory, then the collective matching (match.c), the
+ * why pass's step walk (why.c) and the overlap sweep (overlap.c), which reads every kernel
+ * once for itself and for the why pass, into one struct mrd_analysis.
  *
  * Where it sits: reads the tables the store wrote and the clock fit completed; its result
  * feeds the report, HTML, JSON and Perfetto exports and the `meridian` CLI.
  *
- * Workload: per-table counts are one GROUP BY scan each (never a scan per rank); the
+ * Workload: per-table counts are one scan each (never a scan per rank): GROUP BY rank
+ * through an index led by rank, else the ranks of the rows tallied in C; the
  * helper TEMP tables hold one row per NCCL op or linked kernel (spilled to disk by
  * SQLite like any table); per-rank results are an array of at most MRD_AN_MAX_RANKS.
  */

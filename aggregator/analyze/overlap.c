@@ -1,18 +1,20 @@
 /* Communication / compute overlap per rank and GPU, by one sweep over the kernels in start
  * order.
  *
- * Where it sits: part of mrd_analyze; reads kernels (rank-local clock: overlap is a
- * same-GPU question, no clock model needed) and the TEMP mrd_link table built by
- * mrd_db_op_intervals.
+ * Where it sits: part of mrd_analyze, after the matching and mrd__why_prepare; reads
+ * kernels (rank-local clock: overlap is a same-GPU question, no clock model needed) and,
+ * once per rank, the rank's correlation ids in the TEMP mrd_link table built by
+ * mrd_db_op_intervals (a hash set: no probe per kernel row).
  *
  * The sweep keeps, per device and per class (comm, compute), only the largest end time
  * seen so far. Because rows arrive in start order, a class covers [pos, next_start)
  * exactly up to min(max_end, next_start): no interval list, no heap, O(1) memory per
  * device whatever the concurrency. Between two kernel starts the sweep adds the covered
- * lengths of comm, compute, both (hidden comm) and either (busy). The same reading tallies
- * kernel time per name for the why pass's top kernels (why_int.h), so that no second pass
- * over the kernels (a sort of all of them) is needed. Workload: one indexed range scan per
- * rank (kernels_rank_start), hundreds of millions of rows in total.
+ * lengths of comm, compute, both (hidden comm) and either (busy). The same reading serves
+ * the why pass (why_int.h): the kernel time per name for the top kernels, and the late
+ * events' gaps and the per-step shares (why_kernels.c), so that no other pass reads the
+ * kernels. Workload: one indexed range scan per rank (kernels_rank_start), hundreds of
+ * millions of rows in total; the link set holds a rank's NCCL launches (16 bytes each).
  */
 #include "why_int.h"
 

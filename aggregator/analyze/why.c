@@ -1,28 +1,26 @@
 /* Why, and what it cost: straggler cost per step and per run, the cause of every late
  * arrival with its evidence, collective statistics per (communicator, function, message
  * size), and the top kernels per rank (definitions in analyze.h, "why.c"); this file
- * collects the instances and computes the costs, causes and shares, why_stats.c the
- * statistics, top kernels and demangling.
+ * collects the instances, walks the steps (costs, late events) and resolves the causes,
+ * why_kernels.c computes the late events' gaps and the shares on the overlap sweep's
+ * kernels, why_stats.c the statistics, top kernels and demangling.
  *
  * Where it sits: part of mrd_analyze. mrd__why_begin wraps the options' on_instance so that
- * the one cross-rank matching (match.c) hands every instance here too; mrd__why_finish
- * then reads what it needs from the database (step ranges, kernels between a late rank's
- * previous collective and its arrival, gpu_samples, the per-rank algorithm and protocol,
- * kernel totals) and fills a->why. Nothing is written: the results depend on the report's
- * options (step name, local clocks) and on the clock fit, so they are computed when read.
+ * the one cross-rank matching (match.c) hands every instance here too; mrd__why_prepare
+ * then walks the steps (step ranges, gpu_samples) and plans the kernel work: one task per
+ * late event's rank (the kernels between its previous collective and its arrival) and per
+ * (rank, step) range (the shares); the overlap sweep does the tasks as it reads each
+ * rank's kernels; mrd__why_finish turns the gaps into causes, in the order the late events
+ * were found, and adds the statistics and the top kernels into a->why. Nothing is
+ * written: the results depend on the report's options (step name, local clocks) and on the
+ * clock fit, so they are computed when read.
  *
  * Workload: one record per timed instance (its ranks' intervals: 24 bytes a rank), at most
  * MRD_WHY_MAX_ROWS rank intervals; beyond, the instances are counted and a warning says so.
- * Kernel queries, through the kernels_rank_start index: the late events read each rank's
- * kernels into a per-rank buffer that keeps them from the previous step's start on (a
- * step's late events share it, the next step reads only what is new: memory about two
- * steps of kernels per rank with late events), and the shares read each rank's kernels in
- * one query (per (rank, step) where its ranges do not move forward); names are read from
- * strings once each. The top kernels come from the overlap sweep's reading of every kernel
- * (no pass of their own). gpu_samples are copied once into an indexed TEMP table.
- * Measured: 32 ranks x 300 steps, 77k kernels, 31k NCCL ops: the report's user time 0.37 s
- * without this pass, about 1.0 s with it, 24 MB resident; 64 ranks, 10 M events
- * (tests/bench/scale/tenmillion.py): the whole report 18-21 s CPU, 117 MiB.
+ * Every late event waits for its two gaps (about 0.9 KB each); the kernels are read once,
+ * by the sweep. gpu_samples are copied once into an indexed TEMP table.
+ * Measured: 64 ranks, 10 M events (tests/bench/scale/tenmillion.py), about 40,000 late
+ * events: the whole report 10-11 s CPU, 160 MiB (tests/bench/scale/RESULTS.md).
  * Single thread, the analysis' connection.
  */
 #include "why_int.h"
