@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "findings.h"
 
 struct sweep {
     int used, started, device;
@@ -183,6 +184,7 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, const struct link_set *links
         int comm = is_linked || by_name;
         if (!mrd_db_kernel_valid(start, end))
             continue; /* lost by CUPTI's device buffer (a drop) or corrupt: not timed */
+        ov->short_kernels += end - start < MRD_FIND_TINY_NS; /* the tiny-kernel finding's */
         mrd__why_kernel_add(w, name_id, end - start);
         if ((rc = mrd__why_kernel(w, start, end, comm, name)) < 0)
             return rc;

@@ -662,9 +662,6 @@ const char mrd_db_sql_why_mixed[] =
 const char mrd_db_sql_find_pageable[] =
     "SELECT rank, count(*), sum(bytes), sum(end_ns - start_ns) FROM main.memcpys "
     "WHERE src_kind = 1 OR dst_kind = 1 GROUP BY rank ORDER BY rank";
-const char mrd_db_sql_find_tiny[] =
-    "SELECT rank, count(*), sum(end_ns - start_ns < ?1) FROM main.kernels k "
-    "WHERE " MRD_DB_KERNEL_VALID " GROUP BY rank ORDER BY rank";
 const char mrd_db_sql_find_syncs[] = "SELECT rank, start_ns, end_ns FROM main.syncs "
                                      "WHERE type IN (1, 3, 4) ORDER BY rank, start_ns";
 const char mrd_db_sql_find_gpu_bound[] =

@@ -463,8 +463,6 @@ extern const char mrd_db_sql_why_mixed[];
 /* Per rank, copies with a pageable host side (src_kind or dst_kind 1): rank, count, bytes,
  * summed duration. */
 extern const char mrd_db_sql_find_pageable[];
-/* Per rank, kernels with an interval: rank, count, count shorter than ?1 ns. */
-extern const char mrd_db_sql_find_tiny[];
 /* Host-blocking synchronizations (type 1 event, 3 stream, 4 context) by rank and start:
  * rank, start_ns, end_ns. */
 extern const char mrd_db_sql_find_syncs[];
