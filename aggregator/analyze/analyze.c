@@ -563,7 +563,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         goto fail;
     a->world_size = -1;
     a->worst_last_rank = -1;
-    sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 64 MiB page cache */
+    sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 16 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
         (rc = mrd__analyze_rows(db, "clock_models", mrd_db_sql_clock_summary, clock_summary_row,

@@ -238,7 +238,7 @@ const char mrd_db_sql_causality_pairs[] =
 
 const char mrd_db_sql_clock_shifts[] = "SELECT rank, shift_ns FROM clock_adjustments";
 
-const char mrd_db_sql_analysis_cache_size[] = "PRAGMA cache_size=-65536";
+const char mrd_db_sql_analysis_cache_size[] = "PRAGMA cache_size=-16384";
 
 const char mrd_db_sql_window_steps[] = "SELECT first_step, detach_step FROM main.windows";
 

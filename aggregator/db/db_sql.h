@@ -119,7 +119,8 @@ extern const char mrd_db_sql_causality_pairs[];
 /* -> rank, shift_ns of every clock_adjustments row. */
 extern const char mrd_db_sql_clock_shifts[];
 
-/* Sets the connection's page cache to 64 MiB for the analysis' scans. */
+/* Sets the connection's page cache to 16 MiB for the analysis (each kernel is read once:
+ * a larger cache only costs the page faults of filling it). */
 extern const char mrd_db_sql_analysis_cache_size[];
 
 /* -> first_step, detach_step of every windows row. */
