@@ -204,10 +204,13 @@ static int cmp_late(const void *x, const void *y)
 /* A late event found by the step walk, waiting for the gaps of its two ranks
  * (gaps[gap] the late rank's, gaps[gap + 1] the reference rank's), which the sweep fills. */
 struct mrd__why_pending {
-    struct mrd_an_late e; /* all but the parts the gaps decide */
-    size_t gap;
-    int have_prev;
+    int64_t step, late_ns, comm_ns;
+    uint64_t comm_hash, seq;
+    int func; /* index into w->funcs */
+    int rank, ref_rank;
     int sets_step_cause; /* the largest late event of its step's straggler */
+    size_t gap;
+    struct mrd_an_gpu_reading gpu[2];
 };
 
 struct step_ctx {
@@ -279,13 +282,13 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
     p = &w->pending[w->npending];
     memset(p, 0, sizeof(*p));
     p->gap = gap;
-    p->e.step = step;
-    p->e.comm_hash = x->comm_hash;
-    p->e.seq = x->seq;
-    snprintf(p->e.func, sizeof(p->e.func), "%s", w->funcs[x->func]);
-    p->e.rank = rows[li].rank;
-    p->e.ref_rank = rows[ri].rank;
-    p->e.late_ns = late_ns;
+    p->step = step;
+    p->comm_hash = x->comm_hash;
+    p->seq = x->seq;
+    p->func = x->func;
+    p->rank = rows[li].rank;
+    p->ref_rank = rows[ri].rank;
+    p->late_ns = late_ns;
     for (int k = 0; k < 2; k++) {
         int rank = rows[idx[k]].rank, ai = rank_index(a, rank);
         const struct mrd__step_ranges *l = &c->rs[ai];
@@ -309,11 +312,10 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
             if ((rc = mrd__why_task_add(w, &t)) < 0)
                 return rc;
         }
-        read_gpu(c->gpu_st, c->tb, rank, rows[idx[k]].start, &p->e.gpu[k]);
+        read_gpu(c->gpu_st, c->tb, rank, rows[idx[k]].start, &p->gpu[k]);
     }
-    p->have_prev = have_prev;
-    p->e.comm_ns = have_prev ? boundary[0] - boundary[1] : 0;
-    int ai = rank_index(a, p->e.rank);
+    p->comm_ns = have_prev ? boundary[0] - boundary[1] : 0;
+    int ai = rank_index(a, p->rank);
     if (late_ns > c->best_late[ai]) { /* the cause a step shows: its straggler's largest */
         c->best_late[ai] = late_ns;
         c->best_pending[ai] = (int64_t)w->npending;
@@ -329,8 +331,19 @@ static int late_resolve(struct mrd__why *w, struct mrd_analysis *a, const struct
 {
     struct mrd_an_why *y = w->y;
     const struct mrd__why_gap *g = &w->gaps[p->gap];
-    struct mrd_an_late e = p->e;
-    int64_t late_ns = e.late_ns;
+    struct mrd_an_late e;
+    int64_t late_ns = p->late_ns;
+    memset(&e, 0, sizeof(e));
+    e.step = p->step;
+    e.comm_hash = p->comm_hash;
+    e.seq = p->seq;
+    snprintf(e.func, sizeof(e.func), "%s", w->funcs[p->func]);
+    e.rank = p->rank;
+    e.ref_rank = p->ref_rank;
+    e.late_ns = late_ns;
+    e.comm_ns = p->comm_ns;
+    e.gpu[0] = p->gpu[0];
+    e.gpu[1] = p->gpu[1];
     for (int k = 0; k < 2; k++) {
         e.busy_ns[k] = g[k].busy;
         e.kernels[k] = g[k].compute_kernels;
@@ -341,12 +354,14 @@ static int late_resolve(struct mrd__why *w, struct mrd_analysis *a, const struct
         e.compute_ns = g[0].busy - g[1].busy;
         /* the compute kernel whose time grew the most on the late rank (names compared as
          * their first 255 characters) */
+        const struct mrd__why_gap_name *n0 = g[0].nnames ? &w->gap_names[g[0].names_off] : NULL;
+        const struct mrd__why_gap_name *n1 = g[1].nnames ? &w->gap_names[g[1].names_off] : NULL;
         for (int i = 0; i < g[0].nnames; i++) {
-            const char *name = mrd__why_name_text(w, g[0].name[i]);
-            int64_t d = g[0].ns[i];
+            const char *name = mrd__why_name_text(w, n0[i].name);
+            int64_t d = n0[i].ns;
             for (int k = 0; k < g[1].nnames; k++)
-                if (strncmp(mrd__why_name_text(w, g[1].name[k]), name, 255) == 0)
-                    d -= g[1].ns[k];
+                if (strncmp(mrd__why_name_text(w, n1[k].name), name, 255) == 0)
+                    d -= n1[k].ns;
             if (d > e.kernel_diff_ns) {
                 char shown[256];
                 snprintf(shown, sizeof(shown), "%s", name);

@@ -42,17 +42,22 @@ struct mrd__why_names {
     sqlite3_stmt *lookup; /* mrd_db_sql_why_string, prepared on first use */
 };
 
-/* The time per compute kernel name of one late event's gap (why.c's read_gap rule), by
- * dense name index (-1: no name), in order of first appearance. */
+/* One late event's gap on one rank: the kernels between its boundary and its arrival. The
+ * time per compute kernel name (at most MRD_WHY_GAP_NAMES, in order of first appearance)
+ * is kept in w->gap_names[names_off .. names_off + nnames). */
 #define MRD_WHY_GAP_NAMES 16
 
 struct mrd__why_gap {
     int64_t first_kernel; /* first kernel start after the boundary (global), INT64_MAX: none */
     int64_t busy;         /* union of compute kernels inside [boundary, arrival) */
     int64_t compute_kernels, kernels;
+    size_t names_off;
     int nnames;
-    int32_t name[MRD_WHY_GAP_NAMES];
-    int64_t ns[MRD_WHY_GAP_NAMES];
+};
+
+struct mrd__why_gap_name {
+    int64_t ns;
+    int32_t name; /* dense name index, -1: no name */
 };
 
 /* Work the sweep does for the why pass on one rank's kernels starting in [from, to) (local
@@ -111,6 +116,8 @@ struct mrd__why {
     int sweep_rank;
     struct mrd__why_gap *gaps;
     size_t ngaps, cap_gaps;
+    struct mrd__why_gap_name *gap_names; /* every gap's names, one gap after the other */
+    size_t ngap_names, cap_gap_names;
     struct mrd__why_kernel *kbuf; /* the swept rank's kernels from the head task's from on */
     size_t kfirst, kn, kcap;
     int64_t (*ivl[2])[2]; /* the shares' merged intervals: communication, compute */

@@ -138,6 +138,7 @@ void mrd__why_kernels_free(struct mrd__why *w)
     mrd__why_names_free(&w->names);
     free(w->tasks);
     free(w->gaps);
+    free(w->gap_names);
     free(w->kbuf);
     free(w->ivl[0]);
     free(w->ivl[1]);
@@ -149,28 +150,41 @@ void mrd__why_kernels_free(struct mrd__why *w)
  * long never merges with an earlier entry (its full text never equalled the copy). */
 #define NAME_CMP 255
 
-static void gap_name_add(const struct mrd__why *w, struct mrd__why_gap *g, int32_t k, int64_t ns)
+static int gap_name_add(struct mrd__why *w, struct mrd__why_gap *g, int32_t k, int64_t ns)
 {
     const char *name = mrd__why_name_text(w, k);
     int is_long = strlen(name) > NAME_CMP;
+    struct mrd__why_gap_name *v = g->nnames ? &w->gap_names[g->names_off] : NULL;
     for (int i = 0; i < g->nnames; i++)
-        if (!is_long && (g->name[i] == k || strncmp(mrd__why_name_text(w, g->name[i]), name, NAME_CMP) == 0)) {
-            g->ns[i] += ns;
-            return;
+        if (!is_long &&
+            (v[i].name == k || strncmp(mrd__why_name_text(w, v[i].name), name, NAME_CMP) == 0)) {
+            v[i].ns += ns;
+            return 0;
         }
     if (g->nnames == MRD_WHY_GAP_NAMES)
-        return;
-    g->name[g->nnames] = k;
-    g->ns[g->nnames++] = ns;
+        return 0;
+    if (w->ngap_names == w->cap_gap_names) { /* the open gap's names are the last ones */
+        size_t nc = w->cap_gap_names ? w->cap_gap_names * 2 : 1024;
+        struct mrd__why_gap_name *p = realloc(w->gap_names, nc * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        w->gap_names = p;
+        w->cap_gap_names = nc;
+    }
+    w->gap_names[w->ngap_names].name = k;
+    w->gap_names[w->ngap_names++].ns = ns;
+    g->nnames++;
+    return 0;
 }
 
 /* Kernels overlapping [lo, hi] (the collective's own kernel, starting at hi, counts as
  * traced): the first moment the GPU was busy after lo (lo itself when a kernel runs across
  * it), and the union of the compute kernels clipped to [lo, hi). */
-static void do_gap(struct mrd__why *w, const struct mrd__why_task *t, size_t first)
+static int do_gap(struct mrd__why *w, const struct mrd__why_task *t, size_t first)
 {
     struct mrd__why_gap *g = &w->gaps[t->target];
     int64_t llo = t->lo, lhi = t->hi, cur_s = 0, cur_e = INT64_MIN, lowest = INT64_MAX;
+    g->names_off = w->ngap_names;
     for (size_t i = first; i < w->kn && w->kbuf[i].start < t->to; i++) {
         int64_t s = w->kbuf[i].start, e = w->kbuf[i].end;
         if (e < llo || (e == llo && s < llo))
@@ -187,7 +201,8 @@ static void do_gap(struct mrd__why *w, const struct mrd__why_task *t, size_t fir
         if (e <= s)
             continue;
         g->compute_kernels++;
-        gap_name_add(w, g, w->kbuf[i].name, e - s);
+        if (gap_name_add(w, g, w->kbuf[i].name, e - s) < 0)
+            return -ENOMEM;
         if (s > cur_e) {
             if (cur_e > cur_s)
                 g->busy += cur_e - cur_s;
@@ -201,6 +216,7 @@ static void do_gap(struct mrd__why *w, const struct mrd__why_task *t, size_t fir
         g->busy += cur_e - cur_s;
     if (lowest != INT64_MAX)
         g->first_kernel = mrd_timebase_map(w->tb, w->sweep_rank, lowest);
+    return 0;
 }
 
 /* ---- one (rank, step)'s exposed communication and idle time ---- */
@@ -287,11 +303,7 @@ static int do_head(struct mrd__why *w)
     const struct mrd__why_task *t = &w->tasks[w->cur_task++];
     while (w->kfirst < w->kn && w->kbuf[w->kfirst].start < t->from)
         w->kfirst++;
-    if (t->is_gap) {
-        do_gap(w, t, w->kfirst);
-        return 0;
-    }
-    return do_share(w, t, w->kfirst);
+    return t->is_gap ? do_gap(w, t, w->kfirst) : do_share(w, t, w->kfirst);
 }
 
 void mrd__why_rank_begin(struct mrd__why *w, int rank_index, int rank)
