@@ -173,10 +173,14 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, const struct link_set *links
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         int device = sqlite3_column_int(q, 0);
         int64_t start = sqlite3_column_int64(q, 1), end = sqlite3_column_int64(q, 2);
-        int is_linked = sqlite3_column_type(q, 3) != SQLITE_NULL &&
-                        link_has(links, sqlite3_column_int64(q, 3));
-        int has_name = sqlite3_column_type(q, 4) != SQLITE_NULL;
-        int64_t name_id = has_name ? sqlite3_column_int64(q, 4) : INT64_MIN;
+        /* a NULL reads as 0 (without a conversion): the type is asked only then, so a
+         * usual row costs two calls less */
+        int64_t corr = sqlite3_column_int64(q, 3), name_id = sqlite3_column_int64(q, 4);
+        int is_linked = (corr != 0 || sqlite3_column_type(q, 3) != SQLITE_NULL) &&
+                        link_has(links, corr);
+        int has_name = name_id != 0 || sqlite3_column_type(q, 4) != SQLITE_NULL;
+        if (!has_name)
+            name_id = INT64_MIN;
         int name = has_name ? mrd__why_name_index(db, &w->names, name_id) : -1;
         if (name < -1)
             return name;
