@@ -351,7 +351,8 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
             rc = grouped;
             break;
         }
-        snprintf(sql, sizeof(sql), grouped ? mrd_db_sql_rows_per_rank_fmt : mrd_db_sql_rank_of_rows_fmt,
+        snprintf(sql, sizeof(sql),
+                 grouped ? mrd_db_sql_rows_per_rank_fmt : mrd_db_sql_rank_of_rows_fmt,
                  kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
             rc = mrd__analyze_sqlerr(db);

@@ -176,8 +176,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, const struct link_set *links
         /* a NULL reads as 0 (without a conversion): the type is asked only then, so a
          * usual row costs two calls less */
         int64_t corr = sqlite3_column_int64(q, 3), name_id = sqlite3_column_int64(q, 4);
-        int is_linked = (corr != 0 || sqlite3_column_type(q, 3) != SQLITE_NULL) &&
-                        link_has(links, corr);
+        int is_linked =
+            (corr != 0 || sqlite3_column_type(q, 3) != SQLITE_NULL) && link_has(links, corr);
         int has_name = name_id != 0 || sqlite3_column_type(q, 4) != SQLITE_NULL;
         if (!has_name)
             name_id = INT64_MIN;

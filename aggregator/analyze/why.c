@@ -326,8 +326,8 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
 
 /* A late event's parts and cause from its two gaps, counted and kept among the largest
  * MRD_WHY_MAX_EVENTS (in the order found). Returns 0 or -ENOMEM. */
-static int late_resolve(struct mrd__why *w, struct mrd_analysis *a, const struct mrd__why_pending *p,
-                        int *cap_late)
+static int late_resolve(struct mrd__why *w, struct mrd_analysis *a,
+                        const struct mrd__why_pending *p, int *cap_late)
 {
     struct mrd_an_why *y = w->y;
     const struct mrd__why_gap *g = &w->gaps[p->gap];

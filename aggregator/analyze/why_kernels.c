@@ -326,7 +326,8 @@ int mrd__why_kernel(struct mrd__why *w, int64_t start, int64_t end, int comm, in
             return rc;
     if (w->cur_task == w->end_task || start < w->tasks[w->cur_task].from)
         return 0; /* no open task needs it */
-    if (w->kn == w->kcap) /* drop what the tasks have passed */
+    /* when full, drop what the tasks have passed */
+    if (w->kn == w->kcap)
         while (w->kfirst < w->kn && w->kbuf[w->kfirst].start < w->tasks[w->cur_task].from)
             w->kfirst++;
     if (w->kfirst > 0 && w->kn == w->kcap) {

@@ -12,8 +12,8 @@
 #include "analyze_int.h"
 #include "check.h"
 
-#define MAXW  MRD_AN_MAX_WARNINGS
-#define NOTE  "more warnings were left out"
+#define MAXW    MRD_AN_MAX_WARNINGS
+#define NOTE    "more warnings were left out"
 #define LONGEST (3 * MAXW)
 
 /* The model: messages in their final order, then the cap. */
