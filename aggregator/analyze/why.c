@@ -17,10 +17,12 @@
  *
  * Workload: one record per timed instance (its ranks' intervals: 24 bytes a rank), at most
  * MRD_WHY_MAX_ROWS rank intervals; beyond, the instances are counted and a warning says so.
- * Every late event waits for its two gaps (about 0.9 KB each); the kernels are read once,
- * by the sweep. gpu_samples are copied once into an indexed TEMP table.
+ * Every late event waits for its two gaps (about 250 bytes, and 16 bytes per kernel name a
+ * gap saw); the kernels are read once, by the sweep. gpu_samples are copied once into an
+ * indexed TEMP table.
  * Measured: 64 ranks, 10 M events (tests/bench/scale/tenmillion.py), about 40,000 late
- * events: the whole report 10-11 s CPU, 160 MiB (tests/bench/scale/RESULTS.md).
+ * events: the whole report 7-11 s CPU (by the machine's load), 95 MiB
+ * (tests/bench/scale/RESULTS.md).
  * Single thread, the analysis' connection.
  */
 #include "why_int.h"
