@@ -1,10 +1,12 @@
-/* Analysis driver: the run and rank inventory, then the overlap sweep and the collective
- * matching (overlap.c, match.c), into one struct mrd_analysis.
+/* Analysis driver: the run and rank inventory, then the collective matching (match.c), the
+ * why pass's step walk (why.c) and the overlap sweep (overlap.c), which reads every kernel
+ * once for itself and for the why pass, into one struct mrd_analysis.
  *
  * Where it sits: reads the tables the store wrote and the clock fit completed; its result
  * feeds the report, HTML, JSON and Perfetto exports and the `meridian` CLI.
  *
- * Workload: per-table counts are one GROUP BY scan each (never a scan per rank); the
+ * Workload: per-table counts are one scan each (never a scan per rank): GROUP BY rank
+ * through an index led by rank, else the ranks of the rows tallied in C; the
  * helper TEMP tables hold one row per NCCL op or linked kernel (spilled to disk by
  * SQLite like any table); per-rank results are an array of at most MRD_AN_MAX_RANKS.
  */
@@ -80,6 +82,31 @@ void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
     }
     va_start(ap, fmt);
     vsnprintf(a->warnings[a->nwarnings++], sizeof(a->warnings[0]), fmt, ap);
+    va_end(ap);
+}
+
+void mrd__analyze_warn_at(struct mrd_analysis *a, int pos, const char *fmt, ...)
+{
+    va_list ap;
+    int n = a->nwarnings;
+    if (pos < 0 || pos > n)
+        return;
+    if (pos >= MRD_AN_MAX_WARNINGS - 1) { /* past the cap where it would have been appended */
+        if (n == MRD_AN_MAX_WARNINGS - 1)
+            mrd__analyze_warn(a, "%s", "");
+        return;
+    }
+    if (n >= MRD_AN_MAX_WARNINGS - 1) { /* the list becomes MAX - 1 entries and the note */
+        n = MRD_AN_MAX_WARNINGS - 2;
+        snprintf(a->warnings[MRD_AN_MAX_WARNINGS - 1], sizeof(a->warnings[0]),
+                 "more warnings were left out");
+        a->nwarnings = MRD_AN_MAX_WARNINGS;
+    } else {
+        a->nwarnings = n + 1;
+    }
+    memmove(a->warnings[pos + 1], a->warnings[pos], (size_t)(n - pos) * sizeof(a->warnings[0]));
+    va_start(ap, fmt);
+    vsnprintf(a->warnings[pos], sizeof(a->warnings[0]), fmt, ap);
     va_end(ap);
 }
 
@@ -256,10 +283,10 @@ struct rank_tally {
     int have_null;
 };
 
-static int tally_add(struct rank_tally *t, int64_t rank)
+static int tally_add(struct rank_tally *t, int64_t rank, int64_t rows)
 {
     if (t->last < t->n && t->v[t->last][0] == rank) { /* rows come in runs of one rank */
-        t->v[t->last][1]++;
+        t->v[t->last][1] += rows;
         return 0;
     }
     size_t lo = 0, hi = t->n;
@@ -271,7 +298,7 @@ static int tally_add(struct rank_tally *t, int64_t rank)
             hi = mid;
     }
     if (lo < t->n && t->v[lo][0] == rank) {
-        t->v[lo][1]++;
+        t->v[lo][1] += rows;
         t->last = lo;
         return 0;
     }
@@ -285,14 +312,31 @@ static int tally_add(struct rank_tally *t, int64_t rank)
     }
     memmove(&t->v[lo + 1], &t->v[lo], (t->n - lo) * sizeof(*t->v));
     t->v[lo][0] = rank;
-    t->v[lo][1] = 1;
+    t->v[lo][1] = rows;
     t->n++;
     t->last = lo;
     return 0;
 }
 
-/* Each rank's rows per event table: one scan of the table's ranks, tallied here, then the
- * ranks added in ascending order (a NULL rank first, as rank 0), as GROUP BY rank would. */
+/* 1 when `table` has an index led by rank (GROUP BY rank then walks it without a sort), 0
+ * when not, or -MRD_ERR_SQLITE. */
+static int has_rank_index(sqlite3 *db, const char *table)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_led_index, -1, &st, NULL) != SQLITE_OK)
+        return mrd__analyze_sqlerr(db);
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    return rc == SQLITE_ROW;
+}
+
+/* Each rank's rows per event table: GROUP BY rank where an index led by rank gives the rows
+ * in rank order, else one scan of the table's ranks tallied here; the ranks are added in
+ * ascending order (a NULL rank first, as rank 0), as GROUP BY rank would. */
 static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
 {
     struct rank_tally t = {0};
@@ -302,7 +346,14 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
         sqlite3_stmt *st = NULL;
         if (mrd_db_has_table(db, kind_tables[k]) != 1)
             continue;
-        snprintf(sql, sizeof(sql), mrd_db_sql_rank_of_rows_fmt, kind_tables[k]);
+        int grouped = has_rank_index(db, kind_tables[k]);
+        if (grouped < 0) {
+            rc = grouped;
+            break;
+        }
+        snprintf(sql, sizeof(sql),
+                 grouped ? mrd_db_sql_rows_per_rank_fmt : mrd_db_sql_rank_of_rows_fmt,
+                 kind_tables[k]);
         if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
             rc = mrd__analyze_sqlerr(db);
             break;
@@ -311,10 +362,11 @@ static int count_events(sqlite3 *db, struct mrd_analysis *a, size_t *cap)
         t.null_rows = 0;
         t.have_null = 0;
         while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+            int64_t rows = grouped ? sqlite3_column_int64(st, 1) : 1;
             if (sqlite3_column_type(st, 0) == SQLITE_NULL) {
                 t.have_null = 1;
-                t.null_rows++;
-            } else if (tally_add(&t, sqlite3_column_int64(st, 0)) < 0) {
+                t.null_rows += (uint64_t)rows;
+            } else if (tally_add(&t, sqlite3_column_int64(st, 0), rows) < 0) {
                 break;
             }
         }
@@ -512,7 +564,7 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
         goto fail;
     a->world_size = -1;
     a->worst_last_rank = -1;
-    sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 64 MiB page cache */
+    sqlite3_exec(db, mrd_db_sql_analysis_cache_size, NULL, NULL, NULL); /* 16 MiB page cache */
     if ((rc = load_run(db, a)) < 0 || (rc = load_ranks(db, a, &cap)) < 0 ||
         (rc = count_events(db, a, &cap)) < 0 || (rc = load_counters(db, a, &cap)) < 0 ||
         (rc = mrd__analyze_rows(db, "clock_models", mrd_db_sql_clock_summary, clock_summary_row,
@@ -554,10 +606,15 @@ int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_
                               "timing",
                               unfitted);
     }
+    /* the sweep reads every kernel once for the overlap, the top kernels and the why pass's
+     * late events and shares, so it runs after the matching found them; its warnings keep
+     * their place before the matching's */
+    int warn_at = a->nwarnings;
     if ((rc = mrd_db_op_intervals(db, 0)) < 0 || (rc = mrd__why_begin(o, &wo, &why)) < 0 ||
-        (rc = mrd__analyze_overlap(db, a, why)) < 0 ||
         (rc = mrd__analyze_match(db, tb, &wo, a)) < 0 ||
-        (rc = mrd__why_finish(db, tb, o, why, a)) < 0 || (rc = mrd_findings_evaluate(db, o, a)) < 0)
+        (rc = mrd__why_prepare(db, tb, o, why, a)) < 0 ||
+        (rc = mrd__analyze_overlap(db, a, why, warn_at)) < 0 ||
+        (rc = mrd__why_finish(db, why, a)) < 0 || (rc = mrd_findings_evaluate(db, o, a)) < 0)
         goto fail;
     mrd__why_destroy(why);
     mrd_timebase_destroy(tb);

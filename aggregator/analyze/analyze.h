@@ -77,6 +77,7 @@ struct mrd_an_overlap {
     int64_t span_ns;    /* first kernel start .. last kernel end (summed over devices) */
     uint64_t comm_kernels, compute_kernels;
     uint64_t name_only_kernels; /* comm kernels found by name only, not by correlation */
+    uint64_t short_kernels;     /* kernels shorter than MRD_FIND_TINY_NS (findings.h) */
     double ratio;               /* hidden / comm, 0 when comm_ns == 0 */
     int method;                 /* enum mrd_an_method */
 };

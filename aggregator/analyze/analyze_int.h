@@ -7,9 +7,11 @@
 #include "analyze.h"
 
 /* Sweeps every rank's kernels and fills ranks[].ov; hands each kernel to w's top-kernel
- * tally on the way (why_int.h). Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+ * tally and to the why pass's tasks on the way (why_int.h), so it runs after
+ * mrd__why_prepare. Its warnings go in at a->warnings[warn_at] on (where they stood when
+ * the sweep ran before the matching). Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
 struct mrd__why;
-int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w);
+int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w, int warn_at);
 
 /* Matches collectives across ranks, fills the collective, straggler and step fields.
  * Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
@@ -41,6 +43,11 @@ int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a);
 void mrd__analyze_warn(struct mrd_analysis *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Inserts a warning at a->warnings[pos] (pos <= nwarnings), with the cap of
+ * mrd__analyze_warn applied as if it had been appended in that order. */
+void mrd__analyze_warn_at(struct mrd_analysis *a, int pos, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* The entry of `rank` in a->ranks, NULL when the rank is unknown. */
 struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank);
 
@@ -59,11 +66,15 @@ int mrd__analyze_rows(sqlite3 *db, const char *table, const char *sql,
 struct mrd__why;
 int mrd__why_begin(const struct mrd_analyze_options *o, struct mrd_analyze_options *wrapped,
                    struct mrd__why **out);
-/* After the matching: fills a->why (straggler cost and cause, collective statistics, top
- * kernels). Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
-int mrd__why_finish(sqlite3 *db, const struct mrd_timebase *tb,
-                    const struct mrd_analyze_options *o, struct mrd__why *w,
-                    struct mrd_analysis *a);
+/* After the matching: allocates a->why, computes the step costs and finds the late events,
+ * and plans the work the overlap sweep does for it (their gaps, the shares per step).
+ * tb must outlive the sweep. Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd__why_prepare(sqlite3 *db, const struct mrd_timebase *tb,
+                     const struct mrd_analyze_options *o, struct mrd__why *w,
+                     struct mrd_analysis *a);
+/* After the sweep: the late events' causes, collective statistics, top kernels into
+ * a->why. Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+int mrd__why_finish(sqlite3 *db, struct mrd__why *w, struct mrd_analysis *a);
 /* Accept NULL. */
 void mrd__why_destroy(struct mrd__why *w);
 void mrd__why_free(struct mrd_an_why *y);

@@ -3,8 +3,9 @@
  * thresholds in aggregator/SCHEMA.md, "Findings"). The environment rule reads the
  * fingerprint comparison the analysis already made (fingerprint.h), no table.
  *
- * Workload: GROUP BY rank over memcpys and kernels, one ordered pass over host syncs with
- * each rank's step ranges in memory (MRD_AN_MAX_STEPS per rank).
+ * Workload: GROUP BY rank over memcpys, one ordered pass over host syncs with each rank's
+ * step ranges in memory (MRD_AN_MAX_STEPS per rank); the tiny kernels are counted by the
+ * overlap sweep's reading of every kernel (mrd_an_overlap.short_kernels), no pass here.
  */
 #include "findings_int.h"
 #include "fingerprint.h"
@@ -93,18 +94,18 @@ int mrd__find_tiny(struct mrd__find_ctx *c)
     const int rule = MRD_FIND_TINY_KERNELS;
     if (!kind_traced(c, rule, KIND_KERNELS, "kernel was not traced: no kernel records"))
         return 0;
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(c->db, mrd_db_sql_find_tiny, -1, &st, NULL) != SQLITE_OK)
-        return mrd__find_sqlerr(c, st);
-    sqlite3_bind_int64(st, 1, MRD_FIND_TINY_NS);
+    /* each rank's valid and short kernels, counted by the overlap sweep (overlap.c) */
     struct mrd_finding *f = NULL;
     int64_t tiny_sum = 0, all_sum = 0;
     double worst_rate = 0;
-    int evaluated = 0, rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const struct mrd_an_rank *r = mrd__analyze_rank(c->a, sqlite3_column_int(st, 0));
-        int64_t n = sqlite3_column_int64(st, 1), tiny = sqlite3_column_int64(st, 2);
-        uint64_t steps = r ? mrd__find_traced_steps(c->a, r) : 0;
+    int evaluated = 0;
+    for (int i = 0; i < c->a->nranks; i++) {
+        const struct mrd_an_rank *r = &c->a->ranks[i];
+        int64_t n = (int64_t)(r->ov.comm_kernels + r->ov.compute_kernels);
+        int64_t tiny = (int64_t)r->ov.short_kernels;
+        if (n == 0)
+            continue; /* no valid kernel */
+        uint64_t steps = mrd__find_traced_steps(c->a, r);
         if (steps == 0)
             continue;
         evaluated++;
@@ -120,9 +121,6 @@ int mrd__find_tiny(struct mrd__find_ctx *c)
         if (rate > worst_rate)
             worst_rate = rate;
     }
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return mrd__find_sqlerr(c, st);
-    sqlite3_finalize(st);
     if (evaluated == 0) {
         mrd__find_status(c, rule, MRD_FIND_NOT_EVALUATED,
                          c->a->nsteps == 0 ? "no NVTX step ranges"

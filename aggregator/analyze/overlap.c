@@ -1,18 +1,20 @@
 /* Communication / compute overlap per rank and GPU, by one sweep over the kernels in start
  * order.
  *
- * Where it sits: part of mrd_analyze; reads kernels (rank-local clock: overlap is a
- * same-GPU question, no clock model needed) and the TEMP mrd_link table built by
- * mrd_db_op_intervals.
+ * Where it sits: part of mrd_analyze, after the matching and mrd__why_prepare; reads
+ * kernels (rank-local clock: overlap is a same-GPU question, no clock model needed) and,
+ * once per rank, the rank's correlation ids in the TEMP mrd_link table built by
+ * mrd_db_op_intervals (a hash set: no probe per kernel row).
  *
  * The sweep keeps, per device and per class (comm, compute), only the largest end time
  * seen so far. Because rows arrive in start order, a class covers [pos, next_start)
  * exactly up to min(max_end, next_start): no interval list, no heap, O(1) memory per
  * device whatever the concurrency. Between two kernel starts the sweep adds the covered
- * lengths of comm, compute, both (hidden comm) and either (busy). The same reading tallies
- * kernel time per name for the why pass's top kernels (why_int.h), so that no second pass
- * over the kernels (a sort of all of them) is needed. Workload: one indexed range scan per
- * rank (kernels_rank_start), hundreds of millions of rows in total.
+ * lengths of comm, compute, both (hidden comm) and either (busy). The same reading serves
+ * the why pass (why_int.h): the kernel time per name for the top kernels, and the late
+ * events' gaps and the per-step shares (why_kernels.c), so that no other pass reads the
+ * kernels. Workload: one indexed range scan per rank (kernels_rank_start), hundreds of
+ * millions of rows in total; the link set holds a rank's NCCL launches (16 bytes each).
  */
 #include "why_int.h"
 
@@ -21,6 +23,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "findings.h"
 
 struct sweep {
     int used, started, device;
@@ -85,32 +88,77 @@ static struct sweep *device_slot(struct sweep *sw, int device)
     return &sw[MRD_AN_MAX_DEVICES - 1]; /* folded: documented in analyze.h */
 }
 
-/* Kernel names are few (hundreds to thousands) and repeat millions of times: the "nccl*"
- * test is cached per name id in a direct-mapped table (a miss looks the name up). */
-#define NAME_CACHE 4096
-
-struct name_cache {
-    int64_t id[NAME_CACHE]; /* -1 = empty */
-    char nccl[NAME_CACHE];
-    sqlite3_stmt *lookup;
+/* The correlation ids of one rank's kernels linked to an NCCL op (temp.mrd_link), read
+ * once per rank so that the sweep's rows need no probe of that table: open addressing,
+ * at most half full (INT64_MIN marks an empty slot; that id itself is kept aside). */
+struct link_set {
+    int64_t *v;
+    size_t cap, n;
+    int has_min;
 };
 
-static int name_is_nccl(struct name_cache *c, int64_t name_id)
+static size_t link_slot(const struct link_set *s, int64_t id)
 {
-    size_t slot = (size_t)((uint64_t)name_id * 0x9e3779b97f4a7c15ull >> 52) % NAME_CACHE;
-    if (c->id[slot] == name_id)
-        return c->nccl[slot];
-    sqlite3_reset(c->lookup);
-    sqlite3_bind_int64(c->lookup, 1, name_id);
-    int nccl = sqlite3_step(c->lookup) == SQLITE_ROW &&
-               mrd_analyze_is_nccl_name((const char *)sqlite3_column_text(c->lookup, 0));
-    c->id[slot] = name_id;
-    c->nccl[slot] = (char)nccl;
-    return nccl;
+    size_t i = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15ull >> 17) & (s->cap - 1);
+    while (s->v[i] != INT64_MIN && s->v[i] != id)
+        i = (i + 1) & (s->cap - 1);
+    return i;
 }
 
-static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, struct mrd__why *w,
-                      struct mrd_an_rank *r)
+static int link_add(struct link_set *s, int64_t id)
+{
+    if (id == INT64_MIN) {
+        s->has_min = 1;
+        return 0;
+    }
+    if (2 * (s->n + 1) > s->cap) {
+        size_t nc = s->cap ? s->cap * 2 : 1024;
+        int64_t *v = malloc(nc * sizeof(*v));
+        if (!v)
+            return -ENOMEM;
+        for (size_t i = 0; i < nc; i++)
+            v[i] = INT64_MIN;
+        struct link_set g = {v, nc, 0, s->has_min};
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->v[i] != INT64_MIN)
+                v[link_slot(&g, s->v[i])] = s->v[i];
+        g.n = s->n;
+        free(s->v);
+        *s = g;
+    }
+    size_t i = link_slot(s, id);
+    if (s->v[i] == INT64_MIN) {
+        s->v[i] = id;
+        s->n++;
+    }
+    return 0;
+}
+
+static int link_has(const struct link_set *s, int64_t id)
+{
+    if (id == INT64_MIN)
+        return s->has_min;
+    return s->n > 0 && s->v[link_slot(s, id)] == id;
+}
+
+/* Fills s with rank's linked correlation ids. Returns 0, -ENOMEM or -MRD_ERR_SQLITE. */
+static int links_of_rank(sqlite3 *db, sqlite3_stmt *lq, int rank, struct link_set *s)
+{
+    int rc;
+    s->n = 0;
+    s->has_min = 0;
+    for (size_t i = 0; i < s->cap; i++)
+        s->v[i] = INT64_MIN;
+    sqlite3_reset(lq);
+    sqlite3_bind_int(lq, 1, rank);
+    while ((rc = sqlite3_step(lq)) == SQLITE_ROW)
+        if (link_add(s, sqlite3_column_int64(lq, 0)) < 0)
+            return -ENOMEM;
+    return rc == SQLITE_DONE ? 0 : mrd__analyze_sqlerr(db);
+}
+
+static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, const struct link_set *links,
+                      struct mrd__why *w, int rank_index, struct mrd_an_rank *r)
 {
     struct sweep sw[MRD_AN_MAX_DEVICES];
     struct mrd_an_overlap *ov = &r->ov;
@@ -121,19 +169,29 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     memset(ov, 0, sizeof(*ov));
     sqlite3_reset(q);
     sqlite3_bind_int(q, 1, r->rank);
+    mrd__why_rank_begin(w, rank_index, r->rank);
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
         int device = sqlite3_column_int(q, 0);
         int64_t start = sqlite3_column_int64(q, 1), end = sqlite3_column_int64(q, 2);
-        int is_linked = sqlite3_column_int(q, 3);
-        int by_name = sqlite3_column_type(q, 4) != SQLITE_NULL &&
-                      name_is_nccl(names, sqlite3_column_int64(q, 4));
+        /* a NULL reads as 0 (without a conversion): the type is asked only then, so a
+         * usual row costs two calls less */
+        int64_t corr = sqlite3_column_int64(q, 3), name_id = sqlite3_column_int64(q, 4);
+        int is_linked =
+            (corr != 0 || sqlite3_column_type(q, 3) != SQLITE_NULL) && link_has(links, corr);
+        int has_name = name_id != 0 || sqlite3_column_type(q, 4) != SQLITE_NULL;
+        if (!has_name)
+            name_id = INT64_MIN;
+        int name = has_name ? mrd__why_name_index(db, &w->names, name_id) : -1;
+        if (name < -1)
+            return name;
+        int by_name = name >= 0 && w->names.v[name].nccl;
         int comm = is_linked || by_name;
         if (!mrd_db_kernel_valid(start, end))
             continue; /* lost by CUPTI's device buffer (a drop) or corrupt: not timed */
-        mrd__why_kernel_add(w,
-                            sqlite3_column_type(q, 4) == SQLITE_NULL ? INT64_MIN
-                                                                     : sqlite3_column_int64(q, 4),
-                            end - start);
+        ov->short_kernels += end - start < MRD_FIND_TINY_NS; /* the tiny-kernel finding's */
+        mrd__why_kernel_add(w, name_id, end - start);
+        if ((rc = mrd__why_kernel(w, start, end, comm, name)) < 0)
+            return rc;
         struct sweep *s = device_slot(sw, device);
         if (!s->started) {
             s->started = 1;
@@ -155,7 +213,8 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     }
     if (rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
-    if ((rc = mrd__why_kernel_rank_end(w, names->lookup, r->rank)) < 0)
+    if ((rc = mrd__why_rank_end(w)) < 0 ||
+        (rc = mrd__why_kernel_rank_end(w, w->names.lookup, r->rank)) < 0)
         return rc;
     for (int i = 0; i < MRD_AN_MAX_DEVICES && sw[i].used; i++) {
         advance(&sw[i], max64(sw[i].comm_end, sw[i].comp_end));
@@ -176,43 +235,35 @@ static int sweep_rank(sqlite3 *db, sqlite3_stmt *q, struct name_cache *names, st
     return 0;
 }
 
-int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w)
+int mrd__analyze_overlap(sqlite3 *db, struct mrd_analysis *a, struct mrd__why *w, int warn_at)
 {
-    sqlite3_stmt *q = NULL;
-    struct name_cache *names = NULL;
+    sqlite3_stmt *q = NULL, *lq = NULL;
+    struct link_set links = {0};
     int rc = 0;
     if (mrd_db_has_table(db, "kernels") != 1)
         return 0;
-    names = malloc(sizeof(*names));
-    if (!names)
-        return -ENOMEM;
-    memset(names->id, 0xff, sizeof(names->id));
-    names->lookup = NULL;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_string_by_id, -1, &names->lookup, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_kernels, -1, &q, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, mrd_db_sql_rank_links, -1, &lq, NULL) != SQLITE_OK) {
         rc = mrd__analyze_sqlerr(db);
-        goto fail;
-    }
-    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_kernels_linked, -1, &q, NULL) != SQLITE_OK) {
-        rc = mrd__analyze_sqlerr(db);
-        goto fail;
+        goto done;
     }
     for (int i = 0; i < a->nranks; i++) {
         if (a->ranks[i].events[0] == 0)
             continue;
-        if ((rc = sweep_rank(db, q, names, w, &a->ranks[i])) < 0)
-            goto fail;
+        if ((rc = links_of_rank(db, lq, a->ranks[i].rank, &links)) < 0 ||
+            (rc = sweep_rank(db, q, &links, w, i, &a->ranks[i])) < 0)
+            break;
         if (a->ranks[i].ov.method == MRD_AN_METHOD_NAME ||
             a->ranks[i].ov.method == MRD_AN_METHOD_MIXED)
-            mrd__analyze_warn(a,
-                              "rank %d: %llu communication kernel(s) recognised by name "
-                              "(\"nccl*\") only, without an NCCL op correlation",
-                              a->ranks[i].rank,
-                              (unsigned long long)a->ranks[i].ov.name_only_kernels);
+            mrd__analyze_warn_at(a, warn_at++,
+                                 "rank %d: %llu communication kernel(s) recognised by name "
+                                 "(\"nccl*\") only, without an NCCL op correlation",
+                                 a->ranks[i].rank,
+                                 (unsigned long long)a->ranks[i].ov.name_only_kernels);
     }
-fail:
+done:
     sqlite3_finalize(q);
-    if (names)
-        sqlite3_finalize(names->lookup);
-    free(names);
+    sqlite3_finalize(lq);
+    free(links.v);
     return rc;
 }

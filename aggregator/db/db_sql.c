@@ -215,6 +215,10 @@ const char mrd_db_sql_gpus[] = "SELECT rank, device, name, uuid, pci_bus_id FROM
                                "ORDER BY rank, device";
 
 const char mrd_db_sql_rank_of_rows_fmt[] = "SELECT rank FROM %s";
+const char mrd_db_sql_rank_led_index[] =
+    "SELECT 1 FROM pragma_index_list(?1) il JOIN pragma_index_info(il.name) a "
+    "ON a.seqno = 0 AND a.name = 'rank' WHERE il.partial = 0";
+const char mrd_db_sql_rows_per_rank_fmt[] = "SELECT rank, COUNT(*) FROM %s GROUP BY rank";
 
 const char mrd_db_sql_agent_counters[] = "SELECT rank, category, name, value FROM agent_counters "
                                          "WHERE category IN ('captured','dropped','agent','cupti') "
@@ -234,7 +238,7 @@ const char mrd_db_sql_causality_pairs[] =
 
 const char mrd_db_sql_clock_shifts[] = "SELECT rank, shift_ns FROM clock_adjustments";
 
-const char mrd_db_sql_analysis_cache_size[] = "PRAGMA cache_size=-65536";
+const char mrd_db_sql_analysis_cache_size[] = "PRAGMA cache_size=-16384";
 
 const char mrd_db_sql_window_steps[] = "SELECT first_step, detach_step FROM main.windows";
 
@@ -252,11 +256,12 @@ const char mrd_db_sql_kernel_totals[] =
     "main.kernels k LEFT JOIN main.strings s ON s.id = k.name_id WHERE " MRD_DB_KERNEL_VALID
     " GROUP BY k.name_id";
 
-const char mrd_db_sql_rank_kernels_linked[] =
-    "SELECT k.device, k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM "
-    "temp.mrd_link l WHERE l.rank = k.rank AND l.correlation_id = "
-    "k.correlation_id), k.name_id FROM main.kernels k "
+const char mrd_db_sql_rank_kernels[] =
+    "SELECT k.device, k.start_ns, k.end_ns, k.correlation_id, k.name_id FROM main.kernels k "
     "WHERE k.rank = ?1 ORDER BY k.start_ns";
+
+const char mrd_db_sql_rank_links[] =
+    "SELECT DISTINCT correlation_id FROM temp.mrd_link WHERE rank = ?1 ORDER BY correlation_id";
 
 const char mrd_db_sql_string_id[] = "SELECT id FROM strings WHERE value = ?1";
 
@@ -645,9 +650,6 @@ const char mrd_db_sql_why_mixed[] =
 const char mrd_db_sql_find_pageable[] =
     "SELECT rank, count(*), sum(bytes), sum(end_ns - start_ns) FROM main.memcpys "
     "WHERE src_kind = 1 OR dst_kind = 1 GROUP BY rank ORDER BY rank";
-const char mrd_db_sql_find_tiny[] =
-    "SELECT rank, count(*), sum(end_ns - start_ns < ?1) FROM main.kernels k "
-    "WHERE " MRD_DB_KERNEL_VALID " GROUP BY rank ORDER BY rank";
 const char mrd_db_sql_find_syncs[] = "SELECT rank, start_ns, end_ns FROM main.syncs "
                                      "WHERE type IN (1, 3, 4) ORDER BY rank, start_ns";
 const char mrd_db_sql_find_gpu_bound[] =

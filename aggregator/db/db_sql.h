@@ -94,6 +94,11 @@ extern const char mrd_db_sql_gpus[];
  * caller tallies them: a GROUP BY rank would sort every row of a table without a rank
  * index). */
 extern const char mrd_db_sql_rank_of_rows_fmt[];
+/* ?1 = a table -> a row when one of its indexes has rank as its first column. */
+extern const char mrd_db_sql_rank_led_index[];
+/* printf format, %s = an event table with an index led by rank -> rank, rows, by rank (the
+ * index is walked in rank order: no sort). */
+extern const char mrd_db_sql_rows_per_rank_fmt[];
 
 /* -> rank, category, name, value of the agents' captured/dropped/agent/cupti counters, by
  * rank and name. */
@@ -114,7 +119,8 @@ extern const char mrd_db_sql_causality_pairs[];
 /* -> rank, shift_ns of every clock_adjustments row. */
 extern const char mrd_db_sql_clock_shifts[];
 
-/* Sets the connection's page cache to 64 MiB for the analysis' scans. */
+/* Sets the connection's page cache to 16 MiB for the analysis (each kernel is read once:
+ * a larger cache only costs the page faults of filling it). */
 extern const char mrd_db_sql_analysis_cache_size[];
 
 /* -> first_step, detach_step of every windows row. */
@@ -132,9 +138,12 @@ extern const char mrd_db_sql_string_by_id[];
  * (MRD_DB_KERNEL_VALID) of every rank, one row per name id (`meridian diff`). */
 extern const char mrd_db_sql_kernel_totals[];
 
-/* ?1 rank -> device, start_ns, end_ns (local), linked (1 when an NCCL op launched it:
- * mrd_link), name_id of the rank's kernels, by start. */
-extern const char mrd_db_sql_rank_kernels_linked[];
+/* ?1 rank -> device, start_ns, end_ns (local), correlation_id, name_id of the rank's
+ * kernels, by start (the kernels_rank_start index's order). */
+extern const char mrd_db_sql_rank_kernels[];
+/* ?1 rank -> the correlation ids of the rank's kernels linked to an NCCL op (mrd_link),
+ * ascending, each once. */
+extern const char mrd_db_sql_rank_links[];
 
 /* ?1 value -> strings.id. */
 extern const char mrd_db_sql_string_id[];
@@ -444,8 +453,6 @@ extern const char mrd_db_sql_why_mixed[];
 /* Per rank, copies with a pageable host side (src_kind or dst_kind 1): rank, count, bytes,
  * summed duration. */
 extern const char mrd_db_sql_find_pageable[];
-/* Per rank, kernels with an interval: rank, count, count shorter than ?1 ns. */
-extern const char mrd_db_sql_find_tiny[];
 /* Host-blocking synchronizations (type 1 event, 3 stream, 4 context) by rank and start:
  * rank, start_ns, end_ns. */
 extern const char mrd_db_sql_find_syncs[];
