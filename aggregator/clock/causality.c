@@ -227,7 +227,7 @@ static int run_pass(struct cctx *c, int pass)
     sqlite3_stmt *st = NULL;
     int step, rc = 0, have = 0;
     int64_t kh = 0, ks = 0, kf = 0;
-    if (mrd_db_instances_open(c->db, pass == 1, &st) < 0)
+    if (mrd_db_instances_open(c->db, 0, &st) < 0)
         return mrd__clock_sqlerr(c->db, c->log, "causality query");
     c->nmem = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
