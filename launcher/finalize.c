@@ -200,7 +200,9 @@ static int finalize_passes(sqlite3 *db, const char *command, FILE *log,
     if (n > 0) {
         struct mrd_clock_causality_summary sum;
         memset(&sum, 0, sizeof(sum));
-        int c = mrd_clock_causality_db(db, 1, &sum, log);
+        /* the GPU calibration just built the op intervals on this connection */
+        int c = mrd_clock_causality_db(
+            db, MRD_CLOCK_CAUSALITY_APPLY | MRD_CLOCK_CAUSALITY_REUSE_OPS, &sum, log);
         if (c < 0)
             fprintf(log, "meridian: causality check failed: %s\n", mrd_strerror(c));
         else

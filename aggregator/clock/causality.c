@@ -77,6 +77,7 @@ struct cctx {
     struct member *mem;
     size_t nmem, capmem;
     enum mrd_clock_coll_order order; /* of the current instance */
+    int fresh_ops; /* build the op intervals afresh (else reuse this connection's) */
     uint64_t instances, unmapped;
 };
 
@@ -227,7 +228,8 @@ static int run_pass(struct cctx *c, int pass)
     sqlite3_stmt *st = NULL;
     int step, rc = 0, have = 0;
     int64_t kh = 0, ks = 0, kf = 0;
-    if (mrd_db_instances_open(c->db, 0, &st) < 0)
+    /* pass 2 steps through the intervals pass 1 used */
+    if (mrd_db_instances_open(c->db, pass == 1 && c->fresh_ops, &st) < 0)
         return mrd__clock_sqlerr(c->db, c->log, "causality query");
     c->nmem = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -424,10 +426,11 @@ static void cctx_free(struct cctx *c)
     free(c->mem);
 }
 
-int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_summary *sum,
+int mrd_clock_causality_db(sqlite3 *db, int flags, struct mrd_clock_causality_summary *sum,
                            FILE *log)
 {
-    struct cctx c = {.db = db, .log = log};
+    struct cctx c = {.db = db, .log = log, .fresh_ops = !(flags & MRD_CLOCK_CAUSALITY_REUSE_OPS)};
+    int apply = (flags & MRD_CLOCK_CAUSALITY_APPLY) != 0;
     struct solution so = {0};
     struct mrd_clock_constraint *cons = NULL;
     struct mrd_clock_causality_summary s = {.bound_scale = 1, .consistent = 1};
