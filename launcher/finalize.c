@@ -211,6 +211,11 @@ static int finalize_passes(sqlite3 *db, const char *command, FILE *log,
                     " before / %" PRIu64 " after tightening, largest shift %" PRId64 " ns\n",
                     sum.instances, sum.violations_before, sum.violations_after, sum.max_shift_ns);
     }
+    /* what the analysis and the exports would build again from the same rows */
+    int o = mrd_db_op_intervals_save(db);
+    if (o < 0)
+        fprintf(log, "meridian: op intervals not stored (each report builds them): %s (%s)\n",
+                mrd_strerror(o), sqlite3_errmsg(db));
     finalize_pass_end(fp);
     int w = derive_windows(db, log);
     finalize_pass_end(fp);

@@ -24,14 +24,54 @@ const char mrd_db_sql_op_tables[] =
     "PRIMARY KEY (rank, op_id)) WITHOUT ROWID;"
     "CREATE TEMP TABLE mrd_link_kernel (rank INTEGER NOT NULL, correlation_id INTEGER NOT NULL,"
     " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, device INTEGER);"
-    "CREATE INDEX temp.mrd_link_kernel_corr ON mrd_link_kernel (rank, correlation_id);"
     "CREATE TEMP TABLE mrd_op_gpu (rank INTEGER NOT NULL, op_id INTEGER NOT NULL,"
     " device INTEGER, gpu_start INTEGER, gpu_end INTEGER, PRIMARY KEY (rank, op_id))"
+    " WITHOUT ROWID;"
+    "CREATE TEMP TABLE mrd_op_source (name TEXT PRIMARY KEY, max_rowid INTEGER NOT NULL)"
     " WITHOUT ROWID;";
 
-const char mrd_db_sql_op_tables_drop[] =
-    "DROP TABLE IF EXISTS temp.mrd_link; DROP TABLE IF EXISTS temp.mrd_op_time;"
-    "DROP TABLE IF EXISTS temp.mrd_link_kernel; DROP TABLE IF EXISTS temp.mrd_op_gpu";
+const char mrd_db_sql_op_link_kernel_index[] =
+    "CREATE INDEX temp.mrd_link_kernel_corr ON mrd_link_kernel (rank, correlation_id)";
+
+const char mrd_db_sql_op_temp_objects[] =
+    "SELECT type, name FROM temp.sqlite_master WHERE type IN ('table', 'view') AND name IN"
+    " ('mrd_link', 'mrd_op_time', 'mrd_link_kernel', 'mrd_op_gpu', 'mrd_op_source')";
+
+char *mrd_db_sql_op_temp_drop(const char *type, const char *name)
+{
+    return sqlite3_mprintf("DROP %s temp.\"%w\"", type[0] == 'v' ? "VIEW" : "TABLE", name);
+}
+
+char *mrd_db_sql_max_rowid(const char *table)
+{
+    return sqlite3_mprintf("SELECT COALESCE(MAX(rowid), 0) FROM main.\"%w\"", table);
+}
+
+const char mrd_db_sql_op_source_insert[] = "INSERT INTO temp.mrd_op_source VALUES (?1, ?2)";
+
+const char mrd_db_sql_op_stored_source[] =
+    "SELECT name, max_rowid FROM main.nccl_op_intervals_source";
+
+const char mrd_db_sql_op_stored_views[] =
+    "CREATE TEMP VIEW mrd_link AS SELECT rank, correlation_id, op_id FROM main.nccl_op_links;"
+    "CREATE TEMP VIEW mrd_op_time AS SELECT rank, op_id, start_ns, end_ns, source"
+    " FROM main.nccl_op_intervals";
+
+const char mrd_db_sql_op_store[] =
+    "CREATE TABLE IF NOT EXISTS main.nccl_op_links (rank INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL, op_id INTEGER NOT NULL,"
+    " PRIMARY KEY (rank, correlation_id, op_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS main.nccl_op_intervals (rank INTEGER NOT NULL,"
+    " op_id INTEGER NOT NULL, start_ns INTEGER, end_ns INTEGER, source INTEGER NOT NULL,"
+    " PRIMARY KEY (rank, op_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS main.nccl_op_intervals_source (name TEXT PRIMARY KEY,"
+    " max_rowid INTEGER NOT NULL) WITHOUT ROWID;"
+    "DELETE FROM main.nccl_op_links; DELETE FROM main.nccl_op_intervals;"
+    "DELETE FROM main.nccl_op_intervals_source;"
+    "INSERT INTO main.nccl_op_links SELECT rank, correlation_id, op_id FROM temp.mrd_link;"
+    "INSERT INTO main.nccl_op_intervals SELECT rank, op_id, start_ns, end_ns, source"
+    " FROM temp.mrd_op_time;"
+    "INSERT INTO main.nccl_op_intervals_source SELECT name, max_rowid FROM temp.mrd_op_source;";
 
 const char mrd_db_sql_op_build_begin[] = "SAVEPOINT mrd_op_build";
 const char mrd_db_sql_op_build_commit[] = "RELEASE mrd_op_build";

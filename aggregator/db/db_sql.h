@@ -18,8 +18,26 @@ extern const char mrd_db_sql_temp_table_exists[];
  * mrd_link, mrd_op_time, mrd_link_kernel (with its (rank, correlation_id) index) and
  * mrd_op_gpu. */
 extern const char mrd_db_sql_op_tables[];
-/* Drops those TEMP tables where they exist. */
-extern const char mrd_db_sql_op_tables_drop[];
+/* Creates mrd_link_kernel's index (after its rows: one sort instead of one insert each). */
+extern const char mrd_db_sql_op_link_kernel_index[];
+/* -> type ('table' or 'view'), name of the op intervals' TEMP objects that exist. */
+extern const char mrd_db_sql_op_temp_objects[];
+/* DROP TABLE or DROP VIEW (type as mrd_db_sql_op_temp_objects gives it) of temp.<name>;
+ * sqlite3_free the text; NULL when out of memory. */
+char *mrd_db_sql_op_temp_drop(const char *type, const char *name);
+/* -> MAX(rowid) of main.<table>, 0 when empty (the name quoted as an identifier);
+ * sqlite3_free the text; NULL when out of memory. */
+char *mrd_db_sql_max_rowid(const char *table);
+/* ?1 table name, ?2 its MAX(rowid) when the op intervals were built: one mrd_op_source row. */
+extern const char mrd_db_sql_op_source_insert[];
+/* -> name, max_rowid of the stored op intervals' source tables (nccl_op_intervals_source). */
+extern const char mrd_db_sql_op_stored_source[];
+/* TEMP views mrd_link and mrd_op_time over the stored nccl_op_links, nccl_op_intervals. */
+extern const char mrd_db_sql_op_stored_views[];
+/* Creates nccl_op_links, nccl_op_intervals, nccl_op_intervals_source where absent and
+ * replaces their rows with the TEMP mrd_link, mrd_op_time, mrd_op_source (the caller's
+ * transaction). */
+extern const char mrd_db_sql_op_store[];
 /* The build's savepoint: opened, released, rolled back (and released). */
 extern const char mrd_db_sql_op_build_begin[];
 extern const char mrd_db_sql_op_build_commit[];

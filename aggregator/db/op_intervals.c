@@ -24,7 +24,9 @@
 #include "db.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "array.h"
 #include "error.h"
@@ -321,10 +323,12 @@ static int fill(struct build *b)
             return rc;
         if (b->links.n > 0 &&
             ((rc = prepare_insert(b, mrd_db_sql_op_link_kernel_insert)) < 0 ||
-             (rc = mrd_db_each_row(db, NULL, mrd_db_sql_op_kernel_scan, kernel_row, b)) < 0 ||
-             (rc = mrd_db_exec(db, mrd_db_sql_op_kernel_time)) < 0))
+             (rc = mrd_db_each_row(db, NULL, mrd_db_sql_op_kernel_scan, kernel_row, b)) < 0))
             return rc;
     }
+    if ((rc = mrd_db_exec(db, mrd_db_sql_op_link_kernel_index)) < 0 ||
+        (rc = mrd_db_exec(db, mrd_db_sql_op_kernel_time)) < 0)
+        return rc;
     if (have_ops) {
         if ((rc = mrd_db_each_row(db, NULL, mrd_db_sql_op_scan, op_key_row, b)) < 0 ||
             (rc = ks_seal(&b->ops)) < 0)
@@ -342,30 +346,131 @@ static int fill(struct build *b)
     return mrd_db_exec(db, mrd_db_sql_op_channel_time);
 }
 
-static int temp_exists(sqlite3 *db, const char *name)
+/* The tables the op intervals are built from, and whose MAX(rowid) at the build tells a
+ * later reader whether stored op intervals are still current (rows are only appended). */
+static const char *const source_tables[] = {"nccl_ops", "external_correlations", "kernels",
+                                            "nccl_channels"};
+#define NSOURCES (sizeof(source_tables) / sizeof(source_tables[0]))
+
+/* MAX(rowid) of each source table, -1 where db lacks it. */
+static int source_rowids(sqlite3 *db, int64_t *out)
+{
+    for (size_t i = 0; i < NSOURCES; i++) {
+        int has = mrd_db_has_table(db, source_tables[i]);
+        out[i] = -1;
+        if (has < 0)
+            return has;
+        if (!has)
+            continue;
+        char *sql = mrd_db_sql_max_rowid(source_tables[i]);
+        sqlite3_stmt *st = NULL;
+        if (!sql)
+            return -ENOMEM;
+        int ok = sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+                 sqlite3_step(st) == SQLITE_ROW;
+        if (ok)
+            out[i] = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+        sqlite3_free(sql);
+        if (!ok)
+            return -MRD_ERR_SQLITE;
+    }
+    return 0;
+}
+
+static int record_sources(sqlite3 *db, const int64_t *rowids)
 {
     sqlite3_stmt *st = NULL;
-    int found = 0;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_temp_table_exists, -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-        found = sqlite3_step(st) == SQLITE_ROW;
-        sqlite3_finalize(st);
+    int rc = 0;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_op_source_insert, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    for (size_t i = 0; i < NSOURCES && rc == 0; i++) {
+        sqlite3_reset(st);
+        sqlite3_bind_text(st, 1, source_tables[i], -1, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, rowids[i]);
+        rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
     }
-    return found;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+struct stored_check {
+    const int64_t *now;
+    size_t matched;
+};
+
+static int stored_source_row(sqlite3_stmt *st, void *ctx)
+{
+    struct stored_check *c = ctx;
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    for (size_t i = 0; name && i < NSOURCES; i++)
+        if (strcmp(name, source_tables[i]) == 0 && sqlite3_column_int64(st, 1) == c->now[i])
+            c->matched++;
+    return 0;
+}
+
+/* 1 when db holds op intervals stored by a finalize from the rows it has now. */
+static int stored_current(sqlite3 *db)
+{
+    int64_t now[NSOURCES];
+    struct stored_check c = {now, 0};
+    if (mrd_db_has_table(db, "nccl_op_links") != 1 ||
+        mrd_db_has_table(db, "nccl_op_intervals") != 1 || source_rowids(db, now) < 0 ||
+        mrd_db_each_row(db, "nccl_op_intervals_source", mrd_db_sql_op_stored_source,
+                        stored_source_row, &c) < 0)
+        return 0;
+    return c.matched == NSOURCES;
+}
+
+/* The op intervals' TEMP objects: 1 when mrd_op_time is a table (built on this
+ * connection), 2 when a view (of the stored tables), 0 when absent; with `drop` each one
+ * is dropped. */
+static int temp_objects(sqlite3 *db, int drop)
+{
+    sqlite3_stmt *st = NULL;
+    int found = 0, rc = 0, step;
+    if (sqlite3_prepare_v2(db, mrd_db_sql_op_temp_objects, -1, &st, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    /* the names are read first: dropping while the statement steps over the schema would
+     * change what it reads */
+    char kinds[5][8], names[5][32];
+    int n = 0;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW && n < 5) {
+        snprintf(kinds[n], sizeof(kinds[n]), "%s", (const char *)sqlite3_column_text(st, 0));
+        snprintf(names[n], sizeof(names[n]), "%s", (const char *)sqlite3_column_text(st, 1));
+        if (strcmp(names[n], "mrd_op_time") == 0)
+            found = kinds[n][0] == 'v' ? 2 : 1;
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE && step != SQLITE_ROW)
+        return -MRD_ERR_SQLITE;
+    for (int i = 0; drop && i < n && rc == 0; i++) {
+        char *sql = mrd_db_sql_op_temp_drop(kinds[i], names[i]);
+        rc = sql ? mrd_db_exec(db, sql) : -ENOMEM;
+        sqlite3_free(sql);
+    }
+    return rc < 0 ? rc : found;
 }
 
 int mrd_db_op_intervals(sqlite3 *db, int fresh)
 {
     struct build b = {.db = db};
-    int rc;
-    if (!fresh && temp_exists(db, "mrd_op_gpu"))
+    int64_t rowids[NSOURCES];
+    int rc = temp_objects(db, 0);
+    if (rc < 0)
+        return rc;
+    if (!fresh && rc > 0)
         return 0;
+    if (!fresh && stored_current(db))
+        return mrd_db_exec(db, mrd_db_sql_op_stored_views);
     /* one savepoint: the TEMP rows are written in one transaction (inside the caller's,
-     * when one is open), and a failure leaves no half-built tables behind */
+     * when one is open), and a failure leaves the TEMP objects as they were */
     if ((rc = mrd_db_exec(db, mrd_db_sql_op_build_begin)) < 0)
         return rc;
-    if ((rc = mrd_db_exec(db, mrd_db_sql_op_tables_drop)) < 0 ||
-        (rc = mrd_db_exec(db, mrd_db_sql_op_tables)) < 0 || (rc = fill(&b)) < 0)
+    if ((rc = temp_objects(db, 1)) < 0 || (rc = mrd_db_exec(db, mrd_db_sql_op_tables)) < 0 ||
+        (rc = source_rowids(db, rowids)) < 0 || (rc = fill(&b)) < 0 ||
+        (rc = record_sources(db, rowids)) < 0)
         goto fail;
     sqlite3_finalize(b.ins);
     b.ins = NULL;
@@ -379,4 +484,20 @@ fail:
     free(b.gpu);
     free(b.orphans);
     return rc;
+}
+
+int mrd_db_op_intervals_save(sqlite3 *db)
+{
+    /* the ones built on this connection, else built now (or views of stored ones that are
+     * current: nothing to store) */
+    int rc = mrd_db_op_intervals(db, 0);
+    if (rc < 0 || (rc = temp_objects(db, 0)) != 1)
+        return rc < 0 ? rc : 0;
+    if ((rc = mrd_db_exec(db, mrd_db_sql_op_build_begin)) < 0)
+        return rc;
+    if ((rc = mrd_db_exec(db, mrd_db_sql_op_store)) < 0) {
+        mrd_db_exec(db, mrd_db_sql_op_build_rollback);
+        return rc;
+    }
+    return mrd_db_exec(db, mrd_db_sql_op_build_commit);
 }

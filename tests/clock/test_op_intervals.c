@@ -6,9 +6,12 @@
  * ways), lost and corrupt kernel records, NULL correlation ids, ops without a launch id,
  * launches with several correlation ids, kernels shared by several ops, channels of ops
  * that have no nccl_ops row, invalid channel times, API calls that match and that do not.
- * Every table must equal its reference row for row (both EXCEPTs empty, equal counts). */
+ * Every table must equal its reference row for row (both EXCEPTs empty, equal counts).
+ * Stored by the finalize, they are read back as views on another connection, and built
+ * again once a source table gained rows. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "db.h"
@@ -236,6 +239,59 @@ static void one(uint64_t seed, int nops)
     sqlite3_close(db);
 }
 
+static int64_t time_kind(sqlite3 *db)
+{
+    return check_sql_int(db, "SELECT CASE type WHEN 'view' THEN 2 ELSE 1 END"
+                             " FROM temp.sqlite_master WHERE name = 'mrd_op_time'");
+}
+
+static sqlite3 *open_file(const char *path)
+{
+    sqlite3 *db = NULL;
+    CHECK_EQ(sqlite3_open(path, &db), SQLITE_OK);
+    return db;
+}
+
+/* Stored by the finalize (mrd_db_op_intervals_save): a later connection reads them as
+ * views with the same rows; once a source table gained rows, it builds them again. */
+static void stored(void)
+{
+    char path[] = "/tmp/mrd-op-intervals-XXXXXX";
+    int fd = mkstemp(path);
+    CHECK_GE(fd, 0);
+    close(fd);
+    sqlite3 *db = open_file(path);
+    tu_apply_schema(db);
+    tu_seed(99);
+    fill(db, 300);
+    CHECK_OK(mrd_db_op_intervals_save(db)); /* builds, then stores */
+    sqlite3_close(db);
+
+    db = open_file(path);
+    CHECK_OK(mrd_db_op_intervals(db, 0));
+    CHECK_EQ(time_kind(db), 2); /* views of the stored tables */
+    tu_exec(db, ref_sql);
+    int64_t times = same_rows(db, "temp.mrd_op_time", "ref_time");
+    CHECK_GT(times, 0);
+    CHECK_GT(same_rows(db, "temp.mrd_link", "ref_link"), 0);
+    CHECK_OK(mrd_db_op_intervals_save(db)); /* current: nothing to do, rows kept */
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM nccl_op_intervals"), times);
+    /* a kernel of op 1's launch arrives later: that op's interval can change */
+    tu_exec(db, "INSERT INTO kernels (rank, start_ns, end_ns, correlation_id)"
+                " SELECT rank, 1, 3000000000000, correlation_id FROM temp.mrd_link LIMIT 1");
+    sqlite3_close(db);
+
+    db = open_file(path);
+    CHECK_OK(mrd_db_op_intervals(db, 0));
+    CHECK_EQ(time_kind(db), 1); /* built again */
+    tu_exec(db, ref_sql);
+    CHECK_GE(same_rows(db, "temp.mrd_op_time", "ref_time"), times);
+    CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM temp.mrd_op_time WHERE end_ns = 3000000000000"),
+             1);
+    sqlite3_close(db);
+    unlink(path);
+}
+
 int main(void)
 {
     for (uint64_t seed = 1; seed <= 10; seed++)
@@ -245,6 +301,7 @@ int main(void)
     CHECK_OK(mrd_db_op_intervals(db, 1));
     CHECK_EQ(check_sql_int(db, "SELECT count(*) FROM temp.mrd_op_time"), 0);
     sqlite3_close(db);
+    stored();
     printf("clock_op_intervals: ok\n");
     return 0;
 }
