@@ -4,9 +4,11 @@
  * Where it sits: after meridiand has stopped (nothing else writes the database). The
  * finalize runs aggregator/clock's three passes in their documented order: clock fit
  * (clock_samples -> clock_models), GPU timer calibration (-> gpu_timer_models), causality
- * check with offset tightening; then it derives the `windows` table (the steady tier's
- * capture windows, aggregator/analyze/window_table.h) on the timebase those passes left;
- * then analysis and export read the completed tables.
+ * check with offset tightening; then it stores the op intervals those passes built
+ * (nccl_op_links, nccl_op_intervals: aggregator/db, mrd_db_op_intervals_save) and derives
+ * the `windows` table (the steady tier's capture windows, aggregator/analyze/
+ * window_table.h) on the timebase the passes left; then analysis and export read the
+ * completed tables.
  * Main thread; one SQLite connection.
  */
 #include <errno.h>
