@@ -15,8 +15,8 @@ extern const char mrd_db_sql_table_exists[];
 /* ?1 table name -> one row (1) when the TEMP schema has that table. */
 extern const char mrd_db_sql_temp_table_exists[];
 /* The op intervals (op_intervals.c, mrd_db_op_intervals). Creates the TEMP tables
- * mrd_link, mrd_op_time, mrd_link_kernel (with its (rank, correlation_id) index) and
- * mrd_op_gpu. */
+ * mrd_link, mrd_op_time, mrd_link_kernel, mrd_op_gpu and mrd_op_source (the source
+ * tables' MAX(rowid) at the build). */
 extern const char mrd_db_sql_op_tables[];
 /* Creates mrd_link_kernel's index (after its rows: one sort instead of one insert each). */
 extern const char mrd_db_sql_op_link_kernel_index[];

@@ -16,10 +16,15 @@
  * the same way in the sorted keys of nccl_ops (with each op's device); the result is
  * mrd_op_gpu. mrd_op_time is then two small SQL statements over those TEMP tables.
  *
+ * The finalize stores mrd_link and mrd_op_time (mrd_db_op_intervals_save) with the
+ * MAX(rowid) of the source tables; a later connection takes them as TEMP views while the
+ * sources gained no rows (they are only appended to), else builds as above.
+ *
  * Workload: one sequential read of kernels, nccl_channels and two of nccl_ops (10 M-event
- * run: 5.6 M, 1.9 M, 0.3 M rows: ~1.5 s CPU of the finalize's ~6); memory: the sorted keys,
- * O(NCCL ops) (16 bytes per link, ~50 per op), plus SQLite's TEMP tables (one row per
- * link, linked kernel and op). Caller's thread, on a connection only that thread uses.
+ * run: 5.6 M, 1.9 M, 0.3 M rows; the build is ~2.5 s CPU of the finalize's ~5, half of it
+ * SQLite's TEMP inserts); memory: the sorted keys, O(NCCL ops) (16 bytes per link, ~50 per
+ * op), plus SQLite's TEMP tables (one row per link, linked kernel and op). Caller's
+ * thread, on a connection only that thread uses.
  */
 #include "db.h"
 
