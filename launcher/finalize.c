@@ -4,9 +4,11 @@
  * Where it sits: after meridiand has stopped (nothing else writes the database). The
  * finalize runs aggregator/clock's three passes in their documented order: clock fit
  * (clock_samples -> clock_models), GPU timer calibration (-> gpu_timer_models), causality
- * check with offset tightening; then it derives the `windows` table (the steady tier's
- * capture windows, aggregator/analyze/window_table.h) on the timebase those passes left;
- * then analysis and export read the completed tables.
+ * check with offset tightening; then it stores the op intervals those passes built
+ * (nccl_op_links, nccl_op_intervals: aggregator/db, mrd_db_op_intervals_save) and derives
+ * the `windows` table (the steady tier's capture windows, aggregator/analyze/
+ * window_table.h) on the timebase the passes left; then analysis and export read the
+ * completed tables.
  * Main thread; one SQLite connection.
  */
 #include <errno.h>
@@ -200,7 +202,9 @@ static int finalize_passes(sqlite3 *db, const char *command, FILE *log,
     if (n > 0) {
         struct mrd_clock_causality_summary sum;
         memset(&sum, 0, sizeof(sum));
-        int c = mrd_clock_causality_db(db, 1, &sum, log);
+        /* the GPU calibration just built the op intervals on this connection */
+        int c = mrd_clock_causality_db(
+            db, MRD_CLOCK_CAUSALITY_APPLY | MRD_CLOCK_CAUSALITY_REUSE_OPS, &sum, log);
         if (c < 0)
             fprintf(log, "meridian: causality check failed: %s\n", mrd_strerror(c));
         else
@@ -209,6 +213,11 @@ static int finalize_passes(sqlite3 *db, const char *command, FILE *log,
                     " before / %" PRIu64 " after tightening, largest shift %" PRId64 " ns\n",
                     sum.instances, sum.violations_before, sum.violations_after, sum.max_shift_ns);
     }
+    /* what the analysis and the exports would build again from the same rows */
+    int o = mrd_db_op_intervals_save(db);
+    if (o < 0)
+        fprintf(log, "meridian: op intervals not stored (each report builds them): %s (%s)\n",
+                mrd_strerror(o), sqlite3_errmsg(db));
     finalize_pass_end(fp);
     int w = derive_windows(db, log);
     finalize_pass_end(fp);

@@ -27,8 +27,10 @@
  * The instances and each op's interval are the database module's one matching
  * (mrd_db_instances_open, over its op intervals), the same rows the analysis matches.
  *
- * Workload: O(instances x ranks^2) pair checks streamed from one SQL query (two passes),
- * memory O(ranks^2). Fine for the design point's instance counts at tens of ranks per
+ * Workload: O(instances x ranks^2) pair checks streamed from one SQL query; the second
+ * pass re-checks the members the first one kept (24 bytes per matched op, up to
+ * MRD_CAUSALITY_KEEP_MAX of them: 0.24 M ops, 6 MB, on 10 M events; beyond, it steps
+ * through the query again). Memory O(ranks^2) plus those members. Fine for the design point's instance counts at tens of ranks per
  * communicator; at 512 ranks per instance it is the slow part of finalize.
  */
 #include <errno.h>
@@ -64,6 +66,15 @@ struct member {
     int64_t s, e;
 };
 
+/* One instance of pass 1: its members kept[first .. first + n). */
+struct kept_instance {
+    size_t first, n;
+    enum mrd_clock_coll_order order;
+};
+
+/* Members kept from pass 1 at most (24 bytes each: 96 MB); beyond, pass 2 queries again. */
+#define MRD_CAUSALITY_KEEP_MAX (1u << 22)
+
 struct cctx {
     sqlite3 *db;
     FILE *log;
@@ -77,6 +88,14 @@ struct cctx {
     struct member *mem;
     size_t nmem, capmem;
     enum mrd_clock_coll_order order; /* of the current instance */
+    int fresh_ops; /* build the op intervals afresh (else reuse this connection's) */
+    /* pass 1's instances with two members or more, kept for pass 2 while they fit under
+     * MRD_CAUSALITY_KEEP_MAX members (else pass 2 steps through the query again) */
+    struct member *kept;
+    size_t nkept, capkept;
+    struct kept_instance *inst;
+    size_t ninst, capinst;
+    int keep; /* 1 while everything of pass 1 is kept */
     uint64_t instances, unmapped;
 };
 
@@ -129,22 +148,22 @@ enum mrd_clock_coll_order mrd_clock_coll_order(const char *func)
  * guarantees is required: "a ends after b began" (a depends on b) for every pair of an
  * AllReduce-like instance; for a Broadcast/Scatter only non-roots depend on the root, for
  * a Reduce/Gather only the root depends on the others (see mrd_clock_coll_order). */
-static void check_instance(struct cctx *c, int pass)
+static void check_instance(struct cctx *c, const struct member *mem, size_t m,
+                           enum mrd_clock_coll_order order, int pass)
 {
-    size_t m = c->nmem;
     if (m < 2)
         return;
     c->instances += pass == 1;
     for (size_t i = 0; i < m; i++) {
         for (size_t j = i + 1; j < m; j++) {
-            const struct member *x = &c->mem[i], *y = &c->mem[j];
+            const struct member *x = &mem[i], *y = &mem[j];
             int a = x->idx, b = y->idx;
             if (a == b)
                 continue;
             int dab = 1, dba = 1; /* a depends on b, b depends on a */
-            if (c->order == MRD_CLOCK_FROM_ROOT)
+            if (order == MRD_CLOCK_FROM_ROOT)
                 dab = y->is_root, dba = x->is_root;
-            else if (c->order == MRD_CLOCK_TO_ROOT)
+            else if (order == MRD_CLOCK_TO_ROOT)
                 dab = x->is_root, dba = y->is_root;
             if (!dab && !dba)
                 continue; /* e.g. two non-roots of a Broadcast: no order between them */
@@ -222,12 +241,40 @@ static int add_member(struct cctx *c, sqlite3_stmt *st)
     return 0;
 }
 
+/* The instance gathered in c->mem is complete: checked, and in pass 1 kept for pass 2. */
+static int end_instance(struct cctx *c, int pass)
+{
+    check_instance(c, c->mem, c->nmem, c->order, pass);
+    if (pass != 1 || !c->keep || c->nmem < 2)
+        return 0;
+    if (c->nkept + c->nmem > MRD_CAUSALITY_KEEP_MAX) {
+        c->keep = 0;
+        return 0;
+    }
+    int rc = mrd_array_reserve(&c->inst, &c->capinst, c->ninst, sizeof(*c->inst), 1024, 0);
+    for (size_t i = 0; rc == 0 && i < c->nmem; i++)
+        if ((rc = mrd_array_reserve(&c->kept, &c->capkept, c->nkept, sizeof(*c->kept), 4096,
+                                    0)) == 0)
+            c->kept[c->nkept++] = c->mem[i];
+    if (rc < 0)
+        return rc;
+    c->inst[c->ninst++] = (struct kept_instance){c->nkept - c->nmem, c->nmem, c->order};
+    return 0;
+}
+
 static int run_pass(struct cctx *c, int pass)
 {
     sqlite3_stmt *st = NULL;
     int step, rc = 0, have = 0;
     int64_t kh = 0, ks = 0, kf = 0;
-    if (mrd_db_instances_open(c->db, pass == 1, &st) < 0)
+    if (pass == 2 && c->keep) { /* pass 1 kept every instance */
+        for (size_t i = 0; i < c->ninst; i++)
+            check_instance(c, c->kept + c->inst[i].first, c->inst[i].n, c->inst[i].order, 2);
+        return 0;
+    }
+    c->keep = pass == 1;
+    /* pass 2 steps through the intervals pass 1 used */
+    if (mrd_db_instances_open(c->db, pass == 1 && c->fresh_ops, &st) < 0)
         return mrd__clock_sqlerr(c->db, c->log, "causality query");
     c->nmem = 0;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -235,7 +282,8 @@ static int run_pass(struct cctx *c, int pass)
                 s = sqlite3_column_int64(st, MRD_DB_INST_SEQ),
                 f = sqlite3_column_int64(st, MRD_DB_INST_FUNC_ID);
         if (!have || h != kh || s != ks || f != kf) {
-            check_instance(c, pass);
+            if ((rc = end_instance(c, pass)) < 0)
+                goto fail;
             c->nmem = 0;
             kh = h, ks = s, kf = f, have = 1;
             c->order =
@@ -248,7 +296,7 @@ static int run_pass(struct cctx *c, int pass)
         rc = mrd__clock_sqlerr(c->db, c->log, "causality query");
         goto fail;
     }
-    check_instance(c, pass);
+    rc = end_instance(c, pass);
 fail:
     sqlite3_finalize(st);
     return rc;
@@ -422,12 +470,15 @@ static void cctx_free(struct cctx *c)
     free(c->pa);
     free(c->shift);
     free(c->mem);
+    free(c->kept);
+    free(c->inst);
 }
 
-int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_summary *sum,
+int mrd_clock_causality_db(sqlite3 *db, int flags, struct mrd_clock_causality_summary *sum,
                            FILE *log)
 {
-    struct cctx c = {.db = db, .log = log};
+    struct cctx c = {.db = db, .log = log, .fresh_ops = !(flags & MRD_CLOCK_CAUSALITY_REUSE_OPS)};
+    int apply = (flags & MRD_CLOCK_CAUSALITY_APPLY) != 0;
     struct solution so = {0};
     struct mrd_clock_constraint *cons = NULL;
     struct mrd_clock_causality_summary s = {.bound_scale = 1, .consistent = 1};

@@ -4,7 +4,9 @@
  * local clock, CLOCK_MONOTONIC_RAW of its node; t1/t2 in the global timebase) in
  * `clock_samples`. The finalize step (`meridian profile`, `meridian report`) runs, in order:
  *   1. mrd_clock_fit_db        clock_samples            -> clock_models
- *   2. mrd_clock_gpu_fit_db    kernels + nccl_channels  -> gpu_timer_models
+ *   2. mrd_clock_gpu_fit_db    kernels + nccl_channels  -> gpu_timer_models (and the
+ *                              op intervals' TEMP tables, aggregator/db, which the
+ *                              finalize lets 3 reuse)
  *   3. mrd_clock_causality_db  nccl_ops + kernels       -> clock_causality, clock_adjustments
  *                                                          (and tightened clock_models)
  * after which any analysis maps a rank's local timestamp with mrd_clock_map().
@@ -134,8 +136,10 @@ int mrd_clock_gpu_fit(const struct mrd_gpu_bracket *b, size_t n, struct mrd_gpu_
 int64_t mrd_clock_gpu_map(const struct mrd_gpu_timer_model *m, int64_t gpu_ns);
 
 /* Fits every (rank, device) with data and replaces gpu_timer_models (method: which evidence
- * the fit used, SCHEMA.md). Returns the number of GPUs fitted, or -MRD_ERR_SQLITE /
- * -ENOMEM. Logs one line per GPU to log (may be NULL). */
+ * the fit used, SCHEMA.md). Builds the op intervals' TEMP tables afresh on db first
+ * (mrd_db_op_intervals(db, 1): the brackets read them), which the causality check may
+ * then reuse (MRD_CLOCK_CAUSALITY_REUSE_OPS). Returns the number of GPUs fitted, or -MRD_ERR_SQLITE / -ENOMEM. Logs one line
+ * per GPU to log (may be NULL). */
 int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log);
 
 /* ---- causality check --------------------------------------------------------------------
@@ -164,13 +168,23 @@ struct mrd_clock_causality_summary {
     int ranks;
 };
 
-/* Runs the check over db's NCCL data with the stored clock and GPU timer models, writes
- * clock_causality (per pair) and clock_adjustments (per rank), applies the shifts to
- * clock_models (an earlier pass's shifts are undone first, so running it twice gives the
- * same result), prints a summary and per-pair table to log (may be NULL). apply = 0 only
- * counts (nothing is written). Returns 0 (*sum filled when non-NULL), -MRD_ERR_SQLITE,
- * -ENOMEM. */
-int mrd_clock_causality_db(sqlite3 *db, int apply, struct mrd_clock_causality_summary *sum,
+/* What mrd_clock_causality_db does besides counting (flags, or-ed). */
+enum {
+    MRD_CLOCK_CAUSALITY_APPLY = 1,      /* write the results and apply the shifts */
+    MRD_CLOCK_CAUSALITY_REUSE_OPS = 2,  /* use the op intervals already built on this
+                                           connection (the finalize: mrd_clock_gpu_fit_db
+                                           built them just before) instead of afresh */
+};
+
+/* Runs the check over db's NCCL data with the stored clock and GPU timer models; with
+ * MRD_CLOCK_CAUSALITY_APPLY writes clock_causality (per pair) and clock_adjustments (per
+ * rank) and applies the shifts to clock_models (an earlier pass's shifts are undone first,
+ * so running it twice gives the same result); without it only counts (nothing is written).
+ * Prints a summary and per-pair table to log (may be NULL). The op intervals are built
+ * afresh from the current rows (mrd_db_op_intervals(db, 1)), or with
+ * MRD_CLOCK_CAUSALITY_REUSE_OPS taken as this connection has them (built when absent).
+ * Returns 0 (*sum filled when non-NULL), -MRD_ERR_SQLITE, -ENOMEM. */
+int mrd_clock_causality_db(sqlite3 *db, int flags, struct mrd_clock_causality_summary *sum,
                            FILE *log);
 
 /* What a collective's data flow guarantees about the order of its ranks' kernels, by

@@ -49,6 +49,7 @@
 
 #include "clock.h"
 #include "clock_internal.h"
+#include "db.h"
 #include "error.h"
 
 #define MRD_GPU_BRACKET_CAP     (1u << 21)
@@ -348,9 +349,15 @@ static int load_query(sqlite3 *db, FILE *log, const char *sql, const char *what,
 static int load_brackets(sqlite3 *db, FILE *log, struct gbr **v, size_t *n, uint64_t *over)
 {
     size_t cap = 0;
-    int rc = load_query(db, log, mrd_db_sql_gpu_kernel_brackets, "calibration query", SHAPE_KERNEL,
-                        v, n, &cap, over);
-    if (!rc)
+    /* afresh: the calibration is the first pass that reads them, and the causality check
+     * after it reuses them on this connection */
+    int rc = mrd_db_op_intervals(db, 1);
+    if (rc < 0)
+        return mrd__clock_sqlerr(db, log, "op intervals");
+    rc = load_query(db, log, mrd_db_sql_gpu_kernel_brackets, "calibration query", SHAPE_KERNEL, v,
+                    n, &cap, over);
+    if (!rc && mrd_db_has_table(db, "api_calls") == 1 &&
+        mrd_db_has_table(db, "nccl_channels") == 1)
         rc = load_query(db, log, mrd_db_sql_gpu_host_brackets, "host calibration query", SHAPE_HOST,
                         v, n, &cap, over);
     if (!rc && mrd_db_has_table(db, "gpu_clock_samples") == 1)

@@ -1,10 +1,9 @@
-/* The database module's functions: the table-exists check, the op intervals, the one
- * collective matching and the time origin (see db.h). The named statements are in
- * db_sql.c.
+/* The database module's functions: the table-exists check, the one collective matching
+ * and the time origin (see db.h). The op intervals are op_intervals.c's; the named
+ * statements are in db_sql.c.
  *
  * Workload: each function is called a few times per finalize, analysis or export; the
- * op-interval build is one pass over nccl_ops, external_correlations, the linked kernels
- * and nccl_channels; the origin's fallback is one GROUP BY scan per event table.
+ * origin's fallback is one GROUP BY scan per event table.
  */
 #include "db.h"
 
@@ -92,40 +91,6 @@ int mrd_db_each_row(sqlite3 *db, const char *table, const char *sql,
 int mrd_db_exec(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -MRD_ERR_SQLITE;
-}
-
-/* 1 when kernels has an index starting (rank, correlation_id) (the clock passes create
- * one): then probing kernels per link is cheapest; without it the kernels are scanned once
- * and each probes the small link table (CROSS JOIN fixes that order: SQLite would
- * otherwise scan every kernel of the rank once per link). */
-static int has_corr_index(sqlite3 *db)
-{
-    return mrd_db_step_text(db, mrd_db_sql_kernels_corr_index, NULL) == SQLITE_ROW;
-}
-
-int mrd_db_op_intervals(sqlite3 *db, int fresh)
-{
-    int rc;
-    int have_ops = mrd_db_has_table(db, "nccl_ops") == 1;
-    int have_ec = mrd_db_has_table(db, "external_correlations") == 1;
-    int have_k = mrd_db_has_table(db, "kernels") == 1;
-    int have_ch = mrd_db_has_table(db, "nccl_channels") == 1;
-
-    if (fresh && (rc = mrd_db_exec(db, mrd_db_sql_op_tables_drop)) < 0)
-        return rc;
-    if (!fresh && mrd_db_step_text(db, mrd_db_sql_temp_table_exists, "mrd_op_time") == SQLITE_ROW)
-        return 0;
-    if ((rc = mrd_db_exec(db, mrd_db_sql_op_tables)) < 0)
-        return rc;
-    if (have_ops && have_ec && (rc = mrd_db_exec(db, mrd_db_sql_op_links)) < 0)
-        return rc;
-    if (have_ops && have_ec && have_k &&
-        (rc = mrd_db_exec(db, has_corr_index(db) ? mrd_db_sql_op_kernel_time_by_link
-                                                 : mrd_db_sql_op_kernel_time_by_kernel)) < 0)
-        return rc;
-    if (have_ch && (rc = mrd_db_exec(db, mrd_db_sql_op_channel_time)) < 0)
-        return rc;
-    return 0;
 }
 
 int mrd_db_instances_open(sqlite3 *db, int fresh, sqlite3_stmt **out)

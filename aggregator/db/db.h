@@ -88,18 +88,39 @@ static inline int mrd_db_kernel_valid(int64_t start_ns, int64_t end_ns)
     return !(start_ns == 0 && end_ns == 0) && end_ns >= start_ns;
 }
 
-/* Builds the op-interval TEMP tables on db: with fresh = 0 only when they do not exist
- * yet (the analysis and the exports of one connection share them), with fresh = 1 again
- * from the current rows (a caller that may run after rows changed on this connection):
+/* Builds the op-interval TEMP tables on db (op_intervals.c: one read of kernels,
+ * nccl_channels and nccl_ops in table order, no index needed): with fresh = 0 only when
+ * they do not exist yet (the clock passes, the analysis and the exports of one connection
+ * share them), and then, where the finalize stored current ones (mrd_db_op_intervals_save),
+ * as TEMP views mrd_link and mrd_op_time of those (nothing built; the other two tables
+ * absent); with fresh = 1 built again from the current rows (a caller that may run after
+ * rows changed on this connection):
  *   mrd_link(rank, correlation_id, op_id): kernels linked to NCCL ops through
  *     external_correlations (nccl_ops.launch_id = external_id);
  *   mrd_op_time(rank, op_id, start_ns, end_ns, source): each NCCL op's interval,
  *     source 1 = MIN(start)/MAX(end) of its linked kernels that pass MRD_DB_KERNEL_VALID
  *     (rank-local host clock), else source 2 = MIN(gpu_start)/MAX(gpu_end) of its
  *     nccl_channels with gpu_start > 0 AND gpu_end >= gpu_start (raw GPU timer: map
- *     with gpu_timer_models first). Ops with neither have no row.
- * Works on a read-only database (TEMP only). Returns 0 or -MRD_ERR_SQLITE. */
+ *     with gpu_timer_models first). Ops with neither have no row;
+ *   mrd_link_kernel(rank, correlation_id, start_ns, end_ns, device): the kernels of
+ *     mrd_link that pass MRD_DB_KERNEL_VALID, indexed by (rank, correlation_id);
+ *   mrd_op_gpu(rank, op_id, device, gpu_start, gpu_end): every op of nccl_ops and every
+ *     (rank, op_id) of a valid channel: the op's device (its first row's with one),
+ *     MIN(gpu_start) / MAX(gpu_end) of its valid channels (NULL without one).
+ * The GPU timer calibration's bracket queries read the last two. Memory: O(NCCL ops)
+ * while it runs. Works on a read-only database (TEMP only). Returns 0, -ENOMEM or
+ * -MRD_ERR_SQLITE; on failure the TEMP tables are left as they were. */
 int mrd_db_op_intervals(sqlite3 *db, int fresh);
+
+/* Stores this connection's op intervals in the database (the finalize, after the clock
+ * passes): nccl_op_links and nccl_op_intervals get mrd_link's and mrd_op_time's rows,
+ * nccl_op_intervals_source the MAX(rowid) of nccl_ops, external_correlations, kernels and
+ * nccl_channels they were built from (tables created where absent: aggregator/SCHEMA.md).
+ * Afterwards mrd_db_op_intervals(db, 0) on any connection takes them as TEMP views of
+ * those tables, without building, as long as no source table gained rows. Builds the op
+ * intervals first where this connection has none. Returns 0 or -MRD_ERR_SQLITE / -ENOMEM
+ * (nothing stored). Needs a read-write connection; caller's thread. */
+int mrd_db_op_intervals_save(sqlite3 *db);
 
 /* The one cross-rank matching: a collective instance is the nccl_ops rows of every rank
  * with equal (comm_hash, seq, func_id), p2p and rows without seq excluded. Prepares the

@@ -15,21 +15,67 @@ char *mrd_db_sql_table_count(const char *table)
     return sqlite3_mprintf("SELECT COUNT(*) FROM main.\"%w\"", table);
 }
 
-const char mrd_db_sql_kernels_corr_index[] =
-    "SELECT 1 FROM pragma_index_list('kernels') il JOIN "
-    "pragma_index_info(il.name) a ON a.seqno = 0 AND a.name = 'rank' "
-    "JOIN pragma_index_info(il.name) b ON b.seqno = 1 AND b.name = 'correlation_id'";
-
 const char mrd_db_sql_op_tables[] =
     "CREATE TEMP TABLE mrd_link (rank INTEGER NOT NULL, correlation_id "
     "INTEGER NOT NULL, op_id INTEGER NOT NULL, PRIMARY KEY (rank, "
     "correlation_id, op_id)) WITHOUT ROWID;"
     "CREATE TEMP TABLE mrd_op_time (rank INTEGER NOT NULL, op_id INTEGER "
     "NOT NULL, start_ns INTEGER, end_ns INTEGER, source INTEGER NOT NULL, "
-    "PRIMARY KEY (rank, op_id)) WITHOUT ROWID;";
+    "PRIMARY KEY (rank, op_id)) WITHOUT ROWID;"
+    "CREATE TEMP TABLE mrd_link_kernel (rank INTEGER NOT NULL, correlation_id INTEGER NOT NULL,"
+    " start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL, device INTEGER);"
+    "CREATE TEMP TABLE mrd_op_gpu (rank INTEGER NOT NULL, op_id INTEGER NOT NULL,"
+    " device INTEGER, gpu_start INTEGER, gpu_end INTEGER, PRIMARY KEY (rank, op_id))"
+    " WITHOUT ROWID;"
+    "CREATE TEMP TABLE mrd_op_source (name TEXT PRIMARY KEY, max_rowid INTEGER NOT NULL)"
+    " WITHOUT ROWID;";
 
-const char mrd_db_sql_op_tables_drop[] =
-    "DROP TABLE IF EXISTS temp.mrd_link; DROP TABLE IF EXISTS temp.mrd_op_time";
+const char mrd_db_sql_op_link_kernel_index[] =
+    "CREATE INDEX temp.mrd_link_kernel_corr ON mrd_link_kernel (rank, correlation_id)";
+
+const char mrd_db_sql_op_temp_objects[] =
+    "SELECT type, name FROM temp.sqlite_master WHERE type IN ('table', 'view') AND name IN"
+    " ('mrd_link', 'mrd_op_time', 'mrd_link_kernel', 'mrd_op_gpu', 'mrd_op_source')";
+
+char *mrd_db_sql_op_temp_drop(const char *type, const char *name)
+{
+    return sqlite3_mprintf("DROP %s temp.\"%w\"", type[0] == 'v' ? "VIEW" : "TABLE", name);
+}
+
+char *mrd_db_sql_max_rowid(const char *table)
+{
+    return sqlite3_mprintf("SELECT COALESCE(MAX(rowid), 0) FROM main.\"%w\"", table);
+}
+
+const char mrd_db_sql_op_source_insert[] = "INSERT INTO temp.mrd_op_source VALUES (?1, ?2)";
+
+const char mrd_db_sql_op_stored_source[] =
+    "SELECT name, max_rowid FROM main.nccl_op_intervals_source";
+
+const char mrd_db_sql_op_stored_views[] =
+    "CREATE TEMP VIEW mrd_link AS SELECT rank, correlation_id, op_id FROM main.nccl_op_links;"
+    "CREATE TEMP VIEW mrd_op_time AS SELECT rank, op_id, start_ns, end_ns, source"
+    " FROM main.nccl_op_intervals";
+
+const char mrd_db_sql_op_store[] =
+    "CREATE TABLE IF NOT EXISTS main.nccl_op_links (rank INTEGER NOT NULL,"
+    " correlation_id INTEGER NOT NULL, op_id INTEGER NOT NULL,"
+    " PRIMARY KEY (rank, correlation_id, op_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS main.nccl_op_intervals (rank INTEGER NOT NULL,"
+    " op_id INTEGER NOT NULL, start_ns INTEGER, end_ns INTEGER, source INTEGER NOT NULL,"
+    " PRIMARY KEY (rank, op_id)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS main.nccl_op_intervals_source (name TEXT PRIMARY KEY,"
+    " max_rowid INTEGER NOT NULL) WITHOUT ROWID;"
+    "DELETE FROM main.nccl_op_links; DELETE FROM main.nccl_op_intervals;"
+    "DELETE FROM main.nccl_op_intervals_source;"
+    "INSERT INTO main.nccl_op_links SELECT rank, correlation_id, op_id FROM temp.mrd_link;"
+    "INSERT INTO main.nccl_op_intervals SELECT rank, op_id, start_ns, end_ns, source"
+    " FROM temp.mrd_op_time;"
+    "INSERT INTO main.nccl_op_intervals_source SELECT name, max_rowid FROM temp.mrd_op_source;";
+
+const char mrd_db_sql_op_build_begin[] = "SAVEPOINT mrd_op_build";
+const char mrd_db_sql_op_build_commit[] = "RELEASE mrd_op_build";
+const char mrd_db_sql_op_build_rollback[] = "ROLLBACK TO mrd_op_build; RELEASE mrd_op_build";
 
 const char mrd_db_sql_op_links[] =
     "INSERT OR IGNORE INTO temp.mrd_link SELECT n.rank, ec.correlation_id, "
@@ -37,22 +83,31 @@ const char mrd_db_sql_op_links[] =
     "ec.rank = n.rank AND ec.external_id = n.launch_id "
     "WHERE n.launch_id IS NOT NULL";
 
-const char mrd_db_sql_op_kernel_time_by_link[] =
+const char mrd_db_sql_op_link_keys[] = "SELECT rank, correlation_id FROM temp.mrd_link";
+
+const char mrd_db_sql_op_kernel_scan[] =
+    "SELECT rank, correlation_id, start_ns, end_ns, device FROM main.kernels";
+
+const char mrd_db_sql_op_link_kernel_insert[] =
+    "INSERT INTO temp.mrd_link_kernel VALUES (?1, ?2, ?3, ?4, ?5)";
+
+const char mrd_db_sql_op_kernel_time[] =
     "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
     "MIN(k.start_ns), MAX(k.end_ns), 1 FROM temp.mrd_link l JOIN "
-    "main.kernels k ON k.rank = l.rank AND k.correlation_id = "
-    "l.correlation_id WHERE " MRD_DB_KERNEL_VALID " GROUP BY l.rank, l.op_id";
+    "temp.mrd_link_kernel k ON k.rank = l.rank AND k.correlation_id = "
+    "l.correlation_id GROUP BY l.rank, l.op_id";
 
-const char mrd_db_sql_op_kernel_time_by_kernel[] =
-    "INSERT OR IGNORE INTO temp.mrd_op_time SELECT l.rank, l.op_id, "
-    "MIN(k.start_ns), MAX(k.end_ns), 1 FROM main.kernels k CROSS "
-    "JOIN temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = "
-    "k.correlation_id WHERE " MRD_DB_KERNEL_VALID " GROUP BY l.rank, l.op_id";
+const char mrd_db_sql_op_scan[] = "SELECT rank, op_id, device FROM main.nccl_ops";
+
+const char mrd_db_sql_op_channel_scan[] =
+    "SELECT rank, op_id, gpu_start, gpu_end FROM main.nccl_channels "
+    "WHERE gpu_start > 0 AND gpu_end >= gpu_start";
+
+const char mrd_db_sql_op_gpu_insert[] = "INSERT OR IGNORE INTO temp.mrd_op_gpu VALUES (?1, ?2, ?3, ?4, ?5)";
 
 const char mrd_db_sql_op_channel_time[] =
-    "INSERT OR IGNORE INTO temp.mrd_op_time SELECT rank, op_id, "
-    "MIN(gpu_start), MAX(gpu_end), 2 FROM main.nccl_channels "
-    "WHERE gpu_start > 0 AND gpu_end >= gpu_start GROUP BY rank, op_id";
+    "INSERT OR IGNORE INTO temp.mrd_op_time SELECT rank, op_id, gpu_start, "
+    "gpu_end, 2 FROM temp.mrd_op_gpu WHERE gpu_start IS NOT NULL";
 
 const char mrd_db_sql_instances[] =
     "SELECT n.comm_hash, n.seq, n.func_id, n.rank, n.comm_nranks, "
@@ -319,34 +374,31 @@ const char mrd_db_sql_clock_tables[] =
     " rank INTEGER PRIMARY KEY, shift_ns INTEGER NOT NULL,"
     " bound_before_ns INTEGER NOT NULL, bound_after_ns INTEGER NOT NULL,"
     " feasible_lo_ns INTEGER, feasible_hi_ns INTEGER, bound_scale REAL NOT NULL,"
-    " instances INTEGER NOT NULL);"
-    "CREATE INDEX IF NOT EXISTS clock_kernels_corr ON kernels (rank, correlation_id);"
-    "CREATE INDEX IF NOT EXISTS clock_channels_op ON nccl_channels (rank, op_id);";
+    " instances INTEGER NOT NULL);";
 
 const char mrd_db_sql_gpu_sample_brackets[] =
     "SELECT rank, device, host_ns - COALESCE(uncertainty_ns, 0), gpu_ns,"
     "       host_ns + COALESCE(uncertainty_ns, 0) FROM gpu_clock_samples";
 
 const char mrd_db_sql_gpu_kernel_brackets[] =
-    "SELECT k.rank, COALESCE(k.device, o.device, 0), k.start_ns, k.end_ns,"
-    "       MIN(c.gpu_start), MAX(c.gpu_end)"
-    " FROM nccl_ops o" /* CROSS JOIN fixes this order: every step an index search */
-    " CROSS JOIN external_correlations x ON x.rank = o.rank AND x.external_id = o.launch_id"
-    " CROSS JOIN kernels k ON k.rank = x.rank AND k.correlation_id = x.correlation_id"
-    " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
-    " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.gpu_end >= c.gpu_start"
-    "   AND " MRD_DB_KERNEL_VALID " GROUP BY k.rank, k.correlation_id, k.start_ns";
+    "SELECT k.rank, COALESCE(k.device, g.device, 0), k.start_ns, k.end_ns,"
+    "       MIN(g.gpu_start), MAX(g.gpu_end)"
+    " FROM temp.mrd_link_kernel k"
+    " CROSS JOIN temp.mrd_link l ON l.rank = k.rank AND l.correlation_id = k.correlation_id"
+    " CROSS JOIN temp.mrd_op_gpu g ON g.rank = l.rank AND g.op_id = l.op_id"
+    " WHERE g.gpu_start IS NOT NULL GROUP BY k.rank, k.correlation_id, k.start_ns";
 
 const char mrd_db_sql_gpu_host_brackets[] =
-    "WITH l AS (SELECT x.rank, x.external_id, MIN(a.start_ns) AS t"
-    "           FROM external_correlations x"
-    "           JOIN api_calls a ON a.rank = x.rank AND a.correlation_id = x.correlation_id"
-    "           GROUP BY x.rank, x.external_id)"
-    " SELECT o.rank, COALESCE(o.device, 0), l.t, c.gpu_start, c.host_start_ns"
-    " FROM nccl_ops o"
-    " CROSS JOIN l ON l.rank = o.rank AND l.external_id = o.launch_id"
-    " CROSS JOIN nccl_channels c ON c.rank = o.rank AND c.op_id = o.op_id"
-    " WHERE o.launch_id IS NOT NULL AND c.gpu_start > 0 AND c.host_start_ns > 0";
+    "WITH launch AS (SELECT l.rank, l.op_id, MIN(a.start_ns) AS t"
+    "                FROM main.api_calls a"
+    "                CROSS JOIN temp.mrd_link l ON l.rank = a.rank"
+    "                 AND l.correlation_id = a.correlation_id"
+    "                GROUP BY l.rank, l.op_id)"
+    " SELECT c.rank, COALESCE(g.device, 0), launch.t, c.gpu_start, c.host_start_ns"
+    " FROM main.nccl_channels c"
+    " CROSS JOIN launch ON launch.rank = c.rank AND launch.op_id = c.op_id"
+    " CROSS JOIN temp.mrd_op_gpu g ON g.rank = c.rank AND g.op_id = c.op_id"
+    " WHERE c.gpu_start > 0 AND c.host_start_ns > 0";
 
 const char mrd_db_sql_gpu_model_bounds[] =
     "SELECT rank, device, slope, intercept_ns, error_bound_ns"

@@ -14,20 +14,53 @@
 extern const char mrd_db_sql_table_exists[];
 /* ?1 table name -> one row (1) when the TEMP schema has that table. */
 extern const char mrd_db_sql_temp_table_exists[];
-/* -> one row (1) when kernels has an index whose first columns are (rank, correlation_id). */
-extern const char mrd_db_sql_kernels_corr_index[];
-/* Creates TEMP tables mrd_link and mrd_op_time (see mrd_db_op_intervals). */
+/* The op intervals (op_intervals.c, mrd_db_op_intervals). Creates the TEMP tables
+ * mrd_link, mrd_op_time, mrd_link_kernel, mrd_op_gpu and mrd_op_source (the source
+ * tables' MAX(rowid) at the build). */
 extern const char mrd_db_sql_op_tables[];
-/* Drops the TEMP tables mrd_link and mrd_op_time where they exist. */
-extern const char mrd_db_sql_op_tables_drop[];
+/* Creates mrd_link_kernel's index (after its rows: one sort instead of one insert each). */
+extern const char mrd_db_sql_op_link_kernel_index[];
+/* -> type ('table' or 'view'), name of the op intervals' TEMP objects that exist. */
+extern const char mrd_db_sql_op_temp_objects[];
+/* DROP TABLE or DROP VIEW (type as mrd_db_sql_op_temp_objects gives it) of temp.<name>;
+ * sqlite3_free the text; NULL when out of memory. */
+char *mrd_db_sql_op_temp_drop(const char *type, const char *name);
+/* -> MAX(rowid) of main.<table>, 0 when empty (the name quoted as an identifier);
+ * sqlite3_free the text; NULL when out of memory. */
+char *mrd_db_sql_max_rowid(const char *table);
+/* ?1 table name, ?2 its MAX(rowid) when the op intervals were built: one mrd_op_source row. */
+extern const char mrd_db_sql_op_source_insert[];
+/* -> name, max_rowid of the stored op intervals' source tables (nccl_op_intervals_source). */
+extern const char mrd_db_sql_op_stored_source[];
+/* TEMP views mrd_link and mrd_op_time over the stored nccl_op_links, nccl_op_intervals. */
+extern const char mrd_db_sql_op_stored_views[];
+/* Creates nccl_op_links, nccl_op_intervals, nccl_op_intervals_source where absent and
+ * replaces their rows with the TEMP mrd_link, mrd_op_time, mrd_op_source (the caller's
+ * transaction). */
+extern const char mrd_db_sql_op_store[];
+/* The build's savepoint: opened, released, rolled back (and released). */
+extern const char mrd_db_sql_op_build_begin[];
+extern const char mrd_db_sql_op_build_commit[];
+extern const char mrd_db_sql_op_build_rollback[];
 /* Fills mrd_link from nccl_ops.launch_id = external_correlations.external_id. */
 extern const char mrd_db_sql_op_links[];
-/* Fills mrd_op_time source 1 (linked kernels, MRD_DB_KERNEL_VALID), probing kernels per
- * link (needs an index on kernels (rank, correlation_id)) ... */
-extern const char mrd_db_sql_op_kernel_time_by_link[];
-/* ... or scanning kernels once and probing the link table. */
-extern const char mrd_db_sql_op_kernel_time_by_kernel[];
-/* Fills mrd_op_time source 2 (nccl_channels' raw GPU times) for ops without source 1. */
+/* -> rank, correlation_id of every mrd_link row. */
+extern const char mrd_db_sql_op_link_keys[];
+/* -> rank, correlation_id, start_ns, end_ns, device of every kernel, in table order. */
+extern const char mrd_db_sql_op_kernel_scan[];
+/* ?1 rank, ?2 correlation_id, ?3 start_ns, ?4 end_ns, ?5 device: one mrd_link_kernel row. */
+extern const char mrd_db_sql_op_link_kernel_insert[];
+/* Fills mrd_op_time source 1: MIN(start)/MAX(end) of each op's mrd_link_kernel rows. */
+extern const char mrd_db_sql_op_kernel_time[];
+/* -> rank, op_id, device of every nccl_ops row, in table order. */
+extern const char mrd_db_sql_op_scan[];
+/* -> rank, op_id, gpu_start, gpu_end of the nccl_channels rows with gpu_start > 0 AND
+ * gpu_end >= gpu_start, in table order. */
+extern const char mrd_db_sql_op_channel_scan[];
+/* ?1 rank, ?2 op_id, ?3 device, ?4 MIN(gpu_start), ?5 MAX(gpu_end): one mrd_op_gpu row
+ * (a first one per (rank, op_id) wins). */
+extern const char mrd_db_sql_op_gpu_insert[];
+/* Fills mrd_op_time source 2 (mrd_op_gpu's channel extremes) for ops without source 1. */
 extern const char mrd_db_sql_op_channel_time[];
 /* The one matching: columns enum mrd_db_inst_col, one row per non-p2p op with a seq,
  * ordered by (comm_hash, seq, func_id, rank, op_id). */
@@ -205,7 +238,8 @@ extern const char mrd_db_sql_gpu_sample_brackets[];
 /* -> rank, device, start_ns, end_ns (local), MIN(gpu_start), MAX(gpu_end) (raw GPU timer)
  * per CUPTI kernel record reached by the chain nccl_ops.launch_id -> external_correlations
  * -> kernels (MRD_DB_KERNEL_VALID) with the op's nccl_channels: the GPU timer
- * calibration's brackets. */
+ * calibration's brackets. Reads the op intervals' TEMP tables (mrd_link_kernel, mrd_link,
+ * mrd_op_gpu): mrd_db_op_intervals first. */
 extern const char mrd_db_sql_gpu_kernel_brackets[];
 
 /* -> rank, device (the op's), launch host time, gpu_start, host_start_ns per KernelCh
@@ -213,7 +247,9 @@ extern const char mrd_db_sql_gpu_kernel_brackets[];
  * API call CUPTI tied to the launch id (nccl_ops.launch_id -> external_correlations ->
  * api_calls: cuLaunchKernelEx, entered before the kernel can start); host_start_ns is when
  * NCCL's proxy reported the channel started (after the GPU wrote that start time). The
- * host-only brackets of the GPU timer calibration. */
+ * host-only brackets of the GPU timer calibration. Reads mrd_link and mrd_op_gpu (the op
+ * intervals' TEMP tables) and api_calls: mrd_db_op_intervals first, and only where
+ * api_calls exists. */
 extern const char mrd_db_sql_gpu_host_brackets[];
 
 /* -> rank, device, slope, intercept_ns, error_bound_ns of every gpu_timer_models row. */
