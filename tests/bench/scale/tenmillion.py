@@ -118,6 +118,8 @@ def generate(seed, path):
     tmp = path + ".part"
     unlink_db(tmp)
     pf = os.path.join(work, "port")
+    if os.path.exists(pf):
+        os.unlink(pf)  # the last generation's port: wait for this meridiand's own
     d = subprocess.Popen([MERIDIAND, "--db", tmp, "--listen", "127.0.0.1:0", "--run-id", "bench",
                           "--secret-file", secret, "--port-file", pf, "--quiet"],
                          stdout=subprocess.DEVNULL)
