@@ -12,9 +12,7 @@
  *    in order, with their declared types and NOT NULL; and the tables of the thirteen
  *    kinds of schema version 2 hash (name, column, type, NOT NULL, in order) to the value
  *    recorded when they were generated for the first time: a change there is a schema
- *    change, which needs a schema version and a migration (aggregator/store/store.c);
- *  - schema.sql's hand copy of the event tables (kept for readers of that file) equals
- *    the generated tables.
+ *    change, which needs a schema version and a migration (aggregator/store/store.c).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -95,22 +93,6 @@ static uint64_t fnv(uint64_t h, const char *s)
     return h;
 }
 
-/* Hash of PRAGMA table_info(t): names, types, NOT NULL, defaults, keys, in order. */
-static void table_hash(sqlite3 *db, const char *t, uint64_t *h)
-{
-    char sql[256];
-    sqlite3_stmt *st = NULL;
-    snprintf(sql, sizeof sql, "PRAGMA table_info(%s)", t);
-    CHECK_EQ(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    while (sqlite3_step(st) == SQLITE_ROW)
-        for (int c = 1; c < 6; c++) {
-            const char *v = (const char *)sqlite3_column_text(st, c);
-            *h = fnv(*h, v ? v : "NULL");
-            *h = fnv(*h, "|");
-        }
-    sqlite3_finalize(st);
-}
-
 /* Checks table t in db against f[0..n) (after rank); folds it into *h. */
 static void check_table(sqlite3 *db, const char *t, const struct field *f, int n, uint64_t *h)
 {
@@ -143,54 +125,6 @@ static void check_table(sqlite3 *db, const char *t, const struct field *f, int n
     CHECK_EQ(i, n);
 }
 
-/* The file's text, or NULL. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) != NULL) {
-        buf[fread(buf, 1, (size_t)n, f)] = '\0';
-    }
-    if (f)
-        fclose(f);
-    return buf;
-}
-
-/* schema.sql keeps a hand copy of the event tables for readers of the file: every event
- * table it declares has the columns the store generates (same hash of table_info). */
-static void check_schema_sql_copy(sqlite3 *gen)
-{
-    sqlite3 *db = NULL;
-    char *text = slurp(MRD_SCHEMA_SQL);
-    CHECK(text != NULL);
-    CHECK_EQ(sqlite3_open(":memory:", &db), SQLITE_OK);
-    CHECK_EQ(sqlite3_exec(db, text, NULL, NULL, NULL), SQLITE_OK);
-    free(text);
-#define COPY_CHECK(E, v, fn, T_, u, bm, C, d, t, tag)                                            \
-    {                                                                                          \
-        char q[128];                                                                           \
-        snprintf(q, sizeof q, "SELECT count(*) FROM sqlite_master WHERE name = '%s'", t);      \
-        sqlite3_stmt *st = NULL;                                                               \
-        CHECK_EQ(sqlite3_prepare_v2(db, q, -1, &st, NULL), SQLITE_OK);                         \
-        CHECK_EQ(sqlite3_step(st), SQLITE_ROW);                                                \
-        int present = sqlite3_column_int(st, 0);                                               \
-        sqlite3_finalize(st);                                                                  \
-        if (present) {                                                                         \
-            uint64_t a = 0, b = 0;                                                             \
-            table_hash(db, t, &a);                                                             \
-            table_hash(gen, t, &b);                                                            \
-            if (a != b)                                                                        \
-                CHECK_FAIL_("schema.sql's copy of %s differs from the generated table", t);    \
-        } else {                                                                               \
-            CHECK(v > MRD_EV_GPU_CLOCK); /* the v2 tables are all there */                     \
-        }                                                                                      \
-    }
-    MRD_KINDS(COPY_CHECK)
-    sqlite3_close(db);
-}
-
 /* The thirteen tables of schema version 2 (kernels .. gpu_clock_samples), as first
  * generated: the same value as the tables schema.sql declared by hand before (checked with
  * the same hash over PRAGMA table_info of that schema.sql). */
@@ -214,7 +148,6 @@ int main(void)
         check_table(db, t, f, n, hp);                                                          \
     }
     MRD_KINDS(KIND)
-    check_schema_sql_copy(db);
     sqlite3_close(db);
     if (h != V2_EVENT_TABLES_HASH)
         CHECK_FAIL_("the event tables of schema version 2 changed (hash 0x%016llx): that needs "
