@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_check_capture.py: CI test of check_capture.py on synthetic schema-v1 databases.
 
-Builds a small but complete two-rank capture from aggregator/store/schema.sql (kernels,
+Builds a small but complete two-rank capture from the whole schema (schema-full.sql) (kernels,
 NCCL ops with the same (comm, seq) on both ranks, external correlations linking each op
 to its NCCL kernel, NVTX step ranges, zero drop counters) and checks that the checker
 passes it; then breaks one property at a time on a fresh copy and checks that exactly the
