@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,15 +113,10 @@ void mrd__analyze_warn_at(struct mrd_analysis *a, int pos, const char *fmt, ...)
 
 struct mrd_an_rank *mrd__analyze_rank(struct mrd_analysis *a, int rank)
 {
-    int lo = 0, hi = a->nranks;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2;
-        if (a->ranks[mid].rank < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < a->nranks && a->ranks[lo].rank == rank ? &a->ranks[lo] : NULL;
+    size_t n = (size_t)a->nranks;
+    size_t lo = mrd_array_lower_bound_int(a->ranks, n, sizeof(*a->ranks),
+                                          offsetof(struct mrd_an_rank, rank), rank);
+    return lo < n && a->ranks[lo].rank == rank ? &a->ranks[lo] : NULL;
 }
 
 /* Finds or inserts `rank` (kept sorted). Returns NULL on -ENOMEM or past the cap. */
