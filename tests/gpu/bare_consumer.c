@@ -6,7 +6,9 @@
  * as CUPTI allows, so "meridian's added time / this library's added time" measures
  * meridian's own work. Loaded with CUDA_INJECTION64_PATH=/abs/libbare_consumer.so: the CUDA
  * driver dlopens it while initialising and calls InitializeInjection() once, on the
- * initialising thread, before any context exists.
+ * initialising thread, before any context exists. Or loaded by the workload itself
+ * (dlopen, ctypes), which then calls bare_consumer_attach() between two steps: the same
+ * set-up, part-way through the run (tests/bench/overhead/inproc.py).
  *
  * What it does: enables the same activity kinds as meridian's agent (CONCURRENT_KERNEL,
  * MEMCPY, MEMCPY2, MEMSET, SYNCHRONIZATION, GRAPH_TRACE, EXTERNAL_CORRELATION, RUNTIME and
@@ -60,6 +62,7 @@
 #define BC_ALIGN 8
 
 BC_EXPORT int InitializeInjection(void);
+BC_EXPORT int bare_consumer_attach(void);
 
 /* Launches, synchronisations, allocations and copies: the same whitelist as the agent's
  * (agent/capture/cupti_convert.c, mrd__cupti_api_list); keep the two in step. */
@@ -339,11 +342,30 @@ static void at_exit(void)
             (unsigned long long)bc.buffers_completed, (unsigned long long)bc.pool_misses);
 }
 
+static int setup(void);
+
 /* Sets up CUPTI as described at the top of the file. Called once by the CUDA driver on the
  * thread initialising CUDA; a second call is ignored. Always returns 1 (CUDA treats 0 as a
  * failed injection, and this library must never break the host process): on any set-up
  * error it prints one line and leaves CUPTI as it found it where it can. */
 BC_EXPORT int InitializeInjection(void)
+{
+    setup();
+    return 1;
+}
+
+/* The same set-up on demand, for a workload that loads this library itself (dlopen,
+ * ctypes) and attaches it part-way through its run, after CUDA is up: the in-process
+ * comparison of tests/bench/overhead/inproc.py (steps before the call untraced, steps
+ * after traced as a bare consumer, in one process). Call it between steps, when no other
+ * thread is inside CUDA. Returns 0 when at least one kind was enabled, -1 otherwise (and
+ * on a second call). */
+BC_EXPORT int bare_consumer_attach(void)
+{
+    return setup();
+}
+
+static int setup(void)
 {
     char ok[512] = "", bad[256] = "", tok[64];
     const char *kinds = getenv("BARE_CONSUMER_KINDS");
@@ -353,12 +375,12 @@ BC_EXPORT int InitializeInjection(void)
     CUptiResult r;
 
     if (__atomic_exchange_n(&bc.initialized, 1, __ATOMIC_ACQ_REL))
-        return 1;
+        return -1;
     if (!kinds || !*kinds)
         kinds = default_kinds;
     if (strcmp(kinds, "none") == 0) {
         fprintf(stderr, "bare_consumer: kinds=none\n");
-        return 1;
+        return -1;
     }
     bc.buffer_bytes = env_ulong("BARE_CONSUMER_BUFFER_BYTES", 8ul << 20, 64ul << 10, 256ul << 20);
     bc.buffer_bytes &= ~(size_t)(BC_ALIGN - 1);
@@ -376,7 +398,7 @@ BC_EXPORT int InitializeInjection(void)
     if (pool_create() != 0) {
         fprintf(stderr, "bare_consumer: cannot allocate %u x %zu bytes: inactive\n",
                 bc.pool_size, bc.buffer_bytes);
-        return 1;
+        return -1;
     }
     r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
     if (r != CUPTI_SUCCESS)
@@ -394,7 +416,7 @@ BC_EXPORT int InitializeInjection(void)
     r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
     if (r != CUPTI_SUCCESS) {
         fprintf(stderr, "bare_consumer: buffer callbacks: %s: inactive\n", cupti_err(r));
-        return 1;
+        return -1;
     }
     for (const char *p = kinds; *p;) {
         size_t n = strcspn(p, ",");
@@ -428,5 +450,5 @@ BC_EXPORT int InitializeInjection(void)
                 version, bc.buffer_bytes, bc.pool_size, dev_txt, cb, rt,
                 strstr(ok, "RUNTIME") ? "" : "(unused)");
     }
-    return 1;
+    return ok[0] ? 0 : -1;
 }

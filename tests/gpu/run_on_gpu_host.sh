@@ -32,6 +32,9 @@
 #   windows     issue 9: tests/gpu/check_windows.py on kernel_storm --steps under the steady
 #               tier (exact kernels per window), and a steady-tier PyTorch run
 #   tiers       issue 9's benchmark, tests/bench/overhead/tiers.py (TIERS_ARGS, resumable)
+#   inproc      issue 9: tests/bench/overhead/inproc.py, a traced step's cost, meridian's
+#               window against the bare consumer attached part-way, each inside one process
+#               (INPROC_ARGS, INPROC_TIMEOUT_S; its CSV continues in $ROOT/tiers-state/)
 #   sampler     issue 9: tests/workloads/sampler_ab (the NVML sampler's seven calls at 10 Hz
 #               and at 100 Hz from a thread of its own, on and off in alternate phases of one
 #               process, while the main thread launches empty kernels); SAMPLER_PAIRS
@@ -413,6 +416,19 @@ stage_tiers() {
     grep -E '^(tiers:|  )' "$WORK/logs/tiers.log" | tail -40 >>"$SUMMARY"
     cp "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/tiers.log" "$OUT/" 2>/dev/null
+    return 0
+}
+
+stage_inproc() {
+    find_meridian || { say "inproc: SKIPPED: meridian not built"; FAILED+=(inproc_skipped); return 0; }
+    mkdir -p "$ROOT/tiers-state"
+    # shellcheck disable=SC2086 # INPROC_ARGS is a list of options
+    run_logged inproc "${INPROC_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
+        "$ROOT/tests/bench/overhead/inproc.py" --build "$BUILD" --meridian "$MERIDIAN" \
+        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" --resume ${INPROC_ARGS:-}
+    grep -E '^(inproc:|  )' "$WORK/logs/inproc.log" | tail -40 >>"$SUMMARY"
+    cp "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" "$OUT/" 2>/dev/null
+    cp "$WORK/logs/inproc.log" "$OUT/" 2>/dev/null
     return 0
 }
 

@@ -3,7 +3,9 @@
  * The library is meant to be dlopened by the CUDA driver inside someone else's process,
  * so what CI can check without a GPU is what would break that process: it must load with
  * RTLD_NOW (no unresolved symbols), export InitializeInjection and hide its internals,
- * accept a second InitializeInjection call, and, where CUDA/CUPTI cannot start (no driver
+ * accept a second InitializeInjection call, export bare_consumer_attach (the same set-up
+ * called by a workload part-way through its run: -1 when nothing was enabled, and once
+ * only), and, where CUDA/CUPTI cannot start (no driver
  * here), still return 1, print its `kinds=` line and let the process exit 0. The real
  * records are checked on the GPU host (tests/gpu/run_on_gpu_host.sh, stage workloads).
  */
@@ -19,9 +21,10 @@
 
 typedef int (*init_fn)(void);
 
-/* Runs InitializeInjection in a child with the given kinds; returns the child's stderr
- * (caller frees) and its wait status through *status. */
-static char *run_child(const char *kinds, int *status)
+/* Runs entry (InitializeInjection or bare_consumer_attach) twice in a child with the given
+ * kinds, the child exiting 4 unless both calls return `want` (then 0); returns the child's
+ * stderr (caller frees) and its wait status through *status. */
+static char *run_child(const char *entry, int want, const char *kinds, int *status)
 {
     int fds[2];
     pid_t pid;
@@ -48,8 +51,8 @@ static char *run_child(const char *kinds, int *status)
         h = dlopen(BARE_CONSUMER_PATH, RTLD_NOW | RTLD_LOCAL);
         if (!h)
             _exit(3);
-        init = (init_fn)(uintptr_t)dlsym(h, "InitializeInjection");
-        if (!init || init() != 1 || init() != 1)
+        init = (init_fn)(uintptr_t)dlsym(h, entry);
+        if (!init || init() != want || init() != want)
             _exit(4);
         exit(0); /* runs the library's atexit flush */
     }
@@ -71,19 +74,28 @@ int main(void)
         fprintf(stderr, "dlopen: %s\n", dlerror());
     CHECK(h != NULL);
     CHECK(dlsym(h, "InitializeInjection") != NULL);
+    CHECK(dlsym(h, "bare_consumer_attach") != NULL);
     CHECK(dlsym(h, "buffer_requested") == NULL);
     CHECK(dlsym(h, "timestamp_cb") == NULL);
     CHECK(dlsym(h, "bc") == NULL);
     dlclose(h);
 
-    err = run_child("none", &status);
+    err = run_child("InitializeInjection", 1, "none", &status);
     CHECK(WIFEXITED(status));
     CHECK_EQ(WEXITSTATUS(status), 0);
     CHECK(strstr(err, "bare_consumer: kinds=none\n") != NULL);
     free(err);
 
+    /* Attached by the workload: nothing enabled is -1, and the second call does nothing. */
+    err = run_child("bare_consumer_attach", -1, "none", &status);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK(strstr(err, "bare_consumer: kinds=none\n") != NULL);
+    CHECK(strstr(strstr(err, "kinds=none") + 1, "kinds=") == NULL);
+    free(err);
+
     /* Default kinds where no GPU may exist: set-up errors are reported, never fatal. */
-    err = run_child(NULL, &status);
+    err = run_child("InitializeInjection", 1, NULL, &status);
     fprintf(stderr, "child said:\n%s", err);
     CHECK(WIFEXITED(status));
     CHECK_EQ(WEXITSTATUS(status), 0);

@@ -30,7 +30,11 @@ steps under torch.profiler with CPU+CUDA activities; the trace is discarded),
 ran; use only when no other CUPTI client is loaded), --count-collectives (the NCCL
 collectives this rank issued, counted by PyTorch's own flight recorder:
 TORCH_NCCL_TRACE_BUFFER_SIZE is set before the process group starts and the record is read
-back before it ends), --print-steps.
+back before it ends), --print-steps, --bare-at S (before measured step S of every mode,
+after a synchronisation, load the library BARE_CONSUMER_LIB names, the bare CUPTI consumer
+tests/gpu/libbare_consumer.so, and call its bare_consumer_attach(): the steps before S run
+untraced, those from S traced, in one process: tests/bench/overhead/inproc.py; use it with
+one mode per process, as the consumer stays attached).
 
 Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the step
 statistics in milliseconds
@@ -82,6 +86,8 @@ def parse_args(argv):
     ap.add_argument("--count-kernels", action="store_true")
     ap.add_argument("--count-collectives", action="store_true")
     ap.add_argument("--print-steps", action="store_true")
+    ap.add_argument("--bare-at", type=int, default=-1,
+                    help="attach the bare CUPTI consumer (BARE_CONSUMER_LIB) before measured step S")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
     ap.add_argument("--depth", type=int, default=0, help="override the number of layers")
     ap.add_argument("--batch", type=int, default=0, help="override the batch size")
@@ -177,6 +183,19 @@ def stats_ms(times):
     }
 
 
+def bare_attach(torch):
+    """--bare-at: attaches the bare CUPTI consumer now, between two steps."""
+    import ctypes
+
+    path = os.environ.get("BARE_CONSUMER_LIB", "")
+    if not path:
+        raise SystemExit("ddp_train: --bare-at needs BARE_CONSUMER_LIB "
+                         "(the path of tests/gpu/libbare_consumer.so)")
+    torch.cuda.synchronize()
+    if ctypes.CDLL(path).bare_consumer_attach() != 0:
+        raise SystemExit(f"ddp_train: bare_consumer_attach in {path} enabled nothing")
+
+
 def run_mode(ctx, mode, a):
     """Builds the mode's model, runs warm-up and measured steps, prints; returns the loss."""
     torch, dist, F, DDP, dev, rank, world = ctx
@@ -240,6 +259,8 @@ def run_mode(ctx, mode, a):
         prof.__enter__()
     t0 = time.perf_counter()
     for i in range(a.steps):
+        if i == a.bare_at:
+            bare_attach(torch)
         ts = time.perf_counter()
         step(i, "step")
         times.append((time.perf_counter() - ts) * 1e3)

@@ -24,7 +24,14 @@
  * (B-A+1)*launches/N kernels. It then also prints
  * `kernel_storm: steps=N launches_per_step=K step_us=T0,T1,...` (each step's wall time,
  * range push to pop, in microseconds).
+ *
+ * --bare-at S (with --steps) attaches the bare CUPTI consumer before step S: the library
+ * named by BARE_CONSUMER_LIB (tests/gpu/libbare_consumer.so, its kinds from
+ * BARE_CONSUMER_KINDS) is dlopened and its bare_consumer_attach() called between steps S-1
+ * and S, so steps before S run untraced and steps from S traced, in one process (tests/
+ * bench/overhead/inproc.py). A library that cannot be loaded or attached is an error.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -76,8 +83,27 @@ static int arg_long(int argc, char **argv, const char *name, long dflt, long lo,
     return 0;
 }
 
+/* --bare-at: loads BARE_CONSUMER_LIB and attaches it now. Returns 0 or -1 (said why). */
+static int bare_attach(void)
+{
+    const char *path = getenv("BARE_CONSUMER_LIB");
+    void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
+    int (*attach)(void) = h ? (int (*)(void))dlsym(h, "bare_consumer_attach") : NULL;
+    if (!attach) {
+        fprintf(stderr, "kernel_storm: --bare-at: cannot load bare_consumer_attach from "
+                        "BARE_CONSUMER_LIB=%s: %s\n", path ? path : "(unset)",
+                path && *path ? dlerror() : "set it to tests/gpu/libbare_consumer.so");
+        return -1;
+    }
+    if (attach() != 0) {
+        fprintf(stderr, "kernel_storm: --bare-at: bare_consumer_attach enabled nothing\n");
+        return -1;
+    }
+    return 0;
+}
+
 /* --steps: steps of per_step launches, each its own NVTX range ending in a sync. */
-static int run_steps(cudaStream_t st, long per_step, long steps)
+static int run_steps(cudaStream_t st, long per_step, long steps, long bare_at)
 {
     double *us = (double *)calloc((size_t)steps, sizeof(double));
     char name[32];
@@ -85,6 +111,10 @@ static int run_steps(cudaStream_t st, long per_step, long steps)
         return 1;
     double t0 = now_s();
     for (long s = 0; s < steps; s++) {
+        if (s == bare_at && bare_attach() != 0) {
+            free(us);
+            return 1;
+        }
         snprintf(name, sizeof name, "step %ld", s);
         double ts = now_s();
         nvtxRangePushA(name);
@@ -110,7 +140,7 @@ static int run_steps(cudaStream_t st, long per_step, long steps)
 
 int main(int argc, char **argv)
 {
-    long launches, warmup, sync_every, device, pin_cpu, steps;
+    long launches, warmup, sync_every, device, pin_cpu, steps, bare_at;
     cudaStream_t st;
     double t0, wall, prev, stall_s = 0, max_s = 0;
     long stalls = 0;
@@ -118,9 +148,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i += 2)
         if (strcmp(argv[i], "--launches") && strcmp(argv[i], "--warmup") &&
             strcmp(argv[i], "--sync-every") && strcmp(argv[i], "--device") &&
-            strcmp(argv[i], "--pin-cpu") && strcmp(argv[i], "--steps")) {
+            strcmp(argv[i], "--pin-cpu") && strcmp(argv[i], "--steps") &&
+            strcmp(argv[i], "--bare-at")) {
             fprintf(stderr, "usage: kernel_storm [--launches N] [--warmup N] [--sync-every K] "
-                            "[--device D] [--pin-cpu C] [--steps N]\n");
+                            "[--device D] [--pin-cpu C] [--steps N [--bare-at S]]\n");
             return 1;
         }
     if (arg_long(argc, argv, "--launches", 200000, 1, 100000000, &launches) ||
@@ -128,8 +159,13 @@ int main(int argc, char **argv)
         arg_long(argc, argv, "--sync-every", 0, 0, 100000000, &sync_every) ||
         arg_long(argc, argv, "--device", 0, 0, 64, &device) ||
         arg_long(argc, argv, "--pin-cpu", -1, -1, CPU_SETSIZE - 1, &pin_cpu) ||
-        arg_long(argc, argv, "--steps", 0, 0, 1000000, &steps))
+        arg_long(argc, argv, "--steps", 0, 0, 1000000, &steps) ||
+        arg_long(argc, argv, "--bare-at", -1, -1, 1000000, &bare_at))
         return 1;
+    if (bare_at >= 0 && (steps == 0 || bare_at >= steps)) {
+        fprintf(stderr, "kernel_storm: --bare-at %ld needs --steps greater than it\n", bare_at);
+        return 1;
+    }
     if (steps > launches) {
         fprintf(stderr, "kernel_storm: --steps %ld is more than --launches %ld\n", steps, launches);
         return 1;
@@ -152,7 +188,7 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaStreamSynchronize(st));
 
     if (steps > 0)
-        return run_steps(st, launches / steps, steps);
+        return run_steps(st, launches / steps, steps, bare_at);
 
     nvtxRangePushA("kernel_storm");
     t0 = prev = now_s();

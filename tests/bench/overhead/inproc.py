@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""inproc.py: what a traced step costs, meridian against the bare consumer, each measured
+inside one process.
+
+Where it sits: a benchmark of the always-on issue (issue 9), run on one H200 by
+tests/gpu/run_on_gpu_host.sh (stage `inproc`). Not a test: it prints ratios and appends every
+run to a CSV; tests/bench/overhead/RESULTS-tiers.md records what it printed.
+
+Why: tiers.py compares processes, and on the H200 host the same unprofiled workload moves
+by +-12% from one process to the next (runs 15-32), so "full trace adds at most 1.10x what a
+bare consumer adds" cannot be resolved there with the rounds a device session allows. Here
+every figure is a ratio of two step medians taken in the same process:
+  window  meridian's steady tier with windows WINDOWS (default 20/100@10): the steps inside
+          a window run with CUPTI attached and meridian's full capture path (the same kinds
+          and code as `--full`); the steps outside run detached.
+          added_meridian = median(window steps, each window's first step left out: it pays
+          the attach) / median(steps outside windows, the step after each window and the
+          one after that left out: the detach) - 1
+  bare    no meridian; the workload loads tests/gpu/libbare_consumer.so itself (CONCURRENT_
+          KERNEL only, pre-zeroed pool) and attaches it before step S = steps/2 (--bare-at):
+          added_bare_raw = median(steps S+3..) / median(steps ..S-1) - 1
+  plain   no profiler, the same split: drift = median(steps S+3..) / median(..S-1) - 1 (what
+          the second half of a run does on its own: allocator warm-up, clocks)
+  per round: added_bare = (1 + added_bare_raw) / (1 + drift) - 1, and the ratio
+  added_meridian / added_bare (goal <= 1.10, the issue's full-trace goal, measured per step
+  rather than per process).
+Also printed, between processes as in tiers.py: the steady tier's steps outside windows
+against the plain run's first half (median/median), for reference only.
+Workloads: storm (kernel_storm --steps, 1,000 empty kernels a step, NVTX step ranges ending
+in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world size 1).
+
+Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
+       [--rounds 5] [--steps 400] [--windows 20/100@10] [--budget-s 540] [--csv FILE]
+       [--resume] [--report-only]
+"""
+import argparse
+import csv
+import os
+import random
+import re
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiers  # noqa: E402  (boot id, the workloads' step parser, the bootstrap)
+
+ROOT = tiers.ROOT
+FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
+          "n_traced", "windows", "wall_s", "rc", "machine"]
+SKIP_AFTER_ATTACH = 3  # bare: CUPTI's first traced steps pay its own set-up
+
+
+def parse_windows(spec):
+    """'L/P@O' -> (L, P, O); the only form this benchmark uses."""
+    m = re.fullmatch(r"(\d+)/(\d+)@(\d+)", spec)
+    if not m or int(m.group(1)) >= int(m.group(2)):
+        raise SystemExit(f"inproc: --windows {spec}: want LENGTH/PERIOD@OFFSET, LENGTH < PERIOD")
+    return tuple(int(x) for x in m.groups())
+
+
+def window_steps(spec, steps):
+    length, period, offset = spec
+    return [(s, min(s + length, steps) - 1) for s in range(offset, steps, period)]
+
+
+def classify_window_run(ms, windows):
+    """(traced, untraced) step times of a window run; windows = [(first, last), ...]."""
+    traced, skip = [], set()
+    for first, last in windows:
+        traced += [ms[i] for i in range(first + 1, min(last, len(ms) - 1) + 1)]
+        skip.update(range(first, last + 3))
+    untraced = [t for i, t in enumerate(ms) if i not in skip]
+    return traced, untraced
+
+
+def classify_split_run(ms, at):
+    """(traced, untraced) of a bare or plain run split before step `at`."""
+    return ms[at + SKIP_AFTER_ATTACH:], ms[:at]
+
+
+def command(a, workload, variant, db):
+    env = dict(os.environ)
+    env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + random.randint(0, 300)))
+    if workload == "storm":
+        work = [os.path.join(a.build, "tests/workloads/kernel_storm"), "--steps", str(a.steps),
+                "--launches", str(a.steps * 1000), "--warmup", "2000"]
+    else:
+        work = [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
+                workload, "--steps", str(a.steps), "--warmup", "10", "--print-steps"]
+    if variant == "bare":
+        env["BARE_CONSUMER_LIB"] = os.path.join(a.build, "tests/gpu/libbare_consumer.so")
+        env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
+        return work + ["--bare-at", str(a.steps // 2)], env
+    if variant == "plain":
+        return work, env
+    env["MERIDIAN_TRACE"] = "steady"
+    env["MERIDIAN_WINDOWS"] = a.windows
+    return [a.meridian, "profile", "--single", "-o", db, "--agent-lib", a.agent_lib, "--"] + \
+        work, env
+
+
+def recorded_windows(db):
+    """The windows the agent recorded [(first, last), ...], or None when unreadable."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        rows = con.execute("SELECT first_step, last_step FROM window_records "
+                           "ORDER BY first_step").fetchall()
+        con.close()
+        return [(int(f), int(l)) for f, l in rows]
+    except sqlite3.Error:
+        return None
+
+
+def run_one(a, rnd, workload, variant, writer):
+    spec = parse_windows(a.windows)
+    with tempfile.TemporaryDirectory() as tmp:
+        db = os.path.join(tmp, "run.db")
+        cmd, env = command(a, workload, variant, db)
+        t0 = time.monotonic()
+        try:
+            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=a.run_timeout_s)
+            out, rc = p.stdout + "\n" + p.stderr, p.returncode
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            rc = 124
+        wall = time.monotonic() - t0
+        wins = recorded_windows(db) if variant == "window" else None
+    steps = tiers.parse("storm" if workload == "storm" else "py", out)
+    ms = steps.get("storm" if workload == "storm" else workload)
+    if rc != 0 or not ms:
+        print(f"inproc: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
+              f"output:\n{out[-1500:]}", flush=True)
+        return None
+    if variant == "window":
+        expect = window_steps(spec, len(ms))
+        if wins is None:
+            print(f"inproc: round {rnd} {workload}: no window_records readable; using the "
+                  f"specification's windows", flush=True)
+            wins = expect
+        elif [w[0] for w in wins] != [w[0] for w in expect]:
+            print(f"inproc: round {rnd} {workload}: recorded windows {wins} differ from the "
+                  f"specification's {expect}: the recorded ones are used", flush=True)
+        traced, untraced = classify_window_run(ms, wins)
+    else:
+        traced, untraced = classify_split_run(ms, a.steps // 2)
+    row = dict(round=rnd, workload=workload, variant=variant, steps=len(ms),
+               untraced_ms="%.4f" % statistics.median(untraced),
+               traced_ms="%.4f" % statistics.median(traced), n_untraced=len(untraced),
+               n_traced=len(traced),
+               windows=" ".join(f"{f}-{l}" for f, l in wins) if wins else "",
+               wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id())
+    writer.writerow(row)
+    print(f"inproc: round {rnd} {workload:12s} {variant:6s} untraced {row['untraced_ms']} ms "
+          f"traced {row['traced_ms']} ms ({len(untraced)}/{len(traced)} steps, {wall:.1f} s)",
+          flush=True)
+    return row
+
+
+def per_round(rows):
+    """{workload: [(round, added_meridian, added_bare, ratio, steady_outside/plain)]}"""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0":
+            by.setdefault(r["workload"], {}).setdefault(int(r["round"]), {})[r["variant"]] = r
+    out = {}
+    for w, rounds in by.items():
+        for rnd, v in sorted(rounds.items()):
+            if not all(k in v for k in ("window", "bare", "plain")):
+                continue
+            f = {k: (float(v[k]["untraced_ms"]), float(v[k]["traced_ms"])) for k in v}
+            added_m = f["window"][1] / f["window"][0] - 1
+            drift = f["plain"][1] / f["plain"][0]
+            added_b = (f["bare"][1] / f["bare"][0]) / drift - 1
+            ratio = added_m / added_b if added_b > 0 else None
+            out.setdefault(w, []).append((rnd, added_m, added_b, ratio,
+                                          f["window"][0] / f["plain"][0]))
+    return out
+
+
+def report(rows):
+    print("\ninproc: per round (added = traced step median / untraced step median - 1, "
+          "in one process)")
+    res = per_round(rows)
+    for w, rs in res.items():
+        for rnd, am, ab, ratio, so in rs:
+            rt = "%.3f" % ratio if ratio is not None else "-"
+            print(f"  {w:12s} round {rnd:3d}  meridian +{am * 100:6.2f}%  bare +{ab * 100:6.2f}%"
+                  f"  ratio {rt}  steady-outside/plain {so:.4f}")
+    print("\ninproc: medians over rounds (95% bootstrap interval)")
+    for w, rs in res.items():
+        for label, idx, goal in (("added by meridian's traced step", 1, ""),
+                                 ("added by the bare consumer's", 2, ""),
+                                 ("added(meridian)/added(bare)", 3, "goal <= 1.10"),
+                                 ("steady outside windows / plain (2 processes)", 4,
+                                  "reference")):
+            vals = [r[idx] for r in rs if r[idx] is not None]
+            if not vals:
+                continue
+            ci = tiers.bootstrap(vals)
+            cis = "%.4f-%.4f" % ci if ci else "-"
+            print(f"  {w:12s} {label:46s} {statistics.median(vals):.4f}  [{cis}]  "
+                  f"n={len(vals)}  {goal}")
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--meridian", required=True)
+    ap.add_argument("--agent-lib", required=True)
+    ap.add_argument("--workloads", default="storm,gpt2,kernel-dense")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=400)
+    ap.add_argument("--windows", default="20/100@10")
+    ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--run-timeout-s", type=float, default=240)
+    ap.add_argument("--csv", default="inproc.csv")
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--report-only", action="store_true")
+    a = ap.parse_args(argv)
+    parse_windows(a.windows)
+    rows = []
+    if (a.resume or a.report_only) and os.path.exists(a.csv):
+        with open(a.csv) as f:
+            rows = list(csv.DictReader(f))
+    if a.report_only:
+        report(rows)
+        return 0
+    done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
+    new = not os.path.exists(a.csv) or not a.resume
+    t_end = time.monotonic() + a.budget_s
+    vs = ["window", "bare", "plain"]
+    plan = [(rnd, w, v) for rnd in range(1, a.rounds + 1) for w in a.workloads.split(",")
+            for v in vs[(rnd - 1) % 3:] + vs[:(rnd - 1) % 3]]
+    print(f"inproc: {len(plan)} runs planned, {len(done)} done; machine {tiers.boot_id()}; "
+          f"windows {a.windows}", flush=True)
+    with open(a.csv, "w" if new else "a", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+        for rnd, w, v in plan:
+            if (rnd, w, v) in done:
+                continue
+            if time.monotonic() > t_end:
+                print("inproc: budget reached; resume with --resume", flush=True)
+                break
+            row = run_one(a, rnd, w, v, writer)
+            if row:
+                rows.append(row)
+            f.flush()
+    report(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
