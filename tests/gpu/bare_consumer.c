@@ -7,8 +7,10 @@
  * meridian's own work. Loaded with CUDA_INJECTION64_PATH=/abs/libbare_consumer.so: the CUDA
  * driver dlopens it while initialising and calls InitializeInjection() once, on the
  * initialising thread, before any context exists. Or loaded by the workload itself
- * (dlopen, ctypes), which then calls bare_consumer_attach() between two steps: the same
- * set-up, part-way through the run (tests/bench/overhead/inproc.py).
+ * (dlopen, ctypes), which then calls bare_consumer_attach() and bare_consumer_detach()
+ * between steps: the same set-up part-way through the run, and CUPTI's dynamic detach
+ * (cuptiFinalize from an API exit callback), so that traced and untraced steps alternate
+ * in one process (tests/bench/overhead/inproc.py).
  *
  * What it does: enables the same activity kinds as meridian's agent (CONCURRENT_KERNEL,
  * MEMCPY, MEMCPY2, MEMSET, SYNCHRONIZATION, GRAPH_TRACE, EXTERNAL_CORRELATION, RUNTIME and
@@ -63,6 +65,8 @@
 
 BC_EXPORT int InitializeInjection(void);
 BC_EXPORT int bare_consumer_attach(void);
+BC_EXPORT int bare_consumer_detach(void);
+BC_EXPORT int bare_consumer_attached(void);
 
 /* Launches, synchronisations, allocations and copies: the same whitelist as the agent's
  * (agent/capture/cupti_convert.c, mrd__cupti_api_list); keep the two in step. */
@@ -141,7 +145,11 @@ static const char default_kinds[] = "CONCURRENT_KERNEL,MEMCPY,MEMCPY2,MEMSET,SYN
                                     "DEVICE";
 
 static struct {
-    int initialized;
+    int initialized, usable;
+    const char *kinds; /* BARE_CONSUMER_KINDS or the default list */
+    size_t dev_bytes;
+    int attached, detaching; /* atomics: set by attach, cleared by the detach callback */
+    unsigned attaches, detaches;
     size_t buffer_bytes;
     unsigned pool_size;
     uint8_t *pool_mem;
@@ -285,8 +293,10 @@ static int pool_create(void)
     return 0;
 }
 
-/* Enables one named kind; appends its name to ok or bad. Returns 0 or -1. */
-static int enable_kind(const struct kind_name *kn, char *ok, size_t okn, char *bad, size_t badn)
+/* Enables (on = 1) or disables one named kind; appends its name to ok or bad. Returns 0 or
+ * -1. */
+static int enable_kind(const struct kind_name *kn, uint8_t on, char *ok, size_t okn, char *bad,
+                       size_t badn)
 {
     CUptiResult r = CUPTI_SUCCESS;
     char *dst = ok;
@@ -294,15 +304,16 @@ static int enable_kind(const struct kind_name *kn, char *ok, size_t okn, char *b
 
     if (strcmp(kn->name, "DRIVER") == 0) {
         for (unsigned i = 0; i < bc.ncbids && r == CUPTI_SUCCESS; i++)
-            r = cuptiActivityEnableDriverApi(bc.cbids[i], 1);
+            r = cuptiActivityEnableDriverApi(bc.cbids[i], on);
     } else if (strcmp(kn->name, "RUNTIME") == 0) {
         for (unsigned i = 0; i < bc.nrt_cbids && r == CUPTI_SUCCESS; i++)
-            r = cuptiActivityEnableRuntimeApi(bc.rt_cbids[i], 1);
+            r = cuptiActivityEnableRuntimeApi(bc.rt_cbids[i], on);
     } else {
-        r = cuptiActivityEnable(kn->kind);
+        r = on ? cuptiActivityEnable(kn->kind) : cuptiActivityDisable(kn->kind);
     }
     if (r != CUPTI_SUCCESS) {
-        fprintf(stderr, "bare_consumer: enabling %s failed: %s\n", kn->name, cupti_err(r));
+        fprintf(stderr, "bare_consumer: %s %s failed: %s\n", on ? "enabling" : "disabling",
+                kn->name, cupti_err(r));
         dst = bad;
         dn = badn;
     }
@@ -312,21 +323,49 @@ static int enable_kind(const struct kind_name *kn, char *ok, size_t okn, char *b
     return r == CUPTI_SUCCESS ? 0 : -1;
 }
 
+/* Every kind of the comma list `kinds` on or off; the names enabled go to ok, failures to
+ * bad. */
+static void enable_kinds(const char *kinds, uint8_t on, char *ok, size_t okn, char *bad,
+                         size_t badn)
+{
+    char tok[64];
+
+    for (const char *p = kinds; *p;) {
+        size_t n = strcspn(p, ",");
+        size_t i;
+
+        snprintf(tok, sizeof(tok), "%.*s", (int)(n < sizeof(tok) ? n : sizeof(tok) - 1), p);
+        for (i = 0; i < BC_NKINDS && strcmp(kind_names[i].name, tok) != 0; i++)
+            ;
+        if (i < BC_NKINDS)
+            enable_kind(&kind_names[i], on, ok, okn, bad, badn);
+        else if (tok[0] && on)
+            fprintf(stderr, "bare_consumer: unknown kind %s\n", tok);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+}
+
 static void at_exit(void)
 {
     size_t dropped = 0;
     CUptiResult r;
 
-    r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    if (r != CUPTI_SUCCESS)
-        fprintf(stderr, "bare_consumer: flush failed: %s\n", cupti_err(r));
-    if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) != CUPTI_SUCCESS)
-        dropped = 0;
+    /* after a detach CUPTI is finalized: asking it anything would start it again */
+    if (__atomic_load_n(&bc.attached, __ATOMIC_ACQUIRE)) {
+        r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        if (r != CUPTI_SUCCESS)
+            fprintf(stderr, "bare_consumer: flush failed: %s\n", cupti_err(r));
+        if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) != CUPTI_SUCCESS)
+            dropped = 0;
+    }
     fprintf(stderr,
             "bare_consumer: exit pid=%d records=%llu kernels=%llu memcpy=%llu memset=%llu "
             "sync=%llu graph=%llu extcorr=%llu driver_api=%llu runtime_api=%llu "
             "overhead=%llu device=%llu "
-            "zero_ts_kernels=%llu dropped=%zu buffers=%llu pool_misses=%llu\n",
+            "zero_ts_kernels=%llu dropped=%zu buffers=%llu pool_misses=%llu attaches=%u "
+            "detaches=%u\n",
             (int)getpid(), (unsigned long long)bc.records,
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_MEMCPY],
@@ -339,67 +378,53 @@ static void at_exit(void)
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_OVERHEAD],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_DEVICE],
             (unsigned long long)bc.zero_ts_kernels, dropped,
-            (unsigned long long)bc.buffers_completed, (unsigned long long)bc.pool_misses);
+            (unsigned long long)bc.buffers_completed, (unsigned long long)bc.pool_misses,
+            bc.attaches, bc.detaches);
 }
 
-static int setup(void);
-
-/* Sets up CUPTI as described at the top of the file. Called once by the CUDA driver on the
- * thread initialising CUDA; a second call is ignored. Always returns 1 (CUDA treats 0 as a
- * failed injection, and this library must never break the host process): on any set-up
- * error it prints one line and leaves CUPTI as it found it where it can. */
-BC_EXPORT int InitializeInjection(void)
+/* Reads the environment and makes the pool: once per process. Returns 0, or -1 when this
+ * library stays inactive (kinds=none, no memory). */
+static int init_once(void)
 {
-    setup();
-    return 1;
-}
-
-/* The same set-up on demand, for a workload that loads this library itself (dlopen,
- * ctypes) and attaches it part-way through its run, after CUDA is up: the in-process
- * comparison of tests/bench/overhead/inproc.py (steps before the call untraced, steps
- * after traced as a bare consumer, in one process). Call it between steps, when no other
- * thread is inside CUDA. Returns 0 when at least one kind was enabled, -1 otherwise (and
- * on a second call). */
-BC_EXPORT int bare_consumer_attach(void)
-{
-    return setup();
-}
-
-static int setup(void)
-{
-    char ok[512] = "", bad[256] = "", tok[64];
-    const char *kinds = getenv("BARE_CONSUMER_KINDS");
-    uint32_t version = 0;
-    uint8_t zeroed = 1;
-    size_t dev_bytes;
-    CUptiResult r;
-
     if (__atomic_exchange_n(&bc.initialized, 1, __ATOMIC_ACQ_REL))
-        return -1;
-    if (!kinds || !*kinds)
-        kinds = default_kinds;
-    if (strcmp(kinds, "none") == 0) {
+        return bc.usable ? 0 : -1;
+    bc.kinds = getenv("BARE_CONSUMER_KINDS");
+    if (!bc.kinds || !*bc.kinds)
+        bc.kinds = default_kinds;
+    if (strcmp(bc.kinds, "none") == 0) {
         fprintf(stderr, "bare_consumer: kinds=none\n");
         return -1;
     }
     bc.buffer_bytes = env_ulong("BARE_CONSUMER_BUFFER_BYTES", 8ul << 20, 64ul << 10, 256ul << 20);
     bc.buffer_bytes &= ~(size_t)(BC_ALIGN - 1);
     bc.pool_size = (unsigned)env_ulong("BARE_CONSUMER_POOL", 16, 1, BC_MAX_POOL);
-    dev_bytes = env_ulong("BARE_CONSUMER_DEVICE_BUFFER_BYTES", 0, 0, 1ul << 30);
+    bc.dev_bytes = env_ulong("BARE_CONSUMER_DEVICE_BUFFER_BYTES", 0, 0, 1ul << 30);
     bc.ncbids = parse_cbids("BARE_CONSUMER_DRIVER_CBIDS", default_cbids,
                             sizeof(default_cbids) / sizeof(default_cbids[0]), bc.cbids);
     bc.nrt_cbids = parse_cbids("BARE_CONSUMER_RUNTIME_CBIDS", default_rt_cbids,
                                sizeof(default_rt_cbids) / sizeof(default_rt_cbids[0]),
                                bc.rt_cbids);
-
-    if (cuptiGetVersion(&version) != CUPTI_SUCCESS || version < CUPTI_API_VERSION)
-        fprintf(stderr, "bare_consumer: CUPTI version %u older than built against (%u)\n",
-                version, (unsigned)CUPTI_API_VERSION);
     if (pool_create() != 0) {
         fprintf(stderr, "bare_consumer: cannot allocate %u x %zu bytes: inactive\n",
                 bc.pool_size, bc.buffer_bytes);
         return -1;
     }
+    bc.usable = 1;
+    return 0;
+}
+
+/* CUPTI's set-up and the kinds, as at the top of the file. Returns 0 when at least one kind
+ * was enabled. */
+static int attach(void)
+{
+    char ok[512] = "", bad[256] = "";
+    uint32_t version = 0;
+    uint8_t zeroed = 1;
+    CUptiResult r;
+
+    if (cuptiGetVersion(&version) != CUPTI_SUCCESS || version < CUPTI_API_VERSION)
+        fprintf(stderr, "bare_consumer: CUPTI version %u older than built against (%u)\n",
+                version, (unsigned)CUPTI_API_VERSION);
     r = cuptiActivityRegisterTimestampCallback(timestamp_cb);
     if (r != CUPTI_SUCCESS)
         fprintf(stderr, "bare_consumer: timestamp callback: %s\n", cupti_err(r));
@@ -407,9 +432,9 @@ static int setup(void)
                                   &(size_t){sizeof(zeroed)}, &zeroed);
     if (r != CUPTI_SUCCESS)
         fprintf(stderr, "bare_consumer: ZEROED_OUT attribute: %s\n", cupti_err(r));
-    if (dev_bytes) {
+    if (bc.dev_bytes) {
         r = cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE,
-                                      &(size_t){sizeof(dev_bytes)}, &dev_bytes);
+                                      &(size_t){sizeof(bc.dev_bytes)}, &bc.dev_bytes);
         if (r != CUPTI_SUCCESS)
             fprintf(stderr, "bare_consumer: DEVICE_BUFFER_SIZE: %s\n", cupti_err(r));
     }
@@ -418,28 +443,20 @@ static int setup(void)
         fprintf(stderr, "bare_consumer: buffer callbacks: %s: inactive\n", cupti_err(r));
         return -1;
     }
-    for (const char *p = kinds; *p;) {
-        size_t n = strcspn(p, ",");
-        size_t i;
-
-        snprintf(tok, sizeof(tok), "%.*s", (int)(n < sizeof(tok) ? n : sizeof(tok) - 1), p);
-        for (i = 0; i < BC_NKINDS && strcmp(kind_names[i].name, tok) != 0; i++)
-            ;
-        if (i < BC_NKINDS)
-            enable_kind(&kind_names[i], ok, sizeof(ok), bad, sizeof(bad));
-        else if (tok[0])
-            fprintf(stderr, "bare_consumer: unknown kind %s\n", tok);
-        p += n;
-        if (*p == ',')
-            p++;
-    }
-    if (ok[0])
+    enable_kinds(bc.kinds, 1, ok, sizeof(ok), bad, sizeof(bad));
+    if (bc.attaches == 0 || !ok[0])
+        fprintf(stderr, "bare_consumer: kinds=%s%s%s\n", ok, bad[0] ? " failed=" : "", bad);
+    if (!ok[0])
+        return -1;
+    if (!bc.attaches++)
         atexit(at_exit); /* nothing to flush or count when no kind could be enabled */
-    fprintf(stderr, "bare_consumer: kinds=%s%s%s\n", ok, bad[0] ? " failed=" : "", bad);
+    __atomic_store_n(&bc.attached, 1, __ATOMIC_RELEASE);
+    if (bc.attaches > 1)
+        return 0; /* the config line was printed by the first attach */
     {
         char cb[BC_MAX_CBIDS * 6], rt[BC_MAX_CBIDS * 6], dev_txt[32] = "cupti_default";
-        if (dev_bytes)
-            snprintf(dev_txt, sizeof(dev_txt), "%zu", dev_bytes);
+        if (bc.dev_bytes)
+            snprintf(dev_txt, sizeof(dev_txt), "%zu", bc.dev_bytes);
         cbid_list(cb, sizeof(cb), bc.cbids, bc.ncbids);
         cbid_list(rt, sizeof(rt), bc.rt_cbids, bc.nrt_cbids);
         fprintf(stderr,
@@ -450,5 +467,77 @@ static int setup(void)
                 version, bc.buffer_bytes, bc.pool_size, dev_txt, cb, rt,
                 strstr(ok, "RUNTIME") ? "" : "(unused)");
     }
-    return ok[0] ? 0 : -1;
+    return 0;
+}
+
+/* Sets up CUPTI as described at the top of the file. Called once by the CUDA driver on the
+ * thread initialising CUDA; a second call is ignored. Always returns 1 (CUDA treats 0 as a
+ * failed injection, and this library must never break the host process): on any set-up
+ * error it prints one line and leaves CUPTI as it found it where it can. */
+BC_EXPORT int InitializeInjection(void)
+{
+    static int called;
+
+    if (!__atomic_exchange_n(&called, 1, __ATOMIC_ACQ_REL) && init_once() == 0)
+        attach();
+    return 1;
+}
+
+/* The same set-up on demand, for a workload that loads this library itself (dlopen,
+ * ctypes) and attaches it part-way through its run, after CUDA is up: the in-process
+ * comparison of tests/bench/overhead/inproc.py. Call it between steps, when no other
+ * thread is inside CUDA. Returns 0 when at least one kind was enabled, -1 otherwise (and
+ * while attached already). */
+BC_EXPORT int bare_consumer_attach(void)
+{
+    if (init_once() != 0 || __atomic_load_n(&bc.attached, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&bc.detaching, __ATOMIC_ACQUIRE))
+        return -1;
+    return attach();
+}
+
+/* The dynamic detach CUPTI documents (CAPTURE-FACTS.md): the kinds off, then, inside the next
+ * runtime or driver API exit callback on any thread, a forced flush (every buffer comes back
+ * to the pool) and cuptiFinalize. */
+static void CUPTIAPI detach_cb(void *ud, CUpti_CallbackDomain dom, CUpti_CallbackId id,
+                               const void *data)
+{
+    const CUpti_CallbackData *cb = data;
+
+    (void)ud;
+    (void)id;
+    if ((dom != CUPTI_CB_DOMAIN_RUNTIME_API && dom != CUPTI_CB_DOMAIN_DRIVER_API) ||
+        cb->callbackSite != CUPTI_API_EXIT ||
+        !__atomic_exchange_n(&bc.detaching, 0, __ATOMIC_ACQ_REL))
+        return;
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cuptiFinalize();
+    bc.detaches++;
+    __atomic_store_n(&bc.attached, 0, __ATOMIC_RELEASE);
+}
+
+/* Asks for the detach; it completes inside the next CUDA API call (the caller makes one, a
+ * synchronisation, then may check bare_consumer_attached()). Returns 0, or -1 when not
+ * attached or the callback could not be set up. */
+BC_EXPORT int bare_consumer_detach(void)
+{
+    char ok[512] = "", bad[256] = "";
+    CUpti_SubscriberHandle sub;
+
+    if (!__atomic_load_n(&bc.attached, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&bc.detaching, __ATOMIC_ACQUIRE))
+        return -1;
+    enable_kinds(bc.kinds, 0, ok, sizeof(ok), bad, sizeof(bad));
+    if (cuptiSubscribe(&sub, detach_cb, NULL) != CUPTI_SUCCESS)
+        return -1;
+    __atomic_store_n(&bc.detaching, 1, __ATOMIC_RELEASE);
+    cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+    cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    return 0;
+}
+
+/* 1 while attached (a detach asked for but not yet done included), else 0. */
+BC_EXPORT int bare_consumer_attached(void)
+{
+    return __atomic_load_n(&bc.attached, __ATOMIC_ACQUIRE);
 }

@@ -4,8 +4,8 @@
  * so what CI can check without a GPU is what would break that process: it must load with
  * RTLD_NOW (no unresolved symbols), export InitializeInjection and hide its internals,
  * accept a second InitializeInjection call, export bare_consumer_attach (the same set-up
- * called by a workload part-way through its run: -1 when nothing was enabled, and once
- * only), and, where CUDA/CUPTI cannot start (no driver
+ * called by a workload part-way through its run: -1 when nothing was enabled) and
+ * bare_consumer_detach / bare_consumer_attached (a detach while detached refused), and, where CUDA/CUPTI cannot start (no driver
  * here), still return 1, print its `kinds=` line and let the process exit 0. The real
  * records are checked on the GPU host (tests/gpu/run_on_gpu_host.sh, stage workloads).
  */
@@ -75,6 +75,13 @@ int main(void)
     CHECK(h != NULL);
     CHECK(dlsym(h, "InitializeInjection") != NULL);
     CHECK(dlsym(h, "bare_consumer_attach") != NULL);
+    {
+        init_fn detach = (init_fn)(uintptr_t)dlsym(h, "bare_consumer_detach");
+        init_fn attached = (init_fn)(uintptr_t)dlsym(h, "bare_consumer_attached");
+        CHECK(detach != NULL && attached != NULL);
+        CHECK_EQ(attached(), 0);
+        CHECK_EQ(detach(), -1); /* nothing attached: refused without touching CUPTI */
+    }
     CHECK(dlsym(h, "buffer_requested") == NULL);
     CHECK(dlsym(h, "timestamp_cb") == NULL);
     CHECK(dlsym(h, "bc") == NULL);

@@ -30,11 +30,11 @@ steps under torch.profiler with CPU+CUDA activities; the trace is discarded),
 ran; use only when no other CUPTI client is loaded), --count-collectives (the NCCL
 collectives this rank issued, counted by PyTorch's own flight recorder:
 TORCH_NCCL_TRACE_BUFFER_SIZE is set before the process group starts and the record is read
-back before it ends), --print-steps, --bare-at S (before measured step S of every mode,
-after a synchronisation, load the library BARE_CONSUMER_LIB names, the bare CUPTI consumer
-tests/gpu/libbare_consumer.so, and call its bare_consumer_attach(): the steps before S run
-untraced, those from S traced, in one process: tests/bench/overhead/inproc.py; use it with
-one mode per process, as the consumer stays attached).
+back before it ends), --print-steps, --bare-windows L/P@O (the bare CUPTI consumer in windows of the measured
+steps: the library BARE_CONSUMER_LIB names, tests/gpu/libbare_consumer.so, attached before
+step O+kP and detached after step O+kP+L-1 by CUPTI's dynamic detach, completed by a
+synchronisation, so traced and untraced steps alternate as in meridian's steady tier:
+tests/bench/overhead/inproc.py).
 
 Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the step
 statistics in milliseconds
@@ -86,8 +86,8 @@ def parse_args(argv):
     ap.add_argument("--count-kernels", action="store_true")
     ap.add_argument("--count-collectives", action="store_true")
     ap.add_argument("--print-steps", action="store_true")
-    ap.add_argument("--bare-at", type=int, default=-1,
-                    help="attach the bare CUPTI consumer (BARE_CONSUMER_LIB) before measured step S")
+    ap.add_argument("--bare-windows", type=parse_windows, default=None,
+                    help="L/P@O: the bare CUPTI consumer (BARE_CONSUMER_LIB) traces those steps")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
     ap.add_argument("--depth", type=int, default=0, help="override the number of layers")
     ap.add_argument("--batch", type=int, default=0, help="override the batch size")
@@ -183,17 +183,45 @@ def stats_ms(times):
     }
 
 
-def bare_attach(torch):
-    """--bare-at: attaches the bare CUPTI consumer now, between two steps."""
-    import ctypes
+def parse_windows(s):
+    """'L/P@O' -> (L, P, O)."""
+    import re
 
-    path = os.environ.get("BARE_CONSUMER_LIB", "")
-    if not path:
-        raise SystemExit("ddp_train: --bare-at needs BARE_CONSUMER_LIB "
-                         "(the path of tests/gpu/libbare_consumer.so)")
-    torch.cuda.synchronize()
-    if ctypes.CDLL(path).bare_consumer_attach() != 0:
-        raise SystemExit(f"ddp_train: bare_consumer_attach in {path} enabled nothing")
+    m = re.fullmatch(r"(\d+)/(\d+)@(\d+)", s)
+    if not m or not 0 < int(m.group(1)) < int(m.group(2)):
+        raise argparse.ArgumentTypeError(f"{s}: want LENGTH/PERIOD@OFFSET, 0 < LENGTH < PERIOD")
+    return tuple(int(x) for x in m.groups())
+
+
+class BareWindows:
+    """--bare-windows: attaches and detaches the bare consumer around its window steps."""
+
+    def __init__(self, torch, spec):
+        import ctypes
+
+        path = os.environ.get("BARE_CONSUMER_LIB", "")
+        if not path:
+            raise SystemExit("ddp_train: --bare-windows needs BARE_CONSUMER_LIB "
+                             "(the path of tests/gpu/libbare_consumer.so)")
+        self.torch, self.lib, self.spec = torch, ctypes.CDLL(path), spec
+
+    def edge(self, i):
+        length, period, offset = self.spec
+        k = (i - offset) % period if i >= offset else -1
+        return k == 0, k == length - 1
+
+    def before(self, i):
+        if self.edge(i)[0]:
+            self.torch.cuda.synchronize()
+            if self.lib.bare_consumer_attach() != 0:
+                raise SystemExit(f"ddp_train: bare_consumer_attach before step {i} failed")
+
+    def after(self, i):
+        if self.edge(i)[1]:
+            e = self.lib.bare_consumer_detach()
+            self.torch.cuda.synchronize()  # the API exit that completes the detach
+            if e != 0 or self.lib.bare_consumer_attached():
+                raise SystemExit(f"ddp_train: bare_consumer_detach after step {i} failed")
 
 
 def run_mode(ctx, mode, a):
@@ -258,12 +286,15 @@ def run_mode(ctx, mode, a):
         prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
         prof.__enter__()
     t0 = time.perf_counter()
+    bare = BareWindows(torch, a.bare_windows) if a.bare_windows else None
     for i in range(a.steps):
-        if i == a.bare_at:
-            bare_attach(torch)
+        if bare:
+            bare.before(i)
         ts = time.perf_counter()
         step(i, "step")
         times.append((time.perf_counter() - ts) * 1e3)
+        if bare:
+            bare.after(i)
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0

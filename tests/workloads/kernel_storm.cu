@@ -25,11 +25,13 @@
  * `kernel_storm: steps=N launches_per_step=K step_us=T0,T1,...` (each step's wall time,
  * range push to pop, in microseconds).
  *
- * --bare-at S (with --steps) attaches the bare CUPTI consumer before step S: the library
+ * --bare-windows L/P@O (with --steps) runs the bare CUPTI consumer in windows: the library
  * named by BARE_CONSUMER_LIB (tests/gpu/libbare_consumer.so, its kinds from
- * BARE_CONSUMER_KINDS) is dlopened and its bare_consumer_attach() called between steps S-1
- * and S, so steps before S run untraced and steps from S traced, in one process (tests/
- * bench/overhead/inproc.py). A library that cannot be loaded or attached is an error.
+ * BARE_CONSUMER_KINDS) is dlopened; before step O+kP it is attached, after step O+kP+L-1 it
+ * is detached (CUPTI's dynamic detach, completed by the synchronisation that follows), so
+ * traced and untraced steps alternate in one process as in meridian's steady tier with
+ * MERIDIAN_WINDOWS=L/P@O (tests/bench/overhead/inproc.py). A library that cannot be loaded,
+ * attached or detached is an error.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -83,27 +85,39 @@ static int arg_long(int argc, char **argv, const char *name, long dflt, long lo,
     return 0;
 }
 
-/* --bare-at: loads BARE_CONSUMER_LIB and attaches it now. Returns 0 or -1 (said why). */
-static int bare_attach(void)
+/* --bare-windows: the bare consumer's entry points, from BARE_CONSUMER_LIB. */
+typedef int (*bare_fn)(void);
+static bare_fn bare_attach, bare_detach, bare_attached;
+
+static int bare_load(void)
 {
     const char *path = getenv("BARE_CONSUMER_LIB");
     void *h = path && *path ? dlopen(path, RTLD_NOW | RTLD_LOCAL) : NULL;
-    int (*attach)(void) = h ? (int (*)(void))dlsym(h, "bare_consumer_attach") : NULL;
-    if (!attach) {
-        fprintf(stderr, "kernel_storm: --bare-at: cannot load bare_consumer_attach from "
+    if (h) {
+        bare_attach = (bare_fn)dlsym(h, "bare_consumer_attach");
+        bare_detach = (bare_fn)dlsym(h, "bare_consumer_detach");
+        bare_attached = (bare_fn)dlsym(h, "bare_consumer_attached");
+    }
+    if (!bare_attach || !bare_detach || !bare_attached) {
+        fprintf(stderr, "kernel_storm: --bare-windows: cannot load the bare consumer from "
                         "BARE_CONSUMER_LIB=%s: %s\n", path ? path : "(unset)",
                 path && *path ? dlerror() : "set it to tests/gpu/libbare_consumer.so");
-        return -1;
-    }
-    if (attach() != 0) {
-        fprintf(stderr, "kernel_storm: --bare-at: bare_consumer_attach enabled nothing\n");
         return -1;
     }
     return 0;
 }
 
+/* Step s's place in the windows L/P@O: 1 its first step, 2 its last, 3 both, else 0. */
+static int bare_edge(long s, long len, long period, long offset)
+{
+    if (len <= 0 || s < offset)
+        return 0;
+    long k = (s - offset) % period;
+    return (k == 0 ? 1 : 0) | (k == len - 1 ? 2 : 0);
+}
+
 /* --steps: steps of per_step launches, each its own NVTX range ending in a sync. */
-static int run_steps(cudaStream_t st, long per_step, long steps, long bare_at)
+static int run_steps(cudaStream_t st, long per_step, long steps, const long bare[3])
 {
     double *us = (double *)calloc((size_t)steps, sizeof(double));
     char name[32];
@@ -111,7 +125,9 @@ static int run_steps(cudaStream_t st, long per_step, long steps, long bare_at)
         return 1;
     double t0 = now_s();
     for (long s = 0; s < steps; s++) {
-        if (s == bare_at && bare_attach() != 0) {
+        int edge = bare_edge(s, bare[0], bare[1], bare[2]);
+        if ((edge & 1) && bare_attach() != 0) {
+            fprintf(stderr, "kernel_storm: bare_consumer_attach before step %ld failed\n", s);
             free(us);
             return 1;
         }
@@ -123,6 +139,15 @@ static int run_steps(cudaStream_t st, long per_step, long steps, long bare_at)
         CUDA_CHECK(cudaStreamSynchronize(st));
         nvtxRangePop();
         us[s] = (now_s() - ts) * 1e6;
+        if (edge & 2) {
+            int e = bare_detach();
+            CUDA_CHECK(cudaStreamSynchronize(st)); /* the API exit that completes it */
+            if (e != 0 || bare_attached()) {
+                fprintf(stderr, "kernel_storm: bare_consumer_detach after step %ld failed\n", s);
+                free(us);
+                return 1;
+            }
+        }
     }
     double wall = now_s() - t0;
     CUDA_CHECK(cudaGetLastError());
@@ -140,7 +165,8 @@ static int run_steps(cudaStream_t st, long per_step, long steps, long bare_at)
 
 int main(int argc, char **argv)
 {
-    long launches, warmup, sync_every, device, pin_cpu, steps, bare_at;
+    long launches, warmup, sync_every, device, pin_cpu, steps;
+    long bare[3] = {0, 1, 0}; /* --bare-windows L/P@O; L 0: none */
     cudaStream_t st;
     double t0, wall, prev, stall_s = 0, max_s = 0;
     long stalls = 0;
@@ -149,9 +175,9 @@ int main(int argc, char **argv)
         if (strcmp(argv[i], "--launches") && strcmp(argv[i], "--warmup") &&
             strcmp(argv[i], "--sync-every") && strcmp(argv[i], "--device") &&
             strcmp(argv[i], "--pin-cpu") && strcmp(argv[i], "--steps") &&
-            strcmp(argv[i], "--bare-at")) {
+            strcmp(argv[i], "--bare-windows")) {
             fprintf(stderr, "usage: kernel_storm [--launches N] [--warmup N] [--sync-every K] "
-                            "[--device D] [--pin-cpu C] [--steps N [--bare-at S]]\n");
+                            "[--device D] [--pin-cpu C] [--steps N [--bare-windows L/P@O]]\n");
             return 1;
         }
     if (arg_long(argc, argv, "--launches", 200000, 1, 100000000, &launches) ||
@@ -159,13 +185,20 @@ int main(int argc, char **argv)
         arg_long(argc, argv, "--sync-every", 0, 0, 100000000, &sync_every) ||
         arg_long(argc, argv, "--device", 0, 0, 64, &device) ||
         arg_long(argc, argv, "--pin-cpu", -1, -1, CPU_SETSIZE - 1, &pin_cpu) ||
-        arg_long(argc, argv, "--steps", 0, 0, 1000000, &steps) ||
-        arg_long(argc, argv, "--bare-at", -1, -1, 1000000, &bare_at))
+        arg_long(argc, argv, "--steps", 0, 0, 1000000, &steps))
         return 1;
-    if (bare_at >= 0 && (steps == 0 || bare_at >= steps)) {
-        fprintf(stderr, "kernel_storm: --bare-at %ld needs --steps greater than it\n", bare_at);
-        return 1;
-    }
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "--bare-windows") == 0) {
+            char extra;
+            if (sscanf(argv[i + 1], "%ld/%ld@%ld%c", &bare[0], &bare[1], &bare[2], &extra) != 3 ||
+                bare[0] < 1 || bare[1] <= bare[0] || bare[2] < 0 || steps == 0) {
+                fprintf(stderr, "kernel_storm: --bare-windows %s: want LENGTH/PERIOD@OFFSET, "
+                                "LENGTH < PERIOD, with --steps\n", argv[i + 1]);
+                return 1;
+            }
+            if (bare_load() != 0)
+                return 1;
+        }
     if (steps > launches) {
         fprintf(stderr, "kernel_storm: --steps %ld is more than --launches %ld\n", steps, launches);
         return 1;
@@ -188,7 +221,7 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaStreamSynchronize(st));
 
     if (steps > 0)
-        return run_steps(st, launches / steps, steps, bare_at);
+        return run_steps(st, launches / steps, steps, bare);
 
     nvtxRangePushA("kernel_storm");
     t0 = prev = now_s();

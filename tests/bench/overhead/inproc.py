@@ -7,31 +7,32 @@ tests/gpu/run_on_gpu_host.sh (stage `inproc`). Not a test: it prints ratios and 
 run to a CSV; tests/bench/overhead/RESULTS-tiers.md records what it printed.
 
 Why: tiers.py compares processes, and on the H200 host the same unprofiled workload moves
-by +-12% from one process to the next (runs 15-32), so "full trace adds at most 1.10x what a
-bare consumer adds" cannot be resolved there with the rounds a device session allows. Here
-every figure is a ratio of two step medians taken in the same process:
+by +-12% from one process to the next (runs 15-32), and by as much within one process over
+seconds (run 33: a plain run's second half 9% faster or 20% slower than its first), so
+"the full trace adds at most 1.10x what a bare consumer adds" cannot be resolved by
+comparing processes or halves. Here traced and untraced steps alternate in one process, and
+every figure is a ratio of two step medians of that process:
   window  meridian's steady tier with windows WINDOWS (default 20/100@10): the steps inside
           a window run with CUPTI attached and meridian's full capture path (the same kinds
           and code as `--full`); the steps outside run detached.
-          added_meridian = median(window steps, each window's first step left out: it pays
-          the attach) / median(steps outside windows, the step after each window and the
-          one after that left out: the detach) - 1
-  bare    no meridian; the workload loads tests/gpu/libbare_consumer.so itself (CONCURRENT_
-          KERNEL only, pre-zeroed pool) and attaches it before step S = steps/2 (--bare-at):
-          added_bare_raw = median(steps S+3..) / median(steps ..S-1) - 1
-  plain   no profiler, the same split: drift = median(steps S+3..) / median(..S-1) - 1 (what
-          the second half of a run does on its own: allocator warm-up, clocks)
-  per round: added_bare = (1 + added_bare_raw) / (1 + drift) - 1, and the ratio
-  added_meridian / added_bare (goal <= 1.10, the issue's full-trace goal, measured per step
-  rather than per process).
+  bare    no meridian; the workload attaches tests/gpu/libbare_consumer.so itself
+          (CONCURRENT_KERNEL only, pre-zeroed pool) in the same windows and detaches it
+          after them the way CUPTI documents dynamic detach (--bare-windows).
+  plain   no profiler: the same classification of steps, the method's null (its ratio
+          must be ~1.00), and the reference for the steady tier's steps outside windows.
+  per run: added = median(window steps, each window's first step left out: it pays the
+           attach) / median(steps outside windows, the two steps after each window left
+           out: the detach) - 1
+  per round: added(meridian) / added(bare)   goal <= 1.10, the issue's full-trace goal,
+           measured per traced step.
 Also printed, between processes as in tiers.py: the steady tier's steps outside windows
-against the plain run's first half (median/median), for reference only.
+against the plain run's (median/median), for reference only.
 Workloads: storm (kernel_storm --steps, 1,000 empty kernels a step, NVTX step ranges ending
 in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world size 1).
 
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
-       [--rounds 5] [--steps 400] [--windows 20/100@10] [--budget-s 540] [--csv FILE]
-       [--resume] [--report-only]
+       [--variants window,bare,plain] [--rounds 5] [--steps 400] [--windows 20/100@10]
+       [--budget-s 540] [--csv FILE] [--resume] [--report-only]
 """
 import argparse
 import csv
@@ -51,7 +52,6 @@ import tiers  # noqa: E402  (boot id, the workloads' step parser, the bootstrap)
 ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
           "n_traced", "windows", "wall_s", "rc", "machine"]
-SKIP_AFTER_ATTACH = 3  # bare: CUPTI's first traced steps pay its own set-up
 
 
 def parse_windows(spec):
@@ -77,11 +77,6 @@ def classify_window_run(ms, windows):
     return traced, untraced
 
 
-def classify_split_run(ms, at):
-    """(traced, untraced) of a bare or plain run split before step `at`."""
-    return ms[at + SKIP_AFTER_ATTACH:], ms[:at]
-
-
 def command(a, workload, variant, db):
     env = dict(os.environ)
     env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
@@ -95,7 +90,7 @@ def command(a, workload, variant, db):
     if variant == "bare":
         env["BARE_CONSUMER_LIB"] = os.path.join(a.build, "tests/gpu/libbare_consumer.so")
         env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
-        return work + ["--bare-at", str(a.steps // 2)], env
+        return work + ["--bare-windows", a.windows], env
     if variant == "plain":
         return work, env
     env["MERIDIAN_TRACE"] = "steady"
@@ -146,9 +141,9 @@ def run_one(a, rnd, workload, variant, writer):
         elif [w[0] for w in wins] != [w[0] for w in expect]:
             print(f"inproc: round {rnd} {workload}: recorded windows {wins} differ from the "
                   f"specification's {expect}: the recorded ones are used", flush=True)
-        traced, untraced = classify_window_run(ms, wins)
     else:
-        traced, untraced = classify_split_run(ms, a.steps // 2)
+        wins = window_steps(spec, len(ms))
+    traced, untraced = classify_window_run(ms, wins)
     row = dict(round=rnd, workload=workload, variant=variant, steps=len(ms),
                untraced_ms="%.4f" % statistics.median(untraced),
                traced_ms="%.4f" % statistics.median(traced), n_untraced=len(untraced),
@@ -163,7 +158,8 @@ def run_one(a, rnd, workload, variant, writer):
 
 
 def per_round(rows):
-    """{workload: [(round, added_meridian, added_bare, ratio, steady_outside/plain)]}"""
+    """{workload: [(round, added_meridian, added_bare, ratio, plain_null, outside/plain)]}
+    (None where the round lacks the variant)"""
     by = {}
     for r in rows:
         if str(r["rc"]) == "0":
@@ -171,33 +167,35 @@ def per_round(rows):
     out = {}
     for w, rounds in by.items():
         for rnd, v in sorted(rounds.items()):
-            if not all(k in v for k in ("window", "bare", "plain")):
-                continue
-            f = {k: (float(v[k]["untraced_ms"]), float(v[k]["traced_ms"])) for k in v}
-            added_m = f["window"][1] / f["window"][0] - 1
-            drift = f["plain"][1] / f["plain"][0]
-            added_b = (f["bare"][1] / f["bare"][0]) / drift - 1
-            ratio = added_m / added_b if added_b > 0 else None
-            out.setdefault(w, []).append((rnd, added_m, added_b, ratio,
-                                          f["window"][0] / f["plain"][0]))
+            f = {k: (float(r["untraced_ms"]), float(r["traced_ms"])) for k, r in v.items()}
+            added = {k: t / u - 1 for k, (u, t) in f.items()}
+            am, ab = added.get("window"), added.get("bare")
+            ratio = am / ab if am is not None and ab is not None and ab > 0 else None
+            null = added["plain"] + 1 if "plain" in added else None
+            so = f["window"][0] / f["plain"][0] if "window" in f and "plain" in f else None
+            out.setdefault(w, []).append((rnd, am, ab, ratio, null, so))
     return out
 
 
 def report(rows):
-    print("\ninproc: per round (added = traced step median / untraced step median - 1, "
-          "in one process)")
+    print("\ninproc: per round (added = window step median / other step median - 1, in one "
+          "process)")
     res = per_round(rows)
+
+    def fmt(x, f, scale=1):
+        return f % (x * scale) if x is not None else "-"
     for w, rs in res.items():
-        for rnd, am, ab, ratio, so in rs:
-            rt = "%.3f" % ratio if ratio is not None else "-"
-            print(f"  {w:12s} round {rnd:3d}  meridian +{am * 100:6.2f}%  bare +{ab * 100:6.2f}%"
-                  f"  ratio {rt}  steady-outside/plain {so:.4f}")
+        for rnd, am, ab, ratio, null, so in rs:
+            print(f"  {w:12s} round {rnd:3d}  meridian {fmt(am, '%+7.2f%%', 100)}  "
+                  f"bare {fmt(ab, '%+7.2f%%', 100)}  ratio {fmt(ratio, '%.3f')}  "
+                  f"plain null {fmt(null, '%.4f')}  steady-outside/plain {fmt(so, '%.4f')}")
     print("\ninproc: medians over rounds (95% bootstrap interval)")
     for w, rs in res.items():
         for label, idx, goal in (("added by meridian's traced step", 1, ""),
                                  ("added by the bare consumer's", 2, ""),
                                  ("added(meridian)/added(bare)", 3, "goal <= 1.10"),
-                                 ("steady outside windows / plain (2 processes)", 4,
+                                 ("plain: window steps / other steps", 4, "null, ~1"),
+                                 ("steady outside windows / plain (2 processes)", 5,
                                   "reference")):
             vals = [r[idx] for r in rs if r[idx] is not None]
             if not vals:
@@ -214,6 +212,7 @@ def main(argv):
     ap.add_argument("--meridian", required=True)
     ap.add_argument("--agent-lib", required=True)
     ap.add_argument("--workloads", default="storm,gpt2,kernel-dense")
+    ap.add_argument("--variants", default="window,bare,plain")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--windows", default="20/100@10")
@@ -234,9 +233,12 @@ def main(argv):
     done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
     new = not os.path.exists(a.csv) or not a.resume
     t_end = time.monotonic() + a.budget_s
-    vs = ["window", "bare", "plain"]
+    vs = a.variants.split(",")
+    if not vs or set(vs) - {"window", "bare", "plain"}:
+        raise SystemExit(f"inproc: --variants {a.variants}: choose from window, bare, plain")
+    k = len(vs)
     plan = [(rnd, w, v) for rnd in range(1, a.rounds + 1) for w in a.workloads.split(",")
-            for v in vs[(rnd - 1) % 3:] + vs[:(rnd - 1) % 3]]
+            for v in vs[(rnd - 1) % k:] + vs[:(rnd - 1) % k]]
     print(f"inproc: {len(plan)} runs planned, {len(done)} done; machine {tiers.boot_id()}; "
           f"windows {a.windows}", flush=True)
     with open(a.csv, "w" if new else "a", newline="") as f:
