@@ -425,7 +425,8 @@ stage_inproc() {
     # shellcheck disable=SC2086 # INPROC_ARGS is a list of options
     run_logged inproc "${INPROC_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/inproc.py" --build "$BUILD" --meridian "$MERIDIAN" \
-        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" --resume ${INPROC_ARGS:-}
+        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" --resume \
+        --steps-csv "$OUT/inproc_steps.csv" ${INPROC_ARGS:-}
     grep -E '^(inproc:|  )' "$WORK/logs/inproc.log" | tail -40 >>"$SUMMARY"
     cp "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/inproc.log" "$OUT/" 2>/dev/null

@@ -32,7 +32,7 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
 
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain] [--rounds 5] [--steps 400] [--windows 20/100@10]
-       [--budget-s 540] [--csv FILE] [--resume] [--report-only]
+       [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume] [--report-only]
 """
 import argparse
 import csv
@@ -111,6 +111,16 @@ def recorded_windows(db):
         return None
 
 
+def save_steps(path, rnd, workload, variant, ms):
+    """--steps-csv: every step's time, for a look at where in the window period time goes."""
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.writer(f)
+        if new:
+            w.writerow(["round", "workload", "variant", "step", "ms"])
+        w.writerows([rnd, workload, variant, i, "%.4f" % t] for i, t in enumerate(ms))
+
+
 def run_one(a, rnd, workload, variant, writer):
     spec = parse_windows(a.windows)
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,6 +142,8 @@ def run_one(a, rnd, workload, variant, writer):
         print(f"inproc: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
               f"output:\n{out[-1500:]}", flush=True)
         return None
+    if a.steps_csv:
+        save_steps(a.steps_csv, rnd, workload, variant, ms)
     if variant == "window":
         expect = window_steps(spec, len(ms))
         if wins is None:
@@ -219,6 +231,7 @@ def main(argv):
     ap.add_argument("--budget-s", type=float, default=540)
     ap.add_argument("--run-timeout-s", type=float, default=240)
     ap.add_argument("--csv", default="inproc.csv")
+    ap.add_argument("--steps-csv", default="", help="also append every step's time here")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args(argv)

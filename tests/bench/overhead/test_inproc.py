@@ -118,10 +118,16 @@ def main():
             with open(path, "w") as f:
                 f.write(text)
             os.chmod(path, 0o755)
-        rc, out = run(tmp, {})
+        steps_csv = os.path.join(tmp, "steps.csv")
+        rc, out = run(tmp, {}, "--steps-csv", steps_csv)
         if rc != 0:
             fail(f"exit {rc}", out)
         expect_figures(out)
+        with open(steps_csv) as f:
+            lines = f.read().splitlines()
+        if len(lines) != 1 + 3 * 3 * 400 or "1,storm,window,10,5.0000" not in lines:
+            fail(f"--steps-csv holds {len(lines)} lines, want 3601 with the attach step's 5 ms",
+                 "\n".join(lines[:5]))
         if "differ from" in out:
             fail("windows reported as differing when they did not", out)
         # the windows as recorded, not as specified, classify the steps
