@@ -98,7 +98,7 @@ struct mrd_gpu_clock_sample {
     uint32_t device;
 };
 
-/* Event kinds (values equal meridian.proto's EventKind; the list is proto/kinds.h). */
+/* Event kinds (values equal meridian.proto's EventKind; the list is proto/kinds.table). */
 #define MRD__KIND_ENUM(E, v, fn, T, u, bm, C, d, t, tag) E = v,
 enum mrd_event_kind {
     MRD_KINDS(MRD__KIND_ENUM)

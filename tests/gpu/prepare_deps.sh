@@ -10,8 +10,10 @@
 #                        libraries too, so the -dev symlinks resolve: libprotobuf-c1,
 #                        libsqlite3-0, libzstd1, libsodium23), plus the sqlite3 shell for
 #                        the checks
-#   .deps/pb/            meridian.pb-c.{c,h} generated here by protoc-c, and the copy of
-#                        meridian.proto they came from (configure refuses a stale folder)
+#   .deps/pb/            meridian.pb-c.{c,h} generated here by protoc-c from the whole
+#                        meridian.proto (proto/kinds_gen.c fills proto/meridian.proto's
+#                        per-kind parts in from proto/kinds.table, as the build does), and
+#                        copies of those two sources (configure refuses a stale folder)
 #                        (configure the host with -DMRD_PREGENERATED_PROTO=.deps/pb)
 #   .deps/extra/include  nccl.h and nvtx3/ from this machine's CUDA, used only if the host
 #                        has none
@@ -31,6 +33,7 @@ pkgs=(libprotobuf-c1 libprotobuf-c-dev libsqlite3-0 libsqlite3-dev libzstd1 libz
       libsodium23 libsodium-dev sqlite3 libreadline8 zlib1g zlib1g-dev)
 
 command -v protoc-c >/dev/null || { echo "prepare_deps: protoc-c missing (apt-get install protobuf-c-compiler)" >&2; exit 1; }
+command -v cc >/dev/null || { echo "prepare_deps: no C compiler (cc) for proto/kinds_gen.c" >&2; exit 1; }
 rm -rf "$deps"
 mkdir -p "$deps/debs" "$deps/pb" "$deps/extra/include"
 
@@ -41,8 +44,14 @@ if ! download; then
     download
 fi
 
-protoc-c --c_out="$deps/pb" -I"$root/proto" "$root/proto/meridian.proto"
-cp "$root/proto/meridian.proto" "$deps/pb/" # proto/CMakeLists.txt refuses a stale .deps/pb
+gen=$(mktemp -d)
+trap 'rm -rf "$gen"' EXIT
+cc -std=c11 -O2 -o "$gen/mrd_kinds_gen" "$root/proto/kinds_gen.c"
+"$gen/mrd_kinds_gen" "$root/proto/kinds.table" "$root/proto/meridian.proto" \
+    "$gen/kinds_table.h" "$gen/meridian.proto" # the header is made again by the host's build
+protoc-c --c_out="$deps/pb" -I"$gen" "$gen/meridian.proto"
+# proto/CMakeLists.txt refuses a .deps/pb made from other sources than its own
+cp "$root/proto/meridian.proto" "$root/proto/kinds.table" "$deps/pb/"
 protoc-c --c_out="$deps/pb" -I"$root/aggregator/export/pftrace" \
     "$root/aggregator/export/pftrace/meridian_pftrace.proto" # the native trace export
 if [ -f "$cuda_root/include/nccl.h" ]; then

@@ -1,4 +1,4 @@
-/* proto_gpu_sample: the gpu_sample kind, added through proto/kinds.h alone, end to end
+/* proto_gpu_sample: the gpu_sample kind, described by proto/kinds.table alone, end to end
  * below the agent: events through the batch builder, a frame, the reader's check and
  * cursor, and the store into the gpu_samples table, every value as sent (host_ns travels
  * as a delta), the canonical form unchanged. */

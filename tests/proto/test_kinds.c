@@ -1,4 +1,6 @@
-/* proto_kinds: the event-kind table (proto/kinds.h) against what it stands for.
+/* proto_kinds: the event-kind table (proto/kinds.table, as kinds.h's generated macros)
+ * against what it stands for: the macros and the Columns messages are generated from the
+ * same rows, so this checks the generator and protoc-c as much as the table.
  *
  *  - every field against the protobuf-c descriptor of its Columns message: the field
  *    number exists, is named like the wire column, is repeated, and its type is the one

@@ -1,8 +1,8 @@
-/* proto_window_kind: the window kind (a steady-tier capture window, proto/kinds.h), end to
+/* proto_window_kind: the window kind (a steady-tier capture window, proto/kinds.table), end to
  * end below the agent: events through the batch builder (the reason interned as a string),
  * a frame, the reader's check and cursor, and the store into the window_records table,
  * every value as sent (a detach of -1 for a window open at exit, reasons as text). The kind
- * was added through kinds.h, meridian.proto and its producer (agent/capture/window.c). */
+ * is its rows in kinds.table, its struct (kinds.h) and its producer (agent/capture/window.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
