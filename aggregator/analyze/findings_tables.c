@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmp.h"
 #include "db_sql.h"
 #include "steps.h"
 
@@ -223,9 +224,7 @@ struct sync_rank {
 static int cmp_i64_pair_desc(const void *x, const void *y)
 {
     const int64_t *p = x, *q = y;
-    if (p[1] != q[1])
-        return p[1] > q[1] ? -1 : 1;
-    return p[0] < q[0] ? -1 : p[0] > q[0];
+    return MRD_CMP_KEYS(MRD_CMP(q[1], p[1]), MRD_CMP(p[0], q[0]));
 }
 
 int mrd__find_sync(struct mrd__find_ctx *c)

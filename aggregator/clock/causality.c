@@ -464,14 +464,8 @@ static void print_results(const struct cctx *c, const struct solution *so,
 static void cctx_free(struct cctx *c)
 {
     mrd_clock_models_destroy(c->ms);
-    free(c->gm.m);
-    free(c->idx_of);
-    free(c->rank_of);
-    free(c->pa);
-    free(c->shift);
-    free(c->mem);
-    free(c->kept);
-    free(c->inst);
+    MRD_ARRAY_FREE_ALL(c->gm.m, c->idx_of, c->rank_of, c->pa, c->shift, c->mem, c->kept,
+                       c->inst);
 }
 
 int mrd_clock_causality_db(sqlite3 *db, int flags, struct mrd_clock_causality_summary *sum,

@@ -47,8 +47,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
 #include "clock_internal.h"
+#include "cmp.h"
 #include "db.h"
 #include "error.h"
 
@@ -285,11 +287,8 @@ struct gbr {
 static int cmp_gbr(const void *x, const void *y)
 {
     const struct gbr *a = x, *b = y;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    if (a->device != b->device)
-        return a->device < b->device ? -1 : 1;
-    return (a->b.g_lo > b->b.g_lo) - (a->b.g_lo < b->b.g_lo);
+    return MRD_CMP_KEYS(MRD_CMP(a->rank, b->rank), MRD_CMP(a->device, b->device),
+                        MRD_CMP(a->b.g_lo, b->b.g_lo));
 }
 
 static int push(struct gbr **v, size_t *n, size_t *cap, const struct gbr *x, uint64_t *over)
@@ -298,15 +297,10 @@ static int push(struct gbr **v, size_t *n, size_t *cap, const struct gbr *x, uin
         (*over)++;
         return 0;
     }
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 1024;
-        struct gbr *p = realloc(*v, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        *v = p, *cap = nc;
-    }
-    (*v)[(*n)++] = *x;
-    return 0;
+    int rc = mrd_array_reserve(v, cap, *n, sizeof(**v), 1024, 0);
+    if (rc == 0)
+        (*v)[(*n)++] = *x;
+    return rc;
 }
 
 /* Which columns of a bracket query hold what. */

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "array.h"
+#include "cmp.h"
 #include "error.h"
 
 /* ---- sorted (rank, id) keys, looked up with a cursor per rank ---------------------------
@@ -62,9 +63,7 @@ struct keyset {
 static int cmp_key(const void *x, const void *y)
 {
     const struct key *a = x, *b = y;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    return (a->id > b->id) - (a->id < b->id);
+    return MRD_CMP_KEYS(MRD_CMP(a->rank, b->rank), MRD_CMP(a->id, b->id));
 }
 
 static int ks_push(struct keyset *s, int64_t rank, int64_t id)

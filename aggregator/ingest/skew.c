@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array.h"
 #include "batch.h"
 
 #define FUNCS_PER_RANK 16
@@ -73,10 +74,7 @@ void mrd_skew_free(struct mrd_skew *s)
         return;
     for (uint32_t i = 0; s->ranks && i < s->cfg.max_ranks; i++)
         free(s->ranks[i]);
-    free(s->ranks);
-    free(s->tab);
-    free(s->fifo);
-    free(s);
+    MRD_ARRAY_FREE_ALL(s->ranks, s->tab, s->fifo, s);
 }
 
 int mrd_skew_new(const struct mrd_skew_config *cfg, struct mrd_skew **out)
