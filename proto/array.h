@@ -38,8 +38,8 @@ void mrd_array_free_all(void *const *ptrs, size_t n);
 
 /* MRD_ARRAY_FREE_ALL(p->a, p->b, p): frees every pointer named, in one call (the list is
  * read before anything is freed, so the struct holding the others may come last). */
-#define MRD_ARRAY_FREE_ALL(...)                                                             \
-    mrd_array_free_all((void *const[]){__VA_ARGS__},                                        \
+#define MRD_ARRAY_FREE_ALL(...)                                                                    \
+    mrd_array_free_all((void *const[]){__VA_ARGS__},                                               \
                        sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
 
 /* Lower bound in an array sorted by an int key (a rank, most often): the index of the

@@ -29,7 +29,7 @@ static inline int mrd_cmp_first(const int *results, size_t n)
 }
 
 /* The order by several keys, most significant first: MRD_CMP_KEYS(MRD_CMP(..), ..). */
-#define MRD_CMP_KEYS(...)                                                                   \
+#define MRD_CMP_KEYS(...)                                                                          \
     mrd_cmp_first((const int[]){__VA_ARGS__}, sizeof((const int[]){__VA_ARGS__}) / sizeof(int))
 
 #endif

@@ -242,8 +242,8 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
     size_t gap;
     int have_prev = 1, rc;
 
-    if ((rc = mrd_array_reserve(&w->pending, &w->cap_pending, w->npending, sizeof(*w->pending),
-                                64, 0)) < 0 ||
+    if ((rc = mrd_array_reserve(&w->pending, &w->cap_pending, w->npending, sizeof(*w->pending), 64,
+                                0)) < 0 ||
         (rc = gaps_add(w, &gap)) < 0)
         return rc;
     p = &w->pending[w->npending];
