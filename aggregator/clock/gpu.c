@@ -416,15 +416,9 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
         }
         const char *word;
         const char *method = method_of(srcs, fr, &word);
-        sqlite3_reset(ins);
-        sqlite3_bind_int(ins, 1, m.rank);
-        sqlite3_bind_int(ins, 2, m.device);
-        sqlite3_bind_double(ins, 3, m.slope);
-        sqlite3_bind_int64(ins, 4, m.intercept_ns);
-        sqlite3_bind_int64(ins, 5, m.error_bound_ns);
-        sqlite3_bind_int64(ins, 6, m.samples);
-        sqlite3_bind_text(ins, 7, method, -1, SQLITE_STATIC);
-        if (sqlite3_step(ins) != SQLITE_DONE) {
+        if (MRD_DB_WRITE_ROW(ins, MRD_DB_INT(m.rank), MRD_DB_INT(m.device), MRD_DB_REAL(m.slope),
+                             MRD_DB_INT(m.intercept_ns), MRD_DB_INT(m.error_bound_ns),
+                             MRD_DB_INT(m.samples), MRD_DB_TEXT(method)) < 0) {
             rc = mrd__clock_sqlerr(db, log, "storing gpu_timer_models");
             goto fail;
         }
