@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "analyze_int.h"
+#include "cmp.h"
 #include "db_sql.h"
 #include "error.h"
 #include "findings_int.h"
@@ -372,12 +373,6 @@ static int rule_algo(struct mrd__find_ctx *c)
 
 /* ---- rule 9: clock error bound too wide for the lateness it explains ------------------- */
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
-    return p < q ? -1 : p > q;
-}
-
 /* A rank's GPU timer model bound adds to its clock bound where its arrivals may come from
  * NCCL's GPU timer: no kernel rows, or a run with windows. */
 struct gpu_bounds {
@@ -439,7 +434,7 @@ static int rule_clock(struct mrd__find_ctx *c)
         if (n == 0)
             continue;
         evaluated++;
-        qsort(late, (size_t)n, sizeof(int64_t), cmp_i64);
+        qsort(late, (size_t)n, sizeof(int64_t), mrd_cmp_int64);
         int64_t median = late[(n - 1) / 2];
         if ((double)pair <= MRD_FIND_CLOCK_SKEW_RATIO * (double)median)
             continue;

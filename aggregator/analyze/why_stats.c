@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmp.h"
 #include "error.h"
 
 /* ---- demangling: the C++ runtime's __cxa_demangle, loaded once ---- */
@@ -111,12 +112,6 @@ static int load_bytes(sqlite3 *db, struct mrd__why *w)
 
 /* ---- collective statistics ---- */
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* nearest rank: the smallest value with at least p percent of the values at or below */
 static int64_t nearest_rank(const int64_t *v, size_t n, int p)
 {
@@ -181,7 +176,7 @@ static int coll_stats(sqlite3 *db, struct mrd__why *w, struct mrd_an_why *y)
                 strcmp(w->funcs[x->func], s->func) == 0)
                 dur[n++] = x->max_end - x->last_start;
         }
-        qsort(dur, n, sizeof(int64_t), cmp_i64);
+        qsort(dur, n, sizeof(int64_t), mrd_cmp_int64);
         s->p50_ns = nearest_rank(dur, n, 50);
         s->p90_ns = nearest_rank(dur, n, 90);
         s->p99_ns = nearest_rank(dur, n, 99);
