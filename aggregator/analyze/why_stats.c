@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "cmp.h"
 #include "error.h"
 
@@ -341,16 +342,9 @@ int mrd__why_kernel_rank_end(struct mrd__why *w, sqlite3_stmt *name_st, int rank
     }
     qsort(v, n, sizeof(*v), cmp_named_tally);
     size_t keep = n < MRD_WHY_TOP_KERNELS ? n : MRD_WHY_TOP_KERNELS;
-    if (w->ntop + keep > w->cap_top) {
-        size_t ncap = w->cap_top ? w->cap_top * 2 : 64 * MRD_WHY_TOP_KERNELS;
-        while (ncap < w->ntop + keep)
-            ncap *= 2;
-        struct mrd_an_kernel_top *p = realloc(w->top, ncap * sizeof(*p));
-        if (!p)
-            goto done;
-        w->top = p;
-        w->cap_top = ncap;
-    }
+    if (keep && mrd_array_reserve(&w->top, &w->cap_top, w->ntop + keep - 1, sizeof(*w->top),
+                                  64 * MRD_WHY_TOP_KERNELS, 0) < 0)
+        goto done;
     for (size_t i = 0; i < keep; i++) {
         struct mrd_an_kernel_top *k = &w->top[w->ntop++];
         memset(k, 0, sizeof(*k));
