@@ -216,7 +216,8 @@ static int rank_index(const struct mrd_analysis *a, int rank)
 /* Two empty gaps (nothing traced) at w->gaps[*at]. Returns 0 or -ENOMEM. */
 static int gaps_add(struct mrd__why *w, size_t *at)
 {
-    int rc = mrd_array_reserve(&w->gaps, &w->cap_gaps, w->ngaps + 1, sizeof(*w->gaps), 256, 0);
+    size_t second = w->ngaps + 1; /* room up to the second gap's index */
+    int rc = mrd_array_reserve(&w->gaps, &w->cap_gaps, second, sizeof(*w->gaps), 256, 0);
     if (rc < 0)
         return rc;
     *at = w->ngaps;
