@@ -25,7 +25,12 @@ int mrd_array_reserve(void *items_ptr, size_t *cap, size_t n, size_t elem, size_
 {
     if (n < *cap)
         return 0;
-    size_t ncap = *cap ? *cap * 2 : first;
+    size_t ncap = *cap ? *cap : first;
+    while (n >= ncap) {
+        if (ncap > SIZE_MAX / 2)
+            return -ENOMEM;
+        ncap = ncap ? ncap * 2 : 1;
+    }
     if (max && ncap > max)
         return -E2BIG;
     int rc = resize(items_ptr, ncap, elem);
@@ -44,6 +49,12 @@ int mrd_array_extend(void *items_ptr, size_t old, size_t n, size_t elem)
     memcpy(&items, items_ptr, sizeof(items));
     memset(items + old * elem, 0, (n - old) * elem);
     return 0;
+}
+
+void mrd_array_free_all(void *const *ptrs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(ptrs[i]);
 }
 
 size_t mrd_array_lower_bound_int(const void *items, size_t n, size_t elem, size_t key_at,

@@ -298,14 +298,8 @@ static int tally_add(struct rank_tally *t, int64_t rank, int64_t rows)
         t->last = lo;
         return 0;
     }
-    if (t->n == t->cap) {
-        size_t nc = t->cap ? t->cap * 2 : 64;
-        int64_t(*p)[2] = realloc(t->v, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        t->v = p;
-        t->cap = nc;
-    }
+    if (mrd_array_reserve(&t->v, &t->cap, t->n, sizeof(*t->v), 64, 0) < 0)
+        return -ENOMEM;
     memmove(&t->v[lo + 1], &t->v[lo], (t->n - lo) * sizeof(*t->v));
     t->v[lo][0] = rank;
     t->v[lo][1] = rows;
@@ -534,13 +528,10 @@ void mrd_analysis_free(struct mrd_analysis *a)
 {
     if (!a)
         return;
-    free(a->ranks);
-    free(a->steps);
-    free(a->windows);
     mrd__why_free(a->why);
     mrd_findings_free(a->findings);
     mrd_env_report_free(a->env);
-    free(a);
+    MRD_ARRAY_FREE_ALL(a->ranks, a->steps, a->windows, a);
 }
 
 int mrd_analyze(sqlite3 *db, const struct mrd_analyze_options *opts, struct mrd_analysis **out,

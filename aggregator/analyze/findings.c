@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "analyze_int.h"
+#include "cmp.h"
 #include "db_sql.h"
 #include "error.h"
 #include "findings_int.h"
@@ -130,11 +131,11 @@ void mrd__find_rank(struct mrd_finding *f, int rank)
     f->ranks_total++;
 }
 
-void mrd__find_number(struct mrd_finding *f, const char *name, double v)
+void mrd__find_numbers(struct mrd_finding *f, const struct mrd_find_number *v, size_t n)
 {
-    if (f->nnumbers < MRD_FIND_MAX_NUMBERS) {
-        f->numbers[f->nnumbers].name = name;
-        f->numbers[f->nnumbers++].value = v;
+    for (size_t i = 0; i < n && f->nnumbers < MRD_FIND_MAX_NUMBERS; i++) {
+        f->numbers[f->nnumbers].name = v[i].name;
+        f->numbers[f->nnumbers++].value = v[i].value;
     }
 }
 
@@ -244,10 +245,8 @@ static int rule_step_share(struct mrd__find_ctx *c, int rule, double threshold)
             if ((double)part / (double)ov->span_ns > threshold)
                 mrd__find_rank(f, a->ranks[i].rank);
         }
-        mrd__find_number(f, "share", mean);
-        mrd__find_number(f, "worst_share", v[0].share);
-        mrd__find_number(f, "steps_over", over);
-        mrd__find_number(f, "steps_evaluated", n);
+        MRD__FIND_NUMBERS(f, {"share", mean}, {"worst_share", v[0].share}, {"steps_over", over},
+                          {"steps_evaluated", n});
         snprintf(f->detail, sizeof(f->detail),
                  "%s share of the step ranges (ranks with kernels): %.1f%% overall, worst "
                  "step %d at %.1f%%; ranks listed exceed %.0f%% over their whole kernel span",
@@ -319,10 +318,8 @@ static int rule_straggler(struct mrd__find_ctx *c)
         snprintf(f->title, sizeof(f->title),
                  "rank %d held the others back in %d step(s); cause: %s", rank, nsteps,
                  mrd_analyze_cause_name(cause));
-        mrd__find_number(f, "straggler_steps", nsteps);
-        mrd__find_number(f, "cost_ns", (double)cost);
-        mrd__find_number(f, "cost_share", share);
-        mrd__find_number(f, "late_ns", (double)late);
+        MRD__FIND_NUMBERS(f, {"straggler_steps", nsteps}, {"cost_ns", cost}, {"cost_share", share},
+                          {"late_ns", late});
         snprintf(f->detail, sizeof(f->detail),
                  "straggler cost %.1f%% of the measured step time; cause: %s (the most "
                  "frequent cause of its steps)",
@@ -363,8 +360,7 @@ static int rule_algo(struct mrd__find_ctx *c)
                  "%s of %" PRId64 " bytes on communicator %016" PRIx64
                  ": ranks chose different algorithms or protocols",
                  s->func, s->bytes, s->comm_hash);
-        mrd__find_number(f, "bytes", (double)s->bytes);
-        mrd__find_number(f, "instances", (double)s->count);
+        MRD__FIND_NUMBERS(f, {"bytes", s->bytes}, {"instances", s->count});
         snprintf(f->detail, sizeof(f->detail), "each rank's most frequent choice: %s",
                  s->algo_proto);
     }
@@ -376,12 +372,6 @@ static int rule_algo(struct mrd__find_ctx *c)
 }
 
 /* ---- rule 9: clock error bound too wide for the lateness it explains ------------------- */
-
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t p = *(const int64_t *)x, q = *(const int64_t *)y;
-    return p < q ? -1 : p > q;
-}
 
 /* A rank's GPU timer model bound adds to its clock bound where its arrivals may come from
  * NCCL's GPU timer: no kernel rows, or a run with windows. */
@@ -444,7 +434,7 @@ static int rule_clock(struct mrd__find_ctx *c)
         if (n == 0)
             continue;
         evaluated++;
-        qsort(late, (size_t)n, sizeof(int64_t), cmp_i64);
+        qsort(late, (size_t)n, sizeof(int64_t), mrd_cmp_int64);
         int64_t median = late[(n - 1) / 2];
         if ((double)pair <= MRD_FIND_CLOCK_SKEW_RATIO * (double)median)
             continue;
@@ -457,9 +447,7 @@ static int rule_clock(struct mrd__find_ctx *c)
         snprintf(f->title, sizeof(f->title),
                  "rank %d: clock error bound %.1f us against a median lateness of %.1f us", rank,
                  (double)pair / 1e3, (double)median / 1e3);
-        mrd__find_number(f, "bound_ns", (double)pair);
-        mrd__find_number(f, "median_late_ns", (double)median);
-        mrd__find_number(f, "late_events", n);
+        MRD__FIND_NUMBERS(f, {"bound_ns", pair}, {"median_late_ns", median}, {"late_events", n});
         snprintf(f->detail, sizeof(f->detail),
                  "bound = the rank's clock bound + its reference rank's (largest over its late "
                  "events, GPU timer bounds added where arrivals may come from them) > %.0f%% "

@@ -29,10 +29,15 @@ void mrd__find_status(struct mrd__find_ctx *c, int rule, int status, const char 
  * kept (then counted in dropped). */
 struct mrd_finding *mrd__find_add(struct mrd__find_ctx *c, int rule, int severity);
 
-/* Evidence: a rank (listed up to MRD_FIND_MAX_RANKS, all counted), a named number (name
- * static, at most MRD_FIND_MAX_NUMBERS). */
+/* Evidence: a rank (listed up to MRD_FIND_MAX_RANKS, all counted); the finding's named
+ * numbers, in the order given (names static, at most MRD_FIND_MAX_NUMBERS kept), through
+ * MRD__FIND_NUMBERS(f, {"copies", copies}, {"bytes", bytes}). */
 void mrd__find_rank(struct mrd_finding *f, int rank);
-void mrd__find_number(struct mrd_finding *f, const char *name, double v);
+void mrd__find_numbers(struct mrd_finding *f, const struct mrd_find_number *v, size_t n);
+#define MRD__FIND_NUMBERS(f, ...)                                                                  \
+    mrd__find_numbers((f), (const struct mrd_find_number[]){__VA_ARGS__},                          \
+                      sizeof((const struct mrd_find_number[]){__VA_ARGS__}) /                      \
+                          sizeof(struct mrd_find_number))
 
 /* Keeps SQLite's current message in c->err, finalizes st (NULL allowed); returns
  * -MRD_ERR_SQLITE. */

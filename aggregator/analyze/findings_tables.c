@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmp.h"
 #include "db_sql.h"
 #include "steps.h"
 
@@ -76,9 +77,7 @@ int mrd__find_pageable(struct mrd__find_ctx *c)
              "%" PRId64 " copies (%" PRId64 " bytes) from or to "
              "pageable host memory on %d rank(s)",
              copies, bytes, f->ranks_total);
-    mrd__find_number(f, "copies", (double)copies);
-    mrd__find_number(f, "bytes", (double)bytes);
-    mrd__find_number(f, "time_ns", (double)ns);
+    MRD__FIND_NUMBERS(f, {"copies", copies}, {"bytes", bytes}, {"time_ns", ns});
     snprintf(f->detail, sizeof(f->detail),
              "memcpy rows whose host side is pageable (src_kind or dst_kind 1) on ranks with "
              ">= %d copies or >= %d bytes; each blocks the calling thread",
@@ -138,9 +137,8 @@ int mrd__find_tiny(struct mrd__find_ctx *c)
              "up to %.0f kernels shorter than %d us per step on %d "
              "rank(s)",
              worst_rate, MRD_FIND_TINY_NS / 1000, f->ranks_total);
-    mrd__find_number(f, "tiny_kernels", (double)tiny_sum);
-    mrd__find_number(f, "kernels", (double)all_sum);
-    mrd__find_number(f, "tiny_per_step", worst_rate);
+    MRD__FIND_NUMBERS(f, {"tiny_kernels", tiny_sum}, {"kernels", all_sum},
+                      {"tiny_per_step", worst_rate});
     snprintf(f->detail, sizeof(f->detail),
              "ranks whose median kernel runs < %d us and that launch > %d such kernels per "
              "traced step; launch overhead (a few us each) dominates their work",
@@ -223,9 +221,7 @@ struct sync_rank {
 static int cmp_i64_pair_desc(const void *x, const void *y)
 {
     const int64_t *p = x, *q = y;
-    if (p[1] != q[1])
-        return p[1] > q[1] ? -1 : 1;
-    return p[0] < q[0] ? -1 : p[0] > q[0];
+    return MRD_CMP_KEYS(MRD_CMP(q[1], p[1]), MRD_CMP(p[0], q[0]));
 }
 
 int mrd__find_sync(struct mrd__find_ctx *c)
@@ -318,10 +314,8 @@ int mrd__find_sync(struct mrd__find_ctx *c)
     snprintf(f->title, sizeof(f->title),
              "host synchronisation in %" PRIu64 " of %" PRIu64 " traced steps on %d rank(s)", with,
              evaluated_steps, f->ranks_total);
-    mrd__find_number(f, "syncs", (double)syncs);
-    mrd__find_number(f, "blocked_ns", (double)blocked);
-    mrd__find_number(f, "steps_with_sync", (double)with);
-    mrd__find_number(f, "steps_evaluated", (double)evaluated_steps);
+    MRD__FIND_NUMBERS(f, {"syncs", syncs}, {"blocked_ns", blocked}, {"steps_with_sync", with},
+                      {"steps_evaluated", evaluated_steps});
     snprintf(f->detail, sizeof(f->detail),
              "event, stream and context synchronizations starting inside the rank's step "
              "ranges, in more than %.0f%% of its traced steps; steps listed by time blocked",
@@ -365,8 +359,8 @@ int mrd__find_env(struct mrd__find_ctx *c)
             mrd__find_rank(f, key->diffs[i].rank);
         snprintf(f->title, sizeof(f->title), "%s differs on %d of %d rank(s)", key->key,
                  key->ndiffs, e->nranks);
-        mrd__find_number(f, "ranks_majority", key->majority_ranks);
-        mrd__find_number(f, "ranks_differ", key->ndiffs);
+        MRD__FIND_NUMBERS(f, {"ranks_majority", key->majority_ranks},
+                          {"ranks_differ", key->ndiffs});
         int off = snprintf(f->detail, sizeof(f->detail), "majority %s%s%s on %d rank(s)",
                            key->majority ? "'" : "", key->majority ? key->majority : "absent",
                            key->majority ? "'" : "", key->majority_ranks);

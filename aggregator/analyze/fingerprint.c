@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmp.h"
 #include "db.h"
 #include "error.h"
 
@@ -111,12 +112,8 @@ static int load_row(sqlite3_stmt *st, void *ctx)
 static int by_key_rank_value(const void *a, const void *b)
 {
     const struct pair *x = a, *y = b;
-    int c = strcmp(x->key, y->key);
-    if (c)
-        return c;
-    if (x->rank != y->rank)
-        return x->rank < y->rank ? -1 : 1;
-    return strcmp(x->value, y->value);
+    return MRD_CMP_KEYS(strcmp(x->key, y->key), MRD_CMP(x->rank, y->rank),
+                        strcmp(x->value, y->value));
 }
 
 /* One rank's value of a key: the distinct values of v[0..n) (sorted) joined by ",". */
@@ -162,8 +159,7 @@ static void free_key(struct mrd_env_key *k)
 
 static int cmp_int(const void *a, const void *b)
 {
-    int x = *(const int *)a, y = *(const int *)b;
-    return x < y ? -1 : x > y;
+    return MRD_CMP(*(const int *)a, *(const int *)b);
 }
 
 static int by_diff_rank(const void *a, const void *b)

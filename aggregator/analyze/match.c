@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array.h"
 #include "clock.h"
 #include "error.h"
 #include "steps.h"
@@ -538,10 +539,6 @@ int mrd__analyze_match(sqlite3 *db, const struct mrd_timebase *tb,
 fail:
     sqlite3_finalize(q);
     mrd__step_ranges_free(m.steps, a->nranks);
-    free(m.cell_caused);
-    free(m.rows);
-    free(m.ranks_buf);
-    free(m.start_buf);
-    free(m.end_buf);
+    MRD_ARRAY_FREE_ALL(m.cell_caused, m.rows, m.ranks_buf, m.start_buf, m.end_buf);
     return rc;
 }

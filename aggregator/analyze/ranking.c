@@ -9,6 +9,8 @@
 
 #include <stdlib.h>
 
+#include "cmp.h"
+
 struct mrd_an_wait mrd_analyze_ranked_wait(const struct mrd_analysis *a,
                                            const struct mrd_an_rank *r)
 {
@@ -28,11 +30,8 @@ struct ranked {
 static int cmp_straggler(const void *x, const void *y)
 {
     const struct ranked *a = x, *b = y;
-    if (a->w.caused_ns != b->w.caused_ns)
-        return a->w.caused_ns > b->w.caused_ns ? -1 : 1;
-    if (a->w.times_last != b->w.times_last)
-        return a->w.times_last > b->w.times_last ? -1 : 1;
-    return a->r->rank < b->r->rank ? -1 : a->r->rank > b->r->rank;
+    return MRD_CMP_KEYS(MRD_CMP(b->w.caused_ns, a->w.caused_ns),
+                        MRD_CMP(b->w.times_last, a->w.times_last), MRD_CMP(a->r->rank, b->r->rank));
 }
 
 const struct mrd_an_rank **mrd_analyze_ranking(const struct mrd_analysis *a)

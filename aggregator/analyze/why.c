@@ -32,7 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
+#include "cmp.h"
 #include "error.h"
 #include "steps.h"
 
@@ -70,25 +72,11 @@ static void on_instance(const struct mrd_an_instance *in, void *ctx)
         w->over_cap++;
         return;
     }
-    if (w->ninst == w->cap_inst) {
-        size_t nc = w->cap_inst ? w->cap_inst * 2 : 256;
-        struct mrd__why_inst *p = realloc(w->inst, nc * sizeof(*p));
-        if (!p) {
-            w->enomem = 1;
-            return;
-        }
-        w->inst = p;
-        w->cap_inst = nc;
-    }
-    while (w->nrows + (size_t)in->ntimed > w->cap_rows) {
-        size_t nc = w->cap_rows ? w->cap_rows * 2 : 1024;
-        struct mrd__why_row *p = realloc(w->rows, nc * sizeof(*p));
-        if (!p) {
-            w->enomem = 1;
-            return;
-        }
-        w->rows = p;
-        w->cap_rows = nc;
+    size_t last_row = w->nrows + (size_t)in->ntimed - 1;
+    if (mrd_array_reserve(&w->inst, &w->cap_inst, w->ninst, sizeof(*w->inst), 256, 0) < 0 ||
+        mrd_array_reserve(&w->rows, &w->cap_rows, last_row, sizeof(*w->rows), 1024, 0) < 0) {
+        w->enomem = 1;
+        return;
     }
     struct mrd__why_inst *x = &w->inst[w->ninst++];
     memset(x, 0, sizeof(*x));
@@ -133,24 +121,14 @@ void mrd__why_destroy(struct mrd__why *w)
 {
     if (!w)
         return;
-    free(w->inst);
-    free(w->rows);
-    free(w->tally);
-    free(w->top);
-    free(w->pending);
     mrd__why_kernels_free(w);
-    free(w);
+    MRD_ARRAY_FREE_ALL(w->inst, w->rows, w->tally, w->top, w->pending, w);
 }
 
 void mrd__why_free(struct mrd_an_why *y)
 {
-    if (!y)
-        return;
-    free(y->steps);
-    free(y->late);
-    free(y->rank_causes);
-    free(y->kernels);
-    free(y);
+    if (y)
+        MRD_ARRAY_FREE_ALL(y->steps, y->late, y->rank_causes, y->kernels, y);
 }
 
 /* ---- step ranges per rank, in the comparable timebase ---- */
@@ -196,9 +174,7 @@ static void read_gpu(sqlite3_stmt *st, const struct mrd_timebase *tb, int rank, 
 static int cmp_late(const void *x, const void *y)
 {
     const struct mrd_an_late *a = x, *b = y;
-    if (a->late_ns != b->late_ns)
-        return a->late_ns > b->late_ns ? -1 : 1;
-    return a->step < b->step ? -1 : a->step > b->step;
+    return MRD_CMP_KEYS(MRD_CMP(b->late_ns, a->late_ns), MRD_CMP(a->step, b->step));
 }
 
 /* ---- the per-step cost and the late events ---- */
@@ -240,14 +216,10 @@ static int rank_index(const struct mrd_analysis *a, int rank)
 /* Two empty gaps (nothing traced) at w->gaps[*at]. Returns 0 or -ENOMEM. */
 static int gaps_add(struct mrd__why *w, size_t *at)
 {
-    if (w->ngaps + 2 > w->cap_gaps) {
-        size_t nc = w->cap_gaps ? w->cap_gaps * 2 : 256;
-        struct mrd__why_gap *p = realloc(w->gaps, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        w->gaps = p;
-        w->cap_gaps = nc;
-    }
+    size_t second = w->ngaps + 1; /* room up to the second gap's index */
+    int rc = mrd_array_reserve(&w->gaps, &w->cap_gaps, second, sizeof(*w->gaps), 256, 0);
+    if (rc < 0)
+        return rc;
     *at = w->ngaps;
     for (int k = 0; k < 2; k++) {
         memset(&w->gaps[w->ngaps], 0, sizeof(w->gaps[0]));
@@ -271,15 +243,9 @@ static int late_event(struct step_ctx *c, const struct mrd__why_inst *x, int64_t
     size_t gap;
     int have_prev = 1, rc;
 
-    if (w->npending == w->cap_pending) {
-        size_t nc = w->cap_pending ? w->cap_pending * 2 : 64;
-        p = realloc(w->pending, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        w->pending = p;
-        w->cap_pending = nc;
-    }
-    if ((rc = gaps_add(w, &gap)) < 0)
+    if ((rc = mrd_array_reserve(&w->pending, &w->cap_pending, w->npending, sizeof(*w->pending), 64,
+                                0)) < 0 ||
+        (rc = gaps_add(w, &gap)) < 0)
         return rc;
     p = &w->pending[w->npending];
     memset(p, 0, sizeof(*p));
@@ -424,11 +390,8 @@ struct inst_key {
 static int cmp_inst(const void *x, const void *y)
 {
     const struct inst_key *a = x, *b = y;
-    if (a->step != b->step)
-        return a->step < b->step ? -1 : 1;
-    if (a->last_start != b->last_start)
-        return a->last_start < b->last_start ? -1 : 1;
-    return a->ordinal < b->ordinal ? -1 : a->ordinal > b->ordinal;
+    return MRD_CMP_KEYS(MRD_CMP(a->step, b->step), MRD_CMP(a->last_start, b->last_start),
+                        MRD_CMP(a->ordinal, b->ordinal));
 }
 
 static int one_step(struct step_ctx *c, int64_t step, const struct inst_key *order, size_t n)
@@ -616,12 +579,7 @@ static int plan_steps(sqlite3 *db, const struct mrd_timebase *tb,
 done:
     sqlite3_finalize(c.gpu_st);
     mrd__step_ranges_free(c.rs, a->nranks);
-    free(c.shift);
-    free(c.prev_end);
-    free(c.late_sum);
-    free(c.best_late);
-    free(c.best_pending);
-    free(order);
+    MRD_ARRAY_FREE_ALL(c.shift, c.prev_end, c.late_sum, c.best_late, c.best_pending, order);
     return rc;
 }
 

@@ -25,7 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
+#include "cmp.h"
 #include "error.h"
 
 /* ---- kernel names by name_id ---- */
@@ -71,14 +73,8 @@ int mrd__why_name_index(sqlite3 *db, struct mrd__why_names *t, int64_t id)
     }
     if (2 * (t->n + 1) > t->nslots && names_grow(t) < 0)
         return -ENOMEM;
-    if (t->n == t->cap) {
-        size_t nc = t->cap ? t->cap * 2 : 64;
-        struct mrd__why_name *v = realloc(t->v, nc * sizeof(*v));
-        if (!v)
-            return -ENOMEM;
-        t->v = v;
-        t->cap = nc;
-    }
+    if (mrd_array_reserve(&t->v, &t->cap, t->n, sizeof(*t->v), 64, 0) < 0)
+        return -ENOMEM;
     if (!t->lookup &&
         sqlite3_prepare_v2(db, mrd_db_sql_why_string, -1, &t->lookup, NULL) != SQLITE_OK)
         return mrd__analyze_sqlerr(db);
@@ -102,28 +98,17 @@ int mrd__why_name_index(sqlite3 *db, struct mrd__why_names *t, int64_t id)
 
 int mrd__why_task_add(struct mrd__why *w, const struct mrd__why_task *t)
 {
-    if (w->ntasks == w->cap_tasks) {
-        size_t nc = w->cap_tasks ? w->cap_tasks * 2 : 1024;
-        struct mrd__why_task *p = realloc(w->tasks, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        w->tasks = p;
-        w->cap_tasks = nc;
-    }
-    w->tasks[w->ntasks++] = *t;
-    return 0;
+    int rc = mrd_array_reserve(&w->tasks, &w->cap_tasks, w->ntasks, sizeof(*w->tasks), 1024, 0);
+    if (rc == 0)
+        w->tasks[w->ntasks++] = *t;
+    return rc;
 }
 
 static int cmp_task(const void *x, const void *y)
 {
     const struct mrd__why_task *a = x, *b = y;
-    if (a->rank_index != b->rank_index)
-        return a->rank_index < b->rank_index ? -1 : 1;
-    if (a->from != b->from)
-        return a->from < b->from ? -1 : 1;
-    if (a->is_gap != b->is_gap)
-        return a->is_gap < b->is_gap ? -1 : 1;
-    return a->target < b->target ? -1 : a->target > b->target;
+    return MRD_CMP_KEYS(MRD_CMP(a->rank_index, b->rank_index), MRD_CMP(a->from, b->from),
+                        MRD_CMP(a->is_gap, b->is_gap), MRD_CMP(a->target, b->target));
 }
 
 void mrd__why_tasks_sorted(struct mrd__why *w)
@@ -136,12 +121,7 @@ void mrd__why_tasks_sorted(struct mrd__why *w)
 void mrd__why_kernels_free(struct mrd__why *w)
 {
     mrd__why_names_free(&w->names);
-    free(w->tasks);
-    free(w->gaps);
-    free(w->gap_names);
-    free(w->kbuf);
-    free(w->ivl[0]);
-    free(w->ivl[1]);
+    MRD_ARRAY_FREE_ALL(w->tasks, w->gaps, w->gap_names, w->kbuf, w->ivl[0], w->ivl[1]);
 }
 
 /* ---- one late event's gap (the read_gap rule) ---- */
@@ -335,14 +315,8 @@ int mrd__why_kernel(struct mrd__why *w, int64_t start, int64_t end, int comm, in
         w->kn -= w->kfirst;
         w->kfirst = 0;
     }
-    if (w->kn == w->kcap) {
-        size_t nc = w->kcap ? w->kcap * 2 : 1024;
-        struct mrd__why_kernel *p = realloc(w->kbuf, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        w->kbuf = p;
-        w->kcap = nc;
-    }
+    if (mrd_array_reserve(&w->kbuf, &w->kcap, w->kn, sizeof(*w->kbuf), 1024, 0) < 0)
+        return -ENOMEM;
     struct mrd__why_kernel *k = &w->kbuf[w->kn++];
     k->start = start;
     k->end = end;

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
+#include "cmp.h"
 #include "error.h"
 
 /* ---- demangling: the C++ runtime's __cxa_demangle, loaded once ---- */
@@ -111,12 +113,6 @@ static int load_bytes(sqlite3 *db, struct mrd__why *w)
 
 /* ---- collective statistics ---- */
 
-static int cmp_i64(const void *x, const void *y)
-{
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* nearest rank: the smallest value with at least p percent of the values at or below */
 static int64_t nearest_rank(const int64_t *v, size_t n, int p)
 {
@@ -181,7 +177,7 @@ static int coll_stats(sqlite3 *db, struct mrd__why *w, struct mrd_an_why *y)
                 strcmp(w->funcs[x->func], s->func) == 0)
                 dur[n++] = x->max_end - x->last_start;
         }
-        qsort(dur, n, sizeof(int64_t), cmp_i64);
+        qsort(dur, n, sizeof(int64_t), mrd_cmp_int64);
         s->p50_ns = nearest_rank(dur, n, 50);
         s->p90_ns = nearest_rank(dur, n, 90);
         s->p99_ns = nearest_rank(dur, n, 99);
@@ -346,16 +342,9 @@ int mrd__why_kernel_rank_end(struct mrd__why *w, sqlite3_stmt *name_st, int rank
     }
     qsort(v, n, sizeof(*v), cmp_named_tally);
     size_t keep = n < MRD_WHY_TOP_KERNELS ? n : MRD_WHY_TOP_KERNELS;
-    if (w->ntop + keep > w->cap_top) {
-        size_t ncap = w->cap_top ? w->cap_top * 2 : 64 * MRD_WHY_TOP_KERNELS;
-        while (ncap < w->ntop + keep)
-            ncap *= 2;
-        struct mrd_an_kernel_top *p = realloc(w->top, ncap * sizeof(*p));
-        if (!p)
-            goto done;
-        w->top = p;
-        w->cap_top = ncap;
-    }
+    if (keep && mrd_array_reserve(&w->top, &w->cap_top, w->ntop + keep - 1, sizeof(*w->top),
+                                  64 * MRD_WHY_TOP_KERNELS, 0) < 0)
+        goto done;
     for (size_t i = 0; i < keep; i++) {
         struct mrd_an_kernel_top *k = &w->top[w->ntop++];
         memset(k, 0, sizeof(*k));

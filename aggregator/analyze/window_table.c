@@ -176,22 +176,11 @@ static int insert(struct derive *d, int rank, int64_t ls, int64_t le,
     ge = mrd_timebase_map(d->tb, rank, le);
     if ((rc = count_kernels(d, rank, ls, le, gs, ge, &kernels)) < 0)
         return rc;
-    sqlite3_reset(d->ins);
-    sqlite3_bind_int(d->ins, 1, rank);
-    sqlite3_bind_int64(d->ins, 2, m->first_step);
-    sqlite3_bind_int64(d->ins, 3, m->last_step);
-    sqlite3_bind_int64(d->ins, 4, m->last_step + 1);
-    sqlite3_bind_text(d->ins, 5, m->reason, -1, SQLITE_TRANSIENT);
-    sqlite3_bind_int64(d->ins, 6, gs);
-    sqlite3_bind_int64(d->ins, 7, ge);
-    sqlite3_bind_int64(d->ins, 8, m->attach_ns);
-    if (m->detach_ns < 0)
-        sqlite3_bind_null(d->ins, 9);
-    else
-        sqlite3_bind_int64(d->ins, 9, m->detach_ns);
-    sqlite3_bind_int64(d->ins, 10, m->flush_ns);
-    sqlite3_bind_int64(d->ins, 11, kernels);
-    if (sqlite3_step(d->ins) != SQLITE_DONE)
+    if (MRD_DB_WRITE_ROW(d->ins, MRD_DB_INT(rank), MRD_DB_INT(m->first_step),
+                         MRD_DB_INT(m->last_step), MRD_DB_INT(m->last_step + 1),
+                         MRD_DB_TEXT(m->reason), MRD_DB_INT(gs), MRD_DB_INT(ge),
+                         MRD_DB_INT(m->attach_ns), MRD_DB_INT_IF(m->detach_ns >= 0, m->detach_ns),
+                         MRD_DB_INT(m->flush_ns), MRD_DB_INT(kernels)) < 0)
         return sqlerr(d, "inserting a window");
     d->st.windows++;
     d->st.open += m->detach_ns < 0;

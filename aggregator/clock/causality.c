@@ -357,40 +357,20 @@ static int store_results(struct cctx *c, const struct solution *so, const int64_
             inst_r += a != b ? p->inst : 0;
             if (b <= a || p->inst == 0)
                 continue;
-            sqlite3_reset(pst);
-            sqlite3_bind_int(pst, 1, c->rank_of[a]);
-            sqlite3_bind_int(pst, 2, c->rank_of[b]);
-            sqlite3_bind_int64(pst, 3, (int64_t)p->inst);
-            sqlite3_bind_int64(pst, 4, (int64_t)p->vb);
-            sqlite3_bind_int64(pst, 5, (int64_t)p->va);
-            sqlite3_bind_int64(pst, 6, p->maxvb > 0 ? p->maxvb : 0);
-            sqlite3_bind_int64(pst, 7, p->maxva > 0 ? p->maxva : 0);
             /* c_b - c_a may lie in [-W_ba, W_ab] */
-            sqlite3_bind_int64(pst, 8, -c->pa[b * c->n + a].w);
-            sqlite3_bind_int64(pst, 9, c->pa[a * c->n + b].w);
-            if (sqlite3_step(pst) != SQLITE_DONE)
+            if (MRD_DB_WRITE_ROW(
+                    pst, MRD_DB_INT(c->rank_of[a]), MRD_DB_INT(c->rank_of[b]), MRD_DB_INT(p->inst),
+                    MRD_DB_INT(p->vb), MRD_DB_INT(p->va), MRD_DB_INT(p->maxvb > 0 ? p->maxvb : 0),
+                    MRD_DB_INT(p->maxva > 0 ? p->maxva : 0), MRD_DB_INT(-c->pa[b * c->n + a].w),
+                    MRD_DB_INT(c->pa[a * c->n + b].w)) < 0)
                 goto fail;
         }
-        sqlite3_reset(ast);
-        sqlite3_bind_int(ast, 1, c->rank_of[a]);
-        sqlite3_bind_int64(ast, 2, c->shift[a]);
-        sqlite3_bind_int64(ast, 3, so->bound[a]);
-        sqlite3_bind_int64(ast, 4, so->newb[a]);
-        if (so->scale[a] > 0) {
-            sqlite3_bind_int64(ast, 5, so->lo[a]);
-            sqlite3_bind_int64(ast, 6, so->hi[a]);
-        } else {
-            sqlite3_bind_null(ast, 5);
-            sqlite3_bind_null(ast, 6);
-        }
-        sqlite3_bind_double(ast, 7, so->scale[a]);
-        sqlite3_bind_int64(ast, 8, (int64_t)inst_r);
-        if (sqlite3_step(ast) != SQLITE_DONE)
-            goto fail;
-        sqlite3_reset(ust);
-        sqlite3_bind_int(ust, 1, c->rank_of[a]);
-        sqlite3_bind_int64(ust, 2, c->shift[a] - prev[a]);
-        if (sqlite3_step(ust) != SQLITE_DONE)
+        int feasible = so->scale[a] > 0;
+        if (MRD_DB_WRITE_ROW(ast, MRD_DB_INT(c->rank_of[a]), MRD_DB_INT(c->shift[a]),
+                             MRD_DB_INT(so->bound[a]), MRD_DB_INT(so->newb[a]),
+                             MRD_DB_INT_IF(feasible, so->lo[a]), MRD_DB_INT_IF(feasible, so->hi[a]),
+                             MRD_DB_REAL(so->scale[a]), MRD_DB_INT(inst_r)) < 0 ||
+            MRD_DB_WRITE_ROW(ust, MRD_DB_INT(c->rank_of[a]), MRD_DB_INT(c->shift[a] - prev[a])) < 0)
             goto fail;
     }
     rc = 0;
@@ -464,14 +444,7 @@ static void print_results(const struct cctx *c, const struct solution *so,
 static void cctx_free(struct cctx *c)
 {
     mrd_clock_models_destroy(c->ms);
-    free(c->gm.m);
-    free(c->idx_of);
-    free(c->rank_of);
-    free(c->pa);
-    free(c->shift);
-    free(c->mem);
-    free(c->kept);
-    free(c->inst);
+    MRD_ARRAY_FREE_ALL(c->gm.m, c->idx_of, c->rank_of, c->pa, c->shift, c->mem, c->kept, c->inst);
 }
 
 int mrd_clock_causality_db(sqlite3 *db, int flags, struct mrd_clock_causality_summary *sum,

@@ -33,6 +33,7 @@
 #include "array.h"
 #include "clock.h"
 #include "clock_internal.h"
+#include "cmp.h"
 #include "error.h"
 
 #define MRD_CLOCK_MAX_SEGMENTS 256
@@ -77,25 +78,25 @@ void mrd_clock_fit_options_default(struct mrd_clock_fit_options *o)
 static int cmp_point_delta(const void *a, const void *b)
 {
     const struct point *x = a, *y = b;
-    return (x->delta > y->delta) - (x->delta < y->delta);
+    return MRD_CMP(x->delta, y->delta);
 }
 
 static int cmp_point_m(const void *a, const void *b)
 {
     const struct point *x = a, *y = b;
-    return (x->m > y->m) - (x->m < y->m);
+    return MRD_CMP(x->m, y->m);
 }
 
 static int cmp_probe_m(const void *a, const void *b)
 {
     const struct probe *x = a, *y = b;
-    return (x->m > y->m) - (x->m < y->m);
+    return MRD_CMP(x->m, y->m);
 }
 
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    return MRD_CMP(x, y);
 }
 
 static double median_of(double *v, size_t n) /* sorts v */
@@ -508,7 +509,7 @@ fail:
 static int cmp_sample_t0(const void *a, const void *b)
 {
     const struct mrd_clock_sample *x = a, *y = b;
-    return (x->t0 > y->t0) - (x->t0 < y->t0);
+    return MRD_CMP(x->t0, y->t0);
 }
 
 int mrd_clock_fit_samples(const struct mrd_clock_sample *s, size_t n,

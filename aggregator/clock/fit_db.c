@@ -15,23 +15,14 @@
 /* Writes one rank's model rows (inside the caller's transaction). */
 static int store_model(sqlite3_stmt *del, sqlite3_stmt *ins, const struct mrd_clock_model *m)
 {
-    sqlite3_reset(del);
-    sqlite3_bind_int(del, 1, m->rank);
-    if (sqlite3_step(del) != SQLITE_DONE)
+    if (MRD_DB_WRITE_ROW(del, MRD_DB_INT(m->rank)) < 0)
         return -MRD_ERR_SQLITE;
     for (uint32_t j = 0; j < m->nseg; j++) {
         const struct mrd_clock_segment *g = &m->seg[j];
-        sqlite3_reset(ins);
-        sqlite3_bind_int(ins, 1, m->rank);
-        sqlite3_bind_int(ins, 2, (int)j);
-        sqlite3_bind_int64(ins, 3, g->local_begin);
-        sqlite3_bind_int64(ins, 4, g->local_end);
-        sqlite3_bind_int64(ins, 5, g->offset_ns);
-        sqlite3_bind_double(ins, 6, g->drift_ppm);
-        sqlite3_bind_int64(ins, 7, g->error_bound_ns);
-        sqlite3_bind_int64(ins, 8, g->samples);
-        sqlite3_bind_text(ins, 9, m->method, -1, SQLITE_STATIC);
-        if (sqlite3_step(ins) != SQLITE_DONE)
+        if (MRD_DB_WRITE_ROW(ins, MRD_DB_INT(m->rank), MRD_DB_INT(j), MRD_DB_INT(g->local_begin),
+                             MRD_DB_INT(g->local_end), MRD_DB_INT(g->offset_ns),
+                             MRD_DB_REAL(g->drift_ppm), MRD_DB_INT(g->error_bound_ns),
+                             MRD_DB_INT(g->samples), MRD_DB_TEXT(m->method)) < 0)
             return -MRD_ERR_SQLITE;
     }
     return 0;

@@ -47,8 +47,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "clock.h"
 #include "clock_internal.h"
+#include "cmp.h"
 #include "db.h"
 #include "error.h"
 
@@ -285,11 +287,8 @@ struct gbr {
 static int cmp_gbr(const void *x, const void *y)
 {
     const struct gbr *a = x, *b = y;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    if (a->device != b->device)
-        return a->device < b->device ? -1 : 1;
-    return (a->b.g_lo > b->b.g_lo) - (a->b.g_lo < b->b.g_lo);
+    return MRD_CMP_KEYS(MRD_CMP(a->rank, b->rank), MRD_CMP(a->device, b->device),
+                        MRD_CMP(a->b.g_lo, b->b.g_lo));
 }
 
 static int push(struct gbr **v, size_t *n, size_t *cap, const struct gbr *x, uint64_t *over)
@@ -298,15 +297,10 @@ static int push(struct gbr **v, size_t *n, size_t *cap, const struct gbr *x, uin
         (*over)++;
         return 0;
     }
-    if (*n == *cap) {
-        size_t nc = *cap ? *cap * 2 : 1024;
-        struct gbr *p = realloc(*v, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        *v = p, *cap = nc;
-    }
-    (*v)[(*n)++] = *x;
-    return 0;
+    int rc = mrd_array_reserve(v, cap, *n, sizeof(**v), 1024, 0);
+    if (rc == 0)
+        (*v)[(*n)++] = *x;
+    return rc;
 }
 
 /* Which columns of a bracket query hold what. */
@@ -422,15 +416,9 @@ int mrd_clock_gpu_fit_db(sqlite3 *db, FILE *log)
         }
         const char *word;
         const char *method = method_of(srcs, fr, &word);
-        sqlite3_reset(ins);
-        sqlite3_bind_int(ins, 1, m.rank);
-        sqlite3_bind_int(ins, 2, m.device);
-        sqlite3_bind_double(ins, 3, m.slope);
-        sqlite3_bind_int64(ins, 4, m.intercept_ns);
-        sqlite3_bind_int64(ins, 5, m.error_bound_ns);
-        sqlite3_bind_int64(ins, 6, m.samples);
-        sqlite3_bind_text(ins, 7, method, -1, SQLITE_STATIC);
-        if (sqlite3_step(ins) != SQLITE_DONE) {
+        if (MRD_DB_WRITE_ROW(ins, MRD_DB_INT(m.rank), MRD_DB_INT(m.device), MRD_DB_REAL(m.slope),
+                             MRD_DB_INT(m.intercept_ns), MRD_DB_INT(m.error_bound_ns),
+                             MRD_DB_INT(m.samples), MRD_DB_TEXT(method)) < 0) {
             rc = mrd__clock_sqlerr(db, log, "storing gpu_timer_models");
             goto fail;
         }

@@ -1,6 +1,6 @@
-/* The database module's functions: the table-exists check, the one collective matching
- * and the time origin (see db.h). The op intervals are op_intervals.c's; the named
- * statements are in db_sql.c.
+/* The database module's functions: the table-exists check, the one-statement helpers,
+ * the one collective matching and the time origin (see db.h). The op intervals are
+ * op_intervals.c's; the named statements are in db_sql.c.
  *
  * Workload: each function is called a few times per finalize, analysis or export; the
  * origin's fallback is one GROUP BY scan per event table.
@@ -91,6 +91,27 @@ int mrd_db_each_row(sqlite3 *db, const char *table, const char *sql,
 int mrd_db_exec(sqlite3 *db, const char *sql)
 {
     return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK ? 0 : -MRD_ERR_SQLITE;
+}
+
+int mrd_db_write_row(sqlite3_stmt *st, const struct mrd_db_value *v, int n)
+{
+    sqlite3_reset(st);
+    for (int i = 0; i < n; i++) {
+        switch (v[i].type) {
+        case MRD_DB_V_INT:
+            sqlite3_bind_int64(st, i + 1, v[i].i);
+            break;
+        case MRD_DB_V_REAL:
+            sqlite3_bind_double(st, i + 1, v[i].r);
+            break;
+        case MRD_DB_V_TEXT:
+            sqlite3_bind_text(st, i + 1, v[i].s, -1, SQLITE_TRANSIENT);
+            break;
+        default:
+            sqlite3_bind_null(st, i + 1);
+        }
+    }
+    return sqlite3_step(st) == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
 }
 
 int mrd_db_instances_open(sqlite3 *db, int fresh, sqlite3_stmt **out)

@@ -9,7 +9,8 @@
  *   INSERTs and the schema stay in aggregator/store (write.c, schema.sql), the shard
  *   merge's in launcher/merge*.c;
  * - the table-exists check (mrd_db_has_table) and the one-statement helpers every reader
- *   and the store use (mrd_db_int64: one value; mrd_db_step_text: one step);
+ *   and the store use (mrd_db_int64: one value; mrd_db_step_text: one step;
+ *   mrd_db_write_row: one row written through a prepared statement);
  * - the one valid-interval rule for kernels (MRD_DB_KERNEL_VALID) and the op intervals
  *   that every cross-rank computation uses (mrd_db_op_intervals: TEMP tables mrd_link,
  *   mrd_op_time);
@@ -74,6 +75,35 @@ int mrd_db_each_row(sqlite3 *db, const char *table, const char *sql,
 /* Runs SQL text without results (several statements allowed). Returns 0 or
  * -MRD_ERR_SQLITE (sqlite3_errmsg(db) says why). */
 int mrd_db_exec(sqlite3 *db, const char *sql);
+
+/* One parameter of a row to write: an integer, a real, a text (copied by SQLite; a NULL
+ * text binds NULL) or NULL. Made by the MRD_DB_* macros below. */
+struct mrd_db_value {
+    enum { MRD_DB_V_NULL, MRD_DB_V_INT, MRD_DB_V_REAL, MRD_DB_V_TEXT } type;
+    union {
+        int64_t i;
+        double r;
+        const char *s;
+    };
+};
+#define MRD_DB_INT(v)  ((struct mrd_db_value){.type = MRD_DB_V_INT, .i = (int64_t)(v)})
+#define MRD_DB_REAL(v) ((struct mrd_db_value){.type = MRD_DB_V_REAL, .r = (v)})
+#define MRD_DB_TEXT(v) ((struct mrd_db_value){.type = MRD_DB_V_TEXT, .s = (v)})
+/* The integer v where cond holds, else NULL (v is read only where cond holds). */
+#define MRD_DB_INT_IF(cond, v)                                                                     \
+    ((cond) ? MRD_DB_INT(v) : (struct mrd_db_value){.type = MRD_DB_V_NULL})
+
+/* The one write of a row through a prepared INSERT, UPDATE or DELETE: resets st, binds
+ * v[0..n) to ?1..?n and steps it once. Returns 0 (SQLITE_DONE) or -MRD_ERR_SQLITE (the
+ * step failed: sqlite3_errmsg of st's connection says why). Through MRD_DB_WRITE_ROW:
+ *     rc = MRD_DB_WRITE_ROW(ins, MRD_DB_INT(rank), MRD_DB_REAL(slope), MRD_DB_TEXT(method));
+ * For the tables the clock passes, the analysis and the op intervals write; the store's
+ * per-event writer binds its own. Caller's thread. */
+int mrd_db_write_row(sqlite3_stmt *st, const struct mrd_db_value *v, int n);
+#define MRD_DB_WRITE_ROW(st, ...)                                                                  \
+    mrd_db_write_row(                                                                              \
+        (st), (const struct mrd_db_value[]){__VA_ARGS__},                                          \
+        (int)(sizeof((const struct mrd_db_value[]){__VA_ARGS__}) / sizeof(struct mrd_db_value)))
 
 /* The one rule for a kernel (or memcpy/memset) row's interval, as an SQL condition on a
  * row aliased k: usable unless it is CUPTI's lost record (start = end = 0: records lost

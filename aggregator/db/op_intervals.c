@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "array.h"
+#include "cmp.h"
 #include "error.h"
 
 /* ---- sorted (rank, id) keys, looked up with a cursor per rank ---------------------------
@@ -62,9 +63,7 @@ struct keyset {
 static int cmp_key(const void *x, const void *y)
 {
     const struct key *a = x, *b = y;
-    if (a->rank != b->rank)
-        return a->rank < b->rank ? -1 : 1;
-    return (a->id > b->id) - (a->id < b->id);
+    return MRD_CMP_KEYS(MRD_CMP(a->rank, b->rank), MRD_CMP(a->id, b->id));
 }
 
 static int ks_push(struct keyset *s, int64_t rank, int64_t id)
@@ -195,16 +194,9 @@ static int kernel_row(sqlite3_stmt *st, void *ctx)
     int64_t s = sqlite3_column_int64(st, 2), e = sqlite3_column_int64(st, 3);
     if (!mrd_db_kernel_valid(s, e))
         return 0;
-    sqlite3_reset(b->ins);
-    sqlite3_bind_int64(b->ins, 1, rank);
-    sqlite3_bind_int64(b->ins, 2, corr);
-    sqlite3_bind_int64(b->ins, 3, s);
-    sqlite3_bind_int64(b->ins, 4, e);
-    if (sqlite3_column_type(st, 4) == SQLITE_NULL)
-        sqlite3_bind_null(b->ins, 5);
-    else
-        sqlite3_bind_int64(b->ins, 5, sqlite3_column_int64(st, 4));
-    return sqlite3_step(b->ins) == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+    int has_device = sqlite3_column_type(st, 4) != SQLITE_NULL;
+    return MRD_DB_WRITE_ROW(b->ins, MRD_DB_INT(rank), MRD_DB_INT(corr), MRD_DB_INT(s),
+                            MRD_DB_INT(e), MRD_DB_INT_IF(has_device, sqlite3_column_int64(st, 4)));
 }
 
 static int op_key_row(sqlite3_stmt *st, void *ctx)
@@ -256,21 +248,9 @@ static int channel_row(sqlite3_stmt *st, void *ctx)
 static int insert_op_gpu(struct build *b, const struct key *k, const int64_t *device,
                          const int64_t *gpu)
 {
-    sqlite3_reset(b->ins);
-    sqlite3_bind_int64(b->ins, 1, k->rank);
-    sqlite3_bind_int64(b->ins, 2, k->id);
-    if (device)
-        sqlite3_bind_int64(b->ins, 3, *device);
-    else
-        sqlite3_bind_null(b->ins, 3);
-    if (gpu) {
-        sqlite3_bind_int64(b->ins, 4, gpu[0]);
-        sqlite3_bind_int64(b->ins, 5, gpu[1]);
-    } else {
-        sqlite3_bind_null(b->ins, 4);
-        sqlite3_bind_null(b->ins, 5);
-    }
-    return sqlite3_step(b->ins) == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
+    return MRD_DB_WRITE_ROW(b->ins, MRD_DB_INT(k->rank), MRD_DB_INT(k->id),
+                            MRD_DB_INT_IF(device, *device), MRD_DB_INT_IF(gpu, gpu[0]),
+                            MRD_DB_INT_IF(gpu, gpu[1]));
 }
 
 static int cmp_orphan(const void *x, const void *y)
@@ -292,7 +272,7 @@ static int store_op_gpu(struct build *b)
     if (b->norphans > 1)
         qsort(b->orphans, b->norphans, sizeof(*b->orphans), cmp_orphan);
     for (size_t i = 0; i < b->norphans;) {
-        int64_t gpu[2];
+        int64_t gpu[2] = {0, 0};
         int have = 0;
         size_t j = i;
         for (; j < b->norphans && cmp_key(&b->orphans[j].key, &b->orphans[i].key) == 0; j++)
@@ -389,12 +369,8 @@ static int record_sources(sqlite3 *db, const int64_t *rowids)
     int rc = 0;
     if (sqlite3_prepare_v2(db, mrd_db_sql_op_source_insert, -1, &st, NULL) != SQLITE_OK)
         return -MRD_ERR_SQLITE;
-    for (size_t i = 0; i < NSOURCES && rc == 0; i++) {
-        sqlite3_reset(st);
-        sqlite3_bind_text(st, 1, source_tables[i], -1, SQLITE_STATIC);
-        sqlite3_bind_int64(st, 2, rowids[i]);
-        rc = sqlite3_step(st) == SQLITE_DONE ? 0 : -MRD_ERR_SQLITE;
-    }
+    for (size_t i = 0; i < NSOURCES && rc == 0; i++)
+        rc = MRD_DB_WRITE_ROW(st, MRD_DB_TEXT(source_tables[i]), MRD_DB_INT(rowids[i]));
     sqlite3_finalize(st);
     return rc;
 }

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
+
 static const char *const CATEGORIES[] = {"",     "kernel", "memcpy", "memset", "graph", "nccl",
                                          "nvtx", "mpi",    "sync",   "api",    "window"};
 static const char *const ARG_NAMES[] = {
@@ -675,11 +677,5 @@ void mrd__pf_release(struct px *p)
 {
     if (p->zinit)
         deflateEnd(&p->z);
-    free(p->ranks);
-    free(p->in);
-    free(p->out);
-    free(p->seen);
-    free(p->seen_gen);
-    free(p->shapes);
-    free(p->pk_buf);
+    MRD_ARRAY_FREE_ALL(p->ranks, p->in, p->out, p->seen, p->seen_gen, p->shapes, p->pk_buf);
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmp.h"
 #include "export.h"
 #include "jsonw.h"
 
@@ -42,8 +43,7 @@ static int why_section(FILE *f, const struct mrd_analysis *a, const char *title)
 
 static int cmp_i64_desc(const void *x, const void *y)
 {
-    int64_t a = *(const int64_t *)x, b = *(const int64_t *)y;
-    return a > b ? -1 : a < b;
+    return mrd_cmp_int64(y, x);
 }
 
 void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)

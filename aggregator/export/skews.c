@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <stdlib.h>
 
+#include "cmp.h"
+
 struct mrd_export_skews {
     size_t n, cap;
     int64_t *v;
@@ -52,18 +54,12 @@ void mrd_export_skews_on_instance(const struct mrd_an_instance *in, void *ctx)
     s->sorted = 0;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 int64_t mrd_export_skews_percentile(struct mrd_export_skews *s, double p)
 {
     if (!s || s->overflow || s->n == 0 || p <= 0 || p > 100)
         return -1;
     if (!s->sorted) {
-        qsort(s->v, s->n, sizeof(*s->v), cmp_i64);
+        qsort(s->v, s->n, sizeof(*s->v), mrd_cmp_int64);
         s->sorted = 1;
     }
     double exact = p / 100.0 * (double)s->n;

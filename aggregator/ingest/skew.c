@@ -13,7 +13,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array.h"
 #include "batch.h"
+#include "cmp.h"
 
 #define FUNCS_PER_RANK 16
 
@@ -73,10 +75,7 @@ void mrd_skew_free(struct mrd_skew *s)
         return;
     for (uint32_t i = 0; s->ranks && i < s->cfg.max_ranks; i++)
         free(s->ranks[i]);
-    free(s->ranks);
-    free(s->tab);
-    free(s->fifo);
-    free(s);
+    MRD_ARRAY_FREE_ALL(s->ranks, s->tab, s->fifo, s);
 }
 
 int mrd_skew_new(const struct mrd_skew_config *cfg, struct mrd_skew **out)
@@ -271,19 +270,13 @@ static struct group *group_get(struct mrd_skew *s, uint64_t comm, uint8_t func)
     return g;
 }
 
-static int cmp64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Element n/2 of the group's skews sorted (0 when none). */
 static int64_t group_median(struct mrd_skew *s, const struct group *g)
 {
     if (!g->n)
         return 0;
     memcpy(s->scratch, g->hist, g->n * sizeof(int64_t));
-    qsort(s->scratch, g->n, sizeof(int64_t), cmp64);
+    qsort(s->scratch, g->n, sizeof(int64_t), mrd_cmp_int64);
     return s->scratch[g->n / 2];
 }
 

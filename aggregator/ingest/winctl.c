@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array.h"
 #include "steps.h"
 #include "winctl.h"
 
@@ -116,12 +117,8 @@ int mrd_winctl_new(const struct mrd_winctl_config *cfg, struct mrd_winctl **out)
 
 void mrd_winctl_free(struct mrd_winctl *w)
 {
-    if (!w)
-        return;
-    free(w->ranks);
-    free(w->index);
-    free(w->scratch);
-    free(w);
+    if (w)
+        MRD_ARRAY_FREE_ALL(w->ranks, w->index, w->scratch, w);
 }
 
 /* ---- ranks ---- */

@@ -72,6 +72,7 @@
 
 #include <sqlite3.h>
 
+#include "array.h"
 #include "auth.h"
 #include "clock.h"
 #include "error.h"
@@ -725,9 +726,5 @@ void mrd_uplink_free(struct mrd_uplink *u)
     pthread_mutex_destroy(&u->mu);
     if (u->secret)
         explicit_bzero(u->secret, u->cfg.secret_len);
-    free(u->secret);
-    free(u->host);
-    free(u->run_id);
-    free(u->s);
-    free(u);
+    MRD_ARRAY_FREE_ALL(u->secret, u->host, u->run_id, u->s, u);
 }
