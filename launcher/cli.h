@@ -1,7 +1,7 @@
 /* The `meridian` command's subcommands (one function each, argv[0] = subcommand name) and
  * the pieces they share. Every subcommand returns the process exit status and prints its
  * own errors, one line each, starting with "meridian <subcommand>: ". Each describes its
- * options as a table for the one parser, launcher/opts.h (-h/--help included).
+ * options as a table for the one parser, proto/opts.h (-h/--help included).
  *
  * Where it sits: the user-facing end of the launcher; meridian.c dispatches, profile.c
  * (options in profile_opts.c) runs whole jobs, run.c wraps one rank, doctor.c checks the

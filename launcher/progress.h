@@ -26,6 +26,11 @@ enum mrd_progress_mode {
     MRD_PROGRESS_OFF       /* --quiet */
 };
 
+/* The table entries (proto/opts.h) of --progress and --quiet, which every long-running
+ * command takes. */
+#define MRD_OPT_PROGRESS(dest)                                                                     \
+    MRD_OPT_SET("progress", dest, MRD_PROGRESS_ON), MRD_OPT_SET("quiet", dest, MRD_PROGRESS_OFF)
+
 struct mrd_progress {
     int on, tty, printed;
     const char *who, *what, *unit;

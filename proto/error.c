@@ -3,79 +3,62 @@
  * Every component reports errors as 0 / negative errno / -MRD_ERR_*; this file turns
  * them into text for logs (mrd_strerror) and gives the lower-case names that the
  * database and reports use for event kinds and drop reasons. Called wherever an error
- * is logged (cold paths only); all tables are static and read-only, so every function
- * here is thread-safe and allocation-free.
+ * is logged (cold paths only); the tables are static and read-only, libc's lower-cased
+ * error words are written once under pthread_once, so every function here is thread-safe
+ * and allocation-free.
  */
+#include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "error.h"
 #include "events.h"
 #include "meridian.pb-c.h"
 
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
 /* meridian's one error-text function, used instead of strerror() everywhere: strerror is
- * not guaranteed thread-safe, and one function keeps every message alike. The table holds
- * the codes meridian produces or sees from sockets, files, processes and allocation;
- * anything else prints as "unknown error". */
-static const char *const errno_text[] = {
-    [EPERM] = "operation not permitted",
-    [ENOENT] = "no such file or directory",
-    [ESRCH] = "no such process",
-    [EINTR] = "interrupted system call",
-    [EIO] = "input/output error",
-    [ENXIO] = "no such device or address",
-    [E2BIG] = "argument list too long",
-    [EBADF] = "bad file descriptor",
-    [ECHILD] = "no child processes",
-    [EAGAIN] = "resource temporarily unavailable (try again)",
+ * not guaranteed thread-safe, and one function keeps every message alike. An errno reads
+ * as libc's description (strerrordesc_np, glibc >= 2.32) with its first letter lower-cased,
+ * as every meridian message is ("cannot read x: no such file or directory"), except the few
+ * codes whose words meridian chooses itself, below. A code libc does not describe prints as
+ * "unknown error". */
+static const char *const own_errno_words[] = {
+    [EAGAIN] = "resource temporarily unavailable (try again)", /* -EAGAIN is not a failure */
     [ENOMEM] = "out of memory",
-    [EACCES] = "permission denied",
-    [EFAULT] = "bad address",
-    [EBUSY] = "device or resource busy",
-    [EEXIST] = "file exists",
-    [ENODEV] = "no such device",
-    [ENOTDIR] = "not a directory",
-    [EISDIR] = "is a directory",
-    [EINVAL] = "invalid argument",
-    [ENFILE] = "too many open files in system",
-    [EMFILE] = "too many open files",
-    [EFBIG] = "file too large",
-    [ENOSPC] = "no space left on device",
-    [ESPIPE] = "illegal seek",
-    [EROFS] = "read-only file system",
-    [EPIPE] = "broken pipe",
     [ERANGE] = "result out of range",
-    [EDEADLK] = "resource deadlock avoided",
-    [ENAMETOOLONG] = "file name too long",
-    [ENOSYS] = "function not implemented",
-    [ENOTSUP] = "operation not supported",
-    [EOVERFLOW] = "value too large for defined data type",
-    [EPROTO] = "protocol error",
-    [EMSGSIZE] = "message too long",
-    [EADDRINUSE] = "address already in use",
-    [EADDRNOTAVAIL] = "cannot assign requested address",
-    [ENETDOWN] = "network is down",
-    [ENETUNREACH] = "network is unreachable",
-    [ECONNABORTED] = "software caused connection abort",
-    [ECONNRESET] = "connection reset by peer",
-    [ENOBUFS] = "no buffer space available",
-    [EISCONN] = "transport endpoint is already connected",
-    [ENOTCONN] = "transport endpoint is not connected",
-    [ETIMEDOUT] = "connection timed out",
-    [ECONNREFUSED] = "connection refused",
-    [EHOSTUNREACH] = "no route to host",
-    [EALREADY] = "operation already in progress",
-    [EINPROGRESS] = "operation now in progress",
-    [ECANCELED] = "operation canceled",
-    [ENOTSOCK] = "socket operation on non-socket",
-    [EAFNOSUPPORT] = "address family not supported by protocol",
-    [EPROTONOSUPPORT] = "protocol not supported",
-    [ELOOP] = "too many levels of symbolic links",
-    [ENOTEMPTY] = "directory not empty",
-    [EDQUOT] = "disk quota exceeded",
-    [ETXTBSY] = "text file busy",
-    [ENOEXEC] = "exec format error",
 };
+
+/* Linux's highest errno; libc's descriptions of codes below it, lower-cased once. The
+ * longest description is 49 bytes: a longer one would be cut, never overrun. */
+#define ERRNO_LIMIT (EHWPOISON + 1)
+static char lowered_libc_words[ERRNO_LIMIT][64];
+static pthread_once_t lowered_once = PTHREAD_ONCE_INIT;
+
+static void lower_libc_words(void)
+{
+    for (int e = 1; e < ERRNO_LIMIT; e++) {
+        const char *words = strerrordesc_np(e);
+        if (!words)
+            continue;
+        snprintf(lowered_libc_words[e], sizeof(lowered_libc_words[e]), "%s", words);
+        lowered_libc_words[e][0] = (char)tolower((unsigned char)words[0]);
+    }
+}
+
+/* The words for errno e (> 0), NULL when neither meridian nor libc has any. */
+static const char *errno_words(unsigned int e)
+{
+    if (e < COUNT_OF(own_errno_words) && own_errno_words[e])
+        return own_errno_words[e];
+    if (e >= ERRNO_LIMIT)
+        return NULL;
+    pthread_once(&lowered_once, lower_libc_words);
+    return lowered_libc_words[e][0] ? lowered_libc_words[e] : NULL;
+}
 
 static const char *const mrd_err_text[] = {
     [MRD_ERR_VERSION - MRD__ERR_BASE] = "peer speaks another protocol version",
@@ -90,14 +73,13 @@ static const char *const mrd_err_text[] = {
     [MRD_ERR_CONN_LIMIT - MRD__ERR_BASE] = "refused by a connection limit of the aggregator",
 };
 
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
-
 /* Returns static text for 0, -errno or -MRD_ERR_* (a positive value is read as its
  * negation, so callers that forgot the sign still get a message). Never NULL;
  * thread-safe. */
 const char *mrd_strerror(int err)
 {
     unsigned int e;
+    const char *words;
 
     if (err == 0)
         return "success";
@@ -106,9 +88,8 @@ const char *mrd_strerror(int err)
     if (e > MRD__ERR_BASE && e - MRD__ERR_BASE < COUNT_OF(mrd_err_text) &&
         mrd_err_text[e - MRD__ERR_BASE])
         return mrd_err_text[e - MRD__ERR_BASE];
-    if (e < COUNT_OF(errno_text) && errno_text[e])
-        return errno_text[e];
-    return "unknown error";
+    words = errno_words(e);
+    return words ? words : "unknown error";
 }
 
 /* the kind's union member in events.h (proto/kinds.h) */

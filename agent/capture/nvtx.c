@@ -444,31 +444,33 @@ struct slot_fn {
 
 #define FN(f) ((NvtxFunctionPointer)(void (*)(void))(f))
 
-/* The table rows of MESSAGE_FORMS's functions: CORE's Ex, A and W; CORE2's DomainEx. */
+/* The mark and range calls, which both modules serve: CORE in the default domain, CORE2 in
+ * a domain of the client's. FORMS(Name, op) gives the rows of a call with a message (the
+ * functions of MESSAGE_FORMS), PLAIN(Name, op) the row of one without. */
+#define MARK_AND_RANGE_SLOTS(FORMS, PLAIN)                                                         \
+    FORMS(Mark, mark), FORMS(RangeStart, range_start), PLAIN(RangeEnd, range_end),                 \
+        FORMS(RangePush, push), PLAIN(RangePop, pop)
+
+/* CORE's rows: a call with a message has three (Ex, A and W), one without is op_fn. */
 /* clang-format off */
 #define CORE_FORM_SLOTS(Name, op)                                                                  \
     {NVTX_CBID_CORE_##Name##Ex, FN(op##_ex)},                                                      \
     {NVTX_CBID_CORE_##Name##A, FN(op##_a)},                                                        \
     {NVTX_CBID_CORE_##Name##W, FN(op##_w)}
+#define CORE_SLOT(Name, op) {NVTX_CBID_CORE_##Name, FN(op##_fn)}
+/* CORE2's rows: DomainEx for a call with a message, domain_op for one without. */
 #define CORE2_FORM_SLOT(Name, op) {NVTX_CBID_CORE2_Domain##Name##Ex, FN(domain_##op##_ex)}
+#define CORE2_SLOT(Name, op) {NVTX_CBID_CORE2_Domain##Name, FN(domain_##op)}
 /* clang-format on */
 
 static const struct slot_fn core_fns[] = {
-    CORE_FORM_SLOTS(Mark, mark),
-    CORE_FORM_SLOTS(RangeStart, range_start),
-    {NVTX_CBID_CORE_RangeEnd, FN(range_end_fn)},
-    CORE_FORM_SLOTS(RangePush, push),
-    {NVTX_CBID_CORE_RangePop, FN(pop_fn)},
+    MARK_AND_RANGE_SLOTS(CORE_FORM_SLOTS, CORE_SLOT),
     {NVTX_CBID_CORE_NameOsThreadA, FN(name_os_thread_a)},
     {NVTX_CBID_CORE_NameOsThreadW, FN(name_os_thread_w)},
 };
 
 static const struct slot_fn core2_fns[] = {
-    CORE2_FORM_SLOT(Mark, mark),
-    CORE2_FORM_SLOT(RangeStart, range_start),
-    {NVTX_CBID_CORE2_DomainRangeEnd, FN(domain_range_end)},
-    CORE2_FORM_SLOT(RangePush, push),
-    {NVTX_CBID_CORE2_DomainRangePop, FN(domain_pop)},
+    MARK_AND_RANGE_SLOTS(CORE2_FORM_SLOT, CORE2_SLOT),
     {NVTX_CBID_CORE2_DomainRegisterStringA, FN(register_string_a)},
     {NVTX_CBID_CORE2_DomainRegisterStringW, FN(register_string_w)},
     {NVTX_CBID_CORE2_DomainCreateA, FN(domain_create_a)},

@@ -3,13 +3,14 @@
  * Where it sits: the central end of the wire. Agents (one per rank) connect, present the
  * run secret, stream batches and probe the clock; meridiand stores everything in one
  * SQLite database (aggregator/store) through one event loop (aggregator/ingest). This file
- * is only the command line, the secret, the signals and the order of start and stop.
+ * is only the command line, the secret, the signals and the order of start and stop. The
+ * options are one table (parse_args) for the parser every meridian command shares
+ * (proto/opts.h); --help's text is usage() below.
  *
  * Workload: one process per run (or shard), up to 512 ranks; two threads (the loop and
  * the store's writer).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -24,6 +25,7 @@
 #include "error.h"
 #include "frame.h"
 #include "ingest.h"
+#include "opts.h"
 #include "runcfg.h"
 #include "steps.h"
 #include "store.h"
@@ -274,252 +276,208 @@ static void raise_fd_limit(void)
     }
 }
 
-/* same order as opts[] (the error message indexes it) */
-enum {
-    OPT_DB = 256,
-    OPT_LISTEN,
-    OPT_RUN,
-    OPT_SECRET,
-    OPT_MAXFRAME,
-    OPT_MAXCONN,
-    OPT_MAXPRE,
-    OPT_MAXPRE_ADDR,
-    OPT_MAXSECRET,
-    OPT_QUEUE,
-    OPT_COMMIT,
-    OPT_HELLO_TIMEOUT,
-    OPT_SYNC,
-    OPT_SHARD,
-    OPT_CLOCKREF,
-    OPT_REFGRACE,
-    OPT_TESTRT,
-    OPT_TESTPPM,
-    OPT_PORTFILE,
-    OPT_READYFD,
-    OPT_CONTROL,
-    OPT_MARGIN,
-    OPT_PROBE_INTERVAL,
-    OPT_TRIGGER,
-    OPT_TRIGGER_SKEW,
-    OPT_TRIGGER_LENGTH,
-    OPT_TRIGGER_COOLDOWN,
-    OPT_DELAY,
-    OPT_DURATION,
-    OPT_QUIET,
-    OPT_VERBOSE,
-    OPT_HELP,
-    OPT_VERSION
-};
-
-static const struct option opts[] = {
-    {"db", required_argument, 0, OPT_DB},
-    {"listen", required_argument, 0, OPT_LISTEN},
-    {"run-id", required_argument, 0, OPT_RUN},
-    {"secret-file", required_argument, 0, OPT_SECRET},
-    {"max-frame", required_argument, 0, OPT_MAXFRAME},
-    {"max-connections", required_argument, 0, OPT_MAXCONN},
-    {"max-unauthenticated", required_argument, 0, OPT_MAXPRE},
-    {"max-unauthenticated-per-address", required_argument, 0, OPT_MAXPRE_ADDR},
-    {"max-connections-per-secret", required_argument, 0, OPT_MAXSECRET},
-    {"queue-mb", required_argument, 0, OPT_QUEUE},
-    {"commit-ms", required_argument, 0, OPT_COMMIT},
-    {"hello-timeout-ms", required_argument, 0, OPT_HELLO_TIMEOUT},
-    {"sync-full", no_argument, 0, OPT_SYNC},
-    {"shard-id", required_argument, 0, OPT_SHARD},
-    {"clock-reference", required_argument, 0, OPT_CLOCKREF},
-    {"reference-grace-s", required_argument, 0, OPT_REFGRACE},
-    {"test-realtime-offset-ns", required_argument, 0, OPT_TESTRT},
-    {"test-clock-ppm", required_argument, 0, OPT_TESTPPM},
-    {"port-file", required_argument, 0, OPT_PORTFILE},
-    {"ready-fd", required_argument, 0, OPT_READYFD},
-    {"control", required_argument, 0, OPT_CONTROL},
-    {"window-margin", required_argument, 0, OPT_MARGIN},
-    {"probe-interval-ms", required_argument, 0, OPT_PROBE_INTERVAL},
-    {"trigger-step-factor", required_argument, 0, OPT_TRIGGER},
-    {"trigger-skew", required_argument, 0, OPT_TRIGGER_SKEW},
-    {"trigger-length", required_argument, 0, OPT_TRIGGER_LENGTH},
-    {"trigger-cooldown-steps", required_argument, 0, OPT_TRIGGER_COOLDOWN},
-    {"window-delay", required_argument, 0, OPT_DELAY},
-    {"window-duration", required_argument, 0, OPT_DURATION},
-    {"quiet", no_argument, 0, OPT_QUIET},
-    {"verbose", no_argument, 0, OPT_VERBOSE},
-    {"help", no_argument, 0, OPT_HELP},
-    {"version", no_argument, 0, OPT_VERSION},
-    {0, 0, 0, 0},
+/* An address and port given as ADDR:PORT. */
+struct endpoint {
+    char host[128];
+    uint16_t port;
 };
 
 /* Everything the command line sets. */
 struct daemon_opts {
     struct mrd_store_config sc;
     struct mrd_ingest_config ic;
-    char host[128];
-    uint16_t port;
+    struct endpoint listen;
     const char *secret_file, *port_file;
     int ready_fd, verbose;
-    char ref_host[128]; /* --clock-reference; "" = this is a reference or a lone aggregator */
-    uint16_t ref_port;
-    uint32_t ref_grace_ms;
+    uint32_t queue_mb;         /* --queue-mb; 0: the ingest's default */
+    struct endpoint reference; /* --clock-reference; host "": a reference or a lone aggregator */
+    uint32_t ref_grace_s;
     double test_ppm; /* --test-clock-ppm */
 };
 
-/* An option that sets a uint32_t field from a number in [lo, hi]. */
-struct u32_opt {
-    int opt;
-    unsigned long long lo, hi;
-    uint32_t *field;
-};
-
-static const struct u32_opt *find_u32_opt(const struct u32_opt *t, size_t n, int opt)
+/* The one message of every value an option refuses. Returns -EINVAL. */
+static int refuse(const struct mrd_opt *opt, const char *arg, const char *who)
 {
-    for (size_t i = 0; i < n; i++)
-        if (t[i].opt == opt)
-            return &t[i];
-    return NULL;
+    fprintf(stderr, "%s: invalid value '%s' for --%s (see --help)\n", who, arg, opt->name);
+    return -EINVAL;
 }
+
+/* The types apply_whole stores, named by an entry's .value. */
+enum whole_type { WHOLE_U32, WHOLE_U64, WHOLE_INT };
+
+/* A whole number in [min, max], stored into dest as its type (value) says. */
+static int apply_whole(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    unsigned long long v;
+    if (parse_u64(arg, (unsigned long long)opt->min, (unsigned long long)opt->max, &v) < 0)
+        return refuse(opt, arg, who);
+    if (opt->value == WHOLE_U32)
+        *(uint32_t *)opt->dest = (uint32_t)v;
+    else if (opt->value == WHOLE_U64)
+        *(uint64_t *)opt->dest = v;
+    else
+        *(int *)opt->dest = (int)v;
+    return 0;
+}
+
+/* *(int64_t *)dest = a signed whole number in [min, max]. */
+static int apply_signed(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || *end || end == arg || v < opt->min || v > opt->max)
+        return refuse(opt, arg, who);
+    *(int64_t *)opt->dest = v;
+    return 0;
+}
+
+/* *(double *)dest = a decimal number in (min, max]. */
+static int apply_decimal(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    if (parse_num(arg, (double)opt->min, (double)opt->max, (double *)opt->dest) < 0)
+        return refuse(opt, arg, who);
+    return 0;
+}
+
+/* *(int64_t *)dest = seconds (decimals allowed, at most 10^7) in whole ms, at least 1. */
+static int apply_seconds_as_ms(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    double x;
+    if (parse_num(arg, 0.0, 1e7, &x) < 0 || x * 1000 < 1)
+        return refuse(opt, arg, who);
+    *(int64_t *)opt->dest = (int64_t)(x * 1000 + 0.5);
+    return 0;
+}
+
+/* *(struct endpoint *)dest = ADDR:PORT, the port at least min. */
+static int apply_endpoint(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    struct endpoint *e = opt->dest;
+    if (mrd_hostport_split(arg, e->host, sizeof(e->host), &e->port) < 0 || e->port < opt->min)
+        return refuse(opt, arg, who);
+    return 0;
+}
+
+/* *(const char **)dest = a path, not empty. */
+static int apply_path(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    if (!*arg)
+        return refuse(opt, arg, who);
+    return mrd_opt_text(opt, arg, who);
+}
+
+static int apply_version(const struct mrd_opt *opt, const char *arg, const char *who)
+{
+    (void)opt;
+    (void)arg;
+    (void)who;
+    printf("meridiand 0.1.0 (protocol %d, schema %d)\n", MRD_PROTOCOL_VERSION,
+           MRD_STORE_SCHEMA_VERSION);
+    return MRD_OPT_DONE;
+}
+
+/* Typed destinations, so that each entry's dest has the type its apply writes. */
+static inline void *u32_dest(uint32_t *dest)
+{
+    return dest;
+}
+static inline void *u64_dest(uint64_t *dest)
+{
+    return dest;
+}
+static inline void *i64_dest(int64_t *dest)
+{
+    return dest;
+}
+static inline void *double_dest(double *dest)
+{
+    return dest;
+}
+static inline void *endpoint_dest(struct endpoint *dest)
+{
+    return dest;
+}
+
+/* Table entries: a whole number stored as type, a uint32_t, a decimal, an ADDR:PORT. */
+#define WHOLE(opt_name, any_dest, type, lo, hi)                                                    \
+    {                                                                                              \
+        .name = (opt_name), .arg = required_argument, .apply = apply_whole, .dest = (any_dest),    \
+        .value = (type), .min = (lo), .max = (hi)                                                  \
+    }
+#define U32(opt_name, to, lo, hi) WHOLE(opt_name, u32_dest(to), WHOLE_U32, lo, hi)
+#define DECIMAL(opt_name, to, lo, hi)                                                              \
+    {                                                                                              \
+        .name = (opt_name), .arg = required_argument, .apply = apply_decimal,                      \
+        .dest = double_dest(to), .min = (lo), .max = (hi)                                          \
+    }
+#define ENDPOINT(opt_name, to, least_port)                                                         \
+    {                                                                                              \
+        .name = (opt_name), .arg = required_argument, .apply = apply_endpoint,                     \
+        .dest = endpoint_dest(to), .min = (least_port)                                             \
+    }
 
 /* Parses argv into d. Returns 0 to go on, 1 after --help or --version (printed: exit 0),
  * or 2 on a usage error (reported). */
 static int parse_args(int argc, char **argv, struct daemon_opts *d)
 {
-    int opt;
-    unsigned long long v;
-    double x;
     struct mrd_winctl_config *wc = &d->ic.windows;
     wc->trigger_cooldown = 200;
-    snprintf(d->host, sizeof(d->host), "127.0.0.1");
-    d->port = DEFAULT_PORT;
+    snprintf(d->listen.host, sizeof(d->listen.host), "127.0.0.1");
+    d->listen.port = DEFAULT_PORT;
     d->ready_fd = -1;
-    /* the options that set a uint32_t setting from a number in a range */
-    const struct u32_opt u32_opts[] = {
-        {OPT_MAXFRAME, MRD_FRAME_MIN_MAX, 64u << 20, &d->ic.max_frame},
-        {OPT_MAXCONN, 1, 1u << 20, &d->ic.max_connections},
-        {OPT_MAXPRE, 1, 1u << 20, &d->ic.max_prehello},
-        {OPT_MAXPRE_ADDR, 1, 1u << 20, &d->ic.max_prehello_per_addr},
-        {OPT_MAXSECRET, 1, 1u << 20, &d->ic.max_per_secret},
-        {OPT_COMMIT, 1, 60000, &d->sc.commit_ms},
-        {OPT_HELLO_TIMEOUT, 1, 3600000, &d->ic.hello_timeout_ms},
-        {OPT_SHARD, 0, UINT32_MAX, &d->sc.shard_id},
-        {OPT_MARGIN, 1, MRD_WINCTL_MARGIN_MAX, &wc->margin},
-        {OPT_PROBE_INTERVAL, 1, 3600000, &wc->probe_interval_ms},
-        {OPT_TRIGGER_LENGTH, 1, MRD_WINCTL_LENGTH_MAX, &wc->trigger_length},
+    /* in the order of --help */
+    const struct mrd_opt opts[] = {
+        MRD_OPT_TEXT("db", &d->sc.db_path),
+        ENDPOINT("listen", &d->listen, 0),
+        MRD_OPT_TEXT("run-id", &d->sc.run_id),
+        MRD_OPT_TEXT("secret-file", &d->secret_file),
+        U32("max-frame", &d->ic.max_frame, MRD_FRAME_MIN_MAX, 64u << 20),
+        U32("max-connections", &d->ic.max_connections, 1, 1u << 20),
+        U32("max-unauthenticated", &d->ic.max_prehello, 1, 1u << 20),
+        U32("max-unauthenticated-per-address", &d->ic.max_prehello_per_addr, 1, 1u << 20),
+        U32("max-connections-per-secret", &d->ic.max_per_secret, 1, 1u << 20),
+        U32("queue-mb", &d->queue_mb, 1, 1u << 20),
+        U32("commit-ms", &d->sc.commit_ms, 1, 60000),
+        U32("hello-timeout-ms", &d->ic.hello_timeout_ms, 1, 3600000),
+        MRD_OPT_SET("sync-full", &d->sc.sync_full, 1),
+        U32("shard-id", &d->sc.shard_id, 0, UINT32_MAX),
+        ENDPOINT("clock-reference", &d->reference, 1),
+        U32("reference-grace-s", &d->ref_grace_s, 1, 86400),
+        {.name = "test-realtime-offset-ns",
+         .arg = required_argument,
+         .apply = apply_signed,
+         .dest = i64_dest(&d->sc.test_realtime_offset_ns),
+         .min = -(1LL << 50),
+         .max = 1LL << 50},
+        DECIMAL("test-clock-ppm", &d->test_ppm, -1000, 1000),
+        MRD_OPT_TEXT("port-file", &d->port_file),
+        WHOLE("ready-fd", mrd_opt_int_dest(&d->ready_fd), WHOLE_INT, 0, INT_MAX),
+        MRD_OPT_WITH("control", apply_path, mrd_opt_text_dest(&d->ic.control_path)),
+        U32("window-margin", &wc->margin, 1, MRD_WINCTL_MARGIN_MAX),
+        U32("probe-interval-ms", &wc->probe_interval_ms, 1, 3600000),
+        DECIMAL("trigger-step-factor", &wc->trigger_factor, 1, 1000),
+        DECIMAL("trigger-skew", &d->ic.trigger_skew, 1, 1000),
+        U32("trigger-length", &wc->trigger_length, 1, MRD_WINCTL_LENGTH_MAX),
+        WHOLE("trigger-cooldown-steps", u64_dest(&wc->trigger_cooldown), WHOLE_U64, 0,
+              MRD_WINDOW_STEP_MAX),
+        MRD_OPT_WITH("window-delay", apply_seconds_as_ms, i64_dest(&wc->delay_ms)),
+        MRD_OPT_WITH("window-duration", apply_seconds_as_ms, i64_dest(&wc->duration_ms)),
+        MRD_OPT_SET("quiet", &d->verbose, -1),
+        MRD_OPT_SET("verbose", &d->verbose, 1),
+        {.name = "version", .arg = no_argument, .apply = apply_version},
     };
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        const struct u32_opt *u = find_u32_opt(u32_opts, sizeof u32_opts / sizeof u32_opts[0], opt);
-        if (u) {
-            if (parse_u64(optarg, u->lo, u->hi, &v) < 0)
-                goto bad_value;
-            *u->field = (uint32_t)v;
-            continue;
-        }
-        switch (opt) {
-        case OPT_DB:
-            d->sc.db_path = optarg;
-            break;
-        case OPT_LISTEN:
-            if (mrd_hostport_split(optarg, d->host, sizeof(d->host), &d->port) < 0)
-                goto bad_value;
-            break;
-        case OPT_RUN:
-            d->sc.run_id = optarg;
-            break;
-        case OPT_SECRET:
-            d->secret_file = optarg;
-            break;
-        case OPT_QUEUE:
-            if (parse_u64(optarg, 1, 1u << 20, &v) < 0)
-                goto bad_value;
-            d->ic.queue_cap = (size_t)v << 20;
-            break;
-        case OPT_SYNC:
-            d->sc.sync_full = 1;
-            break;
-        case OPT_CLOCKREF:
-            if (mrd_hostport_split(optarg, d->ref_host, sizeof(d->ref_host), &d->ref_port) < 0 ||
-                !d->ref_port)
-                goto bad_value;
-            break;
-        case OPT_REFGRACE:
-            if (parse_u64(optarg, 1, 86400, &v) < 0)
-                goto bad_value;
-            d->ref_grace_ms = (uint32_t)(v * 1000);
-            break;
-        case OPT_TESTRT: {
-            char *end;
-            errno = 0;
-            long long t = strtoll(optarg, &end, 10);
-            if (errno || *end || end == optarg || t < -(1LL << 50) || t > (1LL << 50))
-                goto bad_value;
-            d->sc.test_realtime_offset_ns = t;
-            break;
-        }
-        case OPT_TESTPPM:
-            if (parse_num(optarg, -1000.0, 1000.0, &x) < 0)
-                goto bad_value;
-            d->test_ppm = x;
-            break;
-        case OPT_PORTFILE:
-            d->port_file = optarg;
-            break;
-        case OPT_READYFD:
-            if (parse_u64(optarg, 0, INT_MAX, &v) < 0)
-                goto bad_value;
-            d->ready_fd = (int)v;
-            break;
-        case OPT_CONTROL:
-            if (!*optarg)
-                goto bad_value;
-            d->ic.control_path = optarg;
-            break;
-        case OPT_TRIGGER:
-            if (parse_num(optarg, 1.0, 1000.0, &x) < 0)
-                goto bad_value;
-            wc->trigger_factor = x;
-            break;
-        case OPT_TRIGGER_SKEW:
-            if (parse_num(optarg, 1.0, 1000.0, &x) < 0 || !(x > 1.0))
-                goto bad_value;
-            d->ic.trigger_skew = x;
-            break;
-        case OPT_TRIGGER_COOLDOWN:
-            if (parse_u64(optarg, 0, MRD_WINDOW_STEP_MAX, &v) < 0)
-                goto bad_value;
-            wc->trigger_cooldown = v;
-            break;
-        case OPT_DELAY:
-        case OPT_DURATION:
-            if (parse_num(optarg, 0.0, 1e7, &x) < 0 || x * 1000 < 1)
-                goto bad_value;
-            *(opt == OPT_DELAY ? &wc->delay_ms : &wc->duration_ms) = (int64_t)(x * 1000 + 0.5);
-            break;
-        case OPT_QUIET:
-            d->verbose = -1;
-            break;
-        case OPT_VERBOSE:
-            d->verbose = 1;
-            break;
-        case 'h':
-        case OPT_HELP:
-            usage(stdout);
-            return 1;
-        case OPT_VERSION:
-            printf("meridiand 0.1.0 (protocol %d, schema %d)\n", MRD_PROTOCOL_VERSION,
-                   MRD_STORE_SCHEMA_VERSION);
-            return 1;
-        default:
-            fprintf(stderr, "meridiand: see --help\n");
-            return 2;
-        }
-        continue;
-    bad_value:
-        fprintf(stderr, "meridiand: invalid value '%s' for --%s (see --help)\n", optarg,
-                opts[opt - OPT_DB].name);
+    int first = mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_HINT_ON_ERROR,
+                               "meridiand", usage);
+    if (first < 0)
+        return 2;
+    if (first == 0)
+        return 1;
+    if (first < argc) {
+        fprintf(stderr, "meridiand: unexpected argument '%s' (see --help)\n", argv[first]);
         return 2;
     }
-    if (optind < argc) {
-        fprintf(stderr, "meridiand: unexpected argument '%s' (see --help)\n", argv[optind]);
-        return 2;
-    }
-    if (d->test_ppm != 0 && !d->ref_host[0]) {
+    if (d->test_ppm != 0 && !d->reference.host[0]) {
         fprintf(stderr, "meridiand: --test-clock-ppm needs --clock-reference (see --help)\n");
         return 2;
     }
@@ -527,6 +485,8 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
         fprintf(stderr, "meridiand: --db PATH is required (see --help)\n");
         return 2;
     }
+    if (d->queue_mb)
+        d->ic.queue_cap = (size_t)d->queue_mb << 20;
     return 0;
 }
 
@@ -546,9 +506,9 @@ static int announce(const struct daemon_opts *d, struct mrd_store *store, uint16
     }
     if (d->verbose >= 0)
         fprintf(stderr, "meridiand: run %s, database %s\n", mrd_store_run_id(store), d->sc.db_path);
-    printf(strchr(d->host, ':') ? "meridiand: listening on [%s]:%u\n"
-                                : "meridiand: listening on %s:%u\n",
-           d->host, bound);
+    printf(strchr(d->listen.host, ':') ? "meridiand: listening on [%s]:%u\n"
+                                       : "meridiand: listening on %s:%u\n",
+           d->listen.host, bound);
     fflush(stdout);
     return 0;
 }
@@ -636,14 +596,14 @@ int main(int argc, char **argv)
     struct mrd_store *store = NULL;
     struct mrd_ingest *ingest = NULL;
     struct mrd_uplink *uplink = NULL;
-    if (d.ref_host[0]) {
-        struct mrd_uplink_config uc = {.host = d.ref_host,
-                                       .port = d.ref_port,
+    if (d.reference.host[0]) {
+        struct mrd_uplink_config uc = {.host = d.reference.host,
+                                       .port = d.reference.port,
                                        .run_id = d.sc.run_id,
                                        .secret = (const uint8_t *)secret,
                                        .secret_len = (size_t)slen,
                                        .shard_id = d.sc.shard_id,
-                                       .grace_ms = d.ref_grace_ms,
+                                       .grace_ms = d.ref_grace_s * 1000,
                                        .test_realtime_offset_ns = d.sc.test_realtime_offset_ns,
                                        .test_clock_ppm = d.test_ppm,
                                        .on_lost = on_reference_lost,
@@ -654,7 +614,7 @@ int main(int argc, char **argv)
         }
         if ((rc = mrd_uplink_start(&uc, &uplink)) < 0) {
             fprintf(stderr, "meridiand: cannot align to the clock reference %s:%u: %s\n",
-                    d.ref_host, d.ref_port, mrd_strerror(rc));
+                    d.reference.host, d.reference.port, mrd_strerror(rc));
             goto fail;
         }
         d.sc.global_now = mrd_uplink_now;
@@ -667,8 +627,8 @@ int main(int argc, char **argv)
                     mrd_strerror(rc));
         goto fail;
     }
-    d.ic.host = d.host;
-    d.ic.port = d.port;
+    d.ic.host = d.listen.host;
+    d.ic.port = d.listen.port;
     d.ic.secret = (const uint8_t *)secret;
     d.ic.secret_len = (size_t)slen;
     d.ic.verbose = d.verbose;
@@ -688,7 +648,7 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "meridiand: stopped: the clock reference %s:%u is gone (the job's "
                 "head stopped or failed); everything received is committed\n",
-                d.ref_host, d.ref_port);
+                d.reference.host, d.reference.port);
     if (g_signal && d.verbose >= 0)
         fprintf(stderr, "meridiand: stopping on %s: everything received is committed\n",
                 g_signal == SIGINT ? "SIGINT" : "SIGTERM");

@@ -1,12 +1,13 @@
-/* The launcher's one option parser: each command describes its options as a table (name,
+/* meridian's one option parser: each command describes its options as a table (name,
  * argument, what to do with it, where it goes) and mrd_opts_parse runs getopt_long over it,
  * so that no command writes its own switch over option codes.
  *
  * Rules: every table accepts -h and --help (usage to stdout); an option's apply function
  * checks its argument and stores it, printing "<who>: <what is wrong>" to stderr itself
  * when the value is bad; getopt reports unknown options and missing arguments.
- * Where it sits: launcher/ (the `meridian` subcommands and `meridian-replay`); depends on
- * libc alone. Main thread only: getopt's state is global.
+ * Where it sits: proto/, beside the other code that both sides share, because its users are
+ * on both sides: the `meridian` subcommands and `meridian-replay` (launcher/) and meridiand
+ * (aggregator/daemon/). Depends on libc alone. Main thread only: getopt's state is global.
  */
 #ifndef MRD_OPTS_H
 #define MRD_OPTS_H
@@ -17,8 +18,12 @@
 struct mrd_opt;
 
 /* Applies one option: arg is its argument (NULL when it takes none, or an optional one is
- * absent). Returns 0, or -EINVAL after printing why the value is refused (prefix who). */
+ * absent). Returns 0, -EINVAL after printing why the value is refused (prefix who), or
+ * MRD_OPT_DONE when the option did all the command is asked to do (--version printed):
+ * parsing stops there as after --help. */
 typedef int (*mrd_opt_apply_fn)(const struct mrd_opt *opt, const char *arg, const char *who);
+
+enum { MRD_OPT_DONE = 1 };
 
 /* One option. Tables name the fields (designated initializers); those left out are 0. */
 struct mrd_opt {
@@ -64,14 +69,12 @@ static inline void *mrd_opt_int_dest(int *dest)
         .name = (opt_name), .arg = no_argument, .apply = mrd_opt_set,                              \
         .dest = mrd_opt_int_dest(int_dest), .value = (int_value)                                   \
     }
-/* --progress and --quiet, which every long-running command takes (launcher/progress.h). */
-#define MRD_OPT_PROGRESS(dest)                                                                     \
-    MRD_OPT_SET("progress", dest, MRD_PROGRESS_ON), MRD_OPT_SET("quiet", dest, MRD_PROGRESS_OFF)
 
 /* flags of mrd_opts_parse */
 enum {
     MRD_OPTS_STOP_AT_OPERAND = 1, /* stop at the first operand (a command line follows) */
     MRD_OPTS_USAGE_ON_ERROR = 2,  /* after getopt's message, print usage to stderr too */
+    MRD_OPTS_HINT_ON_ERROR = 4,   /* after getopt's message, print "<who>: see --help" */
 };
 
 /* The number of entries of a table (an array, not a pointer). */
@@ -82,7 +85,8 @@ enum {
 
 /* Parses argv[1..argc) against opts[0..n) (n <= MRD_OPTS_MAX), applying each option in
  * the order given. Returns the index in argv of the first operand (argc when none), 0
- * after -h/--help (usage(stdout) printed), or -EINVAL after the message that says why. */
+ * after -h/--help (usage(stdout) printed) or an option whose apply returned MRD_OPT_DONE,
+ * or -EINVAL after the message that says why. */
 int mrd_opts_parse(int argc, char **argv, const struct mrd_opt *opts, int n, int flags,
                    const char *who, void (*usage)(FILE *));
 

@@ -1,4 +1,4 @@
-/* The launcher's table-driven option parser (opts.h): builds getopt_long's long-option
+/* The table-driven option parser (opts.h): builds getopt_long's long-option
  * array and short-option string from the command's table, then hands each option found to
  * its entry's apply function.
  *
@@ -89,12 +89,17 @@ int mrd_opts_parse(int argc, char **argv, const struct mrd_opt *opts, int n, int
         if (!o) { /* getopt said why */
             if (flags & MRD_OPTS_USAGE_ON_ERROR)
                 usage(stderr);
+            if (flags & MRD_OPTS_HINT_ON_ERROR)
+                fprintf(stderr, "%s: see --help\n", who);
             return -EINVAL;
         }
-        if (o->apply(o, optarg, who) < 0)
+        int applied = o->apply(o, optarg, who);
+        if (applied < 0)
             return -EINVAL;
         if (o->given)
             *o->given = 1;
+        if (applied == MRD_OPT_DONE)
+            return 0;
     }
     return optind;
 }
