@@ -1,4 +1,4 @@
-/* analysis_opts: the launcher's table-driven option parser (launcher/opts.c) against
+/* analysis_opts: the table-driven option parser of meridian and meridiand (proto/opts.c) against
  * hand-written expectations: each kind of entry stores what its option says, short letters
  * and long names reach the same entry, `given` marks an applied option, the first operand's index
  * comes back (and parsing stops there when asked), --help and -h print the usage, and unknown
