@@ -236,38 +236,20 @@ def main(argv):
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args(argv)
     parse_windows(a.windows)
-    rows = []
-    if (a.resume or a.report_only) and os.path.exists(a.csv):
-        with open(a.csv) as f:
-            rows = list(csv.DictReader(f))
     if a.report_only:
-        report(rows)
+        report(tiers.read_rows(a.csv))
         return 0
-    done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
-    new = not os.path.exists(a.csv) or not a.resume
-    t_end = time.monotonic() + a.budget_s
     vs = a.variants.split(",")
     if not vs or set(vs) - {"window", "bare", "plain"}:
         raise SystemExit(f"inproc: --variants {a.variants}: choose from window, bare, plain")
     k = len(vs)
     plan = [(rnd, w, v) for rnd in range(1, a.rounds + 1) for w in a.workloads.split(",")
             for v in vs[(rnd - 1) % k:] + vs[:(rnd - 1) % k]]
-    print(f"inproc: {len(plan)} runs planned, {len(done)} done; machine {tiers.boot_id()}; "
-          f"windows {a.windows}", flush=True)
-    with open(a.csv, "w" if new else "a", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        if new:
-            writer.writeheader()
-        for rnd, w, v in plan:
-            if (rnd, w, v) in done:
-                continue
-            if time.monotonic() > t_end:
-                print("inproc: budget reached; resume with --resume", flush=True)
-                break
-            row = run_one(a, rnd, w, v, writer)
-            if row:
-                rows.append(row)
-            f.flush()
+
+    def run(rnd, w, v, writer):
+        row = run_one(a, rnd, w, v, writer)
+        return [row] if row else []
+    rows = tiers.run_resumable(a, plan, FIELDS, run, "inproc", f"windows {a.windows}")
     report(rows)
     return 0
 

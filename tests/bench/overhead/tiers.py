@@ -117,7 +117,9 @@ def parse(workload, out):
     return steps
 
 
-def run_one(a, rnd, workload, variant, rows, writer):
+def run_one(a, rnd, workload, variant, writer):
+    """Runs one process; writes and returns its rows (one per mode)."""
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
         t0 = time.monotonic()
@@ -147,6 +149,41 @@ def run_one(a, rnd, workload, variant, rows, writer):
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
               f"{row['median_ms']} outside-windows median {row['outside_median_ms']} "
               f"({len(ms)} steps, {wall:.1f} s, rc {rc})", flush=True)
+    return rows
+
+
+def read_rows(path):
+    """The rows of a results CSV, [] when there is none yet."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def run_resumable(a, plan, fields, run, tag, about=""):
+    """Runs every (round, workload, variant) of plan that a.csv does not hold yet (its rows
+    count only with a.resume), until a.budget_s has passed; run(rnd, workload, variant,
+    writer) writes its rows through the CSV writer and returns them. Returns the rows read
+    and written, for the report. Shared by tiers.py and inproc.py."""
+    rows = read_rows(a.csv) if a.resume else []
+    done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
+    new = not rows
+    t_end = time.monotonic() + a.budget_s
+    print(f"{tag}: {len(plan)} runs planned, {len(done)} done; machine {boot_id()}; {about}",
+          flush=True)
+    with open(a.csv, "w" if new else "a", newline="") as f:
+        writer = csv.DictWriter(f, fields)
+        if new:
+            writer.writeheader()
+        for rnd, w, v in plan:
+            if (rnd, w, v) in done:
+                continue
+            if time.monotonic() > t_end:
+                print(f"{tag}: budget reached; resume with --resume", flush=True)
+                break
+            rows += run(rnd, w, v, writer)
+            f.flush()
+    return rows
 
 
 def bootstrap(vals, n=2000):
@@ -224,16 +261,9 @@ def main(argv):
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args(argv)
-    rows = []
-    if (a.resume or a.report_only) and os.path.exists(a.csv):
-        with open(a.csv) as f:
-            rows = list(csv.DictReader(f))
     if a.report_only:
-        report(rows)
+        report(read_rows(a.csv))
         return 0
-    done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
-    new = not os.path.exists(a.csv) or not a.resume
-    t_end = time.monotonic() + a.budget_s
     plan = []
     storm_rounds = a.rounds if a.storm_rounds is None else a.storm_rounds
     for rnd in range(1, max(a.rounds, storm_rounds) + 1):
@@ -245,20 +275,8 @@ def main(argv):
             k = (rnd - 1) % len(vs)
             for v in vs[k:] + vs[:k]:
                 plan.append((rnd, w, v))
-    print(f"tiers: {len(plan)} runs planned, {len(done)} done; machine {boot_id()}; "
-          f"windows {WINDOWS}", flush=True)
-    with open(a.csv, "w" if new else "a", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        if new:
-            writer.writeheader()
-        for rnd, w, v in plan:
-            if (rnd, w, v) in done:
-                continue
-            if time.monotonic() > t_end:
-                print("tiers: budget reached; resume with --resume", flush=True)
-                break
-            run_one(a, rnd, w, v, rows, writer)
-            f.flush()
+    rows = run_resumable(a, plan, FIELDS, lambda rnd, w, v, writer: run_one(a, rnd, w, v, writer),
+                         "tiers", f"windows {WINDOWS}")
     report(rows)
     return 0
 
