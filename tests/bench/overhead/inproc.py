@@ -41,13 +41,11 @@ import random
 import re
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tiers  # noqa: E402  (boot id, the workloads' step parser, the bootstrap)
+import tiers  # noqa: E402  (options, run loop, step parser, bootstrap)
 
 ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
@@ -126,15 +124,7 @@ def run_one(a, rnd, workload, variant, writer):
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "run.db")
         cmd, env = command(a, workload, variant, db)
-        t0 = time.monotonic()
-        try:
-            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, timeout=a.run_timeout_s)
-            out, rc = p.stdout + "\n" + p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
-            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
-            rc = 124
-        wall = time.monotonic() - t0
+        out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
         wins = recorded_windows(db) if variant == "window" else None
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
     ms = steps.get("storm" if workload == "storm" else workload)
@@ -220,20 +210,13 @@ def report(rows):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--meridian", required=True)
-    ap.add_argument("--agent-lib", required=True)
+    tiers.add_common_args(ap, "inproc.csv")
     ap.add_argument("--workloads", default="storm,gpt2,kernel-dense")
     ap.add_argument("--variants", default="window,bare,plain")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--windows", default="20/100@10")
-    ap.add_argument("--budget-s", type=float, default=540)
-    ap.add_argument("--run-timeout-s", type=float, default=240)
-    ap.add_argument("--csv", default="inproc.csv")
     ap.add_argument("--steps-csv", default="", help="also append every step's time here")
-    ap.add_argument("--resume", action="store_true")
-    ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args(argv)
     parse_windows(a.windows)
     if a.report_only:

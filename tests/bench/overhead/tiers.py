@@ -117,21 +117,26 @@ def parse(workload, out):
     return steps
 
 
+def run_timed(cmd, env, timeout_s):
+    """(stdout + stderr, exit status (124 on timeout), wall seconds) of one workload run.
+    stderr is read apart: meridian's lines would otherwise split the workload's long lines."""
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, timeout=timeout_s)
+        out, rc = p.stdout + "\n" + p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc = 124
+    return out, rc, time.monotonic() - t0
+
+
 def run_one(a, rnd, workload, variant, writer):
     """Runs one process; writes and returns its rows (one per mode)."""
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
-        t0 = time.monotonic()
-        try:
-            # stderr apart: meridian's lines would otherwise split the workload's long lines
-            p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, timeout=a.run_timeout_s)
-            out, rc = p.stdout + "\n" + p.stderr, p.returncode
-        except subprocess.TimeoutExpired as e:
-            out, rc = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else \
-                (e.stdout or ""), 124
-        wall = time.monotonic() - t0
+        out, rc, wall = run_timed(cmd, env, a.run_timeout_s)
     steps = parse(workload, out)
     if rc != 0 or not steps:
         print(f"tiers: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
@@ -237,11 +242,22 @@ def report(rows):
                "steady/plain (median outside windows)", "within 1%", key="outside_median_ms")
 
 
-def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def add_common_args(ap, csv_default):
+    """The options tiers.py and inproc.py share: where the builds are, the device budget,
+    the results CSV and how to resume or reprint it."""
     ap.add_argument("--build", required=True)
     ap.add_argument("--meridian", required=True)
     ap.add_argument("--agent-lib", required=True)
+    ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--run-timeout-s", type=float, default=240)
+    ap.add_argument("--csv", default=csv_default)
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--report-only", action="store_true")
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(ap, "tiers.csv")
     ap.add_argument("--workloads", default="storm,py")
     ap.add_argument("--variants", default="plain,steady,full,bare",
                     help="variants of storm (torch is never run there)")
@@ -255,11 +271,6 @@ def main(argv):
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--torch-steps", type=int, default=200)
     ap.add_argument("--storm-per-step", type=int, default=1000)
-    ap.add_argument("--budget-s", type=float, default=540)
-    ap.add_argument("--run-timeout-s", type=float, default=240)
-    ap.add_argument("--csv", default="tiers.csv")
-    ap.add_argument("--resume", action="store_true")
-    ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args(argv)
     if a.report_only:
         report(read_rows(a.csv))
