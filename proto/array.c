@@ -57,21 +57,40 @@ void mrd_array_free_all(void *const *ptrs, size_t n)
         free(ptrs[i]);
 }
 
-size_t mrd_array_lower_bound_int(const void *items, size_t n, size_t elem, size_t key_at,
-                                 int key)
+/* The lower bound of both key widths: key_bytes is sizeof(int) or sizeof(int64_t). */
+static size_t lower_bound(const void *items, size_t n, size_t elem, size_t key_at,
+                          size_t key_bytes, int64_t key)
 {
     const unsigned char *base = items;
     size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        int k;
-        memcpy(&k, base + mid * elem + key_at, sizeof(k));
+        int64_t k;
+        if (key_bytes == sizeof(int)) {
+            int k32;
+            memcpy(&k32, base + mid * elem + key_at, sizeof(k32));
+            k = k32;
+        } else {
+            memcpy(&k, base + mid * elem + key_at, sizeof(k));
+        }
         if (k < key)
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+size_t mrd_array_lower_bound_int(const void *items, size_t n, size_t elem, size_t key_at,
+                                 int key)
+{
+    return lower_bound(items, n, elem, key_at, sizeof(int), key);
+}
+
+size_t mrd_array_lower_bound_int64(const void *items, size_t n, size_t elem, size_t key_at,
+                                   int64_t key)
+{
+    return lower_bound(items, n, elem, key_at, sizeof(int64_t), key);
 }
 
 void mrd_array_free_each(void *items_ptr, size_t n)

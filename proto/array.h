@@ -13,6 +13,7 @@
 #define MRD_ARRAY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Makes room for the element at index n of the array at *items_ptr (a T **), whose
  * capacity is *cap elements of elem bytes: nothing to do while n < *cap; otherwise the
@@ -47,5 +48,8 @@ void mrd_array_free_all(void *const *ptrs, size_t n);
  * >= key; n when every key is below. Equal keys may repeat (then the first of them). */
 size_t mrd_array_lower_bound_int(const void *items, size_t n, size_t elem, size_t key_at,
                                  int key);
+/* The same for an int64_t key (a rank or an id as SQLite returns it). */
+size_t mrd_array_lower_bound_int64(const void *items, size_t n, size_t elem, size_t key_at,
+                                   int64_t key);
 
 #endif

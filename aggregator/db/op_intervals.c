@@ -29,6 +29,7 @@
 #include "db.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,14 +102,8 @@ static int ks_seal(struct keyset *s)
 /* The first index in [lo, hi) whose id is >= id (hi when none). */
 static size_t lower_bound(const struct key *k, size_t lo, size_t hi, int64_t id)
 {
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (k[mid].id < id)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    return lo + mrd_array_lower_bound_int64(k + lo, hi - lo, sizeof(*k), offsetof(struct key, id),
+                                            id);
 }
 
 /* The index of (rank, id), SIZE_MAX when absent. Moves that rank's cursor. */
@@ -117,14 +112,8 @@ static size_t ks_find(struct keyset *s, int64_t rank, int64_t id)
     if (s->nseg == 0)
         return SIZE_MAX;
     if (s->seg[s->last].rank != rank) {
-        size_t lo = 0, hi = s->nseg;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (s->seg[mid].rank < rank)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = mrd_array_lower_bound_int64(s->seg, s->nseg, sizeof(*s->seg),
+                                                offsetof(struct rankseg, rank), rank);
         if (lo == s->nseg || s->seg[lo].rank != rank)
             return SIZE_MAX;
         s->last = lo;

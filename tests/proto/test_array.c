@@ -24,10 +24,10 @@ static size_t model_cap(size_t n, size_t first)
     return cap;
 }
 
-/* mrd_array_lower_bound_int against a linear scan, on sorted arrays of records with
+/* mrd_array_lower_bound_int and _int64 against a linear scan, on sorted arrays of records with
  * repeated keys, for every key from below the first to above the last. */
 struct keyed {
-    int64_t pad;
+    int64_t big; /* rank * 4e9: the same order beyond 32 bits (mrd_array_lower_bound_int64) */
     int rank;
     int other;
 };
@@ -42,6 +42,7 @@ static void check_lower_bound(void)
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             k += (int)(x % 3); /* steps of 0, 1 or 2: repeats and gaps */
             v[i].rank = k;
+            v[i].big = (int64_t)k * 4000000000ll;
             v[i].other = -k;
         }
         for (int key = -5; key <= k + 2; key++) {
@@ -50,6 +51,9 @@ static void check_lower_bound(void)
                 want++;
             CHECK_UEQ(mrd_array_lower_bound_int(v, n, sizeof(v[0]), offsetof(struct keyed, rank),
                                                 key),
+                      want);
+            CHECK_UEQ(mrd_array_lower_bound_int64(v, n, sizeof(v[0]), offsetof(struct keyed, big),
+                                                  (int64_t)key * 4000000000ll),
                       want);
         }
     }
