@@ -88,6 +88,30 @@ struct drain_check {
     size_t n;
 };
 
+/* The model's side of an accepted record. */
+static void model_push(struct model *m, uint64_t v)
+{
+    m->buf[(m->head + m->len) % m->cap] = v;
+    m->len++;
+}
+
+/* One mrd_ring_write of record v, checked against the model: refused with -EAGAIN exactly
+ * when the model is full (a drop), else accepted. Returns 1 when accepted. */
+static int model_write(struct model *m, uint64_t v)
+{
+    struct mrd_record r;
+    make_record(&r, 0, v);
+    int e = mrd_ring_write(&r);
+    if (m->len == m->cap) {
+        CHECK_EQ(e, -EAGAIN);
+        m->drops++;
+        return 0;
+    }
+    CHECK_OK(e);
+    model_push(m, v);
+    return 1;
+}
+
 static void check_against_model(const struct mrd_record *r, void *arg)
 {
     struct drain_check *dc = arg;
@@ -113,20 +137,8 @@ static void test_differential(void)
         for (int op = 0; op < 400; op++) {
             if (rnd() % 3 != 0) {
                 unsigned burst = (unsigned)(rnd() % (cap * 2 + 1));
-                for (unsigned i = 0; i < burst; i++) {
-                    struct mrd_record r;
-                    make_record(&r, 0, next);
-                    int e = mrd_ring_write(&r);
-                    if (m.len == m.cap) {
-                        CHECK_EQ(e, -EAGAIN);
-                        m.drops++;
-                    } else {
-                        CHECK_OK(e);
-                        m.buf[(m.head + m.len) % m.cap] = next;
-                        m.len++;
-                    }
-                    next++;
-                }
+                for (unsigned i = 0; i < burst; i++)
+                    model_write(&m, next++);
             } else {
                 size_t max = (size_t)(rnd() % (cap + 3));
                 size_t expect = m.len < max ? m.len : max;
@@ -611,9 +623,7 @@ static void test_reserve_differential(void)
                 size_t fill = n ? (size_t)(rnd() % (n + 1)) : 0;
                 for (size_t i = 0; i < fill; i++) {
                     make_record(&slots[i], 0, next);
-                    m.buf[(m.head + m.len) % m.cap] = next;
-                    m.len++;
-                    next++;
+                    model_push(&m, next++);
                 }
                 /* nothing is visible before the commit */
                 CHECK_UEQ(mrd_ring_space(), m.cap - (m.len - fill));
@@ -621,19 +631,7 @@ static void test_reserve_differential(void)
                 accepted += fill;
                 CHECK_UEQ(mrd_ring_space(), m.cap - m.len);
             } else if (what == 2) {
-                struct mrd_record r;
-                make_record(&r, 0, next);
-                int e = mrd_ring_write(&r);
-                if (m.len == m.cap) {
-                    CHECK_EQ(e, -EAGAIN);
-                    m.drops++;
-                } else {
-                    CHECK_OK(e);
-                    m.buf[(m.head + m.len) % m.cap] = next;
-                    m.len++;
-                    accepted++;
-                }
-                next++;
+                accepted += (uint64_t)model_write(&m, next++);
             } else {
                 size_t max = (size_t)(rnd() % (cap + 3));
                 size_t expect = m.len < max ? m.len : max;

@@ -58,6 +58,8 @@
 
 #include <cupti.h>
 
+#include "bare_walk.h"
+
 #define BC_EXPORT __attribute__((visibility("default")))
 #define BC_MAX_POOL 256
 #define BC_MAX_CBIDS 64
@@ -191,22 +193,11 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
                                       size_t size, size_t valid)
 {
     uint64_t by_kind[CUPTI_ACTIVITY_KIND_COUNT] = {0};
-    CUpti_Activity *rec = NULL;
-    uint64_t n = 0, zero_ts = 0;
+    uint64_t zero_ts = 0; /* device buffer exhausted: lost timings */
 
     /* Usually CUPTI's worker thread, but cuptiActivityFlushAll at exit delivers on the
      * caller's thread: count locally, publish with atomics. */
-    while (buffer && valid > 0 &&
-           cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        n++;
-        if ((unsigned)rec->kind < CUPTI_ACTIVITY_KIND_COUNT)
-            by_kind[rec->kind]++;
-        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-            if (k->start == 0 && k->end == 0)
-                zero_ts++; /* device buffer exhausted: a lost timing */
-        }
-    }
+    uint64_t n = bare_walk(buffer, valid, by_kind, &zero_ts);
     for (unsigned i = 0; i < CUPTI_ACTIVITY_KIND_COUNT; i++)
         if (by_kind[i])
             __atomic_add_fetch(&bc.records_by_kind[i], by_kind[i], __ATOMIC_RELAXED);

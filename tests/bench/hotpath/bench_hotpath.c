@@ -45,6 +45,8 @@
 #include "cupti_convert.h"
 #include "ring.h"
 
+#include "../../gpu/bare_walk.h" /* the bare consumer's own walk: what the bare phase times */
+
 #define BUF_BYTES    (8u << 20) /* the agent's default MERIDIAN_CUPTI_BUFFER_MB */
 #define RING_RECORDS 16384      /* the agent's default ring size */
 #define MAX_REPS     64
@@ -105,20 +107,10 @@ static void check_record(const struct mrd_record *r, void *arg)
 
 __attribute__((noinline)) static uint64_t phase_bare(uint8_t *buf, size_t valid)
 {
-    CUpti_Activity *rec = NULL;
-    uint64_t by_kind[CUPTI_ACTIVITY_KIND_COUNT] = {0}, n = 0;
-    while (valid > 0 && cuptiActivityGetNextRecord(buf, valid, &rec) == CUPTI_SUCCESS) {
-        n++;
-        if ((unsigned)rec->kind < CUPTI_ACTIVITY_KIND_COUNT)
-            by_kind[rec->kind]++;
-        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
-            if (k->start == 0 && k->end == 0)
-                by_kind[0]++;
-        }
-    }
+    uint64_t by_kind[CUPTI_ACTIVITY_KIND_COUNT] = {0}, zero_ts = 0;
+    uint64_t n = bare_walk(buf, valid, by_kind, &zero_ts);
     memset(buf, 0, valid);
-    return n + by_kind[0];
+    return n + zero_ts;
 }
 
 __attribute__((noinline)) static uint64_t phase_convert(uint8_t *buf, size_t valid)
