@@ -285,14 +285,7 @@ static int tally_add(struct rank_tally *t, int64_t rank, int64_t rows)
         t->v[t->last][1] += rows;
         return 0;
     }
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (t->v[mid][0] < rank)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t lo = mrd_array_lower_bound_int64(t->v, t->n, sizeof(*t->v), 0, rank);
     if (lo < t->n && t->v[lo][0] == rank) {
         t->v[lo][1] += rows;
         t->last = lo;
@@ -312,13 +305,7 @@ static int tally_add(struct rank_tally *t, int64_t rank, int64_t rows)
  * when not, or -MRD_ERR_SQLITE. */
 static int has_rank_index(sqlite3 *db, const char *table)
 {
-    sqlite3_stmt *st = NULL;
-    int rc;
-    if (sqlite3_prepare_v2(db, mrd_db_sql_rank_led_index, -1, &st, NULL) != SQLITE_OK)
-        return mrd__analyze_sqlerr(db);
-    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
+    int rc = mrd_db_step_text(db, mrd_db_sql_rank_led_index, table);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
     return rc == SQLITE_ROW;

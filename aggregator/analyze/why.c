@@ -21,8 +21,7 @@
  * gap saw); the kernels are read once, by the sweep. gpu_samples are copied once into an
  * indexed TEMP table.
  * Measured: 64 ranks, 10 M events (tests/bench/scale/tenmillion.py), about 40,000 late
- * events: the whole report 7-11 s CPU (by the machine's load), 95 MiB
- * (tests/bench/scale/RESULTS.md).
+ * events: the whole report about 5 s CPU, 87 MiB (tests/bench/scale/RESULTS.md).
  * Single thread, the analysis' connection.
  */
 #include "why_int.h"
@@ -320,15 +319,15 @@ static int late_resolve(struct mrd__why *w, struct mrd_analysis *a,
     if (evaluated) {
         e.host_ns = (g[0].first_kernel - g[1].first_kernel) - e.comm_ns;
         e.compute_ns = g[0].busy - g[1].busy;
-        /* the compute kernel whose time grew the most on the late rank (names compared as
-         * their first 255 characters) */
+        /* the compute kernel whose time grew the most on the late rank (a name's dense index
+         * is the same on every rank) */
         const struct mrd__why_gap_name *n0 = g[0].nnames ? &w->gap_names[g[0].names_off] : NULL;
         const struct mrd__why_gap_name *n1 = g[1].nnames ? &w->gap_names[g[1].names_off] : NULL;
         for (int i = 0; i < g[0].nnames; i++) {
             const char *name = mrd__why_name_text(w, n0[i].name);
             int64_t d = n0[i].ns;
             for (int k = 0; k < g[1].nnames; k++)
-                if (strncmp(mrd__why_name_text(w, n1[k].name), name, 255) == 0)
+                if (n1[k].name == n0[i].name)
                     d -= n1[k].ns;
             if (d > e.kernel_diff_ns) {
                 char shown[256];

@@ -1,6 +1,7 @@
 /* Shared-internal declarations of the why pass (why.c: collection, straggler cost and
- * causes, shares per step; why_stats.c: message sizes, collective statistics, top kernels,
- * demangling). Not for other modules: analyze.h has the results. */
+ * causes; why_kernels.c: the kernel read, gaps and shares per step; why_stats.c: message
+ * sizes, collective statistics, top kernels, demangling). Not for other modules: analyze.h
+ * has the results. */
 #ifndef MRD_WHY_INT_H
 #define MRD_WHY_INT_H
 
@@ -141,7 +142,7 @@ int mrd__why_stats(sqlite3 *db, struct mrd__why *w, struct mrd_an_why *y);
  * with mrd__why_kernel_add (name_id INT64_MIN for NULL), then calls
  * mrd__why_kernel_rank_end, which keeps the rank's MRD_WHY_TOP_KERNELS by total time
  * (ties: by name, NULL first, as SQL's ORDER BY would) with names looked up through
- * name_st (mrd_db_sql_string_by_id) and clears the tally. Memory: the rank's distinct
+ * name_st (mrd_db_sql_why_string) and clears the tally. Memory: the rank's distinct
  * kernel names. An allocation failure sets w->enomem (rank_end returns -ENOMEM). */
 void mrd__why_kernel_add(struct mrd__why *w, int64_t name_id, int64_t ns);
 int mrd__why_kernel_rank_end(struct mrd__why *w, sqlite3_stmt *name_st, int rank);

@@ -124,33 +124,23 @@ void mrd__why_kernels_free(struct mrd__why *w)
     MRD_ARRAY_FREE_ALL(w->tasks, w->gaps, w->gap_names, w->kbuf, w->ivl[0], w->ivl[1]);
 }
 
-/* ---- one late event's gap (the read_gap rule) ---- */
-
-/* A gap's names compare as the 255-character copies they were once kept as: a name that
- * long never merges with an earlier entry (its full text never equalled the copy). */
-#define NAME_CMP 255
+/* ---- one late event's gap ---- */
 
 static int gap_name_add(struct mrd__why *w, struct mrd__why_gap *g, int32_t k, int64_t ns)
 {
-    const char *name = mrd__why_name_text(w, k);
-    int is_long = strlen(name) > NAME_CMP;
+    /* one dense index per distinct text (strings.value is unique): equal index, equal name */
     struct mrd__why_gap_name *v = g->nnames ? &w->gap_names[g->names_off] : NULL;
     for (int i = 0; i < g->nnames; i++)
-        if (!is_long &&
-            (v[i].name == k || strncmp(mrd__why_name_text(w, v[i].name), name, NAME_CMP) == 0)) {
+        if (v[i].name == k) {
             v[i].ns += ns;
             return 0;
         }
     if (g->nnames == MRD_WHY_GAP_NAMES)
         return 0;
-    if (w->ngap_names == w->cap_gap_names) { /* the open gap's names are the last ones */
-        size_t nc = w->cap_gap_names ? w->cap_gap_names * 2 : 1024;
-        struct mrd__why_gap_name *p = realloc(w->gap_names, nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        w->gap_names = p;
-        w->cap_gap_names = nc;
-    }
+    /* the open gap's names are the last ones */
+    if (mrd_array_reserve(&w->gap_names, &w->cap_gap_names, w->ngap_names,
+                          sizeof(*w->gap_names), 1024, 0) < 0)
+        return -ENOMEM;
     w->gap_names[w->ngap_names].name = k;
     w->gap_names[w->ngap_names++].ns = ns;
     g->nnames++;
@@ -210,14 +200,8 @@ static int ivl_add(struct mrd__why *w, int k, int64_t s, int64_t e)
             w->ivl[k][n - 1][1] = e;
         return 0;
     }
-    if (n == w->ivl_cap[k]) {
-        size_t nc = n ? n * 2 : 64;
-        int64_t(*p)[2] = realloc(w->ivl[k], nc * sizeof(*p));
-        if (!p)
-            return -ENOMEM;
-        w->ivl[k] = p;
-        w->ivl_cap[k] = nc;
-    }
+    if (mrd_array_reserve(&w->ivl[k], &w->ivl_cap[k], n, sizeof(*w->ivl[k]), 64, 0) < 0)
+        return -ENOMEM;
     w->ivl[k][n][0] = s;
     w->ivl[k][n][1] = e;
     w->ivl_n[k] = n + 1;

@@ -304,7 +304,6 @@ const char mrd_db_sql_step_ranges[] =
     "(?2 AND s.value LIKE 'train%step%')) "
     "ORDER BY n.rank, n.start_ns";
 
-const char mrd_db_sql_string_by_id[] = "SELECT value FROM main.strings WHERE id = ?1";
 
 const char mrd_db_sql_kernel_totals[] =
     "SELECT COALESCE(s.value, '(unnamed)'), SUM(k.end_ns - k.start_ns), COUNT(*) FROM "
@@ -673,11 +672,6 @@ const char mrd_db_sql_pftrace_gpu_clock[] =
 const char mrd_db_sql_why_instance_bytes[] =
     "SELECT comm_hash, seq, MAX(bytes) FROM main.nccl_ops WHERE is_p2p = 0 AND seq IS NOT "
     "NULL GROUP BY comm_hash, seq, func_id ORDER BY comm_hash, seq, func_id";
-const char mrd_db_sql_why_gap_kernels[] =
-    "SELECT k.start_ns, k.end_ns, EXISTS (SELECT 1 FROM temp.mrd_link l WHERE l.rank = "
-    "k.rank AND l.correlation_id = k.correlation_id), k.name_id FROM main.kernels k "
-    "WHERE k.rank = ?1 AND k.start_ns >= ?2 "
-    "AND k.start_ns < ?3 AND " MRD_DB_KERNEL_VALID " ORDER BY k.start_ns";
 const char mrd_db_sql_why_string[] = "SELECT value FROM main.strings WHERE id = ?1";
 const char mrd_db_sql_why_gpu_samples_copy[] =
     "DROP TABLE IF EXISTS temp.mrd_gpu_samples;"

@@ -164,8 +164,6 @@ extern const char mrd_db_sql_window_steps[];
  * exact rule is mrd_step_name_match's). */
 extern const char mrd_db_sql_step_ranges[];
 
-/* ?1 strings.id -> value. */
-extern const char mrd_db_sql_string_by_id[];
 
 /* -> name ('(unnamed)' without one), total GPU time ns, count of the valid kernels
  * (MRD_DB_KERNEL_VALID) of every rank, one row per name id (`meridian diff`). */
@@ -463,10 +461,6 @@ extern const char mrd_db_sql_pftrace_gpu_clock[];
 /* One row per collective instance in the matching's key order (mrd_db_sql_instances' WHERE
  * and ORDER BY): comm_hash, seq, MAX(bytes). */
 extern const char mrd_db_sql_why_instance_bytes[];
-/* Kernels of rank ?1 starting in [?2, ?3) (local ns) that have an interval, by start:
- * start, end, 1 when linked to an NCCL op (temp.mrd_link), name_id (the caller reads each
- * name once with mrd_db_sql_why_string instead of a join per row). */
-extern const char mrd_db_sql_why_gap_kernels[];
 /* ?1 strings.id -> value (no row: no such string). */
 extern const char mrd_db_sql_why_string[];
 /* Copies gpu_samples into temp.mrd_gpu_samples (rowid order kept) with an index on

@@ -19,10 +19,9 @@ import shutil
 import subprocess
 import sys
 
+import testlib
 
-def fail(msg):
-    print("analysis_gpu_quickstart: FAIL:", msg)
-    sys.exit(1)
+fail, _ = testlib.reporter("analysis_gpu_quickstart")
 
 
 def main(meridian, fixture, work):

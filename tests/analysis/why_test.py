@@ -22,6 +22,7 @@ kernel sweeps, percentiles and bandwidths).
 
 usage: why_test.py MERIDIAN SCHEMA_SQL FIXTURE_GZ WORKDIR [--seeds N]
 """
+import functools
 import gzip
 import hashlib
 import json
@@ -258,17 +259,12 @@ def random_run(path, schema, rng, nsteps=None):
 
 # ---------------------------------------------------------------- the oracle
 
-_demangled = {}
-
-
+@functools.lru_cache(maxsize=None)
 def demangle(name):
-    """binutils' c++filt: a demangler that is not the C++ runtime's."""
+    """binutils' c++filt (testlib.demangle): a demangler that is not the C++ runtime's."""
     if not name or not name.startswith("_Z") or not shutil.which("c++filt"):
         return name
-    if name not in _demangled:
-        _demangled[name] = subprocess.run(["c++filt", name], stdout=subprocess.PIPE, text=True,
-                                          check=True).stdout.strip()
-    return _demangled[name]
+    return testlib.demangle([name])[name]
 
 
 
