@@ -1,8 +1,9 @@
 /* CUPTI activity records -> meridian capture records.
  *
- * Where this sits: cupti.c hands every record of a completed CUPTI buffer to
- * mrd__cupti_emit(), which converts it here and writes the result to the calling thread's
- * ring (agent/ring); the flusher thread batches it from there. Timestamps are already the
+ * Where this sits: cupti.c walks every completed CUPTI buffer and has each record converted
+ * here straight into a slot of the calling thread's ring reserved in chunks (agent/ring:
+ * mrd_ring_reserve/commit; mrd__cupti_emit, one converted record through mrd_ring_write,
+ * when no slot is free); the flusher thread batches them from there. Timestamps are already the
  * agent's clock: cupti.c registers mrd_clock_now as CUPTI's timestamp callback before it
  * enables any kind, so start/end are copied as they are.
  *

@@ -54,10 +54,9 @@ static uint64_t own_bytes(const void *buf, int count, MPI_Datatype type, int in_
                                : type_bytes(count, type);
 }
 
-/* Reduce_scatter: what every rank receives, summed over the communicator. */
-static uint64_t scattered_bytes(const int recvcounts[], MPI_Datatype type, MPI_Comm comm)
+/* Reduce_scatter: what every rank receives, summed over the communicator's n ranks. */
+static uint64_t scattered_bytes(const int recvcounts[], MPI_Datatype type, uint32_t n)
 {
-    uint32_t n = comm_size(comm);
     uint64_t count = 0;
     for (uint32_t i = 0; recvcounts && i < n; i++)
         count += recvcounts[i] > 0 ? (uint64_t)recvcounts[i] : 0;
@@ -99,7 +98,7 @@ int MPI_Finalize(void)
  * wrapper of a call whose record follows from its arguments alone: PMPI_name(args) and
  * nothing else while the agent is inert; otherwise the call is timed and recorded with
  * bytes, peer, tag and nranks, expressions over the arguments evaluated after PMPI_name
- * returned. */
+ * returned: nranks first, into n_, which the bytes expression may use (one comm_size). */
 #define TIMED_CALL(name, params, args, bytes, peer, tag, nranks)                                   \
     int MPI_##name params                                                                          \
     {                                                                                              \
@@ -107,7 +106,8 @@ int MPI_Finalize(void)
             return PMPI_##name args;                                                               \
         int64_t t0 = meridian_mpi_now();                                                           \
         int rc = PMPI_##name args;                                                                 \
-        rec("MPI_" #name, t0, bytes, peer, tag, nranks);                                           \
+        uint32_t n_ = (nranks);                                                                    \
+        rec("MPI_" #name, t0, bytes, peer, tag, n_);                                               \
         return rc;                                                                                 \
     }
 
@@ -137,14 +137,14 @@ TIMED_CALL(Alltoall,
            (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
             MPI_Datatype recvtype, MPI_Comm comm),
            (sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
-           own_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype) * comm_size(comm), -1, -1,
+           own_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype) * n_, -1, -1,
            comm_size(comm))
 
 TIMED_CALL(Reduce_scatter,
            (const void *sendbuf, void *recvbuf, const int recvcounts[], MPI_Datatype datatype,
             MPI_Op op, MPI_Comm comm),
            (sendbuf, recvbuf, recvcounts, datatype, op, comm),
-           scattered_bytes(recvcounts, datatype, comm), -1, -1, comm_size(comm))
+           scattered_bytes(recvcounts, datatype, n_), -1, -1, comm_size(comm))
 
 TIMED_CALL(Gather,
            (const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,

@@ -477,6 +477,9 @@ static void test_before_init_and_disable(void)
     CHECK_EQ(mrd_ring_write(&r), -EAGAIN);
     CHECK_EQ(mrd_ring_write_in(st, &r), -EAGAIN);
     CHECK_EQ(mrd_ring_write_in(NULL, &r), -EAGAIN);
+    size_t got = 7;
+    CHECK(mrd_ring_reserve(st, 4, &got) == NULL); /* a disabled ring reserves nothing */
+    CHECK_UEQ(got, 0);
     CHECK_UEQ(ring_drops(MRD_DROP_NO_THREAD_SLOT), 2); /* neither was counted */
     CHECK(mrd_ring_thread_state() == NULL);
     CHECK_UEQ(mrd_ring_space(), 0);
