@@ -343,14 +343,14 @@ static int apply_shards(const struct mrd_opt *opt, const char *arg, const char *
     return 0;
 }
 
-/* meridiand's rules for its trigger factors (over 1) and window seconds (over 0), checked
+/* meridiand's rules for its trigger factors and window seconds (proto/steps.h), checked
  * here so that nothing starts on a typo; the text goes on to meridiand as given. */
 static int daemon_number(const struct mrd_opt *opt, const char *arg, const char *who, double over,
-                         const char *rule)
+                         double min, double max, const char *rule)
 {
     char *end;
     double v = strtod(arg, &end);
-    if (end == arg || *end || !(v > over) || v > 1e6) {
+    if (end == arg || *end || !(v > over) || v < min || v > max) {
         fprintf(stderr, "%s: --%s %s: %s\n", who, opt->name, arg, rule);
         return -EINVAL;
     }
@@ -360,12 +360,14 @@ static int daemon_number(const struct mrd_opt *opt, const char *arg, const char 
 
 static int apply_daemon_factor(const struct mrd_opt *opt, const char *arg, const char *who)
 {
-    return daemon_number(opt, arg, who, 1.0, "a factor over 1 (e.g. 1.5)");
+    return daemon_number(opt, arg, who, 1.0, 1.0, MRD_TRIGGER_FACTOR_MAX,
+                         "a factor over 1 (e.g. 1.5), at most 1000");
 }
 
 static int apply_daemon_seconds(const struct mrd_opt *opt, const char *arg, const char *who)
 {
-    return daemon_number(opt, arg, who, 0.0, "seconds over 0");
+    return daemon_number(opt, arg, who, 0.0, MRD_WINDOW_SECONDS_MIN, MRD_WINDOW_SECONDS_MAX,
+                         "seconds from 0.001 to 10000000");
 }
 
 /* Parses the options before the job's command into o. Returns 1 to run the job (argv from

@@ -35,6 +35,14 @@
 #define MRD_WINDOW_TERMS    16
 #define MRD_WINDOW_STEP_MAX 1000000000000LL /* 10^12 steps */
 
+/* The aggregator's window triggers and delay windows, as meridiand takes them and
+ * `meridian profile` checks them before anything starts: a trigger factor is over 1 and at
+ * most MRD_TRIGGER_FACTOR_MAX; window seconds are at least MRD_WINDOW_SECONDS_MIN (one
+ * whole ms) and at most MRD_WINDOW_SECONDS_MAX. */
+#define MRD_TRIGGER_FACTOR_MAX 1000
+#define MRD_WINDOW_SECONDS_MIN 0.001
+#define MRD_WINDOW_SECONDS_MAX 1e7
+
 /* Values equal meridian.proto's WindowReason. */
 enum mrd_window_reason {
     MRD_WINDOW_RANGE = 1,     /* a term A-B or A */

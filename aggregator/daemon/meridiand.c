@@ -340,11 +340,12 @@ static int apply_decimal(const struct mrd_opt *opt, const char *arg, const char 
     return 0;
 }
 
-/* *(int64_t *)dest = seconds (decimals allowed, at most 10^7) in whole ms, at least 1. */
+/* *(int64_t *)dest = seconds (decimals allowed, MRD_WINDOW_SECONDS_MIN to _MAX) in whole
+ * ms. */
 static int apply_seconds_as_ms(const struct mrd_opt *opt, const char *arg, const char *who)
 {
     double x;
-    if (parse_num(arg, 0.0, 1e7, &x) < 0 || x * 1000 < 1)
+    if (parse_num(arg, 0.0, MRD_WINDOW_SECONDS_MAX, &x) < 0 || x < MRD_WINDOW_SECONDS_MIN)
         return refuse(opt, arg, who);
     *(int64_t *)opt->dest = (int64_t)(x * 1000 + 0.5);
     return 0;
@@ -456,8 +457,8 @@ static int parse_args(int argc, char **argv, struct daemon_opts *d)
         MRD_OPT_WITH("control", apply_path, mrd_opt_text_dest(&d->ic.control_path)),
         U32("window-margin", &wc->margin, 1, MRD_WINCTL_MARGIN_MAX),
         U32("probe-interval-ms", &wc->probe_interval_ms, 1, 3600000),
-        DECIMAL("trigger-step-factor", &wc->trigger_factor, 1, 1000),
-        DECIMAL("trigger-skew", &d->ic.trigger_skew, 1, 1000),
+        DECIMAL("trigger-step-factor", &wc->trigger_factor, 1, MRD_TRIGGER_FACTOR_MAX),
+        DECIMAL("trigger-skew", &d->ic.trigger_skew, 1, MRD_TRIGGER_FACTOR_MAX),
         U32("trigger-length", &wc->trigger_length, 1, MRD_WINCTL_LENGTH_MAX),
         WHOLE("trigger-cooldown-steps", u64_dest(&wc->trigger_cooldown), WHOLE_U64, 0,
               MRD_WINDOW_STEP_MAX),

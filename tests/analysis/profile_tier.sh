@@ -72,7 +72,12 @@ refused collzero "$P --step-collective \"AllReduce/0\": N must be a whole number
 refused collsend "$P MERIDIAN_STEP_COLLECTIVE=\"Send@world\" $ENV \"Send\" is not a collective: \
 one of AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Gather, Scatter, or \
 'auto' (point-to-point calls have no sequence number)" MERIDIAN_STEP_COLLECTIVE=Send@world --
-refused skewone "$P --trigger-skew 1: a factor over 1 (e.g. 1.5)" -- --trigger-skew 1
+refused skewone "$P --trigger-skew 1: a factor over 1 (e.g. 1.5), at most 1000" -- --trigger-skew 1
+# meridiand's own limits (proto/steps.h), refused before anything starts
+refused skewbig "$P --trigger-skew 5000: a factor over 1 (e.g. 1.5), at most 1000" -- \
+    --trigger-skew 5000
+refused delaytiny "$P --window-delay 0.0001: seconds from 0.001 to 10000000" -- \
+    --window-delay 0.0001 --window-duration 1
 refused collat "$P --step-collective \"auto@\": nothing after '@': name a communicator, 'world' \
 or 0xHASH" -- --step-collective auto@
 
