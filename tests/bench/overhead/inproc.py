@@ -37,7 +37,6 @@ Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,g
 import argparse
 import csv
 import os
-import random
 import re
 import sqlite3
 import statistics
@@ -76,15 +75,8 @@ def classify_window_run(ms, windows):
 
 
 def command(a, workload, variant, db):
-    env = dict(os.environ)
-    env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
-               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + random.randint(0, 300)))
-    if workload == "storm":
-        work = [os.path.join(a.build, "tests/workloads/kernel_storm"), "--steps", str(a.steps),
-                "--launches", str(a.steps * 1000), "--warmup", "2000"]
-    else:
-        work = [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
-                workload, "--steps", str(a.steps), "--warmup", "10", "--print-steps"]
+    env = tiers.job_env()
+    work = tiers.workload_argv(a.build, workload, a.steps)
     if variant == "bare":
         env["BARE_CONSUMER_LIB"] = os.path.join(a.build, "tests/gpu/libbare_consumer.so")
         env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
@@ -93,8 +85,7 @@ def command(a, workload, variant, db):
         return work, env
     env["MERIDIAN_TRACE"] = "steady"
     env["MERIDIAN_WINDOWS"] = a.windows
-    return [a.meridian, "profile", "--single", "-o", db, "--agent-lib", a.agent_lib, "--"] + \
-        work, env
+    return tiers.profile_argv(a, db, work), env
 
 
 def recorded_windows(db):

@@ -72,19 +72,34 @@ def window_or_detach(step):
     return in_window(step) or in_window(step - 1)
 
 
-def command(a, workload, variant, db):
+def job_env():
+    """The environment every workload run gets: NVLink multicast off, a local DDP master."""
     env = dict(os.environ)
     env.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1",
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29600 + random.randint(0, 300)))
+    return env
+
+
+def workload_argv(build, workload, steps, per_step=1000, mode=None):
+    """kernel_storm with NVTX steps (workload "storm"), else ddp_train.py in `mode`."""
     if workload == "storm":
-        work = [os.path.join(a.build, "tests/workloads/kernel_storm"), "--steps",
-                str(a.steps), "--launches", str(a.steps * a.storm_per_step), "--warmup", "2000"]
-    else:
-        steps = a.torch_steps if variant == "torch" else a.steps
-        work = [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
-                "gpt2,kernel-dense", "--steps", str(steps), "--warmup", "10", "--print-steps"]
-        if variant == "torch":
-            work += ["--profiler", "torch"]
+        return [os.path.join(build, "tests/workloads/kernel_storm"), "--steps", str(steps),
+                "--launches", str(steps * per_step), "--warmup", "2000"]
+    return [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
+            mode or workload, "--steps", str(steps), "--warmup", "10", "--print-steps"]
+
+
+def profile_argv(a, db, work):
+    """`meridian profile` around the workload, one rank, the database at db."""
+    return [a.meridian, "profile", "--single", "-o", db, "--agent-lib", a.agent_lib, "--"] + work
+
+
+def command(a, workload, variant, db):
+    env = job_env()
+    steps = a.torch_steps if variant == "torch" else a.steps
+    work = workload_argv(a.build, workload, steps, a.storm_per_step, "gpt2,kernel-dense")
+    if variant == "torch":
+        work += ["--profiler", "torch"]
     if a.no_aslr:
         # one address layout for every process: the launch path's per-process spread
         # (3.2-4.8 us a launch between plain storm processes, run 15) may come from it
@@ -100,8 +115,7 @@ def command(a, workload, variant, db):
         env["MERIDIAN_WINDOWS"] = WINDOWS
     else:
         env.pop("MERIDIAN_WINDOWS", None)
-    return [a.meridian, "profile", "--single", "-o", db, "--agent-lib", a.agent_lib, "--"] + \
-        work, env
+    return profile_argv(a, db, work), env
 
 
 def parse(workload, out):
