@@ -63,6 +63,7 @@
 #include "cupti_convert.h"
 #include "ring.h"
 #include "window.h"
+#include "worker.h"
 
 #define MRD_EXPORT __attribute__((visibility("default")))
 
@@ -534,17 +535,12 @@ static void cupti_flush_hook(void)
 
 static void start_flusher(void)
 {
-    sigset_t all, old;
     if (cu.flush_ms == 0 && !cu.steady)
         return;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pthread_create(&cu.flusher, NULL, flusher_main, NULL) == 0) {
+    if (mrd_worker_start(&cu.flusher, "meridian-cupti", flusher_main, NULL) == 0) {
         cu.flusher_started = 1;
-        pthread_setname_np(cu.flusher, "meridian-cupti");
         pthread_detach(cu.flusher);
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 int mrd__cupti_pool_create(size_t buf_bytes, unsigned nbufs)

@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "capture.h"
+#include "worker.h"
 
 #define PERIOD_NS 100000000L /* 10 Hz */
 #define MAX_DEVICES 16       /* a rank drives one to a few GPUs; more are ignored */
@@ -179,16 +180,10 @@ static void *sampler_main(void *arg)
 static void start_once(void)
 {
     pthread_t t;
-    sigset_t all, old;
     if (load_nvml() < 0)
         return; /* no NVML: no samples */
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pthread_create(&t, NULL, sampler_main, NULL) == 0) {
-        pthread_setname_np(t, "meridian-nvml");
+    if (mrd_worker_start(&t, "meridian-nvml", sampler_main, NULL) == 0)
         pthread_detach(t);
-    }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 int mrd__gpu_driver_device(void)

@@ -42,6 +42,7 @@
 #include "flusher_int.h"
 #include "gpus.h"
 #include "ring.h"
+#include "worker.h"
 
 static struct mrd_tx_shared g_sh = {.err_lock = PTHREAD_MUTEX_INITIALIZER};
 static struct mrd_resolver g_res; /* static: a lookup thread may outlive a failed start */
@@ -248,7 +249,6 @@ static uint64_t random_u64(void)
 int mrd__transport_start(const struct mrd_agent_config *cfg)
 {
     struct mrd_flusher *f = NULL;
-    sigset_t all, old;
     int e, wake = -1;
 
     if (atomic_exchange(&g_started, 1))
@@ -308,13 +308,9 @@ int mrd__transport_start(const struct mrd_agent_config *cfg)
     mrd_ring_set_consumer_wake(flusher_wake);
     g_f = f;
 
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    e = -pthread_create(&g_thread, NULL, flusher_main, f);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    e = mrd_worker_start(&g_thread, "meridian", flusher_main, f);
     if (e != 0)
         goto fail;
-    pthread_setname_np(g_thread, "meridian");
     return 0;
 fail:
     g_f = NULL;

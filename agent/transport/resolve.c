@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "runcfg.h"
+#include "worker.h"
 
 #define MRD_RESOLVE_RETRY_MS 2000u /* no address yet: look up again this often */
 
@@ -62,9 +63,6 @@ static void *lookup_main(void *arg)
     struct lookup_job *j = arg;
     struct mrd_resolver *r = j->r;
     struct mrd_addrs a;
-    /* named by itself: the thread is detached, so its creator's handle may already name
-     * a freed (or reused) thread once the lookup is done */
-    pthread_setname_np(pthread_self(), "meridian-dns");
     int err = lookup(j->host, j->port, 0, &a);
     pthread_mutex_lock(&r->lock);
     if (j->gen == r->gen) { /* else: re-initialised meanwhile, this answer is for nobody */
@@ -101,18 +99,10 @@ static int start_lookup(struct mrd_resolver *r, int64_t now_ns)
         return 0;
     }
 
-    pthread_attr_t attr;
     pthread_t t;
-    sigset_t all, old;
-    int e = pthread_attr_init(&attr);
-    if (e == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        e = pthread_create(&t, &attr, lookup_main, j);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
+    int e = mrd_worker_start(&t, "meridian-dns", lookup_main, j);
+    if (e == 0)
+        pthread_detach(t);
     if (e != 0) {
         free(j);
         pthread_mutex_lock(&r->lock);
