@@ -124,6 +124,13 @@ static struct {
      * entry after the close; detach_req 1 = flush asked, 2 = flushed, waiting for an API
      * exit; teardown 1 = the next API exit callback finalizes, 2 = one is doing it */
     _Atomic int closing, detach_req, teardown;
+    /* The RUNTIME and DRIVER callback domains, wanted only from a window's close until its
+     * boundary is set, and again from the forced flush until the finalize (domains_sync):
+     * CB_OFF, CB_BOUNDARY (close: wait for the first API entry) or CB_TEARDOWN (the next
+     * API exit finalizes); cb_applied is what CUPTI has now, changed under cb_lock only. */
+    _Atomic int cb_wanted;
+    int cb_applied;
+    atomic_flag cb_lock;
     _Atomic int nccl_link; /* a communicator of >= 2 ranks exists (mrd__cupti_nccl_comm) */
     _Atomic uint32_t boundary;
     _Atomic int64_t flush_ns;
@@ -132,7 +139,10 @@ static struct {
     pthread_mutex_t lock; /* only the helper thread's sleep; never taken by callbacks */
     pthread_cond_t wake;
     int stop;
-} cu = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
+} cu = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+      .cb_lock = ATOMIC_FLAG_INIT};
+
+enum { CB_OFF, CB_BOUNDARY, CB_TEARDOWN };
 
 static const char *cupti_err(CUptiResult r)
 {
@@ -270,8 +280,37 @@ static void finalize_in_callback(void)
     mrd__window_detached(t1, t1 - t0, atomic_load(&cu.flush_ns));
 }
 
-/* Enabled only while a window closes (mrd__cupti_close): the first API entry sets the
- * boundary; an API exit after the forced flush finalizes. */
+/* Brings the RUNTIME and DRIVER callback domains to what cb_wanted says. CUPTI wants a
+ * subscriber's enable calls serialized: cb_lock holds them, never for anything else. A
+ * thread that changes cb_wanted calls this; if another holds the lock, that one sees the
+ * change after its unlock and applies it (the loop), so a caller that may not wait (a
+ * callback: may_wait 0) can leave it to the holder. Callers that may wait are the
+ * application thread closing a window and the helper thread. */
+static void domains_sync(int may_wait)
+{
+    for (;;) {
+        while (atomic_flag_test_and_set(&cu.cb_lock)) {
+            if (!may_wait)
+                return;
+            sched_yield();
+        }
+        int want = atomic_load(&cu.cb_wanted);
+        int on = want != CB_OFF;
+        if (on != cu.cb_applied && cu.sub) {
+            cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+            cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+            cu.cb_applied = on;
+        }
+        atomic_flag_clear(&cu.cb_lock);
+        if (atomic_load(&cu.cb_wanted) == want)
+            return;
+    }
+}
+
+/* Enabled only while a window closes, in two short spans (domains_sync): from the close
+ * (mrd__cupti_close) to the first API entry, which sets the boundary and turns the domains
+ * off again in the same callback (the detach step's other API calls pay no callback), and
+ * from the helper thread's forced flush to the API exit that finalizes. */
 static void CUPTIAPI subscriber_cb(void *userdata, CUpti_CallbackDomain domain,
                                    CUpti_CallbackId cbid, const void *data)
 {
@@ -283,8 +322,12 @@ static void CUPTIAPI subscriber_cb(void *userdata, CUpti_CallbackDomain domain,
         if (atomic_load_explicit(&cu.closing, memory_order_relaxed) &&
             atomic_load_explicit(&cu.boundary, memory_order_relaxed) == 0) {
             uint32_t expect = 0;
-            atomic_compare_exchange_strong(&cu.boundary, &expect,
-                                           cb->correlationId ? cb->correlationId : 1);
+            if (atomic_compare_exchange_strong(&cu.boundary, &expect,
+                                               cb->correlationId ? cb->correlationId : 1)) {
+                int want = CB_BOUNDARY; /* not when the teardown already wants them on */
+                if (atomic_compare_exchange_strong(&cu.cb_wanted, &want, CB_OFF))
+                    domains_sync(0);
+            }
         }
         return;
     }
@@ -498,6 +541,10 @@ static void *flusher_main(void *arg)
             atomic_store(&cu.flush_ns, mono_ns() - t0);
             gate_leave();
             atomic_store(&cu.detach_req, 2);
+            /* the domains on before the teardown flag: no API exit may finalize (unsubscribe)
+             * while this thread is still inside cuptiEnableDomain */
+            atomic_store(&cu.cb_wanted, CB_TEARDOWN);
+            domains_sync(1);
             atomic_store(&cu.teardown, 1);
         } else if (req == 0 && cu.flush_ms && gate_enter()) {
             cuptiActivityFlushAll(0);
@@ -718,6 +765,8 @@ static void open_gate(CUpti_SubscriberHandle sub)
     cu.sub = sub;
     atomic_store(&cu.boundary, 0);
     atomic_store(&cu.closing, 0);
+    atomic_store(&cu.cb_wanted, CB_OFF); /* a new subscriber has no domain enabled */
+    cu.cb_applied = 0;
     atomic_fetch_add(&cu.gen, 1);
     atomic_store(&cu.owned, 1);
     atomic_store(&cu.attached, 1);
@@ -820,8 +869,8 @@ void mrd__cupti_close(void)
         return;
     atomic_store(&cu.boundary, 0);
     atomic_store(&cu.closing, 1);
-    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    atomic_store(&cu.cb_wanted, CB_BOUNDARY);
+    domains_sync(1);
     gate_leave();
 }
 

@@ -21,6 +21,16 @@ static struct {
     int x;
 } the_sub;
 
+/* Which of the two API domains are enabled (bit 0 runtime, bit 1 driver); domains_on counts
+ * them. The real CUPTI wants these calls serialized: two at once is a test failure. */
+static atomic_int domain_bits, enabling;
+
+static void count_domains(void)
+{
+    int bits = atomic_load(&domain_bits);
+    atomic_store(&domains_on, (bits & 1) + ((bits >> 1) & 1));
+}
+
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version)
 {
     *version = CUPTI_API_VERSION;
@@ -53,16 +63,26 @@ CUptiResult CUPTIAPI cuptiFinalize(void)
 {
     atomic_fetch_add(&finalized, 1);
     atomic_store(&kernel_on, 0);
-    atomic_store(&domains_on, 0);
+    atomic_store(&domain_bits, 0);
+    count_domains();
     return CUPTI_SUCCESS;
 }
 
 CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle sub,
                                        CUpti_CallbackDomain domain)
 {
-    (void)sub, (void)domain;
+    (void)sub;
+    CHECK_EQ(atomic_fetch_add(&enabling, 1), 0);
+    int bit = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? 1
+              : domain == CUPTI_CB_DOMAIN_DRIVER_API ? 2
+                                                     : 0;
+    CHECK(bit != 0);
     if (enable)
-        atomic_fetch_add(&domains_on, 1);
+        atomic_fetch_or(&domain_bits, bit);
+    else
+        atomic_fetch_and(&domain_bits, ~bit);
+    count_domains();
+    atomic_fetch_sub(&enabling, 1);
     return CUPTI_SUCCESS;
 }
 
@@ -135,15 +155,19 @@ CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
     return CUPTI_SUCCESS;
 }
 
-/* One CUDA API call's callback, as CUPTI makes it while the domains are enabled. */
-void api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
+/* One CUDA runtime API call: its callback, as CUPTI makes it, only while the runtime domain
+ * is enabled. Returns 1 when the callback was made, 0 when the domain was off. */
+int api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
 {
     CUpti_CallbackData d;
     memset(&d, 0, sizeof(d));
     d.callbackSite = site;
     d.correlationId = correlation;
     CHECK(api_cb != NULL);
+    if (!(atomic_load(&domain_bits) & 1))
+        return 0;
     api_cb(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, 0, &d);
+    return 1;
 }
 
 void wait_for(atomic_int *v, int value)
@@ -160,6 +184,7 @@ void wait_for(atomic_int *v, int value)
 void detach(int n)
 {
     wait_for(&flush_forced, n);
+    wait_for(&domains_on, 2); /* the helper thread turns them on for the finalize */
     for (int i = 0; i < 2000 && atomic_load(&finalized) < n; i++) {
         api_call(CUPTI_API_EXIT, 600);
         struct timespec ts = {0, 1000000};

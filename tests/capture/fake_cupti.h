@@ -7,18 +7,20 @@
 
 #include <cupti.h>
 
-/* Calls of the CUPTI entry points so far (kernel_on: CONCURRENT_KERNEL enabled now). */
+/* Calls of the CUPTI entry points so far (kernel_on: CONCURRENT_KERNEL enabled now;
+ * domains_on: how many of the runtime and driver callback domains are enabled now). */
 extern atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
 extern atomic_int kernel_on;
 
-/* One CUDA API call's callback, as CUPTI makes it while the domains are enabled. */
-void api_call(CUpti_ApiCallbackSite site, uint32_t correlation);
+/* One CUDA runtime API call: its callback, as CUPTI makes it, only while the runtime domain
+ * is enabled (cuptiEnableDomain). Returns 1 when the callback was made, 0 when it was off. */
+int api_call(CUpti_ApiCallbackSite site, uint32_t correlation);
 
 /* Waits (up to 2 s, by observed state) until *v reaches value; checks it did. */
 void wait_for(atomic_int *v, int value);
 
-/* The detach after a window: the helper thread's forced flush (the n-th), then API exits
- * until one finalizes (the n-th cuptiFinalize). */
+/* The detach after a window: the helper thread's forced flush (the n-th), both domains on
+ * again, then API exits until one finalizes (the n-th cuptiFinalize). */
 void detach(int n);
 
 /* The window events in the ring, in order, written into out as "FIRST-LAST REASON a=US

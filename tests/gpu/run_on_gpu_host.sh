@@ -34,7 +34,9 @@
 #   tiers       issue 9's benchmark, tests/bench/overhead/tiers.py (TIERS_ARGS, resumable)
 #   inproc      issue 9: tests/bench/overhead/inproc.py, a traced step's cost, meridian's
 #               window against the bare consumer attached part-way, each inside one process
-#               (INPROC_ARGS, INPROC_TIMEOUT_S; its CSV continues in $ROOT/tiers-state/)
+#               (INPROC_ARGS, INPROC_TIMEOUT_S; its CSV continues in $ROOT/tiers-state/);
+#               INPROC_BEFORE_SRC=DIR builds the agent of another source tree (a snapshot
+#               of an earlier commit) for inproc.py's variant `before`
 #   sampler     issue 9: tests/workloads/sampler_ab (the NVML sampler's seven calls at 10 Hz
 #               and at 100 Hz from a thread of its own, on and off in alternate phases of one
 #               process, while the main thread launches empty kernels); SAMPLER_PAIRS
@@ -88,6 +90,7 @@ MPIRUN=(mpirun --allow-run-as-root -np 2 --bind-to none
         -x PATH)
 [ -n "${LD_LIBRARY_PATH:-}" ] && MPIRUN+=(-x LD_LIBRARY_PATH)
 FAILED=()
+CONFIGURE_EXTRA=() # setup fills it: what configure_tree adds for this host
 
 say() { echo "[$(date +%T)] $*" | tee -a "$SUMMARY"; }
 
@@ -159,9 +162,8 @@ stage_setup() {
         [ -f "$nccl_dir/libnccl.so.2" ] && extra+=(-DMRD_NCCL_LIB="$nccl_dir/libnccl.so.2")
         say "setup: no system libnccl.so.2; using ${nccl_dir:-none}"
     fi
-    run_logged configure 180 cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DMRD_DEPS_PREFIX="$DEPS/root" -DMRD_PREGENERATED_PROTO="$DEPS/pb" \
-        -DMRD_CUDA_ROOT=/usr/local/cuda -DCMAKE_CUDA_ARCHITECTURES=90 "${extra[@]}" || return 1
+    CONFIGURE_EXTRA=("${extra[@]}")
+    configure_tree configure "$SRC" "$BUILD" || return 1
     run_logged build 300 ninja -C "$BUILD" -k 0 ${NINJA_JOBS:+-j "$NINJA_JOBS"}
     # What did not build, by target (others' folders may be half-written).
     grep -E '^FAILED: ' "$WORK/logs/build.log" | head -20 | sed 's/^/    /' >>"$SUMMARY"
@@ -183,6 +185,14 @@ stage_setup() {
             sed 's/^/    /' >>"$SUMMARY"
     fi
     return 0
+}
+
+# configure_tree NAME SRC BUILD: cmake for this host (the carried libraries, the
+# pregenerated protocol code, NCCL as setup found it).
+configure_tree() {
+    run_logged "$1" 180 cmake -S "$2" -B "$3" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DMRD_DEPS_PREFIX="$DEPS/root" -DMRD_PREGENERATED_PROTO="$DEPS/pb" \
+        -DMRD_CUDA_ROOT=/usr/local/cuda -DCMAKE_CUDA_ARCHITECTURES=90 "${CONFIGURE_EXTRA[@]}"
 }
 
 stage_workloads() {
@@ -422,11 +432,23 @@ stage_tiers() {
 stage_inproc() {
     find_meridian || { say "inproc: SKIPPED: meridian not built"; FAILED+=(inproc_skipped); return 0; }
     mkdir -p "$ROOT/tiers-state"
+    local before=()
+    if [ -n "${INPROC_BEFORE_SRC:-}" ]; then # an earlier agent, for the variant `before`
+        local bb=$WORK/build-before
+        configure_tree configure_before "$INPROC_BEFORE_SRC" "$bb" &&
+            run_logged build_before 240 ninja -C "$bb" meridian_agent
+        local lib
+        lib=$(find "$bb" -type f -name 'libmeridian.so' ! -path '*/CMakeFiles/*' | head -1)
+        if [ -n "$lib" ]; then before=(--before-lib "$lib"); else
+            say "inproc: the earlier agent ($INPROC_BEFORE_SRC) did not build"
+            FAILED+=(inproc_before_build)
+        fi
+    fi
     # shellcheck disable=SC2086 # INPROC_ARGS is a list of options
     run_logged inproc "${INPROC_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/inproc.py" --build "$BUILD" --meridian "$MERIDIAN" \
         --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" --resume \
-        --steps-csv "$OUT/inproc_steps.csv" ${INPROC_ARGS:-}
+        --steps-csv "$OUT/inproc_steps.csv" "${before[@]}" ${INPROC_ARGS:-}
     grep -E '^(inproc:|  )' "$WORK/logs/inproc.log" | tail -40 >>"$SUMMARY"
     cp "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/inproc.log" "$OUT/" 2>/dev/null

@@ -6,10 +6,13 @@
  * run by tests/gpu/run_on_gpu_host.sh's `sampler` stage. The steady tier keeps one agent
  * thread busy outside windows that touches the GPU driver: the NVML sampler
  * (agent/capture/gpu_sample.c), which reads clocks, power, temperature, throttle reasons and
- * utilisation of each GPU at 10 Hz. This program makes the same seven NVML calls per sample
- * from a thread of its own while the main thread launches empty kernels back to back, and
+ * utilisation of each GPU at 10 Hz. This program runs the same thread (sampler() below: the
+ * same seven NVML calls per sample, the device looked up by PCI bus id each time, a sleep to
+ * an absolute deadline) while the main thread launches empty kernels back to back, and
  * alternates phases with the sampler on and off (ABBA order, so that a drift over the run
- * cancels), each --phase-ms long.
+ * cancels), each --phase-ms long; while off the thread waits on a condition variable. (Run
+ * 29's version looked the device up once and polled every 200 us in both phases: it bounded
+ * the NVML calls, not the thread; RESULTS-tiers.md.)
  *
  * Output: one line per phase (`phase I on|off launches=N us_per_launch=U samples=S`), then
  * `sampler_ab: hz=H pairs=P on_us=.. off_us=.. ratio_median=R ratio_ci95=[L-U]
@@ -48,7 +51,7 @@ struct nvml_utilization {
 };
 static struct {
     int (*init)(void);
-    int (*by_index)(unsigned i, nvml_device_t *dev);
+    int (*by_pci)(const char *bus_id, nvml_device_t *dev);
     int (*clock)(nvml_device_t dev, int type, unsigned *mhz);
     int (*power)(nvml_device_t dev, unsigned *mw);
     int (*temperature)(nvml_device_t dev, int sensor, unsigned *c);
@@ -62,13 +65,13 @@ static int load_nvml(void)
     if (!h)
         return -1;
     *(void **)&nv.init = dlsym(h, "nvmlInit_v2");
-    *(void **)&nv.by_index = dlsym(h, "nvmlDeviceGetHandleByIndex_v2");
+    *(void **)&nv.by_pci = dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2");
     *(void **)&nv.clock = dlsym(h, "nvmlDeviceGetClockInfo");
     *(void **)&nv.power = dlsym(h, "nvmlDeviceGetPowerUsage");
     *(void **)&nv.temperature = dlsym(h, "nvmlDeviceGetTemperature");
     *(void **)&nv.throttle = dlsym(h, "nvmlDeviceGetCurrentClocksThrottleReasons");
     *(void **)&nv.utilization = dlsym(h, "nvmlDeviceGetUtilizationRates");
-    if (!nv.init || !nv.by_index || !nv.clock || !nv.power || !nv.temperature ||
+    if (!nv.init || !nv.by_pci || !nv.clock || !nv.power || !nv.temperature ||
         !nv.throttle || !nv.utilization || nv.init() != 0)
         return -1;
     return 0;
@@ -76,45 +79,70 @@ static int load_nvml(void)
 
 static std::atomic<int> sampling(0), stop(0);
 static std::atomic<long> samples(0);
-static double period_s;
+static long period_ns;
+static char pci_bus_id[32]; /* of device 0, as CUPTI's DEVICE record gives it to the agent */
 static double sample_us[1 << 16];
 static std::atomic<long> nsample_us(0);
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 
-/* gpu_sample.c's sample(): the same seven calls (0 = NVML_CLOCK_GRAPHICS is not read;
- * 1 = SM, 2 = MEM; sensor 0 = GPU). */
+static void set_sampling(int on)
+{
+    pthread_mutex_lock(&mu);
+    sampling.store(on);
+    pthread_cond_signal(&wake);
+    pthread_mutex_unlock(&mu);
+}
+
+/* gpu_sample.c's sampler thread: per sample the device looked up by its PCI bus id, then
+ * six readings (1 = SM and 2 = MEM clocks, power, sensor 0 = GPU temperature, throttle
+ * reasons, utilisation): seven NVML calls; between samples a sleep to an absolute deadline
+ * PERIOD later, as the agent's thread does. While off, the thread waits on a condition
+ * variable, so the off phases have no thread of ours waking at all (an unprofiled process
+ * has none). */
 static void *sampler(void *arg)
 {
-    nvml_device_t dev = NULL;
+    struct timespec next;
     (void)arg;
-    nv.by_index(0, &dev);
-    while (!stop.load()) {
-        if (!sampling.load()) {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
-            continue;
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        int parked = 0;
+        while (!sampling.load() && !stop.load()) {
+            pthread_cond_wait(&wake, &mu);
+            parked = 1;
         }
+        pthread_mutex_unlock(&mu);
+        if (stop.load())
+            return NULL;
+        if (parked)
+            clock_gettime(CLOCK_MONOTONIC, &next); /* a new phase samples at once */
         double t0 = now_s();
+        nvml_device_t dev = NULL;
         unsigned v;
         unsigned long long reasons;
         struct nvml_utilization u;
-        nv.clock(dev, 1, &v);
-        nv.clock(dev, 2, &v);
-        nv.power(dev, &v);
-        nv.temperature(dev, 0, &v);
-        nv.throttle(dev, &reasons);
-        nv.utilization(dev, &u);
+        if (nv.by_pci(pci_bus_id, &dev) == 0) {
+            nv.clock(dev, 1, &v);
+            nv.clock(dev, 2, &v);
+            nv.power(dev, &v);
+            nv.temperature(dev, 0, &v);
+            nv.throttle(dev, &reasons);
+            nv.utilization(dev, &u);
+        }
         double t1 = now_s();
         long k = nsample_us.fetch_add(1);
         if (k < (long)(sizeof sample_us / sizeof sample_us[0]))
             sample_us[k] = (t1 - t0) * 1e6;
         samples.fetch_add(1);
-        double next = t0 + period_s;
-        while (sampling.load() && !stop.load() && now_s() < next) {
-            struct timespec ts = {0, 200000};
-            nanosleep(&ts, NULL);
+        next.tv_nsec += period_ns % 1000000000L;
+        next.tv_sec += period_ns / 1000000000L;
+        if (next.tv_nsec >= 1000000000L) {
+            next.tv_sec++;
+            next.tv_nsec -= 1000000000L;
         }
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0)
+            ;
     }
-    return NULL;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -149,12 +177,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "sampler_ab: --hz and --phase-ms must be > 0, --pairs 2 to 10000\n");
         return 1;
     }
-    period_s = 1.0 / hz;
+    period_ns = (long)(1e9 / hz);
     if (load_nvml() != 0) {
         fprintf(stderr, "sampler_ab: cannot load NVML (libnvidia-ml.so.1)\n");
         return 2;
     }
     cudaError_t e = cudaFree(0);
+    if (e != cudaSuccess) {
+        fprintf(stderr, "sampler_ab: CUDA: %s\n", cudaGetErrorString(e));
+        return 1;
+    }
+    e = cudaDeviceGetPCIBusId(pci_bus_id, sizeof pci_bus_id, 0);
     if (e != cudaSuccess) {
         fprintf(stderr, "sampler_ab: CUDA: %s\n", cudaGetErrorString(e));
         return 1;
@@ -171,7 +204,7 @@ int main(int argc, char **argv)
     for (int p = 0; p < pairs; p++) {
         for (int half = 0; half < 2; half++) {
             int is_on = (p % 2 == 0) == (half == 0); /* ABBA: on,off / off,on / ... */
-            sampling.store(is_on);
+            set_sampling(is_on);
             long s0 = samples.load(), n = 0;
             double t0 = now_s(), t;
             do {
@@ -192,8 +225,8 @@ int main(int argc, char **argv)
         }
         ratio[p] = on[p] / off[p];
     }
-    sampling.store(0);
     stop.store(1);
+    set_sampling(0);
     pthread_join(th, NULL);
 
     /* bootstrap of the median of the paired ratios: 2000 resamples, fixed seed */

@@ -20,18 +20,24 @@ every figure is a ratio of two step medians of that process:
           after them the way CUPTI documents dynamic detach (--bare-windows).
   plain   no profiler: the same classification of steps, the method's null (its ratio
           must be ~1.00), and the reference for the steady tier's steps outside windows.
+  before  optional: `window` with an earlier agent library (--before-lib), to measure a
+          change of the agent side by side (the edges, paired per round).
   per run: added = median(window steps, each window's first step left out: it pays the
            attach) / median(steps outside windows, the two steps after each window left
            out: the detach) - 1
   per round: added(meridian) / added(bare)   goal <= 1.10, the issue's full-trace goal,
            measured per traced step.
 Also printed, between processes as in tiers.py: the steady tier's steps outside windows
-against the plain run's (median/median), for reference only.
+against the plain run's (median/median), for reference only; and, in one process again, what
+the edges of meridian's windows add to their steps in ms (the attach step, the two steps
+after the window that close and detach), and from them the steady tier's whole-run cost at
+the issue's 10/200 windows without the cost outside windows (edges + 9 traced steps).
 Workloads: storm (kernel_storm --steps, 1,000 empty kernels a step, NVTX step ranges ending
 in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world size 1).
 
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
-       [--variants window,bare,plain] [--rounds 5] [--steps 400] [--windows 20/100@10]
+       [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
+       [--windows 20/100@10]
        [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume] [--report-only]
 """
 import argparse
@@ -48,7 +54,11 @@ import tiers  # noqa: E402  (options, run loop, step parser, bootstrap)
 
 ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
-          "n_traced", "windows", "wall_s", "rc", "machine"]
+          "n_traced", "windows", "wall_s", "rc", "machine", "attach_ms", "detach1_ms",
+          "detach2_ms"]
+EDGES = (("attach_ms", "the window's first step (meridian attaches in it)", 0),
+         ("detach1_ms", "the step after the window (closing: the boundary)", 1),
+         ("detach2_ms", "the second step after (flush and cuptiFinalize)", 2))
 
 
 def parse_windows(spec):
@@ -74,6 +84,17 @@ def classify_window_run(ms, windows):
     return traced, untraced
 
 
+def edge_costs(ms, windows, untraced_median):
+    """What the edges of the windows add, in ms over the run's untraced median (the median
+    over windows): {attach_ms: step first, detach1_ms: last + 1, detach2_ms: last + 2}."""
+    out = {}
+    for key, _, at in EDGES:
+        vals = [ms[(first if at == 0 else last + at)] - untraced_median
+                for first, last in windows if (first if at == 0 else last + at) < len(ms)]
+        out[key] = "%.4f" % statistics.median(vals) if vals else ""
+    return out
+
+
 def command(a, workload, variant, db):
     env = tiers.job_env()
     work = tiers.workload_argv(a.build, workload, a.steps)
@@ -85,6 +106,9 @@ def command(a, workload, variant, db):
         return work, env
     env["MERIDIAN_TRACE"] = "steady"
     env["MERIDIAN_WINDOWS"] = a.windows
+    if variant == "before":  # the same, with the agent of an earlier commit
+        return tiers.profile_argv(argparse.Namespace(meridian=a.meridian,
+                                                     agent_lib=a.before_lib), db, work), env
     return tiers.profile_argv(a, db, work), env
 
 
@@ -116,7 +140,7 @@ def run_one(a, rnd, workload, variant, writer):
         db = os.path.join(tmp, "run.db")
         cmd, env = command(a, workload, variant, db)
         out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
-        wins = recorded_windows(db) if variant == "window" else None
+        wins = recorded_windows(db) if variant in ("window", "before") else None
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
     ms = steps.get("storm" if workload == "storm" else workload)
     if rc != 0 or not ms:
@@ -125,7 +149,7 @@ def run_one(a, rnd, workload, variant, writer):
         return None
     if a.steps_csv:
         save_steps(a.steps_csv, rnd, workload, variant, ms)
-    if variant == "window":
+    if variant in ("window", "before"):
         expect = window_steps(spec, len(ms))
         if wins is None:
             print(f"inproc: round {rnd} {workload}: no window_records readable; using the "
@@ -142,7 +166,8 @@ def run_one(a, rnd, workload, variant, writer):
                traced_ms="%.4f" % statistics.median(traced), n_untraced=len(untraced),
                n_traced=len(traced),
                windows=" ".join(f"{f}-{l}" for f, l in wins) if wins else "",
-               wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id())
+               wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id(),
+               **edge_costs(ms, wins, statistics.median(untraced)))
     writer.writerow(row)
     print(f"inproc: round {rnd} {workload:12s} {variant:6s} untraced {row['untraced_ms']} ms "
           f"traced {row['traced_ms']} ms ({len(untraced)}/{len(traced)} steps, {wall:.1f} s)",
@@ -197,6 +222,56 @@ def report(rows):
             cis = "%.4f-%.4f" % ci if ci else "-"
             print(f"  {w:12s} {label:46s} {statistics.median(vals):.4f}  [{cis}]  "
                   f"n={len(vals)}  {goal}")
+    report_edges(rows)
+
+
+def steady_estimate(r, length, period):
+    """The steady tier's cost over a whole run with windows LENGTH/PERIOD, from one window
+    run's in-process figures: (attach + both detach steps + (LENGTH - 1) traced steps' added
+    time) / (PERIOD untraced steps). What runs outside windows all the time is not in it
+    (no in-process design can remove the agent: tiers.py's between-process ratio is)."""
+    u, t = float(r["untraced_ms"]), float(r["traced_ms"])
+    edges = sum(float(r[k]) for k, _, _ in EDGES)
+    return (edges + (length - 1) * (t - u)) / (period * u)
+
+
+def report_edges(rows):
+    """The steady tier's edges in ms and the whole-run estimate (window and before runs;
+    rows of older CSVs have no edges)."""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0" and r["variant"] in ("window", "before") and r.get("attach_ms"):
+            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    if not by:
+        return
+    print("\ninproc: what a window's edges add to their step, ms over the run's untraced "
+          "median (median over windows, then over rounds; 95% bootstrap interval)")
+
+    def line(label, vals, f):
+        ci = tiers.bootstrap(vals)
+        cis = (f + "-" + f) % ci if ci else "-"
+        return f"{label} {f % statistics.median(vals)}  [{cis}]  n={len(vals)}"
+    for (w, v), rs in sorted(by.items()):
+        for key, label, _ in EDGES:
+            vals = [float(r[key]) for r in rs if r.get(key)]
+            if vals:
+                print("  " + line(f"{w:12s} {v:6s} {label:52s}", vals, "%+.3f"))
+    print("\ninproc: the steady tier at the issue's 10/200 windows, estimated from these "
+          "in-process figures (edges + 9 traced steps' added time, over 200 untraced steps; "
+          "the cost outside windows is not in it)")
+    for (w, v), rs in sorted(by.items()):
+        vals = [steady_estimate(r, 10, 200) for r in rs]
+        print("  " + line(f"{w:12s} {v:6s} {'added to the mean step':52s}", vals, "%+.4f"))
+    pairs = {}
+    for (w, v), rs in by.items():
+        for r in rs:
+            d = sum(float(r[k]) for k in ("detach1_ms", "detach2_ms"))
+            pairs.setdefault(w, {}).setdefault(int(r["round"]), {})[v] = d
+    for w, rounds in sorted(pairs.items()):
+        diffs = [p["window"] - p["before"] for p in rounds.values() if len(p) == 2]
+        if diffs:
+            print("  " + line(f"{w:12s} {'detach steps, window - before (ms, paired)':59s}",
+                              diffs, "%+.3f"))
 
 
 def main(argv):
@@ -208,14 +283,21 @@ def main(argv):
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--windows", default="20/100@10")
     ap.add_argument("--steps-csv", default="", help="also append every step's time here")
+    ap.add_argument("--before-lib", default="",
+                    help="an earlier agent library for the variant `before` (the window "
+                         "variant with that agent: a change measured side by side)")
     a = ap.parse_args(argv)
     parse_windows(a.windows)
     if a.report_only:
         report(tiers.read_rows(a.csv))
         return 0
     vs = a.variants.split(",")
-    if not vs or set(vs) - {"window", "bare", "plain"}:
-        raise SystemExit(f"inproc: --variants {a.variants}: choose from window, bare, plain")
+    if not vs or set(vs) - {"window", "bare", "plain", "before"}:
+        raise SystemExit(f"inproc: --variants {a.variants}: choose from window, bare, plain, "
+                         f"before")
+    if "before" in vs and not os.path.isfile(a.before_lib):
+        raise SystemExit(f"inproc: the variant `before` needs --before-lib, an agent library "
+                         f"file (got {a.before_lib!r})")
     k = len(vs)
     plan = [(rnd, w, v) for rnd in range(1, a.rounds + 1) for w in a.workloads.split(",")
             for v in vs[(rnd - 1) % k:] + vs[:(rnd - 1) % k]]

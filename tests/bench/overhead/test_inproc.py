@@ -4,14 +4,17 @@
 A stand-in kernel_storm prints per-step times that depend on how it was started: 1000 us a
 step plain; with --bare-windows L/P@O, 1200 us inside those windows and 4000 us on each
 window's first step (the attach); under the stand-in `meridian profile` (FAKE_MERIDIAN=1)
-1010 us outside windows, 1300 us inside, 5000 us on each window's attach step and 3000 us on
-the two detach steps after it. The stand-in meridian records the windows it ran in a
-window_records table at its -o path, as the real store does (FAKE_SHIFT moves them one step
-later). The benchmark must report exactly the figures those imply: meridian +28.71%, bare
-+20.00%, their ratio 1.4356, the plain null 1.0000, steady-outside/plain 1.0100; with
+1010 us outside windows, 1300 us inside, 5000 us on each window's attach step and 3000 and
+2500 us on the two detach steps after it. The stand-in meridian records the windows it ran
+in a window_records table at its -o path, as the real store does (FAKE_SHIFT moves them one
+step later). The benchmark must report exactly the figures those imply: meridian +28.71%,
+bare +20.00%, their ratio 1.4356, the plain null 1.0000, steady-outside/plain 1.0100, the
+window's edges +3.990 ms (attach), +1.990 and +1.490 ms (the two detach steps); with
 shifted windows it must say so and classify by the recorded ones (same figures); the bare
-variant must be given the windows; a bad window specification and an unknown variant are
-refused.
+variant must be given the windows. With an earlier agent (`before`, --before-lib: the
+stand-in's detach steps 1 ms slower each) the paired difference must be -2.000 ms and the
+10/200 whole-run estimates +0.0499 (window) and +0.0598 (before). A bad window
+specification, an unknown variant and `before` without a library are refused.
 """
 import os
 import re
@@ -34,6 +37,7 @@ def windows(spec, shift=0):
 
 
 wins = []
+before = 1000.0 if os.environ.get("FAKE_AGENT", "").endswith("before.so") else 0.0
 if os.environ.get("FAKE_MERIDIAN"):
     wins = windows(os.environ["MERIDIAN_WINDOWS"], int(os.environ.get("FAKE_SHIFT", "0")))
 elif bare and os.environ.get("BARE_CONSUMER_KINDS") != "CONCURRENT_KERNEL":
@@ -53,8 +57,10 @@ for i in range(steps):
                 us = 5000.0
             elif f < i <= l:
                 us = 1300.0
-            elif l < i <= l + 2:
-                us = 3000.0
+            elif i == l + 1:
+                us = 3000.0 + before
+            elif i == l + 2:
+                us = 2500.0 + before
     out.append("%.1f" % us)
 print("kernel_storm: launches=%d wall_s=1 us_per_launch=1 steps=%d launches_per_step=1000"
       % (steps * 1000, steps))
@@ -68,7 +74,8 @@ import os, sqlite3, subprocess, sys
 args = sys.argv[1:]
 db = args[args.index("-o") + 1]
 work = args[args.index("--") + 1:]
-env = dict(os.environ, FAKE_MERIDIAN="1", FAKE_WINDOWS_OUT=db + ".w")
+env = dict(os.environ, FAKE_MERIDIAN="1", FAKE_WINDOWS_OUT=db + ".w",
+           FAKE_AGENT=args[args.index("--agent-lib") + 1])
 rc = subprocess.call(work, env=env)
 con = sqlite3.connect(db)
 con.execute("CREATE TABLE window_records (rank INTEGER, first_step INTEGER, last_step INTEGER)")
@@ -102,7 +109,10 @@ def expect_figures(out):
             r"added\(meridian\)/added\(bare\) +1\.4356 ",
             r"added by meridian's traced step +0\.2871 ",
             r"added by the bare consumer's +0\.2000 ",
-            r"plain: window steps / other steps +1\.0000 "]
+            r"plain: window steps / other steps +1\.0000 ",
+            r"the window's first step \(meridian attaches in it\) +\+3\.990  \[",
+            r"the step after the window \(closing: the boundary\) +\+1\.990  \[",
+            r"the second step after \(flush and cuptiFinalize\) +\+1\.490  \["]
     for w in want:
         if not re.search(w, out):
             fail(f"missing {w!r}", out)
@@ -143,11 +153,31 @@ def main():
         if rc != 0:
             fail(f"exit {rc} with --report-only", out)
         expect_figures(out)
+        # an earlier agent side by side: its detach steps 1 ms slower each, paired per round
+        os.unlink(os.path.join(tmp, "r.csv"))
+        before = os.path.join(tmp, "before.so")
+        open(before, "w").close()
+        rc, out = run(tmp, {}, "--variants", "window,bare,plain,before", "--before-lib", before)
+        if rc != 0:
+            fail(f"exit {rc} with the before variant", out)
+        expect_figures(out)
+        for w in (r"storm +before +the step after the window \(closing: the boundary\) +"
+                  r"\+2\.990  \[",
+                  r"storm +before +the second step after \(flush and cuptiFinalize\) +"
+                  r"\+2\.490  \[",
+                  r"storm +window +added to the mean step +\+0\.0499  \[",
+                  r"storm +before +added to the mean step +\+0\.0598  \[",
+                  r"storm +detach steps, window - before \(ms, paired\) +-2\.000  \[.*n=3"):
+            if not re.search(w, out):
+                fail(f"missing {w!r}", out)
+        rc, out = run(tmp, {}, "--variants", "window,before")
+        if rc == 0 or "needs --before-lib" not in out:
+            fail("the before variant ran without an agent library", out)
         rc, out = run(tmp, {}, "--windows", "100/20@0")
         if rc == 0 or "LENGTH < PERIOD" not in out:
             fail("a window longer than its period was accepted", out)
         rc, out = run(tmp, {}, "--variants", "window,full")
-        if rc == 0 or "choose from window, bare, plain" not in out:
+        if rc == 0 or "choose from window, bare, plain, before" not in out:
             fail("an unknown variant was accepted", out)
     print("test_inproc: ok")
 
