@@ -39,7 +39,8 @@
 #               of an earlier commit) for inproc.py's variant `before`
 #   sampler     issue 9: tests/workloads/sampler_ab (the NVML sampler's seven calls at 10 Hz
 #               and at 100 Hz from a thread of its own, on and off in alternate phases of one
-#               process, while the main thread launches empty kernels); SAMPLER_PAIRS
+#               process, while the main thread launches empty kernels); SAMPLER_PAIRS,
+#               SAMPLER_HZ (default "10 100")
 #   hostclock   issue 9 item 4 (2 GPUs): ref_workload in the steady tier with one window, then
 #               tests/gpu/check_host_clock.py: devices without CUPTI, the agent's host-time
 #               samples true against CUPTI inside the window, the host-only refit within
@@ -458,7 +459,7 @@ stage_inproc() {
 stage_sampler() {
     local ab=$BUILD/tests/workloads/sampler_ab
     [ -x "$ab" ] || { say "sampler: SKIPPED: sampler_ab not built"; FAILED+=(sampler_skipped); return 0; }
-    for hz in 10 100; do
+    for hz in ${SAMPLER_HZ:-10 100}; do
         run_logged "sampler_${hz}hz" 200 "$ab" --hz "$hz" --pairs "${SAMPLER_PAIRS:-40}" --phase-ms 500
         grep -E '^sampler_ab:' "$WORK/logs/sampler_${hz}hz.log" | sed 's/^/    /' >>"$SUMMARY"
     done
