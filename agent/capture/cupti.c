@@ -127,10 +127,13 @@ static struct {
     /* The RUNTIME and DRIVER callback domains, wanted only from a window's close until its
      * boundary is set, and again from the forced flush until the finalize (domains_sync):
      * CB_OFF, CB_BOUNDARY (close: wait for the first API entry) or CB_TEARDOWN (the next
-     * API exit finalizes); cb_applied is what CUPTI has now, changed under cb_lock only. */
-    _Atomic int cb_wanted;
+     * API exit finalizes); cb_applied is what CUPTI has now, changed under cb_mu only.
+     * quiet_req: a window closed; the helper thread turns the domains off once the
+     * boundary is set (never a callback: run 36 crashed PyTorch jobs when the boundary's
+     * own callback turned them off). */
+    _Atomic int cb_wanted, quiet_req;
     int cb_applied;
-    atomic_flag cb_lock;
+    pthread_mutex_t cb_mu;
     _Atomic int nccl_link; /* a communicator of >= 2 ranks exists (mrd__cupti_nccl_comm) */
     _Atomic uint32_t boundary;
     _Atomic int64_t flush_ns;
@@ -140,7 +143,7 @@ static struct {
     pthread_cond_t wake;
     int stop;
 } cu = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
-      .cb_lock = ATOMIC_FLAG_INIT};
+      .cb_mu = PTHREAD_MUTEX_INITIALIZER};
 
 enum { CB_OFF, CB_BOUNDARY, CB_TEARDOWN };
 
@@ -281,36 +284,25 @@ static void finalize_in_callback(void)
 }
 
 /* Brings the RUNTIME and DRIVER callback domains to what cb_wanted says. CUPTI wants a
- * subscriber's enable calls serialized: cb_lock holds them, never for anything else. A
- * thread that changes cb_wanted calls this; if another holds the lock, that one sees the
- * change after its unlock and applies it (the loop), so a caller that may not wait (a
- * callback: may_wait 0) can leave it to the holder. Callers that may wait are the
- * application thread closing a window and the helper thread. */
-static void domains_sync(int may_wait)
+ * subscriber's enable calls serialized: cb_mu holds them, never for anything else. Only
+ * the application thread closing a window and the helper thread call this, never a CUPTI
+ * callback. */
+static void domains_sync(void)
 {
-    for (;;) {
-        while (atomic_flag_test_and_set(&cu.cb_lock)) {
-            if (!may_wait)
-                return;
-            sched_yield();
-        }
-        int want = atomic_load(&cu.cb_wanted);
-        int on = want != CB_OFF;
-        if (on != cu.cb_applied && cu.sub) {
-            cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-            cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
-            cu.cb_applied = on;
-        }
-        atomic_flag_clear(&cu.cb_lock);
-        if (atomic_load(&cu.cb_wanted) == want)
-            return;
+    pthread_mutex_lock(&cu.cb_mu);
+    int on = atomic_load(&cu.cb_wanted) != CB_OFF;
+    if (on != cu.cb_applied && cu.sub) {
+        cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+        cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+        cu.cb_applied = on;
     }
+    pthread_mutex_unlock(&cu.cb_mu);
 }
 
 /* Enabled only while a window closes, in two short spans (domains_sync): from the close
- * (mrd__cupti_close) to the first API entry, which sets the boundary and turns the domains
- * off again in the same callback (the detach step's other API calls pay no callback), and
- * from the helper thread's forced flush to the API exit that finalizes. */
+ * (mrd__cupti_close) until the helper thread sees the boundary set by the first API entry
+ * (quiet_after_boundary: the detach step's other API calls pay no callback), and from the
+ * helper thread's forced flush to the API exit that finalizes. */
 static void CUPTIAPI subscriber_cb(void *userdata, CUpti_CallbackDomain domain,
                                    CUpti_CallbackId cbid, const void *data)
 {
@@ -322,12 +314,8 @@ static void CUPTIAPI subscriber_cb(void *userdata, CUpti_CallbackDomain domain,
         if (atomic_load_explicit(&cu.closing, memory_order_relaxed) &&
             atomic_load_explicit(&cu.boundary, memory_order_relaxed) == 0) {
             uint32_t expect = 0;
-            if (atomic_compare_exchange_strong(&cu.boundary, &expect,
-                                               cb->correlationId ? cb->correlationId : 1)) {
-                int want = CB_BOUNDARY; /* not when the teardown already wants them on */
-                if (atomic_compare_exchange_strong(&cu.cb_wanted, &want, CB_OFF))
-                    domains_sync(0);
-            }
+            atomic_compare_exchange_strong(&cu.boundary, &expect,
+                                           cb->correlationId ? cb->correlationId : 1);
         }
         return;
     }
@@ -508,6 +496,30 @@ void CUPTIAPI mrd__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_
     atomic_store(&cu.busy[i], 0);
 }
 
+/* The helper thread's part of a window's close: waits until the first API entry after the
+ * close has set the boundary (polling, from 50 us doubling to 5 ms: the entry usually comes
+ * within microseconds, but an application may compute for a while first), then turns the
+ * callback domains off. Gives up when a detach was asked for meanwhile (the teardown wants
+ * them on) or the exit flush has begun. */
+static void quiet_after_boundary(void)
+{
+    long wait_ns = 50000;
+    atomic_store(&cu.quiet_req, 0);
+    while (atomic_load(&cu.boundary) == 0) {
+        if (atomic_load(&cu.detach_req) != 0 || atomic_load(&cu.exiting))
+            return;
+        struct timespec ts = {0, wait_ns};
+        nanosleep(&ts, NULL);
+        if (wait_ns < 5000000)
+            wait_ns *= 2;
+    }
+    int want = CB_BOUNDARY; /* not when the teardown already wants them on */
+    if (atomic_compare_exchange_strong(&cu.cb_wanted, &want, CB_OFF) && gate_enter()) {
+        domains_sync();
+        gate_leave();
+    }
+}
+
 /* The helper thread: every MERIDIAN_CUPTI_FLUSH_MS asks CUPTI to flush completed
  * buffers (while attached), and does the first half of a window's detach: the forced
  * flush, after which the next API exit callback finalizes (teardown). While a detach is
@@ -517,7 +529,9 @@ static void *flusher_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&cu.lock);
     while (!cu.stop) {
-        if (cu.flush_ms == 0 && atomic_load(&cu.detach_req) != 1) {
+        if (atomic_load(&cu.quiet_req)) {
+            /* a window just closed: below, before anything else */
+        } else if (cu.flush_ms == 0 && atomic_load(&cu.detach_req) != 1) {
             pthread_cond_wait(&cu.wake, &cu.lock);
         } else {
             struct timespec until;
@@ -534,6 +548,11 @@ static void *flusher_main(void *arg)
         if (cu.stop)
             break;
         pthread_mutex_unlock(&cu.lock);
+        if (atomic_load(&cu.quiet_req)) {
+            quiet_after_boundary();
+            pthread_mutex_lock(&cu.lock);
+            continue;
+        }
         int req = atomic_load(&cu.detach_req);
         if (req == 1 && gate_enter()) {
             int64_t t0 = mono_ns();
@@ -544,7 +563,7 @@ static void *flusher_main(void *arg)
             /* the domains on before the teardown flag: no API exit may finalize (unsubscribe)
              * while this thread is still inside cuptiEnableDomain */
             atomic_store(&cu.cb_wanted, CB_TEARDOWN);
-            domains_sync(1);
+            domains_sync();
             atomic_store(&cu.teardown, 1);
         } else if (req == 0 && cu.flush_ms && gate_enter()) {
             cuptiActivityFlushAll(0);
@@ -870,8 +889,12 @@ void mrd__cupti_close(void)
     atomic_store(&cu.boundary, 0);
     atomic_store(&cu.closing, 1);
     atomic_store(&cu.cb_wanted, CB_BOUNDARY);
-    domains_sync(1);
+    domains_sync();
     gate_leave();
+    pthread_mutex_lock(&cu.lock); /* the helper turns them off once the boundary is set */
+    atomic_store(&cu.quiet_req, 1);
+    pthread_cond_signal(&cu.wake);
+    pthread_mutex_unlock(&cu.lock);
 }
 
 void mrd__cupti_detach_request(void)

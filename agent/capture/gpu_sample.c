@@ -23,6 +23,7 @@
  * the fingerprint's process part (mrd__env_capture): a GPU's arrival means CUDA is up.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -171,7 +172,7 @@ static void *sampler_main(void *arg)
             next.tv_sec++;
             next.tv_nsec -= 1000000000L;
         }
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0)
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
             ;
     }
     return NULL;

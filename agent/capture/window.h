@@ -28,8 +28,8 @@
  *  - pop of step B: the window closes (mrd__cupti_close): CUPTI's runtime and driver
  *    callback domains go on, the first CUDA API call after it gives the correlation
  *    boundary, and records of launches at or after it are not stored (a kernel belongs to
- *    the step in which it was launched); that first callback turns the domains off again,
- *    so the step's other API calls pay no callback;
+ *    the step in which it was launched); CUPTI's helper thread then turns the domains off
+ *    again, so the step's other API calls pay no callback;
  *  - pop of step B+1: the detach is requested (mrd__cupti_detach_request): CUPTI's helper
  *    thread force-flushes and turns the domains on, and the next CUDA API exit callback
  *    calls cuptiFinalize (CUPTI's documented dynamic detach), after which

@@ -172,7 +172,7 @@ int api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
 
 void wait_for(atomic_int *v, int value)
 {
-    for (int i = 0; i < 2000 && atomic_load(v) < value; i++) {
+    for (int i = 0; i < 2000 && atomic_load(v) != value; i++) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }

@@ -16,7 +16,7 @@ extern atomic_int kernel_on;
  * is enabled (cuptiEnableDomain). Returns 1 when the callback was made, 0 when it was off. */
 int api_call(CUpti_ApiCallbackSite site, uint32_t correlation);
 
-/* Waits (up to 2 s, by observed state) until *v reaches value; checks it did. */
+/* Waits (up to 2 s, by observed state) until *v is value; checks it is. */
 void wait_for(atomic_int *v, int value);
 
 /* The detach after a window: the helper thread's forced flush (the n-th), both domains on

@@ -9,8 +9,8 @@
  *   - InitializeInjection leaves CUPTI untouched (no subscriber, no kind);
  *   - the push of a window's first step attaches (subscribe, callbacks, kinds) and nothing
  *     else does; its last step's pop enables the API callback domains; the next API entry
- *     sets the correlation boundary (records of launches at or after it are dropped) and
- *     turns the domains off in its callback;
+ *     sets the correlation boundary (records of launches at or after it are dropped), and
+ *     the helper thread then turns the domains off (never the callback itself);
  *   - the pop of the step after the window asks the helper thread for a forced flush, the
  *     helper turns the domains on again, and the next API exit finalizes (unsubscribe +
  *     cuptiFinalize), then the window record
@@ -109,8 +109,8 @@ int main(void)
     CHECK_EQ(atomic_load(&domains_on), 0);
     step(3);
     CHECK_EQ(atomic_load(&domains_on), 2); /* closing: runtime + driver domains */
-    CHECK_EQ(api_call(CUPTI_API_ENTER, 500), 1); /* the boundary ... */
-    CHECK_EQ(atomic_load(&domains_on), 0);       /* ... turns them off in its callback */
+    CHECK_EQ(api_call(CUPTI_API_ENTER, 500), 1); /* the boundary: the helper thread ... */
+    wait_for(&domains_on, 0);                    /* ... turns them off once it is set */
     CHECK_EQ(api_call(CUPTI_API_ENTER, 501), 0); /* the step's other calls pay none */
     CHECK_EQ(deliver_kernels(497, 6), 3u); /* 497-499 kept, 500-502 dropped */
     CHECK_EQ(atomic_load(&finalized), 0);

@@ -460,7 +460,7 @@ stage_sampler() {
     local ab=$BUILD/tests/workloads/sampler_ab
     [ -x "$ab" ] || { say "sampler: SKIPPED: sampler_ab not built"; FAILED+=(sampler_skipped); return 0; }
     for hz in ${SAMPLER_HZ:-10 100}; do
-        run_logged "sampler_${hz}hz" 200 "$ab" --hz "$hz" --pairs "${SAMPLER_PAIRS:-40}" --phase-ms 500
+        run_logged "sampler_${hz}hz" $((${SAMPLER_PAIRS:-40} * 2 + 30)) "$ab" --hz "$hz" --pairs "${SAMPLER_PAIRS:-40}" --phase-ms 500
         grep -E '^sampler_ab:' "$WORK/logs/sampler_${hz}hz.log" | sed 's/^/    /' >>"$SUMMARY"
     done
     return 0

@@ -21,6 +21,7 @@
  * Exit 0, 1 on a CUDA error or a bad option, 2 when NVML cannot be loaded.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,7 @@ static void *sampler(void *arg)
 {
     struct timespec next;
     (void)arg;
+    clock_gettime(CLOCK_MONOTONIC, &next); /* the first phase may be on before it parks */
     for (;;) {
         pthread_mutex_lock(&mu);
         int parked = 0;
@@ -140,7 +142,7 @@ static void *sampler(void *arg)
             next.tv_sec++;
             next.tv_nsec -= 1000000000L;
         }
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) != 0)
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
             ;
     }
 }
