@@ -124,16 +124,6 @@ static struct {
      * entry after the close; detach_req 1 = flush asked, 2 = flushed, waiting for an API
      * exit; teardown 1 = the next API exit callback finalizes, 2 = one is doing it */
     _Atomic int closing, detach_req, teardown;
-    /* The RUNTIME and DRIVER callback domains, wanted only from a window's close until its
-     * boundary is set, and again from the forced flush until the finalize (domains_sync):
-     * CB_OFF, CB_BOUNDARY (close: wait for the first API entry) or CB_TEARDOWN (the next
-     * API exit finalizes); cb_applied is what CUPTI has now, changed under cb_mu only.
-     * quiet_req: a window closed; the helper thread turns the domains off once the
-     * boundary is set (never a callback: run 36 crashed PyTorch jobs when the boundary's
-     * own callback turned them off). */
-    _Atomic int cb_wanted, quiet_req;
-    int cb_applied;
-    pthread_mutex_t cb_mu;
     _Atomic int nccl_link; /* a communicator of >= 2 ranks exists (mrd__cupti_nccl_comm) */
     _Atomic uint32_t boundary;
     _Atomic int64_t flush_ns;
@@ -142,10 +132,7 @@ static struct {
     pthread_mutex_t lock; /* only the helper thread's sleep; never taken by callbacks */
     pthread_cond_t wake;
     int stop;
-} cu = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
-      .cb_mu = PTHREAD_MUTEX_INITIALIZER};
-
-enum { CB_OFF, CB_BOUNDARY, CB_TEARDOWN };
+} cu = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
 
 static const char *cupti_err(CUptiResult r)
 {
@@ -283,26 +270,8 @@ static void finalize_in_callback(void)
     mrd__window_detached(t1, t1 - t0, atomic_load(&cu.flush_ns));
 }
 
-/* Brings the RUNTIME and DRIVER callback domains to what cb_wanted says. CUPTI wants a
- * subscriber's enable calls serialized: cb_mu holds them, never for anything else. Only
- * the application thread closing a window and the helper thread call this, never a CUPTI
- * callback. */
-static void domains_sync(void)
-{
-    pthread_mutex_lock(&cu.cb_mu);
-    int on = atomic_load(&cu.cb_wanted) != CB_OFF;
-    if (on != cu.cb_applied && cu.sub) {
-        cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-        cuptiEnableDomain(on, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
-        cu.cb_applied = on;
-    }
-    pthread_mutex_unlock(&cu.cb_mu);
-}
-
-/* Enabled only while a window closes, in two short spans (domains_sync): from the close
- * (mrd__cupti_close) until the helper thread sees the boundary set by the first API entry
- * (quiet_after_boundary: the detach step's other API calls pay no callback), and from the
- * helper thread's forced flush to the API exit that finalizes. */
+/* Enabled only while a window closes (mrd__cupti_close): the first API entry sets the
+ * boundary; an API exit after the forced flush finalizes. */
 static void CUPTIAPI subscriber_cb(void *userdata, CUpti_CallbackDomain domain,
                                    CUpti_CallbackId cbid, const void *data)
 {
@@ -496,30 +465,6 @@ void CUPTIAPI mrd__cupti_buffer_completed(CUcontext ctx, uint32_t stream, uint8_
     atomic_store(&cu.busy[i], 0);
 }
 
-/* The helper thread's part of a window's close: waits until the first API entry after the
- * close has set the boundary (polling, from 50 us doubling to 5 ms: the entry usually comes
- * within microseconds, but an application may compute for a while first), then turns the
- * callback domains off. Gives up when a detach was asked for meanwhile (the teardown wants
- * them on) or the exit flush has begun. */
-static void quiet_after_boundary(void)
-{
-    long wait_ns = 50000;
-    atomic_store(&cu.quiet_req, 0);
-    while (atomic_load(&cu.boundary) == 0) {
-        if (atomic_load(&cu.detach_req) != 0 || atomic_load(&cu.exiting))
-            return;
-        struct timespec ts = {0, wait_ns};
-        nanosleep(&ts, NULL);
-        if (wait_ns < 5000000)
-            wait_ns *= 2;
-    }
-    int want = CB_BOUNDARY; /* not when the teardown already wants them on */
-    if (atomic_compare_exchange_strong(&cu.cb_wanted, &want, CB_OFF) && gate_enter()) {
-        domains_sync();
-        gate_leave();
-    }
-}
-
 /* The helper thread: every MERIDIAN_CUPTI_FLUSH_MS asks CUPTI to flush completed
  * buffers (while attached), and does the first half of a window's detach: the forced
  * flush, after which the next API exit callback finalizes (teardown). While a detach is
@@ -529,9 +474,7 @@ static void *flusher_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&cu.lock);
     while (!cu.stop) {
-        if (atomic_load(&cu.quiet_req)) {
-            /* a window just closed: below, before anything else */
-        } else if (cu.flush_ms == 0 && atomic_load(&cu.detach_req) != 1) {
+        if (cu.flush_ms == 0 && atomic_load(&cu.detach_req) != 1) {
             pthread_cond_wait(&cu.wake, &cu.lock);
         } else {
             struct timespec until;
@@ -548,11 +491,6 @@ static void *flusher_main(void *arg)
         if (cu.stop)
             break;
         pthread_mutex_unlock(&cu.lock);
-        if (atomic_load(&cu.quiet_req)) {
-            quiet_after_boundary();
-            pthread_mutex_lock(&cu.lock);
-            continue;
-        }
         int req = atomic_load(&cu.detach_req);
         if (req == 1 && gate_enter()) {
             int64_t t0 = mono_ns();
@@ -560,10 +498,6 @@ static void *flusher_main(void *arg)
             atomic_store(&cu.flush_ns, mono_ns() - t0);
             gate_leave();
             atomic_store(&cu.detach_req, 2);
-            /* the domains on before the teardown flag: no API exit may finalize (unsubscribe)
-             * while this thread is still inside cuptiEnableDomain */
-            atomic_store(&cu.cb_wanted, CB_TEARDOWN);
-            domains_sync();
             atomic_store(&cu.teardown, 1);
         } else if (req == 0 && cu.flush_ms && gate_enter()) {
             cuptiActivityFlushAll(0);
@@ -784,8 +718,6 @@ static void open_gate(CUpti_SubscriberHandle sub)
     cu.sub = sub;
     atomic_store(&cu.boundary, 0);
     atomic_store(&cu.closing, 0);
-    atomic_store(&cu.cb_wanted, CB_OFF); /* a new subscriber has no domain enabled */
-    cu.cb_applied = 0;
     atomic_fetch_add(&cu.gen, 1);
     atomic_store(&cu.owned, 1);
     atomic_store(&cu.attached, 1);
@@ -882,19 +814,22 @@ int mrd__cupti_attach(void)
     return 0;
 }
 
+/* The domains stay on from here to the finalize, although only the first API entry (the
+ * boundary) and one API exit after the forced flush are needed: runs 36 and 37 (session
+ * 10, tests/bench/overhead/RESULTS-tiers.md) turned them off once the boundary was set and
+ * on again for the finalize, from the boundary's own callback and then from the helper
+ * thread; both crashed multi-threaded PyTorch jobs (SIGSEGV, "corrupted double-linked
+ *  list") in 5 of 5 and 2 of 6 runs, while this way has never crashed. Toggling callback
+ * domains while other threads are inside CUDA calls is not safe with CUPTI 13.0. */
 void mrd__cupti_close(void)
 {
     if (!gate_enter())
         return;
     atomic_store(&cu.boundary, 0);
     atomic_store(&cu.closing, 1);
-    atomic_store(&cu.cb_wanted, CB_BOUNDARY);
-    domains_sync();
+    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
     gate_leave();
-    pthread_mutex_lock(&cu.lock); /* the helper turns them off once the boundary is set */
-    atomic_store(&cu.quiet_req, 1);
-    pthread_cond_signal(&cu.wake);
-    pthread_mutex_unlock(&cu.lock);
 }
 
 void mrd__cupti_detach_request(void)

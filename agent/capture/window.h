@@ -25,15 +25,12 @@
  * A window of steps A..B (consecutive window steps form one window):
  *  - push of step A: CUPTI is attached on that thread (mrd__cupti_attach, ~11-12 ms on an
  *    H200), so every kernel launched from then on is traced;
- *  - pop of step B: the window closes (mrd__cupti_close): CUPTI's runtime and driver
- *    callback domains go on, the first CUDA API call after it gives the correlation
- *    boundary, and records of launches at or after it are not stored (a kernel belongs to
- *    the step in which it was launched); CUPTI's helper thread then turns the domains off
- *    again, so the step's other API calls pay no callback;
+ *  - pop of step B: the window closes (mrd__cupti_close): the first CUDA API call after it
+ *    gives the correlation boundary, and records of launches at or after it are not
+ *    stored (a kernel belongs to the step in which it was launched);
  *  - pop of step B+1: the detach is requested (mrd__cupti_detach_request): CUPTI's helper
- *    thread force-flushes and turns the domains on, and the next CUDA API exit callback
- *    calls cuptiFinalize (CUPTI's documented dynamic detach), after which
- *    mrd__window_detached records the window.
+ *    thread force-flushes, and the next CUDA API exit callback calls cuptiFinalize (CUPTI's
+ *    documented dynamic detach), after which mrd__window_detached records the window.
  *    Step B+1 runs attached so that step B's kernels, still on the GPU at its pop, are
  *    complete before the flush; its records are dropped by the boundary.
  * The steps in which a rank attached (A) and detached (B+1) are in the window record.

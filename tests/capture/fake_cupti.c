@@ -184,7 +184,6 @@ void wait_for(atomic_int *v, int value)
 void detach(int n)
 {
     wait_for(&flush_forced, n);
-    wait_for(&domains_on, 2); /* the helper thread turns them on for the finalize */
     for (int i = 0; i < 2000 && atomic_load(&finalized) < n; i++) {
         api_call(CUPTI_API_EXIT, 600);
         struct timespec ts = {0, 1000000};

@@ -19,8 +19,8 @@ int api_call(CUpti_ApiCallbackSite site, uint32_t correlation);
 /* Waits (up to 2 s, by observed state) until *v is value; checks it is. */
 void wait_for(atomic_int *v, int value);
 
-/* The detach after a window: the helper thread's forced flush (the n-th), both domains on
- * again, then API exits until one finalizes (the n-th cuptiFinalize). */
+/* The detach after a window: the helper thread's forced flush (the n-th), then API exits
+ * until one finalizes (the n-th cuptiFinalize). */
 void detach(int n);
 
 /* The window events in the ring, in order, written into out as "FIRST-LAST REASON a=US
