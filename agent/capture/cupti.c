@@ -818,8 +818,8 @@ int mrd__cupti_attach(void)
  * boundary) and one API exit after the forced flush are needed: runs 36 and 37 (session
  * 10, tests/bench/overhead/RESULTS-tiers.md) turned them off once the boundary was set and
  * on again for the finalize, from the boundary's own callback and then from the helper
- * thread; both crashed multi-threaded PyTorch jobs (SIGSEGV, "corrupted double-linked
- *  list") in 5 of 5 and 2 of 6 runs, while this way has never crashed. Toggling callback
+ * thread; both crashed multi-threaded PyTorch jobs (SIGSEGV; "corrupted double-linked
+ * list") in 5 of 5 and 2 of 6 runs, while this way has never crashed. Toggling callback
  * domains while other threads are inside CUDA calls is not safe with CUPTI 13.0. */
 void mrd__cupti_close(void)
 {
