@@ -13,8 +13,15 @@
  * NCCL communicator's init (mrd__gpu_from_driver: the device current on NCCL's thread, its
  * PCI bus id, UUID and name asked of the CUDA driver the process already loaded).
  *
- * Workload: at most MAX_DEVICES devices x 10 Hz x six NVML calls (each a driver ioctl,
- * tens of microseconds): nothing on application threads. A fork child has no sampler
+ * Rate: MERIDIAN_GPU_SAMPLE_HZ (default 10, 0 to 100; read once when the thread starts; a
+ * bad value is said once on stderr and samples stay off): 0 keeps the thread for the
+ * fingerprint's identity only, waiting for new devices, with no readings. Why a knob: the
+ * NVML calls contend with a launching thread in the driver; on a launch-bound storm the
+ * sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37, tests/bench/overhead/RESULTS-tiers.md).
+ *
+ * Workload: at most MAX_DEVICES devices x HZ x seven NVML calls (the handle by PCI bus id,
+ * six readings; each a driver ioctl, ~32 us a sample on an H200): nothing on application
+ * threads. A fork child has no sampler
  * (threads do not survive fork); the thread ends with the process.
  *
  * The same thread reads each device's identity once for the environment fingerprint
@@ -27,14 +34,16 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "capture.h"
 #include "worker.h"
 
-#define PERIOD_NS 100000000L /* 10 Hz */
-#define MAX_DEVICES 16       /* a rank drives one to a few GPUs; more are ignored */
+#define DEFAULT_HZ 10
+#define MAX_HZ 100
+#define MAX_DEVICES 16 /* a rank drives one to a few GPUs; more are ignored */
 
 struct device {
     uint32_t device;
@@ -42,8 +51,10 @@ struct device {
     int identified; /* its fingerprint keys were written */
 };
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t added = PTHREAD_COND_INITIALIZER; /* a device arrived (rate 0) */
 static struct device devices[MAX_DEVICES];
 static unsigned ndevices;
+static long period_ns; /* 0: identity only, no readings */
 
 /* The few NVML entry points used, declared here (no NVML headers needed to build). */
 typedef struct nvml_device *nvml_device_t;
@@ -165,10 +176,24 @@ static void *sampler_main(void *arg)
                 devices[i].identified = 1; /* slots are never reordered */
                 pthread_mutex_unlock(&mu);
             }
-            sample(&d[i]);
+            if (period_ns > 0)
+                sample(&d[i]);
         }
-        next.tv_nsec += PERIOD_NS;
-        if (next.tv_nsec >= 1000000000L) {
+        if (period_ns == 0) { /* identity only: sleep until a device needs one */
+            pthread_mutex_lock(&mu);
+            for (;;) {
+                unsigned k = 0;
+                while (k < ndevices && devices[k].identified)
+                    k++;
+                if (k < ndevices)
+                    break;
+                pthread_cond_wait(&added, &mu);
+            }
+            pthread_mutex_unlock(&mu);
+            continue;
+        }
+        next.tv_nsec += period_ns;
+        while (next.tv_nsec >= 1000000000L) {
             next.tv_sec++;
             next.tv_nsec -= 1000000000L;
         }
@@ -178,11 +203,32 @@ static void *sampler_main(void *arg)
     return NULL;
 }
 
+/* MERIDIAN_GPU_SAMPLE_HZ -> period_ns (0: no readings). */
+static void read_rate(void)
+{
+    const char *s = getenv("MERIDIAN_GPU_SAMPLE_HZ");
+    char *end = NULL;
+    long hz = DEFAULT_HZ;
+    if (s && *s) {
+        errno = 0;
+        hz = strtol(s, &end, 10);
+        if (errno || *end || hz < 0 || hz > MAX_HZ) {
+            fprintf(stderr,
+                    "meridian: MERIDIAN_GPU_SAMPLE_HZ=%s is not a whole number in 0..%d; "
+                    "GPU samples (NVML) stay off, the rest of capture goes on\n",
+                    s, MAX_HZ);
+            hz = 0;
+        }
+    }
+    period_ns = hz > 0 ? 1000000000L / hz : 0;
+}
+
 static void start_once(void)
 {
     pthread_t t;
     if (load_nvml() < 0)
         return; /* no NVML: no samples */
+    read_rate();
     if (mrd_worker_start(&t, "meridian-nvml", sampler_main, NULL) == 0)
         pthread_detach(t);
 }
@@ -249,6 +295,7 @@ void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
                  pci_bus_id ? pci_bus_id : "");
         if (i == ndevices)
             ndevices++;
+        pthread_cond_signal(&added);
     }
     pthread_mutex_unlock(&mu);
     mrd__env_capture(); /* CUDA is up: the fingerprint's process part, once */

@@ -6,13 +6,15 @@
  * MPI_Get_library_version: found by the agent in the global scope, as in a process linked
  * against NCCL, the CUDA runtime and MPI). With FAKE_LIBCUDA (fake_libcuda.c: device 2,
  * driver 13.1) loaded RTLD_GLOBAL first, and fake_nvml.c on LD_LIBRARY_PATH, one NCCL
- * communicator's init brings the GPU: the driver waits until the NVML sampler has read it
- * (the identity keys come first in a round), then finalizes and exits normally, so the
- * agent's exit path delivers everything. With "-" there is no driver and no GPU: only the
+ * communicator's init brings the GPU: the driver waits until the NVML sampler has read its
+ * identity and then ENV_DRIVER_SAMPLES readings (default 1; 0: it waits 300 ms more and
+ * fails if any reading was taken, for MERIDIAN_GPU_SAMPLE_HZ=0), then finalizes and exits
+ * normally, so the agent's exit path delivers everything. With "-" there is no driver and no GPU: only the
  * process keys, from the communicator's init.
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -51,14 +53,17 @@ static int fail(const char *what)
 
 int main(int argc, char **argv)
 {
-    int (*samples)(void) = NULL;
+    int (*samples)(void) = NULL, (*identified)(void) = NULL;
+    const char *want_env = getenv("ENV_DRIVER_SAMPLES");
+    int want = want_env ? atoi(want_env) : 1;
     if (argc != 3)
         return fail("usage: env_driver /abs/libmeridian.so FAKE_LIBCUDA|-");
     if (strcmp(argv[2], "-") != 0) {
         if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL))
             return fail(dlerror());
         void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!nvml || !(samples = (int (*)(void))dlsym(nvml, "fake_nvml_samples")))
+        if (!nvml || !(samples = (int (*)(void))dlsym(nvml, "fake_nvml_samples")) ||
+            !(identified = (int (*)(void))dlsym(nvml, "fake_nvml_identified")))
             return fail("fake NVML not on LD_LIBRARY_PATH");
     }
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
@@ -72,11 +77,16 @@ int main(int argc, char **argv)
     p->init(&ctx, 0x5eed, &mask, "world", 1, 1, 0, NULL);
     if (!ctx)
         return fail("NCCL plugin inactive");
-    /* the sampler's first round: identity, then readings (observed, not slept on) */
-    for (int i = 0; samples && samples() < 1; i++) {
+    /* the sampler's identity read, then WANT readings (observed, not slept on) */
+    for (int i = 0; identified && (identified() < 1 || samples() < want); i++) {
         if (i == 3000)
-            return fail("the NVML sampler never read the GPU within 30 s");
+            return fail("the NVML sampler never identified or read the GPU within 30 s");
         nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    if (samples && want == 0) { /* no readings wanted: a 10 Hz sampler would take ~3 here */
+        nanosleep(&(struct timespec){0, 300000000}, NULL);
+        if (samples() != 0)
+            return fail("the NVML sampler read the GPU although no readings were wanted");
     }
     p->finalize(ctx);
     dlclose(lib);

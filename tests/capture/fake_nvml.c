@@ -2,9 +2,9 @@
  * 0000:9A:00.0 (fake_libcuda.c's device 2), with a fixed name, UUID, memory and maximum
  * clocks, and readings for the sampler. The agent dlopens "libnvidia-ml.so.1"; the test
  * puts this library's directory on LD_LIBRARY_PATH. fake_nvml_samples counts the sampler's
- * completed readings (its last call per device is the utilization), so a driver can wait
- * until the sampler has run a whole round (identity first, then readings) instead of
- * sleeping. */
+ * completed readings (its last call per device is the utilization) and fake_nvml_identified
+ * its identity reads (the last is the maximum memory clock), so a driver can wait until the
+ * sampler has done either instead of sleeping. */
 #include <stdatomic.h>
 #include <string.h>
 #include <strings.h>
@@ -20,7 +20,7 @@ struct nvml_memory {
 static struct fake_dev {
     int unused;
 } the_gpu;
-static atomic_int samples;
+static atomic_int samples, identified;
 
 int nvmlInit_v2(void);
 int nvmlDeviceGetHandleByPciBusId_v2(const char *bus_id, nvml_device_t *dev);
@@ -34,6 +34,7 @@ int nvmlDeviceGetName(nvml_device_t dev, char *buf, unsigned len);
 int nvmlDeviceGetUUID(nvml_device_t dev, char *buf, unsigned len);
 int nvmlDeviceGetMemoryInfo(nvml_device_t dev, struct nvml_memory *m);
 int fake_nvml_samples(void);
+int fake_nvml_identified(void);
 
 int nvmlInit_v2(void)
 {
@@ -57,6 +58,8 @@ int nvmlDeviceGetClockInfo(nvml_device_t dev, int type, unsigned *mhz)
 int nvmlDeviceGetMaxClockInfo(nvml_device_t dev, int type, unsigned *mhz)
 {
     *mhz = type == 1 ? 1980 : 3201; /* NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 */
+    if (type == 2)                  /* the identity's last reading */
+        atomic_fetch_add(&identified, 1);
     return 0;
 }
 
@@ -115,4 +118,9 @@ int nvmlDeviceGetMemoryInfo(nvml_device_t dev, struct nvml_memory *m)
 int fake_nvml_samples(void)
 {
     return atomic_load(&samples);
+}
+
+int fake_nvml_identified(void)
+{
+    return atomic_load(&identified);
 }

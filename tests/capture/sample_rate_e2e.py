@@ -1,0 +1,84 @@
+"""capture_sample_rate: MERIDIAN_GPU_SAMPLE_HZ, the NVML sampler's rate, from the real
+libmeridian.so through a real meridiand, no GPU (the stand-in CUDA driver and NVML of
+capture_env_e2e: fake_libcuda.c's device 2, fake_nvml.c).
+
+One rank per case, each with its own meridiand and database:
+- HZ=0: the GPU's identity is still read (its gpu2.* fingerprint keys are stored) but no
+  reading is taken (the driver waits 300 ms after the identity and fails on any) and the
+  database has no gpu_samples row;
+- HZ=abc (not a number) and HZ=101 (over the cap): one line on stderr naming the variable,
+  the range and what stays off; no gpu_samples row; the identity and the job go on;
+- HZ=50: the driver waits for 5 readings; at least 5 gpu_samples rows of device 2, each with
+  the stand-in's readings (SM 1755 MHz, power 400000 mW, 90% utilisation).
+"""
+import argparse
+import os
+import sqlite3
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+import itest  # noqa: E402
+
+p = argparse.ArgumentParser()
+p.add_argument("--meridiand", required=True)
+p.add_argument("--driver", required=True)
+p.add_argument("--agent", required=True)
+p.add_argument("--fake-libcuda", required=True)
+p.add_argument("--fake-nvml-dir", required=True)
+p.add_argument("--workdir", default=None)
+p.add_argument("--keep", action="store_true")
+args = p.parse_args()
+
+
+def run_case(name, hz, want_samples):
+    """Runs one rank with MERIDIAN_GPU_SAMPLE_HZ=hz; returns (driver output, db rows)."""
+    wd = itest.Workdir(args, "capture_sample_rate_" + name)
+    d = itest.Daemon(args.meridiand, wd, run_id="rate-" + name)
+    d.start()
+    env = {k: v for k, v in os.environ.items()
+           if k in ("PATH", "HOME") or k.endswith("SAN_OPTIONS")}
+    env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
+                "MERIDIAN_AGGREGATOR": d.addr(), "MERIDIAN_RUN_ID": d.run_id,
+                "MERIDIAN_SECRET_FILE": d.secret_file,
+                "LD_LIBRARY_PATH": os.path.abspath(args.fake_nvml_dir),
+                "MERIDIAN_GPU_SAMPLE_HZ": hz, "ENV_DRIVER_SAMPLES": str(want_samples)})
+    try:
+        r = subprocess.run([args.driver, os.path.abspath(args.agent),
+                            os.path.abspath(args.fake_libcuda)], env=env, timeout=90,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except subprocess.TimeoutExpired:
+        itest.fail("%s: the driver did not exit within 90 s" % name)
+    print(r.stdout, end="")
+    if r.returncode != 0:
+        itest.fail("%s: the driver exited %d" % (name, r.returncode))
+    if d.stop() != 0:
+        itest.fail("%s: meridiand did not exit 0" % name)
+    db = sqlite3.connect(d.db)
+    samples = db.execute("SELECT device, sm_clock_mhz, power_mw, utilization_pct "
+                         "FROM gpu_samples").fetchall()
+    keys = {k for (k,) in db.execute("SELECT s.value FROM env_records e "
+                                     "JOIN strings s ON s.id = e.key_id")}
+    db.close()
+    if "gpu2.name" not in keys:
+        itest.fail("%s: the GPU's identity (gpu2.name) was not stored: %r" % (name, keys))
+    return r.stdout, samples
+
+
+for name, hz in (("off", "0"), ("word", "abc"), ("over", "101")):
+    out, samples = run_case(name, hz, 0)
+    if samples:
+        itest.fail("%s: MERIDIAN_GPU_SAMPLE_HZ=%s stored %d gpu_samples rows, want none"
+                   % (name, hz, len(samples)))
+    said = [l for l in out.splitlines() if "MERIDIAN_GPU_SAMPLE_HZ" in l]
+    if hz == "0" and said:
+        itest.fail("off: 0 is a valid rate, yet the agent said %r" % said)
+    if hz != "0" and (len(said) != 1 or "MERIDIAN_GPU_SAMPLE_HZ=%s" % hz not in said[0]
+                      or "0..100" not in said[0] or "stay off" not in said[0]):
+        itest.fail("%s: want one line naming MERIDIAN_GPU_SAMPLE_HZ=%s, its range and what "
+                   "stays off, got %r" % (name, hz, said))
+out, samples = run_case("fifty", "50", 5)
+if len(samples) < 5 or any(s != (2, 1755, 400000, 90) for s in samples):
+    itest.fail("fifty: want >= 5 gpu_samples rows (2, 1755, 400000, 90), got %r" % samples[:8])
+itest.log("ok: rate 0 identifies without readings; bad rates said once and kept off; "
+          "rate 50 stored %d readings" % len(samples))
