@@ -1,6 +1,8 @@
 /* proto_kinds: the event-kind table (proto/kinds.table, as kinds.h's generated macros)
  * against what it stands for: the macros and the Columns messages are generated from the
- * same rows, so this checks the generator and protoc-c as much as the table.
+ * same rows, so this checks the generator's two outputs and protoc-c against each other as
+ * much as the table (a generator wrong in both the same way passes here; proto_kinds_gen,
+ * kinds_gen_test.sh, checks the generator against outputs written down once).
  *
  *  - every field against the protobuf-c descriptor of its Columns message: the field
  *    number exists, is named like the wire column, is repeated, and its type is the one
