@@ -37,7 +37,7 @@ expect() {
     local rc=$?
     [ $rc = 1 ] || bad "want exit 1 for '$3', got $rc"
     grep -qxF "$3" err.txt || bad "want '$3', got: $(cat err.txt)"
-    [ ! -e o.h ] && [ ! -e o.proto ] || bad "output left behind after '$3'"
+    if [ -e o.h ] || [ -e o.proto ]; then bad "output left behind after '$3'"; fi
 }
 P=$FIX/fixture.proto
 expect "$H
