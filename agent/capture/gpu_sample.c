@@ -1,5 +1,6 @@
 /* GPU samples: NVML readings of every GPU this rank registered (clocks, power,
- * temperature, throttle reasons, utilization), ~10 per second, as gpu_sample events.
+ * temperature, throttle reasons, utilization), MERIDIAN_GPU_SAMPLE_HZ a second (below), as
+ * gpu_sample events.
  *
  * Where it sits: capture, on a thread of its own ("meridian-nvml", started with signals
  * blocked when CUPTI reports the first device, mrd__gpu_sample_add); records go into that
@@ -172,8 +173,10 @@ static void *sampler_main(void *arg)
         for (unsigned i = 0; i < n; i++) {
             if (!d[i].identified) {
                 identify(&d[i]);
-                pthread_mutex_lock(&mu);
-                devices[i].identified = 1; /* slots are never reordered */
+                pthread_mutex_lock(&mu); /* slots are never reordered; a slot given a new
+                                          * bus id meanwhile stays unidentified */
+                if (strcmp(devices[i].pci_bus_id, d[i].pci_bus_id) == 0)
+                    devices[i].identified = 1;
                 pthread_mutex_unlock(&mu);
             }
             if (period_ns > 0)

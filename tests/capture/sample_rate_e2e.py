@@ -9,7 +9,9 @@ One rank per case, each with its own meridiand and database:
 - HZ=abc (not a number) and HZ=101 (over the cap): one line on stderr naming the variable,
   the range and what stays off; no gpu_samples row; the identity and the job go on;
 - HZ=50: the driver waits for 5 readings; at least 5 gpu_samples rows of device 2, each with
-  the stand-in's readings (SM 1755 MHz, power 400000 mW, 90% utilisation).
+  the stand-in's readings (SM 1755 MHz, power 400000 mW, 90% utilisation), their median
+  spacing under 50 ms (20 ms at 50 Hz; the default 10 Hz would be 100 ms: the sampler sleeps
+  to absolute deadlines, so the spacing does not drift with load).
 """
 import argparse
 import os
@@ -55,13 +57,14 @@ def run_case(name, hz, want_samples):
     if d.stop() != 0:
         itest.fail("%s: meridiand did not exit 0" % name)
     db = sqlite3.connect(d.db)
-    samples = db.execute("SELECT device, sm_clock_mhz, power_mw, utilization_pct "
-                         "FROM gpu_samples").fetchall()
+    samples = db.execute("SELECT device, sm_clock_mhz, power_mw, utilization_pct, host_ns "
+                         "FROM gpu_samples ORDER BY host_ns").fetchall()
     keys = {k for (k,) in db.execute("SELECT s.value FROM env_records e "
                                      "JOIN strings s ON s.id = e.key_id")}
     db.close()
     if "gpu2.name" not in keys:
         itest.fail("%s: the GPU's identity (gpu2.name) was not stored: %r" % (name, keys))
+    wd.done(True)
     return r.stdout, samples
 
 
@@ -78,7 +81,11 @@ for name, hz in (("off", "0"), ("word", "abc"), ("over", "101")):
         itest.fail("%s: want one line naming MERIDIAN_GPU_SAMPLE_HZ=%s, its range and what "
                    "stays off, got %r" % (name, hz, said))
 out, samples = run_case("fifty", "50", 5)
-if len(samples) < 5 or any(s != (2, 1755, 400000, 90) for s in samples):
+if len(samples) < 5 or any(s[:4] != (2, 1755, 400000, 90) for s in samples):
     itest.fail("fifty: want >= 5 gpu_samples rows (2, 1755, 400000, 90), got %r" % samples[:8])
+gaps = sorted(b[4] - a[4] for a, b in zip(samples, samples[1:]))
+spacing_ms = gaps[len(gaps) // 2] / 1e6
+if not 0 < spacing_ms < 50:
+    itest.fail("fifty: readings %.1f ms apart (median), want 20 ms at 50 Hz (< 50)" % spacing_ms)
 itest.log("ok: rate 0 identifies without readings; bad rates said once and kept off; "
-          "rate 50 stored %d readings" % len(samples))
+          "rate 50 stored %d readings %.1f ms apart" % (len(samples), spacing_ms))

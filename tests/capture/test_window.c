@@ -108,12 +108,15 @@ int main(void)
     step(3);
     CHECK_EQ(atomic_load(&domains_on), 2); /* closing: runtime + driver domains */
     CHECK_EQ(api_call(CUPTI_API_ENTER, 500), 1); /* the boundary */
+    CHECK_EQ(atomic_load(&domains_on), 2); /* on until the finalize (cupti.c says why) */
     CHECK_EQ(api_call(CUPTI_API_ENTER, 501), 1); /* a later entry does not move it */
     CHECK_EQ(deliver_kernels(497, 6), 3u);       /* 497-499 kept, 500-502 dropped */
     CHECK_EQ(atomic_load(&finalized), 0);
     CHECK_EQ(api_call(CUPTI_API_EXIT, 501), 1); /* no detach before the flush was asked for */
     CHECK_EQ(atomic_load(&finalized), 0);
     step(4);
+    wait_for(&flush_forced, 1);
+    CHECK_EQ(atomic_load(&domains_on), 2); /* never turned off between close and finalize */
     detach(1); /* the helper thread's forced flush, then the next API exit finalizes */
     CHECK_EQ(atomic_load(&unsubscribed), 1);
     CHECK_EQ(window_records(rec, 8), 1);

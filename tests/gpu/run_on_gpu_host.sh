@@ -435,11 +435,12 @@ stage_inproc() {
     mkdir -p "$ROOT/tiers-state"
     local before=()
     if [ -n "${INPROC_BEFORE_SRC:-}" ]; then # an earlier agent, for the variant `before`
-        local bb=$WORK/build-before
-        configure_tree configure_before "$INPROC_BEFORE_SRC" "$bb" &&
-            run_logged build_before 240 ninja -C "$bb" meridian_agent
-        local lib
-        lib=$(find "$bb" -type f -name 'libmeridian.so' ! -path '*/CMakeFiles/*' | head -1)
+        local bb=$WORK/build-before lib=""
+        rm -rf "$bb" # never a library left from an earlier call's tree
+        if configure_tree configure_before "$INPROC_BEFORE_SRC" "$bb" &&
+            run_logged build_before 240 ninja -C "$bb" meridian_agent; then
+            lib=$(find "$bb" -type f -name 'libmeridian.so' ! -path '*/CMakeFiles/*' | head -1)
+        fi
         if [ -n "$lib" ]; then before=(--before-lib "$lib"); else
             say "inproc: the earlier agent ($INPROC_BEFORE_SRC) did not build"
             FAILED+=(inproc_before_build)

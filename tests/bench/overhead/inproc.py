@@ -237,10 +237,12 @@ def steady_estimate(r, length, period):
 
 def report_edges(rows):
     """The steady tier's edges in ms and the whole-run estimate (window and before runs;
-    rows of older CSVs have no edges)."""
+    rows of older CSVs have no edges, and a run whose windows all end within two steps of
+    its last step lacks the detach steps: both are left out)."""
     by = {}
     for r in rows:
-        if str(r["rc"]) == "0" and r["variant"] in ("window", "before") and r.get("attach_ms"):
+        if (str(r["rc"]) == "0" and r["variant"] in ("window", "before")
+                and all(r.get(k) for k, _, _ in EDGES)):  # older CSVs, or too short a run
             by.setdefault((r["workload"], r["variant"]), []).append(r)
     if not by:
         return

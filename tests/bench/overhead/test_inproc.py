@@ -14,7 +14,8 @@ shifted windows it must say so and classify by the recorded ones (same figures);
 variant must be given the windows. With an earlier agent (`before`, --before-lib: the
 stand-in's detach steps 1 ms slower each) the paired difference must be -2.000 ms and the
 10/200 whole-run estimates +0.0499 (window) and +0.0598 (before). A bad window
-specification, an unknown variant and `before` without a library are refused.
+specification, an unknown variant, `before` without a library and a resume into a CSV of
+other columns are refused.
 """
 import os
 import re
@@ -170,6 +171,13 @@ def main():
                   r"storm +detach steps, window - before \(ms, paired\) +-2\.000  \[.*n=3"):
             if not re.search(w, out):
                 fail(f"missing {w!r}", out)
+        # resuming into a CSV an older version wrote (other columns) is refused, not mixed
+        with open(os.path.join(tmp, "old.csv"), "w") as f:
+            f.write("round,workload,variant,steps,untraced_ms,traced_ms,n_untraced,n_traced,"
+                    "windows,wall_s,rc,machine\n1,storm,plain,400,1,1,1,1,,1,0,m\n")
+        rc, out = run(tmp, {}, "--csv", os.path.join(tmp, "old.csv"), "--resume")
+        if rc == 0 or "resume into a new --csv" not in out:
+            fail("a resume into a CSV of other columns was not refused", out)
         rc, out = run(tmp, {}, "--variants", "window,before")
         if rc == 0 or "needs --before-lib" not in out:
             fail("the before variant ran without an agent library", out)

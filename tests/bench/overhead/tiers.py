@@ -185,6 +185,10 @@ def run_resumable(a, plan, fields, run, tag, about=""):
     writer) writes its rows through the CSV writer and returns them. Returns the rows read
     and written, for the report. Shared by tiers.py and inproc.py."""
     rows = read_rows(a.csv) if a.resume else []
+    if rows and list(rows[0].keys()) != list(fields):
+        raise SystemExit(f"{tag}: {a.csv} has the columns {list(rows[0].keys())}, this "
+                         f"version writes {list(fields)}: resume into a new --csv (and pool "
+                         f"the two with --report-only) instead of mixing them")
     done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
     new = not rows
     t_end = time.monotonic() + a.budget_s
