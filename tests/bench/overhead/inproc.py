@@ -22,6 +22,10 @@ every figure is a ratio of two step medians of that process:
           must be ~1.00), and the reference for the steady tier's steps outside windows.
   before  optional: `window` with an earlier agent library (--before-lib), to measure a
           change of the agent side by side (the edges, paired per round).
+  window_kernel, window_noflush, window_nopace, window_nosampler   optional: `window` with
+          one of meridian's mechanisms off (MERIDIAN_VARIANTS below), each reported against
+          the bare consumer and against `window`, paired per round: where a traced step's
+          excess over the bare consumer is.
   per run: added = median(window steps, each window's first step left out: it pays the
            attach) / median(steps outside windows, the two steps after each window left
            out: the detach) - 1
@@ -56,6 +60,17 @@ ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
           "n_traced", "windows", "wall_s", "rc", "machine", "attach_ms", "detach1_ms",
           "detach2_ms"]
+# Meridian's variants: the window run with these agent variables added, to find which of
+# meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
+# switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
+MERIDIAN_VARIANTS = {
+    "window": {},
+    "before": {},
+    "window_kernel": {"MERIDIAN_TRACE_KINDS": "kernel"},   # no GRAPH_TRACE
+    "window_noflush": {"MERIDIAN_CUPTI_FLUSH_MS": "0"},    # no periodic CUPTI flush
+    "window_nopace": {"MERIDIAN_CUPTI_PACE": "0"},         # the completion thread never waits
+    "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings
+}
 EDGES = (("attach_ms", "the window's first step (meridian attaches in it)", 0),
          ("detach1_ms", "the step after the window (closing: the boundary)", 1),
          ("detach2_ms", "the second step after (flush and cuptiFinalize)", 2))
@@ -106,6 +121,7 @@ def command(a, workload, variant, db):
         return work, env
     env["MERIDIAN_TRACE"] = "steady"
     env["MERIDIAN_WINDOWS"] = a.windows
+    env.update(MERIDIAN_VARIANTS[variant])
     if variant == "before":  # the same, with the agent of an earlier commit
         return tiers.profile_argv(argparse.Namespace(meridian=a.meridian,
                                                      agent_lib=a.before_lib), db, work), env
@@ -140,7 +156,7 @@ def run_one(a, rnd, workload, variant, writer):
         db = os.path.join(tmp, "run.db")
         cmd, env = command(a, workload, variant, db)
         out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
-        wins = recorded_windows(db) if variant in ("window", "before") else None
+        wins = recorded_windows(db) if variant in MERIDIAN_VARIANTS else None
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
     ms = steps.get("storm" if workload == "storm" else workload)
     if rc != 0 or not ms:
@@ -149,7 +165,7 @@ def run_one(a, rnd, workload, variant, writer):
         return None
     if a.steps_csv:
         save_steps(a.steps_csv, rnd, workload, variant, ms)
-    if variant in ("window", "before"):
+    if variant in MERIDIAN_VARIANTS:
         expect = window_steps(spec, len(ms))
         if wins is None:
             print(f"inproc: round {rnd} {workload}: no window_records readable; using the "
@@ -222,7 +238,43 @@ def report(rows):
             cis = "%.4f-%.4f" % ci if ci else "-"
             print(f"  {w:12s} {label:46s} {statistics.median(vals):.4f}  [{cis}]  "
                   f"n={len(vals)}  {goal}")
+    report_variants(rows)
     report_edges(rows)
+
+
+def report_variants(rows):
+    """Each meridian variant other than `window` against the bare consumer of its round, and
+    against `window` (paired per round): which mechanism a traced step's excess is in."""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0":
+            by.setdefault(r["workload"], {}).setdefault(int(r["round"]), {})[r["variant"]] = r
+    lines = []
+    for w, rounds in by.items():
+        names = sorted({v for vs in rounds.values() for v in vs
+                        if v in MERIDIAN_VARIANTS and v != "window"})
+        for v in names:
+            vs_bare, vs_window = [], []
+            for vr in rounds.values():
+                if v not in vr:
+                    continue
+                added = {k: float(r["traced_ms"]) / float(r["untraced_ms"]) - 1
+                         for k, r in vr.items()}
+                if "bare" in added and added["bare"] > 0:
+                    vs_bare.append(added[v] / added["bare"])
+                if "window" in added:
+                    vs_window.append(added[v] - added["window"])
+            for label, vals, f in (("added(%s)/added(bare)" % v, vs_bare, "%.4f"),
+                                   ("added(%s) - added(window)" % v, vs_window, "%+.4f")):
+                if vals:
+                    ci = tiers.bootstrap(vals)
+                    cis = (f + "-" + f) % ci if ci else "-"
+                    lines.append(f"  {w:12s} {label:46s} {f % statistics.median(vals)}  "
+                                 f"[{cis}]  n={len(vals)}")
+    if lines:
+        print("\ninproc: meridian's variants (one mechanism off each), per traced step, paired "
+              "per round")
+        print("\n".join(lines))
 
 
 def steady_estimate(r, length, period):
@@ -241,7 +293,7 @@ def report_edges(rows):
     its last step lacks the detach steps: both are left out)."""
     by = {}
     for r in rows:
-        if (str(r["rc"]) == "0" and r["variant"] in ("window", "before")
+        if (str(r["rc"]) == "0" and r["variant"] in MERIDIAN_VARIANTS
                 and all(r.get(k) for k, _, _ in EDGES)):  # older CSVs, or too short a run
             by.setdefault((r["workload"], r["variant"]), []).append(r)
     if not by:
@@ -270,7 +322,8 @@ def report_edges(rows):
             d = sum(float(r[k]) for k in ("detach1_ms", "detach2_ms"))
             pairs.setdefault(w, {}).setdefault(int(r["round"]), {})[v] = d
     for w, rounds in sorted(pairs.items()):
-        diffs = [p["window"] - p["before"] for p in rounds.values() if len(p) == 2]
+        diffs = [p["window"] - p["before"] for p in rounds.values()
+                 if "window" in p and "before" in p]
         if diffs:
             print("  " + line(f"{w:12s} {'detach steps, window - before (ms, paired)':59s}",
                               diffs, "%+.3f"))
@@ -294,9 +347,9 @@ def main(argv):
         report(tiers.read_rows(a.csv))
         return 0
     vs = a.variants.split(",")
-    if not vs or set(vs) - {"window", "bare", "plain", "before"}:
-        raise SystemExit(f"inproc: --variants {a.variants}: choose from window, bare, plain, "
-                         f"before")
+    known = ["bare", "plain"] + list(MERIDIAN_VARIANTS)
+    if not vs or set(vs) - set(known):
+        raise SystemExit(f"inproc: --variants {a.variants}: choose from {', '.join(known)}")
     if "before" in vs and not os.path.isfile(a.before_lib):
         raise SystemExit(f"inproc: the variant `before` needs --before-lib, an agent library "
                          f"file (got {a.before_lib!r})")
