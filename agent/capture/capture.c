@@ -11,7 +11,10 @@
 #include "capture.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -103,4 +106,21 @@ void mrd__cost_end(int64_t t0)
     if (atomic_fetch_add_explicit(&cost_samples, 1, memory_order_relaxed) == 0 &&
         !atomic_exchange(&registered, 1))
         mrd_agent_add_counter_source(cost_counters);
+}
+
+int mrd__capture_env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi,
+                          const char *off, unsigned *out)
+{
+    const char *s = getenv(name);
+    char *end = NULL;
+    *out = dflt;
+    if (!s || !*s)
+        return 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (*end || v < lo || v > hi) {
+        fprintf(stderr, "meridian: %s=%s is not a number in %u..%u; %s\n", name, s, lo, hi, off);
+        return -EINVAL;
+    }
+    *out = (unsigned)v;
+    return 0;
 }

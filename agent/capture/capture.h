@@ -109,6 +109,14 @@ uint64_t mrd__capture_gettid_calls(void);
  * > 0). Cuts at a UTF-8 character boundary so a truncated copy stays valid UTF-8. */
 void mrd__capture_copy_str(char *dst, size_t cap, const char *s);
 
+/* A capture source's decimal option, read once at its start (not a hot-path helper):
+ * *out = the variable's value, dflt when unset or empty. A value that is not a number in
+ * lo..hi is said once on stderr ("meridian: NAME=VALUE is not a number in LO..HI; OFF") and
+ * returns -EINVAL with *out = dflt: the caller turns off what OFF says (silently ignoring a
+ * setting would produce data nobody asked for). Used by cupti.c and gpu_sample.c. */
+int mrd__capture_env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi,
+                          const char *off, unsigned *out);
+
 /* CUPTI external correlation for NCCL kernel launches (cupti.c). Push/pop an id of kind
  * CUSTOM2 on the calling thread; no-ops (returning 0) unless this agent owns CUPTI.
  * Hot-path safe apart from the CUPTI call itself. */

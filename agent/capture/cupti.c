@@ -142,24 +142,10 @@ static const char *cupti_err(CUptiResult r)
     return s;
 }
 
-/* Reads one decimal option into *out (dflt when unset). A bad value is reported once and
- * turns CUDA capture off, as the agent does for its own options: silently ignoring a
- * setting would produce data nobody asked for. Returns 0 or -EINVAL. */
+/* One decimal option (mrd__capture_env_uint): a bad value turns CUDA capture off. */
 static int env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi, unsigned *out)
 {
-    const char *s = getenv(name);
-    char *end = NULL;
-    *out = dflt;
-    if (!s || !*s)
-        return 0;
-    unsigned long v = strtoul(s, &end, 10);
-    if (*end || v < lo || v > hi) {
-        fprintf(stderr, "meridian: %s=%s is not a number in %u..%u; CUDA capture stays off\n", name,
-                s, lo, hi);
-        return -EINVAL;
-    }
-    *out = (unsigned)v;
-    return 0;
+    return mrd__capture_env_uint(name, dflt, lo, hi, "CUDA capture stays off", out);
 }
 
 /* MERIDIAN_TRACE_KINDS: names of trace_kinds[] separated by ','; unset or "" is the

@@ -35,7 +35,6 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -209,20 +208,11 @@ static void *sampler_main(void *arg)
 /* MERIDIAN_GPU_SAMPLE_HZ -> period_ns (0: no readings). */
 static void read_rate(void)
 {
-    const char *s = getenv("MERIDIAN_GPU_SAMPLE_HZ");
-    char *end = NULL;
-    long hz = DEFAULT_HZ;
-    if (s && *s) {
-        errno = 0;
-        hz = strtol(s, &end, 10);
-        if (errno || *end || hz < 0 || hz > MAX_HZ) {
-            fprintf(stderr,
-                    "meridian: MERIDIAN_GPU_SAMPLE_HZ=%s is not a whole number in 0..%d; "
-                    "GPU samples (NVML) stay off, the rest of capture goes on\n",
-                    s, MAX_HZ);
-            hz = 0;
-        }
-    }
+    unsigned hz = DEFAULT_HZ;
+    if (mrd__capture_env_uint("MERIDIAN_GPU_SAMPLE_HZ", DEFAULT_HZ, 0, MAX_HZ,
+                              "GPU samples (NVML) stay off, the rest of capture goes on",
+                              &hz) != 0)
+        hz = 0;
     period_ns = hz > 0 ? 1000000000L / hz : 0;
 }
 

@@ -65,8 +65,7 @@ def controlled_env(rank):
            if k in ("PATH", "HOME") or k.endswith("SAN_OPTIONS")}
     env.update({
         "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-        "MERIDIAN_AGGREGATOR": d.addr(), "MERIDIAN_RUN_ID": d.run_id,
-        "MERIDIAN_SECRET_FILE": d.secret_file,
+        **d.agent_env(),
         "LD_LIBRARY_PATH": os.path.abspath(args.fake_nvml_dir),
         # kept
         "NCCL_ALGO": "Ring" if rank == 0 else "Tree", "NCCL_PROTO": "Simple", "NCCL_DEBUG": "",

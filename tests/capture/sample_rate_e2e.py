@@ -16,7 +16,6 @@ One rank per case, each with its own meridiand and database:
 import argparse
 import os
 import sqlite3
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
@@ -40,20 +39,14 @@ def run_case(name, hz, want_samples):
     d.start()
     env = {k: v for k, v in os.environ.items()
            if k in ("PATH", "HOME") or k.endswith("SAN_OPTIONS")}
+    env.update(d.agent_env())
     env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-                "MERIDIAN_AGGREGATOR": d.addr(), "MERIDIAN_RUN_ID": d.run_id,
-                "MERIDIAN_SECRET_FILE": d.secret_file,
                 "LD_LIBRARY_PATH": os.path.abspath(args.fake_nvml_dir),
                 "MERIDIAN_GPU_SAMPLE_HZ": hz, "ENV_DRIVER_SAMPLES": str(want_samples)})
-    try:
-        r = subprocess.run([args.driver, os.path.abspath(args.agent),
-                            os.path.abspath(args.fake_libcuda)], env=env, timeout=90,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    except subprocess.TimeoutExpired:
-        itest.fail("%s: the driver did not exit within 90 s" % name)
-    print(r.stdout, end="")
-    if r.returncode != 0:
-        itest.fail("%s: the driver exited %d" % (name, r.returncode))
+    rc, out = itest.run([args.driver, os.path.abspath(args.agent),
+                         os.path.abspath(args.fake_libcuda)], 90, name + ": the driver", env)
+    if rc != 0:
+        itest.fail("%s: the driver exited %d" % (name, rc))
     if d.stop() != 0:
         itest.fail("%s: meridiand did not exit 0" % name)
     db = sqlite3.connect(d.db)
@@ -65,7 +58,7 @@ def run_case(name, hz, want_samples):
     if "gpu2.name" not in keys:
         itest.fail("%s: the GPU's identity (gpu2.name) was not stored: %r" % (name, keys))
     wd.done(True)
-    return r.stdout, samples
+    return out, samples
 
 
 for name, hz in (("off", "0"), ("word", "abc"), ("over", "101")):

@@ -129,6 +129,11 @@ class Daemon:
                     self.proc.returncode, self.wd.file("meridiand.%d.log" % self.starts)))
             time.sleep(0.2)
 
+    def agent_env(self):
+        """The variables an agent needs to send to this daemon."""
+        return {"MERIDIAN_AGGREGATOR": self.addr(), "MERIDIAN_RUN_ID": self.run_id,
+                "MERIDIAN_SECRET_FILE": self.secret_file}
+
     def kill9(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
@@ -154,11 +159,11 @@ def replay_cmd(args, daemon, report, *extra):
             "--secret-file", daemon.secret_file, "--report", report] + list(extra)
 
 
-def run(cmd, timeout, what):
+def run(cmd, timeout, what, env=None):
     log("run: " + " ".join(cmd))
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           timeout=timeout)
+                           timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         fail("%s did not finish within %d s" % (what, timeout))
     out = p.stdout
