@@ -191,13 +191,19 @@ def run_one(a, rnd, workload, variant, writer):
     return row
 
 
-def per_round(rows):
-    """{workload: [(round, added_meridian, added_bare, ratio, plain_null, outside/plain)]}
-    (None where the round lacks the variant)"""
+def by_round(rows):
+    """{workload: {round: {variant: row}}} of the runs that ended well (rc 0)."""
     by = {}
     for r in rows:
         if str(r["rc"]) == "0":
             by.setdefault(r["workload"], {}).setdefault(int(r["round"]), {})[r["variant"]] = r
+    return by
+
+
+def per_round(rows):
+    """{workload: [(round, added_meridian, added_bare, ratio, plain_null, outside/plain)]}
+    (None where the round lacks the variant)"""
+    by = by_round(rows)
     out = {}
     for w, rounds in by.items():
         for rnd, v in sorted(rounds.items()):
@@ -245,10 +251,7 @@ def report(rows):
 def report_variants(rows):
     """Each meridian variant other than `window` against the bare consumer of its round, and
     against `window` (paired per round): which mechanism a traced step's excess is in."""
-    by = {}
-    for r in rows:
-        if str(r["rc"]) == "0":
-            by.setdefault(r["workload"], {}).setdefault(int(r["round"]), {})[r["variant"]] = r
+    by = by_round(rows)
     lines = []
     for w, rounds in by.items():
         names = sorted({v for vs in rounds.values() for v in vs
