@@ -451,7 +451,7 @@ stage_inproc() {
         "$ROOT/tests/bench/overhead/inproc.py" --build "$BUILD" --meridian "$MERIDIAN" \
         --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" --resume \
         --steps-csv "$OUT/inproc_steps.csv" "${before[@]}" ${INPROC_ARGS:-}
-    grep -E '^(inproc:|  )' "$WORK/logs/inproc.log" | tail -40 >>"$SUMMARY"
+    grep -E '^(inproc:|  )' "$WORK/logs/inproc.log" | tail -90 >>"$SUMMARY"
     cp "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/inproc.log" "$OUT/" 2>/dev/null
     return 0

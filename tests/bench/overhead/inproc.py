@@ -39,9 +39,15 @@ the issue's 10/200 windows without the cost outside windows (edges + 9 traced st
 Workloads: storm (kernel_storm --steps, 1,000 empty kernels a step, NVTX step ranges ending
 in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world size 1).
 
+  --mixed  (session 11) every meridian process also attaches the bare consumer, in windows
+          half a period after meridian's (20/100@60 beside 20/100@10), so each process
+          yields both added costs and their ratio against one untraced baseline: the
+          process-to-process spread and most of the drift within a process cancel. The
+          plain run is classified by both window sets (two nulls).
+
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
-       [--windows 20/100@10]
+       [--windows 20/100@10] [--mixed]
        [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume] [--report-only]
 """
 import argparse
@@ -59,7 +65,7 @@ import tiers  # noqa: E402  (options, run loop, step parser, bootstrap)
 ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
           "n_traced", "windows", "wall_s", "rc", "machine", "attach_ms", "detach1_ms",
-          "detach2_ms"]
+          "detach2_ms", "bare_traced_ms", "n_bare_traced"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -89,11 +95,21 @@ def window_steps(spec, steps):
     return [(s, min(s + length, steps) - 1) for s in range(offset, steps, period)]
 
 
-def classify_window_run(ms, windows):
-    """(traced, untraced) step times of a window run; windows = [(first, last), ...]."""
+def mixed_spec(spec):
+    """--mixed: the bare consumer's windows in meridian's processes, half a period later."""
+    length, period, offset = spec
+    return (length, period, offset + period // 2)
+
+
+def classify_window_run(ms, windows, others=()):
+    """(traced, untraced) step times of a window run; windows = [(first, last), ...]; the
+    steps of `others` (the other consumer's windows in a --mixed run) and the two steps after
+    each are in neither list."""
     traced, skip = [], set()
     for first, last in windows:
         traced += [ms[i] for i in range(first + 1, min(last, len(ms) - 1) + 1)]
+        skip.update(range(first, last + 3))
+    for first, last in others:
         skip.update(range(first, last + 3))
     untraced = [t for i, t in enumerate(ms) if i not in skip]
     return traced, untraced
@@ -110,15 +126,22 @@ def edge_costs(ms, windows, untraced_median):
     return out
 
 
+def bare_env(a, env):
+    env["BARE_CONSUMER_LIB"] = os.path.join(a.build, "tests/gpu/libbare_consumer.so")
+    env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
+
+
 def command(a, workload, variant, db):
     env = tiers.job_env()
     work = tiers.workload_argv(a.build, workload, a.steps)
     if variant == "bare":
-        env["BARE_CONSUMER_LIB"] = os.path.join(a.build, "tests/gpu/libbare_consumer.so")
-        env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
+        bare_env(a, env)
         return work + ["--bare-windows", a.windows], env
     if variant == "plain":
         return work, env
+    if a.mixed:  # the bare consumer in the same process, between meridian's windows
+        bare_env(a, env)
+        work = work + ["--bare-windows", "%d/%d@%d" % mixed_spec(parse_windows(a.windows))]
     env["MERIDIAN_TRACE"] = "steady"
     env["MERIDIAN_WINDOWS"] = a.windows
     env.update(MERIDIAN_VARIANTS[variant])
@@ -176,18 +199,23 @@ def run_one(a, rnd, workload, variant, writer):
                   f"specification's {expect}: the recorded ones are used", flush=True)
     else:
         wins = window_steps(spec, len(ms))
-    traced, untraced = classify_window_run(ms, wins)
+    bare_wins = window_steps(mixed_spec(spec), len(ms)) if a.mixed and variant != "bare" else []
+    traced, untraced = classify_window_run(ms, wins, bare_wins)
+    bare_traced = classify_window_run(ms, bare_wins, wins)[0] if bare_wins else []
     row = dict(round=rnd, workload=workload, variant=variant, steps=len(ms),
                untraced_ms="%.4f" % statistics.median(untraced),
                traced_ms="%.4f" % statistics.median(traced), n_untraced=len(untraced),
                n_traced=len(traced),
                windows=" ".join(f"{f}-{l}" for f, l in wins) if wins else "",
                wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id(),
+               bare_traced_ms="%.4f" % statistics.median(bare_traced) if bare_traced else "",
+               n_bare_traced=len(bare_traced),
                **edge_costs(ms, wins, statistics.median(untraced)))
     writer.writerow(row)
+    also = f" bare traced {row['bare_traced_ms']} ms" if bare_traced else ""
     print(f"inproc: round {rnd} {workload:12s} {variant:6s} untraced {row['untraced_ms']} ms "
-          f"traced {row['traced_ms']} ms ({len(untraced)}/{len(traced)} steps, {wall:.1f} s)",
-          flush=True)
+          f"traced {row['traced_ms']} ms{also} ({len(untraced)}/{len(traced)} steps, "
+          f"{wall:.1f} s)", flush=True)
     return row
 
 
@@ -245,6 +273,7 @@ def report(rows):
             print(f"  {w:12s} {label:46s} {statistics.median(vals):.4f}  [{cis}]  "
                   f"n={len(vals)}  {goal}")
     report_variants(rows)
+    report_mixed(rows)
     report_edges(rows)
 
 
@@ -278,6 +307,63 @@ def report_variants(rows):
         print("\ninproc: meridian's variants (one mechanism off each), per traced step, paired "
               "per round")
         print("\n".join(lines))
+
+
+def report_mixed(rows):
+    """--mixed rows: each process's own ratio, meridian's traced steps against the bare
+    consumer's in the same process (plain: both window sets' nulls); then medians over the
+    runs, and each variant other than `window` against `window` of its round."""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0" and r.get("bare_traced_ms"):
+            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    if not by:
+        return
+    print("\ninproc: meridian and the bare consumer in one process (--mixed: the bare "
+          "consumer's windows half a period after meridian's); added = window step median / "
+          "other step median - 1")
+    lines = []
+
+    def stat(label, vals, f, goal=""):
+        ci = tiers.bootstrap(vals)
+        cis = (f + "-" + f) % ci if ci else "-"
+        lines.append(f"  {label} {f % statistics.median(vals)}  [{cis}]  n={len(vals)}  {goal}")
+    window_added = {}
+    for (w, v), rs in sorted(by.items()):
+        am, ab, ratio = [], [], []
+        for r in sorted(rs, key=lambda r: int(r["round"])):
+            u, t, tb = (float(r[k]) for k in ("untraced_ms", "traced_ms", "bare_traced_ms"))
+            am.append(t / u - 1)
+            ab.append(tb / u - 1)
+            q = am[-1] / ab[-1] if ab[-1] > 0 else None
+            if q is not None:
+                ratio.append(q)
+            if v == "window":
+                window_added.setdefault(w, {})[int(r["round"])] = am[-1]
+            who = "plain null" if v == "plain" else v
+            print(f"  {w:12s} round {int(r['round']):3d}  {who:16s}  meridian's windows "
+                  f"{am[-1] * 100:+7.2f}%  bare's {ab[-1] * 100:+7.2f}%  ratio "
+                  + ("%.3f" % q if q is not None else "-"))
+        if v == "plain":
+            stat(f"{w:12s} {'plain: meridian-window steps / other steps':52s}",
+                 [x + 1 for x in am], "%.4f", "null, ~1")
+            stat(f"{w:12s} {'plain: bare-window steps / other steps':52s}",
+                 [x + 1 for x in ab], "%.4f", "null, ~1")
+            continue
+        stat(f"{w:12s} {'added by %s (traced step)' % v:52s}", am, "%.4f")
+        stat(f"{w:12s} {'added by the bare consumer, same processes':52s}", ab, "%.4f")
+        if ratio:
+            stat(f"{w:12s} {'added(%s)/added(bare), one process' % v:52s}", ratio, "%.4f",
+                 "goal <= 1.10")
+    for (w, v), rs in sorted(by.items()):
+        diffs = [float(r["traced_ms"]) / float(r["untraced_ms"]) - 1
+                 - window_added[w][int(r["round"])] for r in rs
+                 if int(r["round"]) in window_added.get(w, {})]
+        if v not in ("window", "plain") and diffs:
+            stat(f"{w:12s} {'added(%s) - added(window), paired per round' % v:52s}", diffs,
+                 "%+.4f")
+    print("\ninproc: medians over runs (95% bootstrap interval)")
+    print("\n".join(lines))
 
 
 def steady_estimate(r, length, period):
@@ -344,8 +430,15 @@ def main(argv):
     ap.add_argument("--before-lib", default="",
                     help="an earlier agent library for the variant `before` (the window "
                          "variant with that agent: a change measured side by side)")
+    ap.add_argument("--mixed", action="store_true",
+                    help="meridian's processes also carry the bare consumer's windows, half a "
+                         "period after meridian's: both traced-step costs from one process")
     a = ap.parse_args(argv)
-    parse_windows(a.windows)
+    length, period, _ = parse_windows(a.windows)
+    if a.mixed and length + 3 > period // 2:
+        raise SystemExit(f"inproc: --mixed --windows {a.windows}: the bare consumer's windows "
+                         f"start half a period later, so LENGTH + 3 (a window and its two "
+                         f"detach steps) must fit in PERIOD / 2 = {period // 2}")
     if a.report_only:
         report(tiers.read_rows(a.csv))
         return 0

@@ -15,7 +15,10 @@ variant must be given the windows. With an earlier agent (`before`, --before-lib
 stand-in's detach steps 1 ms slower each) the paired difference must be -2.000 ms and the
 10/200 whole-run estimates +0.0499 (window) and +0.0598 (before). With
 MERIDIAN_CUPTI_FLUSH_MS=0 (the variant window_noflush) the stand-in's traced steps take
-1250 us: added(window_noflush)/added(bare) 1.1881 and -0.0495 against window. A bad window
+1250 us: added(window_noflush)/added(bare) 1.1881 and -0.0495 against window. With --mixed
+(the bare consumer's windows half a period after meridian's in the same process, its steps
+there 1.2 x the stand-in meridian's 1010 us) the same ratios come from each process alone,
+and the plain run gives two nulls of 1.0000. A bad window
 specification, an unknown variant, `before` without a library and a resume into a CSV of
 other columns are refused.
 """
@@ -43,18 +46,18 @@ wins = []
 before = 1000.0 if os.environ.get("FAKE_AGENT", "").endswith("before.so") else 0.0
 if os.environ.get("FAKE_MERIDIAN"):
     wins = windows(os.environ["MERIDIAN_WINDOWS"], int(os.environ.get("FAKE_SHIFT", "0")))
-elif bare and os.environ.get("BARE_CONSUMER_KINDS") != "CONCURRENT_KERNEL":
+if bare and os.environ.get("BARE_CONSUMER_KINDS") != "CONCURRENT_KERNEL":
     sys.exit("bare consumer without kernel-only kinds")
 out = []
+base = 1010.0 if os.environ.get("FAKE_MERIDIAN") else 1000.0
 for i in range(steps):
-    us = 1000.0
+    us = base
     for f, l in windows(bare) if bare else []:
         if i == f:
             us = 4000.0
         elif f < i <= l:
-            us = 1200.0
+            us = 1.2 * base
     if os.environ.get("FAKE_MERIDIAN"):
-        us = 1010.0
         for f, l in wins:
             if i == f:
                 us = 5000.0
@@ -190,6 +193,27 @@ def main():
                   r"storm +added\(window_noflush\) - added\(window\) +-0\.0495  \[.*n=3"):
             if not re.search(w, out):
                 fail(f"missing {w!r}", out)
+        # --mixed: the bare consumer's windows in meridian's processes, half a period later
+        # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
+        # one process each, and two nulls from the plain run
+        os.unlink(os.path.join(tmp, "r.csv"))
+        rc, out = run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
+        if rc != 0:
+            fail(f"exit {rc} with --mixed", out)
+        for w in (r"storm +round +1  window +meridian's windows  \+28\.71%  bare's  \+20\.00%  "
+                  r"ratio 1\.436",
+                  r"storm +added\(window\)/added\(bare\), one process +1\.4356  \[.*n=3",
+                  r"storm +added\(window_noflush\)/added\(bare\), one process +1\.1881  \[",
+                  r"storm +added\(window_noflush\) - added\(window\), paired per round +"
+                  r"-0\.0495  \[.*n=3",
+                  r"storm +plain: meridian-window steps / other steps +1\.0000  \[.*n=3",
+                  r"storm +plain: bare-window steps / other steps +1\.0000  \[.*n=3",
+                  r"bare traced 1\.2120 ms"):
+            if not re.search(w, out):
+                fail(f"missing {w!r}", out)
+        rc, out = run(tmp, {}, "--mixed", "--windows", "20/40@0")
+        if rc == 0 or "must fit in PERIOD / 2 = 20" not in out:
+            fail("--mixed with windows that overlap the bare consumer's was accepted", out)
         rc, out = run(tmp, {}, "--variants", "window,before")
         if rc == 0 or "needs --before-lib" not in out:
             fail("the before variant ran without an agent library", out)
