@@ -65,7 +65,7 @@ import tiers  # noqa: E402  (options, run loop, step parser, bootstrap)
 ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
           "n_traced", "windows", "wall_s", "rc", "machine", "attach_ms", "detach1_ms",
-          "detach2_ms", "bare_traced_ms", "n_bare_traced"]
+          "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -113,6 +113,26 @@ def classify_window_run(ms, windows, others=()):
         skip.update(range(first, last + 3))
     untraced = [t for i, t in enumerate(ms) if i not in skip]
     return traced, untraced
+
+
+def local_added(ms, windows, others, radius):
+    """The median over windows of each window's own added cost: median(its traced steps) /
+    median(the untraced steps within `radius` steps before its first step or after its two
+    detach steps) - 1. The host's step time wanders by +-20% over seconds (run 39's steps),
+    so a window is compared with its neighbours, not with the whole run. "" when no window
+    has both."""
+    skip = set()
+    for first, last in list(windows) + list(others):
+        skip.update(range(first, last + 3))
+    vals = []
+    for first, last in windows:
+        traced = ms[first + 1:last + 1]
+        near = [ms[i] for i in list(range(first - radius, first)) +
+                list(range(last + 3, last + 3 + radius))
+                if 0 <= i < len(ms) and i not in skip]
+        if traced and near:
+            vals.append(statistics.median(traced) / statistics.median(near) - 1)
+    return "%.5f" % statistics.median(vals) if vals else ""
 
 
 def edge_costs(ms, windows, untraced_median):
@@ -210,6 +230,9 @@ def run_one(a, rnd, workload, variant, writer):
                wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id(),
                bare_traced_ms="%.4f" % statistics.median(bare_traced) if bare_traced else "",
                n_bare_traced=len(bare_traced),
+               local_added=local_added(ms, wins, bare_wins, a.local_radius),
+               bare_local_added=(local_added(ms, bare_wins, wins, a.local_radius)
+                                 if bare_wins else ""),
                **edge_costs(ms, wins, statistics.median(untraced)))
     writer.writerow(row)
     also = f" bare traced {row['bare_traced_ms']} ms" if bare_traced else ""
@@ -311,8 +334,9 @@ def report_variants(rows):
 
 def report_mixed(rows):
     """--mixed rows: each process's own ratio, meridian's traced steps against the bare
-    consumer's in the same process (plain: both window sets' nulls); then medians over the
-    runs, and each variant other than `window` against `window` of its round."""
+    consumer's in the same process (plain: both window sets' nulls), from the run's medians
+    and from each window against its neighbours (local_added); then medians over the runs,
+    and each variant other than `window` against `window` of its round."""
     by = {}
     for r in rows:
         if str(r["rc"]) == "0" and r.get("bare_traced_ms"):
@@ -321,47 +345,66 @@ def report_mixed(rows):
         return
     print("\ninproc: meridian and the bare consumer in one process (--mixed: the bare "
           "consumer's windows half a period after meridian's); added = window step median / "
-          "other step median - 1")
+          "other step median - 1 (run: over the whole run; local: each window against the "
+          "untraced steps near it, median over windows)")
     lines = []
 
     def stat(label, vals, f, goal=""):
         ci = tiers.bootstrap(vals)
         cis = (f + "-" + f) % ci if ci else "-"
         lines.append(f"  {label} {f % statistics.median(vals)}  [{cis}]  n={len(vals)}  {goal}")
+
+    def figures(r):
+        """{'run': (meridian's added, bare's added), 'local': (...)} of one row"""
+        u, t, tb = (float(r[k]) for k in ("untraced_ms", "traced_ms", "bare_traced_ms"))
+        out = {"run": (t / u - 1, tb / u - 1)}
+        if r.get("local_added") and r.get("bare_local_added"):
+            out["local"] = (float(r["local_added"]), float(r["bare_local_added"]))
+        return out
+
+    def ratio(am, ab):
+        return am / ab if ab > 0 else None
     window_added = {}
     for (w, v), rs in sorted(by.items()):
-        am, ab, ratio = [], [], []
+        got = {}
         for r in sorted(rs, key=lambda r: int(r["round"])):
-            u, t, tb = (float(r[k]) for k in ("untraced_ms", "traced_ms", "bare_traced_ms"))
-            am.append(t / u - 1)
-            ab.append(tb / u - 1)
-            q = am[-1] / ab[-1] if ab[-1] > 0 else None
-            if q is not None:
-                ratio.append(q)
-            if v == "window":
-                window_added.setdefault(w, {})[int(r["round"])] = am[-1]
+            figs = figures(r)
+            text = []
+            for how, (am, ab) in figs.items():
+                got.setdefault(how, []).append((am, ab))
+                q = ratio(am, ab)
+                text.append(f"{how} {am * 100:+7.2f}% / {ab * 100:+7.2f}% ratio "
+                            + ("%.3f" % q if q is not None else "-"))
+                if v == "window":
+                    window_added.setdefault((w, how), {})[int(r["round"])] = am
             who = "plain null" if v == "plain" else v
-            print(f"  {w:12s} round {int(r['round']):3d}  {who:16s}  meridian's windows "
-                  f"{am[-1] * 100:+7.2f}%  bare's {ab[-1] * 100:+7.2f}%  ratio "
-                  + ("%.3f" % q if q is not None else "-"))
-        if v == "plain":
-            stat(f"{w:12s} {'plain: meridian-window steps / other steps':52s}",
-                 [x + 1 for x in am], "%.4f", "null, ~1")
-            stat(f"{w:12s} {'plain: bare-window steps / other steps':52s}",
-                 [x + 1 for x in ab], "%.4f", "null, ~1")
-            continue
-        stat(f"{w:12s} {'added by %s (traced step)' % v:52s}", am, "%.4f")
-        stat(f"{w:12s} {'added by the bare consumer, same processes':52s}", ab, "%.4f")
-        if ratio:
-            stat(f"{w:12s} {'added(%s)/added(bare), one process' % v:52s}", ratio, "%.4f",
-                 "goal <= 1.10")
+            print(f"  {w:12s} round {int(r['round']):3d}  {who:16s}  meridian's / bare's "
+                  "windows: " + "   ".join(text))
+        for how, pairs in got.items():
+            am, ab = [p[0] for p in pairs], [p[1] for p in pairs]
+            if v == "plain":
+                stat(f"{w:12s} {'plain (%s): meridian-window steps / others' % how:56s}",
+                     [x + 1 for x in am], "%.4f", "null, ~1")
+                stat(f"{w:12s} {'plain (%s): bare-window steps / others' % how:56s}",
+                     [x + 1 for x in ab], "%.4f", "null, ~1")
+                continue
+            stat(f"{w:12s} {'added by %s (%s)' % (v, how):56s}", am, "%.4f")
+            stat(f"{w:12s} {'added by the bare consumer, same processes (%s)' % how:56s}", ab,
+                 "%.4f")
+            qs = [q for q in (ratio(*p) for p in pairs) if q is not None]
+            if qs:
+                stat(f"{w:12s} {'added(%s)/added(bare), one process (%s)' % (v, how):56s}",
+                     qs, "%.4f", "goal <= 1.10")
     for (w, v), rs in sorted(by.items()):
-        diffs = [float(r["traced_ms"]) / float(r["untraced_ms"]) - 1
-                 - window_added[w][int(r["round"])] for r in rs
-                 if int(r["round"]) in window_added.get(w, {})]
-        if v not in ("window", "plain") and diffs:
-            stat(f"{w:12s} {'added(%s) - added(window), paired per round' % v:52s}", diffs,
-                 "%+.4f")
+        if v in ("window", "plain"):
+            continue
+        for how in ("run", "local"):
+            base = window_added.get((w, how), {})
+            diffs = [figures(r)[how][0] - base[int(r["round"])] for r in rs
+                     if int(r["round"]) in base and how in figures(r)]
+            if diffs:
+                stat(f"{w:12s} {'added(%s) - added(window), per round (%s)' % (v, how):56s}",
+                     diffs, "%+.4f")
     print("\ninproc: medians over runs (95% bootstrap interval)")
     print("\n".join(lines))
 
@@ -430,6 +473,9 @@ def main(argv):
     ap.add_argument("--before-lib", default="",
                     help="an earlier agent library for the variant `before` (the window "
                          "variant with that agent: a change measured side by side)")
+    ap.add_argument("--local-radius", type=int, default=8,
+                    help="a window's neighbours: the untraced steps this many steps before "
+                         "it and after its detach steps (the local figures)")
     ap.add_argument("--mixed", action="store_true",
                     help="meridian's processes also carry the bare consumer's windows, half a "
                          "period after meridian's: both traced-step costs from one process")

@@ -18,7 +18,9 @@ MERIDIAN_CUPTI_FLUSH_MS=0 (the variant window_noflush) the stand-in's traced ste
 1250 us: added(window_noflush)/added(bare) 1.1881 and -0.0495 against window. With --mixed
 (the bare consumer's windows half a period after meridian's in the same process, its steps
 there 1.2 x the stand-in meridian's 1010 us) the same ratios come from each process alone,
-and the plain run gives two nulls of 1.0000. A bad window
+and the plain run gives two nulls of 1.0000; when every step takes twice as long from
+step 195 on (FAKE_JUMP), each window against its neighbours (local) still gives 1.4356 and
+1.0000, the whole run's medians do not. A bad window
 specification, an unknown variant, `before` without a library and a resume into a CSV of
 other columns are refused.
 """
@@ -67,6 +69,8 @@ for i in range(steps):
                 us = 3000.0 + before
             elif i == l + 2:
                 us = 2500.0 + before
+    if os.environ.get("FAKE_JUMP") and i >= 195:
+        us *= 2  # the host's step time moves part-way through the run
     out.append("%.1f" % us)
 print("kernel_storm: launches=%d wall_s=1 us_per_launch=1 steps=%d launches_per_step=1000"
       % (steps * 1000, steps))
@@ -200,17 +204,31 @@ def main():
         rc, out = run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
         if rc != 0:
             fail(f"exit {rc} with --mixed", out)
-        for w in (r"storm +round +1  window +meridian's windows  \+28\.71%  bare's  \+20\.00%  "
-                  r"ratio 1\.436",
-                  r"storm +added\(window\)/added\(bare\), one process +1\.4356  \[.*n=3",
-                  r"storm +added\(window_noflush\)/added\(bare\), one process +1\.1881  \[",
-                  r"storm +added\(window_noflush\) - added\(window\), paired per round +"
+        for w in (r"storm +round +1  window +meridian's / bare's windows: run  \+28\.71% /  "
+                  r"\+20\.00% ratio 1\.436   local  \+28\.71% /  \+20\.00% ratio 1\.436",
+                  r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[.*n=3",
+                  r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
+                  r"storm +added\(window_noflush\)/added\(bare\), one process \(run\) +1\.1881",
+                  r"storm +added\(window_noflush\) - added\(window\), per round \(local\) +"
                   r"-0\.0495  \[.*n=3",
-                  r"storm +plain: meridian-window steps / other steps +1\.0000  \[.*n=3",
-                  r"storm +plain: bare-window steps / other steps +1\.0000  \[.*n=3",
+                  r"storm +plain \(run\): meridian-window steps / others +1\.0000  \[.*n=3",
+                  r"storm +plain \(local\): bare-window steps / others +1\.0000  \[.*n=3",
                   r"bare traced 1\.2120 ms"):
             if not re.search(w, out):
                 fail(f"missing {w!r}", out)
+        # a run whose steps all take twice as long from step 195 on (between the windows'
+        # neighbourhoods): the local figures stay exact, the run's medians do not
+        os.unlink(os.path.join(tmp, "r.csv"))
+        rc, out = run(tmp, {"FAKE_JUMP": "1"}, "--mixed", "--variants", "window,plain")
+        if rc != 0:
+            fail(f"exit {rc} with --mixed and a jump", out)
+        for w in (r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
+                  r"storm +plain \(local\): bare-window steps / others +1\.0000  \["):
+            if not re.search(w, out):
+                fail(f"missing {w!r}", out)
+        if re.search(r"one process \(run\) +1\.4356", out):
+            fail("the run's medians were not moved by the jump: the test cannot tell local "
+                 "from run", out)
         rc, out = run(tmp, {}, "--mixed", "--windows", "20/40@0")
         if rc == 0 or "must fit in PERIOD / 2 = 20" not in out:
             fail("--mixed with windows that overlap the bare consumer's was accepted", out)
