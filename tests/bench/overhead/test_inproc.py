@@ -208,6 +208,8 @@ def main():
                   r"\+20\.00% ratio 1\.436   local  \+28\.71% /  \+20\.00% ratio 1\.436",
                   r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[.*n=3",
                   r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
+                  r"storm +mean added\(window\) / mean added\(bare\) \(local\) +1\.4356  "
+                  r"\[1\.4356-1\.4356\]  n=3",
                   r"storm +added\(window_noflush\)/added\(bare\), one process \(run\) +1\.1881",
                   r"storm +added\(window_noflush\) - added\(window\), per round \(local\) +"
                   r"-0\.0495  \[.*n=3",
