@@ -14,8 +14,8 @@
  * NCCL communicator's init (mrd__gpu_from_driver: the device current on NCCL's thread, its
  * PCI bus id, UUID and name asked of the CUDA driver the process already loaded).
  *
- * Rate: MERIDIAN_GPU_SAMPLE_HZ (default 10, 0 to 100; read once when the thread starts; a
- * bad value is said once on stderr and samples stay off): 0 keeps the thread for the
+ * Rate: MERIDIAN_GPU_SAMPLE_HZ (default 10, 0 to 100; read once, when the first GPU arrives,
+ * NVML or not; a bad value is said once on stderr and samples stay off): 0 keeps the thread for the
  * fingerprint's identity only, waiting for new devices, with no readings. Why a knob: the
  * NVML calls contend with a launching thread in the driver; on a launch-bound storm the
  * sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37, tests/bench/overhead/RESULTS-tiers.md).
@@ -219,9 +219,9 @@ static void read_rate(void)
 static void start_once(void)
 {
     pthread_t t;
+    read_rate(); /* first: a bad value is said even where NVML is absent */
     if (load_nvml() < 0)
         return; /* no NVML: no samples */
-    read_rate();
     if (mrd_worker_start(&t, "meridian-nvml", sampler_main, NULL) == 0)
         pthread_detach(t);
 }

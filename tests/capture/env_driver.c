@@ -9,8 +9,9 @@
  * communicator's init brings the GPU: the driver waits until the NVML sampler has read its
  * identity and then ENV_DRIVER_SAMPLES readings (default 1; 0: it waits 300 ms more and
  * fails if any reading was taken, for MERIDIAN_GPU_SAMPLE_HZ=0), then finalizes and exits
- * normally, so the agent's exit path delivers everything. With "-" there is no driver and no GPU: only the
- * process keys, from the communicator's init.
+ * normally, so the agent's exit path delivers everything. ENV_DRIVER_NO_NVML=1: the GPU
+ * without the stand-in NVML (nothing waited for). With "-" there is no driver and no GPU:
+ * only the process keys, from the communicator's init.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -58,9 +59,12 @@ int main(int argc, char **argv)
     int want = want_env ? atoi(want_env) : 1;
     if (argc != 3)
         return fail("usage: env_driver /abs/libmeridian.so FAKE_LIBCUDA|-");
+    const char *no_nvml = getenv("ENV_DRIVER_NO_NVML");
     if (strcmp(argv[2], "-") != 0) {
         if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL))
             return fail(dlerror());
+    }
+    if (strcmp(argv[2], "-") != 0 && !(no_nvml && strcmp(no_nvml, "1") == 0)) {
         void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!nvml || !(samples = (int (*)(void))dlsym(nvml, "fake_nvml_samples")) ||
             !(identified = (int (*)(void))dlsym(nvml, "fake_nvml_identified")))

@@ -7,7 +7,9 @@ One rank per case, each with its own meridiand and database:
   reading is taken (the driver waits 300 ms after the identity and fails on any) and the
   database has no gpu_samples row;
 - HZ=abc (not a number) and HZ=101 (over the cap): one line on stderr naming the variable,
-  the range and what stays off; no gpu_samples row; the identity and the job go on;
+  the range and what stays off; no gpu_samples row; the identity and the job go on; HZ=abc
+  without the stand-in NVML (none to load): the same line (a bad value is said whether or
+  not anything would sample);
 - HZ=50: the driver waits for 5 readings; at least 5 gpu_samples rows of device 2, each with
   the stand-in's readings (SM 1755 MHz, power 400000 mW, 90% utilisation), their median
   spacing under 50 ms (20 ms at 50 Hz; the default 10 Hz would be 100 ms: the sampler sleeps
@@ -32,8 +34,9 @@ p.add_argument("--keep", action="store_true")
 args = p.parse_args()
 
 
-def run_case(name, hz, want_samples):
-    """Runs one rank with MERIDIAN_GPU_SAMPLE_HZ=hz; returns (driver output, db rows)."""
+def run_case(name, hz, want_samples, nvml=True):
+    """Runs one rank with MERIDIAN_GPU_SAMPLE_HZ=hz (without the stand-in NVML when nvml is
+    False); returns (driver output, db rows)."""
     wd = itest.Workdir(args, "capture_sample_rate_" + name)
     d = itest.Daemon(args.meridiand, wd, run_id="rate-" + name)
     d.start()
@@ -41,8 +44,11 @@ def run_case(name, hz, want_samples):
            if k in ("PATH", "HOME") or k.endswith("SAN_OPTIONS")}
     env.update(d.agent_env())
     env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-                "LD_LIBRARY_PATH": os.path.abspath(args.fake_nvml_dir),
                 "MERIDIAN_GPU_SAMPLE_HZ": hz, "ENV_DRIVER_SAMPLES": str(want_samples)})
+    if nvml:
+        env["LD_LIBRARY_PATH"] = os.path.abspath(args.fake_nvml_dir)
+    else:
+        env["ENV_DRIVER_NO_NVML"] = "1"
     rc, out = itest.run([args.driver, os.path.abspath(args.agent),
                          os.path.abspath(args.fake_libcuda)], 90, name + ": the driver", env)
     if rc != 0:
@@ -55,14 +61,15 @@ def run_case(name, hz, want_samples):
     keys = {k for (k,) in db.execute("SELECT s.value FROM env_records e "
                                      "JOIN strings s ON s.id = e.key_id")}
     db.close()
-    if "gpu2.name" not in keys:
+    if nvml and "gpu2.name" not in keys:
         itest.fail("%s: the GPU's identity (gpu2.name) was not stored: %r" % (name, keys))
     wd.done(True)
     return out, samples
 
 
-for name, hz in (("off", "0"), ("word", "abc"), ("over", "101")):
-    out, samples = run_case(name, hz, 0)
+for name, hz, nvml in (("off", "0", True), ("word", "abc", True), ("over", "101", True),
+                       ("word_no_nvml", "abc", False)):
+    out, samples = run_case(name, hz, 0, nvml)
     if samples:
         itest.fail("%s: MERIDIAN_GPU_SAMPLE_HZ=%s stored %d gpu_samples rows, want none"
                    % (name, hz, len(samples)))
