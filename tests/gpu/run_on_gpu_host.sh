@@ -41,6 +41,10 @@
 #               and at 100 Hz from a thread of its own, on and off in alternate phases of one
 #               process, while the main thread launches empty kernels); SAMPLER_PAIRS,
 #               SAMPLER_HZ (default "10 100")
+#   extcorr     issue 9: tests/workloads/extcorr_ab (a CUPTI external-correlation push and
+#               pop around each launch, as the agent does around NCCL's launches inside
+#               windows, against the launch alone, with the EXTERNAL_CORRELATION kind off and
+#               on, in alternating phases of one process); EXTCORR_CYCLES (default 30)
 #   hostclock   issue 9 item 4 (2 GPUs): ref_workload in the steady tier with one window, then
 #               tests/gpu/check_host_clock.py: devices without CUPTI, the agent's host-time
 #               samples true against CUPTI inside the window, the host-only refit within
@@ -464,6 +468,15 @@ stage_sampler() {
         run_logged "sampler_${hz}hz" $((${SAMPLER_PAIRS:-40} * 2 + 30)) "$ab" --hz "$hz" --pairs "${SAMPLER_PAIRS:-40}" --phase-ms 500
         grep -E '^sampler_ab:' "$WORK/logs/sampler_${hz}hz.log" | sed 's/^/    /' >>"$SUMMARY"
     done
+    return 0
+}
+
+stage_extcorr() {
+    local ab=$BUILD/tests/workloads/extcorr_ab
+    [ -x "$ab" ] || { say "extcorr: SKIPPED: extcorr_ab not built"; FAILED+=(extcorr_skipped); return 0; }
+    run_logged extcorr 240 "$ab" --cycles "${EXTCORR_CYCLES:-30}" --launches 20000
+    grep -E '^extcorr_ab:' "$WORK/logs/extcorr.log" | sed 's/^/    /' >>"$SUMMARY"
+    cp "$WORK/logs/extcorr.log" "$OUT/" 2>/dev/null
     return 0
 }
 

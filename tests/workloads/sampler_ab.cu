@@ -32,6 +32,8 @@
 
 #include <cuda_runtime.h>
 
+#include "ab_stats.h"
+
 __global__ void ab_empty_kernel(int *p)
 {
     if (p && threadIdx.x == 0xffff)
@@ -147,18 +149,6 @@ static void *sampler(void *arg)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int main(int argc, char **argv)
 {
     double hz = 10, phase_ms = 500;
@@ -232,23 +222,16 @@ int main(int argc, char **argv)
     pthread_join(th, NULL);
 
     /* bootstrap of the median of the paired ratios: 2000 resamples, fixed seed */
-    double *boot = (double *)calloc(2000, sizeof(double));
-    double *tmp = (double *)calloc(pairs, sizeof(double));
-    unsigned seed = 12345;
-    for (int b = 0; b < 2000; b++) {
-        for (int i = 0; i < pairs; i++) {
-            seed = seed * 1103515245u + 12345u;
-            tmp[i] = ratio[(seed >> 8) % (unsigned)pairs];
-        }
-        boot[b] = median(tmp, pairs);
-    }
-    qsort(boot, 2000, sizeof(double), cmp_double);
-    double r = median(ratio, pairs), on_us = median(on, pairs), off_us = median(off, pairs);
+    double lo = 0, hi = 0;
+    if (ab_bootstrap_median(ratio, pairs, &lo, &hi) != 0)
+        return 1;
+    double r = ab_median(ratio, pairs), on_us = ab_median(on, pairs);
+    double off_us = ab_median(off, pairs);
     long ns = nsample_us.load();
-    double s_us = median(sample_us, ns < (1 << 16) ? (int)ns : (1 << 16));
+    double s_us = ab_median(sample_us, ns < (1 << 16) ? (int)ns : (1 << 16));
     printf("sampler_ab: hz=%g pairs=%d phase_ms=%g on_us=%.4f off_us=%.4f ratio_median=%.4f "
            "ratio_ci95=[%.4f-%.4f] sample_us_median=%.1f added_ns_per_launch=%.1f\n",
-           hz, pairs, phase_ms, on_us, off_us, r, boot[50], boot[1949], s_us,
+           hz, pairs, phase_ms, on_us, off_us, r, lo, hi, s_us,
            (on_us - off_us) * 1e3);
     return 0;
 }
