@@ -7,7 +7,8 @@
  * thread's ring like any capture source's, and from there the flusher batches them (the
  * kind is a line of proto/kinds.h). NVML is optional: it is loaded with dlopen
  * (libnvidia-ml.so.1) the first time; without it, or when nvmlInit fails, the thread is
- * never started: no samples, no error, nothing printed. A GPU is found in NVML by the PCI
+ * never started: no samples and no error (only a bad MERIDIAN_GPU_SAMPLE_HZ is still said,
+ * below). A GPU is found in NVML by the PCI
  * bus id of CUPTI's DEVICE record, so CUDA_VISIBLE_DEVICES renumbering does not matter; a
  * reading NVML refuses (not supported on this GPU) is stored as 0. Devices arrive with
  * CUPTI's DEVICE records, and, without CUPTI (the steady tier between windows), with each

@@ -8,8 +8,10 @@ One rank per case, each with its own meridiand and database:
   database has no gpu_samples row;
 - HZ=abc (not a number) and HZ=101 (over the cap): one line on stderr naming the variable,
   the range and what stays off; no gpu_samples row; the identity and the job go on; HZ=abc
-  without the stand-in NVML (none to load): the same line (a bad value is said whether or
-  not anything would sample);
+  without the stand-in NVML: the same line (a bad value is said whether or not anything
+  would sample; on a machine with a real libnvidia-ml.so.1 NVML loads there too, and this
+  case passes under either order of the agent's checks: it tells them apart where no NVML
+  is installed, as in CI);
 - HZ=50: the driver waits for 5 readings; at least 5 gpu_samples rows of device 2, each with
   the stand-in's readings (SM 1755 MHz, power 400000 mW, 90% utilisation), their median
   spacing under 50 ms (20 ms at 50 Hz; the default 10 Hz would be 100 ms: the sampler sleeps

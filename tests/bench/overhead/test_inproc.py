@@ -20,7 +20,10 @@ MERIDIAN_CUPTI_FLUSH_MS=0 (the variant window_noflush) the stand-in's traced ste
 there 1.2 x the stand-in meridian's 1010 us) the same ratios come from each process alone,
 and the plain run gives two nulls of 1.0000; when every step takes twice as long from
 step 195 on (FAKE_JUMP), each window against its neighbours (local) still gives 1.4356 and
-1.0000, the whole run's medians do not. A bad window
+1.0000, the whole run's medians do not; with 8/32@4 the bare consumer is given 8/32@20 and
+the figures are exact again. Before all that, the step classification, the local figure
+and the median's order-statistic interval on hand-made lists where a range one step off
+changes the result. A bad window
 specification, an unknown variant, `before` without a library and a resume into a CSV of
 other columns are refused.
 """
@@ -36,6 +39,9 @@ import os, sys
 args = sys.argv[1:]
 steps = int(args[args.index("--steps") + 1])
 bare = args[args.index("--bare-windows") + 1] if "--bare-windows" in args else None
+if bare and os.environ.get("FAKE_BARE_LOG"):
+    with open(os.environ["FAKE_BARE_LOG"], "a") as f:
+        f.write(bare + "\n")
 
 
 def windows(spec, shift=0):
@@ -130,7 +136,47 @@ def expect_figures(out):
         fail("want 3 rounds reported", out)
 
 
+def unit_checks():
+    """The step classification and the local figure on hand-made step lists (3/20@2 and the
+    other consumer at 3/20@12: windows 2-4 and 12-14, their detach steps 5-6 and 15-16),
+    where a range one step off changes the result."""
+    sys.path.insert(0, HERE)
+    import inproc
+    import tiers
+    wins = inproc.window_steps((3, 20, 2), 20)
+    other = inproc.window_steps(inproc.mixed_spec((3, 20, 2)), 20)
+    if wins != [(2, 4)] or other != [(12, 14)]:
+        fail(f"window_steps/mixed_spec gave {wins} and {other}, want [(2, 4)], [(12, 14)]", "")
+    ms = [float(i) for i in range(20)]  # each step's time is its index
+    traced, untraced = inproc.classify_window_run(ms, wins, other)
+    if traced != [3.0, 4.0] or untraced != [0.0, 1.0, 7.0, 8.0, 9.0, 10.0, 11.0, 17.0, 18.0,
+                                             19.0]:
+        fail(f"classify_window_run: traced {traced} untraced {untraced}", "")
+    # window 2-4: traced 3, 4 (median 3.5); neighbours radius 4: 0, 1 before; 7-10 after
+    # (5, 6 are detach steps); the other's window 12-14 starts past them: median 7.5
+    got = inproc.local_added(ms, wins, other, 4)
+    if got != "%.5f" % (3.5 / 7.5 - 1):
+        fail(f"local_added {got}, want {3.5 / 7.5 - 1:.5f}", "")
+    # radius 7 reaches 11 (untraced) and not 12-16 (the other's window and detach steps)
+    got = inproc.local_added(ms, wins, other, 7)
+    if got != "%.5f" % (3.5 / 8.0 - 1):
+        fail(f"local_added radius 7 {got}, want {3.5 / 8.0 - 1:.5f}", "")
+    # the other consumer's window against its neighbours 8-11 and 17-19 (median 11)
+    got = inproc.local_added(ms, other, wins, 4)
+    if got != "%.5f" % (13.5 / 11.0 - 1):
+        fail(f"local_added of the other window {got}, want {13.5 / 11.0 - 1:.5f}", "")
+    # the median's order-statistic interval: none under 6 values; min-max at 7; at 20 the
+    # 6th and 15th values (P(Binomial(20, 1/2) <= 5) = 0.021)
+    if tiers.median_ci_exact([1, 2, 3, 4, 5]) is not None:
+        fail("median_ci_exact gave an interval for 5 values", "")
+    if tiers.median_ci_exact([7, 1, 5, 3, 2, 6, 4]) != (1, 7):
+        fail("median_ci_exact of 7 values is not their range", "")
+    if tiers.median_ci_exact(list(range(20, 0, -1))) != (6, 15):
+        fail(f"median_ci_exact of 1..20: {tiers.median_ci_exact(list(range(1, 21)))}", "")
+
+
 def main():
+    unit_checks()
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "tests/workloads"))
         for path, text in ((os.path.join(tmp, "tests/workloads/kernel_storm"), STORM),
@@ -209,7 +255,7 @@ def main():
                   r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[.*n=3",
                   r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
                   r"storm +mean added\(window\) / mean added\(bare\) \(local\) +1\.4356  "
-                  r"\[1\.4356-1\.4356\]  n=3",
+                  r"\[1\.4356-1\.4356\]  exact \[-\]  n=3",
                   r"storm +added\(window_noflush\)/added\(bare\), one process \(run\) +1\.1881",
                   r"storm +added\(window_noflush\) - added\(window\), per round \(local\) +"
                   r"-0\.0495  \[.*n=3",
@@ -231,6 +277,23 @@ def main():
         if re.search(r"one process \(run\) +1\.4356", out):
             fail("the run's medians were not moved by the jump: the test cannot tell local "
                  "from run", out)
+        # the short, frequent windows of runs 40-41 (8/32@4): the bare consumer is given
+        # 8/32@20, and every figure is still exact
+        os.unlink(os.path.join(tmp, "r.csv"))
+        log = os.path.join(tmp, "bare.log")
+        rc, out = run(tmp, {"FAKE_BARE_LOG": log}, "--mixed", "--windows", "8/32@4",
+                      "--variants", "window,plain")
+        if rc != 0:
+            fail(f"exit {rc} with --mixed --windows 8/32@4", out)
+        with open(log) as f:
+            given = set(f.read().split())
+        if given != {"8/32@20"}:
+            fail(f"the bare consumer was given {given}, want 8/32@20", out)
+        for w in (r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
+                  r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[",
+                  r"storm +plain \(local\): bare-window steps / others +1\.0000  \["):
+            if not re.search(w, out):
+                fail(f"missing {w!r} (8/32@4)", out)
         rc, out = run(tmp, {}, "--mixed", "--windows", "20/40@0")
         if rc == 0 or "must fit in PERIOD / 2 = 20" not in out:
             fail("--mixed with windows that overlap the bare consumer's was accepted", out)

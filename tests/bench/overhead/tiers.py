@@ -40,6 +40,7 @@ every row names its machine's boot id).
 """
 import argparse
 import csv
+import math
 import os
 import random
 import re
@@ -207,6 +208,23 @@ def run_resumable(a, plan, fields, run, tag, about=""):
             rows += run(rnd, w, v, writer)
             f.flush()
     return rows
+
+
+def median_ci_exact(vals, level=0.95):
+    """The distribution-free interval of the median from two order statistics (the binomial
+    rule): (lo, hi) covering the median with probability >= level, or None when there are
+    too few values for any (under 6 at 95%). The percentile bootstrap of a median under ~10
+    values returns about the 2nd-smallest and 2nd-largest values and covers less than it
+    says; this one does not."""
+    n = len(vals)
+    xs = sorted(vals)
+    k, cdf = 0, 0.0
+    for j in range(n + 1):
+        cdf += math.comb(n, j) / 2 ** n
+        if cdf > (1 - level) / 2:
+            break
+        k = j + 1
+    return (xs[k - 1], xs[n - k]) if k else None
 
 
 def bootstrap(vals, n=2000, stat=statistics.median):
