@@ -26,6 +26,11 @@ every figure is a ratio of two step medians of that process:
           one of meridian's mechanisms off (MERIDIAN_VARIANTS below), each reported against
           the bare consumer and against `window`, paired per round: where a traced step's
           excess over the bare consumer is.
+  window_alone  optional, with --mixed: `window` without the bare consumer in its process,
+          against `window` per round: whether the bare consumer's attaches change what
+          meridian's windows cost (the mixed design assumes they do not; runs 34-38 had
+          meridian alone adding 3.9% to a GPT-2 step, runs 39-41 with the bare consumer
+          beside it ~8.5%, on other days and hosts).
   per run: added = median(window steps, each window's first step left out: it pays the
            attach) / median(steps outside windows, the two steps after each window left
            out: the detach) - 1
@@ -83,6 +88,7 @@ MERIDIAN_VARIANTS = {
     "window_noflush": {"MERIDIAN_CUPTI_FLUSH_MS": "0"},    # no periodic CUPTI flush
     "window_nopace": {"MERIDIAN_CUPTI_PACE": "0"},         # the completion thread never waits
     "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings
+    "window_alone": {},  # with --mixed: `window` without the bare consumer in its process
 }
 EDGES = (("attach_ms", "the window's first step (meridian attaches in it)", 0),
          ("detach1_ms", "the step after the window (closing: the boundary)", 1),
@@ -166,7 +172,7 @@ def command(a, workload, variant, db):
         return work + ["--bare-windows", a.windows], env
     if variant == "plain":
         return work, env
-    if a.mixed:  # the bare consumer in the same process, between meridian's windows
+    if a.mixed and variant != "window_alone":  # the bare consumer between meridian's windows
         bare_env(a, env)
         work = work + ["--bare-windows", "%d/%d@%d" % mixed_spec(parse_windows(a.windows))]
     env["MERIDIAN_TRACE"] = "steady"
@@ -230,7 +236,8 @@ def run_one(a, rnd, workload, variant, writer):
                   f"specification's {expect}: the recorded ones are used", flush=True)
     else:
         wins = window_steps(spec, len(ms))
-    bare_wins = window_steps(mixed_spec(spec), len(ms)) if a.mixed and variant != "bare" else []
+    bare_wins = (window_steps(mixed_spec(spec), len(ms))
+                 if a.mixed and variant not in ("bare", "window_alone") else [])
     traced, untraced = classify_window_run(ms, wins, bare_wins)
     bare_traced = classify_window_run(ms, bare_wins, wins)[0] if bare_wins else []
     if not traced or not untraced:
@@ -295,7 +302,8 @@ def report(rows):
             print(f"  {w:12s} round {rnd:3d}  meridian {fmt(am, '%+7.2f%%', 100)}  "
                   f"bare {fmt(ab, '%+7.2f%%', 100)}  ratio {fmt(ratio, '%.3f')}  "
                   f"plain null {fmt(null, '%.4f')}  steady-outside/plain {fmt(so, '%.4f')}")
-    print("\ninproc: medians over rounds (95% bootstrap interval)")
+    print("\ninproc: medians over rounds [95% percentile bootstrap]  exact [the median's "
+          "order-statistic interval, >= 95%; '-' under 6 rounds]")
     for w, rs in res.items():
         for label, idx, goal in (("added by meridian's traced step", 1, ""),
                                  ("added by the bare consumer's", 2, ""),
@@ -306,10 +314,11 @@ def report(rows):
             vals = [r[idx] for r in rs if r[idx] is not None]
             if not vals:
                 continue
-            ci = tiers.bootstrap(vals)
+            ci, ex = tiers.bootstrap(vals), tiers.median_ci_exact(vals)
             cis = "%.4f-%.4f" % ci if ci else "-"
+            exs = "%.4f-%.4f" % ex if ex else "-"
             print(f"  {w:12s} {label:46s} {statistics.median(vals):.4f}  [{cis}]  "
-                  f"n={len(vals)}  {goal}")
+                  f"exact [{exs}]  n={len(vals)}  {goal}")
     report_variants(rows)
     report_mixed(rows)
     report_edges(rows)
@@ -324,7 +333,7 @@ def report_variants(rows):
         names = sorted({v for vs in rounds.values() for v in vs
                         if v in MERIDIAN_VARIANTS and v != "window"})
         for v in names:
-            vs_bare, vs_window = [], []
+            vs_bare, vs_window, vs_window_local = [], [], []
             for vr in rounds.values():
                 if v not in vr:
                     continue
@@ -334,8 +343,13 @@ def report_variants(rows):
                     vs_bare.append(added[v] / added["bare"])
                 if "window" in added:
                     vs_window.append(added[v] - added["window"])
+                    if vr[v].get("local_added") and vr["window"].get("local_added"):
+                        vs_window_local.append(float(vr[v]["local_added"]) -
+                                               float(vr["window"]["local_added"]))
             for label, vals, f in (("added(%s)/added(bare)" % v, vs_bare, "%.4f"),
-                                   ("added(%s) - added(window)" % v, vs_window, "%+.4f")):
+                                   ("added(%s) - added(window)" % v, vs_window, "%+.4f"),
+                                   ("added(%s) - added(window), local" % v, vs_window_local,
+                                    "%+.4f")):
                 if vals:
                     ci = tiers.bootstrap(vals)
                     cis = (f + "-" + f) % ci if ci else "-"

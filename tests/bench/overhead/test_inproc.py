@@ -21,7 +21,9 @@ there 1.2 x the stand-in meridian's 1010 us) the same ratios come from each proc
 and the plain run gives two nulls of 1.0000; when every step takes twice as long from
 step 195 on (FAKE_JUMP), each window against its neighbours (local) still gives 1.4356 and
 1.0000, the whole run's medians do not; with 8/32@4 the bare consumer is given 8/32@20 and
-the figures are exact again. Before all that, the step classification, the local figure
+the figures are exact again; window_alone (no bare consumer in meridian's process) is
+reported against window, -0.0990 where the stand-in makes meridian's windows dearer beside
+the bare consumer (FAKE_INTERACT). Before all that, the step classification, the local figure
 and the median's order-statistic interval on hand-made lists where a range one step off
 changes the result. A bad window
 specification, an unknown variant, `before` without a library and a resume into a CSV of
@@ -71,6 +73,8 @@ for i in range(steps):
                 us = 5000.0
             elif f < i <= l:
                 us = 1250.0 if os.environ.get("MERIDIAN_CUPTI_FLUSH_MS") == "0" else 1300.0
+                if bare and os.environ.get("FAKE_INTERACT"):
+                    us = 1400.0  # meridian's windows dearer beside the bare consumer
             elif i == l + 1:
                 us = 3000.0 + before
             elif i == l + 2:
@@ -294,6 +298,22 @@ def main():
                   r"storm +plain \(local\): bare-window steps / others +1\.0000  \["):
             if not re.search(w, out):
                 fail(f"missing {w!r} (8/32@4)", out)
+        # window_alone: meridian's process without the bare consumer, against window per
+        # round; where the bare consumer makes meridian's windows dearer (FAKE_INTERACT:
+        # 1400 us instead of 1300) the difference says so: 0.2871 - 0.3861
+        os.unlink(os.path.join(tmp, "r.csv"))
+        os.unlink(log)
+        rc, out = run(tmp, {"FAKE_BARE_LOG": log, "FAKE_INTERACT": "1"}, "--mixed",
+                      "--variants", "window,window_alone")
+        if rc != 0:
+            fail(f"exit {rc} with window_alone", out)
+        with open(log) as f:
+            given = f.read().split()
+        if given != ["20/100@60"] * 3:
+            fail(f"the bare consumer was given {given}: want it in the 3 window runs only", out)
+        if not re.search(r"storm +added\(window_alone\) - added\(window\), local +-0\.0990  "
+                         r"\[.*n=3", out):
+            fail("window_alone's difference to window (local) not -0.0990", out)
         rc, out = run(tmp, {}, "--mixed", "--windows", "20/40@0")
         if rc == 0 or "must fit in PERIOD / 2 = 20" not in out:
             fail("--mixed with windows that overlap the bare consumer's was accepted", out)
