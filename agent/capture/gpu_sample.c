@@ -8,18 +8,19 @@
  * kind is a line of proto/kinds.h). NVML is optional: it is loaded with dlopen
  * (libnvidia-ml.so.1) the first time; without it, or when nvmlInit fails, the thread is
  * never started: no samples and no error (only a bad MERIDIAN_GPU_SAMPLE_HZ is still said,
- * below). A GPU is found in NVML by the PCI
- * bus id of CUPTI's DEVICE record, so CUDA_VISIBLE_DEVICES renumbering does not matter; a
- * reading NVML refuses (not supported on this GPU) is stored as 0. Devices arrive with
- * CUPTI's DEVICE records, and, without CUPTI (the steady tier between windows), with each
- * NCCL communicator's init (mrd__gpu_from_driver: the device current on NCCL's thread, its
- * PCI bus id, UUID and name asked of the CUDA driver the process already loaded).
+ * below). A GPU is found in NVML by the PCI bus id of CUPTI's DEVICE record, so
+ * CUDA_VISIBLE_DEVICES renumbering does not matter; a reading NVML refuses (not supported
+ * on this GPU) is stored as 0. Devices arrive with CUPTI's DEVICE records, and, without
+ * CUPTI (the steady tier between windows), with each NCCL communicator's init
+ * (mrd__gpu_from_driver: the device current on NCCL's thread, its PCI bus id, UUID and name
+ * asked of the CUDA driver the process already loaded).
  *
- * Rate: MERIDIAN_GPU_SAMPLE_HZ (default 10, 0 to 100; read once, when the first GPU arrives,
- * NVML or not; a bad value is said once on stderr and samples stay off): 0 keeps the thread for the
- * fingerprint's identity only, waiting for new devices, with no readings. Why a knob: the
- * NVML calls contend with a launching thread in the driver; on a launch-bound storm the
- * sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37, tests/bench/overhead/RESULTS-tiers.md).
+ * Rate: MERIDIAN_GPU_SAMPLE_HZ (default 10, 0 to 100; read once, when the first GPU
+ * arrives, NVML or not; a bad value is said once on stderr and samples stay off): 0 keeps
+ * the thread for the fingerprint's identity only, waiting for new devices, with no
+ * readings. Why a knob: the NVML calls contend with a launching thread in the driver; on a
+ * launch-bound storm the sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37,
+ * tests/bench/overhead/RESULTS-tiers.md).
  *
  * Workload: at most MAX_DEVICES devices x HZ x seven NVML calls (the handle by PCI bus id,
  * six readings; each a driver ioctl, ~32 us a sample on an H200): nothing on application

@@ -60,14 +60,14 @@ int main(int argc, char **argv)
     if (argc != 3)
         return fail("usage: env_driver /abs/libmeridian.so FAKE_LIBCUDA|-");
     const char *no_nvml = getenv("ENV_DRIVER_NO_NVML");
+    int with_nvml = !(no_nvml && strcmp(no_nvml, "1") == 0);
     if (strcmp(argv[2], "-") != 0) {
         if (!dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL))
             return fail(dlerror());
-    }
-    if (strcmp(argv[2], "-") != 0 && !(no_nvml && strcmp(no_nvml, "1") == 0)) {
-        void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-        if (!nvml || !(samples = (int (*)(void))dlsym(nvml, "fake_nvml_samples")) ||
-            !(identified = (int (*)(void))dlsym(nvml, "fake_nvml_identified")))
+        void *nvml = with_nvml ? dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL) : NULL;
+        if (with_nvml && (!nvml ||
+                          !(samples = (int (*)(void))dlsym(nvml, "fake_nvml_samples")) ||
+                          !(identified = (int (*)(void))dlsym(nvml, "fake_nvml_identified"))))
             return fail("fake NVML not on LD_LIBRARY_PATH");
     }
     void *lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);

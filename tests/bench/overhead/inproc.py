@@ -103,6 +103,16 @@ def parse_windows(spec):
     return tuple(int(x) for x in m.groups())
 
 
+def stat_line(label, vals, f, goal=""):
+    """One report line: the median of vals, its 95% percentile bootstrap interval, the
+    median's order-statistic interval (distribution-free, >= 95%; '-' under 6 values), n."""
+    ci, ex = tiers.bootstrap(vals), tiers.median_ci_exact(vals)
+    cis = (f + "-" + f) % ci if ci else "-"
+    exs = (f + "-" + f) % ex if ex else "-"
+    return (f"  {label} {f % statistics.median(vals)}  [{cis}]  exact [{exs}]  n={len(vals)}"
+            + (f"  {goal}" if goal else ""))
+
+
 def window_steps(spec, steps):
     length, period, offset = spec
     return [(s, min(s + length, steps) - 1) for s in range(offset, steps, period)]
@@ -114,18 +124,19 @@ def mixed_spec(spec):
     return (length, period, offset + period // 2)
 
 
+def not_untraced(windows, others):
+    """The steps of both consumers' windows and the two detach steps after each."""
+    return {i for first, last in list(windows) + list(others) for i in range(first, last + 3)}
+
+
 def classify_window_run(ms, windows, others=()):
     """(traced, untraced) step times of a window run; windows = [(first, last), ...]; the
     steps of `others` (the other consumer's windows in a --mixed run) and the two steps after
     each are in neither list."""
-    traced, skip = [], set()
-    for first, last in windows:
-        traced += [ms[i] for i in range(first + 1, min(last, len(ms) - 1) + 1)]
-        skip.update(range(first, last + 3))
-    for first, last in others:
-        skip.update(range(first, last + 3))
-    untraced = [t for i, t in enumerate(ms) if i not in skip]
-    return traced, untraced
+    traced = [ms[i] for first, last in windows
+              for i in range(first + 1, min(last, len(ms) - 1) + 1)]
+    skip = not_untraced(windows, others)
+    return traced, [t for i, t in enumerate(ms) if i not in skip]
 
 
 def local_added(ms, windows, others, radius):
@@ -134,9 +145,7 @@ def local_added(ms, windows, others, radius):
     detach steps) - 1. The host's step time wanders by +-20% over seconds (run 39's steps),
     so a window is compared with its neighbours, not with the whole run. "" when no window
     has both."""
-    skip = set()
-    for first, last in list(windows) + list(others):
-        skip.update(range(first, last + 3))
+    skip = not_untraced(windows, others)
     vals = []
     for first, last in windows:
         traced = ms[first + 1:last + 1]
@@ -218,10 +227,6 @@ def run_one(a, rnd, workload, variant, writer):
     if rc != 0 or not ms:
         print(f"inproc: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
               f"output:\n{out[-1500:]}", flush=True)
-        return None
-    if len(ms) < spec[2] + 3:
-        print(f"inproc: round {rnd} {workload}/{variant}: {len(ms)} steps, too few for a "
-              f"window at step {spec[2]} and its detach steps; the run is left out", flush=True)
         return None
     if a.steps_csv:
         save_steps(a.steps_csv, rnd, workload, variant, ms)
@@ -312,13 +317,8 @@ def report(rows):
                                  ("steady outside windows / plain (2 processes)", 5,
                                   "reference")):
             vals = [r[idx] for r in rs if r[idx] is not None]
-            if not vals:
-                continue
-            ci, ex = tiers.bootstrap(vals), tiers.median_ci_exact(vals)
-            cis = "%.4f-%.4f" % ci if ci else "-"
-            exs = "%.4f-%.4f" % ex if ex else "-"
-            print(f"  {w:12s} {label:46s} {statistics.median(vals):.4f}  [{cis}]  "
-                  f"exact [{exs}]  n={len(vals)}  {goal}")
+            if vals:
+                print(stat_line(f"{w:12s} {label:46s}", vals, "%.4f", goal))
     report_variants(rows)
     report_mixed(rows)
     report_edges(rows)
@@ -351,10 +351,7 @@ def report_variants(rows):
                                    ("added(%s) - added(window), local" % v, vs_window_local,
                                     "%+.4f")):
                 if vals:
-                    ci = tiers.bootstrap(vals)
-                    cis = (f + "-" + f) % ci if ci else "-"
-                    lines.append(f"  {w:12s} {label:46s} {f % statistics.median(vals)}  "
-                                 f"[{cis}]  n={len(vals)}")
+                    lines.append(stat_line(f"{w:12s} {label:46s}", vals, f))
     if lines:
         print("\ninproc: meridian's variants (one mechanism off each), per traced step, paired "
               "per round")
@@ -371,8 +368,8 @@ def ratio_of_means(pairs):
 def report_mixed(rows):
     """--mixed rows: each process's own ratio, meridian's traced steps against the bare
     consumer's in the same process (plain: both window sets' nulls), from the run's medians
-    and from each window against its neighbours (local_added); then medians over the runs,
-    and each variant other than `window` against `window` of its round."""
+    and from each window against its neighbours (local_added); then medians over the runs.
+    Each variant against `window` of its round is report_variants' (every row is there)."""
     by = {}
     for r in rows:
         if str(r["rc"]) == "0" and r.get("bare_traced_ms"):
@@ -386,11 +383,7 @@ def report_mixed(rows):
     lines = []
 
     def stat(label, vals, f, goal=""):
-        ci, ex = tiers.bootstrap(vals), tiers.median_ci_exact(vals)
-        cis = (f + "-" + f) % ci if ci else "-"
-        exs = (f + "-" + f) % ex if ex else "-"
-        lines.append(f"  {label} {f % statistics.median(vals)}  [{cis}]  exact [{exs}]  "
-                     f"n={len(vals)}  {goal}")
+        lines.append(stat_line(label, vals, f, goal))
 
     def figures(r):
         """{'run': (meridian's added, bare's added), 'local': (...)} of one row"""
@@ -402,7 +395,6 @@ def report_mixed(rows):
 
     def ratio(am, ab):
         return am / ab if ab > 0 else None
-    window_added = {}
     for (w, v), rs in sorted(by.items()):
         got = {}
         for r in sorted(rs, key=lambda r: int(r["round"])):
@@ -413,8 +405,6 @@ def report_mixed(rows):
                 q = ratio(am, ab)
                 text.append(f"{how} {am * 100:+7.2f}% / {ab * 100:+7.2f}% ratio "
                             + ("%.3f" % q if q is not None else "-"))
-                if v == "window":
-                    window_added.setdefault((w, how), {})[int(r["round"])] = am
             who = "plain null" if v == "plain" else v
             print(f"  {w:12s} round {int(r['round']):3d}  {who:16s}  meridian's / bare's "
                   "windows: " + "   ".join(text))
@@ -441,16 +431,6 @@ def report_mixed(rows):
                 lines.append(f"  {w:12s} {'mean added(%s) / mean added(bare) (%s)' % (v, how):56s} "
                              f"{ratio_of_means(pairs):.4f}  [{cis}]  exact [-]  "
                              f"n={len(pairs)}  goal <= 1.10")
-    for (w, v), rs in sorted(by.items()):
-        if v in ("window", "plain"):
-            continue
-        for how in ("run", "local"):
-            base = window_added.get((w, how), {})
-            diffs = [figures(r)[how][0] - base[int(r["round"])] for r in rs
-                     if int(r["round"]) in base and how in figures(r)]
-            if diffs:
-                stat(f"{w:12s} {'added(%s) - added(window), per round (%s)' % (v, how):56s}",
-                     diffs, "%+.4f")
     print("\ninproc: medians over runs [95% percentile bootstrap]  exact [the order-statistic "
           "interval of the median, >= 95%, distribution-free; '-' under 6 runs]; the ratio "
           "of means: bootstrap over runs only (few runs: it covers less than 95%)")
@@ -479,23 +459,19 @@ def report_edges(rows):
     if not by:
         return
     print("\ninproc: what a window's edges add to their step, ms over the run's untraced "
-          "median (median over windows, then over rounds; 95% bootstrap interval)")
-
-    def line(label, vals, f):
-        ci = tiers.bootstrap(vals)
-        cis = (f + "-" + f) % ci if ci else "-"
-        return f"{label} {f % statistics.median(vals)}  [{cis}]  n={len(vals)}"
+          "median (median over windows, then over rounds; [95% percentile bootstrap], exact "
+          "[the median's order-statistic interval])")
     for (w, v), rs in sorted(by.items()):
         for key, label, _ in EDGES:
             vals = [float(r[key]) for r in rs if r.get(key)]
             if vals:
-                print("  " + line(f"{w:12s} {v:6s} {label:52s}", vals, "%+.3f"))
+                print(stat_line(f"{w:12s} {v:6s} {label:52s}", vals, "%+.3f"))
     print("\ninproc: the steady tier at the issue's 10/200 windows, estimated from these "
           "in-process figures (edges + 9 traced steps' added time, over 200 untraced steps; "
           "the cost outside windows is not in it)")
     for (w, v), rs in sorted(by.items()):
         vals = [steady_estimate(r, 10, 200) for r in rs]
-        print("  " + line(f"{w:12s} {v:6s} {'added to the mean step':52s}", vals, "%+.4f"))
+        print(stat_line(f"{w:12s} {v:6s} {'added to the mean step':52s}", vals, "%+.4f"))
     pairs = {}
     for (w, v), rs in by.items():
         for r in rs:
@@ -505,7 +481,7 @@ def report_edges(rows):
         diffs = [p["window"] - p["before"] for p in rounds.values()
                  if "window" in p and "before" in p]
         if diffs:
-            print("  " + line(f"{w:12s} {'detach steps, window - before (ms, paired)':59s}",
+            print(stat_line(f"{w:12s} {'detach steps, window - before (ms, paired)':59s}",
                               diffs, "%+.3f"))
 
 

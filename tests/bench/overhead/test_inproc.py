@@ -261,7 +261,7 @@ def main():
                   r"storm +mean added\(window\) / mean added\(bare\) \(local\) +1\.4356  "
                   r"\[1\.4356-1\.4356\]  exact \[-\]  n=3",
                   r"storm +added\(window_noflush\)/added\(bare\), one process \(run\) +1\.1881",
-                  r"storm +added\(window_noflush\) - added\(window\), per round \(local\) +"
+                  r"storm +added\(window_noflush\) - added\(window\), local +"
                   r"-0\.0495  \[.*n=3",
                   r"storm +plain \(run\): meridian-window steps / others +1\.0000  \[.*n=3",
                   r"storm +plain \(local\): bare-window steps / others +1\.0000  \[.*n=3",
