@@ -212,11 +212,8 @@ def check_exactly_once(db, s):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port nobody listens on, reserved for the scenario (itest.reserve_port)."""
+    return itest.reserve_port(0)
 
 
 def exit_bound(s, deadline_ms):

@@ -119,25 +119,43 @@ rc=$?
     fail "S3: --listen :65534 --shards 3: exit $rc, $(cat badport.err)"
 
 # --- S4: shard 1 cannot listen: setup failure, the job never runs -----------------------
-# hold a port P+1 and ask for P..P+1 (P is free unless something else takes it meanwhile)
+# hold P+1 listening (shard 1 cannot bind it) and P bound but not listening, given
+# SO_REUSEADDR after the bind: shard 0's meridiand (SO_REUSEADDR too) can still bind and
+# listen on P, while no other bind and no outgoing connection can take it meanwhile
+# (tests/integration/itest.py's reserve_port). Holding only
+# P+1 and hoping P stays free failed in CI: another test's connection took P.
 python3 - <<'EOF' &
-import socket, time
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
-s.listen(1)
-open("held.port.tmp", "w").write(str(s.getsockname()[1]))
-__import__("os").rename("held.port.tmp", "held.port")
-time.sleep(30)
+import os, socket, time
+for _ in range(200):
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    p1 = taken.getsockname()[1]
+    kept = socket.socket()
+    try:
+        kept.bind(("127.0.0.1", p1 - 1))  # without SO_REUSEADDR: fails where P is held
+        kept.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        break
+    except OSError:
+        taken.close()
+        kept.close()
+else:
+    raise SystemExit("S4: no pair of free consecutive ports in 200 tries")
+open("held.port.tmp", "w").write(str(p1 - 1))
+os.rename("held.port.tmp", "held.port")
+time.sleep(60)
 EOF
 holder=$!
 for _ in $(seq 100); do [ -s held.port ] && break; sleep 0.1; done
-P=$(( $(cat held.port) - 1 ))
+[ -s held.port ] || fail "S4: the port holder did not start"
+P=$(cat held.port)
 timeout 60 "$M" profile -o taken.db --shards 2 --listen 127.0.0.1:$P --no-mpi-wrappers \
     -- touch ran.flag >taken.out 2>taken.err
 rc=$?
 kill $holder 2>/dev/null
 wait $holder 2>/dev/null
-[ $rc = 125 ] && [ ! -e ran.flag ] && grep -q "meridiand (shard 1) exited" taken.err ||
+[ $rc = 125 ] && [ ! -e ran.flag ] && grep -q "meridiand (shard 1) exited" taken.err &&
+    ! grep -q "cannot listen on 127.0.0.1:$P:" taken.err ||
     fail "S4: port of shard 1 taken: exit $rc, job ran: $([ -e ran.flag ] && echo yes || echo no), $(cat taken.err)"
 
 # --- S5: the merge refuses: the job's status, the shards kept and listed -----------------

@@ -42,15 +42,29 @@ fail() {
     for f in "$tmp"/log/*.log; do echo "--- $f"; tail -20 "$f"; done >&2
     exit 1
 }
-free_port() { # three consecutive free TCP ports on loopback, the first printed
-    for _ in $(seq 50); do
-        local p=$((20000 + RANDOM % 30000))
-        if ! ss -Htln | awk '{print $4}' | grep -qE ":($p|$((p + 1))|$((p + 2)))\$"; then
-            echo "$p"
-            return
-        fi
-    done
-    return 1
+free_port() { # three consecutive free TCP ports on loopback, the first printed. Drawn from
+    # 12000..19999: below the ephemeral range (no outgoing connection takes them between this
+    # check and slurmctld's bind) and below the 20000..31999 of the Python tests' reserved
+    # ports (tests/integration/itest.py); free means a bind succeeds, whatever holds it
+    python3 - <<'EOF'
+import random, socket, sys
+for _ in range(200):
+    p = random.randrange(12000, 19998)
+    socks = []
+    try:
+        for q in (p, p + 1, p + 2):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", q))
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(p)
+    sys.exit(0)
+sys.exit(1)
+EOF
 }
 
 mkdir -p "$tmp"/{munge,state,spool,log,caps}

@@ -60,20 +60,37 @@ class Workdir:
             print("work folder kept: " + self.path)
 
 
+_RESERVED = []  # the sockets that hold reserve_port's ports for the life of this process
+
+
+def reserve_port(port=0):
+    """Reserves a loopback TCP port (0: any free one) for the life of this process and
+    returns it, or None where it is taken. The reservation is a socket that never listens,
+    bound without SO_REUSEADDR (so the bind fails where any socket holds the port) and given
+    SO_REUSEADDR after: no other bind, reserving or not, and no outgoing connection can take
+    the port, a connection to it is refused, and meridiand (SO_REUSEADDR too) can still
+    listen on it. Binding and closing again, as before, left a window in which another
+    test's connection or server could take the port."""
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    _RESERVED.append(s)
+    return s.getsockname()[1]
+
+
 def stable_port():
-    """A free port below the ephemeral range (32768+): a daemon restarted on it after SIGKILL
-    cannot find it taken by one of its own clients' outgoing connections (nor can a client
-    connect to itself while nothing listens there)."""
+    """A port below the ephemeral range (32768+), reserved by reserve_port: a daemon
+    restarted on it after SIGKILL cannot find it taken by one of its own clients' outgoing
+    connections or by another test (nor can a client connect to itself while nothing
+    listens there)."""
     for _ in range(200):
-        port = random.randrange(20000, 32000)
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
+        port = reserve_port(random.randrange(20000, 32000))
+        if port is not None:
             return port
-        except OSError:
-            continue
-        finally:
-            s.close()
     fail("no free port in 20000..32000")
 
 
