@@ -91,13 +91,17 @@ DAEMONS = []
 
 
 class Daemon:
-    def __init__(self, exe, workdir, port=0, commit_ms=20, extra=()):
+    def __init__(self, exe, workdir, port=None, commit_ms=20, extra=()):
+        """port None: one reserved below the ephemeral range (itest.stable_port), so that a
+        restart on it (restart scenario) cannot find it taken meanwhile by an outgoing
+        connection, the agent's own reconnects included (a connection to a port nobody
+        listens on can connect to itself)."""
         DAEMONS.append(self)
         self.commit_ms = commit_ms
         self.extra = list(extra)
         self.exe, self.workdir = exe, workdir
         self.db = os.path.join(workdir, "run.db")
-        self.port = port
+        self.port = itest.stable_port() if port is None else port
         self.proc = None
         self.log = open(os.path.join(workdir, "meridiand.log"), "a")
 

@@ -95,7 +95,8 @@ def stable_port():
 
 
 class Daemon:
-    """One meridiand process on 127.0.0.1; restartable on the same database and port."""
+    """One meridiand process on 127.0.0.1; restartable on the same database and port (a
+    port stable_port reserved)."""
 
     def __init__(self, exe, wd, run_id="itest-run", secret="itest-secret-0123456789",
                  extra=()):
@@ -106,7 +107,9 @@ class Daemon:
         with open(self.secret_file, "w") as f:
             f.write(secret)
         os.chmod(self.secret_file, 0o600)
-        self.port = 0
+        # reserved for the process, below the ephemeral range: a restart on the same port
+        # (sigkill, resend, soak) cannot find it taken meanwhile
+        self.port = stable_port()
         self.proc = None
         self.starts = 0
 

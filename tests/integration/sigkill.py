@@ -24,7 +24,6 @@ rng = random.Random(seed)
 itest.log("kill timing seed %d (rerun with --seed %d)" % (seed, seed))
 wd = itest.Workdir(args, "sigkill")
 d = itest.Daemon(args.meridiand, wd)
-d.port = itest.stable_port()
 d.start()
 report = wd.file("report.txt")
 ranks = 16

@@ -105,7 +105,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
-import itest  # noqa: E402  (Daemon, Workdir, stable_port, read_report)
+import itest  # noqa: E402  (Daemon, Workdir, read_report)
 
 # A clean run (--kill-every-s 0 --cut-every-s 0 --delay-ms 0) on the development VM stored
 # CLEAN_BPE bytes per event (tests/soak/RESULTS.md); the default budget is twice that.
@@ -449,7 +449,6 @@ def main():
     wd = itest.Workdir(a, "soak")
     log("work folder " + wd.path)
     d = itest.Daemon(a.meridiand, wd, run_id=RUN_ID, secret=SECRET)
-    d.port = itest.stable_port()
     replay = relay = None
     rows = []
     csvf = writer = None
