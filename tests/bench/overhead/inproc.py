@@ -48,7 +48,12 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
           half a period after meridian's (20/100@60 beside 20/100@10), so each process
           yields both added costs and their ratio against one untraced baseline: the
           process-to-process spread and most of the drift within a process cancel. The
-          plain run is classified by both window sets (two nulls).
+          plain run is classified by both window sets (two nulls). Since session 12 the
+          two consumers trade places in even rounds (--fixed-phases: not), because run
+          40's GPT-2 nulls found the steps at meridian's places 1.3 points dearer than at
+          the bare consumer's, about the size of the excess the runs measured; and the
+          report also gives each order's ratio and the ratio of (added - the plain null at
+          the same places) of each round, which removes a place-bound cost either way.
   local   every run also records local_added (and bare_local_added): each window's traced
           steps against the untraced steps within --local-radius (8) steps before it and
           after its two detach steps, median over windows. The step time wanders by +-20%
@@ -59,7 +64,7 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
 
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
-       [--windows 20/100@10] [--mixed]
+       [--windows 20/100@10] [--mixed [--fixed-phases]]
        [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume] [--report-only]
 """
 import argparse
@@ -77,7 +82,8 @@ import tiers  # noqa: E402  (options, run loop, step parser, bootstrap)
 ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
           "n_traced", "windows", "wall_s", "rc", "machine", "attach_ms", "detach1_ms",
-          "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added"]
+          "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added",
+          "bare_windows"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -122,6 +128,33 @@ def mixed_spec(spec):
     """--mixed: the bare consumer's windows in meridian's processes, half a period later."""
     length, period, offset = spec
     return (length, period, offset + period // 2)
+
+
+def spec_text(spec):
+    return "%d/%d@%d" % spec
+
+
+def swapped(a, rnd):
+    """--mixed: the two consumers trade places in even rounds (meridian half a period in,
+    the bare consumer at the offset), unless --fixed-phases. A step time that depends on the
+    step's place in the period (run 40's GPT-2 plain nulls: the steps at meridian's places
+    +1.1 points over the bare consumer's, about the size of the excess measured) then
+    weighs on both consumers alike."""
+    return a.mixed and not a.fixed_phases and rnd % 2 == 0
+
+
+def consumer_specs(a, rnd, variant):
+    """(meridian's windows, the bare consumer's windows or None) of one run, as (L, P, O);
+    for `plain` the places the two nulls are taken at, for `bare` its own windows first."""
+    spec = parse_windows(a.windows)
+    if variant == "bare":
+        return spec, None
+    if not a.mixed:
+        return spec, None
+    other = mixed_spec(spec)
+    if swapped(a, rnd):
+        spec, other = other, spec
+    return spec, (None if variant == "window_alone" else other)
 
 
 def not_untraced(windows, others):
@@ -173,19 +206,19 @@ def bare_env(a, env):
     env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
 
 
-def command(a, workload, variant, db):
+def command(a, workload, variant, db, spec, bare_spec):
     env = tiers.job_env()
     work = tiers.workload_argv(a.build, workload, a.steps)
     if variant == "bare":
         bare_env(a, env)
-        return work + ["--bare-windows", a.windows], env
+        return work + ["--bare-windows", spec_text(spec)], env
     if variant == "plain":
         return work, env
-    if a.mixed and variant != "window_alone":  # the bare consumer between meridian's windows
+    if bare_spec:  # --mixed: the bare consumer between meridian's windows
         bare_env(a, env)
-        work = work + ["--bare-windows", "%d/%d@%d" % mixed_spec(parse_windows(a.windows))]
+        work = work + ["--bare-windows", spec_text(bare_spec)]
     env["MERIDIAN_TRACE"] = "steady"
-    env["MERIDIAN_WINDOWS"] = a.windows
+    env["MERIDIAN_WINDOWS"] = spec_text(spec)
     env.update(MERIDIAN_VARIANTS[variant])
     if variant == "before":  # the same, with the agent of an earlier commit
         return tiers.profile_argv(argparse.Namespace(meridian=a.meridian,
@@ -216,10 +249,10 @@ def save_steps(path, rnd, workload, variant, ms):
 
 
 def run_one(a, rnd, workload, variant, writer):
-    spec = parse_windows(a.windows)
+    spec, bare_spec = consumer_specs(a, rnd, variant)
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "run.db")
-        cmd, env = command(a, workload, variant, db)
+        cmd, env = command(a, workload, variant, db, spec, bare_spec)
         out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
         wins = recorded_windows(db) if variant in MERIDIAN_VARIANTS else None
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
@@ -241,8 +274,8 @@ def run_one(a, rnd, workload, variant, writer):
                   f"specification's {expect}: the recorded ones are used", flush=True)
     else:
         wins = window_steps(spec, len(ms))
-    bare_wins = (window_steps(mixed_spec(spec), len(ms))
-                 if a.mixed and variant not in ("bare", "window_alone") else [])
+    bare_wins = window_steps(bare_spec, len(ms)) if bare_spec else []
+    ran_bare = spec if variant == "bare" else bare_spec  # plain: where the bare null is taken
     traced, untraced = classify_window_run(ms, wins, bare_wins)
     bare_traced = classify_window_run(ms, bare_wins, wins)[0] if bare_wins else []
     if not traced or not untraced:
@@ -257,6 +290,7 @@ def run_one(a, rnd, workload, variant, writer):
                wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id(),
                bare_traced_ms="%.4f" % statistics.median(bare_traced) if bare_traced else "",
                n_bare_traced=len(bare_traced),
+               bare_windows=spec_text(ran_bare) if ran_bare else "",
                local_added=local_added(ms, wins, bare_wins, a.local_radius),
                bare_local_added=(local_added(ms, bare_wins, wins, a.local_radius)
                                  if bare_wins else ""),
@@ -365,6 +399,33 @@ def ratio_of_means(pairs):
     return sum(a for a, _ in pairs) / den if den > 0 else float("inf")
 
 
+def meridian_first(r):
+    """Whether meridian's windows came first in the period in this --mixed row (always in
+    rows of runs 39-41, which have no bare_windows column)."""
+    if not r.get("bare_windows") or not r.get("windows"):
+        return True
+    return int(r["windows"].split("-")[0]) < parse_windows(r["bare_windows"])[2]
+
+
+def null_corrected(rows, w, v):
+    """[(meridian's added - the plain null at its places, bare's added - the plain null at
+    its places)] of the rounds where workload w has both a `v` row and a plain row with local
+    figures: a step time that depends on the place in the period is in both and cancels
+    (the plain run of a round classifies the same places as that round's other runs)."""
+    by = {}
+    for r in rows:
+        if (str(r["rc"]) == "0" and r["workload"] == w and r.get("local_added")
+                and r.get("bare_local_added")):
+            by.setdefault(int(r["round"]), {})[r["variant"]] = r
+    out = []
+    for rnd, vs in sorted(by.items()):
+        if v in vs and "plain" in vs:
+            m, p = vs[v], vs["plain"]
+            out.append((float(m["local_added"]) - float(p["local_added"]),
+                        float(m["bare_local_added"]) - float(p["bare_local_added"])))
+    return out
+
+
 def report_mixed(rows):
     """--mixed rows: each process's own ratio, meridian's traced steps against the bare
     consumer's in the same process (plain: both window sets' nulls), from the run's medians
@@ -395,6 +456,12 @@ def report_mixed(rows):
 
     def ratio(am, ab):
         return am / ab if ab > 0 else None
+
+    def mean_line(w, label, pairs):
+        ci = tiers.bootstrap(pairs, stat=ratio_of_means)
+        cis = "%.4f-%.4f" % ci if ci else "-"
+        lines.append(f"  {w:12s} {label:56s} {ratio_of_means(pairs):.4f}  [{cis}]  exact [-]  "
+                     f"n={len(pairs)}  goal <= 1.10")
     for (w, v), rs in sorted(by.items()):
         got = {}
         for r in sorted(rs, key=lambda r: int(r["round"])):
@@ -406,8 +473,9 @@ def report_mixed(rows):
                 text.append(f"{how} {am * 100:+7.2f}% / {ab * 100:+7.2f}% ratio "
                             + ("%.3f" % q if q is not None else "-"))
             who = "plain null" if v == "plain" else v
-            print(f"  {w:12s} round {int(r['round']):3d}  {who:16s}  meridian's / bare's "
-                  "windows: " + "   ".join(text))
+            first = "meridian first" if meridian_first(r) else "bare first"
+            print(f"  {w:12s} round {int(r['round']):3d}  {who:16s}  {first:14s}  meridian's / "
+                  "bare's windows: " + "   ".join(text))
         for how, pairs in got.items():
             am, ab = [p[0] for p in pairs], [p[1] for p in pairs]
             if v == "plain":
@@ -426,11 +494,26 @@ def report_mixed(rows):
                      qs, "%.4f", "goal <= 1.10" + (f"; {out} run(s) left out: the bare "
                                                    f"consumer's added <= 0" if out else ""))
             if sum(ab) > 0:  # steadier than a median of few ratios whose denominators vary
-                ci = tiers.bootstrap(pairs, stat=ratio_of_means)
-                cis = "%.4f-%.4f" % ci if ci else "-"
-                lines.append(f"  {w:12s} {'mean added(%s) / mean added(bare) (%s)' % (v, how):56s} "
-                             f"{ratio_of_means(pairs):.4f}  [{cis}]  exact [-]  "
-                             f"n={len(pairs)}  goal <= 1.10")
+                mean_line(w, f"mean added({v}) / mean added(bare) ({how})", pairs)
+        if v == "plain" or "local" not in got:
+            continue
+        orders = {}
+        for r in rs:
+            q = ratio(*figures(r).get("local", (0.0, 0.0)))
+            if q is not None:
+                orders.setdefault(meridian_first(r), []).append(q)
+        if len(orders) == 2:  # both orders ran: does the place in the period matter?
+            for first, qs in sorted(orders.items(), reverse=True):
+                order = "meridian first" if first else "bare first"
+                stat(f"{w:12s} {'added(%s)/added(bare), %s (local)' % (v, order):56s}", qs,
+                     "%.4f")
+        fixed = null_corrected(rows, w, v)
+        qs = [q for q in (ratio(*p) for p in fixed) if q is not None]
+        if qs:
+            stat(f"{w:12s} {'added(%s)/added(bare), less plain null (local)' % v:56s}", qs,
+                 "%.4f", "goal <= 1.10")
+        if fixed and sum(b for _, b in fixed) > 0:
+            mean_line(w, f"mean (added - null), {v} / bare (local)", fixed)
     print("\ninproc: medians over runs [95% percentile bootstrap]  exact [the order-statistic "
           "interval of the median, >= 95%, distribution-free; '-' under 6 runs]; the ratio "
           "of means: bootstrap over runs only (few runs: it covers less than 95%)")
@@ -502,7 +585,12 @@ def main(argv):
                          "it and after its detach steps (the local figures)")
     ap.add_argument("--mixed", action="store_true",
                     help="meridian's processes also carry the bare consumer's windows, half a "
-                         "period after meridian's: both traced-step costs from one process")
+                         "period after meridian's (before it in even rounds): both "
+                         "traced-step costs from one process")
+    ap.add_argument("--fixed-phases", action="store_true",
+                    help="with --mixed, meridian's windows at the offset in every round (as "
+                         "in runs 39-41) instead of trading places with the bare consumer's "
+                         "in even rounds")
     a = ap.parse_args(argv)
     length, period, _ = parse_windows(a.windows)
     if a.mixed and length + 3 > period // 2:

@@ -23,7 +23,10 @@ step 195 on (FAKE_JUMP), each window against its neighbours (local) still gives 
 1.0000, the whole run's medians do not; with 8/32@4 the bare consumer is given 8/32@20 and
 the figures are exact again; window_alone (no bare consumer in meridian's process) is
 reported against window, -0.0990 where the stand-in makes meridian's windows dearer beside
-the bare consumer (FAKE_INTERACT). Before all that, the step classification, the local figure
+the bare consumer (FAKE_INTERACT); the two consumers trade places in even rounds, and with
+a cost tied to the place in the period (FAKE_PHASE) each order's ratio is reported (1.9356,
+0.9571) and the ratio less each round's plain null is exact again (1.4356), with and without
+the trade (--fixed-phases). Before all that, the step classification, the local figure
 and the median's order-statistic interval on hand-made lists where a range one step off
 changes the result. A bad window
 specification, an unknown variant, `before` without a library and a resume into a CSV of
@@ -79,6 +82,9 @@ for i in range(steps):
                 us = 3000.0 + before
             elif i == l + 2:
                 us = 2500.0 + before
+    for f, l in windows(os.environ["FAKE_PHASE"]) if os.environ.get("FAKE_PHASE") else []:
+        if f < i <= l:
+            us += 0.1 * base  # tied to the place in the period, whoever is attached there
     if os.environ.get("FAKE_JUMP") and i >= 195:
         us *= 2  # the host's step time moves part-way through the run
     out.append("%.1f" % us)
@@ -254,7 +260,8 @@ def main():
         rc, out = run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
         if rc != 0:
             fail(f"exit {rc} with --mixed", out)
-        for w in (r"storm +round +1  window +meridian's / bare's windows: run  \+28\.71% /  "
+        for w in (r"storm +round +1  window +meridian first +meridian's / bare's windows: run  "
+                  r"\+28\.71% /  "
                   r"\+20\.00% ratio 1\.436   local  \+28\.71% /  \+20\.00% ratio 1\.436",
                   r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[.*n=3",
                   r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
@@ -291,8 +298,9 @@ def main():
             fail(f"exit {rc} with --mixed --windows 8/32@4", out)
         with open(log) as f:
             given = set(f.read().split())
-        if given != {"8/32@20"}:
-            fail(f"the bare consumer was given {given}, want 8/32@20", out)
+        if given != {"8/32@20", "8/32@4"}:
+            fail(f"the bare consumer was given {given}, want 8/32@20 and, in round 2 (the "
+                 "places traded), 8/32@4", out)
         for w in (r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
                   r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[",
                   r"storm +plain \(local\): bare-window steps / others +1\.0000  \["):
@@ -309,11 +317,55 @@ def main():
             fail(f"exit {rc} with window_alone", out)
         with open(log) as f:
             given = f.read().split()
-        if given != ["20/100@60"] * 3:
-            fail(f"the bare consumer was given {given}: want it in the 3 window runs only", out)
+        if given != ["20/100@60", "20/100@10", "20/100@60"]:
+            fail(f"the bare consumer was given {given}: want it in the 3 window runs only, "
+                 "at 10 in round 2", out)
         if not re.search(r"storm +added\(window_alone\) - added\(window\), local +-0\.0990  "
                          r"\[.*n=3", out):
             fail("window_alone's difference to window (local) not -0.0990", out)
+        # a step time tied to the place in the period (FAKE_PHASE: +10% on the steps at
+        # meridian's places of odd rounds, whoever is attached there): meridian's ratio is
+        # 1.9356 where it has those places, 0.9571 where the bare consumer has them (even
+        # rounds trade places), and each less its round's plain null gives 1.4356 in both
+        os.unlink(os.path.join(tmp, "r.csv"))
+        os.unlink(log)
+        rc, out = run(tmp, {"FAKE_BARE_LOG": log, "FAKE_PHASE": "20/100@10"}, "--mixed",
+                      "--variants", "window,plain", "--rounds", "4")
+        if rc != 0:
+            fail(f"exit {rc} with FAKE_PHASE", out)
+        with open(log) as f:
+            given = f.read().split()
+        if given != ["20/100@60", "20/100@10"] * 2:
+            fail(f"the bare consumer was given {given}: want the places traded in even rounds",
+                 out)
+        for w in (r"storm +round +2  window +bare first +meridian's / bare's windows",
+                  r"storm +round +2  plain null +bare first +meridian's / bare's windows: "
+                  r"run +\+0\.00% / +\+10\.00%",
+                  r"storm +added\(window\)/added\(bare\), meridian first \(local\) +1\.935[67]  "
+                  r"\[.*n=2",
+                  r"storm +added\(window\)/added\(bare\), bare first \(local\) +0\.9571  \[.*n=2",
+                  r"storm +added\(window\)/added\(bare\), less plain null \(local\) +1\.435[67]  "
+                  r"\[.*n=4",
+                  r"storm +mean \(added - null\), window / bare \(local\) +1\.435[67]  "
+                  r"\[1\.435[67]-1\.435[67]\]"):
+            if not re.search(w, out):
+                fail(f"missing {w!r} (FAKE_PHASE)", out)
+        # --fixed-phases: the places of runs 39-41 in every round; the phase cost is then
+        # all meridian's, and only the null-corrected figure removes it
+        os.unlink(os.path.join(tmp, "r.csv"))
+        os.unlink(log)
+        rc, out = run(tmp, {"FAKE_BARE_LOG": log, "FAKE_PHASE": "20/100@10"}, "--mixed",
+                      "--fixed-phases", "--variants", "window,plain", "--rounds", "4")
+        with open(log) as f:
+            given = f.read().split()
+        if rc != 0 or given != ["20/100@60"] * 4:
+            fail(f"--fixed-phases: exit {rc}, the bare consumer was given {given}", out)
+        for w in (r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.935[67]  ",
+                  r"storm +added\(window\)/added\(bare\), less plain null \(local\) +1\.435[67]  "):
+            if not re.search(w, out):
+                fail(f"missing {w!r} (--fixed-phases)", out)
+        if "bare first" in out:
+            fail("--fixed-phases traded the places", out)
         rc, out = run(tmp, {}, "--mixed", "--windows", "20/40@0")
         if rc == 0 or "must fit in PERIOD / 2 = 20" not in out:
             fail("--mixed with windows that overlap the bare consumer's was accepted", out)
