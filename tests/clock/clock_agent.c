@@ -4,13 +4,16 @@
  * namespace and time namespace (its CLOCK_MONOTONIC_RAW shifted by a known amount) and
  * with MERIDIAN_TEST_CLOCK_PPM set, against a real meridiand. It links mrd_agent_core
  * (core + rings + transport), so the probes, batches and the agent's clock are the real
- * ones; it only replaces the capture code. It never learns its clock's shift.
+ * ones; it only replaces the capture code. Its events carry only the agent's clock: the
+ * namespace's shift (read from /proc/self/timens_offsets) serves only to place the
+ * simulated collectives on the host's time, the physics the agent must recover.
  *
  * What it writes, all stamped with mrd_clock_now() (the agent's local clock):
  *  - kernel records at --rate per second, evenly spread over --seconds (correlation ids
  *    1, 2, ...): the events whose alignment error the test bed measures;
- *  - every --coll-ms, at instants of a CLOCK_REALTIME grid shared by all agents (time
- *    namespaces do not shift CLOCK_REALTIME), one "collective": an NCCL op (comm_hash
+ *  - every --coll-ms, at instants of a grid on the host's CLOCK_MONOTONIC_RAW shared by
+ *    all agents (this namespace's CLOCK_MONOTONIC_RAW less its monotonic offset), one
+ *    "collective": an NCCL op (comm_hash
  *    --comm, seq k, AllReduce), its kernel spanning +- --coll-half-us around the instant
  *    (so the instances of all ranks overlap in true time by construction),
  *    the external correlation linking them, and two NCCL channels whose times are a
@@ -34,21 +37,44 @@
 static double o_seconds = 10, o_rate = 200, o_coll_ms = 100, o_coll_half_us = 300;
 static double o_gpu_offset_us = -150, o_gpu_ppm = 1.5;
 static uint64_t o_comm = 0x5eedc10c;
-static int64_t o_t0_realtime;
+static int64_t o_t0_host_raw;
 static uint64_t g_refused;
+static int64_t g_ns_offset; /* this time namespace's monotonic offset, ns */
 
-static int64_t realtime_ns(void)
+/* The time namespace's monotonic offset (it applies to CLOCK_MONOTONIC_RAW too); 0 in the
+ * initial namespace or where the file does not exist. */
+static int64_t timens_monotonic_offset(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    FILE *f = fopen("/proc/self/timens_offsets", "r");
+    if (!f)
+        return 0;
+    char name[32];
+    long long sec, nsec;
+    int64_t off = 0;
+    while (fscanf(f, "%31s %lld %lld", name, &sec, &nsec) == 3)
+        if (!strcmp(name, "monotonic"))
+            off = (int64_t)sec * 1000000000 + nsec;
+    fclose(f);
+    return off;
 }
 
-static void sleep_until_realtime(int64_t t)
+/* The host's CLOCK_MONOTONIC_RAW, the same for every agent whatever its namespace. It was
+ * CLOCK_REALTIME until a CI run in which the VM's realtime moved against the monotonic
+ * clocks while the agents placed one instant (one agent's collective 460 us off the
+ * others': rank 1's evidence contradictory, the tightening goal missed). */
+static int64_t host_raw_ns(void)
 {
-    struct timespec ts = {.tv_sec = t / 1000000000, .tv_nsec = t % 1000000000};
-    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec - g_ns_offset;
+}
+
+static void sleep_until_host_raw(int64_t t)
+{
+    for (int64_t left; (left = t - host_raw_ns()) > 0;) {
+        struct timespec ts = {.tv_sec = left / 1000000000, .tv_nsec = left % 1000000000};
+        nanosleep(&ts, NULL); /* relative: clock_nanosleep has no MONOTONIC_RAW */
+    }
 }
 
 static void put(const struct mrd_record *r)
@@ -79,14 +105,14 @@ static void write_kernel(uint64_t id)
     put(&r);
 }
 
-/* The local clock's reading at the CLOCK_REALTIME instant t (a moment ago): the process
- * may wake late, but the collective's kernel belongs to the shared instant. The lateness
- * is measured, not the clock's offset: (realtime, local) read back to back, retried when
- * the pair was interrupted; the rate difference over the lateness is below 1 ns. */
-static int64_t local_at_realtime(int64_t t)
+/* The local clock's reading at the host instant t (a moment ago): the process may wake
+ * late, but the collective's kernel belongs to the shared instant. The lateness is
+ * measured, not the clock's offset: (host, local) read back to back, retried when the pair
+ * was interrupted; the rate difference over the lateness is below 1 ns. */
+static int64_t local_at_host_raw(int64_t t)
 {
     for (int i = 0;; i++) {
-        int64_t a = realtime_ns(), l = mrd_clock_now(), b = realtime_ns();
+        int64_t a = host_raw_ns(), l = mrd_clock_now(), b = host_raw_ns();
         if (b - a < 20000 || i == 20)
             return l - ((a + b) / 2 - t);
     }
@@ -95,7 +121,7 @@ static int64_t local_at_realtime(int64_t t)
 static void write_collective(uint64_t k, int64_t t, int rank, int world)
 {
     struct mrd_record r;
-    int64_t now = local_at_realtime(t), half = (int64_t)(o_coll_half_us * 1000);
+    int64_t now = local_at_host_raw(t), half = (int64_t)(o_coll_half_us * 1000);
     uint64_t corr = (1ULL << 40) | k, launch = (1ULL << 41) | k;
 
     memset(&r, 0, sizeof r);
@@ -148,7 +174,9 @@ static void usage(void)
 {
     fprintf(stderr,
             "usage: clock_agent [--seconds S] [--rate R] [--coll-ms P] [--coll-half-us W]\n"
-            "       [--t0-realtime-ns T] [--comm HASH] [--gpu-offset-us X] [--gpu-ppm Y]\n"
+            "       [--t0-host-raw-ns T] [--comm HASH] [--gpu-offset-us X] [--gpu-ppm Y]\n"
+            "  T: the grid's start on the host's CLOCK_MONOTONIC_RAW (outside any time\n"
+            "  namespace), shared by all agents\n"
             "  environment: MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE, RANK,\n"
             "  WORLD_SIZE (and MERIDIAN_TEST_CLOCK_PPM) as for libmeridian.so\n");
     exit(2);
@@ -169,8 +197,8 @@ int main(int argc, char **argv)
             o_coll_ms = atof(v);
         else if (!strcmp(a, "--coll-half-us"))
             o_coll_half_us = atof(v);
-        else if (!strcmp(a, "--t0-realtime-ns"))
-            o_t0_realtime = strtoll(v, NULL, 10);
+        else if (!strcmp(a, "--t0-host-raw-ns"))
+            o_t0_host_raw = strtoll(v, NULL, 10);
         else if (!strcmp(a, "--comm"))
             o_comm = strtoull(v, NULL, 0);
         else if (!strcmp(a, "--gpu-offset-us"))
@@ -188,7 +216,8 @@ int main(int argc, char **argv)
     }
     const struct mrd_agent_config *cfg = mrd_agent_config();
     int rank = cfg->rank, world = cfg->world_size > 0 ? cfg->world_size : 1;
-    int64_t t0 = o_t0_realtime ? o_t0_realtime : realtime_ns();
+    g_ns_offset = timens_monotonic_offset();
+    int64_t t0 = o_t0_host_raw ? o_t0_host_raw : host_raw_ns();
     int64_t end = t0 + (int64_t)(o_seconds * 1e9);
     double kper = 1e9 / o_rate, cper = o_coll_ms * 1e6;
     uint64_t nk = 0, nc = 0;
@@ -198,8 +227,7 @@ int main(int argc, char **argv)
         int64_t t = tk < tc ? tk : tc;
         if (t >= end)
             break;
-        if (t > realtime_ns())
-            sleep_until_realtime(t);
+        sleep_until_host_raw(t);
         if (tc <= tk)
             write_collective(nc++, tc, rank, world);
         else

@@ -296,7 +296,7 @@ def run(a, bed, exe):
                          "--run-id", run_id, "--secret-file", secret, "--ranks",
                          str(a.load_ranks), "--rank-base", "100", "--rate", str(a.load_rate),
                          "--seconds", str(a.seconds), "--quiet"], "replay.log")
-    t0 = time.clock_gettime_ns(time.CLOCK_REALTIME) + 1500000000
+    t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW) + 1500000000
     procs = []
     for i, off, ppm in agents:
         env = dict(os.environ, MERIDIAN_AGGREGATOR="10.231.%d.1:%d" % (i, RELAY_PORT),
@@ -306,7 +306,7 @@ def run(a, bed, exe):
             env["MERIDIAN_PROBE_INTERVAL_MS"] = str(a.probe_ms)
         cmd = ipx + [bed.ns(i), "unshare", "--time", "--monotonic", str(off), "--boottime",
                      str(off), "--fork", exe["agent"], "--seconds", str(a.seconds), "--rate",
-                     str(a.rate), "--t0-realtime-ns", str(t0), "--coll-half-us",
+                     str(a.rate), "--t0-host-raw-ns", str(t0), "--coll-half-us",
                      str(a.coll_half_us)]
         procs.append(bed.spawn(cmd, "agent%d.log" % i, env))
     deadline = time.time() + a.seconds + 60
@@ -322,7 +322,7 @@ def run(a, bed, exe):
     sampler.smooth()
     # the truth's inputs, for inspecting a kept run's database afterwards (--evaluate)
     with open(os.path.join(bed.dir, "truth.json"), "w") as f:
-        json.dump({"raw": sampler.raw, "mono": sampler.mono, "t0_realtime_ns": t0,
+        json.dump({"raw": sampler.raw, "mono": sampler.mono, "t0_host_raw_ns": t0,
                    "coll_ms": 100, "agents": agents}, f)
     for i, _, _ in agents:
         out = bed.output("agent%d.log" % i)

@@ -203,7 +203,7 @@ def phase_alignment(a, exe):
         sampler.start()
         c.start_all()
         agents = []  # (rank, host, ppm)
-        t0 = time.clock_gettime_ns(time.CLOCK_REALTIME) + 1500000000
+        t0 = time.clock_gettime_ns(time.CLOCK_MONOTONIC_RAW) + 1500000000
         procs = []
         for k in range(HOSTS):
             procs.append(c.replay(k, ["--seconds", str(a.seconds), "--rate", str(a.load_rate)]))
@@ -215,7 +215,7 @@ def phase_alignment(a, exe):
                            RANK=str(rank), WORLD_SIZE=str(64 + HOSTS * a.agents_per_host),
                            MERIDIAN_TEST_CLOCK_PPM=str(ppm))
                 cmd = c.on_host(k, [exe["agent"], "--seconds", str(a.seconds), "--rate", "200",
-                                    "--t0-realtime-ns", str(t0), "--coll-half-us", "20"])
+                                    "--t0-host-raw-ns", str(t0), "--coll-half-us", "20"])
                 procs.append(c.spawn(cmd, "agent%d.log" % rank, env))
                 agents.append((rank, k, ppm))
         deadline = time.time() + a.seconds + 90
@@ -268,8 +268,13 @@ def evaluate(a, c, path, agents, sampler):
             % (k, REALTIME_S[k], REALTIME_S[0], ppm, cnt[pre + "offset_ns"] / 1e9, true_off / 1e9,
                err / 1e3, cnt[pre + "bound_ns"] / 1e3, cnt[pre + "residual_ns"] / 1e3,
                cnt[pre + "fit_bound_ns"] / 1e3, cnt[pre + "probes"], cnt[pre + "rtt_min_ns"] / 1e3))
-        if abs(true_off - (REALTIME_S[0] - REALTIME_S[k]) * 1e9) > 0.01e9:
-            fails.append("host %d: the injected offset is not what the clocks show" % k)
+        # the harness check: the injected offsets are whole seconds apart, so 0.5 s tells a
+        # lost injection from a kept one. Tighter (10 ms before) it also measured the VM's
+        # CLOCK_REALTIME against its monotonic clocks between the daemons' anchors, which
+        # moved by 10.6 and 22.9 ms in one CI run whose alignment errors were 0.35-0.68 us
+        if abs(true_off - (REALTIME_S[0] - REALTIME_S[k]) * 1e9) > 0.5e9:
+            fails.append("host %d: the injected offset is not what the clocks show: %+.3f s, "
+                         "injected %+d s" % (k, true_off / 1e9, REALTIME_S[0] - REALTIME_S[k]))
 
     # 2. every agent event mapped by the merged database's models against its true time
     segs = {}
