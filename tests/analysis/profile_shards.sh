@@ -21,6 +21,7 @@ W=$2
 command -v mpirun >/dev/null || { echo "SKIP: no mpirun"; exit 77; }
 command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3 (CLI)"; exit 77; }
 DATA=$(cd "$(dirname "$0")/../data" 2>/dev/null && pwd)
+ITEST_DIR=$(cd "$(dirname "$0")/../integration" && pwd) # itest.reserve_port (S4)
 [ -n "$DATA" ] && [ -f "$DATA/ref-rank0.mrdcap" ] && [ -f "$DATA/ref-rank1.mrdcap" ] ||
     { echo "SKIP: tests/data/ref-rank*.mrdcap not found"; exit 77; }
 rm -rf "$W" && mkdir -p "$W" && cd "$W" || exit 1
@@ -119,29 +120,25 @@ rc=$?
     fail "S3: --listen :65534 --shards 3: exit $rc, $(cat badport.err)"
 
 # --- S4: shard 1 cannot listen: setup failure, the job never runs -----------------------
-# hold P+1 listening (shard 1 cannot bind it) and P bound but not listening, given
-# SO_REUSEADDR after the bind: shard 0's meridiand (SO_REUSEADDR too) can still bind and
-# listen on P, while no other bind and no outgoing connection can take it meanwhile
-# (tests/integration/itest.py's reserve_port). Holding only
-# P+1 and hoping P stays free failed in CI: another test's connection took P.
-python3 - <<'EOF' &
-import os, socket, time
+# hold P+1 listening (shard 1 cannot bind it) and reserve P (itest.reserve_port: bound,
+# never listening, SO_REUSEADDR given after the bind): shard 0's meridiand can still listen
+# on P, while no other bind and no outgoing connection can take it meanwhile. Holding only
+# P+1 and hoping P stayed free failed in CI: another test's connection took P.
+ITEST_DIR=$ITEST_DIR python3 - <<'EOF' &
+import os, socket, sys, time
+sys.path.insert(0, os.environ["ITEST_DIR"])
+import itest
 for _ in range(200):
     taken = socket.socket()
     taken.bind(("127.0.0.1", 0))
     taken.listen(1)
-    p1 = taken.getsockname()[1]
-    kept = socket.socket()
-    try:
-        kept.bind(("127.0.0.1", p1 - 1))  # without SO_REUSEADDR: fails where P is held
-        kept.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    p = itest.reserve_port(taken.getsockname()[1] - 1)
+    if p:
         break
-    except OSError:
-        taken.close()
-        kept.close()
+    taken.close()
 else:
     raise SystemExit("S4: no pair of free consecutive ports in 200 tries")
-open("held.port.tmp", "w").write(str(p1 - 1))
+open("held.port.tmp", "w").write(str(p))
 os.rename("held.port.tmp", "held.port")
 time.sleep(60)
 EOF
