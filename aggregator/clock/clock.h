@@ -223,4 +223,9 @@ struct mrd_clock_constraint {
 int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constraint *cons,
                       size_t ncons, int64_t *c, int64_t *new_bound, double *scale, int64_t *slack);
 
+/* A daemon's own timebase anchors: CLOCK_MONOTONIC and CLOCK_REALTIME read as one instant
+ * (bracketed, the tightest of a few tries; anchor.c). Returns the bracket's width in ns: the
+ * pair describes one instant to within half of it. */
+int64_t mrd_clock_anchor_pair(int64_t *monotonic_ns, int64_t *realtime_ns);
+
 #endif

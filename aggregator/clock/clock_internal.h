@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include <sqlite3.h>
 
@@ -40,5 +41,11 @@ int mrd__clock_probes_add(struct mrd__clock_probes *p, const struct mrd_clock_sa
 int mrd__clock_probes_fit(struct mrd__clock_probes *p, struct mrd_clock_model **out);
 void mrd__clock_probes_stats(const struct mrd__clock_probes *p, struct mrd__clock_probe_stats *st);
 void mrd__clock_probes_destroy(struct mrd__clock_probes *p);
+
+/* mrd_clock_anchor_pair with its clock reads supplied (anchor.c; tests script them):
+ * MRD_ANCHOR_TRIES brackets of read(MONOTONIC), read(REALTIME), read(MONOTONIC). */
+#define MRD_ANCHOR_TRIES 5
+int64_t mrd__clock_anchor_pair_read(int64_t (*read)(clockid_t, void *), void *arg,
+                                    int64_t *monotonic_ns, int64_t *realtime_ns);
 
 #endif

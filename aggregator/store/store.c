@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "db.h"
 #include "error.h"
 #include "store_internal.h"
@@ -328,9 +329,10 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
     int rc = query_int(s, mrd_db_sql_run_count, &n);
     if (rc < 0)
         return rc;
-    s->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+    int64_t rt;
+    mrd_clock_anchor_pair(&s->anchor_monotonic_ns, &rt); /* one instant, bracketed */
     s->anchor_realtime_ns = s->global_now ? s->global_now(s->global_now_arg)
-                                          : clock_ns(CLOCK_REALTIME) + cfg->test_realtime_offset_ns;
+                                          : rt + cfg->test_realtime_offset_ns;
     if (n == 0) {
         if (cfg->run_id) {
             snprintf(s->run_id, sizeof(s->run_id), "%s", cfg->run_id);

@@ -607,10 +607,8 @@ int mrd_uplink_start(const struct mrd_uplink_config *cfg, struct mrd_uplink **ou
     u->cfg.secret = NULL;
     if (getrandom(&u->instance, sizeof(u->instance), 0) != (ssize_t)sizeof(u->instance))
         u->instance = (uint64_t)mono_ns() ^ ((uint64_t)getpid() << 32);
-    struct timespec rt;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    u->own_mono = mono_ns();
-    u->own_rt = (int64_t)rt.tv_sec * 1000000000LL + rt.tv_nsec + cfg->test_realtime_offset_ns;
+    mrd_clock_anchor_pair(&u->own_mono, &u->own_rt); /* one instant, bracketed */
+    u->own_rt += cfg->test_realtime_offset_ns;
     model_write(u, 0, 0, 0);
     int64_t deadline = mono_ns() + (int64_t)u->cfg.start_timeout_ms * 1000000LL;
     for (;;) {
