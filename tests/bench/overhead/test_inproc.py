@@ -129,6 +129,13 @@ def run(tmp, extra_env, *extra):
     return p.returncode, p.stdout
 
 
+def expect_lines(out, patterns, tag=""):
+    """Fails unless every regular expression of patterns is found in out."""
+    for w in patterns:
+        if not re.search(w, out):
+            fail(f"missing {w!r}" + (f" {tag}" if tag else ""), out)
+
+
 def expect_figures(out):
     want = [r"meridian +\+28\.71%  bare +\+20\.00%  ratio 1\.436  plain null 1\.0000  "
             r"steady-outside/plain 1\.0100",
@@ -139,9 +146,7 @@ def expect_figures(out):
             r"the window's first step \(meridian attaches in it\) +\+3\.990  \[",
             r"the step after the window \(closing: the boundary\) +\+1\.990  \[",
             r"the second step after \(flush and cuptiFinalize\) +\+1\.490  \["]
-    for w in want:
-        if not re.search(w, out):
-            fail(f"missing {w!r}", out)
+    expect_lines(out, want)
     if out.count("storm        round") != 3:
         fail("want 3 rounds reported", out)
 
@@ -227,15 +232,14 @@ def main():
         if rc != 0:
             fail(f"exit {rc} with the before variant", out)
         expect_figures(out)
-        for w in (r"storm +before +the step after the window \(closing: the boundary\) +"
-                  r"\+2\.990  \[",
-                  r"storm +before +the second step after \(flush and cuptiFinalize\) +"
-                  r"\+2\.490  \[",
-                  r"storm +window +added to the mean step +\+0\.0499  \[",
-                  r"storm +before +added to the mean step +\+0\.0598  \[",
-                  r"storm +detach steps, window - before \(ms, paired\) +-2\.000  \[.*n=3"):
-            if not re.search(w, out):
-                fail(f"missing {w!r}", out)
+        expect_lines(out, (
+            r"storm +before +the step after the window \(closing: the boundary\) +"
+            r"\+2\.990  \[",
+            r"storm +before +the second step after \(flush and cuptiFinalize\) +"
+            r"\+2\.490  \[",
+            r"storm +window +added to the mean step +\+0\.0499  \[",
+            r"storm +before +added to the mean step +\+0\.0598  \[",
+            r"storm +detach steps, window - before \(ms, paired\) +-2\.000  \[.*n=3"))
         # resuming into a CSV an older version wrote (other columns) is refused, not mixed
         with open(os.path.join(tmp, "old.csv"), "w") as f:
             f.write("round,workload,variant,steps,untraced_ms,traced_ms,n_untraced,n_traced,"
@@ -249,10 +253,9 @@ def main():
         if rc != 0:
             fail(f"exit {rc} with window_noflush", out)
         expect_figures(out)
-        for w in (r"storm +added\(window_noflush\)/added\(bare\) +1\.1881  \[.*n=3",
-                  r"storm +added\(window_noflush\) - added\(window\) +-0\.0495  \[.*n=3"):
-            if not re.search(w, out):
-                fail(f"missing {w!r}", out)
+        expect_lines(out, (
+            r"storm +added\(window_noflush\)/added\(bare\) +1\.1881  \[.*n=3",
+            r"storm +added\(window_noflush\) - added\(window\) +-0\.0495  \[.*n=3"))
         # --mixed: the bare consumer's windows in meridian's processes, half a period later
         # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
         # one process each, and two nulls from the plain run
@@ -260,31 +263,29 @@ def main():
         rc, out = run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
         if rc != 0:
             fail(f"exit {rc} with --mixed", out)
-        for w in (r"storm +round +1  window +meridian first +meridian's / bare's windows: run  "
-                  r"\+28\.71% /  "
-                  r"\+20\.00% ratio 1\.436   local  \+28\.71% /  \+20\.00% ratio 1\.436",
-                  r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[.*n=3",
-                  r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
-                  r"storm +mean added\(window\) / mean added\(bare\) \(local\) +1\.4356  "
-                  r"\[1\.4356-1\.4356\]  exact \[-\]  n=3",
-                  r"storm +added\(window_noflush\)/added\(bare\), one process \(run\) +1\.1881",
-                  r"storm +added\(window_noflush\) - added\(window\), local +"
-                  r"-0\.0495  \[.*n=3",
-                  r"storm +plain \(run\): meridian-window steps / others +1\.0000  \[.*n=3",
-                  r"storm +plain \(local\): bare-window steps / others +1\.0000  \[.*n=3",
-                  r"bare traced 1\.2120 ms"):
-            if not re.search(w, out):
-                fail(f"missing {w!r}", out)
+        expect_lines(out, (
+            r"storm +round +1  window +meridian first +meridian's / bare's windows: run  "
+            r"\+28\.71% /  "
+            r"\+20\.00% ratio 1\.436   local  \+28\.71% /  \+20\.00% ratio 1\.436",
+            r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[.*n=3",
+            r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
+            r"storm +mean added\(window\) / mean added\(bare\) \(local\) +1\.4356  "
+            r"\[1\.4356-1\.4356\]  exact \[-\]  n=3",
+            r"storm +added\(window_noflush\)/added\(bare\), one process \(run\) +1\.1881",
+            r"storm +added\(window_noflush\) - added\(window\), local +"
+            r"-0\.0495  \[.*n=3",
+            r"storm +plain \(run\): meridian-window steps / others +1\.0000  \[.*n=3",
+            r"storm +plain \(local\): bare-window steps / others +1\.0000  \[.*n=3",
+            r"bare traced 1\.2120 ms"))
         # a run whose steps all take twice as long from step 195 on (between the windows'
         # neighbourhoods): the local figures stay exact, the run's medians do not
         os.unlink(os.path.join(tmp, "r.csv"))
         rc, out = run(tmp, {"FAKE_JUMP": "1"}, "--mixed", "--variants", "window,plain")
         if rc != 0:
             fail(f"exit {rc} with --mixed and a jump", out)
-        for w in (r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
-                  r"storm +plain \(local\): bare-window steps / others +1\.0000  \["):
-            if not re.search(w, out):
-                fail(f"missing {w!r}", out)
+        expect_lines(out, (
+            r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
+            r"storm +plain \(local\): bare-window steps / others +1\.0000  \["))
         if re.search(r"one process \(run\) +1\.4356", out):
             fail("the run's medians were not moved by the jump: the test cannot tell local "
                  "from run", out)
@@ -301,11 +302,10 @@ def main():
         if given != {"8/32@20", "8/32@4"}:
             fail(f"the bare consumer was given {given}, want 8/32@20 and, in round 2 (the "
                  "places traded), 8/32@4", out)
-        for w in (r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
-                  r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[",
-                  r"storm +plain \(local\): bare-window steps / others +1\.0000  \["):
-            if not re.search(w, out):
-                fail(f"missing {w!r} (8/32@4)", out)
+        expect_lines(out, (
+            r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
+            r"storm +added\(window\)/added\(bare\), one process \(run\) +1\.4356  \[",
+            r"storm +plain \(local\): bare-window steps / others +1\.0000  \["), "(8/32@4)")
         # window_alone: meridian's process without the bare consumer, against window per
         # round; where the bare consumer makes meridian's windows dearer (FAKE_INTERACT:
         # 1400 us instead of 1300) the difference says so: 0.2871 - 0.3861
@@ -338,18 +338,17 @@ def main():
         if given != ["20/100@60", "20/100@10"] * 2:
             fail(f"the bare consumer was given {given}: want the places traded in even rounds",
                  out)
-        for w in (r"storm +round +2  window +bare first +meridian's / bare's windows",
-                  r"storm +round +2  plain null +bare first +meridian's / bare's windows: "
-                  r"run +\+0\.00% / +\+10\.00%",
-                  r"storm +added\(window\)/added\(bare\), meridian first \(local\) +1\.935[67]  "
-                  r"\[.*n=2",
-                  r"storm +added\(window\)/added\(bare\), bare first \(local\) +0\.9571  \[.*n=2",
-                  r"storm +added\(window\)/added\(bare\), less plain null \(local\) +1\.435[67]  "
-                  r"\[.*n=4",
-                  r"storm +mean \(added - null\), window / bare \(local\) +1\.435[67]  "
-                  r"\[1\.435[67]-1\.435[67]\]"):
-            if not re.search(w, out):
-                fail(f"missing {w!r} (FAKE_PHASE)", out)
+        expect_lines(out, (
+            r"storm +round +2  window +bare first +meridian's / bare's windows",
+            r"storm +round +2  plain null +bare first +meridian's / bare's windows: "
+            r"run +\+0\.00% / +\+10\.00%",
+            r"storm +added\(window\)/added\(bare\), meridian first \(local\) +1\.935[67]  "
+            r"\[.*n=2",
+            r"storm +added\(window\)/added\(bare\), bare first \(local\) +0\.9571  \[.*n=2",
+            r"storm +added\(window\)/added\(bare\), less plain null \(local\) +1\.435[67]  "
+            r"\[.*n=4",
+            r"storm +mean \(added - null\), window / bare \(local\) +1\.435[67]  "
+            r"\[1\.435[67]-1\.435[67]\]"), "(FAKE_PHASE)")
         # --fixed-phases: the places of runs 39-41 in every round; the phase cost is then
         # all meridian's, and only the null-corrected figure removes it
         os.unlink(os.path.join(tmp, "r.csv"))
@@ -360,10 +359,10 @@ def main():
             given = f.read().split()
         if rc != 0 or given != ["20/100@60"] * 4:
             fail(f"--fixed-phases: exit {rc}, the bare consumer was given {given}", out)
-        for w in (r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.935[67]  ",
-                  r"storm +added\(window\)/added\(bare\), less plain null \(local\) +1\.435[67]  "):
-            if not re.search(w, out):
-                fail(f"missing {w!r} (--fixed-phases)", out)
+        expect_lines(out, (
+            r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.935[67]  ",
+            r"storm +added\(window\)/added\(bare\), less plain null \(local\) +1\.435[67]  "),
+            "(--fixed-phases)")
         if "bare first" in out:
             fail("--fixed-phases traded the places", out)
         rc, out = run(tmp, {}, "--mixed", "--windows", "20/40@0")
