@@ -31,7 +31,8 @@
  *          MERIDIAN_CUPTI_FLUSH_MS, MERIDIAN_CUPTI_API, MERIDIAN_PRINT_KINDS, and
  *          NSYS_PROFILING_SESSION_ID (detected: Nsight Systems owns CUPTI);
  *   in agent/capture/gpu_sample.c, once, when the first GPU arrives (a bad value turns the
- *          NVML readings off): MERIDIAN_GPU_SAMPLE_HZ.
+ *          NVML readings at that rate off): MERIDIAN_GPU_SAMPLE_HZ,
+ *          MERIDIAN_GPU_SAMPLE_STEADY_HZ.
  * Memory a rank takes by default (ENVIRONMENT.md, "Memory"): the CUPTI pool, 16 x 8 MiB =
  * 128 MiB mapped and pre-faulted when CUDA capture is on; the rings, 64 x 16384 x 216 bytes
  * = 216 MiB of address space (MAP_NORESERVE; up to 3.4 MiB + 4 KiB of state resident per

@@ -145,9 +145,16 @@ void mrd__cupti_detach_request(void);
 int mrd__cupti_current_device(void);
 
 /* Adds a GPU (CUDA ordinal, PCI bus id) to the NVML sampler (gpu_sample.c), starting it
- * the first time: ~10 Hz gpu_sample events from its own thread; nothing where NVML cannot
+ * the first time: gpu_sample events from its own thread (10 Hz while CUPTI traces, 1 Hz
+ * between steady-tier windows, by default); nothing where NVML cannot
  * be loaded. Any thread; not for hot paths (the first call loads NVML). */
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id);
+
+/* Tells the NVML sampler that CUPTI began tracing (a steady-tier window attached), so that
+ * it samples at once and at MERIDIAN_GPU_SAMPLE_HZ from then on instead of waiting out
+ * MERIDIAN_GPU_SAMPLE_STEADY_HZ's longer period. Any thread, once per window (a mutex and
+ * a condition signal). */
+void mrd__gpu_sample_wake(void);
 
 /* Registers CUDA device ordinal `device` (for the Hello's GPU list and the NVML sampler)
  * from the CUDA driver already loaded in the process (dlopen RTLD_NOLOAD: never loads or

@@ -15,12 +15,21 @@
  * (mrd__gpu_from_driver: the device current on NCCL's thread, its PCI bus id, UUID and name
  * asked of the CUDA driver the process already loaded).
  *
- * Rate: MERIDIAN_GPU_SAMPLE_HZ (default 10, 0 to 100; read once, when the first GPU
- * arrives, NVML or not; a bad value is said once on stderr and samples stay off): 0 keeps
- * the thread for the fingerprint's identity only, waiting for new devices, with no
- * readings. Why a knob: the NVML calls contend with a launching thread in the driver; on a
- * launch-bound storm the sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37,
- * tests/bench/overhead/RESULTS-tiers.md).
+ * Rates (read once, when the first GPU arrives, NVML or not; a bad value is said once on
+ * stderr and that rate is 0):
+ *   MERIDIAN_GPU_SAMPLE_HZ         (default 10, 0 to 100) while CUPTI traces: the full
+ *                                  tier, and a steady-tier window from its attach to its
+ *                                  detach (mrd__window_tracing, window.c);
+ *   MERIDIAN_GPU_SAMPLE_STEADY_HZ  (default 1, 0 to 100) in the steady tier between
+ *                                  windows.
+ * A window's attach wakes the sampler (mrd__gpu_sample_wake), so a window's first step gets
+ * a reading at once and the window its full rate, however long the steady period. Both 0
+ * keeps the thread for the fingerprint's identity only, waiting for new devices. Why two
+ * rates: the NVML calls contend with a launching thread in the driver; on a launch-bound
+ * storm the sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37,
+ * tests/bench/overhead/RESULTS-tiers.md), which the steady tier, meant to stay on for the
+ * whole job, cannot afford between windows; a reading a second still shows sustained
+ * throttling, power capping and heat on every rank, and windows get the fine one.
  *
  * Workload: at most MAX_DEVICES devices x HZ x seven NVML calls (the handle by PCI bus id,
  * six readings; each a driver ioctl, ~32 us a sample on an H200): nothing on application
@@ -41,9 +50,11 @@
 #include <time.h>
 
 #include "capture.h"
+#include "window.h"
 #include "worker.h"
 
 #define DEFAULT_HZ 10
+#define DEFAULT_STEADY_HZ 1
 #define MAX_HZ 100
 #define MAX_DEVICES 16 /* a rank drives one to a few GPUs; more are ignored */
 
@@ -53,10 +64,11 @@ struct device {
     int identified; /* its fingerprint keys were written */
 };
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t added = PTHREAD_COND_INITIALIZER; /* a device arrived (rate 0) */
+static pthread_cond_t wake; /* a device arrived, or a window attached (CLOCK_MONOTONIC) */
 static struct device devices[MAX_DEVICES];
 static unsigned ndevices;
-static long period_ns; /* 0: identity only, no readings */
+static long period_ns;        /* while CUPTI traces; 0: no readings then */
+static long steady_period_ns; /* steady tier between windows; 0: no readings then */
 
 /* The few NVML entry points used, declared here (no NVML headers needed to build). */
 typedef struct nvml_device *nvml_device_t;
@@ -83,7 +95,16 @@ static struct {
     int (*max_clock)(nvml_device_t dev, int type, unsigned *mhz);
 } nv;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_once_t once = PTHREAD_ONCE_INIT, wake_once = PTHREAD_ONCE_INIT;
+
+static void init_wake(void) /* `wake` times its waits on CLOCK_MONOTONIC */
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&wake, &ca);
+    pthread_condattr_destroy(&ca);
+}
 
 /* Loads NVML and its entry points; 0, or -1 when any is missing or nvmlInit fails. */
 static int load_nvml(void)
@@ -160,11 +181,56 @@ static void identify(const struct device *g)
     mrd__env_gpu(g->device, &id);
 }
 
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* The period that applies now: the traced one while CUPTI traces, else the steady one. */
+static long current_period(void)
+{
+    return mrd__window_tracing() ? period_ns : steady_period_ns;
+}
+
+static int needs_identity(void) /* under mu */
+{
+    for (unsigned k = 0; k < ndevices; k++)
+        if (!devices[k].identified)
+            return 1;
+    return 0;
+}
+
+/* Sleeps until the next reading is due (*due, CLOCK_MONOTONIC ns) or a device needs its
+ * identity. The period is asked again at every wake: when a window's attach made it
+ * shorter than the wait left, the reading is due at once. */
+static void wait_due(int64_t *due)
+{
+    pthread_mutex_lock(&mu);
+    for (;;) {
+        if (needs_identity())
+            break;
+        long p = current_period();
+        int64_t now = mono_ns();
+        if (p > 0 && *due > now + p)
+            *due = now; /* a window began during a steady-tier wait */
+        if (p > 0 && now >= *due)
+            break;
+        if (p == 0) {
+            pthread_cond_wait(&wake, &mu);
+            continue;
+        }
+        struct timespec until = {.tv_sec = *due / 1000000000LL, .tv_nsec = *due % 1000000000LL};
+        pthread_cond_timedwait(&wake, &mu, &until); /* EINTR, ETIMEDOUT: the loop decides */
+    }
+    pthread_mutex_unlock(&mu);
+}
+
 static void *sampler_main(void *arg)
 {
-    struct timespec next;
+    int64_t due = mono_ns();
     (void)arg;
-    clock_gettime(CLOCK_MONOTONIC, &next);
     for (;;) {
         struct device d[MAX_DEVICES];
         pthread_mutex_lock(&mu);
@@ -172,56 +238,46 @@ static void *sampler_main(void *arg)
         memcpy(d, devices, n * sizeof d[0]);
         pthread_mutex_unlock(&mu);
         for (unsigned i = 0; i < n; i++) {
-            if (!d[i].identified) {
-                identify(&d[i]);
-                pthread_mutex_lock(&mu); /* slots are never reordered; a slot given a new
-                                          * bus id meanwhile stays unidentified */
-                if (strcmp(devices[i].pci_bus_id, d[i].pci_bus_id) == 0)
-                    devices[i].identified = 1;
-                pthread_mutex_unlock(&mu);
-            }
-            if (period_ns > 0)
-                sample(&d[i]);
-        }
-        if (period_ns == 0) { /* identity only: sleep until a device needs one */
-            pthread_mutex_lock(&mu);
-            for (;;) {
-                unsigned k = 0;
-                while (k < ndevices && devices[k].identified)
-                    k++;
-                if (k < ndevices)
-                    break;
-                pthread_cond_wait(&added, &mu);
-            }
+            if (d[i].identified)
+                continue;
+            identify(&d[i]);
+            pthread_mutex_lock(&mu); /* slots are never reordered; a slot given a new bus id
+                                      * meanwhile stays unidentified */
+            if (strcmp(devices[i].pci_bus_id, d[i].pci_bus_id) == 0)
+                devices[i].identified = 1;
             pthread_mutex_unlock(&mu);
-            continue;
         }
-        next.tv_nsec += period_ns;
-        while (next.tv_nsec >= 1000000000L) {
-            next.tv_sec++;
-            next.tv_nsec -= 1000000000L;
+        long p = current_period();
+        int64_t now = mono_ns();
+        if (p > 0 && now >= due) {
+            for (unsigned i = 0; i < n; i++)
+                sample(&d[i]);
+            due += p; /* an absolute schedule: no drift from the readings' own time */
+            if (due <= now)
+                due = now + p; /* fell behind, or the first reading after a long wait */
         }
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR)
-            ;
+        wait_due(&due);
     }
     return NULL;
 }
 
-/* MERIDIAN_GPU_SAMPLE_HZ -> period_ns (0: no readings). */
-static void read_rate(void)
+/* One rate variable -> a period in ns (0: no readings). */
+static long read_period(const char *name, unsigned dflt)
 {
-    unsigned hz = DEFAULT_HZ;
-    if (mrd__capture_env_uint("MERIDIAN_GPU_SAMPLE_HZ", DEFAULT_HZ, 0, MAX_HZ,
-                              "GPU samples (NVML) stay off, the rest of capture goes on",
+    unsigned hz = dflt;
+    if (mrd__capture_env_uint(name, dflt, 0, MAX_HZ,
+                              "GPU samples (NVML) stay off there, the rest of capture goes on",
                               &hz) != 0)
         hz = 0;
-    period_ns = hz > 0 ? 1000000000L / hz : 0;
+    return hz > 0 ? 1000000000L / hz : 0;
 }
 
 static void start_once(void)
 {
     pthread_t t;
-    read_rate(); /* first: a bad value is said even where NVML is absent */
+    /* first: a bad value is said even where NVML is absent */
+    period_ns = read_period("MERIDIAN_GPU_SAMPLE_HZ", DEFAULT_HZ);
+    steady_period_ns = read_period("MERIDIAN_GPU_SAMPLE_STEADY_HZ", DEFAULT_STEADY_HZ);
     if (load_nvml() < 0)
         return; /* no NVML: no samples */
     if (mrd_worker_start(&t, "meridian-nvml", sampler_main, NULL) == 0)
@@ -276,8 +332,17 @@ void mrd__gpu_from_driver(uint32_t device)
     mrd__gpu_sample_add(device, pci);
 }
 
+void mrd__gpu_sample_wake(void)
+{
+    pthread_once(&wake_once, init_wake);
+    pthread_mutex_lock(&mu);
+    pthread_cond_signal(&wake); /* nobody waits before the sampler starts: a lost signal */
+    pthread_mutex_unlock(&mu);
+}
+
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
 {
+    pthread_once(&wake_once, init_wake);
     pthread_mutex_lock(&mu);
     unsigned i = 0;
     while (i < ndevices && devices[i].device != device)
@@ -290,7 +355,7 @@ void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
                  pci_bus_id ? pci_bus_id : "");
         if (i == ndevices)
             ndevices++;
-        pthread_cond_signal(&added);
+        pthread_cond_signal(&wake);
     }
     pthread_mutex_unlock(&mu);
     mrd__env_capture(); /* CUDA is up: the fingerprint's process part, once */

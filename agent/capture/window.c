@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "capture.h"
 #include "collstep.h"
 #include "ring.h"
 #include "stepctl.h"
@@ -176,6 +177,7 @@ uint64_t mrd__window_step_begin(void)
         if (e == 0) {
             atomic_fetch_add(&w.opened, 1);
             atomic_store(&w.state, W_ATTACHED);
+            mrd__gpu_sample_wake(); /* the window's sampling rate, from its first step */
         } else {
             atomic_fetch_add(&w.failed, 1);
             /* another CUPTI owner will not go away: no further attempt */
@@ -210,6 +212,14 @@ void mrd__window_detached(int64_t end, int64_t detach_ns, int64_t flush_ns)
         return;
     emit(end, detach_ns, flush_ns);
     atomic_store(&w.state, W_DETACHED);
+}
+
+int mrd__window_tracing(void)
+{
+    if (mrd__window_config() != 1)
+        return 1; /* the full tier (or capture off: the rate it always had) */
+    int st = atomic_load_explicit(&w.state, memory_order_relaxed);
+    return st != W_OFF && st != W_DETACHED;
 }
 
 void mrd__window_count_outside(uint64_t n)

@@ -28,7 +28,7 @@
  * Rank: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID, RANK (first set wins).
  * CUDA capture (agent/capture/cupti.c): MERIDIAN_CUPTI_BUFFER_MB, MERIDIAN_CUPTI_BUFFERS,
  *   MERIDIAN_CUPTI_FLUSH_MS, MERIDIAN_CUPTI_API, MERIDIAN_PRINT_KINDS; the NVML sampler
- *   (agent/capture/gpu_sample.c): MERIDIAN_GPU_SAMPLE_HZ;
+ *   (agent/capture/gpu_sample.c): MERIDIAN_GPU_SAMPLE_HZ, MERIDIAN_GPU_SAMPLE_STEADY_HZ;
  *   NSYS_PROFILING_SESSION_ID is detected. Full list and memory: config.c, ENVIRONMENT.md.
  */
 #ifndef MRD_AGENT_H

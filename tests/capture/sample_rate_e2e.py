@@ -1,6 +1,6 @@
-"""capture_sample_rate: MERIDIAN_GPU_SAMPLE_HZ, the NVML sampler's rate, from the real
-libmeridian.so through a real meridiand, no GPU (the stand-in CUDA driver and NVML of
-capture_env_e2e: fake_libcuda.c's device 2, fake_nvml.c).
+"""capture_sample_rate: MERIDIAN_GPU_SAMPLE_HZ and MERIDIAN_GPU_SAMPLE_STEADY_HZ, the NVML
+sampler's rates, from the real libmeridian.so through a real meridiand, no GPU (the
+stand-in CUDA driver and NVML of capture_env_e2e: fake_libcuda.c's device 2, fake_nvml.c).
 
 One rank per case, each with its own meridiand and database:
 - HZ=0: the GPU's identity is still read (its gpu2.* fingerprint keys are stored) but no
@@ -16,6 +16,10 @@ One rank per case, each with its own meridiand and database:
   the stand-in's readings (SM 1755 MHz, power 400000 mW, 90% utilisation), their median
   spacing under 50 ms (20 ms at 50 Hz; the default 10 Hz would be 100 ms: the sampler sleeps
   to absolute deadlines, so the spacing does not drift with load).
+- MERIDIAN_TRACE=steady (no CUPTI, so between windows throughout): MERIDIAN_GPU_SAMPLE_STEADY_HZ
+  is the rate: 50 with HZ=0 gives readings ~20 ms apart; "1x" is said once (naming the
+  variable and its range) and takes none, although HZ=50; unset (1 Hz) with HZ=50, three
+  readings with a gap of at least 0.8 s.
 """
 import argparse
 import os
@@ -36,9 +40,9 @@ p.add_argument("--keep", action="store_true")
 args = p.parse_args()
 
 
-def run_case(name, hz, want_samples, nvml=True):
+def run_case(name, hz, want_samples, nvml=True, extra=None):
     """Runs one rank with MERIDIAN_GPU_SAMPLE_HZ=hz (without the stand-in NVML when nvml is
-    False); returns (driver output, db rows)."""
+    False; extra: more variables); returns (driver output, db rows)."""
     wd = itest.Workdir(args, "capture_sample_rate_" + name)
     d = itest.Daemon(args.meridiand, wd, run_id="rate-" + name)
     d.start()
@@ -47,6 +51,7 @@ def run_case(name, hz, want_samples, nvml=True):
     env.update(d.agent_env())
     env.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
                 "MERIDIAN_GPU_SAMPLE_HZ": hz, "ENV_DRIVER_SAMPLES": str(want_samples)})
+    env.update(extra or {})
     if nvml:
         env["LD_LIBRARY_PATH"] = os.path.abspath(args.fake_nvml_dir)
     else:
@@ -89,5 +94,31 @@ gaps = sorted(b[4] - a[4] for a, b in zip(samples, samples[1:]))
 spacing_ms = gaps[len(gaps) // 2] / 1e6
 if not 0 < spacing_ms < 50:
     itest.fail("fifty: readings %.1f ms apart (median), want 20 ms at 50 Hz (< 50)" % spacing_ms)
+
+# The steady tier between windows (no CUPTI here, so never a window): the steady rate
+# applies, MERIDIAN_GPU_SAMPLE_HZ does not.
+STEADY = {"MERIDIAN_TRACE": "steady"}
+out, samples = run_case("steady_fifty", "0", 5,
+                        extra=dict(STEADY, MERIDIAN_GPU_SAMPLE_STEADY_HZ="50"))
+gaps = sorted(b[4] - a[4] for a, b in zip(samples, samples[1:]))
+if len(samples) < 5 or not 0 < gaps[len(gaps) // 2] / 1e6 < 50:
+    itest.fail("steady_fifty: want >= 5 readings ~20 ms apart at STEADY_HZ=50 with HZ=0, got "
+               "%d, gaps %r" % (len(samples), gaps))
+out, samples = run_case("steady_word", "50", 0,
+                        extra=dict(STEADY, MERIDIAN_GPU_SAMPLE_STEADY_HZ="1x"))
+said = [l for l in out.splitlines() if "MERIDIAN_GPU_SAMPLE_STEADY_HZ" in l]
+if samples or len(said) != 1 or "=1x" not in said[0] or "0..100" not in said[0]:
+    itest.fail("steady_word: want no reading between windows and one line naming "
+               "MERIDIAN_GPU_SAMPLE_STEADY_HZ=1x and its range, got %d rows, %r"
+               % (len(samples), said))
+# the default steady rate, 1 Hz: three readings (the first at once) span two periods, so
+# one gap is at least a period whatever the load (the sampler is never early)
+out, samples = run_case("steady_default", "50", 3, extra=STEADY)
+gaps = [b[4] - a[4] for a, b in zip(samples, samples[1:])]
+if len(samples) < 3 or max(gaps) < 800e6:
+    itest.fail("steady_default: want >= 3 readings with a gap of ~1 s (1 Hz between windows, "
+               "not HZ=50), got %d, gaps %r ns" % (len(samples), gaps))
 itest.log("ok: rate 0 identifies without readings; bad rates said once and kept off; "
-          "rate 50 stored %d readings %.1f ms apart" % (len(samples), spacing_ms))
+          "rate 50 stored readings %.1f ms apart; the steady tier samples at its own rate "
+          "(50 Hz, a bad value said, 1 Hz by default: largest gap %.0f ms)"
+          % (spacing_ms, max(gaps) / 1e6))
