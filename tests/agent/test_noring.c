@@ -30,7 +30,6 @@
 #define M 500
 #define N 5000 /* more than the ring's claim retry period (1024 refusals) */
 
-int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
 
 static struct nvtx_client cl;
 

@@ -41,6 +41,13 @@ static void ensure_store(void)
     }
 }
 
+void fake_small_cupti_env(void)
+{
+    setenv("MERIDIAN_CUPTI_BUFFER_MB", "1", 1);
+    setenv("MERIDIAN_CUPTI_BUFFERS", "2", 1);
+    setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
+}
+
 void fake_reset(void)
 {
     pthread_mutex_lock(&mu);

@@ -24,6 +24,10 @@ struct fake_gpu {
 /* Clears records, counters, GPUs, hooks; active = 1, real clock, capacity 1 << 16. */
 void fake_reset(void);
 
+/* The small CUPTI set-up the capture tests run the agent with (cupti.c's variables): a
+ * pool of two 1 MiB buffers and no periodic flush thread. */
+void fake_small_cupti_env(void);
+
 /* What mrd_agent_start / mrd_agent_active answer (1 active, 0 inert). */
 void fake_set_active(int active);
 

@@ -91,9 +91,7 @@ static int rank_main(const char *mode, int rank, FILE *out)
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "3-4", 1);
     setenv("MERIDIAN_STEP_COLLECTIVE", strcmp(mode, "auto") == 0 ? "auto" : "AllReduce/4@other", 1);
-    setenv("MERIDIAN_CUPTI_BUFFER_MB", "1", 1);
-    setenv("MERIDIAN_CUPTI_BUFFERS", "2", 1);
-    setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
+    fake_small_cupti_env();
     CHECK_EQ(InitializeInjection(), 1);
     CHECK_EQ(ncclProfiler_v5.init(&local, 0x1000 + (uint64_t)rank, &mask, "local", 1, 1, 0, NULL),
              MRD_NCCL_SUCCESS);

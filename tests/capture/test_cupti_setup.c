@@ -179,9 +179,7 @@ static void run_failing(enum step step, const char *name)
 int main(void)
 {
     fake_reset();
-    setenv("MERIDIAN_CUPTI_BUFFER_MB", "1", 1);
-    setenv("MERIDIAN_CUPTI_BUFFERS", "2", 1);
-    setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
+    fake_small_cupti_env();
 
     setenv("NSYS_PROFILING_SESSION_ID", "7", 1);
     run_failing(NSIGHT, "Nsight's variable");

@@ -21,7 +21,6 @@
 #include "fake_agent.h"
 #include "nvtx_client.h"
 
-int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
 
 static struct nvtx_client cl;
 #define CORE(name, type)  NVTX_CORE(&cl, name, type)

@@ -28,11 +28,8 @@
 #include "nvtx_client.h"
 
 int InitializeInjection(void);
-int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
 
 static struct nvtx_client cl;
-#define PUSH(s) NVTX_CORE(&cl, RangePushA, nvtxRangePushA_impl_fntype)(s)
-#define POP()   NVTX_CORE(&cl, RangePop, nvtxRangePop_impl_fntype)()
 
 static int (*samples)(void), (*identified)(void);
 
@@ -60,8 +57,8 @@ static long wait_count(int (*counter)(void), int n, const char *what)
 
 static void step(const char *name)
 {
-    CHECK_EQ(PUSH(name), 0);
-    CHECK_EQ(POP(), 0);
+    CHECK_EQ(nvtx_client_push(&cl, name), 0);
+    CHECK_EQ(nvtx_client_pop(&cl), 0);
 }
 
 int main(void)
@@ -69,9 +66,7 @@ int main(void)
     fake_reset();
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "2-3", 1);
-    setenv("MERIDIAN_CUPTI_BUFFER_MB", "1", 1);
-    setenv("MERIDIAN_CUPTI_BUFFERS", "2", 1);
-    setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
+    fake_small_cupti_env();
     setenv("MERIDIAN_GPU_SAMPLE_HZ", "50", 1);
     setenv("MERIDIAN_GPU_SAMPLE_STEADY_HZ", "0", 1);
 
@@ -92,11 +87,11 @@ int main(void)
     sleep_ms(300);
     CHECK_EQ(samples(), 0); /* between windows, at MERIDIAN_GPU_SAMPLE_STEADY_HZ=0 */
 
-    CHECK_EQ(PUSH("step 2"), 0);
+    CHECK_EQ(nvtx_client_push(&cl, "step 2"), 0);
     CHECK_EQ(atomic_load(&subscribed), 1); /* the window attached */
     long first_ms = wait_count(samples, 1, "readings in the window");
     long three_ms = wait_count(samples, 3, "readings in the window");
-    CHECK_EQ(POP(), 0);
+    CHECK_EQ(nvtx_client_pop(&cl), 0);
     step("step 3");
     api_call(CUPTI_API_ENTER, 500); /* the boundary */
     step("step 4");

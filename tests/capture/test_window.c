@@ -37,11 +37,10 @@
 #include "window.h"
 
 int InitializeInjection(void);
-int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
 
 static struct nvtx_client cl;
-#define PUSH(s) NVTX_CORE(&cl, RangePushA, nvtxRangePushA_impl_fntype)(s)
-#define POP()   NVTX_CORE(&cl, RangePop, nvtxRangePop_impl_fntype)()
+#define PUSH(s) nvtx_client_push(&cl, s)
+#define POP()   nvtx_client_pop(&cl)
 
 static void step(int64_t expect)
 {
@@ -84,9 +83,7 @@ int main(void)
     fake_reset();
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "2-3,6", 1);
-    setenv("MERIDIAN_CUPTI_BUFFER_MB", "1", 1);
-    setenv("MERIDIAN_CUPTI_BUFFERS", "2", 1);
-    setenv("MERIDIAN_CUPTI_FLUSH_MS", "0", 1);
+    fake_small_cupti_env();
 
     CHECK_EQ(InitializeInjection(), 1);
     nvtx_client_init(&cl);

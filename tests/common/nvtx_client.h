@@ -51,6 +51,22 @@ static const void *NVTX_API nvtx_client_export_table(uint32_t id)
     return id == NVTX_ETID_CALLBACKS ? &nvtx_client_callbacks : NULL;
 }
 
+/* The agent's NVTX injection entry point (agent/capture/nvtx.c), which the test calls
+ * with nvtx_client_export_table as NVTX's loader would. */
+int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table);
+
+/* A push and a pop of range `message` through c's tables, as the application's NVTX
+ * calls reach the agent; they return what the agent's handlers return. */
+static inline int nvtx_client_push(struct nvtx_client *c, const char *message)
+{
+    return NVTX_CORE(c, RangePushA, nvtxRangePushA_impl_fntype)(message);
+}
+
+static inline int nvtx_client_pop(struct nvtx_client *c)
+{
+    return NVTX_CORE(c, RangePop, nvtxRangePop_impl_fntype)();
+}
+
 /* Empties c's slots, points its tables at them, and makes it the current client. */
 static void nvtx_client_init(struct nvtx_client *c)
 {
