@@ -150,12 +150,6 @@ int mrd__cupti_current_device(void);
  * be loaded. Any thread; not for hot paths (the first call loads NVML). */
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id);
 
-/* Tells the NVML sampler that CUPTI began tracing (a steady-tier window attached), so that
- * it samples at once and at MERIDIAN_GPU_SAMPLE_HZ from then on instead of waiting out
- * MERIDIAN_GPU_SAMPLE_STEADY_HZ's longer period. Any thread, once per window (a mutex and
- * a condition signal). */
-void mrd__gpu_sample_wake(void);
-
 /* Registers CUDA device ordinal `device` (for the Hello's GPU list and the NVML sampler)
  * from the CUDA driver already loaded in the process (dlopen RTLD_NOLOAD: never loads or
  * links it): the steady tier's source of devices, where no CUPTI DEVICE record comes.

@@ -22,9 +22,11 @@
  *                                  detach (mrd__window_tracing, window.c);
  *   MERIDIAN_GPU_SAMPLE_STEADY_HZ  (default 1, 0 to 100) in the steady tier between
  *                                  windows.
- * A window's attach wakes the sampler (mrd__gpu_sample_wake), so a window's first step gets
- * a reading at once and the window its full rate, however long the steady period. Both 0
- * keeps the thread for the fingerprint's identity only, waiting for new devices. Why two
+ * The sampler looks at the tier's state at least once per the shorter non-zero period, and
+ * a change (a window attached or detached) makes a reading due at once: a window's first
+ * reading comes within one traced period of its attach, and the window gets its full
+ * rate, however long the steady period. Both 0 keeps the thread for the fingerprint's
+ * identity only, waiting for new devices. Why two
  * rates: the NVML calls contend with a launching thread in the driver; on a launch-bound
  * storm the sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37,
  * tests/bench/overhead/RESULTS-tiers.md), which the steady tier, meant to stay on for the
@@ -64,7 +66,7 @@ struct device {
     int identified; /* its fingerprint keys were written */
 };
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake; /* a device arrived, or a window attached (CLOCK_MONOTONIC) */
+static pthread_cond_t added = PTHREAD_COND_INITIALIZER; /* a device arrived (rates 0) */
 static struct device devices[MAX_DEVICES];
 static unsigned ndevices;
 static long period_ns;        /* while CUPTI traces; 0: no readings then */
@@ -95,16 +97,7 @@ static struct {
     int (*max_clock)(nvml_device_t dev, int type, unsigned *mhz);
 } nv;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT, wake_once = PTHREAD_ONCE_INIT;
-
-static void init_wake(void) /* `wake` times its waits on CLOCK_MONOTONIC */
-{
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&wake, &ca);
-    pthread_condattr_destroy(&ca);
-}
+static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Loads NVML and its entry points; 0, or -1 when any is missing or nvmlInit fails. */
 static int load_nvml(void)
@@ -188,48 +181,40 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* The period that applies now: the traced one while CUPTI traces, else the steady one. */
-static long current_period(void)
+static void sleep_until(int64_t t)
 {
-    return mrd__window_tracing() ? period_ns : steady_period_ns;
+    struct timespec ts = {.tv_sec = t / 1000000000LL, .tv_nsec = t % 1000000000LL};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
 }
 
-static int needs_identity(void) /* under mu */
-{
-    for (unsigned k = 0; k < ndevices; k++)
-        if (!devices[k].identified)
-            return 1;
-    return 0;
-}
-
-/* Sleeps until the next reading is due (*due, CLOCK_MONOTONIC ns) or a device needs its
- * identity. The period is asked again at every wake: when a window's attach made it
- * shorter than the wait left, the reading is due at once. */
-static void wait_due(int64_t *due)
+/* Identity only (both rates 0): sleeps until a device needs its identity. */
+static void wait_for_new_device(void)
 {
     pthread_mutex_lock(&mu);
     for (;;) {
-        if (needs_identity())
+        unsigned k = 0;
+        while (k < ndevices && devices[k].identified)
+            k++;
+        if (k < ndevices)
             break;
-        long p = current_period();
-        int64_t now = mono_ns();
-        if (p > 0 && *due > now + p)
-            *due = now; /* a window began during a steady-tier wait */
-        if (p > 0 && now >= *due)
-            break;
-        if (p == 0) {
-            pthread_cond_wait(&wake, &mu);
-            continue;
-        }
-        struct timespec until = {.tv_sec = *due / 1000000000LL, .tv_nsec = *due % 1000000000LL};
-        pthread_cond_timedwait(&wake, &mu, &until); /* EINTR, ETIMEDOUT: the loop decides */
+        pthread_cond_wait(&added, &mu);
     }
     pthread_mutex_unlock(&mu);
 }
 
+/* The loop: identities first, then a reading when one is due at the rate of the tier's
+ * state now (mrd__window_tracing). A change of state (a window attached or detached) makes
+ * a reading due at once, at the new rate. Between readings it sleeps to absolute deadlines
+ * (no drift with load), and never longer than the shorter non-zero period, so that it sees
+ * a window begin within one traced period however long the steady one. */
 static void *sampler_main(void *arg)
 {
+    long poll = period_ns > 0 && (steady_period_ns == 0 || period_ns < steady_period_ns)
+                    ? period_ns
+                    : steady_period_ns;
     int64_t due = mono_ns();
+    int was_tracing = -1;
     (void)arg;
     for (;;) {
         struct device d[MAX_DEVICES];
@@ -247,16 +232,28 @@ static void *sampler_main(void *arg)
                 devices[i].identified = 1;
             pthread_mutex_unlock(&mu);
         }
-        long p = current_period();
+        if (poll == 0) {
+            wait_for_new_device();
+            continue;
+        }
+        int tracing = mrd__window_tracing();
+        long p = tracing ? period_ns : steady_period_ns;
         int64_t now = mono_ns();
+        if (tracing != was_tracing) {
+            was_tracing = tracing;
+            due = now;
+        }
         if (p > 0 && now >= due) {
             for (unsigned i = 0; i < n; i++)
                 sample(&d[i]);
-            due += p; /* an absolute schedule: no drift from the readings' own time */
+            due += p;
             if (due <= now)
-                due = now + p; /* fell behind, or the first reading after a long wait */
+                due = now + p; /* fell behind */
         }
-        wait_due(&due);
+        int64_t until = now + poll;
+        if (p > 0 && due < until)
+            until = due;
+        sleep_until(until);
     }
     return NULL;
 }
@@ -332,17 +329,8 @@ void mrd__gpu_from_driver(uint32_t device)
     mrd__gpu_sample_add(device, pci);
 }
 
-void mrd__gpu_sample_wake(void)
-{
-    pthread_once(&wake_once, init_wake);
-    pthread_mutex_lock(&mu);
-    pthread_cond_signal(&wake); /* nobody waits before the sampler starts: a lost signal */
-    pthread_mutex_unlock(&mu);
-}
-
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
 {
-    pthread_once(&wake_once, init_wake);
     pthread_mutex_lock(&mu);
     unsigned i = 0;
     while (i < ndevices && devices[i].device != device)
@@ -355,7 +343,7 @@ void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
                  pci_bus_id ? pci_bus_id : "");
         if (i == ndevices)
             ndevices++;
-        pthread_cond_signal(&wake);
+        pthread_cond_signal(&added);
     }
     pthread_mutex_unlock(&mu);
     mrd__env_capture(); /* CUDA is up: the fingerprint's process part, once */

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "agent.h"
-#include "capture.h"
 #include "collstep.h"
 #include "ring.h"
 #include "stepctl.h"
@@ -177,7 +176,6 @@ uint64_t mrd__window_step_begin(void)
         if (e == 0) {
             atomic_fetch_add(&w.opened, 1);
             atomic_store(&w.state, W_ATTACHED);
-            mrd__gpu_sample_wake(); /* the window's sampling rate, from its first step */
         } else {
             atomic_fetch_add(&w.failed, 1);
             /* another CUPTI owner will not go away: no further attempt */
