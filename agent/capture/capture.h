@@ -150,6 +150,12 @@ int mrd__cupti_current_device(void);
  * be loaded. Any thread; not for hot paths (the first call loads NVML). */
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id);
 
+/* CUPTI began (1) or stopped (0) tracing in this process (cupti.c: the full tier's set-up,
+ * a steady-tier window's attach, its detach): the NVML sampler reads at
+ * MERIDIAN_GPU_SAMPLE_HZ while it traces and at MERIDIAN_GPU_SAMPLE_STEADY_HZ otherwise.
+ * Any thread; one atomic store. */
+void mrd__gpu_sample_tracing(int on);
+
 /* Registers CUDA device ordinal `device` (for the Hello's GPU list and the NVML sampler)
  * from the CUDA driver already loaded in the process (dlopen RTLD_NOLOAD: never loads or
  * links it): the steady tier's source of devices, where no CUPTI DEVICE record comes.

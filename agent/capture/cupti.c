@@ -253,6 +253,7 @@ static void finalize_in_callback(void)
     atomic_store(&cu.closing, 0);
     atomic_store(&cu.detach_req, 0);
     atomic_store(&cu.teardown, 0);
+    mrd__gpu_sample_tracing(0);
     mrd__window_detached(t1, t1 - t0, atomic_load(&cu.flush_ns));
 }
 
@@ -707,6 +708,7 @@ static void open_gate(CUpti_SubscriberHandle sub)
     atomic_fetch_add(&cu.gen, 1);
     atomic_store(&cu.owned, 1);
     atomic_store(&cu.attached, 1);
+    mrd__gpu_sample_tracing(1); /* the NVML sampler's traced rate from now on */
 }
 
 int mrd__cupti_setup(void)

@@ -19,11 +19,12 @@
  * stderr and that rate is 0):
  *   MERIDIAN_GPU_SAMPLE_HZ         (default 10, 0 to 100) while CUPTI traces: the full
  *                                  tier, and a steady-tier window from its attach to its
- *                                  detach (mrd__window_tracing, window.c);
- *   MERIDIAN_GPU_SAMPLE_STEADY_HZ  (default 1, 0 to 100) in the steady tier between
- *                                  windows.
- * The sampler looks at the tier's state at least once per the shorter non-zero period, and
- * a change (a window attached or detached) makes a reading due at once: a window's first
+ *                                  detach (cupti.c says so: mrd__gpu_sample_tracing);
+ *   MERIDIAN_GPU_SAMPLE_STEADY_HZ  (default 1, 0 to 100) while it does not: the steady
+ *                                  tier between windows, and a process whose CUPTI is
+ *                                  not this agent's (Nsight's, or capture off).
+ * The sampler looks at that state at least once per the shorter non-zero period, and a
+ * change (a window attached or detached) makes a reading due at once: a window's first
  * reading comes within one traced period of its attach, and the window gets its full
  * rate, however long the steady period. Both 0 keeps the thread for the fingerprint's
  * identity only, waiting for new devices. Why two
@@ -46,13 +47,13 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "capture.h"
-#include "window.h"
 #include "worker.h"
 
 #define DEFAULT_HZ 10
@@ -70,7 +71,8 @@ static pthread_cond_t added = PTHREAD_COND_INITIALIZER; /* a device arrived (rat
 static struct device devices[MAX_DEVICES];
 static unsigned ndevices;
 static long period_ns;        /* while CUPTI traces; 0: no readings then */
-static long steady_period_ns; /* steady tier between windows; 0: no readings then */
+static long steady_period_ns; /* while CUPTI does not trace; 0: no readings then */
+static atomic_int tracing;    /* mrd__gpu_sample_tracing: CUPTI traces now */
 
 /* The few NVML entry points used, declared here (no NVML headers needed to build). */
 typedef struct nvml_device *nvml_device_t;
@@ -203,9 +205,9 @@ static void wait_for_new_device(void)
     pthread_mutex_unlock(&mu);
 }
 
-/* The loop: identities first, then a reading when one is due at the rate of the tier's
- * state now (mrd__window_tracing). A change of state (a window attached or detached) makes
- * a reading due at once, at the new rate. Between readings it sleeps to absolute deadlines
+/* The loop: identities first, then a reading when one is due at the rate that applies now
+ * (CUPTI tracing or not, mrd__gpu_sample_tracing). A change (a window attached or
+ * detached) makes a reading due at once, at the new rate. Between readings it sleeps to absolute deadlines
  * (no drift with load), and never longer than the shorter non-zero period, so that it sees
  * a window begin within one traced period however long the steady one. */
 static void *sampler_main(void *arg)
@@ -214,7 +216,7 @@ static void *sampler_main(void *arg)
                     ? period_ns
                     : steady_period_ns;
     int64_t due = mono_ns();
-    int was_tracing = -1;
+    int was_traced = -1;
     (void)arg;
     for (;;) {
         struct device d[MAX_DEVICES];
@@ -236,11 +238,11 @@ static void *sampler_main(void *arg)
             wait_for_new_device();
             continue;
         }
-        int tracing = mrd__window_tracing();
-        long p = tracing ? period_ns : steady_period_ns;
+        int traced = atomic_load_explicit(&tracing, memory_order_relaxed);
+        long p = traced ? period_ns : steady_period_ns;
         int64_t now = mono_ns();
-        if (tracing != was_tracing) {
-            was_tracing = tracing;
+        if (traced != was_traced) {
+            was_traced = traced;
             due = now;
         }
         if (p > 0 && now >= due) {
@@ -327,6 +329,11 @@ void mrd__gpu_from_driver(uint32_t device)
         return; /* no driver answer: nothing to sample or to name */
     mrd_agent_add_gpu(device, uuid, pci, name);
     mrd__gpu_sample_add(device, pci);
+}
+
+void mrd__gpu_sample_tracing(int on)
+{
+    atomic_store_explicit(&tracing, on != 0, memory_order_relaxed);
 }
 
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)

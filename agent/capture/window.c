@@ -212,14 +212,6 @@ void mrd__window_detached(int64_t end, int64_t detach_ns, int64_t flush_ns)
     atomic_store(&w.state, W_DETACHED);
 }
 
-int mrd__window_tracing(void)
-{
-    if (mrd__window_config() != 1)
-        return 1; /* the full tier (or capture off: the rate it always had) */
-    int st = atomic_load_explicit(&w.state, memory_order_relaxed);
-    return st != W_OFF && st != W_DETACHED;
-}
-
 void mrd__window_count_outside(uint64_t n)
 {
     atomic_fetch_add_explicit(&w.outside, n, memory_order_relaxed);

@@ -88,10 +88,6 @@ void mrd__window_step_pop(uint64_t tag, int64_t duration_ns);
  * thread; flush_ns: the forced flush on the helper thread before it. Any thread. */
 void mrd__window_detached(int64_t end, int64_t detach_ns, int64_t flush_ns);
 
-/* 1 while CUPTI traces (the full tier; in the steady tier from a window's attach to its
- * detach), else 0: the NVML sampler's rate follows it (gpu_sample.c). Any thread. */
-int mrd__window_tracing(void);
-
 /* Counts a CUPTI record dropped by the window's boundary. Any thread. */
 void mrd__window_count_outside(uint64_t n);
 

@@ -2,24 +2,26 @@
 sampler's rates, from the real libmeridian.so through a real meridiand, no GPU (the
 stand-in CUDA driver and NVML of capture_env_e2e: fake_libcuda.c's device 2, fake_nvml.c).
 
-One rank per case, each with its own meridiand and database:
-- HZ=0: the GPU's identity is still read (its gpu2.* fingerprint keys are stored) but no
+One rank per case, each with its own meridiand and database. The driver has no CUPTI, so
+CUPTI never traces in it and MERIDIAN_GPU_SAMPLE_STEADY_HZ is the rate that applies
+(MERIDIAN_GPU_SAMPLE_HZ applies while CUPTI traces: capture_sample_tiers, with a fake
+CUPTI, tests both rates across a window):
+- both 0: the GPU's identity is still read (its gpu2.* fingerprint keys are stored) but no
   reading is taken (the driver waits 300 ms after the identity and fails on any) and the
   database has no gpu_samples row;
-- HZ=abc (not a number) and HZ=101 (over the cap): one line on stderr naming the variable,
-  the range and what stays off; no gpu_samples row; the identity and the job go on; HZ=abc
+- HZ=abc (not a number) and HZ=101 (over the cap), STEADY_HZ=0: one line on stderr naming
+  the variable, the range and what stays off; the identity and the job go on; HZ=abc
   without the stand-in NVML: the same line (a bad value is said whether or not anything
   would sample; on a machine with a real libnvidia-ml.so.1 NVML loads there too, and this
   case passes under either order of the agent's checks: it tells them apart where no NVML
   is installed, as in CI);
-- HZ=50: the driver waits for 5 readings; at least 5 gpu_samples rows of device 2, each with
-  the stand-in's readings (SM 1755 MHz, power 400000 mW, 90% utilisation), their median
-  spacing under 50 ms (20 ms at 50 Hz; the default 10 Hz would be 100 ms: the sampler sleeps
-  to absolute deadlines, so the spacing does not drift with load).
-- MERIDIAN_TRACE=steady (no CUPTI, so between windows throughout): MERIDIAN_GPU_SAMPLE_STEADY_HZ
-  is the rate: 50 with HZ=0 gives readings ~20 ms apart; "1x" is said once (naming the
-  variable and its range) and takes none, although HZ=50; unset (1 Hz) with HZ=50, three
-  readings with a gap of at least 0.8 s.
+- STEADY_HZ=1x, HZ=50: said once the same way, and no reading (HZ=50 does not apply);
+- STEADY_HZ=50, HZ=0: the driver waits for 5 readings; at least 5 gpu_samples rows of
+  device 2, each with the stand-in's readings (SM 1755 MHz, power 400000 mW, 90%
+  utilisation), their median spacing under 50 ms (20 ms at 50 Hz: the sampler sleeps to
+  absolute deadlines, so the spacing does not drift with load);
+- STEADY_HZ unset (1 Hz), HZ=50: three readings (the first at once) span two periods, so
+  one gap is at least 0.8 s whatever the load (the sampler is never early).
 """
 import argparse
 import os
@@ -74,9 +76,10 @@ def run_case(name, hz, want_samples, nvml=True, extra=None):
     return out, samples
 
 
+OFF = {"MERIDIAN_GPU_SAMPLE_STEADY_HZ": "0"}
 for name, hz, nvml in (("off", "0", True), ("word", "abc", True), ("over", "101", True),
                        ("word_no_nvml", "abc", False)):
-    out, samples = run_case(name, hz, 0, nvml)
+    out, samples = run_case(name, hz, 0, nvml, extra=OFF)
     if samples:
         itest.fail("%s: MERIDIAN_GPU_SAMPLE_HZ=%s stored %d gpu_samples rows, want none"
                    % (name, hz, len(samples)))
@@ -87,38 +90,23 @@ for name, hz, nvml in (("off", "0", True), ("word", "abc", True), ("over", "101"
                       or "0..100" not in said[0] or "stay off" not in said[0]):
         itest.fail("%s: want one line naming MERIDIAN_GPU_SAMPLE_HZ=%s, its range and what "
                    "stays off, got %r" % (name, hz, said))
-out, samples = run_case("fifty", "50", 5)
+out, samples = run_case("steady_word", "50", 0, extra={"MERIDIAN_GPU_SAMPLE_STEADY_HZ": "1x"})
+said = [l for l in out.splitlines() if "MERIDIAN_GPU_SAMPLE_STEADY_HZ" in l]
+if samples or len(said) != 1 or "=1x" not in said[0] or "0..100" not in said[0]:
+    itest.fail("steady_word: want no reading and one line naming MERIDIAN_GPU_SAMPLE_STEADY_HZ=1x "
+               "and its range, got %d rows, %r" % (len(samples), said))
+out, samples = run_case("fifty", "0", 5, extra={"MERIDIAN_GPU_SAMPLE_STEADY_HZ": "50"})
 if len(samples) < 5 or any(s[:4] != (2, 1755, 400000, 90) for s in samples):
     itest.fail("fifty: want >= 5 gpu_samples rows (2, 1755, 400000, 90), got %r" % samples[:8])
 gaps = sorted(b[4] - a[4] for a, b in zip(samples, samples[1:]))
 spacing_ms = gaps[len(gaps) // 2] / 1e6
 if not 0 < spacing_ms < 50:
     itest.fail("fifty: readings %.1f ms apart (median), want 20 ms at 50 Hz (< 50)" % spacing_ms)
-
-# The steady tier between windows (no CUPTI here, so never a window): the steady rate
-# applies, MERIDIAN_GPU_SAMPLE_HZ does not.
-STEADY = {"MERIDIAN_TRACE": "steady"}
-out, samples = run_case("steady_fifty", "0", 5,
-                        extra=dict(STEADY, MERIDIAN_GPU_SAMPLE_STEADY_HZ="50"))
-gaps = sorted(b[4] - a[4] for a, b in zip(samples, samples[1:]))
-if len(samples) < 5 or not 0 < gaps[len(gaps) // 2] / 1e6 < 50:
-    itest.fail("steady_fifty: want >= 5 readings ~20 ms apart at STEADY_HZ=50 with HZ=0, got "
-               "%d, gaps %r" % (len(samples), gaps))
-out, samples = run_case("steady_word", "50", 0,
-                        extra=dict(STEADY, MERIDIAN_GPU_SAMPLE_STEADY_HZ="1x"))
-said = [l for l in out.splitlines() if "MERIDIAN_GPU_SAMPLE_STEADY_HZ" in l]
-if samples or len(said) != 1 or "=1x" not in said[0] or "0..100" not in said[0]:
-    itest.fail("steady_word: want no reading between windows and one line naming "
-               "MERIDIAN_GPU_SAMPLE_STEADY_HZ=1x and its range, got %d rows, %r"
-               % (len(samples), said))
-# the default steady rate, 1 Hz: three readings (the first at once) span two periods, so
-# one gap is at least a period whatever the load (the sampler is never early)
-out, samples = run_case("steady_default", "50", 3, extra=STEADY)
+out, samples = run_case("steady_default", "50", 3)
 gaps = [b[4] - a[4] for a, b in zip(samples, samples[1:])]
 if len(samples) < 3 or max(gaps) < 800e6:
-    itest.fail("steady_default: want >= 3 readings with a gap of ~1 s (1 Hz between windows, "
-               "not HZ=50), got %d, gaps %r ns" % (len(samples), gaps))
-itest.log("ok: rate 0 identifies without readings; bad rates said once and kept off; "
-          "rate 50 stored readings %.1f ms apart; the steady tier samples at its own rate "
-          "(50 Hz, a bad value said, 1 Hz by default: largest gap %.0f ms)"
-          % (spacing_ms, max(gaps) / 1e6))
+    itest.fail("steady_default: want >= 3 readings with a gap of ~1 s (1 Hz while CUPTI does "
+               "not trace, not HZ=50), got %d, gaps %r ns" % (len(samples), gaps))
+itest.log("ok: rates 0 identify without readings; bad rates said once and kept off; "
+          "STEADY_HZ=50 stored readings %.1f ms apart; by default 1 Hz without CUPTI (largest "
+          "gap %.0f ms)" % (spacing_ms, max(gaps) / 1e6))

@@ -8,9 +8,9 @@
  * expectation is exact whatever the machine's load:
  *   - the GPU's identity is read, and no reading is taken before the window (300 ms, steps
  *     0 and 1: a sampler that ignored the tier would take ~15);
- *   - the push of step 2 attaches CUPTI; the sampler, looking at the tier every 20 ms (the
- *     traced period), reads at once and then at 50 Hz (3 readings are waited for, 10 s at
- *     most: a sampler that kept the steady rate would take none);
+ *   - the push of step 2 attaches CUPTI (cupti.c tells the sampler); the sampler, looking
+ *     every 20 ms (the traced period), reads at once and then at 50 Hz (3 readings are
+ *     waited for, 10 s at most: a sampler that kept the steady rate would take none);
  *   - after the detach at most the reading in progress completes, then none for 300 ms.
  */
 #define NVTX_NO_IMPL
