@@ -56,10 +56,10 @@
 #include "capture.h"
 #include "worker.h"
 
-#define DEFAULT_HZ 10
+#define DEFAULT_HZ        10
 #define DEFAULT_STEADY_HZ 1
-#define MAX_HZ 100
-#define MAX_DEVICES 16 /* a rank drives one to a few GPUs; more are ignored */
+#define MAX_HZ            100
+#define MAX_DEVICES       16 /* a rank drives one to a few GPUs; more are ignored */
 
 struct device {
     uint32_t device;
@@ -207,9 +207,10 @@ static void wait_for_new_device(void)
 
 /* The loop: identities first, then a reading when one is due at the rate that applies now
  * (CUPTI tracing or not, mrd__gpu_sample_tracing). A change (a window attached or
- * detached) makes a reading due at once, at the new rate. Between readings it sleeps to absolute deadlines
- * (no drift with load), and never longer than the shorter non-zero period, so that it sees
- * a window begin within one traced period however long the steady one. */
+ * detached) makes a reading due at once, at the new rate. Between readings it sleeps to
+ * absolute deadlines (no drift with load), and never longer than the shorter non-zero
+ * period, so that it sees a window begin within one traced period however long the steady
+ * one. */
 static void *sampler_main(void *arg)
 {
     long poll = period_ns > 0 && (steady_period_ns == 0 || period_ns < steady_period_ns)

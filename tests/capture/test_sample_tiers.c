@@ -45,8 +45,8 @@ static long wait_count(int (*counter)(void), int n, const char *what)
     long ms = 0;
     while (counter() < n) {
         if (ms >= 10000) {
-            fprintf(stderr, "capture_sample_tiers: %s: %d after 10 s, want %d\n", what,
-                    counter(), n);
+            fprintf(stderr, "capture_sample_tiers: %s: %d after 10 s, want %d\n", what, counter(),
+                    n);
             exit(1);
         }
         sleep_ms(1);
