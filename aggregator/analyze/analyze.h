@@ -317,6 +317,7 @@ int mrd_analyze_is_nccl_name(const char *name);
 #define MRD_WHY_MAX_EVENTS   4096   /* late events kept (the largest); more are counted */
 #define MRD_WHY_MAX_STATS    64     /* (communicator, function, bytes) groups; more: "other" */
 #define MRD_WHY_TOP_KERNELS  10     /* kernels listed per rank */
+#define MRD_WHY_GPU_MAX_AGE_NS 5000000000LL /* an older GPU sample says nothing of the step */
 #define MRD_WHY_REPEAT_MIN   3      /* a rank late for one cause this often is named */
 
 enum mrd_an_cause {
@@ -343,10 +344,13 @@ struct mrd_an_step_cost {
     int kernel_ranks;
 };
 
-/* One GPU sample (gpu_samples) nearest an arrival, shown beside a compute cause. */
+/* One GPU sample (gpu_samples) nearest an arrival, shown beside a compute cause: the
+ * rank's latest at or before it, if at most MRD_WHY_GPU_MAX_AGE_NS before (age_ns: how
+ * long before; the agent reads 10 times a second while CUPTI traces and once a second
+ * between steady-tier windows, agent/capture/gpu_sample.c). */
 struct mrd_an_gpu_reading {
     int have;
-    int64_t sm_clock_mhz, power_mw, temperature_c, throttle_reasons;
+    int64_t sm_clock_mhz, power_mw, temperature_c, throttle_reasons, age_ns;
 };
 
 struct mrd_an_late {

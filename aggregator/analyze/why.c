@@ -159,10 +159,13 @@ static void read_gpu(sqlite3_stmt *st, const struct mrd_timebase *tb, int rank, 
     if (!st)
         return;
     sqlite3_reset(st);
+    int64_t local = mrd_timebase_unmap(tb, rank, t);
     sqlite3_bind_int(st, 1, rank);
-    sqlite3_bind_int64(st, 2, mrd_timebase_unmap(tb, rank, t));
-    if (sqlite3_step(st) == SQLITE_ROW) {
+    sqlite3_bind_int64(st, 2, local);
+    if (sqlite3_step(st) == SQLITE_ROW &&
+        local - sqlite3_column_int64(st, 4) <= MRD_WHY_GPU_MAX_AGE_NS) {
         g->have = 1;
+        g->age_ns = local - sqlite3_column_int64(st, 4);
         g->sm_clock_mhz = sqlite3_column_int64(st, 0);
         g->power_mw = sqlite3_column_int64(st, 1);
         g->temperature_c = sqlite3_column_int64(st, 2);

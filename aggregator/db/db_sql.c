@@ -679,7 +679,8 @@ const char mrd_db_sql_why_gpu_samples_copy[] =
     "temperature_c, throttle_reasons FROM main.gpu_samples ORDER BY rowid;"
     "CREATE INDEX temp.mrd_gpu_samples_rank_time ON mrd_gpu_samples (rank, host_ns)";
 const char mrd_db_sql_why_gpu_sample[] =
-    "SELECT sm_clock_mhz, power_mw, temperature_c, throttle_reasons FROM temp.mrd_gpu_samples "
+    "SELECT sm_clock_mhz, power_mw, temperature_c, throttle_reasons, host_ns "
+    "FROM temp.mrd_gpu_samples "
     "WHERE rank = ?1 AND host_ns <= ?2 ORDER BY host_ns DESC, rowid DESC LIMIT 1";
 const char mrd_db_sql_why_algo_proto[] =
     "SELECT n.comm_hash, f.value, n.bytes, n.rank, a.value, p.value, COUNT(*) "

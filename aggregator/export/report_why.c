@@ -115,18 +115,20 @@ void mrd__report_why_cost(FILE *f, const struct mrd_analysis *a)
 
 static void fmt_gpu(char *buf, size_t n, const struct mrd_an_gpu_reading *g)
 {
-    if (!g->have)
+    char age[32];
+    if (!g->have) {
         snprintf(buf, n, "no sample");
-    else
-        snprintf(buf, n, "SM %" PRId64 " MHz, %.1f W, %" PRId64 " C, throttle 0x%" PRIx64,
-                 g->sm_clock_mhz, (double)g->power_mw / 1000.0, g->temperature_c,
-                 (uint64_t)g->throttle_reasons);
+        return;
+    }
+    snprintf(buf, n, "SM %" PRId64 " MHz, %.1f W, %" PRId64 " C, throttle 0x%" PRIx64 ", %s before",
+             g->sm_clock_mhz, (double)g->power_mw / 1000.0, g->temperature_c,
+             (uint64_t)g->throttle_reasons, mrd_export_fmt_ns(age, sizeof(age), g->age_ns));
 }
 
 void mrd__report_why_causes(FILE *f, const struct mrd_analysis *a)
 {
     const struct mrd_an_why *w = a->why;
-    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], g0[96], g1[96];
+    char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32], g0[128], g1[128];
     if (!why_section(f, a, "Why ranks were late"))
         return;
     fprintf(f,
@@ -266,8 +268,8 @@ static void json_gpu(FILE *f, const struct mrd_an_gpu_reading *g)
     }
     fprintf(f,
             "{\"sm_clock_mhz\":%" PRId64 ",\"power_mw\":%" PRId64 ",\"temperature_c\":%" PRId64
-            ",\"throttle_reasons\":%" PRId64 "}",
-            g->sm_clock_mhz, g->power_mw, g->temperature_c, g->throttle_reasons);
+            ",\"throttle_reasons\":%" PRId64 ",\"age_ns\":%" PRId64 "}",
+            g->sm_clock_mhz, g->power_mw, g->temperature_c, g->throttle_reasons, g->age_ns);
 }
 
 void mrd__json_why(FILE *f, const struct mrd_analysis *a)

@@ -187,9 +187,11 @@ def hand_run(path, schema):
     coll([11010 * US, 11010 * US, 11810 * US], [11910 * US] * 3, traced=False)
     for r in range(3):
         run.step(r, 2, 10000 * US, 11930 * US)
-    # GPU samples: rank 2 throttled before collective 0, rank 1 not
+    # GPU samples: rank 2 throttled before collective 0, rank 1 not; rank 0's one reading
+    # 4.99 s before the run: within the 5 s the analysis accepts at its step-0 and step-1
+    # arrivals, too old at its step-2 arrival (11 ms into the run)
     run.samples += [(2, 3000 * US, 1200, 650000, 83, 0x4), (2, 4500 * US, 1980, 300000, 60, 0),
-                    (1, 500 * US, 1980, 400000, 55, 0)]
+                    (1, 500 * US, 1980, 400000, 55, 0), (0, -4990000 * US, 1410, 500000, 70, 0)]
     run.write(schema)
 
 
@@ -392,11 +394,12 @@ def oracle(path):
                                                         throttle_reasons=th)))
 
     def sample(r, t):
+        """The rank's latest reading at or before t, with its age, if at most 5 s old."""
         best = None
         for ts, v in samples.get(r, []):
             if ts <= t:
-                best = v
-        return best
+                best = dict(v, age_ns=t - ts)
+        return best if best is not None and best["age_ns"] <= 5 * 10**9 else None
 
     def shares(r, lo, hi):
         """exposed comm and idle in [lo, hi] by elementary segments (not by merging)."""
@@ -668,9 +671,17 @@ def hand_case(meridian, schema, work):
     check(e0.get("kernel") == "compute(float*)" and e0.get("kernel_diff_ns") == 2800 * US,
           "hand: the kernel that grew: %s" % e0)
     g = ev.get((0, 0), {}).get("gpu")
-    check(g == [dict(sm_clock_mhz=1200, power_mw=650000, temperature_c=83, throttle_reasons=4),
-                dict(sm_clock_mhz=1980, power_mw=400000, temperature_c=55, throttle_reasons=0)],
+    # rank 2 arrives at 4010 us (its reading at 3000 us), rank 1 at 1210 us (its at 500 us)
+    check(g == [dict(sm_clock_mhz=1200, power_mw=650000, temperature_c=83, throttle_reasons=4,
+                     age_ns=1010 * US),
+                dict(sm_clock_mhz=1980, power_mw=400000, temperature_c=55, throttle_reasons=0,
+                     age_ns=710 * US)],
           "hand: GPU samples beside the compute cause: %s" % g)
+    g01, g24 = ev.get((0, 1), {}).get("gpu"), ev.get((2, 4), {}).get("gpu")
+    check(g01 and g01[0] and g01[0]["sm_clock_mhz"] == 1410 and
+          4990000 * US < g01[0]["age_ns"] <= 5000000 * US,
+          "hand: rank 0's reading 4.99 s before, at step 0: %s" % g01)
+    check(g24 and g24[1] is None, "hand: rank 0's reading over 5 s old at step 2: %s" % g24)
     (st,) = why["collective_stats"] or [None]
     cnt, p50, p90, p99, alg, bus = HAND["stat"]
     check(st is not None and (st["count"], st["p50_ns"], st["p90_ns"], st["p99_ns"]) ==
@@ -692,7 +703,7 @@ def hand_case(meridian, schema, work):
     for words in ("== Straggler cost",
                   "rank 2: 3 late event(s)", "== Why ranks were late", "== Collective statistics",
                   "== Top kernels per rank", "not evaluated", "SM 1200 MHz, 650.0 W, 83 C, "
-                  "throttle 0x4", "[ranks differ] RING/SIMPLE; rank 2: RING/LL"):
+                  "throttle 0x4, 1.01 ms before", "[ranks differ] RING/SIMPLE; rank 2: RING/LL"):
         check(words in text, "hand: the text report lacks %r" % words)
 
 
