@@ -1,33 +1,32 @@
 /* GPU samples: NVML readings of every GPU this rank registered (clocks, power,
- * temperature, throttle reasons, utilization), MERIDIAN_GPU_SAMPLE_HZ a second (below), as
- * gpu_sample events.
+ * temperature, throttle reasons, utilization), at the rates below, as gpu_sample events.
  *
  * Where it sits: capture, on a thread of its own ("meridian-nvml", started with signals
  * blocked when CUPTI reports the first device, mrd__gpu_sample_add); records go into that
  * thread's ring like any capture source's, and from there the flusher batches them (the
  * kind is a line of proto/kinds.h). NVML is optional: it is loaded with dlopen
  * (libnvidia-ml.so.1) the first time; without it, or when nvmlInit fails, the thread is
- * never started: no samples and no error (only a bad MERIDIAN_GPU_SAMPLE_HZ is still said,
- * below). A GPU is found in NVML by the PCI bus id of CUPTI's DEVICE record, so
- * CUDA_VISIBLE_DEVICES renumbering does not matter; a reading NVML refuses (not supported
- * on this GPU) is stored as 0. Devices arrive with CUPTI's DEVICE records, and, without
- * CUPTI (the steady tier between windows), with each NCCL communicator's init
- * (mrd__gpu_from_driver: the device current on NCCL's thread, its PCI bus id, UUID and name
- * asked of the CUDA driver the process already loaded).
+ * never started: no samples and no error (only a bad rate is still said, below). A GPU is
+ * found in NVML by the PCI bus id of CUPTI's DEVICE record, so CUDA_VISIBLE_DEVICES
+ * renumbering does not matter; a reading NVML refuses (not supported on this GPU) is
+ * stored as 0. Devices arrive with CUPTI's DEVICE records, and, without CUPTI (the steady
+ * tier between windows), with each NCCL communicator's init (mrd__gpu_from_driver: the
+ * device current on NCCL's thread, its PCI bus id, UUID and name asked of the CUDA driver
+ * the process already loaded).
  *
  * Rates (read once, when the first GPU arrives, NVML or not; a bad value is said once on
  * stderr and that rate is 0):
  *   MERIDIAN_GPU_SAMPLE_HZ         (default 10, 0 to 100) while CUPTI traces: the full
  *                                  tier, and a steady-tier window from its attach to its
  *                                  detach (cupti.c says so: mrd__gpu_sample_tracing);
- *   MERIDIAN_GPU_SAMPLE_STEADY_HZ  (default 1, 0 to 100) while it does not: the steady
- *                                  tier between windows, and a process whose CUPTI is
- *                                  not this agent's (Nsight's, or capture off).
- * The sampler looks at that state at least once per the shorter non-zero period, and a
- * change (a window attached or detached) makes a reading due at once: a window's first
- * reading comes within one traced period of its attach, and the window gets its full
- * rate, however long the steady period. Both 0 keeps the thread for the fingerprint's
- * identity only, waiting for new devices. Why two
+ *   MERIDIAN_GPU_SAMPLE_STEADY_HZ  (default 1, but never more than MERIDIAN_GPU_SAMPLE_HZ,
+ *                                  so HZ=0 alone still means no readings; 0 to 100) while
+ *                                  it does not: the steady tier between windows, and a
+ *                                  process whose CUPTI is not this agent's (Nsight's, or
+ *                                  capture off).
+ * A change (CUPTI attached or detached) wakes the sampler and makes a reading due at once:
+ * every window gets a reading at its attach, however short, and then its full rate. Both
+ * 0 keeps the thread for the fingerprint's identity only, waiting for new devices. Why two
  * rates: the NVML calls contend with a launching thread in the driver; on a launch-bound
  * storm the sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37,
  * tests/bench/overhead/RESULTS-tiers.md), which the steady tier, meant to stay on for the
@@ -67,7 +66,8 @@ struct device {
     int identified; /* its fingerprint keys were written */
 };
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t added = PTHREAD_COND_INITIALIZER; /* a device arrived (rates 0) */
+static pthread_cond_t changed; /* generation moved (CLOCK_MONOTONIC waits; init_cond) */
+static atomic_uint generation; /* +1 at each device added and each CUPTI attach or detach */
 static struct device devices[MAX_DEVICES];
 static unsigned ndevices;
 static long period_ns;        /* while CUPTI traces; 0: no readings then */
@@ -99,7 +99,26 @@ static struct {
     int (*max_clock)(nvml_device_t dev, int type, unsigned *mhz);
 } nv;
 
-static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_once_t once = PTHREAD_ONCE_INIT, cond_once = PTHREAD_ONCE_INIT;
+
+static void init_cond(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&changed, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
+/* The state changed: the generation moves and the sampler wakes. */
+static void bump(void)
+{
+    pthread_once(&cond_once, init_cond);
+    pthread_mutex_lock(&mu);
+    atomic_fetch_add(&generation, 1);
+    pthread_cond_signal(&changed);
+    pthread_mutex_unlock(&mu);
+}
 
 /* Loads NVML and its entry points; 0, or -1 when any is missing or nvmlInit fails. */
 static int load_nvml(void)
@@ -183,43 +202,32 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-static void sleep_until(int64_t t)
+/* Sleeps until `until` (CLOCK_MONOTONIC ns; INT64_MAX: no deadline) or a change: a new
+ * device, or CUPTI attached or detached (the generation moved past `seen`). */
+static void wait_change(int64_t until, unsigned seen)
 {
-    struct timespec ts = {.tv_sec = t / 1000000000LL, .tv_nsec = t % 1000000000LL};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
-/* Identity only (both rates 0): sleeps until a device needs its identity. */
-static void wait_for_new_device(void)
-{
+    struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
+    pthread_once(&cond_once, init_cond);
     pthread_mutex_lock(&mu);
-    for (;;) {
-        unsigned k = 0;
-        while (k < ndevices && devices[k].identified)
-            k++;
-        if (k < ndevices)
+    while (atomic_load(&generation) == seen) {
+        if (until == INT64_MAX)
+            pthread_cond_wait(&changed, &mu);
+        else if (pthread_cond_timedwait(&changed, &mu, &ts) == ETIMEDOUT)
             break;
-        pthread_cond_wait(&added, &mu);
     }
     pthread_mutex_unlock(&mu);
 }
 
 /* The loop: identities first, then a reading when one is due at the rate that applies now
- * (CUPTI tracing or not, mrd__gpu_sample_tracing). A change (a window attached or
- * detached) makes a reading due at once, at the new rate. Between readings it sleeps to
- * absolute deadlines (no drift with load), and never longer than the shorter non-zero
- * period, so that it sees a window begin within one traced period however long the steady
- * one. */
+ * (CUPTI tracing or not). A change makes a reading due at once, at the new rate. Between
+ * readings it sleeps to absolute deadlines (no drift with load), or until a change. */
 static void *sampler_main(void *arg)
 {
-    long poll = period_ns > 0 && (steady_period_ns == 0 || period_ns < steady_period_ns)
-                    ? period_ns
-                    : steady_period_ns;
     int64_t due = mono_ns();
-    int was_traced = -1;
+    unsigned seen_gen = ~0u;
     (void)arg;
     for (;;) {
+        unsigned gen = atomic_load(&generation); /* before the state it describes is read */
         struct device d[MAX_DEVICES];
         pthread_mutex_lock(&mu);
         unsigned n = ndevices;
@@ -235,15 +243,10 @@ static void *sampler_main(void *arg)
                 devices[i].identified = 1;
             pthread_mutex_unlock(&mu);
         }
-        if (poll == 0) {
-            wait_for_new_device();
-            continue;
-        }
-        int traced = atomic_load_explicit(&tracing, memory_order_relaxed);
-        long p = traced ? period_ns : steady_period_ns;
+        long p = atomic_load(&tracing) ? period_ns : steady_period_ns;
         int64_t now = mono_ns();
-        if (traced != was_traced) {
-            was_traced = traced;
+        if (gen != seen_gen) { /* first time round, or CUPTI attached or detached */
+            seen_gen = gen;
             due = now;
         }
         if (p > 0 && now >= due) {
@@ -253,10 +256,7 @@ static void *sampler_main(void *arg)
             if (due <= now)
                 due = now + p; /* fell behind */
         }
-        int64_t until = now + poll;
-        if (p > 0 && due < until)
-            until = due;
-        sleep_until(until);
+        wait_change(p > 0 ? due : INT64_MAX, gen);
     }
     return NULL;
 }
@@ -277,7 +277,9 @@ static void start_once(void)
     pthread_t t;
     /* first: a bad value is said even where NVML is absent */
     period_ns = read_period("MERIDIAN_GPU_SAMPLE_HZ", DEFAULT_HZ);
-    steady_period_ns = read_period("MERIDIAN_GPU_SAMPLE_STEADY_HZ", DEFAULT_STEADY_HZ);
+    /* the steady default never reads more often than the traced rate: HZ=0 alone is off */
+    steady_period_ns = read_period("MERIDIAN_GPU_SAMPLE_STEADY_HZ",
+                                   period_ns == 0 ? 0 : DEFAULT_STEADY_HZ);
     if (load_nvml() < 0)
         return; /* no NVML: no samples */
     if (mrd_worker_start(&t, "meridian-nvml", sampler_main, NULL) == 0)
@@ -334,7 +336,8 @@ void mrd__gpu_from_driver(uint32_t device)
 
 void mrd__gpu_sample_tracing(int on)
 {
-    atomic_store_explicit(&tracing, on != 0, memory_order_relaxed);
+    atomic_store(&tracing, on != 0);
+    bump();
 }
 
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
@@ -351,9 +354,9 @@ void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id)
                  pci_bus_id ? pci_bus_id : "");
         if (i == ndevices)
             ndevices++;
-        pthread_cond_signal(&added);
     }
     pthread_mutex_unlock(&mu);
+    bump();
     mrd__env_capture(); /* CUDA is up: the fingerprint's process part, once */
     pthread_once(&once, start_once);
 }

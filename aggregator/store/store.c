@@ -329,8 +329,12 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
     int rc = query_int(s, mrd_db_sql_run_count, &n);
     if (rc < 0)
         return rc;
-    int64_t rt;
-    mrd_clock_anchor_pair(&s->anchor_monotonic_ns, &rt); /* one instant, bracketed */
+    int64_t rt, width = mrd_clock_anchor_pair(&s->anchor_monotonic_ns, &rt);
+    if (width > 1000000) /* every bracket preempted: say how far off UTC the run may sit */
+        mrd__store_log(s, 1,
+                       "the timebase anchors were read %.1f ms apart (a busy host): global "
+                       "time may sit up to %.1f ms off UTC",
+                       width / 1e6, width / 2e6);
     s->anchor_realtime_ns = s->global_now ? s->global_now(s->global_now_arg)
                                           : rt + cfg->test_realtime_offset_ns;
     if (n == 0) {

@@ -8,7 +8,7 @@
  * driver 13.1) loaded RTLD_GLOBAL first, and fake_nvml.c on LD_LIBRARY_PATH, one NCCL
  * communicator's init brings the GPU: the driver waits until the NVML sampler has read its
  * identity and then ENV_DRIVER_SAMPLES readings (default 1; 0: it waits 300 ms more and
- * fails if any reading was taken, for MERIDIAN_GPU_SAMPLE_HZ=0), then finalizes and exits
+ * fails if any reading was taken, for rates that take none), then finalizes and exits
  * normally, so the agent's exit path delivers everything. ENV_DRIVER_NO_NVML=1: the GPU
  * without the stand-in NVML (nothing waited for). With "-" there is no driver and no GPU:
  * only the process keys, from the communicator's init.

@@ -6,11 +6,11 @@ One rank per case, each with its own meridiand and database. The driver has no C
 CUPTI never traces in it and MERIDIAN_GPU_SAMPLE_STEADY_HZ is the rate that applies
 (MERIDIAN_GPU_SAMPLE_HZ applies while CUPTI traces: capture_sample_tiers, with a fake
 CUPTI, tests both rates across a window):
-- both 0: the GPU's identity is still read (its gpu2.* fingerprint keys are stored) but no
-  reading is taken (the driver waits 300 ms after the identity and fails on any) and the
-  database has no gpu_samples row;
-- HZ=abc (not a number) and HZ=101 (over the cap), STEADY_HZ=0: one line on stderr naming
-  the variable, the range and what stays off; the identity and the job go on; HZ=abc
+- HZ=0 (STEADY_HZ unset: its default never exceeds HZ): the GPU's identity is still read
+  (its gpu2.* fingerprint keys are stored) but no reading is taken (the driver waits 300 ms
+  after the identity and fails on any) and the database has no gpu_samples row;
+- HZ=abc (not a number) and HZ=101 (over the cap): one line on stderr naming the variable,
+  the range and what stays off, and no reading; the identity and the job go on; HZ=abc
   without the stand-in NVML: the same line (a bad value is said whether or not anything
   would sample; on a machine with a real libnvidia-ml.so.1 NVML loads there too, and this
   case passes under either order of the agent's checks: it tells them apart where no NVML
@@ -76,10 +76,9 @@ def run_case(name, hz, want_samples, nvml=True, extra=None):
     return out, samples
 
 
-OFF = {"MERIDIAN_GPU_SAMPLE_STEADY_HZ": "0"}
 for name, hz, nvml in (("off", "0", True), ("word", "abc", True), ("over", "101", True),
                        ("word_no_nvml", "abc", False)):
-    out, samples = run_case(name, hz, 0, nvml, extra=OFF)
+    out, samples = run_case(name, hz, 0, nvml)
     if samples:
         itest.fail("%s: MERIDIAN_GPU_SAMPLE_HZ=%s stored %d gpu_samples rows, want none"
                    % (name, hz, len(samples)))

@@ -1,17 +1,18 @@
-/* capture_sample_tiers: the NVML sampler's two rates follow the steady tier's windows
- * (agent/capture/gpu_sample.c), against the fake CUPTI of capture_window and the stand-in
- * NVML of capture_env_e2e (fake_nvml.c, on LD_LIBRARY_PATH; its counters are read, never
- * slept on).
+/* capture_sample_tiers: the NVML sampler's two rates follow CUPTI's attach and detach
+ * (agent/capture/gpu_sample.c, told by cupti.c), against the fake CUPTI of capture_window
+ * and the stand-in NVML of capture_env_e2e (fake_nvml.c, on LD_LIBRARY_PATH; its counters
+ * are read, never slept on).
  *
- * MERIDIAN_TRACE=steady, MERIDIAN_WINDOWS=2-3, MERIDIAN_GPU_SAMPLE_HZ=50 (while CUPTI
+ * MERIDIAN_TRACE=steady, MERIDIAN_WINDOWS=2-3, MERIDIAN_GPU_SAMPLE_HZ=1 (while CUPTI
  * traces) and MERIDIAN_GPU_SAMPLE_STEADY_HZ=0 (between windows: no readings), so each
  * expectation is exact whatever the machine's load:
  *   - the GPU's identity is read, and no reading is taken before the window (300 ms, steps
- *     0 and 1: a sampler that ignored the tier would take ~15);
- *   - the push of step 2 attaches CUPTI (cupti.c tells the sampler); the sampler, looking
- *     every 20 ms (the traced period), reads at once and then at 50 Hz (3 readings are
- *     waited for, 10 s at most: a sampler that kept the steady rate would take none);
- *   - after the detach at most the reading in progress completes, then none for 300 ms.
+ *     0 and 1: a sampler that ignored the tier would take one at once);
+ *   - the push of step 2 attaches CUPTI, which wakes the sampler: a reading at once
+ *     (waited for, 10 s at most; without the wake the sampler, with no period between
+ *     windows, would sleep on), then a second one a traced period (1 s) later;
+ *   - after the detach at most the reading in progress completes, then none until two
+ *     traced periods after the second reading.
  */
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
@@ -39,20 +40,26 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-/* Waits (by observed state, 10 s at most) until counter() >= n; returns the time waited. */
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* Waits (by observed state, 10 s at most) until counter() >= n; returns the ms waited. */
 static long wait_count(int (*counter)(void), int n, const char *what)
 {
-    long ms = 0;
+    long t0 = now_ms();
     while (counter() < n) {
-        if (ms >= 10000) {
+        if (now_ms() - t0 >= 10000) {
             fprintf(stderr, "capture_sample_tiers: %s: %d after 10 s, want %d\n", what, counter(),
                     n);
             exit(1);
         }
         sleep_ms(1);
-        ms++;
     }
-    return ms;
+    return now_ms() - t0;
 }
 
 static void step(const char *name)
@@ -67,7 +74,7 @@ int main(void)
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "2-3", 1);
     fake_small_cupti_env();
-    setenv("MERIDIAN_GPU_SAMPLE_HZ", "50", 1);
+    setenv("MERIDIAN_GPU_SAMPLE_HZ", "1", 1);
     setenv("MERIDIAN_GPU_SAMPLE_STEADY_HZ", "0", 1);
 
     void *nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -87,20 +94,25 @@ int main(void)
     sleep_ms(300);
     CHECK_EQ(samples(), 0); /* between windows, at MERIDIAN_GPU_SAMPLE_STEADY_HZ=0 */
 
+    long t_attach = now_ms();
     CHECK_EQ(nvtx_client_push(&cl, "step 2"), 0);
     CHECK_EQ(atomic_load(&subscribed), 1); /* the window attached */
-    long first_ms = wait_count(samples, 1, "readings in the window");
-    long three_ms = wait_count(samples, 3, "readings in the window");
+    long first_ms = wait_count(samples, 1, "a reading at the window's attach");
+    wait_count(samples, 2, "a second reading in the window");
+    long t_second = now_ms(), second_ms = t_second - t_attach;
     CHECK_EQ(nvtx_client_pop(&cl), 0);
     step("step 3");
     api_call(CUPTI_API_ENTER, 500); /* the boundary */
     step("step 4");
     detach(1);
     int after_detach = samples();
-    sleep_ms(300);
-    CHECK(samples() <= after_detach + 1); /* the reading in progress, if any, and no more */
+    sleep_ms(t_second + 2200 - now_ms() > 300 ? t_second + 2200 - now_ms() : 300);
+    /* two traced periods after the second reading: the reading in progress, if any, and
+     * no more (a sampler still at the traced rate would have taken two) */
+    CHECK(samples() <= after_detach + 1);
+    CHECK(second_ms >= 999); /* a traced period after the first: the sampler is never early */
     printf("capture_sample_tiers: ok: no reading before the window, the first %ld ms after "
-           "its attach, 3 within %ld ms, %d after the detach\n",
-           first_ms, three_ms, samples() - after_detach);
+           "its attach, the second %ld ms after it, %d after the detach\n",
+           first_ms, second_ms, samples() - after_detach);
     return 0;
 }

@@ -40,7 +40,8 @@
 #   sampler     issue 9: tests/workloads/sampler_ab (the NVML sampler's seven calls at 10 Hz
 #               and at 100 Hz from a thread of its own, on and off in alternate phases of one
 #               process, while the main thread launches empty kernels); SAMPLER_PAIRS,
-#               SAMPLER_HZ (default "10 100")
+#               SAMPLER_HZ (default "10 100"), SAMPLER_PHASE_MS (default 500; at 1 Hz give
+#               a few seconds, so that an "on" phase holds several readings)
 #   extcorr     issue 9: tests/workloads/extcorr_ab (a CUPTI external-correlation push and
 #               pop around each launch, as the agent does around NCCL's launches inside
 #               windows, against the launch alone, with the EXTERNAL_CORRELATION kind off and
@@ -465,7 +466,10 @@ stage_sampler() {
     local ab=$BUILD/tests/workloads/sampler_ab
     [ -x "$ab" ] || { say "sampler: SKIPPED: sampler_ab not built"; FAILED+=(sampler_skipped); return 0; }
     for hz in ${SAMPLER_HZ:-10 100}; do
-        run_logged "sampler_${hz}hz" $((${SAMPLER_PAIRS:-40} * 2 + 30)) "$ab" --hz "$hz" --pairs "${SAMPLER_PAIRS:-40}" --phase-ms 500
+        # twice the pairs' two phases, and 30 s to start
+        run_logged "sampler_${hz}hz" \
+            $((${SAMPLER_PAIRS:-40} * 4 * ${SAMPLER_PHASE_MS:-500} / 1000 + 30)) \
+            "$ab" --hz "$hz" --pairs "${SAMPLER_PAIRS:-40}" --phase-ms "${SAMPLER_PHASE_MS:-500}"
         grep -E '^sampler_ab:' "$WORK/logs/sampler_${hz}hz.log" | sed 's/^/    /' >>"$SUMMARY"
     done
     return 0

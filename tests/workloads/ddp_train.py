@@ -220,7 +220,8 @@ class BareWindows:
         if self.edge(i)[1]:
             if self.lib.bare_consumer_detach() != 0:
                 raise SystemExit(f"ddp_train: bare_consumer_detach after step {i} refused "
-                                 "(not attached, or cuptiSubscribe failed)")
+                                 "(not attached, a detach in progress, or cuptiSubscribe "
+                                 "failed)")
             # The detach completes inside the next API exit on ANY thread: ours below, or
             # ProcessGroupNCCL's watchdog polling its events, which then spends ~3 ms in
             # the forced flush and cuptiFinalize while this thread already checks (session
