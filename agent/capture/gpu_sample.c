@@ -207,8 +207,7 @@ static int64_t mono_ns(void)
 static void wait_change(int64_t until, unsigned seen)
 {
     struct timespec ts = {.tv_sec = until / 1000000000LL, .tv_nsec = until % 1000000000LL};
-    pthread_once(&cond_once, init_cond);
-    pthread_mutex_lock(&mu);
+    pthread_mutex_lock(&mu); /* `changed` is set up: the first device's bump came first */
     while (atomic_load(&generation) == seen) {
         if (until == INT64_MAX)
             pthread_cond_wait(&changed, &mu);
@@ -278,8 +277,8 @@ static void start_once(void)
     /* first: a bad value is said even where NVML is absent */
     period_ns = read_period("MERIDIAN_GPU_SAMPLE_HZ", DEFAULT_HZ);
     /* the steady default never reads more often than the traced rate: HZ=0 alone is off */
-    steady_period_ns = read_period("MERIDIAN_GPU_SAMPLE_STEADY_HZ",
-                                   period_ns == 0 ? 0 : DEFAULT_STEADY_HZ);
+    steady_period_ns =
+        read_period("MERIDIAN_GPU_SAMPLE_STEADY_HZ", period_ns == 0 ? 0 : DEFAULT_STEADY_HZ);
     if (load_nvml() < 0)
         return; /* no NVML: no samples */
     if (mrd_worker_start(&t, "meridian-nvml", sampler_main, NULL) == 0)

@@ -162,15 +162,17 @@ static void read_gpu(sqlite3_stmt *st, const struct mrd_timebase *tb, int rank, 
     int64_t local = mrd_timebase_unmap(tb, rank, t);
     sqlite3_bind_int(st, 1, rank);
     sqlite3_bind_int64(st, 2, local);
-    if (sqlite3_step(st) == SQLITE_ROW &&
-        local - sqlite3_column_int64(st, 4) <= MRD_WHY_GPU_MAX_AGE_NS) {
-        g->have = 1;
-        g->age_ns = local - sqlite3_column_int64(st, 4);
-        g->sm_clock_mhz = sqlite3_column_int64(st, 0);
-        g->power_mw = sqlite3_column_int64(st, 1);
-        g->temperature_c = sqlite3_column_int64(st, 2);
-        g->throttle_reasons = sqlite3_column_int64(st, 3);
-    }
+    if (sqlite3_step(st) != SQLITE_ROW)
+        return;
+    int64_t age = local - sqlite3_column_int64(st, 4);
+    if (age > MRD_WHY_GPU_MAX_AGE_NS)
+        return; /* too old to say anything of this step */
+    g->have = 1;
+    g->age_ns = age;
+    g->sm_clock_mhz = sqlite3_column_int64(st, 0);
+    g->power_mw = sqlite3_column_int64(st, 1);
+    g->temperature_c = sqlite3_column_int64(st, 2);
+    g->throttle_reasons = sqlite3_column_int64(st, 3);
 }
 
 static int cmp_late(const void *x, const void *y)

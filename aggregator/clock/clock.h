@@ -227,5 +227,6 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
  * (bracketed, the tightest of a few tries; anchor.c). Returns the bracket's width in ns: the
  * pair describes one instant to within half of it. */
 int64_t mrd_clock_anchor_pair(int64_t *monotonic_ns, int64_t *realtime_ns);
+#define MRD_CLOCK_ANCHOR_WARN_NS 1000000 /* a wider bracket is logged by its reader */
 
 #endif

@@ -330,13 +330,15 @@ static int setup_run(struct mrd_store *s, const struct mrd_store_config *cfg)
     if (rc < 0)
         return rc;
     int64_t rt, width = mrd_clock_anchor_pair(&s->anchor_monotonic_ns, &rt);
-    if (width > 1000000) /* every bracket preempted: say how far off UTC the run may sit */
+    /* every bracket preempted: how far off UTC the run may sit (unless the uplink's global
+     * time, not this realtime read, anchors it) */
+    if (width > MRD_CLOCK_ANCHOR_WARN_NS && !s->global_now)
         mrd__store_log(s, 1,
                        "the timebase anchors were read %.1f ms apart (a busy host): global "
                        "time may sit up to %.1f ms off UTC",
                        width / 1e6, width / 2e6);
-    s->anchor_realtime_ns = s->global_now ? s->global_now(s->global_now_arg)
-                                          : rt + cfg->test_realtime_offset_ns;
+    s->anchor_realtime_ns =
+        s->global_now ? s->global_now(s->global_now_arg) : rt + cfg->test_realtime_offset_ns;
     if (n == 0) {
         if (cfg->run_id) {
             snprintf(s->run_id, sizeof(s->run_id), "%s", cfg->run_id);

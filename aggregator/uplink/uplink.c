@@ -608,9 +608,11 @@ int mrd_uplink_start(const struct mrd_uplink_config *cfg, struct mrd_uplink **ou
     if (getrandom(&u->instance, sizeof(u->instance), 0) != (ssize_t)sizeof(u->instance))
         u->instance = (uint64_t)mono_ns() ^ ((uint64_t)getpid() << 32);
     int64_t width = mrd_clock_anchor_pair(&u->own_mono, &u->own_rt); /* one instant */
-    if (width > 1000000)
-        ulog(u, 1, "own timebase anchors read %.1f ms apart (a busy host): up to %.1f ms "
-                   "off UTC before alignment", width / 1e6, width / 2e6);
+    if (width > MRD_CLOCK_ANCHOR_WARN_NS)
+        ulog(u, 1,
+             "own timebase anchors read %.1f ms apart (a busy host): up to %.1f ms "
+             "off UTC before alignment",
+             width / 1e6, width / 2e6);
     u->own_rt += cfg->test_realtime_offset_ns;
     model_write(u, 0, 0, 0);
     int64_t deadline = mono_ns() + (int64_t)u->cfg.start_timeout_ms * 1000000LL;

@@ -93,8 +93,7 @@ MERIDIAN_VARIANTS = {
     "window_kernel": {"MERIDIAN_TRACE_KINDS": "kernel"},   # no GRAPH_TRACE
     "window_noflush": {"MERIDIAN_CUPTI_FLUSH_MS": "0"},    # no periodic CUPTI flush
     "window_nopace": {"MERIDIAN_CUPTI_PACE": "0"},         # the completion thread never waits
-    "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0",    # no NVML readings
-                         "MERIDIAN_GPU_SAMPLE_STEADY_HZ": "0"},
+    "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings (both rates)
     "window_alone": {},  # with --mixed: `window` without the bare consumer in its process
 }
 EDGES = (("attach_ms", "the window's first step (meridian attaches in it)", 0),
