@@ -107,6 +107,7 @@ static struct {
     unsigned nbufs;
     _Atomic uint8_t busy[POOL_MAX];
     _Atomic uint64_t pool_misses, buffers;
+    _Atomic uint64_t pace_waits, pace_wait_ns; /* chunks that waited for ring space; time */
     unsigned flush_ms, opt_nbufs;
     int no_pace; /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
     size_t opt_buf_bytes;
@@ -338,13 +339,15 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
     }
     if (*stalled)
         return;
-    int64_t now = mono_ns(), progress_ns = now, stall = (int64_t)PACE_STALL_MS * 1000000;
+    int64_t now = mono_ns(), start = now, progress_ns = now;
+    int64_t stall = (int64_t)PACE_STALL_MS * 1000000;
+    atomic_fetch_add_explicit(&cu.pace_waits, 1, memory_order_relaxed);
     while (space < PACE_CHUNK) {
         if (now >= limit_ns)
-            return; /* this buffer's time is up: the rest that does not fit is dropped */
+            break; /* this buffer's time is up: the rest that does not fit is dropped */
         if (now - progress_ns >= stall) {
             *stalled = 1;
-            return;
+            break;
         }
         int64_t until = progress_ns + stall < limit_ns ? progress_ns + stall : limit_ns;
         size_t before = space;
@@ -357,6 +360,7 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
         if (space > before)
             progress_ns = now;
     }
+    atomic_fetch_add_explicit(&cu.pace_wait_ns, (uint64_t)(now - start), memory_order_relaxed);
 }
 
 /* The correlation id of a record tied to an API call (0 for the others). */
@@ -743,8 +747,9 @@ fail:
 }
 
 /* CUPTI's own counters for the Goodbye (category "cupti"; agent.h): its OVERHEAD records
- * and the time they report, records of kinds this agent does not convert, and requests
- * the pool could not serve. */
+ * and the time they report, records of kinds this agent does not convert, requests the
+ * pool could not serve, and the completion threads' waits for ring space (pace: chunks
+ * that waited, and how long in all). */
 static size_t cupti_counters(struct mrd_named_counter *out, size_t max)
 {
     uint64_t n = 0, ns = 0, unknown = 0;
@@ -754,6 +759,8 @@ static size_t cupti_counters(struct mrd_named_counter *out, size_t max)
         {"cupti", "overhead_ns", ns},
         {"cupti", "unknown_records", unknown},
         {"cupti", "pool_misses", mrd__cupti_pool_misses()},
+        {"cupti", "pace_waits", atomic_load_explicit(&cu.pace_waits, memory_order_relaxed)},
+        {"cupti", "pace_wait_ns", atomic_load_explicit(&cu.pace_wait_ns, memory_order_relaxed)},
     };
     return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
 }
@@ -929,4 +936,10 @@ int mrd__cupti_current_device(void)
 uint64_t mrd__cupti_pool_misses(void)
 {
     return atomic_load_explicit(&cu.pool_misses, memory_order_relaxed);
+}
+
+void mrd__cupti_pace_stats(uint64_t *waits, uint64_t *wait_ns)
+{
+    *waits = atomic_load_explicit(&cu.pace_waits, memory_order_relaxed);
+    *wait_ns = atomic_load_explicit(&cu.pace_wait_ns, memory_order_relaxed);
 }

@@ -50,9 +50,9 @@ int mrd__cupti_emit(const CUpti_Activity *rec);
 void mrd__cupti_convert_stats(uint64_t *overhead_records, uint64_t *overhead_ns,
                               uint64_t *unknown_records);
 
-/* Registers CUPTI's counters (overhead_records, overhead_ns, unknown_records,
- * pool_misses; category "cupti") with the agent, once, so they travel in the Goodbye and
- * land in agent_counters. InitializeInjection calls it; so do test drivers. */
+/* Registers CUPTI's counters (overhead_records, overhead_ns, unknown_records, pool_misses,
+ * pace_waits, pace_wait_ns; category "cupti") with the agent, once, so they travel in the
+ * Goodbye and land in agent_counters. InitializeInjection calls it; so do test drivers. */
 void mrd__cupti_register_counters(void);
 
 /* Maps the pool of nbufs CUPTI buffers of buf_bytes each (a multiple of 8), pre-faulted
@@ -94,5 +94,9 @@ void mrd__cupti_exit_begin(void);
 
 /* Times the request callback found no free buffer. */
 uint64_t mrd__cupti_pool_misses(void);
+
+/* Chunks of records whose conversion waited for ring space (pacing), and the time those
+ * waits took in all (ns). A wait skipped because the last one stalled is not counted. */
+void mrd__cupti_pace_stats(uint64_t *waits, uint64_t *wait_ns);
 
 #endif

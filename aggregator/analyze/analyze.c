@@ -400,6 +400,10 @@ static void add_cost(struct mrd_an_rank *r, const char *cat, const char *name, u
     if (strcmp(cat, "cupti") == 0) {
         if (strcmp(name, "overhead_ns") == 0)
             r->cupti_overhead_ns = v, r->has_cost = 1;
+        else if (strcmp(name, "pace_waits") == 0)
+            r->cupti_pace_waits = v;
+        else if (strcmp(name, "pace_wait_ns") == 0)
+            r->cupti_pace_wait_ns = v;
         return;
     }
     if (strcmp(name, "callbacks_sampled") == 0)

@@ -125,9 +125,11 @@ struct mrd_an_rank {
     uint64_t steps;              /* NVTX step ranges found on this rank */
     struct mrd_an_wait in_steps; /* the four above over instances within the steps */
     /* the agent's own cost (agent_counters, categories agent and cupti): its NVTX and NCCL
-     * callbacks sampled one in 64 and the time they took, CUPTI's own overhead records */
+     * callbacks sampled one in 64 and the time they took, CUPTI's own overhead records,
+     * and the times CUPTI's completion thread waited for ring space (pacing) */
     int has_cost;
     uint64_t cost_samples, cost_sampled_ns, cost_calls_est, cupti_overhead_ns;
+    uint64_t cupti_pace_waits, cupti_pace_wait_ns;
 };
 
 struct mrd_an_coll {

@@ -253,7 +253,11 @@ static void print_cost(FILE *f, const struct mrd_analysis *a)
         if (r->cost_samples)
             fprintf(f, " (%" PRIu64 " timed, mean %.0f ns)", r->cost_samples,
                     (double)r->cost_sampled_ns / (double)r->cost_samples);
-        fprintf(f, "; CUPTI's own overhead %.3f ms\n", (double)r->cupti_overhead_ns / 1e6);
+        fprintf(f, "; CUPTI's own overhead %.3f ms", (double)r->cupti_overhead_ns / 1e6);
+        if (r->cupti_pace_waits) /* CUPTI's thread held its buffer: the ring was full */
+            fprintf(f, "; waited for ring space %" PRIu64 " times, %.3f ms", r->cupti_pace_waits,
+                    (double)r->cupti_pace_wait_ns / 1e6);
+        fputc('\n', f);
     }
     fprintf(f, "  CUPTI attach and detach costs are in the capture windows section.\n");
 }

@@ -104,9 +104,15 @@ def check_run(a, r, i):
                  % (i, what, r["want"], r["distinct_" + k], r["sum_" + k]))
     buffers = r["buffers"] + 1  # the exit buffer too
     want = {"overhead_records": buffers, "overhead_ns": buffers * OVERHEAD_NS,
-            "unknown_records": 0, "pool_misses": 0}
+            "unknown_records": 0, "pool_misses": 0, "pace_waits": r["cupti"].get("pace_waits"),
+            "pace_wait_ns": r["cupti"].get("pace_wait_ns")}
     tt.check(r["cupti"] == want, "run %d: agent_counters cupti %r, expected %r"
              % (i, r["cupti"], want))
+    waits, wait_ns = r["cupti"].get("pace_waits"), r["cupti"].get("pace_wait_ns")
+    tt.check(isinstance(waits, int) and isinstance(wait_ns, int) and (waits == 0) == (wait_ns == 0),
+             "run %d: pace counters %r / %r (a wait takes time)" % (i, waits, wait_ns))
+    print("run %d: CUPTI's thread waited for ring space %s times, %.1f ms" %
+          (i, waits, (wait_ns or 0) / 1e6))
     interval_ms = a.burst / a.rate * 1000.0
     print("run %d: the completion thread fell at most %.1f ms behind its schedule (%.1f buffer"
           " intervals; CUPTI's pool absorbs %d)" % (i, r["late_max_ms"],

@@ -59,7 +59,9 @@ def check_text(meridian, db, nomodel_db):
 
 def check_cost(meridian, db, workdir):
     """The agent's own cost: no section without its counters (the fixture has none), and
-    with them the sampled callback time scaled up 64 times, in text and JSON."""
+    with them the sampled callback time scaled up 64 times, in text and JSON; CUPTI's waits
+    for ring space where a rank reported some (rank 0), none said where it reported none
+    (rank 1: CUPTI's overhead only)."""
     out = run([meridian, "report", db]).stdout
     check("The agent's own cost" not in out, "cost section without cost counters")
     check("agent_cost" not in run([meridian, "report", db, "--json"]).stdout, "json cost key")
@@ -68,21 +70,29 @@ def check_cost(meridian, db, workdir):
     con = sqlite3.connect(path)
     con.executemany("INSERT INTO agent_counters (rank, category, name, value) VALUES (?,?,?,?)",
                     [(0, "agent", "callbacks_sampled", 10), (0, "agent", "callback_sampled_ns", 5000),
-                     (0, "agent", "callbacks_est", 640), (0, "cupti", "overhead_ns", 2000000)])
+                     (0, "agent", "callbacks_est", 640), (0, "cupti", "overhead_ns", 2000000),
+                     (0, "cupti", "pace_waits", 3), (0, "cupti", "pace_wait_ns", 1500000),
+                     (1, "cupti", "overhead_ns", 1000000), (1, "cupti", "pace_waits", 0)])
     con.commit()
     con.close()
     out = run([meridian, "report", path]).stdout
     check("== The agent's own cost per rank (NVTX and NCCL callbacks sampled 1 in 64)" in out,
           "cost section")
     check("rank 0     ~640 callbacks, ~0.320 ms in them (10 timed, mean 500 ns); CUPTI's own "
-          "overhead 2.000 ms" in out, "rank 0's cost line:\n" + out)
-    check(out.count("callbacks, ~") == 1, "only rank 0 reported a cost")
+          "overhead 2.000 ms; waited for ring space 3 times, 1.500 ms\n" in out,
+          "rank 0's cost line:\n" + out)
+    check("rank 1     ~0 callbacks, ~0.000 ms in them; CUPTI's own overhead 1.000 ms\n" in out,
+          "rank 1's cost line (no waits said):\n" + out)
+    check(out.count("callbacks, ~") == 2, "ranks 0 and 1 reported a cost")
     ranks = {r["rank"]: r for r in json.loads(run([meridian, "report", path, "--json"]).stdout)[
         "ranks"]}
     check(ranks[0]["agent_cost"] == {"callbacks_est": 640, "callbacks_timed": 10,
-                                     "callback_ns_est": 320000, "cupti_overhead_ns": 2000000},
+                                     "callback_ns_est": 320000, "cupti_overhead_ns": 2000000,
+                                     "cupti_pace_waits": 3, "cupti_pace_wait_ns": 1500000},
           "json agent_cost %r" % ranks[0].get("agent_cost"))
-    check("agent_cost" not in ranks[1], "rank 1 reported no cost")
+    check(ranks[1]["agent_cost"]["cupti_pace_waits"] == 0, "rank 1's waits %r"
+          % ranks[1].get("agent_cost"))
+    check(all("agent_cost" not in r for k, r in ranks.items() if k > 1), "ranks 2+ no cost")
 
 
 def check_json(meridian, db):

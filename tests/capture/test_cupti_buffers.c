@@ -93,14 +93,26 @@ int main(void)
     CHECK_EQ(size, 0);
     CHECK_UEQ(mrd__cupti_pool_misses(), misses + 1);
 
-    /* A ring of 300 records, a buffer of 1000: paced, nothing lost, order kept. */
+    /* A ring of 300 records, a buffer of 1000: paced, nothing lost, order kept; the waits
+     * are counted (pace_waits, pace_wait_ns), and no more time than the buffer took. */
+    uint64_t waits0, wait_ns0, waits, wait_ns;
+    mrd__cupti_pace_stats(&waits0, &wait_ns0);
+    CHECK_UEQ(waits0, 0);
+    CHECK_UEQ(wait_ns0, 0);
     fake_ring_set_capacity(300);
     size_t valid = fill(b[0], NREC, 5000);
     pthread_t t;
     CHECK_OK(pthread_create(&t, NULL, drainer, (void *)(uintptr_t)5000));
+    int64_t paced0 = now_ms();
     mrd__cupti_buffer_completed(NULL, 0, b[0], BUF, valid);
+    int64_t paced_ms = now_ms() - paced0;
     atomic_store(&stop_drain, 1);
     CHECK_OK(pthread_join(t, NULL));
+    mrd__cupti_pace_stats(&waits, &wait_ns);
+    CHECK_GE(waits, 1);
+    CHECK_LT(waits, NREC / 256 + 1); /* at most one per chunk but the first (300 free) */
+    CHECK_GE(wait_ns, 1000);
+    CHECK_LE(wait_ns, (uint64_t)(paced_ms + 1) * 1000000);
     CHECK_EQ(atomic_load(&drained), NREC);
     CHECK_EQ(atomic_load(&in_order), NREC);
     CHECK_EQ(fake_dropped(MRD_DROP_RING_FULL), 0);
@@ -117,6 +129,10 @@ int main(void)
     mrd__cupti_buffer_completed(NULL, 0, b[1], BUF, valid);
     int64_t first = now_ms() - t0;
     CHECK_GE(first, 150);
+    uint64_t waits1, wait_ns1;
+    mrd__cupti_pace_stats(&waits1, &wait_ns1);
+    CHECK_UEQ(waits1, waits + 1);                          /* one wait, the stalled one */
+    CHECK_GE(wait_ns1 - wait_ns, (uint64_t)150 * 1000000); /* PACE_STALL_MS, about */
     CHECK_EQ(fake_ring_count(), 100);
     CHECK_UEQ(fake_dropped(MRD_DROP_RING_FULL), NREC - 100);
     valid = fill(b[2], NREC, 0);
@@ -124,6 +140,8 @@ int main(void)
     mrd__cupti_buffer_completed(NULL, 0, b[2], BUF, valid);
     CHECK_LT(now_ms() - t0, 150);
     CHECK_UEQ(fake_dropped(MRD_DROP_RING_FULL), 2 * NREC - 100);
+    mrd__cupti_pace_stats(&waits, &wait_ns);
+    CHECK_UEQ(waits, waits1); /* the stalled thread does not wait (nor count) again */
     CHECK(all_zero(b[1], BUF) && all_zero(b[2], BUF));
     printf("capture_cupti_buffers: ok (stalled wait %lld ms)\n", (long long)first);
     return 0;

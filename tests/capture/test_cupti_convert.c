@@ -332,10 +332,13 @@ static void test_device_overhead_unknown(void)
     mrd__cupti_register_counters(); /* once only */
     struct mrd_named_counter c[MRD_AGENT_NAMED_MAX];
     size_t nc = mrd_agent_named_counters(c, MRD_AGENT_NAMED_MAX);
-    CHECK_EQ(nc, 4);
-    uint64_t want[4] = {n1, ns1, u1, mrd__cupti_pool_misses()};
-    const char *names[4] = {"overhead_records", "overhead_ns", "unknown_records", "pool_misses"};
-    for (size_t i = 0; i < 4; i++) {
+    CHECK_EQ(nc, 6);
+    uint64_t waits, wait_ns;
+    mrd__cupti_pace_stats(&waits, &wait_ns);
+    uint64_t want[6] = {n1, ns1, u1, mrd__cupti_pool_misses(), waits, wait_ns};
+    const char *names[6] = {"overhead_records", "overhead_ns", "unknown_records",
+                            "pool_misses",      "pace_waits",  "pace_wait_ns"};
+    for (size_t i = 0; i < 6; i++) {
         CHECK_STREQ(c[i].category, "cupti");
         CHECK_STREQ(c[i].name, names[i]);
         CHECK_UEQ(c[i].value, want[i]);

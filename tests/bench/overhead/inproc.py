@@ -83,7 +83,7 @@ ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
           "n_traced", "windows", "wall_s", "rc", "machine", "attach_ms", "detach1_ms",
           "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added",
-          "bare_windows"]
+          "bare_windows", "pace_waits", "pace_wait_ms", "ring_full", "cupti_dropped"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -238,6 +238,51 @@ def recorded_windows(db):
         return None
 
 
+def agent_counts(db):
+    """The agent's pace and drop counters of a meridian run (rank 0), as CSV fields: CUPTI's
+    completion thread's waits for ring space (count, ms) and the records lost to a full ring
+    or by CUPTI itself; empty strings when the database or a counter is missing."""
+    out = dict(pace_waits="", pace_wait_ms="", ring_full="", cupti_dropped="")
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        got = {(c, n): int(v) for c, n, v in con.execute(
+            "SELECT category, name, value FROM agent_counters WHERE rank = 0")}
+        con.close()
+    except sqlite3.Error:
+        return out
+    pick = {"pace_waits": ("cupti", "pace_waits"), "ring_full": ("dropped", "ring_full")}
+    for key, cn in pick.items():
+        if cn in got:
+            out[key] = got[cn]
+    if ("cupti", "pace_wait_ns") in got:
+        out["pace_wait_ms"] = "%.3f" % (got[("cupti", "pace_wait_ns")] / 1e6)
+    host, dev = got.get(("dropped", "cupti_host")), got.get(("dropped", "cupti_device"))
+    if host is not None or dev is not None:
+        out["cupti_dropped"] = (host or 0) + (dev or 0)
+    return out
+
+
+def report_pace(rows):
+    """Per workload and meridian variant: how often CUPTI's completion thread waited for
+    ring space (pacing holds CUPTI's buffer meanwhile) and what was lost, medians over the
+    processes that recorded the counters."""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0" and r.get("pace_waits") not in (None, ""):
+            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    if not by:
+        return
+    print("\ninproc: CUPTI's completion thread waiting for ring space, per process (medians, "
+          "max)")
+    for (w, v), rs in sorted(by.items()):
+        waits = [int(r["pace_waits"]) for r in rs]
+        ms = [float(r["pace_wait_ms"] or 0) for r in rs]
+        lost = [int(r["ring_full"] or 0) + int(r["cupti_dropped"] or 0) for r in rs]
+        print(f"  {w:12s} {v:18s} waits {statistics.median(waits):g} (max {max(waits)}), "
+              f"{statistics.median(ms):.3f} ms (max {max(ms):.3f}); records lost "
+              f"{statistics.median(lost):g} (max {max(lost)}), n={len(rs)}")
+
+
 def save_steps(path, rnd, workload, variant, ms):
     """--steps-csv: every step's time, for a look at where in the window period time goes."""
     new = not os.path.exists(path)
@@ -255,6 +300,7 @@ def run_one(a, rnd, workload, variant, writer):
         cmd, env = command(a, workload, variant, db, spec, bare_spec)
         out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
         wins = recorded_windows(db) if variant in MERIDIAN_VARIANTS else None
+        counts = agent_counts(db) if variant in MERIDIAN_VARIANTS else {}
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
     ms = steps.get("storm" if workload == "storm" else workload)
     if rc != 0 or not ms:
@@ -294,7 +340,7 @@ def run_one(a, rnd, workload, variant, writer):
                local_added=local_added(ms, wins, bare_wins, a.local_radius),
                bare_local_added=(local_added(ms, bare_wins, wins, a.local_radius)
                                  if bare_wins else ""),
-               **edge_costs(ms, wins, statistics.median(untraced)))
+               **edge_costs(ms, wins, statistics.median(untraced)), **counts)
     writer.writerow(row)
     also = f" bare traced {row['bare_traced_ms']} ms" if bare_traced else ""
     print(f"inproc: round {rnd} {workload:12s} {variant:6s} untraced {row['untraced_ms']} ms "
@@ -355,6 +401,7 @@ def report(rows):
                 print(stat_line(f"{w:12s} {label:46s}", vals, "%.4f", goal))
     report_variants(rows)
     report_mixed(rows)
+    report_pace(rows)
     report_edges(rows)
 
 

@@ -15,7 +15,9 @@ variant must be given the windows. With an earlier agent (`before`, --before-lib
 stand-in's detach steps 1 ms slower each) the paired difference must be -2.000 ms and the
 10/200 whole-run estimates +0.0499 (window) and +0.0598 (before). With
 MERIDIAN_CUPTI_FLUSH_MS=0 (the variant window_noflush) the stand-in's traced steps take
-1250 us: added(window_noflush)/added(bare) 1.1881 and -0.0495 against window. With --mixed
+1250 us: added(window_noflush)/added(bare) 1.1881 and -0.0495 against window; the agent's
+CUPTI pace counters (the stand-in records rank 0's and another rank's) are reported per
+variant from rank 0's (window_nopace: none, and its ring drops). With --mixed
 (the bare consumer's windows half a period after meridian's in the same process, its steps
 there 1.2 x the stand-in meridian's 1010 us) the same ratios come from each process alone,
 and the plain run gives two nulls of 1.0000; when every step takes twice as long from
@@ -108,6 +110,17 @@ con.execute("CREATE TABLE window_records (rank INTEGER, first_step INTEGER, last
 for w in open(db + ".w").read().split():
     f, l = w.split("-")
     con.execute("INSERT INTO window_records VALUES (0, ?, ?)", (int(f), int(l)))
+# the agent's counters as the store keeps them: CUPTI's waits for ring space, one of 1.5 ms
+# per window, none with pacing off (then 40 records a window lost to a full ring instead);
+# rank 1's are not the benchmark's
+n = len(open(db + ".w").read().split())
+paced = os.environ.get("MERIDIAN_CUPTI_PACE") != "0"
+con.execute("CREATE TABLE agent_counters (rank INTEGER, category TEXT, name TEXT, value INTEGER)")
+con.executemany("INSERT INTO agent_counters VALUES (?, ?, ?, ?)",
+                [(0, "cupti", "pace_waits", n if paced else 0),
+                 (0, "cupti", "pace_wait_ns", 1500000 * n if paced else 0),
+                 (0, "dropped", "ring_full", 0 if paced else 40 * n),
+                 (0, "dropped", "cupti_host", 2), (1, "cupti", "pace_waits", 999)])
 con.commit()
 sys.exit(rc)
 '''
@@ -256,6 +269,16 @@ def main():
         expect_lines(out, (
             r"storm +added\(window_noflush\)/added\(bare\) +1\.1881  \[.*n=3",
             r"storm +added\(window_noflush\) - added\(window\) +-0\.0495  \[.*n=3"))
+        # the agent's pace counters (rank 0's) per variant, from each run's database
+        os.unlink(os.path.join(tmp, "r.csv"))
+        rc, out = run(tmp, {}, "--variants", "window,bare,window_nopace")
+        if rc != 0:
+            fail(f"exit {rc} with window_nopace", out)
+        expect_lines(out, (
+            r"storm +window +waits 4 \(max 4\), 6\.000 ms \(max 6\.000\); records lost "
+            r"2 \(max 2\), n=3",
+            r"storm +window_nopace +waits 0 \(max 0\), 0\.000 ms \(max 0\.000\); records "
+            r"lost 162 \(max 162\), n=3"))
         # --mixed: the bare consumer's windows in meridian's processes, half a period later
         # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
         # one process each, and two nulls from the plain run
