@@ -213,8 +213,6 @@ static uint64_t CUPTIAPI timestamp_cb(void)
     return (uint64_t)mrd_clock_now();
 }
 
-static int64_t mono_ns(void);
-
 static int gate_enter(void)
 {
     atomic_fetch_add(&cu.users, 1);
@@ -236,9 +234,9 @@ static void gate_leave(void)
 static void finalize_in_callback(void)
 {
     atomic_store(&cu.attached, 0);
-    int64_t until = mono_ns() + (int64_t)GATE_WAIT_MS * 1000000;
+    int64_t until = mrd__mono_ns() + (int64_t)GATE_WAIT_MS * 1000000;
     while (atomic_load(&cu.users) != 0) {
-        if (mono_ns() > until) {
+        if (mrd__mono_ns() > until) {
             atomic_store(&cu.attached, 1);
             atomic_store(&cu.teardown, 1);
             return;
@@ -306,13 +304,6 @@ void CUPTIAPI mrd__cupti_buffer_requested(uint8_t **buffer, size_t *size, size_t
     *size = 0;
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* Before each chunk of records: waits (bounded, see the top of this file) until this
  * thread's ring (t: its capture state) can take the chunk. limit_ns: when this buffer
  * stops waiting (earlier once the exit flush has begun). A completion thread whose last
@@ -339,7 +330,7 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
     }
     if (*stalled)
         return;
-    int64_t now = mono_ns(), start = now, progress_ns = now;
+    int64_t now = mrd__mono_ns(), start = now, progress_ns = now;
     int64_t stall = (int64_t)PACE_STALL_MS * 1000000;
     atomic_fetch_add_explicit(&cu.pace_waits, 1, memory_order_relaxed);
     while (space < PACE_CHUNK) {
@@ -356,7 +347,7 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
-        now = mono_ns();
+        now = mrd__mono_ns();
         if (space > before)
             progress_ns = now;
     }
@@ -402,7 +393,7 @@ size_t mrd__cupti_process_buffer(uint8_t *buffer, size_t valid)
     size_t n = 0, written = 0, used = 0, room = 0;
     struct mrd_record *slots = NULL;
     uint64_t outside = 0;
-    int64_t limit = mono_ns() + (int64_t)PACE_BUFFER_MAX_MS * 1000000;
+    int64_t limit = mrd__mono_ns() + (int64_t)PACE_BUFFER_MAX_MS * 1000000;
     struct mrd__capture_thread *t = valid > 0 ? mrd__capture_thread() : NULL;
 
     while (valid > 0 && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
@@ -484,9 +475,9 @@ static void *flusher_main(void *arg)
         pthread_mutex_unlock(&cu.lock);
         int req = atomic_load(&cu.detach_req);
         if (req == 1 && gate_enter()) {
-            int64_t t0 = mono_ns();
+            int64_t t0 = mrd__mono_ns();
             cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-            atomic_store(&cu.flush_ns, mono_ns() - t0);
+            atomic_store(&cu.flush_ns, mrd__mono_ns() - t0);
             gate_leave();
             atomic_store(&cu.detach_req, 2);
             atomic_store(&cu.teardown, 1);
@@ -505,7 +496,7 @@ void mrd__cupti_exit_begin(void)
 {
     const struct mrd_agent_config *c = mrd_agent_config();
     int64_t half = c ? (int64_t)c->flush_deadline_ms * 1000000 / 2 : 0;
-    atomic_store(&cu.exit_until, mono_ns() + half);
+    atomic_store(&cu.exit_until, mrd__mono_ns() + half);
     atomic_store(&cu.exiting, 1);
 }
 

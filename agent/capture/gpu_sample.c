@@ -195,13 +195,6 @@ static void identify(const struct device *g)
     mrd__env_gpu(g->device, &id);
 }
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 /* Sleeps until `until` (CLOCK_MONOTONIC ns; INT64_MAX: no deadline) or a change: a new
  * device, or CUPTI attached or detached (the generation moved past `seen`). */
 static void wait_change(int64_t until, unsigned seen)
@@ -222,7 +215,7 @@ static void wait_change(int64_t until, unsigned seen)
  * readings it sleeps to absolute deadlines (no drift with load), or until a change. */
 static void *sampler_main(void *arg)
 {
-    int64_t due = mono_ns();
+    int64_t due = mrd__mono_ns();
     unsigned seen_gen = ~0u;
     (void)arg;
     for (;;) {
@@ -243,7 +236,7 @@ static void *sampler_main(void *arg)
             pthread_mutex_unlock(&mu);
         }
         long p = atomic_load(&tracing) ? period_ns : steady_period_ns;
-        int64_t now = mono_ns();
+        int64_t now = mrd__mono_ns();
         if (gen != seen_gen) { /* first time round, or CUPTI attached or detached */
             seen_gen = gen;
             due = now;

@@ -24,6 +24,11 @@ static int64_t read_ns(clockid_t id, void *arg)
     return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+int64_t mrd_clock_mono_ns(void)
+{
+    return read_ns(CLOCK_MONOTONIC, NULL);
+}
+
 int64_t mrd__clock_anchor_pair_read(int64_t (*read)(clockid_t, void *), void *arg,
                                     int64_t *monotonic_ns, int64_t *realtime_ns)
 {

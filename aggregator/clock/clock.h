@@ -229,4 +229,8 @@ int mrd_clock_tighten(int n, const int64_t *bound, const struct mrd_clock_constr
 int64_t mrd_clock_anchor_pair(int64_t *monotonic_ns, int64_t *realtime_ns);
 #define MRD_CLOCK_ANCHOR_WARN_NS 1000000 /* a wider bracket is logged by its reader */
 
+/* The daemon's CLOCK_MONOTONIC in ns (anchor.c): the clock the anchors' monotonic half is
+ * read on, and the one its timers (store commits, uplink liveness) measure with. */
+int64_t mrd_clock_mono_ns(void);
+
 #endif

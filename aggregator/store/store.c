@@ -100,20 +100,13 @@ int mrd__store_sqlite_err(struct mrd_store *s, int rc, const char *what)
     return -MRD_ERR_SQLITE;
 }
 
-static int64_t clock_ns(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 int64_t mrd_store_global_now(const struct mrd_store *s)
 {
     /* int64 all the way: through a double (53-bit mantissa) a value of ~1.8e18 ns would
      * land on a 256 ns grid (tests: aggregator_store, aggregator_daemon) */
     if (s->global_now)
         return s->global_now(s->global_now_arg);
-    return s->anchor_realtime_ns + (clock_ns(CLOCK_MONOTONIC) - s->anchor_monotonic_ns);
+    return s->anchor_realtime_ns + (mrd_clock_mono_ns() - s->anchor_monotonic_ns);
 }
 
 const char *mrd_store_run_id(const struct mrd_store *s)
@@ -483,9 +476,9 @@ static void end_txn(struct mrd_store *s, int failed)
 {
     if (!s->txn_open)
         return;
-    int64_t t0 = clock_ns(CLOCK_MONOTONIC);
+    int64_t t0 = mrd_clock_mono_ns();
     if (!failed && step_simple(s, MRD__ST_COMMIT) == 0) {
-        s->wstats.commit_ns += (uint64_t)(clock_ns(CLOCK_MONOTONIC) - t0);
+        s->wstats.commit_ns += (uint64_t)(mrd_clock_mono_ns() - t0);
         complete_txn(s, 0);
         return;
     }
@@ -533,7 +526,7 @@ static void *writer_main(void *arg)
     struct timespec deadline = {0};
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        int64_t idle0 = clock_ns(CLOCK_MONOTONIC);
+        int64_t idle0 = mrd_clock_mono_ns();
         while (!s->q_head && !s->stop && !(s->txn_open && (s->flush_req || s->commit_soon))) {
             if (!s->txn_open) {
                 pthread_cond_wait(&s->cv_work, &s->mu);
@@ -541,7 +534,7 @@ static void *writer_main(void *arg)
                 break; /* commit_ms passed */
             }
         }
-        s->wstats.idle_ns += (uint64_t)(clock_ns(CLOCK_MONOTONIC) - idle0);
+        s->wstats.idle_ns += (uint64_t)(mrd_clock_mono_ns() - idle0);
         struct mrd_store_item *list = s->q_head;
         s->q_head = s->q_tail = NULL;
         int stop = s->stop;

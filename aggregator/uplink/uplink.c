@@ -124,13 +124,6 @@ struct mrd_uplink {
     double drift_est; /* ns/ns, from the last window that spanned MIN_DRIFT_SPAN_NS */
 };
 
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static void ulog(const struct mrd_uplink *u, int level, const char *fmt, ...)
 {
     if (level > u->cfg.verbose)
@@ -144,7 +137,7 @@ static void ulog(const struct mrd_uplink *u, int level, const char *fmt, ...)
 
 static int64_t own_now(const struct mrd_uplink *u)
 {
-    int64_t d = mono_ns() - u->own_mono;
+    int64_t d = mrd_clock_mono_ns() - u->own_mono;
     if (u->cfg.test_clock_ppm != 0) /* TESTS ONLY: this node's clock runs off by that rate */
         d += (int64_t)((double)d * u->cfg.test_clock_ppm * 1e-6);
     return u->own_rt + d;
@@ -539,7 +532,7 @@ static int wait_ms(struct mrd_uplink *u, uint32_t ms)
 static void *uplink_thread(void *arg)
 {
     struct mrd_uplink *u = arg;
-    int64_t last_ok = mono_ns();
+    int64_t last_ok = mrd_clock_mono_ns();
     int lost_called = 0;
     while (!wait_ms(u, u->fd >= 0 ? u->cfg.interval_ms : 500)) {
         if (u->fd < 0) {
@@ -554,7 +547,7 @@ static void *uplink_thread(void *arg)
         for (int i = 0; i < PROBES_PER_ROUND && rc == 0; i++)
             rc = probe(u, u->fd);
         if (rc == 0) {
-            last_ok = mono_ns();
+            last_ok = mrd_clock_mono_ns();
             model_update(u);
             continue;
         }
@@ -564,7 +557,7 @@ static void *uplink_thread(void *arg)
             close(u->fd);
             u->fd = -1;
         }
-        if (!lost_called && mono_ns() - last_ok > (int64_t)u->cfg.grace_ms * 1000000LL) {
+        if (!lost_called && mrd_clock_mono_ns() - last_ok > (int64_t)u->cfg.grace_ms * 1000000LL) {
             lost_called = 1;
             ulog(u, -1, "the reference %s:%u has not answered for %u ms: stopping this node",
                  u->host, u->cfg.port, u->cfg.grace_ms);
@@ -606,7 +599,7 @@ int mrd_uplink_start(const struct mrd_uplink_config *cfg, struct mrd_uplink **ou
     memcpy(u->secret, cfg->secret, cfg->secret_len);
     u->cfg.secret = NULL;
     if (getrandom(&u->instance, sizeof(u->instance), 0) != (ssize_t)sizeof(u->instance))
-        u->instance = (uint64_t)mono_ns() ^ ((uint64_t)getpid() << 32);
+        u->instance = (uint64_t)mrd_clock_mono_ns() ^ ((uint64_t)getpid() << 32);
     int64_t width = mrd_clock_anchor_pair(&u->own_mono, &u->own_rt); /* one instant */
     if (width > MRD_CLOCK_ANCHOR_WARN_NS)
         ulog(u, 1,
@@ -615,12 +608,12 @@ int mrd_uplink_start(const struct mrd_uplink_config *cfg, struct mrd_uplink **ou
              width / 1e6, width / 2e6);
     u->own_rt += cfg->test_realtime_offset_ns;
     model_write(u, 0, 0, 0);
-    int64_t deadline = mono_ns() + (int64_t)u->cfg.start_timeout_ms * 1000000LL;
+    int64_t deadline = mrd_clock_mono_ns() + (int64_t)u->cfg.start_timeout_ms * 1000000LL;
     for (;;) {
         rc = handshake(u);
         if (rc >= 0 || rc == -MRD_ERR_AUTH || rc == -MRD_ERR_VERSION)
             break;
-        if (mono_ns() > deadline) {
+        if (mrd_clock_mono_ns() > deadline) {
             ulog(u, -1, "cannot reach the reference %s:%u within %u ms (%s)", u->host, u->cfg.port,
                  u->cfg.start_timeout_ms, mrd_strerror(rc));
             rc = -ETIMEDOUT;
