@@ -25,7 +25,8 @@ Metrics (per run): the MEAN step time over every measured step (windows' attach,
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
 over the steps outside windows and outside each detach step (the steady tier's floor).
 Report: medians over rounds, and paired ratios (each round's ratio, then their median,
-with a 95% bootstrap interval over rounds):
+with a 95% bootstrap interval over rounds and the median's distribution-free interval
+from two order statistics, which the bootstrap under ~10 rounds is not):
   steady mean / plain mean                     goal <= 1.03 (py: gpt2, kernel-dense)
   (full - plain) / (bare - plain)              goal <= 1.10 (added cost of the full trace)
   (full - plain) / (torch - plain)             goal < 1
@@ -253,7 +254,8 @@ def report(rows):
                 print(f"  {m:12s} {v:7s} mean {statistics.median(means):9.4f}"
                       f"  median {statistics.median(float(r['median_ms']) for r in rs.values()):9.4f}"
                       f"  rounds {len(rs)}  means' range {min(means):.4f}-{max(means):.4f}")
-    print("\ntiers: paired ratios (per round, then the median; 95% bootstrap interval)")
+    print("\ntiers: paired ratios (per round, then the median; 95% bootstrap interval; exact: "
+          "the median's distribution-free interval, >= 95%, '-' under 6 rounds)")
 
     def paired(m, fn, need, label, goal, key="mean_ms"):
         rounds = set.intersection(*[set(by.get((m, v), {})) for v in need])
@@ -265,9 +267,10 @@ def report(rows):
                 vals.append(y)
         if not vals:
             return
-        ci = bootstrap(vals)
+        ci, ex = bootstrap(vals), median_ci_exact(vals)
         cis = "%.4f-%.4f" % ci if ci else "-"
-        print(f"  {m:12s} {label:42s} {statistics.median(vals):.4f}  [{cis}]  "
+        exs = "%.4f-%.4f" % ex if ex else "-"
+        print(f"  {m:12s} {label:42s} {statistics.median(vals):.4f}  [{cis}]  exact [{exs}]  "
               f"n={len(vals)}  goal {goal}")
 
     for m in modes:
