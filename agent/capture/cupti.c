@@ -73,7 +73,8 @@
 #define PACE_BUFFER_MAX_MS 1000 /* longest one buffer may hold the completion thread */
 #define GATE_WAIT_MS       50   /* longest a detach waits for gated CUPTI calls to leave */
 
-/* Trace kinds (MERIDIAN_TRACE_KINDS). DEVICE and OVERHEAD records are always on. */
+/* Trace kinds (MERIDIAN_TRACE_KINDS). DEVICE and OVERHEAD records are on unless
+ * MERIDIAN_CUPTI_SELF_RECORDS=0 (a diagnostic: the bare consumer's kinds exactly). */
 enum {
     TK_KERNEL = 1 << 0, /* CONCURRENT_KERNEL (always: a trace without kernels is no trace) */
     TK_GRAPH = 1 << 1,  /* GRAPH_TRACE: one record per graph launch */
@@ -110,6 +111,7 @@ static struct {
     _Atomic uint64_t pace_waits, pace_wait_ns; /* chunks that waited for ring space; time */
     unsigned flush_ms, opt_nbufs;
     int no_pace; /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
+    int no_self; /* MERIDIAN_CUPTI_SELF_RECORDS=0: no OVERHEAD and DEVICE records */
     size_t opt_buf_bytes;
     int print_kinds;
     unsigned kinds; /* TK_* of MERIDIAN_TRACE_KINDS */
@@ -183,14 +185,16 @@ static int parse_kinds(const char *s, unsigned *out)
  * agent/capture/README.md). */
 static int read_options(void)
 {
-    unsigned mb, pace;
+    unsigned mb, pace, self;
     const char *api = getenv("MERIDIAN_CUPTI_API");
     if (env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64, &mb) ||
         env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX, &cu.opt_nbufs) ||
         env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000, &cu.flush_ms) ||
-        env_uint("MERIDIAN_CUPTI_PACE", 1, 0, 1, &pace))
+        env_uint("MERIDIAN_CUPTI_PACE", 1, 0, 1, &pace) ||
+        env_uint("MERIDIAN_CUPTI_SELF_RECORDS", 1, 0, 1, &self))
         return -EINVAL;
     cu.no_pace = pace == 0;
+    cu.no_self = self == 0;
     cu.opt_buf_bytes = (size_t)mb << 20;
     if (api && *api && strcmp(api, "all") != 0 && strcmp(api, "nccl") != 0) {
         fprintf(stderr,
@@ -644,8 +648,10 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
         append(ok, sizeof(ok), "RUNTIME");
     if (drv)
         append(ok, sizeof(ok), "DRIVER");
-    enable(CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", ok, bad, sizeof(ok));
-    enable(CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", ok, bad, sizeof(ok));
+    if (!cu.no_self) { /* CUPTI's own cost for the report; devices (NVML names them too) */
+        enable(CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", ok, bad, sizeof(ok));
+        enable(CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", ok, bad, sizeof(ok));
+    }
     if (bad[0])
         fprintf(stderr, "meridian: CUPTI kinds that could not be enabled: %s\n", bad);
     if (cu.print_kinds) {
@@ -746,14 +752,18 @@ static size_t cupti_counters(struct mrd_named_counter *out, size_t max)
     uint64_t n = 0, ns = 0, unknown = 0;
     mrd__cupti_convert_stats(&n, &ns, &unknown);
     const struct mrd_named_counter c[] = {
-        {"cupti", "overhead_records", n},
-        {"cupti", "overhead_ns", ns},
         {"cupti", "unknown_records", unknown},
         {"cupti", "pool_misses", mrd__cupti_pool_misses()},
         {"cupti", "pace_waits", atomic_load_explicit(&cu.pace_waits, memory_order_relaxed)},
         {"cupti", "pace_wait_ns", atomic_load_explicit(&cu.pace_wait_ns, memory_order_relaxed)},
     };
-    return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
+    /* no OVERHEAD records asked for: no overhead figure, rather than a zero one */
+    const struct mrd_named_counter self[] = {
+        {"cupti", "overhead_records", n},
+        {"cupti", "overhead_ns", ns},
+    };
+    size_t k = cu.no_self ? 0 : mrd_agent_put_counters(out, max, self, 2);
+    return k + mrd_agent_put_counters(out + k, max - k, c, sizeof(c) / sizeof(c[0]));
 }
 
 void mrd__cupti_register_counters(void)

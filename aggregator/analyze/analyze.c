@@ -399,9 +399,9 @@ static void add_cost(struct mrd_an_rank *r, const char *cat, const char *name, u
         return;
     if (strcmp(cat, "cupti") == 0) {
         if (strcmp(name, "overhead_ns") == 0)
-            r->cupti_overhead_ns = v, r->has_cost = 1;
+            r->cupti_overhead_ns = v, r->has_cupti_overhead = 1, r->has_cost = 1;
         else if (strcmp(name, "pace_waits") == 0)
-            r->cupti_pace_waits = v;
+            r->cupti_pace_waits = v, r->has_cost = 1;
         else if (strcmp(name, "pace_wait_ns") == 0)
             r->cupti_pace_wait_ns = v;
         return;

@@ -128,6 +128,7 @@ struct mrd_an_rank {
      * callbacks sampled one in 64 and the time they took, CUPTI's own overhead records,
      * and the times CUPTI's completion thread waited for ring space (pacing) */
     int has_cost;
+    int has_cupti_overhead; /* 0: the agent recorded no OVERHEAD records (SELF_RECORDS=0) */
     uint64_t cost_samples, cost_sampled_ns, cost_calls_est, cupti_overhead_ns;
     uint64_t cupti_pace_waits, cupti_pace_wait_ns;
 };

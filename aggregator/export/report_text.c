@@ -253,7 +253,10 @@ static void print_cost(FILE *f, const struct mrd_analysis *a)
         if (r->cost_samples)
             fprintf(f, " (%" PRIu64 " timed, mean %.0f ns)", r->cost_samples,
                     (double)r->cost_sampled_ns / (double)r->cost_samples);
-        fprintf(f, "; CUPTI's own overhead %.3f ms", (double)r->cupti_overhead_ns / 1e6);
+        if (r->has_cupti_overhead)
+            fprintf(f, "; CUPTI's own overhead %.3f ms", (double)r->cupti_overhead_ns / 1e6);
+        else
+            fprintf(f, "; CUPTI's own overhead not recorded");
         if (r->cupti_pace_waits) /* CUPTI's thread held its buffer: the ring was full */
             fprintf(f, "; waited for ring space %" PRIu64 " times, %.3f ms", r->cupti_pace_waits,
                     (double)r->cupti_pace_wait_ns / 1e6);

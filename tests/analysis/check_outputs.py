@@ -61,7 +61,8 @@ def check_cost(meridian, db, workdir):
     """The agent's own cost: no section without its counters (the fixture has none), and
     with them the sampled callback time scaled up 64 times, in text and JSON; CUPTI's waits
     for ring space where a rank reported some (rank 0), none said where it reported none
-    (rank 1: CUPTI's overhead only)."""
+    (rank 1: CUPTI's overhead only); no overhead figure where none was recorded (rank 2,
+    MERIDIAN_CUPTI_SELF_RECORDS=0), not a zero."""
     out = run([meridian, "report", db]).stdout
     check("The agent's own cost" not in out, "cost section without cost counters")
     check("agent_cost" not in run([meridian, "report", db, "--json"]).stdout, "json cost key")
@@ -72,7 +73,8 @@ def check_cost(meridian, db, workdir):
                     [(0, "agent", "callbacks_sampled", 10), (0, "agent", "callback_sampled_ns", 5000),
                      (0, "agent", "callbacks_est", 640), (0, "cupti", "overhead_ns", 2000000),
                      (0, "cupti", "pace_waits", 3), (0, "cupti", "pace_wait_ns", 1500000),
-                     (1, "cupti", "overhead_ns", 1000000), (1, "cupti", "pace_waits", 0)])
+                     (1, "cupti", "overhead_ns", 1000000), (1, "cupti", "pace_waits", 0),
+                     (2, "cupti", "pace_waits", 0), (2, "cupti", "unknown_records", 0)])
     con.commit()
     con.close()
     out = run([meridian, "report", path]).stdout
@@ -83,7 +85,9 @@ def check_cost(meridian, db, workdir):
           "rank 0's cost line:\n" + out)
     check("rank 1     ~0 callbacks, ~0.000 ms in them; CUPTI's own overhead 1.000 ms\n" in out,
           "rank 1's cost line (no waits said):\n" + out)
-    check(out.count("callbacks, ~") == 2, "ranks 0 and 1 reported a cost")
+    check("rank 2     ~0 callbacks, ~0.000 ms in them; CUPTI's own overhead not recorded\n"
+          in out, "rank 2's cost line (no OVERHEAD records: not a zero):\n" + out)
+    check(out.count("callbacks, ~") == 3, "ranks 0, 1 and 2 reported a cost")
     ranks = {r["rank"]: r for r in json.loads(run([meridian, "report", path, "--json"]).stdout)[
         "ranks"]}
     check(ranks[0]["agent_cost"] == {"callbacks_est": 640, "callbacks_timed": 10,
@@ -92,7 +96,9 @@ def check_cost(meridian, db, workdir):
           "json agent_cost %r" % ranks[0].get("agent_cost"))
     check(ranks[1]["agent_cost"]["cupti_pace_waits"] == 0, "rank 1's waits %r"
           % ranks[1].get("agent_cost"))
-    check(all("agent_cost" not in r for k, r in ranks.items() if k > 1), "ranks 2+ no cost")
+    check(ranks[2]["agent_cost"]["cupti_overhead_ns"] is None, "rank 2's overhead %r (want "
+          "null: not recorded)" % ranks[2].get("agent_cost"))
+    check(all("agent_cost" not in r for k, r in ranks.items() if k > 2), "ranks 3+ no cost")
 
 
 def check_json(meridian, db):

@@ -14,6 +14,8 @@
  * Before the fix the subscriber was never released (CUPTI stayed ours, no other tool could
  * take it) and the pre-faulted pool stayed mapped; a second set-up then failed at once.
  * Last, a set-up with nothing failing succeeds and keeps subscriber, kinds and pool.
+ * With the argument `self-off` (test capture_cupti_setup_selfoff): the diagnostic
+ * MERIDIAN_CUPTI_SELF_RECORDS=0 instead (see self_records_off).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -176,10 +178,39 @@ static void run_failing(enum step step, const char *name)
            subscribed ? "released" : "never taken", pool_seen ? "unmapped" : "never mapped");
 }
 
-int main(void)
+/* `self-off`: MERIDIAN_CUPTI_SELF_RECORDS=0 enables exactly the bare consumer's kinds when
+ * MERIDIAN_TRACE_KINDS=kernel (CONCURRENT_KERNEL alone), and the named counters then carry
+ * no CUPTI overhead figure (none recorded, rather than a zero); a value other than 0 or 1
+ * is refused before anything is claimed. */
+static int self_records_off(void)
+{
+    setenv("MERIDIAN_CUPTI_SELF_RECORDS", "2", 1);
+    CHECK_EQ(mrd__cupti_setup(), -EINVAL);
+    CHECK_EQ(subscribed, 0);
+    setenv("MERIDIAN_CUPTI_SELF_RECORDS", "0", 1);
+    setenv("MERIDIAN_TRACE_KINDS", "kernel", 1);
+    fail_at = NONE;
+    CHECK_OK(mrd__cupti_setup());
+    CHECK(kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]);
+    CHECK(!kind_on[CUPTI_ACTIVITY_KIND_OVERHEAD] && !kind_on[CUPTI_ACTIVITY_KIND_DEVICE]);
+    CHECK_EQ(kinds_on(), 1);
+    mrd__cupti_register_counters();
+    struct mrd_named_counter c[MRD_AGENT_NAMED_MAX];
+    size_t n = mrd_agent_named_counters(c, MRD_AGENT_NAMED_MAX);
+    CHECK_EQ(n, 4);
+    for (size_t i = 0; i < n; i++)
+        CHECK(strncmp(c[i].name, "overhead", 8) != 0);
+    CHECK_STREQ(c[0].name, "unknown_records");
+    printf("capture_cupti_setup: self-off ok\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     fake_reset();
     fake_small_cupti_env();
+    if (argc > 1 && strcmp(argv[1], "self-off") == 0)
+        return self_records_off();
 
     setenv("NSYS_PROFILING_SESSION_ID", "7", 1);
     run_failing(NSIGHT, "Nsight's variable");

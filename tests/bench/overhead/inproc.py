@@ -22,7 +22,8 @@ every figure is a ratio of two step medians of that process:
           must be ~1.00), and the reference for the steady tier's steps outside windows.
   before  optional: `window` with an earlier agent library (--before-lib), to measure a
           change of the agent side by side (the edges, paired per round).
-  window_kernel, window_noflush, window_nopace, window_nosampler   optional: `window` with
+  window_kernel, window_barekinds, window_noflush, window_nopace, window_nosampler
+          optional: `window` with
           one of meridian's mechanisms off (MERIDIAN_VARIANTS below), each reported against
           the bare consumer and against `window`, paired per round: where a traced step's
           excess over the bare consumer is.
@@ -91,6 +92,8 @@ MERIDIAN_VARIANTS = {
     "window": {},
     "before": {},
     "window_kernel": {"MERIDIAN_TRACE_KINDS": "kernel"},   # no GRAPH_TRACE
+    "window_barekinds": {"MERIDIAN_TRACE_KINDS": "kernel",  # the bare consumer's kinds alone:
+                         "MERIDIAN_CUPTI_SELF_RECORDS": "0"},  # no OVERHEAD, DEVICE either
     "window_noflush": {"MERIDIAN_CUPTI_FLUSH_MS": "0"},    # no periodic CUPTI flush
     "window_nopace": {"MERIDIAN_CUPTI_PACE": "0"},         # the completion thread never waits
     "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings (both rates)

@@ -17,7 +17,8 @@ stand-in's detach steps 1 ms slower each) the paired difference must be -2.000 m
 MERIDIAN_CUPTI_FLUSH_MS=0 (the variant window_noflush) the stand-in's traced steps take
 1250 us: added(window_noflush)/added(bare) 1.1881 and -0.0495 against window; the agent's
 CUPTI pace counters (the stand-in records rank 0's and another rank's) are reported per
-variant from rank 0's (window_nopace: none, and its ring drops). With --mixed
+variant from rank 0's (window_nopace: none, and its ring drops); window_barekinds sets both
+variables it needs (the stand-in's traced steps 1210 us only with both: -0.0891). With --mixed
 (the bare consumer's windows half a period after meridian's in the same process, its steps
 there 1.2 x the stand-in meridian's 1010 us) the same ratios come from each process alone,
 and the plain run gives two nulls of 1.0000; when every step takes twice as long from
@@ -78,6 +79,9 @@ for i in range(steps):
                 us = 5000.0
             elif f < i <= l:
                 us = 1250.0 if os.environ.get("MERIDIAN_CUPTI_FLUSH_MS") == "0" else 1300.0
+                if (os.environ.get("MERIDIAN_CUPTI_SELF_RECORDS") == "0"
+                        and os.environ.get("MERIDIAN_TRACE_KINDS") == "kernel"):
+                    us = 1210.0  # the bare consumer's kinds alone
                 if bare and os.environ.get("FAKE_INTERACT"):
                     us = 1400.0  # meridian's windows dearer beside the bare consumer
             elif i == l + 1:
@@ -271,14 +275,15 @@ def main():
             r"storm +added\(window_noflush\) - added\(window\) +-0\.0495  \[.*n=3"))
         # the agent's pace counters (rank 0's) per variant, from each run's database
         os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {}, "--variants", "window,bare,window_nopace")
+        rc, out = run(tmp, {}, "--variants", "window,bare,window_nopace,window_barekinds")
         if rc != 0:
             fail(f"exit {rc} with window_nopace", out)
         expect_lines(out, (
             r"storm +window +waits 4 \(max 4\), 6\.000 ms \(max 6\.000\); records lost "
             r"2 \(max 2\), n=3",
             r"storm +window_nopace +waits 0 \(max 0\), 0\.000 ms \(max 0\.000\); records "
-            r"lost 162 \(max 162\), n=3"))
+            r"lost 162 \(max 162\), n=3",
+            r"storm +added\(window_barekinds\) - added\(window\) +-0\.0891  \[.*n=3"))
         # --mixed: the bare consumer's windows in meridian's processes, half a period later
         # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
         # one process each, and two nulls from the plain run
