@@ -78,9 +78,10 @@ int mrd_agentenv_build(const struct mrd_agentenv_config *c, struct mrd_agentenv 
 {
     int rc = 0;
     memset(e, 0, sizeof(*e));
-    if ((rc = add(e, "MERIDIAN_AGGREGATOR", c->aggregator)) < 0 ||
+    if ((c->aggregator && (rc = add(e, "MERIDIAN_AGGREGATOR", c->aggregator)) < 0) ||
         (rc = add(e, "MERIDIAN_RUN_ID", c->run_id)) < 0 ||
-        (rc = add(e, "MERIDIAN_SECRET_FILE", c->secret_file)) < 0)
+        (c->secret_file && (rc = add(e, "MERIDIAN_SECRET_FILE", c->secret_file)) < 0) ||
+        (c->record_file && (rc = add(e, "MERIDIAN_RECORD_FILE", c->record_file)) < 0))
         goto fail;
     if (c->agent_lib && *c->agent_lib &&
         ((rc = add(e, "CUDA_INJECTION64_PATH", c->agent_lib)) < 0 ||

@@ -28,9 +28,17 @@ static void run_usage(FILE *f)
         "  mpirun -np 4 meridian run --aggregator host:47500 --run-id R --secret-file S -- ./app\n"
         "  srun -n 4 meridian run -- ./app    (MERIDIAN_AGGREGATOR etc. in the environment)\n"
         "\n"
+        "Or with no aggregator at all, recording to a file that `meridian replay` plays into\n"
+        "one later (record-only mode; no secret needed):\n"
+        "\n"
+        "  mpirun -np 4 meridian run --record-file /scratch/r%r.mrdcap --run-id R -- ./app\n"
+        "\n"
         "  --aggregator HOST:PORT  meridiand's address (default $MERIDIAN_AGGREGATOR)\n"
         "  --run-id ID             the run (default $MERIDIAN_RUN_ID)\n"
         "  --secret-file PATH      the run secret (default $MERIDIAN_SECRET_FILE)\n"
+        "  --record-file PATH      also write every frame to PATH (%r = rank, %p = pid;\n"
+        "                          default $MERIDIAN_RECORD_FILE); without an aggregator\n"
+        "                          the rank records only (run id default `recorded`)\n"
         "  --agent-lib PATH        libmeridian.so (default: $MERIDIAN_AGENT_LIB, else next to\n"
         "                          meridian, else the build tree)\n"
         "  --mpi-lib PATH          libmeridian_mpi.so, preloaded when this process is an MPI\n"
@@ -50,26 +58,43 @@ int mrd_cli_run(int argc, char **argv)
 {
     const char *agg = getenv("MERIDIAN_AGGREGATOR"), *run = getenv("MERIDIAN_RUN_ID");
     const char *secret = getenv("MERIDIAN_SECRET_FILE"), *agent_opt = NULL, *mpi_opt = NULL;
+    const char *record = getenv("MERIDIAN_RECORD_FILE");
     char agent[PATH_MAX], mpi[PATH_MAX], secret_abs[PATH_MAX];
     struct mrd_agentenv env;
     int no_mpi = 0, rc;
     const struct mrd_opt opts[] = {
         MRD_OPT_TEXT("aggregator", &agg),     MRD_OPT_TEXT("run-id", &run),
         MRD_OPT_TEXT("secret-file", &secret), MRD_OPT_TEXT("agent-lib", &agent_opt),
-        MRD_OPT_TEXT("mpi-lib", &mpi_opt),    MRD_OPT_SET("no-mpi-wrappers", &no_mpi, 1)};
+        MRD_OPT_TEXT("mpi-lib", &mpi_opt),    MRD_OPT_SET("no-mpi-wrappers", &no_mpi, 1),
+        MRD_OPT_TEXT("record-file", &record)};
     int first = mrd_opts_parse(argc, argv, opts, MRD_OPTS_N(opts), MRD_OPTS_STOP_AT_OPERAND,
                                "meridian run", run_usage);
     if (first <= 0)
         return first == 0 ? 0 : MRD_CLI_EXIT_SETUP;
-    if (first >= argc || !agg || !run || !secret) {
+    if (record && !*record)
+        record = NULL;
+    if (agg && !*agg)
+        agg = NULL;
+    int record_only = record && !agg; /* the agent's record-only mode: no secret, no daemon */
+    if (record_only && !run)
+        run = "recorded";
+    if (first >= argc || (!record_only && (!agg || !run || !secret))) {
         fprintf(stderr, "meridian run: %s (see --help)\n",
                 first >= argc ? "no command given"
                               : "needs --aggregator, --run-id and --secret-file (or "
-                                "MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE)");
+                                "MERIDIAN_AGGREGATOR, MERIDIAN_RUN_ID, MERIDIAN_SECRET_FILE), "
+                                "or --record-file alone to record without an aggregator");
         return MRD_CLI_EXIT_SETUP;
     }
-    if (mrd_agentenv_abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 ||
-        access(secret_abs, R_OK)) {
+    char record_abs[PATH_MAX];
+    if (record && mrd_agentenv_abs_path(record, record_abs, sizeof(record_abs)) < 0) {
+        fprintf(stderr, "meridian run: the record file's path %s is too long\n", record);
+        return MRD_CLI_EXIT_SETUP;
+    }
+    if (record_only)
+        secret = NULL;
+    else if (mrd_agentenv_abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 ||
+             access(secret_abs, R_OK)) {
         fprintf(stderr, "meridian run: cannot read the secret file %s\n", secret);
         return MRD_CLI_EXIT_SETUP;
     }
@@ -86,7 +111,8 @@ int mrd_cli_run(int argc, char **argv)
     int have_mpi = !no_mpi && mpi_rank && mrd_agentenv_find_mpi(mpi_opt, mpi, sizeof(mpi)) == 0;
     struct mrd_agentenv_config ec = {.aggregator = agg,
                                      .run_id = run,
-                                     .secret_file = secret_abs,
+                                     .secret_file = secret ? secret_abs : NULL,
+                                     .record_file = record ? record_abs : NULL,
                                      .agent_lib = agent,
                                      .mpi_lib = have_mpi ? mpi : NULL,
                                      .force = !any_rank};

@@ -505,6 +505,32 @@ def sc_record(a, wd):
           (len(frames), s.batches, len(frames2), s2.exit_lines[-1]))
 
 
+def sc_record_run(a, wd):
+    """`meridian run --record-file` without an aggregator: the launcher sets record-only
+    mode (no secret, no daemon) and the run id, the rank writes the whole capture and exits
+    without waiting; without a record file or an aggregator `meridian run` refuses."""
+    env = agent_env(None)
+    del env["MERIDIAN_SECRET"], env["MERIDIAN_RUN_ID"]
+    cap = os.path.join(wd, "r%r.mrdcap")
+    s = Synth(a.meridian, env, ["run", "--record-file", cap, "--run-id", "rec-run-7", "--",
+                                a.synth, "--events", "20000", "--rate", "40000"])
+    check(s.wait() == 0, "exit code; stderr %r" % s.err)
+    check(s.t_exit - s.t_done < 1.0, "record-only exit took %.2f s" % (s.t_exit - s.t_done))
+    check(s.sent == s.written and s.lost == 0 and "recorded" in s.exit_lines[-1],
+          "exit line %r" % s.exit_lines)
+    frames = read_capture(os.path.join(wd, "r3.mrdcap"))  # %r: the rank, RANK=3
+    types = [t for t, _ in frames]
+    check(types[0] == 1 and types[-1] == 7 and len(types) - 2 == s.batches,
+          "frames %r, %d batches" % (types, s.batches))
+    check(b"rec-run-7" in frames[0][1], "the run id is not in the recorded Hello")
+    p = subprocess.run([a.meridian, "run", "--", a.synth], env=env, capture_output=True,
+                       text=True, timeout=30)
+    check(p.returncode == 125 and "--record-file alone" in p.stderr,
+          "no aggregator and no record file: exit %d, %r" % (p.returncode, p.stderr))
+    print("record_run: %d frames (%d batches); %s" % (len(frames), s.batches,
+                                                     s.exit_lines[-1]))
+
+
 def sc_gpu(a, wd):
     d = Daemon(a.meridiand, wd)
     d.start()
@@ -958,7 +984,7 @@ SCENARIOS = {"restart": sc_restart, "absent": sc_absent, "silent": sc_silent, "q
              "refused": sc_refused, "tiny": sc_tiny, "fork": sc_fork, "record": sc_record,
              "gpu": sc_gpu, "clock": sc_clock, "goodbye": sc_goodbye,
              "goodbye_unacked": sc_goodbye_unacked, "maxframe": sc_maxframe, "dns": sc_dns,
-             "window": sc_window, "profiler_api": sc_profiler_api}
+             "window": sc_window, "profiler_api": sc_profiler_api, "record_run": sc_record_run}
 
 
 def cleanup(wd, ok, keep):
@@ -979,7 +1005,8 @@ def main():
     ap.add_argument("scenario", choices=sorted(SCENARIOS))
     ap.add_argument("--meridiand", required=True)
     ap.add_argument("--synth", required=True)
-    ap.add_argument("--meridian", help="the meridian CLI (scenarios window, profiler_api)")
+    ap.add_argument("--meridian", help="the meridian CLI (scenarios window, profiler_api, "
+                    "record_run)")
     ap.add_argument("--profapi", help="libmeridian_profapi.so (scenario profiler_api)")
     ap.add_argument("--agent-lib", help="libmeridian.so (scenario profiler_api)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")

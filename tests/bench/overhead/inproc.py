@@ -27,6 +27,10 @@ every figure is a ratio of two step medians of that process:
           one of meridian's mechanisms off (MERIDIAN_VARIANTS below), each reported against
           the bare consumer and against `window`, paired per round: where a traced step's
           excess over the bare consumer is.
+  window_recordonly  optional: `window` in the agent's record-only mode (`meridian run
+          --record-file`, no meridiand and no socket: the records are encoded and written to
+          a file), against `window` per round: what the daemon's ingest beside the job costs
+          a traced step. No database: its windows are the specification's.
   window_alone  optional, with --mixed: `window` without the bare consumer in its process,
           against `window` per round: whether the bare consumer's attaches change what
           meridian's windows cost (the mixed design assumes they do not; runs 34-38 had
@@ -98,6 +102,7 @@ MERIDIAN_VARIANTS = {
     "window_nopace": {"MERIDIAN_CUPTI_PACE": "0"},         # the completion thread never waits
     "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings (both rates)
     "window_alone": {},  # with --mixed: `window` without the bare consumer in its process
+    "window_recordonly": {},  # `meridian run --record-file`: no meridiand beside the job
 }
 EDGES = (("attach_ms", "the window's first step (meridian attaches in it)", 0),
          ("detach1_ms", "the step after the window (closing: the boundary)", 1),
@@ -223,6 +228,11 @@ def command(a, workload, variant, db, spec, bare_spec):
     env["MERIDIAN_TRACE"] = "steady"
     env["MERIDIAN_WINDOWS"] = spec_text(spec)
     env.update(MERIDIAN_VARIANTS[variant])
+    if variant == "window_recordonly":  # the agent's record-only mode: no daemon, no socket
+        for k in ("MERIDIAN_AGGREGATOR", "MERIDIAN_SECRET", "MERIDIAN_SECRET_FILE"):
+            env.pop(k, None)
+        return [a.meridian, "run", "--record-file", db + ".mrdcap", "--agent-lib",
+                a.agent_lib, "--"] + work, env
     if variant == "before":  # the same, with the agent of an earlier commit
         return tiers.profile_argv(argparse.Namespace(meridian=a.meridian,
                                                      agent_lib=a.before_lib), db, work), env
@@ -302,8 +312,9 @@ def run_one(a, rnd, workload, variant, writer):
         db = os.path.join(tmp, "run.db")
         cmd, env = command(a, workload, variant, db, spec, bare_spec)
         out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
-        wins = recorded_windows(db) if variant in MERIDIAN_VARIANTS else None
-        counts = agent_counts(db) if variant in MERIDIAN_VARIANTS else {}
+        stored = variant in MERIDIAN_VARIANTS and variant != "window_recordonly"  # a database
+        wins = recorded_windows(db) if stored else None
+        counts = agent_counts(db) if stored else {}
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
     ms = steps.get("storm" if workload == "storm" else workload)
     if rc != 0 or not ms:
@@ -314,7 +325,9 @@ def run_one(a, rnd, workload, variant, writer):
         save_steps(a.steps_csv, rnd, workload, variant, ms)
     if variant in MERIDIAN_VARIANTS:
         expect = window_steps(spec, len(ms))
-        if wins is None:
+        if variant == "window_recordonly":
+            wins = expect  # no database: the specification's windows (the agent's own rule)
+        elif wins is None:
             print(f"inproc: round {rnd} {workload}: no window_records readable; using the "
                   f"specification's windows", flush=True)
             wins = expect

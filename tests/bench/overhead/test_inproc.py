@@ -18,7 +18,10 @@ MERIDIAN_CUPTI_FLUSH_MS=0 (the variant window_noflush) the stand-in's traced ste
 1250 us: added(window_noflush)/added(bare) 1.1881 and -0.0495 against window; the agent's
 CUPTI pace counters (the stand-in records rank 0's and another rank's) are reported per
 variant from rank 0's (window_nopace: none, and its ring drops); window_barekinds sets both
-variables it needs (the stand-in's traced steps 1210 us only with both: -0.0891). With --mixed
+variables it needs (the stand-in's traced steps 1210 us only with both: -0.0891), and
+window_recordonly runs under `meridian run --record-file` with no aggregator in its
+environment even where the caller has one (1260 us: -0.0396), its windows the
+specification's. With --mixed
 (the bare consumer's windows half a period after meridian's in the same process, its steps
 there 1.2 x the stand-in meridian's 1010 us) the same ratios come from each process alone,
 and the plain run gives two nulls of 1.0000; when every step takes twice as long from
@@ -82,6 +85,8 @@ for i in range(steps):
                 if (os.environ.get("MERIDIAN_CUPTI_SELF_RECORDS") == "0"
                         and os.environ.get("MERIDIAN_TRACE_KINDS") == "kernel"):
                     us = 1210.0  # the bare consumer's kinds alone
+                if os.environ.get("FAKE_RECORD"):
+                    us = 1260.0  # no daemon beside the job
                 if bare and os.environ.get("FAKE_INTERACT"):
                     us = 1400.0  # meridian's windows dearer beside the bare consumer
             elif i == l + 1:
@@ -104,6 +109,13 @@ if wins:
 MERIDIAN = r'''#!/usr/bin/env python3
 import os, sqlite3, subprocess, sys
 args = sys.argv[1:]
+if args[0] == "run":  # record-only: no aggregator, no database; traced steps at 1260 us
+    rec = args[args.index("--record-file") + 1]
+    if not rec.endswith(".mrdcap") or os.environ.get("MERIDIAN_AGGREGATOR"):
+        sys.exit("stand-in meridian run: not record-only")
+    sys.exit(subprocess.call(args[args.index("--") + 1:], env=dict(
+        os.environ, FAKE_MERIDIAN="1", FAKE_RECORD="1", FAKE_WINDOWS_OUT=rec + ".w",
+        FAKE_AGENT=args[args.index("--agent-lib") + 1])))
 db = args[args.index("-o") + 1]
 work = args[args.index("--") + 1:]
 env = dict(os.environ, FAKE_MERIDIAN="1", FAKE_WINDOWS_OUT=db + ".w",
@@ -275,7 +287,8 @@ def main():
             r"storm +added\(window_noflush\) - added\(window\) +-0\.0495  \[.*n=3"))
         # the agent's pace counters (rank 0's) per variant, from each run's database
         os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {}, "--variants", "window,bare,window_nopace,window_barekinds")
+        rc, out = run(tmp, {"MERIDIAN_AGGREGATOR": "127.0.0.1:9"}, "--variants",
+                      "window,bare,window_nopace,window_barekinds,window_recordonly")
         if rc != 0:
             fail(f"exit {rc} with window_nopace", out)
         expect_lines(out, (
@@ -283,7 +296,10 @@ def main():
             r"2 \(max 2\), n=3",
             r"storm +window_nopace +waits 0 \(max 0\), 0\.000 ms \(max 0\.000\); records "
             r"lost 162 \(max 162\), n=3",
-            r"storm +added\(window_barekinds\) - added\(window\) +-0\.0891  \[.*n=3"))
+            r"storm +added\(window_barekinds\) - added\(window\) +-0\.0891  \[.*n=3",
+            r"storm +added\(window_recordonly\) - added\(window\) +-0\.0396  \[.*n=3"))
+        if "no window_records readable" in out:
+            fail("window_recordonly looked for a database it does not have", out)
         # --mixed: the bare consumer's windows in meridian's processes, half a period later
         # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
         # one process each, and two nulls from the plain run
