@@ -72,6 +72,22 @@ static void test_build(void)
     CHECK_OK(mrd_agentenv_apply(&e));
     CHECK_STREQ(getenv("MERIDIAN_RUN_ID"), "R1");
     mrd_agentenv_free(&e);
+
+    /* record-only (meridian run --record-file, no aggregator): no aggregator and no secret
+     * file are set, the record file is; one the user set is overridden */
+    unsetenv("MERIDIAN_AGGREGATOR");
+    unsetenv("MERIDIAN_SECRET_FILE");
+    setenv("MERIDIAN_RECORD_FILE", "/old/stale.mrdcap", 1);
+    c.aggregator = NULL;
+    c.secret_file = NULL;
+    c.record_file = "/scratch/r%r.mrdcap";
+    CHECK_OK(mrd_agentenv_build(&c, &e));
+    CHECK(value(&e, "MERIDIAN_AGGREGATOR") == NULL);
+    CHECK(value(&e, "MERIDIAN_SECRET_FILE") == NULL);
+    CHECK_STREQ(value(&e, "MERIDIAN_RECORD_FILE"), "/scratch/r%r.mrdcap");
+    CHECK_STREQ(value(&e, "MERIDIAN_RUN_ID"), "R1");
+    mrd_agentenv_free(&e);
+    unsetenv("MERIDIAN_RECORD_FILE");
 }
 
 static void test_rewrite(void)
