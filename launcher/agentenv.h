@@ -25,7 +25,7 @@ struct mrd_agentenv_config {
     const char *aggregator;  /* "host:port"; NULL: none (record-only, with record_file) */
     const char *run_id;
     const char *secret_file; /* absolute path; NULL: none (record-only) */
-    const char *record_file; /* MERIDIAN_RECORD_FILE, absolute; NULL: not set here */
+    const char *record_file; /* MERIDIAN_RECORD_FILE; NULL: not set here */
     const char *agent_lib;   /* absolute path of libmeridian.so; NULL/"": not injected */
     const char *mpi_lib;     /* absolute path of libmeridian_mpi.so, NULL: no MPI wrappers */
     const char *profapi_lib; /* absolute path of libmeridian_profapi.so, NULL: not preloaded */
@@ -33,7 +33,8 @@ struct mrd_agentenv_config {
 };
 
 /* Fills *e with the variables a rank needs: MERIDIAN_AGGREGATOR and MERIDIAN_SECRET_FILE
- * (each when given), MERIDIAN_RUN_ID, MERIDIAN_RECORD_FILE (when given), CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN and
+ * (each when given), MERIDIAN_RUN_ID, MERIDIAN_RECORD_FILE (when given),
+ * CUDA_INJECTION64_PATH, NCCL_PROFILER_PLUGIN and
  * NVTX_INJECTION64_PATH (= agent_lib), LD_PRELOAD (profapi_lib, then mpi_lib, ahead of
  * any existing value) when either is set (in an ASan build of meridian also ASAN_OPTIONS
  * with verify_asan_link_order=0, since the preloaded libraries then carry ASan), MERIDIAN_FORCE when asked, and every other MERIDIAN_* variable and

@@ -75,6 +75,8 @@ int mrd_cli_run(int argc, char **argv)
         record = NULL;
     if (agg && !*agg)
         agg = NULL;
+    if (run && !*run)
+        run = NULL;
     int record_only = record && !agg; /* the agent's record-only mode: no secret, no daemon */
     if (record_only && !run)
         run = "recorded";
@@ -86,14 +88,14 @@ int mrd_cli_run(int argc, char **argv)
                                 "or --record-file alone to record without an aggregator");
         return MRD_CLI_EXIT_SETUP;
     }
-    char record_abs[PATH_MAX];
-    if (record && mrd_agentenv_abs_path(record, record_abs, sizeof(record_abs)) < 0) {
-        fprintf(stderr, "meridian run: the record file's path %s is too long\n", record);
-        return MRD_CLI_EXIT_SETUP;
-    }
-    if (record_only)
+    if (record_only) {
+        /* the agent reads these itself: a stale secret would make it inert, not record */
         secret = NULL;
-    else if (mrd_agentenv_abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 ||
+        unsetenv("MERIDIAN_SECRET");
+        unsetenv("MERIDIAN_SECRET_FILE");
+        unsetenv("MERIDIAN_AGGREGATOR"); /* an empty one */
+        fprintf(stderr, "meridian run: no aggregator: recording only, to %s\n", record);
+    } else if (mrd_agentenv_abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 ||
              access(secret_abs, R_OK)) {
         fprintf(stderr, "meridian run: cannot read the secret file %s\n", secret);
         return MRD_CLI_EXIT_SETUP;
@@ -112,7 +114,8 @@ int mrd_cli_run(int argc, char **argv)
     struct mrd_agentenv_config ec = {.aggregator = agg,
                                      .run_id = run,
                                      .secret_file = secret ? secret_abs : NULL,
-                                     .record_file = record ? record_abs : NULL,
+                                     .record_file = record, /* as given: the agent expands
+                                                             * %r/%p, in this same cwd */
                                      .agent_lib = agent,
                                      .mpi_lib = have_mpi ? mpi : NULL,
                                      .force = !any_rank};

@@ -112,6 +112,7 @@ static struct {
     unsigned flush_ms, opt_nbufs;
     int no_pace; /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
     int no_self; /* MERIDIAN_CUPTI_SELF_RECORDS=0: no OVERHEAD and DEVICE records */
+    _Atomic int self_named; /* no_self: the attaching device was named by the driver */
     size_t opt_buf_bytes;
     int print_kinds;
     unsigned kinds; /* TK_* of MERIDIAN_TRACE_KINDS */
@@ -216,6 +217,8 @@ static uint64_t CUPTIAPI timestamp_cb(void)
 {
     return (uint64_t)mrd_clock_now();
 }
+
+static int driver_current_device(void);
 
 static int gate_enter(void)
 {
@@ -336,7 +339,7 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
         return;
     int64_t now = mrd__mono_ns(), start = now, progress_ns = now;
     int64_t stall = (int64_t)PACE_STALL_MS * 1000000;
-    atomic_fetch_add_explicit(&cu.pace_waits, 1, memory_order_relaxed);
+    int waited = 0; /* counted only when it did wait: a buffer past its limit does not */
     while (space < PACE_CHUNK) {
         if (now >= limit_ns)
             break; /* this buffer's time is up: the rest that does not fit is dropped */
@@ -346,6 +349,7 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
         }
         int64_t until = progress_ns + stall < limit_ns ? progress_ns + stall : limit_ns;
         size_t before = space;
+        waited = 1;
         space = mrd_ring_pace(PACE_CHUNK, until - now);
         if (space <= before) { /* timed out, woken early, or no ring at all: never spin */
             struct timespec ts = {0, 1000000};
@@ -355,7 +359,11 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
         if (space > before)
             progress_ns = now;
     }
-    atomic_fetch_add_explicit(&cu.pace_wait_ns, (uint64_t)(now - start), memory_order_relaxed);
+    if (waited) {
+        atomic_fetch_add_explicit(&cu.pace_waits, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&cu.pace_wait_ns, (uint64_t)(now - start),
+                                  memory_order_relaxed);
+    }
 }
 
 /* The correlation id of a record tied to an API call (0 for the others). */
@@ -805,6 +813,12 @@ int mrd__cupti_attach(void)
         cuptiUnsubscribe(sub);
         cuptiFinalize();
         return e;
+    }
+    if (cu.no_self && !atomic_exchange(&cu.self_named, 1)) {
+        /* no DEVICE record will name the GPU (nor start the NVML sampler): the driver does */
+        int dev = driver_current_device();
+        if (dev >= 0)
+            mrd__gpu_from_driver((uint32_t)dev);
     }
     open_gate(sub);
     return 0;

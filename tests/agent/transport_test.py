@@ -507,22 +507,33 @@ def sc_record(a, wd):
 
 def sc_record_run(a, wd):
     """`meridian run --record-file` without an aggregator: the launcher sets record-only
-    mode (no secret, no daemon) and the run id, the rank writes the whole capture and exits
+    mode (no secret, no daemon; a stale secret file in the environment is not passed on) and
+    the run id (`recorded` when none is given), the rank writes the whole capture and exits
     without waiting; without a record file or an aggregator `meridian run` refuses."""
     env = agent_env(None)
     del env["MERIDIAN_SECRET"], env["MERIDIAN_RUN_ID"]
     cap = os.path.join(wd, "r%r.mrdcap")
+    env["MERIDIAN_SECRET_FILE"] = os.path.join(wd, "missing-secret")  # stale: not passed on
     s = Synth(a.meridian, env, ["run", "--record-file", cap, "--run-id", "rec-run-7", "--",
                                 a.synth, "--events", "20000", "--rate", "40000"])
     check(s.wait() == 0, "exit code; stderr %r" % s.err)
-    check(s.t_exit - s.t_done < 1.0, "record-only exit took %.2f s" % (s.t_exit - s.t_done))
+    check(s.t_exit - s.t_done < 2.0, "record-only exit took %.2f s" % (s.t_exit - s.t_done))
     check(s.sent == s.written and s.lost == 0 and "recorded" in s.exit_lines[-1],
           "exit line %r" % s.exit_lines)
+    check("recording only" in s.err, "no word of record-only mode: %r" % s.err)
     frames = read_capture(os.path.join(wd, "r3.mrdcap"))  # %r: the rank, RANK=3
     types = [t for t, _ in frames]
     check(types[0] == 1 and types[-1] == 7 and len(types) - 2 == s.batches,
           "frames %r, %d batches" % (types, s.batches))
     check(b"rec-run-7" in frames[0][1], "the run id is not in the recorded Hello")
+    # no run id given (an empty one counts as none): `recorded`
+    env["MERIDIAN_RUN_ID"] = ""
+    s2 = Synth(a.meridian, env, ["run", "--record-file", os.path.join(wd, "d.mrdcap"), "--",
+                                 a.synth, "--events", "2000", "--rate", "40000"])
+    check(s2.wait() == 0 and s2.lost == 0, "default run id: %r" % s2.err)
+    check(b"recorded" in read_capture(os.path.join(wd, "d.mrdcap"))[0][1],
+          "the default run id is not in the recorded Hello")
+    del env["MERIDIAN_RUN_ID"]
     p = subprocess.run([a.meridian, "run", "--", a.synth], env=env, capture_output=True,
                        text=True, timeout=30)
     check(p.returncode == 125 and "--record-file alone" in p.stderr,

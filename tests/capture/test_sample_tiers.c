@@ -20,6 +20,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "capture.h"
@@ -68,7 +69,35 @@ static void step(const char *name)
     CHECK_EQ(nvtx_client_pop(&cl), 0);
 }
 
-int main(void)
+/* `self-off` (test capture_sample_tiers_selfoff): MERIDIAN_CUPTI_SELF_RECORDS=0 leaves no
+ * DEVICE record to name the GPU, so the window's first attach asks the driver (the
+ * stand-in libcuda, loaded as CUDA would be): the GPU it names is registered once and the
+ * sampler starts reading its identity; before the attach no GPU is known. */
+static int self_records_off(void)
+{
+    setenv("MERIDIAN_CUPTI_SELF_RECORDS", "0", 1);
+    setenv("MERIDIAN_TRACE_KINDS", "kernel", 1);
+    CHECK(dlopen(FAKE_LIBCUDA, RTLD_NOW | RTLD_GLOBAL) != NULL);
+    CHECK_EQ(InitializeInjection(), 1);
+    nvtx_client_init(&cl);
+    CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);
+    struct fake_gpu g[4];
+    step("step 0");
+    step("step 1");
+    CHECK_EQ(fake_gpus(g, 4), 0);
+    CHECK_EQ(nvtx_client_push(&cl, "step 2"), 0);
+    CHECK_EQ(atomic_load(&subscribed), 1); /* the window attached */
+    CHECK_EQ(fake_gpus(g, 4), 1);
+    CHECK_EQ(g[0].device, 2);
+    CHECK_STREQ(g[0].pci, "0000:9A:00.0");
+    CHECK_STREQ(g[0].name, "Fake H200");
+    wait_count(identified, 1, "the driver-named GPU's identity");
+    CHECK_EQ(nvtx_client_pop(&cl), 0);
+    printf("capture_sample_tiers: self-off ok: the GPU named at the attach\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     fake_reset();
     setenv("MERIDIAN_TRACE", "steady", 1);
@@ -83,6 +112,8 @@ int main(void)
         fprintf(stderr, "capture_sample_tiers: the stand-in NVML is not on LD_LIBRARY_PATH\n");
         return 1;
     }
+    if (argc > 1 && strcmp(argv[1], "self-off") == 0)
+        return self_records_off();
     CHECK_EQ(InitializeInjection(), 1);
     nvtx_client_init(&cl);
     CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);

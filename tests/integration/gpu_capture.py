@@ -43,7 +43,7 @@ for r, kv in rep.items():
                              "category = 'cupti'", (r,)))
     # the recording predates the pace counters (pace_waits, pace_wait_ns): not required
     want = {"overhead_records", "overhead_ns", "unknown_records", "pool_misses"}
-    if set(cupti) != want or cupti["overhead_records"] == 0 or cupti["pool_misses"] != 0:
+    if not want <= set(cupti) or cupti["overhead_records"] == 0 or cupti["pool_misses"] != 0:
         itest.fail("rank %d: CUPTI's counters from the recorded Goodbye: %s (want %s, "
                    "overhead records > 0 as recorded on the H200 host, no pool misses)" % (
                        r, cupti, sorted(want)))
