@@ -96,7 +96,7 @@ int mrd_cli_run(int argc, char **argv)
         unsetenv("MERIDIAN_AGGREGATOR"); /* an empty one */
         fprintf(stderr, "meridian run: no aggregator: recording only, to %s\n", record);
     } else if (mrd_agentenv_abs_path(secret, secret_abs, sizeof(secret_abs)) < 0 ||
-             access(secret_abs, R_OK)) {
+               access(secret_abs, R_OK)) {
         fprintf(stderr, "meridian run: cannot read the secret file %s\n", secret);
         return MRD_CLI_EXIT_SETUP;
     }
