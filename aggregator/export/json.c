@@ -71,14 +71,12 @@ static void rank_obj(FILE *f, const struct mrd_an_rank *r)
         key(f, &first, "agent_cost");
         fprintf(f,
                 "{\"callbacks_est\":%" PRIu64 ",\"callbacks_timed\":%" PRIu64
-                ",\"callback_ns_est\":%" PRIu64 ",\"cupti_overhead_ns\":",
-                r->cost_calls_est, r->cost_samples, r->cost_sampled_ns * 64);
-        if (r->has_cupti_overhead) /* null: not recorded (MERIDIAN_CUPTI_SELF_RECORDS=0) */
-            fprintf(f, "%" PRIu64, r->cupti_overhead_ns);
-        else
-            fputs("null", f);
-        fprintf(f, ",\"cupti_pace_waits\":%" PRIu64 ",\"cupti_pace_wait_ns\":%" PRIu64 "}",
-                r->cupti_pace_waits, r->cupti_pace_wait_ns);
+                ",\"callback_ns_est\":%" PRIu64 ",\"cupti_overhead_ns\":%" PRIu64
+                ",\"cupti_overhead_recorded\":%s,\"cupti_pace_waits\":%" PRIu64
+                ",\"cupti_pace_wait_ns\":%" PRIu64 "}",
+                r->cost_calls_est, r->cost_samples, r->cost_sampled_ns * 64, r->cupti_overhead_ns,
+                r->has_cupti_overhead ? "true" : "false", r->cupti_pace_waits,
+                r->cupti_pace_wait_ns);
     }
     key(f, &first, "clock");
     if (!r->clock_fitted) {

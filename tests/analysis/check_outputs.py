@@ -62,7 +62,7 @@ def check_cost(meridian, db, workdir):
     with them the sampled callback time scaled up 64 times, in text and JSON; CUPTI's waits
     for ring space where a rank reported some (rank 0), none said where it reported none
     (rank 1: CUPTI's overhead only); no overhead figure where none was recorded (rank 2,
-    MERIDIAN_CUPTI_SELF_RECORDS=0), not a zero."""
+    MERIDIAN_CUPTI_SELF_RECORDS=0): said, not shown as a zero."""
     out = run([meridian, "report", db]).stdout
     check("The agent's own cost" not in out, "cost section without cost counters")
     check("agent_cost" not in run([meridian, "report", db, "--json"]).stdout, "json cost key")
@@ -92,12 +92,14 @@ def check_cost(meridian, db, workdir):
         "ranks"]}
     check(ranks[0]["agent_cost"] == {"callbacks_est": 640, "callbacks_timed": 10,
                                      "callback_ns_est": 320000, "cupti_overhead_ns": 2000000,
+                                     "cupti_overhead_recorded": True,
                                      "cupti_pace_waits": 3, "cupti_pace_wait_ns": 1500000},
           "json agent_cost %r" % ranks[0].get("agent_cost"))
     check(ranks[1]["agent_cost"]["cupti_pace_waits"] == 0, "rank 1's waits %r"
           % ranks[1].get("agent_cost"))
-    check(ranks[2]["agent_cost"]["cupti_overhead_ns"] is None, "rank 2's overhead %r (want "
-          "null: not recorded)" % ranks[2].get("agent_cost"))
+    check(ranks[2]["agent_cost"]["cupti_overhead_recorded"] is False
+          and ranks[2]["agent_cost"]["cupti_overhead_ns"] == 0, "rank 2's overhead %r (want "
+          "0, not recorded)" % ranks[2].get("agent_cost"))
     check(all("agent_cost" not in r for k, r in ranks.items() if k > 2), "ranks 3+ no cost")
 
 
