@@ -81,8 +81,8 @@ enum {
     TK_NCCL = 1 << 2,   /* EXTERNAL_CORRELATION + the driver's launch records NCCL links by */
     TK_MEMCPY = 1 << 3, /* MEMCPY, MEMCPY2 */
     TK_MEMSET = 1 << 4,
-    TK_SYNC = 1 << 5,   /* SYNCHRONIZATION */
-    TK_API = 1 << 6,    /* runtime/driver API records of the whole whitelist */
+    TK_SYNC = 1 << 5, /* SYNCHRONIZATION */
+    TK_API = 1 << 6,  /* runtime/driver API records of the whole whitelist */
     TK_DEFAULT = TK_KERNEL | TK_GRAPH | TK_NCCL,
     TK_ALL = 0x7f,
 };
@@ -110,8 +110,8 @@ static struct {
     _Atomic uint64_t pool_misses, buffers;
     _Atomic uint64_t pace_waits, pace_wait_ns; /* chunks that waited for ring space; time */
     unsigned flush_ms, opt_nbufs;
-    int no_pace; /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
-    int no_self; /* MERIDIAN_CUPTI_SELF_RECORDS=0: no OVERHEAD and DEVICE records */
+    int no_pace;            /* MERIDIAN_CUPTI_PACE=0; zero (pacing on) until read_options runs */
+    int no_self;            /* MERIDIAN_CUPTI_SELF_RECORDS=0: no OVERHEAD and DEVICE records */
     _Atomic int self_named; /* no_self: the attaching device was named by the driver */
     size_t opt_buf_bytes;
     int print_kinds;
@@ -361,8 +361,7 @@ static void pace(struct mrd__capture_thread *t, int64_t limit_ns)
     }
     if (waited) {
         atomic_fetch_add_explicit(&cu.pace_waits, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&cu.pace_wait_ns, (uint64_t)(now - start),
-                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&cu.pace_wait_ns, (uint64_t)(now - start), memory_order_relaxed);
     }
 }
 
@@ -656,7 +655,7 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
         append(ok, sizeof(ok), "RUNTIME");
     if (drv)
         append(ok, sizeof(ok), "DRIVER");
-    if (!cu.no_self) { /* CUPTI's own cost for the report; devices (NVML names them too) */
+    if (!cu.no_self) { /* CUPTI's own cost for the report; the GPUs (else: mrd__cupti_attach) */
         enable(CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", ok, bad, sizeof(ok));
         enable(CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", ok, bad, sizeof(ok));
     }
@@ -760,18 +759,15 @@ static size_t cupti_counters(struct mrd_named_counter *out, size_t max)
     uint64_t n = 0, ns = 0, unknown = 0;
     mrd__cupti_convert_stats(&n, &ns, &unknown);
     const struct mrd_named_counter c[] = {
+        {"cupti", "overhead_records", n},
+        {"cupti", "overhead_ns", ns},
         {"cupti", "unknown_records", unknown},
         {"cupti", "pool_misses", mrd__cupti_pool_misses()},
         {"cupti", "pace_waits", atomic_load_explicit(&cu.pace_waits, memory_order_relaxed)},
         {"cupti", "pace_wait_ns", atomic_load_explicit(&cu.pace_wait_ns, memory_order_relaxed)},
     };
-    /* no OVERHEAD records asked for: no overhead figure, rather than a zero one */
-    const struct mrd_named_counter self[] = {
-        {"cupti", "overhead_records", n},
-        {"cupti", "overhead_ns", ns},
-    };
-    size_t k = cu.no_self ? 0 : mrd_agent_put_counters(out, max, self, 2);
-    return k + mrd_agent_put_counters(out + k, max - k, c, sizeof(c) / sizeof(c[0]));
+    size_t skip = cu.no_self ? 2 : 0; /* no OVERHEAD records asked for: no figure, not a 0 */
+    return mrd_agent_put_counters(out, max, c + skip, sizeof(c) / sizeof(c[0]) - skip);
 }
 
 void mrd__cupti_register_counters(void)

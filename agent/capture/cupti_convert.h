@@ -96,7 +96,8 @@ void mrd__cupti_exit_begin(void);
 uint64_t mrd__cupti_pool_misses(void);
 
 /* Chunks of records whose conversion waited for ring space (pacing), and the time those
- * waits took in all (ns). A wait skipped because the last one stalled is not counted. */
+ * waits took in all (ns). Only waits that happened count: not a chunk skipped because the
+ * last wait stalled, nor one whose buffer (or the exit) was already past its time. */
 void mrd__cupti_pace_stats(uint64_t *waits, uint64_t *wait_ns);
 
 #endif

@@ -104,10 +104,11 @@ def check_run(a, r, i):
                  % (i, what, r["want"], r["distinct_" + k], r["sum_" + k]))
     buffers = r["buffers"] + 1  # the exit buffer too
     want = {"overhead_records": buffers, "overhead_ns": buffers * OVERHEAD_NS,
-            "unknown_records": 0, "pool_misses": 0, "pace_waits": r["cupti"].get("pace_waits"),
-            "pace_wait_ns": r["cupti"].get("pace_wait_ns")}
-    tt.check(r["cupti"] == want, "run %d: agent_counters cupti %r, expected %r"
-             % (i, r["cupti"], want))
+            "unknown_records": 0, "pool_misses": 0}
+    pace = ("pace_waits", "pace_wait_ns")  # how many depends on the machine: checked below
+    tt.check({k: v for k, v in r["cupti"].items() if k not in pace} == want
+             and set(pace) <= set(r["cupti"]), "run %d: agent_counters cupti %r, expected %r"
+             " and the pace counters" % (i, r["cupti"], want))
     waits, wait_ns = r["cupti"].get("pace_waits"), r["cupti"].get("pace_wait_ns")
     tt.check(isinstance(waits, int) and isinstance(wait_ns, int) and (waits == 0) == (wait_ns == 0),
              "run %d: pace counters %r / %r (a wait takes time)" % (i, waits, wait_ns))

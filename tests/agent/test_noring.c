@@ -30,7 +30,6 @@
 #define M 500
 #define N 5000 /* more than the ring's claim retry period (1024 refusals) */
 
-
 static struct nvtx_client cl;
 
 static void nvtx_mark(const char *s)

@@ -21,7 +21,6 @@
 #include "fake_agent.h"
 #include "nvtx_client.h"
 
-
 static struct nvtx_client cl;
 #define CORE(name, type)  NVTX_CORE(&cl, name, type)
 #define CORE2(name, type) NVTX_CORE2(&cl, name, type)

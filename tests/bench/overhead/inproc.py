@@ -104,6 +104,7 @@ MERIDIAN_VARIANTS = {
     "window_alone": {},  # with --mixed: `window` without the bare consumer in its process
     "window_recordonly": {},  # `meridian run --record-file`: no meridiand beside the job
 }
+RECORD_ONLY = {"window_recordonly"}  # run under `meridian run --record-file`: no database
 EDGES = (("attach_ms", "the window's first step (meridian attaches in it)", 0),
          ("detach1_ms", "the step after the window (closing: the boundary)", 1),
          ("detach2_ms", "the second step after (flush and cuptiFinalize)", 2))
@@ -228,7 +229,7 @@ def command(a, workload, variant, db, spec, bare_spec):
     env["MERIDIAN_TRACE"] = "steady"
     env["MERIDIAN_WINDOWS"] = spec_text(spec)
     env.update(MERIDIAN_VARIANTS[variant])
-    if variant == "window_recordonly":  # the agent's record-only mode: no daemon, no socket
+    if variant in RECORD_ONLY:  # the agent's record-only mode: no daemon, no socket
         for k in ("MERIDIAN_AGGREGATOR", "MERIDIAN_SECRET", "MERIDIAN_SECRET_FILE"):
             env.pop(k, None)
         return [a.meridian, "run", "--record-file", db + ".mrdcap", "--agent-lib",
@@ -312,7 +313,7 @@ def run_one(a, rnd, workload, variant, writer):
         db = os.path.join(tmp, "run.db")
         cmd, env = command(a, workload, variant, db, spec, bare_spec)
         out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
-        stored = variant in MERIDIAN_VARIANTS and variant != "window_recordonly"  # a database
+        stored = variant in MERIDIAN_VARIANTS and variant not in RECORD_ONLY  # a database
         wins = recorded_windows(db) if stored else None
         counts = agent_counts(db) if stored else {}
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
@@ -325,7 +326,7 @@ def run_one(a, rnd, workload, variant, writer):
         save_steps(a.steps_csv, rnd, workload, variant, ms)
     if variant in MERIDIAN_VARIANTS:
         expect = window_steps(spec, len(ms))
-        if variant == "window_recordonly":
+        if not stored:
             wins = expect  # no database: the specification's windows (the agent's own rule)
         elif wins is None:
             print(f"inproc: round {rnd} {workload}: no window_records readable; using the "
