@@ -43,6 +43,14 @@
  *    MERIDIAN_FLUSH_DEADLINE_MS has passed (the other half is the transport's), and a
  *    buffer already being paced when the exit begins stops waiting then too. The exit's
  *    overall bound (the deadline plus a small margin) is unchanged.
+ *
+ * MERIDIAN_CUPTI_ALTERNATE (a diagnostic for issue 9's benchmark, agent/ENVIRONMENT.md):
+ * every second window of the steady tier (the 2nd, 4th, ... attach) changes one mechanism
+ * to what the bare consumer (tests/gpu/bare_consumer.c) does, so that one process holds
+ * windows with and without it: `kinds` (CONCURRENT_KERNEL alone), `subscribe` (no CUPTI
+ * subscriber held through the window: dropped after the attach, taken again at its close),
+ * `flush` (no periodic flush while attached). Each attach says on stderr which it was
+ * ("meridian: attach N alternate WHAT default|changed"; inproc.py reads it).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -72,6 +80,10 @@
 #define PACE_STALL_MS      200  /* no progress for this long: the flusher is gone */
 #define PACE_BUFFER_MAX_MS 1000 /* longest one buffer may hold the completion thread */
 #define GATE_WAIT_MS       50   /* longest a detach waits for gated CUPTI calls to leave */
+
+/* MERIDIAN_CUPTI_ALTERNATE's mechanisms (the top of this file) */
+enum { ALT_NONE, ALT_KINDS, ALT_SUBSCRIBE, ALT_FLUSH };
+static const char *const alt_names[] = {"", "kinds", "subscribe", "flush"};
 
 /* Trace kinds (MERIDIAN_TRACE_KINDS). DEVICE and OVERHEAD records are on unless
  * MERIDIAN_CUPTI_SELF_RECORDS=0 (a diagnostic: the bare consumer's kinds exactly). */
@@ -116,7 +128,12 @@ static struct {
     size_t opt_buf_bytes;
     int print_kinds;
     unsigned kinds; /* TK_* of MERIDIAN_TRACE_KINDS */
-    int steady;     /* steady tier: CUPTI attached only inside windows (window.h) */
+    int alt;        /* ALT_* of MERIDIAN_CUPTI_ALTERNATE */
+    /* this attach's kinds and self records (the options, or ALT_KINDS's changed window);
+     * alt_changed: this attach is a changed one (every second, with alt set) */
+    _Atomic unsigned kinds_now;
+    _Atomic int no_self_now, alt_changed;
+    int steady; /* steady tier: CUPTI attached only inside windows (window.h) */
     /* The gate: a CUPTI call that may race a detach (external correlation, flushes, device
      * queries) enters only while `attached` is set, counted in `users`; the detach clears
      * `attached` first and then waits for `users` to drain (both sequentially consistent,
@@ -182,6 +199,25 @@ static int parse_kinds(const char *s, unsigned *out)
     return 0;
 }
 
+/* MERIDIAN_CUPTI_ALTERNATE: unset or "" = off, else one of alt_names. 0 or -EINVAL. */
+static int parse_alternate(const char *s)
+{
+    cu.alt = ALT_NONE;
+    if (!s || !*s)
+        return 0;
+    for (int i = ALT_KINDS; i <= ALT_FLUSH; i++)
+        if (strcmp(s, alt_names[i]) == 0)
+            cu.alt = i;
+    if (cu.alt == ALT_NONE) {
+        fprintf(stderr,
+                "meridian: MERIDIAN_CUPTI_ALTERNATE=%s is not kinds, subscribe or "
+                "flush; CUDA capture stays off\n",
+                s);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* The capture options (read once, here; documented in agent/ENVIRONMENT.md and
  * agent/capture/README.md). */
 static int read_options(void)
@@ -210,7 +246,9 @@ static int read_options(void)
         cu.kinds |= TK_API; /* the older switch: the whole whitelist */
     const char *print = getenv("MERIDIAN_PRINT_KINDS");
     cu.print_kinds = print && strcmp(print, "1") == 0;
-    return 0;
+    atomic_store(&cu.kinds_now, cu.kinds);
+    atomic_store(&cu.no_self_now, cu.no_self);
+    return parse_alternate(getenv("MERIDIAN_CUPTI_ALTERNATE"));
 }
 
 static uint64_t CUPTIAPI timestamp_cb(void)
@@ -493,7 +531,9 @@ static void *flusher_main(void *arg)
             atomic_store(&cu.detach_req, 2);
             atomic_store(&cu.teardown, 1);
         } else if (req == 0 && cu.flush_ms && gate_enter()) {
-            cuptiActivityFlushAll(0);
+            /* inside the gate alt_changed is this attach's (set before the gate opened) */
+            if (!(cu.alt == ALT_FLUSH && atomic_load(&cu.alt_changed)))
+                cuptiActivityFlushAll(0);
             gate_leave();
         }
         pthread_mutex_lock(&cu.lock);
@@ -627,35 +667,36 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
 {
     char ok[512] = "", bad[512] = "";
     unsigned rt, drv;
+    unsigned kinds = atomic_load(&cu.kinds_now);
 
     enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", ok, bad, sizeof(ok));
     if (strstr(bad, "CONCURRENT_KERNEL")) {
         fprintf(stderr, "meridian: cannot enable CUPTI kernel records; CUDA capture stays off\n");
         return -EIO;
     }
-    if (cu.kinds & TK_MEMCPY) {
+    if (kinds & TK_MEMCPY) {
         enable(CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", ok, bad, sizeof(ok));
         enable(CUPTI_ACTIVITY_KIND_MEMCPY2, "MEMCPY2", ok, bad, sizeof(ok));
     }
-    if (cu.kinds & TK_MEMSET)
+    if (kinds & TK_MEMSET)
         enable(CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", ok, bad, sizeof(ok));
-    if (cu.kinds & TK_SYNC)
+    if (kinds & TK_SYNC)
         enable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "SYNCHRONIZATION", ok, bad, sizeof(ok));
-    if ((cu.kinds & TK_GRAPH) && !cfg->graph_nodes)
+    if ((kinds & TK_GRAPH) && !cfg->graph_nodes)
         enable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "GRAPH_TRACE", ok, bad, sizeof(ok));
     /* NCCL's link costs one API record per launch: only once a communicator needs it */
-    int link = (cu.kinds & TK_API) || ((cu.kinds & TK_NCCL) && atomic_load(&cu.nccl_link));
+    int link = (kinds & TK_API) || ((kinds & TK_NCCL) && atomic_load(&cu.nccl_link));
     if (link)
         enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", ok, bad,
                sizeof(ok));
     rt = drv = 0;
     if (link)
-        enable_api(!(cu.kinds & TK_API), &rt, &drv);
+        enable_api(!(kinds & TK_API), &rt, &drv);
     if (rt)
         append(ok, sizeof(ok), "RUNTIME");
     if (drv)
         append(ok, sizeof(ok), "DRIVER");
-    if (!cu.no_self) { /* CUPTI's own cost for the report; the GPUs (else: mrd__cupti_attach) */
+    if (!atomic_load(&cu.no_self_now)) { /* CUPTI's own cost; the GPUs (else: the attach) */
         enable(CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", ok, bad, sizeof(ok));
         enable(CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", ok, bad, sizeof(ok));
     }
@@ -726,6 +767,9 @@ int mrd__cupti_setup(void)
 
     if (read_options())
         return -EINVAL;
+    if (cu.alt != ALT_NONE)
+        fprintf(stderr, "meridian: MERIDIAN_CUPTI_ALTERNATE alternates the steady tier's "
+                        "windows; the full tier has none: ignored\n");
     if (claim_cupti(&sub))
         return -EBUSY; /* nothing claimed, nothing to undo */
     e = mrd__cupti_pool_create(cu.opt_buf_bytes, cu.opt_nbufs);
@@ -795,6 +839,22 @@ static int steady_setup(void)
     return 0;
 }
 
+/* MERIDIAN_CUPTI_ALTERNATE, before an attach's configure(): whether this attach is a
+ * changed one (every second), this attach's kinds, and the stderr line inproc.py reads. */
+static int alternate_begin(void)
+{
+    if (cu.alt == ALT_NONE)
+        return 0;
+    uint64_t n = atomic_load(&cu.gen) + 1; /* open_gate makes it this attach's generation */
+    int changed = n % 2 == 0;
+    atomic_store(&cu.alt_changed, changed);
+    atomic_store(&cu.kinds_now, changed && cu.alt == ALT_KINDS ? TK_KERNEL : cu.kinds);
+    atomic_store(&cu.no_self_now, (changed && cu.alt == ALT_KINDS) || cu.no_self);
+    fprintf(stderr, "meridian: attach %llu alternate %s %s\n", (unsigned long long)n,
+            alt_names[cu.alt], changed ? "changed" : "default");
+    return changed;
+}
+
 int mrd__cupti_attach(void)
 {
     CUpti_SubscriberHandle sub = NULL;
@@ -804,6 +864,7 @@ int mrd__cupti_attach(void)
         return -EBUSY;
     for (unsigned i = 0; i < POOL_MAX; i++) /* the last detach delivered every buffer */
         atomic_store(&cu.busy[i], 0);
+    int changed = alternate_begin();
     int e = configure();
     if (e != 0) {
         cuptiUnsubscribe(sub);
@@ -817,6 +878,10 @@ int mrd__cupti_attach(void)
             mrd__gpu_from_driver((uint32_t)dev);
     }
     open_gate(sub);
+    if (changed && cu.alt == ALT_SUBSCRIBE) { /* held by nobody until the close */
+        cuptiUnsubscribe(sub);
+        cu.sub = NULL;
+    }
     return 0;
 }
 
@@ -831,6 +896,19 @@ void mrd__cupti_close(void)
 {
     if (!gate_enter())
         return;
+    if (!cu.sub) { /* MERIDIAN_CUPTI_ALTERNATE=subscribe's changed window: as the bare consumer */
+        CUpti_SubscriberHandle sub = NULL;
+        CUptiResult r = cuptiSubscribe(&sub, subscriber_cb, NULL);
+        if (r != CUPTI_SUCCESS) {
+            fprintf(stderr,
+                    "meridian: MERIDIAN_CUPTI_ALTERNATE=subscribe: cuptiSubscribe at "
+                    "the window's close: %s; CUPTI stays attached\n",
+                    cupti_err(r));
+            gate_leave();
+            return;
+        }
+        cu.sub = sub;
+    }
     atomic_store(&cu.boundary, 0);
     atomic_store(&cu.closing, 1);
     cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
@@ -911,7 +989,8 @@ void mrd__cupti_nccl_comm(int nranks)
     unsigned rt, drv;
     if (nranks < 2 || atomic_exchange(&cu.nccl_link, 1))
         return;
-    if (!(cu.kinds & TK_NCCL) || (cu.kinds & TK_API) || !gate_enter())
+    unsigned kinds = atomic_load(&cu.kinds_now);
+    if (!(kinds & TK_NCCL) || (kinds & TK_API) || !gate_enter())
         return; /* not attached now: the next attach's configure() enables it */
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
     enable_api(1, &rt, &drv);

@@ -15,7 +15,8 @@
 #include "fake_agent.h"
 
 atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
-atomic_int kernel_on;
+atomic_int kernel_on, flush_plain;
+static _Atomic unsigned long long kinds_bits; /* bit k: activity kind k enabled now */
 static CUpti_CallbackFunc api_cb;
 static struct {
     int x;
@@ -63,6 +64,7 @@ CUptiResult CUPTIAPI cuptiFinalize(void)
 {
     atomic_fetch_add(&finalized, 1);
     atomic_store(&kernel_on, 0);
+    atomic_store(&kinds_bits, 0);
     atomic_store(&domain_bits, 0);
     count_domains();
     return CUPTI_SUCCESS;
@@ -73,7 +75,7 @@ CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s
 {
     (void)sub;
     CHECK_EQ(atomic_fetch_add(&enabling, 1), 0);
-    int bit = domain == CUPTI_CB_DOMAIN_RUNTIME_API ? 1
+    int bit = domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? 1
               : domain == CUPTI_CB_DOMAIN_DRIVER_API ? 2
                                                      : 0;
     CHECK(bit != 0);
@@ -109,7 +111,14 @@ CUptiResult CUPTIAPI cuptiActivityEnable(CUpti_ActivityKind kind)
 {
     if (kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
         atomic_store(&kernel_on, 1);
+    CHECK((unsigned)kind < 64);
+    atomic_fetch_or(&kinds_bits, 1ull << kind);
     return CUPTI_SUCCESS;
+}
+
+int kind_on(CUpti_ActivityKind kind)
+{
+    return (int)((atomic_load(&kinds_bits) >> kind) & 1);
 }
 
 CUptiResult CUPTIAPI cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
@@ -128,6 +137,8 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag)
 {
     if (flag & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)
         atomic_fetch_add(&flush_forced, 1);
+    else
+        atomic_fetch_add(&flush_plain, 1);
     return CUPTI_SUCCESS;
 }
 
@@ -210,11 +221,11 @@ int window_records(char out[][64], int max)
         CHECK(r[i].str[0] != NULL);
         CHECK(w->end >= w->start);
         CHECK(w->attach_ns >= 0 && w->flush_ns >= 0 && w->detach_ns >= -1);
-        int len = snprintf(out[k++], 64, "%lld-%lld %s a=%lld d=%lld f=%lld",
-                           (long long)w->first_step, (long long)w->last_step, r[i].str[0],
-                           (long long)(w->attach_ns / 1000),
-                           (long long)(w->detach_ns < 0 ? -1 : w->detach_ns / 1000),
-                           (long long)(w->flush_ns / 1000));
+        int len =
+            snprintf(out[k++], 64, "%lld-%lld %s a=%lld d=%lld f=%lld", (long long)w->first_step,
+                     (long long)w->last_step, r[i].str[0], (long long)(w->attach_ns / 1000),
+                     (long long)(w->detach_ns < 0 ? -1 : w->detach_ns / 1000),
+                     (long long)(w->flush_ns / 1000));
         CHECK(len > 0 && len < 64);
     }
     return k;

@@ -8,9 +8,13 @@
 #include <cupti.h>
 
 /* Calls of the CUPTI entry points so far (kernel_on: CONCURRENT_KERNEL enabled now;
- * domains_on: how many of the runtime and driver callback domains are enabled now). */
+ * domains_on: how many of the runtime and driver callback domains are enabled now;
+ * flush_plain: cuptiActivityFlushAll(0) calls, flush_forced the forced ones). */
 extern atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
-extern atomic_int kernel_on;
+extern atomic_int kernel_on, flush_plain;
+
+/* 1 while activity kind `kind` is enabled (since the last cuptiFinalize), else 0. */
+int kind_on(CUpti_ActivityKind kind);
 
 /* One CUDA runtime API call: its callback, as CUPTI makes it, only while the runtime domain
  * is enabled (cuptiEnableDomain). Returns 1 when the callback was made, 0 when it was off. */
