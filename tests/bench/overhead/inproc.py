@@ -31,6 +31,14 @@ every figure is a ratio of two step medians of that process:
           --record-file`, no meridiand and no socket: the records are encoded and written to
           a file), against `window` per round: what the daemon's ingest beside the job costs
           a traced step. No database: its windows are the specification's.
+  window_alt_kinds, window_alt_subscribe, window_alt_flush  optional (session 15):
+          `window` with MERIDIAN_CUPTI_ALTERNATE, so that every second meridian window of the
+          process changes one mechanism to the bare consumer's way (kernel records alone; no
+          CUPTI subscriber held through the window; no periodic flush): the agent says per
+          attach which it was, and the report gives added(changed) - added(default) inside
+          each process, the two kinds of window sharing one baseline. Between processes
+          (the window_* variants above) 12 rounds carry +-2-4 points of a step on a noisy
+          host (run 47); this comparison does not pay the process-to-process spread.
   window_alone  optional, with --mixed: `window` without the bare consumer in its process,
           against `window` per round: whether the bare consumer's attaches change what
           meridian's windows cost (the mixed design assumes they do not; runs 34-38 had
@@ -88,7 +96,9 @@ ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
           "n_traced", "windows", "wall_s", "rc", "machine", "attach_ms", "detach1_ms",
           "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added",
-          "bare_windows", "pace_waits", "pace_wait_ms", "ring_full", "cupti_dropped"]
+          "bare_windows", "pace_waits", "pace_wait_ms", "ring_full", "cupti_dropped",
+          "alt_default_traced_ms", "alt_changed_traced_ms", "alt_default_local",
+          "alt_changed_local"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -103,7 +113,12 @@ MERIDIAN_VARIANTS = {
     "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings (both rates)
     "window_alone": {},  # with --mixed: `window` without the bare consumer in its process
     "window_recordonly": {},  # `meridian run --record-file`: no meridiand beside the job
+    # one mechanism changed in every second window of the same process (agent/capture/cupti.c)
+    "window_alt_kinds": {"MERIDIAN_CUPTI_ALTERNATE": "kinds"},
+    "window_alt_subscribe": {"MERIDIAN_CUPTI_ALTERNATE": "subscribe"},
+    "window_alt_flush": {"MERIDIAN_CUPTI_ALTERNATE": "flush"},
 }
+ALTERNATE = {v for v, env in MERIDIAN_VARIANTS.items() if "MERIDIAN_CUPTI_ALTERNATE" in env}
 RECORD_ONLY = {"window_recordonly"}  # run under `meridian run --record-file`: no database
 EDGES = (("attach_ms", "the window's first step (meridian attaches in it)", 0),
          ("detach1_ms", "the step after the window (closing: the boundary)", 1),
@@ -197,6 +212,37 @@ def local_added(ms, windows, others, radius):
         if traced and near:
             vals.append(statistics.median(traced) / statistics.median(near) - 1)
     return "%.5f" % statistics.median(vals) if vals else ""
+
+
+def split_alternate(out, windows):
+    """MERIDIAN_CUPTI_ALTERNATE: (the default windows, the changed ones) of a run, from the
+    agent's stderr lines "meridian: attach N alternate WHAT default|changed", the N-th
+    attach being the N-th window in step order; None (said why) when the lines do not
+    number 1..len(windows) in order."""
+    found = re.findall(r"meridian: attach (\d+) alternate \w+ (default|changed)", out)
+    if [int(n) for n, _ in found] != list(range(1, len(windows) + 1)):
+        print(f"inproc: {len(found)} attach lines for {len(windows)} windows (or out of "
+              f"order): the default and changed windows cannot be told apart in this run",
+              flush=True)
+        return None
+    return ([w for w, (_, how) in zip(windows, found) if how == "default"],
+            [w for w, (_, how) in zip(windows, found) if how == "changed"])
+
+
+def alternate_figures(ms, split, others, radius):
+    """The CSV fields of a MERIDIAN_CUPTI_ALTERNATE run: each kind of window's traced median
+    and local figure, the other kind's windows (and `others`, the bare consumer's) kept out
+    of its neighbours; empty strings when the split is unknown."""
+    out = dict(alt_default_traced_ms="", alt_changed_traced_ms="", alt_default_local="",
+               alt_changed_local="")
+    if not split:
+        return out
+    for key, mine, theirs in (("default", split[0], split[1]), ("changed", split[1], split[0])):
+        traced = classify_window_run(ms, mine, list(theirs) + list(others))[0]
+        if traced:
+            out[f"alt_{key}_traced_ms"] = "%.4f" % statistics.median(traced)
+        out[f"alt_{key}_local"] = local_added(ms, mine, list(theirs) + list(others), radius)
+    return out
 
 
 def edge_costs(ms, windows, untraced_median):
@@ -357,7 +403,9 @@ def run_one(a, rnd, workload, variant, writer):
                local_added=local_added(ms, wins, bare_wins, a.local_radius),
                bare_local_added=(local_added(ms, bare_wins, wins, a.local_radius)
                                  if bare_wins else ""),
-               **edge_costs(ms, wins, statistics.median(untraced)), **counts)
+               **edge_costs(ms, wins, statistics.median(untraced)), **counts,
+               **alternate_figures(ms, split_alternate(out, wins) if variant in ALTERNATE
+                                   else None, bare_wins, a.local_radius))
     writer.writerow(row)
     also = f" bare traced {row['bare_traced_ms']} ms" if bare_traced else ""
     print(f"inproc: round {rnd} {workload:12s} {variant:6s} untraced {row['untraced_ms']} ms "
@@ -417,6 +465,7 @@ def report(rows):
             if vals:
                 print(stat_line(f"{w:12s} {label:46s}", vals, "%.4f", goal))
     report_variants(rows)
+    report_alternate(rows)
     report_mixed(rows)
     report_pace(rows)
     report_edges(rows)
@@ -454,6 +503,44 @@ def report_variants(rows):
         print("\ninproc: meridian's variants (one mechanism off each), per traced step, paired "
               "per round")
         print("\n".join(lines))
+
+
+def report_alternate(rows):
+    """MERIDIAN_CUPTI_ALTERNATE runs: inside each process, the changed windows' added cost
+    less the default windows' (run: traced medians over the run's untraced median; local:
+    each window against its neighbours), and each kind against the bare consumer's windows
+    of the same process (--mixed)."""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0" and r.get("alt_default_traced_ms") and r.get(
+                "alt_changed_traced_ms"):
+            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    if not by:
+        return
+    print("\ninproc: one mechanism changed in every second meridian window of each process "
+          "(MERIDIAN_CUPTI_ALTERNATE), paired inside the process")
+    for (w, v), rs in sorted(by.items()):
+        run_d, local_d, vs_bare = [], [], {"default": [], "changed": []}
+        for r in rs:
+            u = float(r["untraced_ms"])
+            run_d.append((float(r["alt_changed_traced_ms"]) - float(r["alt_default_traced_ms"]))
+                         / u)
+            if r.get("alt_default_local") and r.get("alt_changed_local"):
+                local_d.append(float(r["alt_changed_local"]) - float(r["alt_default_local"]))
+            bare = float(r["bare_local_added"]) if r.get("bare_local_added") else 0.0
+            for how in vs_bare:
+                if bare > 0 and r.get(f"alt_{how}_local"):
+                    vs_bare[how].append(float(r[f"alt_{how}_local"]) / bare)
+        for label, vals, f in (("added(changed) - added(default), one process (run)", run_d,
+                                "%+.4f"),
+                               ("added(changed) - added(default), one process (local)",
+                                local_d, "%+.4f"),
+                               ("added(default)/added(bare), one process (local)",
+                                vs_bare["default"], "%.4f"),
+                               ("added(changed)/added(bare), one process (local)",
+                                vs_bare["changed"], "%.4f")):
+            if vals:
+                print(stat_line(f"{w:12s} {v:20s} {label:52s}", vals, f))
 
 
 def ratio_of_means(pairs):

@@ -32,8 +32,12 @@ reported against window, -0.0990 where the stand-in makes meridian's windows dea
 the bare consumer (FAKE_INTERACT); the two consumers trade places in even rounds, and with
 a cost tied to the place in the period (FAKE_PHASE) each order's ratio is reported (1.9356,
 0.9571) and the ratio less each round's plain null is exact again (1.4356), with and without
-the trade (--fixed-phases). Before all that, the step classification, the local figure
-and the median's order-statistic interval on hand-made lists where a range one step off
+the trade (--fixed-phases). With MERIDIAN_CUPTI_ALTERNATE (window_alt_kinds: the stand-in
+prints the agent's attach lines and runs every second window's traced steps at 1210 us) the
+changed windows less the default ones inside each process are -0.0891 (run and local), and
+against the bare consumer 1.4356 and 0.9901; a run with an attach line missing is not split.
+Before all that, the step classification, the local figure,
+the attach lines' split and the median's order-statistic interval on hand-made lists where a range one step off
 changes the result. A bad window
 specification, an unknown variant, `before` without a library and a resume into a CSV of
 other columns are refused.
@@ -68,6 +72,7 @@ if os.environ.get("FAKE_MERIDIAN"):
 if bare and os.environ.get("BARE_CONSUMER_KINDS") != "CONCURRENT_KERNEL":
     sys.exit("bare consumer without kernel-only kinds")
 out = []
+alt = os.environ.get("MERIDIAN_CUPTI_ALTERNATE") if os.environ.get("FAKE_MERIDIAN") else None
 base = 1010.0 if os.environ.get("FAKE_MERIDIAN") else 1000.0
 for i in range(steps):
     us = base
@@ -77,9 +82,11 @@ for i in range(steps):
         elif f < i <= l:
             us = 1.2 * base
     if os.environ.get("FAKE_MERIDIAN"):
-        for f, l in wins:
+        for k, (f, l) in enumerate(wins):
             if i == f:
                 us = 5000.0
+            elif f < i <= l and alt and k % 2 == 1:
+                us = 1210.0  # MERIDIAN_CUPTI_ALTERNATE's changed windows (every second)
             elif f < i <= l:
                 us = 1250.0 if os.environ.get("MERIDIAN_CUPTI_FLUSH_MS") == "0" else 1300.0
                 if (os.environ.get("MERIDIAN_CUPTI_SELF_RECORDS") == "0"
@@ -102,6 +109,9 @@ for i in range(steps):
 print("kernel_storm: launches=%d wall_s=1 us_per_launch=1 steps=%d launches_per_step=1000"
       % (steps * 1000, steps))
 print("kernel_storm: step_us=" + ",".join(out))
+for k in range(len(wins) - (1 if os.environ.get("FAKE_ALT_SHORT") else 0)) if alt else []:
+    print("meridian: attach %d alternate %s %s" % (k + 1, alt, "changed" if k % 2 else
+                                                   "default"), file=sys.stderr)
 if wins:
     with open(os.environ["FAKE_WINDOWS_OUT"], "w") as f:
         f.write(" ".join("%d-%d" % w for w in wins))
@@ -209,6 +219,16 @@ def unit_checks():
     got = inproc.local_added(ms, other, wins, 4)
     if got != "%.5f" % (13.5 / 11.0 - 1):
         fail(f"local_added of the other window {got}, want {13.5 / 11.0 - 1:.5f}", "")
+    # MERIDIAN_CUPTI_ALTERNATE's attach lines: the N-th attach is the N-th window
+    four = [(2, 4), (22, 24), (42, 44), (62, 64)]
+    text = "".join("x\nmeridian: attach %d alternate kinds %s\n" % (n, how) for n, how in
+                   ((1, "default"), (2, "changed"), (3, "default"), (4, "changed")))
+    if inproc.split_alternate(text, four) != ([(2, 4), (42, 44)], [(22, 24), (62, 64)]):
+        fail(f"split_alternate gave {inproc.split_alternate(text, four)}", text)
+    for bad in (text.replace("attach 4", "attach 5"), text.replace("attach 3", "attach 9"),
+                text.split("meridian: attach 4")[0]):
+        if inproc.split_alternate(bad, four) is not None:
+            fail("split_alternate accepted attach lines that do not number the windows", bad)
     # the median's order-statistic interval: none under 6 values; min-max at 7; at 20 the
     # 6th and 15th values (P(Binomial(20, 1/2) <= 5) = 0.021)
     if tiers.median_ci_exact([1, 2, 3, 4, 5]) is not None:
@@ -367,6 +387,28 @@ def main():
         if not re.search(r"storm +added\(window_alone\) - added\(window\), local +-0\.0990  "
                          r"\[.*n=3", out):
             fail("window_alone's difference to window (local) not -0.0990", out)
+        # MERIDIAN_CUPTI_ALTERNATE (window_alt_kinds): the stand-in's changed windows (every
+        # second) take 1210 us a traced step, the default ones 1300: inside each process
+        # 0.1980 - 0.2871 = -0.0891, and against the bare consumer's 0.2000 1.4356 / 0.9901
+        os.unlink(os.path.join(tmp, "r.csv"))
+        rc, out = run(tmp, {}, "--mixed", "--variants", "window,window_alt_kinds")
+        if rc != 0:
+            fail(f"exit {rc} with window_alt_kinds", out)
+        expect_lines(out, (
+            r"storm +window_alt_kinds +added\(changed\) - added\(default\), one process "
+            r"\(run\) +-0\.0891  \[.*n=3",
+            r"storm +window_alt_kinds +added\(changed\) - added\(default\), one process "
+            r"\(local\) +-0\.0891  \[.*n=3",
+            r"storm +window_alt_kinds +added\(default\)/added\(bare\), one process \(local\) +"
+            r"1\.4356  \[",
+            r"storm +window_alt_kinds +added\(changed\)/added\(bare\), one process \(local\) +"
+            r"0\.9901  \["), "(window_alt_kinds)")
+        # an attach line missing: the run's split is refused, not guessed
+        os.unlink(os.path.join(tmp, "r.csv"))
+        rc, out = run(tmp, {"FAKE_ALT_SHORT": "1"}, "--mixed", "--variants", "window_alt_flush",
+                      "--rounds", "1")
+        if rc != 0 or "3 attach lines for 4 windows" not in out or "added(changed)" in out:
+            fail("a run with an attach line missing was split anyway", out)
         # a step time tied to the place in the period (FAKE_PHASE: +10% on the steps at
         # meridian's places of odd rounds, whoever is attached there): meridian's ratio is
         # 1.9356 where it has those places, 0.9571 where the bare consumer has them (even
