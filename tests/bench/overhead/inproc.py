@@ -78,10 +78,12 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
        [--windows 20/100@10] [--mixed [--fixed-phases]]
-       [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume] [--report-only]
+       [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume]
+       [--report-only [--positions STEPS_CSV[,STEPS_CSV...]]]
 """
 import argparse
 import csv
+import gzip
 import os
 import re
 import sqlite3
@@ -671,6 +673,78 @@ def report_mixed(rows):
     print("\n".join(lines))
 
 
+def window_positions(ms, windows, others, radius, n):
+    """[position 0..n-1 from a window's first step (0: the attach step; after LENGTH - 1
+    traced steps come the two detach steps): the median over windows of that step / the
+    median of the window's untraced neighbours (as local_added's) - 1], or None where no
+    window has neighbours and all n steps."""
+    skip = not_untraced(windows, others)
+    per = [[] for _ in range(n)]
+    for first, last in windows:
+        near = [ms[i] for i in list(range(first - radius, first)) +
+                list(range(last + 3, last + 3 + radius))
+                if 0 <= i < len(ms) and i not in skip]
+        if not near or first + n > len(ms):
+            continue
+        base = statistics.median(near)
+        for p in range(n):
+            per[p].append(ms[first + p] / base - 1)
+    return [statistics.median(x) for x in per] if per[0] else None
+
+
+def read_steps(paths):
+    """{(round, workload, variant): [ms of step 0, 1, ...]} from --steps-csv files (also
+    gzip-compressed, as tests/gpu/results keeps them)."""
+    out = {}
+    for path in paths:
+        if not os.path.isfile(path):
+            raise SystemExit(f"inproc: --positions: {path} is not a file")
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+            for r in csv.DictReader(f):
+                out.setdefault((int(r["round"]), r["workload"], r["variant"]), []).append(
+                    (int(r["step"]), float(r["ms"])))
+    return {k: [t for _, t in sorted(v)] for k, v in out.items()}
+
+
+def report_positions(rows, paths, radius):
+    """--positions (with --report-only): where in the window a --mixed run's traced-step
+    cost sits, from the runs' every-step times: per position, meridian's window step and the
+    bare consumer's against their own neighbours, and the difference paired per process;
+    then each process's mean difference over the traced positions (1..LENGTH-1). An excess
+    spread over every traced step is a per-launch cost; one at the first positions, the
+    attach's aftermath."""
+    steps = read_steps(paths)
+    by = {}
+    for r in rows:
+        ms = steps.get((int(r["round"]), r["workload"], r["variant"]))
+        if str(r["rc"]) != "0" or not ms or not r.get("bare_windows") or not r.get("windows") \
+                or r["variant"] not in MERIDIAN_VARIANTS:
+            continue
+        length = parse_windows(r["bare_windows"])[0]
+        wins = [tuple(int(x) for x in w.split("-")) for w in r["windows"].split()]
+        bare = window_steps(parse_windows(r["bare_windows"]), len(ms))
+        mine = window_positions(ms, wins, bare, radius, length + 2)
+        theirs = window_positions(ms, bare, wins, radius, length + 2)
+        if mine and theirs:
+            by.setdefault((r["workload"], r["variant"], length), []).append((mine, theirs))
+    if not by:
+        print("\ninproc: --positions: no --mixed run with its steps in the given files")
+        return
+    print("\ninproc: where in the window the cost sits (--positions): step / its window's "
+          "untraced neighbours - 1, median over windows, then over processes; position 0 "
+          "attaches, the last two detach; the difference paired per process")
+    for (w, v, length), pairs in sorted(by.items()):
+        for p in range(length + 2):
+            m = statistics.median(a[p] for a, _ in pairs)
+            b = statistics.median(b[p] for _, b in pairs)
+            print(stat_line(f"{w:12s} {v:18s} position {p:2d}: meridian {m * 100:+7.2f}%  "
+                            f"bare {b * 100:+7.2f}%  meridian - bare",
+                            [a[p] - b[p] for a, b in pairs], "%+.4f"))
+        means = [statistics.mean(a[p] - b[p] for p in range(1, length)) for a, b in pairs]
+        print(stat_line(f"{w:12s} {v:18s} traced positions 1-{length - 1}, mean of meridian - "
+                        f"bare, per process", means, "%+.4f"))
+
+
 def steady_estimate(r, length, period):
     """The steady tier's cost over a whole run with windows LENGTH/PERIOD, from one window
     run's in-process figures: (attach + both detach steps + (LENGTH - 1) traced steps' added
@@ -728,6 +802,9 @@ def main(argv):
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--windows", default="20/100@10")
     ap.add_argument("--steps-csv", default="", help="also append every step's time here")
+    ap.add_argument("--positions", default="",
+                    help="with --report-only: FILE[,FILE...], the runs' --steps-csv files; "
+                         "adds where in the window the traced-step cost sits (--mixed runs)")
     ap.add_argument("--before-lib", default="",
                     help="an earlier agent library for the variant `before` (the window "
                          "variant with that agent: a change measured side by side)")
@@ -748,8 +825,13 @@ def main(argv):
         raise SystemExit(f"inproc: --mixed --windows {a.windows}: the bare consumer's windows "
                          f"start half a period later, so LENGTH + 3 (a window and its two "
                          f"detach steps) must fit in PERIOD / 2 = {period // 2}")
+    if a.positions and not a.report_only:
+        raise SystemExit("inproc: --positions reads a finished run: give it with --report-only")
     if a.report_only:
-        report(tiers.read_rows(a.csv))
+        rows = tiers.read_rows(a.csv)
+        report(rows)
+        if a.positions:
+            report_positions(rows, a.positions.split(","), a.local_radius)
         return 0
     vs = a.variants.split(",")
     known = ["bare", "plain"] + list(MERIDIAN_VARIANTS)

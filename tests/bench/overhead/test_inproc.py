@@ -36,6 +36,9 @@ the trade (--fixed-phases). With MERIDIAN_CUPTI_ALTERNATE (window_alt_kinds: the
 prints the agent's attach lines and runs every second window's traced steps at 1210 us) the
 changed windows less the default ones inside each process are -0.0891 (run and local), and
 against the bare consumer 1.4356 and 0.9901; a run with an attach line missing is not split.
+`--positions` reads the every-step CSV back and puts the stand-in's costs at their exact
+places in the window (attach +395.05% against the bare consumer's +296.04%, every traced
+step +28.71% against +20.00%, the two detach steps against nothing).
 Before all that, the step classification, the local figure,
 the attach lines' split and the median's order-statistic interval on hand-made lists where a range one step off
 changes the result. A bad window
@@ -403,6 +406,33 @@ def main():
             r"1\.4356  \[",
             r"storm +window_alt_kinds +added\(changed\)/added\(bare\), one process \(local\) +"
             r"0\.9901  \["), "(window_alt_kinds)")
+        # --positions: where in the window the cost sits, from the every-step CSV; the
+        # stand-in's meridian steps 5000 us at the attach, 1300 traced, 3000 and 2500 on the
+        # detach steps; the bare consumer's 4000 and 1212 and nothing after (1010 us)
+        os.unlink(os.path.join(tmp, "r.csv"))
+        sc = os.path.join(tmp, "mixed_steps.csv")
+        rc, out = run(tmp, {}, "--mixed", "--variants", "window", "--steps-csv", sc)
+        if rc != 0:
+            fail(f"exit {rc} with --mixed --steps-csv", out)
+        rc, out = run(tmp, {}, "--mixed", "--report-only", "--positions", sc)
+        if rc != 0:
+            fail(f"exit {rc} with --positions", out)
+        expect_lines(out, (
+            r"storm +window +position  0: meridian +\+395\.05%  bare +\+296\.04%  "
+            r"meridian - bare \+0\.9901  \[.*n=3",
+            r"storm +window +position  1: meridian +\+28\.71%  bare +\+20\.00%  "
+            r"meridian - bare \+0\.0871  \[",
+            r"storm +window +position 19: meridian +\+28\.71%  bare +\+20\.00%",
+            r"storm +window +position 20: meridian +\+197\.03%  bare +\+0\.00%  "
+            r"meridian - bare \+1\.9703  \[",
+            r"storm +window +position 21: meridian +\+147\.52%",
+            r"storm +window +traced positions 1-19, mean of meridian - bare, per process "
+            r"\+0\.0871  \[\+0\.0871-\+0\.0871\]"), "(--positions)")
+        if "position 22" in out:
+            fail("--positions went past the two detach steps", out)
+        rc, out = run(tmp, {}, "--positions", sc)
+        if rc == 0 or "give it with --report-only" not in out:
+            fail("--positions without --report-only was accepted", out)
         # an attach line missing: the run's split is refused, not guessed
         os.unlink(os.path.join(tmp, "r.csv"))
         rc, out = run(tmp, {"FAKE_ALT_SHORT": "1"}, "--mixed", "--variants", "window_alt_flush",
