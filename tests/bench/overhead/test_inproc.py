@@ -39,11 +39,10 @@ against the bare consumer 1.4356 and 0.9901; a run with an attach line missing i
 `--positions` reads the every-step CSV back and puts the stand-in's costs at their exact
 places in the window (attach +395.05% against the bare consumer's +296.04%, every traced
 step +28.71% against +20.00%, the two detach steps against nothing).
-Before all that, the step classification, the local figure,
-the attach lines' split and the median's order-statistic interval on hand-made lists where a range one step off
-changes the result. A bad window
-specification, an unknown variant, `before` without a library and a resume into a CSV of
-other columns are refused.
+Before all that, the step classification, the local figure, the attach lines' split and
+the median's order-statistic interval on hand-made lists where a range one step off changes
+the result. A bad window specification, an unknown variant, `before` without a library,
+`--positions` without `--report-only` and a resume into a CSV of other columns are refused.
 """
 import os
 import re
