@@ -103,7 +103,8 @@ const char mrd_db_sql_op_channel_scan[] =
     "SELECT rank, op_id, gpu_start, gpu_end FROM main.nccl_channels "
     "WHERE gpu_start > 0 AND gpu_end >= gpu_start";
 
-const char mrd_db_sql_op_gpu_insert[] = "INSERT OR IGNORE INTO temp.mrd_op_gpu VALUES (?1, ?2, ?3, ?4, ?5)";
+const char mrd_db_sql_op_gpu_insert[] =
+    "INSERT OR IGNORE INTO temp.mrd_op_gpu VALUES (?1, ?2, ?3, ?4, ?5)";
 
 const char mrd_db_sql_op_channel_time[] =
     "INSERT OR IGNORE INTO temp.mrd_op_time SELECT rank, op_id, gpu_start, "
@@ -192,30 +193,14 @@ const char mrd_db_sql_origin_set[] = "INSERT INTO temp.mrd_time_origin VALUES (?
 #define GLOBAL(c)                                                                                  \
     "(t." c " + COALESCE(" MAP_TERM(c, " AND m.local_begin_ns <= t." c,                            \
                                     " DESC") ", " MAP_TERM(c, "", "") ", 0))"
-#define GLOBAL_VIEW(table)                                                                            \
-    "DROP VIEW IF EXISTS temp." table "_global; CREATE TEMP VIEW " table "_global AS SELECT "         \
-    "t.*, " GLOBAL("start_ns") " AS start_global_ns, " GLOBAL(                                        \
-        "end_ns") " AS end_global_ns, " GLOBAL("start_ns") " - o.origin_ns AS "                       \
-                                                           "start_at_ns, " GLOBAL("end_ns") " - "     \
-                                                                                            "o."      \
-                                                                                            "orig"    \
-                                                                                            "in_"     \
-                                                                                            "ns "     \
-                                                                                            "AS "     \
-                                                                                            "end_"    \
-                                                                                            "at_"     \
-                                                                                            "ns "     \
-                                                                                            "FROM"    \
-                                                                                            " mai"    \
-                                                                                            "n"       \
-                                                                                            "." table \
-                                                                                            " t, "    \
-                                                                                            "temp"    \
-                                                                                            ".mrd"    \
-                                                                                            "_tim"    \
-                                                                                            "e_"      \
-                                                                                            "orig"    \
-                                                                                            "in o"
+/* clang-format (14) would cut this macro's strings into pieces of a few letters */
+/* clang-format off */
+#define GLOBAL_VIEW(table)                                                                         \
+    "DROP VIEW IF EXISTS temp." table "_global; CREATE TEMP VIEW " table "_global AS SELECT "      \
+    "t.*, " GLOBAL("start_ns") " AS start_global_ns, " GLOBAL("end_ns") " AS end_global_ns, "      \
+    GLOBAL("start_ns") " - o.origin_ns AS start_at_ns, " GLOBAL("end_ns") " - o.origin_ns AS "     \
+    "end_at_ns FROM main." table " t, temp.mrd_time_origin o"
+/* clang-format on */
 #define LOCAL_VIEW(table)                                                                          \
     "DROP VIEW IF EXISTS temp." table "_global; CREATE TEMP VIEW " table "_global AS SELECT "      \
     "t.*, t.start_ns AS start_global_ns, t.end_ns AS end_global_ns, t.start_ns - o.origin_ns "     \
@@ -303,7 +288,6 @@ const char mrd_db_sql_step_ranges[] =
     "(s.value LIKE ?1 || '%' OR s.value LIKE 'ProfilerStep%' OR "
     "(?2 AND s.value LIKE 'train%step%')) "
     "ORDER BY n.rank, n.start_ns";
-
 
 const char mrd_db_sql_kernel_totals[] =
     "SELECT COALESCE(s.value, '(unnamed)'), SUM(k.end_ns - k.start_ns), COUNT(*) FROM "
