@@ -170,6 +170,17 @@ def run(tmp, extra_env, *extra):
     return p.returncode, p.stdout
 
 
+def fresh_run(tmp, extra_env, *extra):
+    """run() into a new results CSV; fails unless it exits 0. Returns its output."""
+    csv_path = os.path.join(tmp, "r.csv")
+    if os.path.exists(csv_path):
+        os.unlink(csv_path)
+    rc, out = run(tmp, extra_env, *extra)
+    if rc != 0:
+        fail(f"exit {rc} with {' '.join(extra) or 'the defaults'} {extra_env or ''}", out)
+    return out
+
+
 def expect_lines(out, patterns, tag=""):
     """Fails unless every regular expression of patterns is found in out."""
     for w in patterns:
@@ -263,10 +274,7 @@ def main():
         if "differ from" in out:
             fail("windows reported as differing when they did not", out)
         # the windows as recorded, not as specified, classify the steps
-        os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {"FAKE_SHIFT": "1"})
-        if rc != 0:
-            fail(f"exit {rc} with shifted windows", out)
+        out = fresh_run(tmp, {"FAKE_SHIFT": "1"})
         if "recorded windows [(11, 30)" not in out:
             fail("shifted windows not reported", out)
         expect_figures(out)
@@ -276,12 +284,9 @@ def main():
             fail(f"exit {rc} with --report-only", out)
         expect_figures(out)
         # an earlier agent side by side: its detach steps 1 ms slower each, paired per round
-        os.unlink(os.path.join(tmp, "r.csv"))
         before = os.path.join(tmp, "before.so")
         open(before, "w").close()
-        rc, out = run(tmp, {}, "--variants", "window,bare,plain,before", "--before-lib", before)
-        if rc != 0:
-            fail(f"exit {rc} with the before variant", out)
+        out = fresh_run(tmp, {}, "--variants", "window,bare,plain,before", "--before-lib", before)
         expect_figures(out)
         expect_lines(out, (
             r"storm +before +the step after the window \(closing: the boundary\) +"
@@ -299,20 +304,14 @@ def main():
         if rc == 0 or "resume into a new --csv" not in out:
             fail("a resume into a CSV of other columns was not refused", out)
         # one of meridian's mechanisms off: its variable reaches the job, paired per round
-        os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {}, "--variants", "window,bare,plain,window_noflush")
-        if rc != 0:
-            fail(f"exit {rc} with window_noflush", out)
+        out = fresh_run(tmp, {}, "--variants", "window,bare,plain,window_noflush")
         expect_figures(out)
         expect_lines(out, (
             r"storm +added\(window_noflush\)/added\(bare\) +1\.1881  \[.*n=3",
             r"storm +added\(window_noflush\) - added\(window\) +-0\.0495  \[.*n=3"))
         # the agent's pace counters (rank 0's) per variant, from each run's database
-        os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {"MERIDIAN_AGGREGATOR": "127.0.0.1:9"}, "--variants",
-                      "window,bare,window_nopace,window_barekinds,window_recordonly")
-        if rc != 0:
-            fail(f"exit {rc} with window_nopace", out)
+        out = fresh_run(tmp, {"MERIDIAN_AGGREGATOR": "127.0.0.1:9"}, "--variants",
+                        "window,bare,window_nopace,window_barekinds,window_recordonly")
         expect_lines(out, (
             r"storm +window +waits 4 \(max 4\), 6\.000 ms \(max 6\.000\); records lost "
             r"2 \(max 2\), n=3",
@@ -325,10 +324,7 @@ def main():
         # --mixed: the bare consumer's windows in meridian's processes, half a period later
         # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
         # one process each, and two nulls from the plain run
-        os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
-        if rc != 0:
-            fail(f"exit {rc} with --mixed", out)
+        out = fresh_run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
         expect_lines(out, (
             r"storm +round +1  window +meridian first +meridian's / bare's windows: run  "
             r"\+28\.71% /  "
@@ -345,10 +341,7 @@ def main():
             r"bare traced 1\.2120 ms"))
         # a run whose steps all take twice as long from step 195 on (between the windows'
         # neighbourhoods): the local figures stay exact, the run's medians do not
-        os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {"FAKE_JUMP": "1"}, "--mixed", "--variants", "window,plain")
-        if rc != 0:
-            fail(f"exit {rc} with --mixed and a jump", out)
+        out = fresh_run(tmp, {"FAKE_JUMP": "1"}, "--mixed", "--variants", "window,plain")
         expect_lines(out, (
             r"storm +added\(window\)/added\(bare\), one process \(local\) +1\.4356  \[",
             r"storm +plain \(local\): bare-window steps / others +1\.0000  \["))
@@ -357,12 +350,9 @@ def main():
                  "from run", out)
         # the short, frequent windows of runs 40-41 (8/32@4): the bare consumer is given
         # 8/32@20, and every figure is still exact
-        os.unlink(os.path.join(tmp, "r.csv"))
         log = os.path.join(tmp, "bare.log")
-        rc, out = run(tmp, {"FAKE_BARE_LOG": log}, "--mixed", "--windows", "8/32@4",
-                      "--variants", "window,plain")
-        if rc != 0:
-            fail(f"exit {rc} with --mixed --windows 8/32@4", out)
+        out = fresh_run(tmp, {"FAKE_BARE_LOG": log}, "--mixed", "--windows", "8/32@4",
+                        "--variants", "window,plain")
         with open(log) as f:
             given = set(f.read().split())
         if given != {"8/32@20", "8/32@4"}:
@@ -375,12 +365,9 @@ def main():
         # window_alone: meridian's process without the bare consumer, against window per
         # round; where the bare consumer makes meridian's windows dearer (FAKE_INTERACT:
         # 1400 us instead of 1300) the difference says so: 0.2871 - 0.3861
-        os.unlink(os.path.join(tmp, "r.csv"))
         os.unlink(log)
-        rc, out = run(tmp, {"FAKE_BARE_LOG": log, "FAKE_INTERACT": "1"}, "--mixed",
-                      "--variants", "window,window_alone")
-        if rc != 0:
-            fail(f"exit {rc} with window_alone", out)
+        out = fresh_run(tmp, {"FAKE_BARE_LOG": log, "FAKE_INTERACT": "1"}, "--mixed",
+                        "--variants", "window,window_alone")
         with open(log) as f:
             given = f.read().split()
         if given != ["20/100@60", "20/100@10", "20/100@60"]:
@@ -392,10 +379,7 @@ def main():
         # MERIDIAN_CUPTI_ALTERNATE (window_alt_kinds): the stand-in's changed windows (every
         # second) take 1210 us a traced step, the default ones 1300: inside each process
         # 0.1980 - 0.2871 = -0.0891, and against the bare consumer's 0.2000 1.4356 / 0.9901
-        os.unlink(os.path.join(tmp, "r.csv"))
-        rc, out = run(tmp, {}, "--mixed", "--variants", "window,window_alt_kinds")
-        if rc != 0:
-            fail(f"exit {rc} with window_alt_kinds", out)
+        out = fresh_run(tmp, {}, "--mixed", "--variants", "window,window_alt_kinds")
         expect_lines(out, (
             r"storm +window_alt_kinds +added\(changed\) - added\(default\), one process "
             r"\(run\) +-0\.0891  \[.*n=3",
@@ -408,11 +392,8 @@ def main():
         # --positions: where in the window the cost sits, from the every-step CSV; the
         # stand-in's meridian steps 5000 us at the attach, 1300 traced, 3000 and 2500 on the
         # detach steps; the bare consumer's 4000 and 1212 and nothing after (1010 us)
-        os.unlink(os.path.join(tmp, "r.csv"))
         sc = os.path.join(tmp, "mixed_steps.csv")
-        rc, out = run(tmp, {}, "--mixed", "--variants", "window", "--steps-csv", sc)
-        if rc != 0:
-            fail(f"exit {rc} with --mixed --steps-csv", out)
+        out = fresh_run(tmp, {}, "--mixed", "--variants", "window", "--steps-csv", sc)
         rc, out = run(tmp, {}, "--mixed", "--report-only", "--positions", sc)
         if rc != 0:
             fail(f"exit {rc} with --positions", out)
@@ -442,12 +423,9 @@ def main():
         # meridian's places of odd rounds, whoever is attached there): meridian's ratio is
         # 1.9356 where it has those places, 0.9571 where the bare consumer has them (even
         # rounds trade places), and each less its round's plain null gives 1.4356 in both
-        os.unlink(os.path.join(tmp, "r.csv"))
         os.unlink(log)
-        rc, out = run(tmp, {"FAKE_BARE_LOG": log, "FAKE_PHASE": "20/100@10"}, "--mixed",
-                      "--variants", "window,plain", "--rounds", "4")
-        if rc != 0:
-            fail(f"exit {rc} with FAKE_PHASE", out)
+        out = fresh_run(tmp, {"FAKE_BARE_LOG": log, "FAKE_PHASE": "20/100@10"}, "--mixed",
+                        "--variants", "window,plain", "--rounds", "4")
         with open(log) as f:
             given = f.read().split()
         if given != ["20/100@60", "20/100@10"] * 2:
