@@ -31,7 +31,8 @@ as the median of per-round ratios (paired):
   meridian / torch profiler                                          goal < 1 on d
 Each ratio from medians comes with a 95% interval from 2,000 resamples of the rounds
 (rounds drawn with replacement, a round's variants kept together; seeded): how far the
-noise of this run lets the ratio move. It also compares the activity kinds the bare consumer and meridian print (`kinds=`).
+noise of this run lets the ratio move. It also compares the activity kinds the bare consumer
+and meridian print (`kinds=`).
 
 Output: a Markdown table on stdout and in OUT/overhead.md, every run in OUT/overhead.csv
 (a row appended as each run ends, so a call cut short keeps what it measured; the storm's
@@ -496,7 +497,8 @@ def parse_args(argv):
     ap.add_argument("--workloads", default="storm,ref,ddp")
     ap.add_argument("--meridian", default="")
     ap.add_argument("--agent-lib", default="")
-    ap.add_argument("--meridian-cmd", default="{meridian} profile -o {db} --agent-lib {agent_lib} --",
+    ap.add_argument("--meridian-cmd",
+                    default="{meridian} profile -o {db} --agent-lib {agent_lib} --",
                     help="prefix for the meridian variant ({meridian}, {agent_lib}, {db})")
     ap.add_argument("--mpirun", default="mpirun --allow-run-as-root -np 2 --bind-to none "
                     "--mca btl self,vader,tcp --mca btl_vader_single_copy_mechanism none "

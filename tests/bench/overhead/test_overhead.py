@@ -64,7 +64,8 @@ class Model:
             if not self.inert:
                 lines.append("meridian: rank 0: sent 1234 events in 2 batches; lost 0")
         if wl == "storm":
-            lines.append(f"kernel_storm: launches=200000 wall_s=1.0 us_per_launch={val['storm']:.4f}")
+            lines.append("kernel_storm: launches=200000 wall_s=1.0 "
+                         f"us_per_launch={val['storm']:.4f}")
         elif wl == "ref":
             lines.append(f"ref_workload: world=2 measured_wall_s={val['ref']:.6f} check=ok")
         else:
@@ -136,7 +137,8 @@ def test_full_run(tmp):
     expect(storm_bare[3].get("CUDA_INJECTION64_PATH", "").endswith("libbare_consumer.so"),
            "storm bare variant sets CUDA_INJECTION64_PATH in the environment")
     # Ratios from the model: added ratio = ADD[meridian]/ADD[bare].
-    med = {v: overhead.summarize(h.samples("storm", v))["median"] for v in ("plain", "bare", "meridian")}
+    med = {v: overhead.summarize(h.samples("storm", v))["median"]
+           for v in ("plain", "bare", "meridian")}
     r = overhead.added_ratio(med["plain"], med["bare"], med["meridian"])
     expect(near(r, 2.1 / 2.0, 0.03), f"storm added ratio {r:.4f} vs 1.05")
     paired = h.paired("ddp_kd", overhead.added_ratio, ["plain", "bare", "meridian"])
@@ -342,7 +344,8 @@ def test_inert_agent_does_not_count(tmp):
 
 
 def test_parse():
-    expect(overhead.parse_metrics("ref", "ref_workload: world=2 measured_wall_s=1.5 check=FAILED") == {},
+    expect(overhead.parse_metrics("ref", "ref_workload: world=2 measured_wall_s=1.5 "
+                                  "check=FAILED") == {},
            "a failed result check gives no metric")
     got = overhead.parse_metrics("storm", "kernel_storm: launches=5 wall_s=1 us_per_launch=4.25\n")
     expect(got == {"storm": 4.25}, f"storm parse {got}")
