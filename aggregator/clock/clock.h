@@ -47,6 +47,12 @@ struct mrd_clock_model {
     char method[32];
 };
 
+/* The default allowance for the probe path's own asymmetry (the kernel's send and receive
+ * paths are not equally long: +0.1 to +0.4 us of bias measured on loopback and veth,
+ * tests/bench/RESULTS.md; a statistical bound tighter than that, on a quiet machine, did
+ * not cover it: multinode_aggregation, 2026-12-03). README.md, "What the bound means". */
+#define MRD_CLOCK_FLOOR_ASYM_NS 500
+
 struct mrd_clock_fit_options {
     int64_t window_ns;            /* probe selection window (default 2 s) */
     double keep_fraction;         /* lowest-round-trip fraction kept per window (0.2) */
@@ -55,7 +61,7 @@ struct mrd_clock_fit_options {
     uint32_t segment_min_samples; /* fewer kept probes than this merges segments (12) */
     double bound_z;               /* statistical part of the bound: z * standard error (3) */
     int64_t floor_asym_ns;        /* assumed asymmetry of the fastest path, added to the
-                                     bound (default 0: see README.md) */
+                                     bound (default MRD_CLOCK_FLOOR_ASYM_NS: README.md) */
     double floor_asym_frac;       /* ... plus this fraction of half the fastest round trip
                                      (default 0) */
 };

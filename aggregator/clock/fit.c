@@ -71,7 +71,7 @@ void mrd_clock_fit_options_default(struct mrd_clock_fit_options *o)
     o->segment_ns = 60000000000LL;
     o->segment_min_samples = 12;
     o->bound_z = 3.0;
-    o->floor_asym_ns = 0;
+    o->floor_asym_ns = MRD_CLOCK_FLOOR_ASYM_NS;
     o->floor_asym_frac = 0;
 }
 
