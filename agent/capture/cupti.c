@@ -127,13 +127,10 @@ static struct {
     _Atomic int self_named; /* no_self: the attaching device was named by the driver */
     size_t opt_buf_bytes;
     int print_kinds;
-    unsigned kinds; /* TK_* of MERIDIAN_TRACE_KINDS */
-    int alt;        /* ALT_* of MERIDIAN_CUPTI_ALTERNATE */
-    /* this attach's kinds and self records (the options, or ALT_KINDS's changed window);
-     * alt_changed: this attach is a changed one (every second, with alt set) */
-    _Atomic unsigned kinds_now;
-    _Atomic int no_self_now, alt_changed;
-    int steady; /* steady tier: CUPTI attached only inside windows (window.h) */
+    unsigned kinds;          /* TK_* of MERIDIAN_TRACE_KINDS */
+    int alt;                 /* ALT_* of MERIDIAN_CUPTI_ALTERNATE */
+    _Atomic int alt_changed; /* the current (or last) attach is a changed one */
+    int steady;              /* steady tier: CUPTI attached only inside windows (window.h) */
     /* The gate: a CUPTI call that may race a detach (external correlation, flushes, device
      * queries) enters only while `attached` is set, counted in `users`; the detach clears
      * `attached` first and then waits for `users` to drain (both sequentially consistent,
@@ -218,6 +215,18 @@ static int parse_alternate(const char *s)
     return 0;
 }
 
+/* This attach's kinds and whether it leaves CUPTI's own records out: the options, except in
+ * MERIDIAN_CUPTI_ALTERNATE=kinds's changed windows (kernel records alone). */
+static unsigned attach_kinds(void)
+{
+    return cu.alt == ALT_KINDS && atomic_load(&cu.alt_changed) ? TK_KERNEL : cu.kinds;
+}
+
+static int attach_no_self(void)
+{
+    return cu.no_self || (cu.alt == ALT_KINDS && atomic_load(&cu.alt_changed));
+}
+
 /* The capture options (read once, here; documented in agent/ENVIRONMENT.md and
  * agent/capture/README.md). */
 static int read_options(void)
@@ -246,8 +255,6 @@ static int read_options(void)
         cu.kinds |= TK_API; /* the older switch: the whole whitelist */
     const char *print = getenv("MERIDIAN_PRINT_KINDS");
     cu.print_kinds = print && strcmp(print, "1") == 0;
-    atomic_store(&cu.kinds_now, cu.kinds);
-    atomic_store(&cu.no_self_now, cu.no_self);
     return parse_alternate(getenv("MERIDIAN_CUPTI_ALTERNATE"));
 }
 
@@ -667,7 +674,7 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
 {
     char ok[512] = "", bad[512] = "";
     unsigned rt, drv;
-    unsigned kinds = atomic_load(&cu.kinds_now);
+    unsigned kinds = attach_kinds();
 
     enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", ok, bad, sizeof(ok));
     if (strstr(bad, "CONCURRENT_KERNEL")) {
@@ -696,7 +703,7 @@ static int enable_kinds(const struct mrd_agent_config *cfg)
         append(ok, sizeof(ok), "RUNTIME");
     if (drv)
         append(ok, sizeof(ok), "DRIVER");
-    if (!atomic_load(&cu.no_self_now)) { /* CUPTI's own cost; the GPUs (else: the attach) */
+    if (!attach_no_self()) { /* CUPTI's own cost; the GPUs (else: the attach) */
         enable(CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", ok, bad, sizeof(ok));
         enable(CUPTI_ACTIVITY_KIND_DEVICE, "DEVICE", ok, bad, sizeof(ok));
     }
@@ -840,7 +847,8 @@ static int steady_setup(void)
 }
 
 /* MERIDIAN_CUPTI_ALTERNATE, before an attach's configure(): whether this attach is a
- * changed one (every second), this attach's kinds, and the stderr line inproc.py reads. */
+ * changed one (every second; attach_kinds() follows it), and the stderr line inproc.py
+ * reads. */
 static int alternate_begin(void)
 {
     if (cu.alt == ALT_NONE)
@@ -848,8 +856,6 @@ static int alternate_begin(void)
     uint64_t n = atomic_load(&cu.gen) + 1; /* open_gate makes it this attach's generation */
     int changed = n % 2 == 0;
     atomic_store(&cu.alt_changed, changed);
-    atomic_store(&cu.kinds_now, changed && cu.alt == ALT_KINDS ? TK_KERNEL : cu.kinds);
-    atomic_store(&cu.no_self_now, (changed && cu.alt == ALT_KINDS) || cu.no_self);
     fprintf(stderr, "meridian: attach %llu alternate %s %s\n", (unsigned long long)n,
             alt_names[cu.alt], changed ? "changed" : "default");
     return changed;
@@ -989,7 +995,7 @@ void mrd__cupti_nccl_comm(int nranks)
     unsigned rt, drv;
     if (nranks < 2 || atomic_exchange(&cu.nccl_link, 1))
         return;
-    unsigned kinds = atomic_load(&cu.kinds_now);
+    unsigned kinds = attach_kinds();
     if (!(kinds & TK_NCCL) || (kinds & TK_API) || !gate_enter())
         return; /* not attached now: the next attach's configure() enables it */
     cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
