@@ -54,6 +54,10 @@ against the plain run's (median/median), for reference only; and, in one process
 the edges of meridian's windows add to their steps in ms (the attach step, the two steps
 after the window that close and detach), and from them the steady tier's whole-run cost at
 the issue's 10/200 windows without the cost outside windows (edges + 9 traced steps).
+--pool (with --report-only) pools several runs' CSVs: each --mixed process's
+added(meridian's default windows)/added(bare) is one value (a `window` row's every window, a
+window_alt_* row's default windows only), per host and over all hosts (session 16: the
+kernel-dense figure of every run since 43).
 Workloads: storm (kernel_storm --steps, 1,000 empty kernels a step, NVTX step ranges ending
 in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world size 1).
 
@@ -79,7 +83,7 @@ Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,g
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
        [--windows 20/100@10] [--mixed [--fixed-phases]]
        [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume]
-       [--report-only [--positions STEPS_CSV[,STEPS_CSV...]]]
+       [--report-only [--positions STEPS_CSV[,STEPS_CSV...]] [--pool CSV[,CSV...]]]
 """
 import argparse
 import csv
@@ -673,6 +677,57 @@ def report_mixed(rows):
     print("\n".join(lines))
 
 
+def pooled_ratios(r):
+    """{'run': ratio, 'local': ratio} of one --mixed row for --pool: added(meridian's default
+    windows) / added(bare) in its process. A `window` row counts every window; a
+    MERIDIAN_CUPTI_ALTERNATE row only its default ones (alt_default_*: the mechanism of
+    `window`); any other variant, a failed run or a bare consumer that added nothing: {}."""
+    v = r["variant"]
+    if v == "window":
+        traced, local = r.get("traced_ms"), r.get("local_added")
+    elif v.startswith("window_alt_"):
+        traced, local = r.get("alt_default_traced_ms"), r.get("alt_default_local")
+    else:
+        return {}
+    if str(r["rc"]) != "0" or not traced or not r.get("bare_traced_ms"):
+        return {}
+    u, t, tb = float(r["untraced_ms"]), float(traced), float(r["bare_traced_ms"])
+    out = {"run": (t / u - 1) / (tb / u - 1)} if tb > u else {}
+    if local and r.get("bare_local_added") and float(r["bare_local_added"]) > 0:
+        out["local"] = float(local) / float(r["bare_local_added"])
+    return out
+
+
+def report_pooled(paths):
+    """--pool (with --report-only): meridian's default windows against the bare consumer's
+    in the same process, every process of several runs' CSVs pooled, per host (the row's
+    machine) and over all hosts: one process is one value, so runs of any length and
+    variant mix pool without renumbering rounds."""
+    by = {}
+    for path in paths:
+        if not os.path.isfile(path):
+            raise SystemExit(f"inproc: --pool: {path} is not a file")
+        for r in tiers.read_rows(path):
+            for how, q in pooled_ratios(r).items():
+                host = r.get("machine") or "?"
+                for key in ((r["workload"], host), (r["workload"], "")):
+                    by.setdefault(key, {}).setdefault(how, []).append(q)
+    if not by:
+        raise SystemExit("inproc: --pool: no --mixed `window` or window_alt_* row in "
+                         + ", ".join(paths))
+    print(f"\ninproc: meridian's default windows against the bare consumer in the same "
+          f"process, every process of {len(paths)} file(s) pooled (`window` rows: every "
+          f"window; window_alt_* rows: their default windows only)")
+    for (w, host), figs in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] == "",
+                                                              kv[0][1])):
+        hosts = len({h for (x, h) in by if x == w and h})
+        who = f"host {host}" if host else f"every host ({hosts})"
+        for how in ("run", "local"):
+            if figs.get(how):
+                print(stat_line(f"{w:12s} {who:22s} added(meridian)/added(bare) ({how:5s})",
+                                figs[how], "%.4f", "goal <= 1.10"))
+
+
 def window_positions(ms, windows, others, radius, n):
     """[position 0..n-1 from a window's first step (0: the attach step; after LENGTH - 1
     traced steps come the two detach steps): the median over windows of that step / the
@@ -805,6 +860,11 @@ def main(argv):
     ap.add_argument("--positions", default="",
                     help="with --report-only: FILE[,FILE...], the runs' --steps-csv files; "
                          "adds where in the window the traced-step cost sits (--mixed runs)")
+    ap.add_argument("--pool", default="",
+                    help="with --report-only: FILE[,FILE...], several runs' results CSVs; "
+                         "instead of --csv's report, meridian's default windows against the "
+                         "bare consumer (--mixed), every process pooled, per host and over "
+                         "all hosts")
     ap.add_argument("--before-lib", default="",
                     help="an earlier agent library for the variant `before` (the window "
                          "variant with that agent: a change measured side by side)")
@@ -825,8 +885,12 @@ def main(argv):
         raise SystemExit(f"inproc: --mixed --windows {a.windows}: the bare consumer's windows "
                          f"start half a period later, so LENGTH + 3 (a window and its two "
                          f"detach steps) must fit in PERIOD / 2 = {period // 2}")
-    if a.positions and not a.report_only:
-        raise SystemExit("inproc: --positions reads a finished run: give it with --report-only")
+    if (a.positions or a.pool) and not a.report_only:
+        raise SystemExit("inproc: --positions and --pool read finished runs: give them with "
+                         "--report-only")
+    if a.report_only and a.pool:
+        report_pooled(a.pool.split(","))
+        return 0
     if a.report_only:
         rows = tiers.read_rows(a.csv)
         report(rows)

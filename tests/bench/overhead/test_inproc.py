@@ -44,6 +44,7 @@ the median's order-statistic interval on hand-made lists where a range one step 
 the result. A bad window specification, an unknown variant, `before` without a library,
 `--positions` without `--report-only` and a resume into a CSV of other columns are refused.
 """
+import csv
 import os
 import re
 import subprocess
@@ -152,6 +153,27 @@ con.executemany("INSERT INTO agent_counters VALUES (?, ?, ?, ?)",
 con.commit()
 sys.exit(rc)
 '''
+
+
+def write_pool_files(src, a_path, b_path):
+    """Two --pool inputs from one --mixed results CSV: a, its rows on host fakehost-a
+    (plus a plain row, which --pool must leave out); b, the same rows on fakehost-b with
+    every meridian local figure twice the bare consumer's."""
+    with open(src) as f:
+        rows = list(csv.DictReader(f))
+    fields = list(rows[0].keys())
+    for path, host in ((a_path, "fakehost-a"), (b_path, "fakehost-b")):
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=fields)
+            w.writeheader()
+            for r in rows:
+                r = dict(r, machine=host)
+                if host == "fakehost-b":
+                    double = "%.5f" % (2 * float(r["bare_local_added"]))
+                    r["alt_default_local" if r["alt_default_local"] else "local_added"] = double
+                w.writerow(r)
+            if host == "fakehost-a":
+                w.writerow(dict(rows[0], variant="plain", machine=host))
 
 
 def fail(msg, out):
@@ -389,6 +411,29 @@ def main():
             r"1\.4356  \[",
             r"storm +window_alt_kinds +added\(changed\)/added\(bare\), one process \(local\) +"
             r"0\.9901  \["), "(window_alt_kinds)")
+        # --pool: every process of several CSVs, per host; the window rows count every
+        # window (1.4356), the window_alt_kinds rows their default windows only (1.4356, not
+        # the changed ones' 0.9901); a second file on another host whose local figures are
+        # twice the bare consumer's gives 2.0000 there and the median of the twelve overall
+        pool_a, pool_b = os.path.join(tmp, "pool_a.csv"), os.path.join(tmp, "pool_b.csv")
+        write_pool_files(os.path.join(tmp, "r.csv"), pool_a, pool_b)
+        rc, out = run(tmp, {}, "--report-only", "--pool", pool_a + "," + pool_b)
+        if rc != 0:
+            fail(f"exit {rc} with --pool", out)
+        expect_lines(out, (
+            r"storm +host fakehost-a +added\(meridian\)/added\(bare\) \(run  \) +1\.4356  "
+            r"\[.*n=6  goal",
+            r"storm +host fakehost-a +added\(meridian\)/added\(bare\) \(local\) +1\.4356  "
+            r"\[.*n=6  goal",
+            r"storm +host fakehost-b +added\(meridian\)/added\(bare\) \(local\) +2\.0000  "
+            r"\[.*n=6",
+            r"storm +every host \(2\) +added\(meridian\)/added\(bare\) \(local\) +1\.7178  "
+            r"\[.*n=12",
+            r"storm +every host \(2\) +added\(meridian\)/added\(bare\) \(run  \) +1\.4356  "
+            r"\[.*n=12"), "(--pool)")
+        rc, out = run(tmp, {}, "--report-only", "--pool", pool_a + ",nosuch.csv")
+        if rc == 0 or "nosuch.csv is not a file" not in out:
+            fail("--pool with a missing file was accepted", out)
         # --positions: where in the window the cost sits, from the every-step CSV; the
         # stand-in's meridian steps 5000 us at the attach, 1300 traced, 3000 and 2500 on the
         # detach steps; the bare consumer's 4000 and 1212 and nothing after (1010 us)
@@ -411,7 +456,7 @@ def main():
         if "position 22" in out:
             fail("--positions went past the two detach steps", out)
         rc, out = run(tmp, {}, "--positions", sc)
-        if rc == 0 or "give it with --report-only" not in out:
+        if rc == 0 or "give them with --report-only" not in out:
             fail("--positions without --report-only was accepted", out)
         # an attach line missing: the run's split is refused, not guessed
         os.unlink(os.path.join(tmp, "r.csv"))
