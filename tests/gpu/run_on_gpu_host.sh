@@ -34,7 +34,8 @@
 #   tiers       issue 9's benchmark, tests/bench/overhead/tiers.py (TIERS_ARGS, resumable)
 #   inproc      issue 9: tests/bench/overhead/inproc.py, a traced step's cost, meridian's
 #               window against the bare consumer attached part-way, each inside one process
-#               (INPROC_ARGS, INPROC_TIMEOUT_S; its CSV continues in $ROOT/tiers-state/);
+#               (INPROC_ARGS, INPROC_TIMEOUT_S; its CSV continues in $ROOT/tiers-state/:
+#               before a resume call copy there the CSV the last call returned);
 #               INPROC_BEFORE_SRC=DIR builds the agent of another source tree (a snapshot
 #               of an earlier commit) for inproc.py's variant `before`
 #   sampler     issue 9: tests/workloads/sampler_ab (the NVML sampler's seven calls at 10 Hz
@@ -419,12 +420,23 @@ PYEOF
     return 0
 }
 
+# Says how many result rows the carried CSV holds before a resumable benchmark continues
+# it: the device starts bare, so a resume continues from what this call carried, not from
+# what the last call returned (copy that into tiers-state/ first; session 16's third call
+# re-ran the second's rounds on a stale copy).
+say_resume_rows() {
+    local csv=$1 rows=0
+    [ -f "$csv" ] && rows=$(($(wc -l <"$csv") - 1))
+    say "$(basename "$csv"): $rows result row(s) carried in tiers-state/; resuming after them"
+}
+
 stage_tiers() {
     # the always-on benchmark (tests/bench/overhead/tiers.py); TIERS_ARGS adds options
     # (e.g. --workloads py --variants plain,steady); its CSV continues in $ROOT/tiers-state/
     # when carried back (--resume).
     find_meridian || { say "tiers: SKIPPED: meridian not built"; FAILED+=(tiers_skipped); return 0; }
     mkdir -p "$ROOT/tiers-state"
+    say_resume_rows "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}"
     # shellcheck disable=SC2086 # TIERS_ARGS is a list of options
     run_logged tiers "${TIERS_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/tiers.py" --build "$BUILD" --meridian "$MERIDIAN" \
@@ -451,6 +463,7 @@ stage_inproc() {
             FAILED+=(inproc_before_build)
         fi
     fi
+    say_resume_rows "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}"
     # shellcheck disable=SC2086 # INPROC_ARGS is a list of options
     run_logged inproc "${INPROC_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/inproc.py" --build "$BUILD" --meridian "$MERIDIAN" \
