@@ -28,6 +28,7 @@
 #include "analyze_int.h"
 #include "array.h"
 #include "error.h"
+#include "steps.h"
 
 #define MAX_LOGGED_MALFORMED 8 /* records described in the log; the rest are only counted */
 
@@ -384,6 +385,115 @@ static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
                              "`meridian finalize` on the database for the windows section");
 }
 
+/* ?1's text result (the first column of the first row) into buf: 1, 0 without a row, or
+ * -MRD_ERR_SQLITE. */
+static int text_value(sqlite3 *db, const char *sql, const char *param, char *buf, size_t n)
+{
+    sqlite3_stmt *q = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &q, NULL) != SQLITE_OK)
+        return -MRD_ERR_SQLITE;
+    sqlite3_bind_text(q, 1, param, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(q);
+    const unsigned char *t = rc == SQLITE_ROW ? sqlite3_column_text(q, 0) : NULL;
+    snprintf(buf, n, "%s", t ? (const char *)t : "");
+    sqlite3_finalize(q);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return -MRD_ERR_SQLITE;
+    return rc == SQLITE_ROW && t;
+}
+
+/* The agents' counter window/NAME: *max over the ranks and *sum; 0, or -1 when no rank
+ * recorded it (an older agent, or CUDA capture off). */
+static int window_counter(sqlite3 *db, const char *name, int64_t *max, int64_t *sum)
+{
+    sqlite3_stmt *q = NULL;
+    int found = 0;
+    *max = *sum = 0;
+    if (mrd_db_has_table(db, "agent_counters") != 1 ||
+        sqlite3_prepare_v2(db, mrd_db_sql_window_counter, -1, &q, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL) {
+        *max = sqlite3_column_int64(q, 0);
+        *sum = sqlite3_column_int64(q, 1);
+        found = 1;
+    }
+    sqlite3_finalize(q);
+    return found ? 0 : -1;
+}
+
+/* The steady tier opened no capture window, so no kernel was traced: says why, from the
+ * ranks' fingerprints (env:MERIDIAN_TRACE, env:MERIDIAN_WINDOWS: the tier and windows the
+ * lowest rank ran with) and their counters (window/steps: the steps a rank began, numbered
+ * from 0; window/failed: attaches CUPTI refused). Silent in the full tier, with the
+ * windows `none`, and for a capture without fingerprints (the tier is not known). A new
+ * user's first short job is the usual case: ten steps of a test job end before the
+ * default windows' first step (10/200@10). */
+static int warn_no_window(sqlite3 *db, struct mrd_analysis *a)
+{
+    char tier[16], spec[256], why[128];
+    struct mrd_windows w;
+    int rc;
+    if (mrd_db_has_table(db, "env_records") != 1)
+        return 0;
+    rc = text_value(db, mrd_db_sql_env_value, "env:MERIDIAN_TRACE", tier, sizeof(tier));
+    if (rc < 0)
+        return mrd__analyze_sqlerr(db);
+    if (rc == 0 || strcmp(tier, "steady") != 0)
+        return 0;
+    rc = text_value(db, mrd_db_sql_env_value, "env:MERIDIAN_WINDOWS", spec, sizeof(spec));
+    if (rc < 0)
+        return mrd__analyze_sqlerr(db);
+    if (rc == 0 || mrd_windows_parse(spec, &w, why, sizeof(why)) != 0 || w.n == 0)
+        return 0; /* no windows asked for (none, or the agent's default), or unreadable */
+    int64_t first = INT64_MAX, steps = 0, steps_sum, failed, failed_sum;
+    for (int i = 0; i < w.n; i++) {
+        int64_t f = w.t[i].reason == MRD_WINDOW_RANGE ? w.t[i].first : w.t[i].start;
+        first = f < first ? f : first;
+    }
+    int counted = window_counter(db, "steps", &steps, &steps_sum) == 0;
+    int capture = window_counter(db, "failed", &failed, &failed_sum) == 0;
+    /* the cause first: a warning holds 255 bytes, and a long specification is cut last */
+    const char *lead = "no capture window opened, no kernel traced";
+    if (counted && steps == 0)
+        mrd__analyze_warn(a,
+                          "%s: no rank began a step; mark the steps (--step-name), count them "
+                          "from a collective (--step-collective) or use --full (steady tier, "
+                          "windows %s)",
+                          lead, spec);
+    else if (!capture)
+        mrd__analyze_warn(a,
+                          "%s: CUDA capture never started (no window counters: no CUDA in the "
+                          "job, or CUPTI setup failed; each rank's stderr says why) (steady "
+                          "tier, windows %s)",
+                          lead, spec);
+    else if (counted && steps <= first)
+        mrd__analyze_warn(a,
+                          "%s: the ranks began at most %lld step(s) (0-%lld), the first window "
+                          "begins at step %lld; give --windows 0-%lld or --full (steady tier, "
+                          "windows %s)",
+                          lead, (long long)steps, (long long)steps - 1, (long long)first,
+                          (long long)steps - 1, spec);
+    else if (failed_sum == 0)
+        mrd__analyze_warn(a,
+                          "%s, though %s and no CUPTI attach failed: the window records were "
+                          "lost (see the dropped events) (steady tier, windows %s)",
+                          lead,
+                          counted ? "the ranks reached the first window's step"
+                                  : "the ranks' step counts were not recorded",
+                          spec);
+    else
+        mrd__analyze_warn(a,
+                          "%s, though %s: %lld CUPTI attach(es) failed (counter "
+                          "window/failed; each rank's stderr says why) (steady tier, windows "
+                          "%s)",
+                          lead,
+                          counted ? "the ranks reached the first window's step"
+                                  : "the ranks' step counts were not recorded",
+                          (long long)failed_sum, spec);
+    return 0;
+}
+
 int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)
 {
     sqlite3_stmt *q = NULL;
@@ -417,5 +527,7 @@ int mrd__analyze_windows(sqlite3 *db, struct mrd_analysis *a)
     sqlite3_finalize(q);
     if (rc != SQLITE_DONE)
         return mrd__analyze_sqlerr(db);
+    if (a->nwindow_ranks == 0)
+        return warn_no_window(db, a);
     return medians(db, a);
 }

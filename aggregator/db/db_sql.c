@@ -344,6 +344,14 @@ const char mrd_db_sql_windows_list[] =
     "SELECT rank, first_step, last_step, detach_ns IS NULL, kernels "
     "FROM windows ORDER BY rank, first_step, start_ns";
 
+const char mrd_db_sql_env_value[] =
+    "SELECT coalesce(v.value, '') FROM main.env_records e "
+    "JOIN main.strings k ON k.id = e.key_id LEFT JOIN main.strings v ON v.id = e.value_id "
+    "WHERE k.value = ?1 ORDER BY e.rank LIMIT 1";
+
+const char mrd_db_sql_window_counter[] = "SELECT max(value), sum(value) FROM main.agent_counters "
+                                         "WHERE category = 'window' AND name = ?1";
+
 /* ---- the clock passes (aggregator/clock) ------------------------------------------------- */
 
 const char mrd_db_sql_clock_tables[] =

@@ -164,7 +164,6 @@ extern const char mrd_db_sql_window_steps[];
  * exact rule is mrd_step_name_match's). */
 extern const char mrd_db_sql_step_ranges[];
 
-
 /* -> name ('(unnamed)' without one), total GPU time ns, count of the valid kernels
  * (MRD_DB_KERNEL_VALID) of every rank, one row per name id (`meridian diff`). */
 extern const char mrd_db_sql_kernel_totals[];
@@ -221,6 +220,14 @@ extern const char mrd_db_sql_window_detach_nth[];
 /* -> rank, first_step, last_step, open (detach_ns IS NULL), kernels of every window, by
  * rank, first step and start. */
 extern const char mrd_db_sql_windows_list[];
+
+/* ?1 key ("env:MERIDIAN_TRACE", ...) -> the value of the lowest rank whose fingerprint
+ * has the key (env_records; '' for the empty value). */
+extern const char mrd_db_sql_env_value[];
+
+/* ?1 counter name -> its largest value over the ranks in category `window`, and its sum
+ * over them (agent_counters; NULL, NULL when no rank recorded it). */
+extern const char mrd_db_sql_window_counter[];
 
 /* ---- the clock passes (aggregator/clock) ------------------------------------------------- */
 
@@ -454,7 +461,6 @@ extern const char mrd_db_sql_pftrace_api[];
 extern const char mrd_db_sql_pftrace_windows[];
 extern const char mrd_db_sql_pftrace_steps[];
 extern const char mrd_db_sql_pftrace_gpu_clock[];
-
 
 /* ---- why, and what it cost (aggregator/analyze/why.c) ---- */
 

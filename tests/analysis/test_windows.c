@@ -25,6 +25,10 @@
  * another rank); rank 1 at 12000, 29999 (W3), 42000 (in the skipped record), 80000 (W4),
  * 100000 (after everything).
  *
+ * no_window_opened: a steady-tier run without a window; the report's warning says why
+ * (no step, a job shorter than the first window, CUDA capture never started, attaches
+ * that failed), and nothing in the full tier, with `none` or without fingerprints.
+ *
  * with_window_events: the same windows as `window` events (window_records), except rank 1's
  * first as an NVTX record, plus two impossible events: the same table.
  *
@@ -425,6 +429,98 @@ static void without_windows(const char *dir, const char *meridian)
     free(out);
 }
 
+/* One case of no_window_opened: the fingerprints (tier, windows; NULL: key absent) and
+ * counters window/steps and window/failed of ranks 0 and 1 (-1: not recorded), then the
+ * report's warning: `want` found, or (NULL) no "no capture window opened" at all. */
+static void no_window_case(sqlite3 *db, const char *tier, const char *spec, const int64_t steps[2],
+                           const int64_t failed[2], const char *want)
+{
+    fx_exec(db, "DELETE FROM env_records; DELETE FROM agent_counters");
+    char sql[512];
+    for (int r = 0; r < 2; r++) {
+        const char *kv[2][2] = {{"env:MERIDIAN_TRACE", tier}, {"env:MERIDIAN_WINDOWS", spec}};
+        for (int i = 0; i < 2; i++)
+            if (kv[i][1]) {
+                snprintf(sql, sizeof(sql),
+                         "INSERT INTO env_records (rank, key_id, value_id) VALUES "
+                         "(%d, %lld, %lld)",
+                         r, (long long)fx_str(db, kv[i][0]), (long long)fx_str(db, kv[i][1]));
+                fx_exec(db, sql);
+            }
+        const char *name[2] = {"steps", "failed"};
+        const int64_t *v[2] = {steps, failed};
+        for (int i = 0; i < 2; i++)
+            if (v[i][r] >= 0) {
+                snprintf(sql, sizeof(sql),
+                         "INSERT INTO agent_counters (rank, category, name, value) VALUES "
+                         "(%d, 'window', '%s', %lld)",
+                         r, name[i], (long long)v[i][r]);
+                fx_exec(db, sql);
+            }
+    }
+    char *out = render(db, 0);
+    if (want ? !strstr(out, want) : strstr(out, "no capture window opened") != NULL)
+        CHECK_FAIL_("tier %s, windows %s: want %s in:\n%s", tier ? tier : "(none)",
+                    spec ? spec : "(none)", want ? want : "no warning", out);
+    free(out);
+}
+
+/* A steady-tier run in which no window opened (no kernel traced): the warning says why,
+ * from the ranks' fingerprints and window counters, and says nothing in the full tier,
+ * with the windows `none`, or without fingerprints. */
+static void no_window_opened(const char *dir)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/analysis_windows_unopened.db", dir);
+    sqlite3 *db = fx_create(path);
+    fx_build_match(db);
+    struct mrd_window_table_stats st;
+    memset(&st, 0, sizeof(st));
+    CHECK_OK(mrd_window_table_derive(db, &st, stderr));
+    const int64_t none[2] = {-1, -1}, zero[2] = {0, 0}, five[2] = {5, 3}, many[2] = {50, 40},
+                  fails[2] = {1, 1};
+    const char *lead = "  - no capture window opened, no kernel traced: ";
+    char want[512];
+    no_window_case(db, NULL, NULL, five, zero, NULL);          /* no fingerprint */
+    no_window_case(db, "full", "10/200@10", five, zero, NULL); /* the full tier */
+    no_window_case(db, "steady", "none", five, zero, NULL);    /* no windows asked */
+    no_window_case(db, "steady", NULL, five, zero, NULL);      /* the agent's default */
+    snprintf(want, sizeof(want),
+             "%sno rank began a step; mark the steps (--step-name), count "
+             "them from a collective (--step-collective) or use --full (steady tier, windows "
+             "10/200@10)\n",
+             lead);
+    no_window_case(db, "steady", "10/200@10", zero, zero, want);
+    snprintf(want, sizeof(want),
+             "%sthe ranks began at most 5 step(s) (0-4), the first window "
+             "begins at step 10; give --windows 0-4 or --full (steady tier, windows "
+             "10/200@10)\n",
+             lead);
+    no_window_case(db, "steady", "10/200@10", five, zero, want);
+    no_window_case(db, "steady", "10/200@10", (int64_t[2]){10, 9}, zero,
+                   "the ranks began at most 10 step(s) (0-9), the first window begins at "
+                   "step 10; give --windows 0-9 or --full");
+    no_window_case(db, "steady", "7-9, 2/100@6", (int64_t[2]){6, 1}, zero,
+                   "the ranks began at most 6 step(s) (0-5), the first window begins at step "
+                   "6; give --windows 0-5 or --full (steady tier, windows 7-9, 2/100@6)\n");
+    snprintf(want, sizeof(want),
+             "%sCUDA capture never started (no window counters: no CUDA "
+             "in the job, or CUPTI setup failed; each rank's stderr says why) (steady tier, "
+             "windows 10/200@10)\n",
+             lead);
+    no_window_case(db, "steady", "10/200@10", five, none, want);
+    no_window_case(db, "steady", "10/200@10", many, fails,
+                   "  - no capture window opened, no kernel traced, though the ranks reached "
+                   "the first window's step: 2 CUPTI attach(es) failed (counter window/failed; "
+                   "each rank's stderr says why) (steady tier, windows 10/200@10)\n");
+    /* one step into the first window: it would have opened, so not a short job */
+    no_window_case(db, "steady", "10/200@10", (int64_t[2]){11, 2}, zero,
+                   "though the ranks reached the first window's step and no CUPTI attach "
+                   "failed: the window records were lost (see the dropped events) (steady "
+                   "tier, windows 10/200@10)\n");
+    CHECK_EQ(sqlite3_close(db), SQLITE_OK);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 3) {
@@ -436,6 +532,7 @@ int main(int argc, char **argv)
     with_windows(argv[1], meridian);
     with_window_events(argv[1], meridian);
     without_windows(argv[1], meridian);
+    no_window_opened(argv[1]);
     printf("analysis_windows: ok (%s)\n", meridian ? "library and meridian CLI" : "library");
     return 0;
 }
