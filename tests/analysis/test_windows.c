@@ -479,36 +479,30 @@ static void no_window_opened(const char *dir)
     CHECK_OK(mrd_window_table_derive(db, &st, stderr));
     const int64_t none[2] = {-1, -1}, zero[2] = {0, 0}, five[2] = {5, 3}, many[2] = {50, 40},
                   fails[2] = {1, 1};
-    const char *lead = "  - no capture window opened, no kernel traced: ";
-    char want[512];
+#define LEAD "  - no capture window opened, no kernel traced: "
     no_window_case(db, NULL, NULL, five, zero, NULL);          /* no fingerprint */
     no_window_case(db, "full", "10/200@10", five, zero, NULL); /* the full tier */
     no_window_case(db, "steady", "none", five, zero, NULL);    /* no windows asked */
     no_window_case(db, "steady", NULL, five, zero, NULL);      /* the agent's default */
-    snprintf(want, sizeof(want),
-             "%sno rank began a step; mark the steps (--step-name), count "
-             "them from a collective (--step-collective) or use --full (steady tier, windows "
-             "10/200@10)\n",
-             lead);
-    no_window_case(db, "steady", "10/200@10", zero, zero, want);
-    snprintf(want, sizeof(want),
-             "%sthe ranks began at most 5 step(s) (0-4), the first window "
-             "begins at step 10; give --windows 0-4 or --full (steady tier, windows "
-             "10/200@10)\n",
-             lead);
-    no_window_case(db, "steady", "10/200@10", five, zero, want);
+    no_window_case(db, "steady", "10/200@10", zero, zero,
+                   LEAD "no rank began a step; mark the steps (--step-name), count them from a "
+                        "collective (--step-collective) or use --full (steady tier, windows "
+                        "10/200@10)\n");
+    no_window_case(db, "steady", "10/200@10", five, zero,
+                   LEAD "the ranks began at most 5 step(s) (0-4), the first window begins at "
+                        "step 10; give --windows 0-4 or --full (steady tier, windows "
+                        "10/200@10)\n");
     no_window_case(db, "steady", "10/200@10", (int64_t[2]){10, 9}, zero,
                    "the ranks began at most 10 step(s) (0-9), the first window begins at "
                    "step 10; give --windows 0-9 or --full");
     no_window_case(db, "steady", "7-9, 2/100@6", (int64_t[2]){6, 1}, zero,
                    "the ranks began at most 6 step(s) (0-5), the first window begins at step "
                    "6; give --windows 0-5 or --full (steady tier, windows 7-9, 2/100@6)\n");
-    snprintf(want, sizeof(want),
-             "%sCUDA capture never started (no window counters: no CUDA "
-             "in the job, or CUPTI setup failed; each rank's stderr says why) (steady tier, "
-             "windows 10/200@10)\n",
-             lead);
-    no_window_case(db, "steady", "10/200@10", five, none, want);
+    no_window_case(db, "steady", "10/200@10", five, none,
+                   LEAD "CUDA capture never started (no window counters: no CUDA in the job, or "
+                        "CUPTI setup failed; each rank's stderr says why) (steady tier, windows "
+                        "10/200@10)\n");
+#undef LEAD
     no_window_case(db, "steady", "10/200@10", many, fails,
                    "  - no capture window opened, no kernel traced, though the ranks reached "
                    "the first window's step: 2 CUPTI attach(es) failed (counter window/failed; "
