@@ -17,7 +17,8 @@
  *
  * Reading back (mrd__analyze_windows): one ordered pass over the table into one summary
  * per rank, then per rank the medians by ORDER BY ... LIMIT/OFFSET (no list of values
- * is held).
+ * is held). A steady-tier run whose table is empty gets a warning saying why (no step, a
+ * job shorter than the first window, no CUDA capture, refused attaches: warn_no_window).
  */
 #include "window_table.h"
 
@@ -385,8 +386,8 @@ static void warn_not_derived(sqlite3 *db, struct mrd_analysis *a)
                              "`meridian finalize` on the database for the windows section");
 }
 
-/* ?1's text result (the first column of the first row) into buf: 1, 0 without a row, or
- * -MRD_ERR_SQLITE. */
+/* The text of sql's first column in its first row, ?1 bound to param, into buf: 1, 0
+ * without a row, or -MRD_ERR_SQLITE. */
 static int text_value(sqlite3 *db, const char *sql, const char *param, char *buf, size_t n)
 {
     sqlite3_stmt *q = NULL;
