@@ -583,6 +583,16 @@ def null_corrected(rows, w, v):
     return out
 
 
+def added_pairs(r, traced="traced_ms", local="local_added"):
+    """{'run': (meridian's added, bare's added), 'local': (...)} of one --mixed row, from its
+    columns `traced` and `local` (MERIDIAN_CUPTI_ALTERNATE rows: a kind of window's own)."""
+    u, t, tb = (float(r[k]) for k in ("untraced_ms", traced, "bare_traced_ms"))
+    out = {"run": (t / u - 1, tb / u - 1)}
+    if r.get(local) and r.get("bare_local_added"):
+        out["local"] = (float(r[local]), float(r["bare_local_added"]))
+    return out
+
+
 def report_mixed(rows):
     """--mixed rows: each process's own ratio, meridian's traced steps against the bare
     consumer's in the same process (plain: both window sets' nulls), from the run's medians
@@ -603,14 +613,6 @@ def report_mixed(rows):
     def stat(label, vals, f, goal=""):
         lines.append(stat_line(label, vals, f, goal))
 
-    def figures(r):
-        """{'run': (meridian's added, bare's added), 'local': (...)} of one row"""
-        u, t, tb = (float(r[k]) for k in ("untraced_ms", "traced_ms", "bare_traced_ms"))
-        out = {"run": (t / u - 1, tb / u - 1)}
-        if r.get("local_added") and r.get("bare_local_added"):
-            out["local"] = (float(r["local_added"]), float(r["bare_local_added"]))
-        return out
-
     def ratio(am, ab):
         return am / ab if ab > 0 else None
 
@@ -622,7 +624,7 @@ def report_mixed(rows):
     for (w, v), rs in sorted(by.items()):
         got = {}
         for r in sorted(rs, key=lambda r: int(r["round"])):
-            figs = figures(r)
+            figs = added_pairs(r)
             text = []
             for how, (am, ab) in figs.items():
                 got.setdefault(how, []).append((am, ab))
@@ -656,7 +658,7 @@ def report_mixed(rows):
             continue
         orders = {}
         for r in rs:
-            q = ratio(*figures(r).get("local", (0.0, 0.0)))
+            q = ratio(*added_pairs(r).get("local", (0.0, 0.0)))
             if q is not None:
                 orders.setdefault(meridian_first(r), []).append(q)
         if len(orders) == 2:  # both orders ran: does the place in the period matter?
@@ -682,20 +684,15 @@ def pooled_ratios(r):
     windows) / added(bare) in its process. A `window` row counts every window; a
     MERIDIAN_CUPTI_ALTERNATE row only its default ones (alt_default_*: the mechanism of
     `window`); any other variant, a failed run or a bare consumer that added nothing: {}."""
-    v = r["variant"]
-    if v == "window":
-        traced, local = r.get("traced_ms"), r.get("local_added")
-    elif v.startswith("window_alt_"):
-        traced, local = r.get("alt_default_traced_ms"), r.get("alt_default_local")
+    if r["variant"] == "window":
+        traced, local = "traced_ms", "local_added"
+    elif r["variant"] in ALTERNATE:
+        traced, local = "alt_default_traced_ms", "alt_default_local"
     else:
         return {}
-    if str(r["rc"]) != "0" or not traced or not r.get("bare_traced_ms"):
+    if str(r["rc"]) != "0" or not r.get(traced) or not r.get("bare_traced_ms"):
         return {}
-    u, t, tb = float(r["untraced_ms"]), float(traced), float(r["bare_traced_ms"])
-    out = {"run": (t / u - 1) / (tb / u - 1)} if tb > u else {}
-    if local and r.get("bare_local_added") and float(r["bare_local_added"]) > 0:
-        out["local"] = float(local) / float(r["bare_local_added"])
-    return out
+    return {how: am / ab for how, (am, ab) in added_pairs(r, traced, local).items() if ab > 0}
 
 
 def report_pooled(paths):
