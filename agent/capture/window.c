@@ -38,6 +38,7 @@ static struct {
     int64_t attach_ns;
     int reason;
     _Atomic uint64_t opened, skipped, failed, outside;
+    _Atomic uint64_t closes, close_ns; /* the closes (mrd__cupti_close) and their time */
 } w = {.once = PTHREAD_ONCE_INIT, .state = W_OFF};
 
 static void read_config(void)
@@ -83,6 +84,8 @@ static size_t window_counters(struct mrd_named_counter *out, size_t max)
         {"window", "skipped", atomic_load(&w.skipped)},
         {"window", "failed", atomic_load(&w.failed)},
         {"window", "records_outside", atomic_load(&w.outside)},
+        {"window", "closes", atomic_load(&w.closes)},
+        {"window", "close_ns", atomic_load(&w.close_ns)},
     };
     return mrd_agent_put_counters(out, max, c, sizeof(c) / sizeof(c[0]));
 }
@@ -197,7 +200,12 @@ void mrd__window_step_pop(uint64_t tag, int64_t duration_ns)
     if (st == W_ATTACHED && !holds(step + 1, NULL) && step >= w.first) {
         w.last = step;
         atomic_store(&w.state, W_CLOSING);
+        /* timed: it runs at the end of the window's last step, inside the application's
+         * step (CUPTI's API callbacks enabled for the boundary); its cost is the window's */
+        int64_t t0 = mrd_clock_now();
         mrd__cupti_close();
+        atomic_fetch_add(&w.close_ns, (uint64_t)(mrd_clock_now() - t0));
+        atomic_fetch_add(&w.closes, 1);
     } else if (st == W_CLOSING && step > w.last) {
         atomic_store(&w.state, W_DETACHING);
         mrd__cupti_detach_request();

@@ -41,7 +41,9 @@
  * agents before it wrote an NVTX range in domain "meridian.window", which is still read).
  * A window still open at exit is recorded by the exit path with detach_ns = -1. Counters (category "window", the Goodbye):
  * opened, skipped (a window step found CUPTI busy attaching or detaching), failed
- * (attach refused), records_outside (CUPTI records dropped by the boundary); stepctl adds
+ * (attach refused), records_outside (CUPTI records dropped by the boundary), closes and
+ * close_ns (the closes at step B's pop and their summed time: the stall the close adds to
+ * the window's last step, in none of the record's costs); stepctl adds
  * steps and the aggregator's requests (accepted, late, full).
  *
  * Threads: push/pop run on application threads (once per step: a few atomics, and the

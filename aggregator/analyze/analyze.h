@@ -183,6 +183,9 @@ struct mrd_an_windows {
     int64_t first_step, last_step;
     int64_t attach_median_ns; /* median stall of the application thread by the attach */
     int64_t detach_median_ns; /* median cuptiFinalize time of the closed windows; -1: none */
+    int64_t close_mean_ns;    /* mean stall of the window's last step by its close (CUPTI's API
+                                 callbacks enabled for the boundary; counters window/close_ns,
+                                 window/closes); -1: not recorded (an older agent) */
     int nranges;              /* the first MRD_AN_MAX_WINDOW_RANGES windows' steps */
     int64_t ranges[MRD_AN_MAX_WINDOW_RANGES][2];
 };

@@ -17,8 +17,9 @@
  *
  * Reading back (mrd__analyze_windows): one ordered pass over the table into one summary
  * per rank, then per rank the medians by ORDER BY ... LIMIT/OFFSET (no list of values
- * is held). A steady-tier run whose table is empty gets a warning saying why (no step, a
- * job shorter than the first window, no CUDA capture, refused attaches: warn_no_window).
+ * is held) and the mean close from the rank's counters. A steady-tier run whose table is
+ * empty gets a warning saying why (no step, a job shorter than the first window, no CUDA
+ * capture, refused attaches: warn_no_window).
  */
 #include "window_table.h"
 
@@ -356,21 +357,43 @@ static struct mrd_an_windows *summary(struct mrd_analysis *a, int rank, size_t *
     return w;
 }
 
+/* The rank's mean close time from its counters (window/close_ns over window/closes), or
+ * -1 when they are missing (an older agent, a database without agent_counters). */
+static int close_mean(sqlite3 *db, sqlite3_stmt *q, int rank, int64_t *out)
+{
+    *out = -1;
+    if (!q)
+        return 0;
+    sqlite3_reset(q);
+    sqlite3_bind_int(q, 1, rank);
+    int rc = sqlite3_step(q);
+    if (rc == SQLITE_ROW && sqlite3_column_type(q, 0) != SQLITE_NULL)
+        *out = sqlite3_column_int64(q, 0);
+    else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return mrd__analyze_sqlerr(db);
+    return 0;
+}
+
 static int medians(sqlite3 *db, struct mrd_analysis *a)
 {
-    sqlite3_stmt *qa = NULL, *qd = NULL;
+    sqlite3_stmt *qa = NULL, *qd = NULL, *qc = NULL;
     int rc = 0;
     if (sqlite3_prepare_v2(db, mrd_db_sql_window_attach_nth, -1, &qa, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, mrd_db_sql_window_detach_nth, -1, &qd, NULL) != SQLITE_OK)
+        sqlite3_prepare_v2(db, mrd_db_sql_window_detach_nth, -1, &qd, NULL) != SQLITE_OK ||
+        (mrd_db_has_table(db, "agent_counters") == 1 &&
+         sqlite3_prepare_v2(db, mrd_db_sql_window_close_mean, -1, &qc, NULL) != SQLITE_OK))
         rc = mrd__analyze_sqlerr(db);
     for (int i = 0; rc == 0 && i < a->nwindow_ranks; i++) {
         struct mrd_an_windows *w = &a->windows[i];
         if ((rc = median(db, qa, w->rank, (int64_t)w->windows, &w->attach_median_ns)) == 0)
             rc = median(db, qd, w->rank, (int64_t)(w->windows - w->open_at_exit),
                         &w->detach_median_ns);
+        if (rc == 0)
+            rc = close_mean(db, qc, w->rank, &w->close_mean_ns);
     }
     sqlite3_finalize(qa);
     sqlite3_finalize(qd);
+    sqlite3_finalize(qc);
     return rc;
 }
 

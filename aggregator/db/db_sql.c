@@ -352,6 +352,11 @@ const char mrd_db_sql_env_value[] =
 const char mrd_db_sql_window_counter[] = "SELECT max(value), sum(value) FROM main.agent_counters "
                                          "WHERE category = 'window' AND name = ?1";
 
+const char mrd_db_sql_window_close_mean[] =
+    "SELECT (SELECT value FROM main.agent_counters WHERE rank = ?1 AND category = 'window' "
+    "AND name = 'close_ns') / NULLIF((SELECT value FROM main.agent_counters WHERE rank = ?1 "
+    "AND category = 'window' AND name = 'closes'), 0)";
+
 /* ---- the clock passes (aggregator/clock) ------------------------------------------------- */
 
 const char mrd_db_sql_clock_tables[] =

@@ -229,6 +229,10 @@ extern const char mrd_db_sql_env_value[];
  * over them (agent_counters; NULL, NULL when no rank recorded it). */
 extern const char mrd_db_sql_window_counter[];
 
+/* ?1 rank -> the mean time of its window closes, ns: counters window/close_ns over
+ * window/closes (NULL when the rank recorded neither, an older agent, or no close). */
+extern const char mrd_db_sql_window_close_mean[];
+
 /* ---- the clock passes (aggregator/clock) ------------------------------------------------- */
 
 /* Creates the clock module's own tables clock_causality and clock_adjustments

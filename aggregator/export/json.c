@@ -175,9 +175,13 @@ static void windows_arr(FILE *f, const struct mrd_analysis *a)
                 "],\"kernels\":%" PRIu64 ",\"attach_median_ns\":%" PRId64 ",\"detach_median_ns\":",
                 w->kernels, w->attach_median_ns);
         if (w->detach_median_ns < 0)
-            fputs("null}", f);
+            fputs("null", f);
         else
-            fprintf(f, "%" PRId64 "}", w->detach_median_ns);
+            fprintf(f, "%" PRId64, w->detach_median_ns);
+        if (w->close_mean_ns < 0)
+            fputs(",\"close_mean_ns\":null}", f);
+        else
+            fprintf(f, ",\"close_mean_ns\":%" PRId64 "}", w->close_mean_ns);
     }
     fputs("],\n", f);
 }

@@ -281,31 +281,33 @@ static void window_ranges(char *buf, size_t n, const struct mrd_an_windows *w)
         snprintf(buf + k, n - k, ", +%" PRIu64 " more", w->windows - (uint64_t)w->nranges);
 }
 
-static void fmt_ms(char *buf, size_t n, int64_t ns)
+/* ns as ms with `decimals` places, "-" when negative (not recorded). */
+static void fmt_ms(char *buf, size_t n, int64_t ns, int decimals)
 {
     if (ns < 0)
         snprintf(buf, n, "-");
     else
-        snprintf(buf, n, "%.2f ms", (double)ns / 1e6);
+        snprintf(buf, n, "%.*f ms", decimals, (double)ns / 1e6);
 }
 
 /* Only for runs with windows: the steady tier's attach/detach cost and what the
  * overlap and straggler figures are computed from. */
 static void print_windows(FILE *f, const struct mrd_analysis *a)
 {
-    char b1[32], b2[32], steps[160];
+    char b1[32], b2[32], b3[32], steps[160];
     if (a->nwindow_ranks == 0)
         return;
     section(f, "Capture windows (CUPTI attached only for these steps)");
-    fprintf(f, "  %-5s %8s %8s %10s %11s %11s  %s\n", "rank", "windows", "steps", "kernels",
-            "attach p50", "detach p50", "steps covered");
+    fprintf(f, "  %-5s %8s %8s %10s %11s %11s %11s  %s\n", "rank", "windows", "steps", "kernels",
+            "attach p50", "close mean", "detach p50", "steps covered");
     for (int i = 0; i < a->nwindow_ranks; i++) {
         const struct mrd_an_windows *w = &a->windows[i];
-        fmt_ms(b1, sizeof(b1), w->attach_median_ns);
-        fmt_ms(b2, sizeof(b2), w->detach_median_ns);
+        fmt_ms(b1, sizeof(b1), w->attach_median_ns, 2);
+        fmt_ms(b2, sizeof(b2), w->close_mean_ns, 3); /* may be well under 1 ms */
+        fmt_ms(b3, sizeof(b3), w->detach_median_ns, 2);
         window_ranges(steps, sizeof(steps), w);
-        fprintf(f, "  %-5d %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %11s %11s  %s", w->rank,
-                w->windows, w->steps, w->kernels, b1, b2, steps);
+        fprintf(f, "  %-5d %8" PRIu64 " %8" PRIu64 " %10" PRIu64 " %11s %11s %11s  %s", w->rank,
+                w->windows, w->steps, w->kernels, b1, b2, b3, steps);
         if (w->open_at_exit)
             fprintf(f, " (%" PRIu64 " open at exit)", w->open_at_exit);
         fputc('\n', f);

@@ -16,6 +16,7 @@
 
 atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
 atomic_int kernel_on, flush_plain;
+atomic_long enable_delay_ns;
 static _Atomic unsigned long long kinds_bits; /* bit k: activity kind k enabled now */
 static CUpti_CallbackFunc api_cb;
 static struct {
@@ -79,6 +80,11 @@ CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s
               : domain == CUPTI_CB_DOMAIN_DRIVER_API ? 2
                                                      : 0;
     CHECK(bit != 0);
+    long delay = atomic_load(&enable_delay_ns);
+    if (enable && delay > 0) {
+        struct timespec ts = {delay / 1000000000L, delay % 1000000000L};
+        nanosleep(&ts, NULL);
+    }
     if (enable)
         atomic_fetch_or(&domain_bits, bit);
     else

@@ -13,6 +13,10 @@
 extern atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
 extern atomic_int kernel_on, flush_plain;
 
+/* How long each cuptiEnableDomain(1, ...) takes, ns (0 by default): lets a test check
+ * that the window's close is timed (counters window/closes, window/close_ns). */
+extern atomic_long enable_delay_ns;
+
 /* 1 while activity kind `kind` is enabled (since the last cuptiFinalize), else 0. */
 int kind_on(CUpti_ActivityKind kind);
 

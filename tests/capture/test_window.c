@@ -10,6 +10,8 @@
  *   - the push of a window's first step attaches (subscribe, callbacks, kinds) and nothing
  *     else does; its last step's pop enables the API callback domains; the next API entry
  *     sets the correlation boundary: records of launches at or after it are dropped;
+ *   - each close (the pop of a window's last step) is counted and timed (window/closes,
+ *     window/close_ns; the fake's domain enables take 0.2 ms each);
  *   - the pop of the step after the window asks the helper thread for a forced flush, and
  *     the next API exit finalizes (unsubscribe + cuptiFinalize), then the window record
  *     ("2-3 range a=.. d=.. f=..", domain meridian.window) is in the ring;
@@ -83,6 +85,7 @@ int main(void)
     fake_reset();
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "2-3,6", 1);
+    atomic_store(&enable_delay_ns, 200000); /* each close: two enables of 0.2 ms */
     fake_small_cupti_env();
 
     CHECK_EQ(InitializeInjection(), 1);
@@ -187,6 +190,17 @@ int main(void)
         if (strcmp(nc[i].category, "agent") == 0 && strcmp(nc[i].name, "callback_sampled_ns") == 0)
             ns = nc[i].value;
     }
+    /* the three closes are counted and timed around their two domain enables */
+    uint64_t closes = 0, close_ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(nc[i].category, "window") == 0 && strcmp(nc[i].name, "closes") == 0)
+            closes = nc[i].value;
+        if (strcmp(nc[i].category, "window") == 0 && strcmp(nc[i].name, "close_ns") == 0)
+            close_ns = nc[i].value;
+    }
+    CHECK_EQ(closes, 3u);
+    CHECK(close_ns >= 3u * 2u * 200000u && close_ns < 1000000000u);
+    printf("capture_window: 3 closes, %llu ns\n", (unsigned long long)close_ns);
     /* 12 steps + 640 ranges: 1,304 pushes and pops, 20 of them timed; the attaches (> 1 ms)
      * may leave one or two out */
     CHECK(sampled >= 18 && sampled <= 20);

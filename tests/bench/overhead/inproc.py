@@ -104,7 +104,7 @@ FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "
           "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added",
           "bare_windows", "pace_waits", "pace_wait_ms", "ring_full", "cupti_dropped",
           "alt_default_traced_ms", "alt_changed_traced_ms", "alt_default_local",
-          "alt_changed_local"]
+          "alt_changed_local", "close_ms"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -306,9 +306,11 @@ def recorded_windows(db):
 
 def agent_counts(db):
     """The agent's pace and drop counters of a meridian run (rank 0), as CSV fields: CUPTI's
-    completion thread's waits for ring space (count, ms) and the records lost to a full ring
-    or by CUPTI itself; empty strings when the database or a counter is missing."""
-    out = dict(pace_waits="", pace_wait_ms="", ring_full="", cupti_dropped="")
+    completion thread's waits for ring space (count, ms), the records lost to a full ring
+    or by CUPTI itself, and the mean time of a window's close (window/close_ns over
+    window/closes, ms: inside the window's last step); empty strings when the database or
+    a counter is missing."""
+    out = dict(pace_waits="", pace_wait_ms="", ring_full="", cupti_dropped="", close_ms="")
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         got = {(c, n): int(v) for c, n, v in con.execute(
@@ -325,6 +327,9 @@ def agent_counts(db):
     host, dev = got.get(("dropped", "cupti_host")), got.get(("dropped", "cupti_device"))
     if host is not None or dev is not None:
         out["cupti_dropped"] = (host or 0) + (dev or 0)
+    if got.get(("window", "closes")):
+        out["close_ms"] = "%.4f" % (got.get(("window", "close_ns"), 0) / 1e6
+                                    / got[("window", "closes")])
     return out
 
 
@@ -766,7 +771,7 @@ def report_positions(rows, paths, radius):
     spread over every traced step is a per-launch cost; one at the first positions, the
     attach's aftermath."""
     steps = read_steps(paths)
-    by = {}
+    by, closes = {}, {}
     for r in rows:
         ms = steps.get((int(r["round"]), r["workload"], r["variant"]))
         if str(r["rc"]) != "0" or not ms or not r.get("bare_windows") or not r.get("windows") \
@@ -779,6 +784,9 @@ def report_positions(rows, paths, radius):
         theirs = window_positions(ms, bare, wins, radius, length + 2)
         if mine and theirs:
             by.setdefault((r["workload"], r["variant"], length), []).append((mine, theirs))
+            if r.get("close_ms") and float(r.get("untraced_ms") or 0) > 0:
+                closes.setdefault((r["workload"], r["variant"], length), []).append(
+                    float(r["close_ms"]) / float(r["untraced_ms"]))
     if not by:
         print("\ninproc: --positions: no --mixed run with its steps in the given files")
         return
@@ -795,6 +803,10 @@ def report_positions(rows, paths, radius):
         means = [statistics.mean(a[p] - b[p] for p in range(1, length)) for a, b in pairs]
         print(stat_line(f"{w:12s} {v:18s} traced positions 1-{length - 1}, mean of meridian - "
                         f"bare, per process", means, "%+.4f"))
+        if closes.get((w, v, length)):  # the close runs at the end of position LENGTH-1
+            print(stat_line(f"{w:12s} {v:18s} the close's own time at position {length - 1}'s "
+                            f"end (window/close_ns), of the untraced step",
+                            closes[(w, v, length)], "%+.4f"))
 
 
 def steady_estimate(r, length, period):
@@ -826,6 +838,10 @@ def report_edges(rows):
             vals = [float(r[key]) for r in rs if r.get(key)]
             if vals:
                 print(stat_line(f"{w:12s} {v:6s} {label:52s}", vals, "%+.3f"))
+        vals = [float(r["close_ms"]) for r in rs if r.get("close_ms")]
+        if vals:  # the agent's own clock, not a step's excess: part of the last window step
+            print(stat_line(f"{w:12s} {v:6s} {'the close in the last window step (its own time)':52s}",
+                            vals, "%+.3f"))
     print("\ninproc: the steady tier at the issue's 10/200 windows, estimated from these "
           "in-process figures (edges + 9 traced steps' added time, over 200 untraced steps; "
           "the cost outside windows is not in it)")

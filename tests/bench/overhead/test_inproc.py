@@ -149,7 +149,8 @@ con.executemany("INSERT INTO agent_counters VALUES (?, ?, ?, ?)",
                 [(0, "cupti", "pace_waits", n if paced else 0),
                  (0, "cupti", "pace_wait_ns", 1500000 * n if paced else 0),
                  (0, "dropped", "ring_full", 0 if paced else 40 * n),
-                 (0, "dropped", "cupti_host", 2), (1, "cupti", "pace_waits", 999)])
+                 (0, "dropped", "cupti_host", 2), (1, "cupti", "pace_waits", 999),
+                 (0, "window", "closes", n), (0, "window", "close_ns", 404000 * n)])
 con.commit()
 sys.exit(rc)
 '''
@@ -219,7 +220,8 @@ def expect_figures(out):
             r"plain: window steps / other steps +1\.0000 ",
             r"the window's first step \(meridian attaches in it\) +\+3\.990  \[",
             r"the step after the window \(closing: the boundary\) +\+1\.990  \[",
-            r"the second step after \(flush and cuptiFinalize\) +\+1\.490  \["]
+            r"the second step after \(flush and cuptiFinalize\) +\+1\.490  \[",
+            r"storm +window the close in the last window step \(its own time\) +\+0\.404  \["]
     expect_lines(out, want)
     if out.count("storm        round") != 3:
         fail("want 3 rounds reported", out)
@@ -452,7 +454,9 @@ def main():
             r"meridian - bare \+1\.9703  \[",
             r"storm +window +position 21: meridian +\+147\.52%",
             r"storm +window +traced positions 1-19, mean of meridian - bare, per process "
-            r"\+0\.0871  \[\+0\.0871-\+0\.0871\]"), "(--positions)")
+            r"\+0\.0871  \[\+0\.0871-\+0\.0871\]",
+            r"storm +window +the close's own time at position 19's end \(window/close_ns\), "
+            r"of the untraced step \+0\.4000  \[.*n=3"), "(--positions)")
         if "position 22" in out:
             fail("--positions went past the two detach steps", out)
         rc, out = run(tmp, {}, "--positions", sc)
