@@ -78,6 +78,11 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
           (8/32@4) a window's neighbours are its baseline, not the whole run (the plain
           nulls per process: run 39's whole-run medians -5% to +7%; run 40's local
           figures -3.2% to +1.8%).
+  close   (session 17) each meridian process's mean window close (the agent's counters
+          window/close_ns over window/closes: CUPTI's API callbacks enabled at the end of a
+          window's last step, inside the step the workload times) is the CSV's close_ms,
+          printed under the edges; --positions sets it beside the last traced position's
+          excess over the other traced positions, both per process.
 
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
@@ -771,7 +776,7 @@ def report_positions(rows, paths, radius):
     spread over every traced step is a per-launch cost; one at the first positions, the
     attach's aftermath."""
     steps = read_steps(paths)
-    by, closes = {}, {}
+    by, closes, lasts = {}, {}, {}
     for r in rows:
         ms = steps.get((int(r["round"]), r["workload"], r["variant"]))
         if str(r["rc"]) != "0" or not ms or not r.get("bare_windows") or not r.get("windows") \
@@ -784,9 +789,14 @@ def report_positions(rows, paths, radius):
         theirs = window_positions(ms, bare, wins, radius, length + 2)
         if mine and theirs:
             by.setdefault((r["workload"], r["variant"], length), []).append((mine, theirs))
-            if r.get("close_ms") and float(r.get("untraced_ms") or 0) > 0:
+            u = float(r.get("untraced_ms") or 0)
+            if u > 0:  # the last traced position's excess over the others', ms
+                last = (mine[length - 1] - theirs[length - 1]
+                        - statistics.mean(mine[p] - theirs[p] for p in range(1, length - 1)))
+                lasts.setdefault((r["workload"], r["variant"], length), []).append(last * u)
+            if r.get("close_ms") and u > 0:
                 closes.setdefault((r["workload"], r["variant"], length), []).append(
-                    float(r["close_ms"]) / float(r["untraced_ms"]))
+                    float(r["close_ms"]) / u)
     if not by:
         print("\ninproc: --positions: no --mixed run with its steps in the given files")
         return
@@ -803,6 +813,10 @@ def report_positions(rows, paths, radius):
         means = [statistics.mean(a[p] - b[p] for p in range(1, length)) for a, b in pairs]
         print(stat_line(f"{w:12s} {v:18s} traced positions 1-{length - 1}, mean of meridian - "
                         f"bare, per process", means, "%+.4f"))
+        if lasts.get((w, v, length)) and length > 2:
+            print(stat_line(f"{w:12s} {v:18s} position {length - 1} (the close at its end) less "
+                            f"positions 1-{length - 2}, meridian - bare, ms",
+                            lasts[(w, v, length)], "%+.3f"))
         if closes.get((w, v, length)):  # the close runs at the end of position LENGTH-1
             print(stat_line(f"{w:12s} {v:18s} the close's own time at position {length - 1}'s "
                             f"end (window/close_ns), of the untraced step",
