@@ -566,12 +566,18 @@ def ratio_of_means(pairs):
     return sum(a for a, _ in pairs) / den if den > 0 else float("inf")
 
 
+def row_windows(r):
+    """The windows a results row recorded ("F-L F-L ..." in its windows column) as
+    [(first, last), ...]; [] when the column is empty."""
+    return [tuple(int(x) for x in w.split("-")) for w in (r.get("windows") or "").split()]
+
+
 def meridian_first(r):
     """Whether meridian's windows came first in the period in this --mixed row (always in
     rows of runs 39-41, which have no bare_windows column)."""
     if not r.get("bare_windows") or not r.get("windows"):
         return True
-    return int(r["windows"].split("-")[0]) < parse_windows(r["bare_windows"])[2]
+    return row_windows(r)[0][0] < parse_windows(r["bare_windows"])[2]
 
 
 def null_corrected(rows, w, v):
@@ -783,7 +789,7 @@ def report_positions(rows, paths, radius):
                 or r["variant"] not in MERIDIAN_VARIANTS:
             continue
         length = parse_windows(r["bare_windows"])[0]
-        wins = [tuple(int(x) for x in w.split("-")) for w in r["windows"].split()]
+        wins = row_windows(r)
         bare = window_steps(parse_windows(r["bare_windows"]), len(ms))
         mine = window_positions(ms, wins, bare, radius, length + 2)
         theirs = window_positions(ms, bare, wins, radius, length + 2)
