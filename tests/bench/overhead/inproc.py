@@ -83,6 +83,10 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
           window's last step, inside the step the workload times) is the CSV's close_ms,
           printed under the edges; --positions sets it beside the last traced position's
           excess over the other traced positions, both per process.
+  spread  (session 17) --positions also splits each process's windows into its odd and
+          even ones: if half the windows widen the ratios' spread over processes by ~sqrt(2)
+          or more, it comes from the windows sampled inside each process and longer
+          processes narrow it; if not, only more processes do (report_noise).
 
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
@@ -829,6 +833,79 @@ def report_positions(rows, paths, radius):
                             closes[(w, v, length)], "%+.4f"))
 
 
+def process_ratios(ms, wins, bare, sub, bare_sub, radius):
+    """One --mixed process's added(meridian)/added(bare), (local, whole run), from the
+    windows sub (of meridian's wins) and bare_sub (of the bare consumer's bare): traced
+    steps from those, untraced ones as in the row (away from every window of both); None
+    where either added cost is missing or zero."""
+    every = list(wins) + list(bare)
+    untraced = classify_window_run(ms, wins, bare)[1]
+    lm, lb = local_added(ms, sub, every, radius), local_added(ms, bare_sub, every, radius)
+    tm = classify_window_run(ms, sub, every)[0]
+    tb = classify_window_run(ms, bare_sub, every)[0]
+    local = float(lm) / float(lb) if lm and lb and float(lb) != 0 else None
+    if not (tm and tb and untraced):
+        return local, None
+    u = statistics.median(untraced)
+    am, ab = statistics.median(tm) / u - 1, statistics.median(tb) / u - 1
+    return local, (am / ab if ab != 0 else None)
+
+
+def robust_sd(vals):
+    """1.4826 x the median absolute deviation: the sd of normal data, not moved by the few
+    processes whose bare consumer's added cost came out near zero (a ratio's long tail)."""
+    m = statistics.median(vals)
+    return 1.4826 * statistics.median(abs(v - m) for v in vals)
+
+
+def noise_split(ratios):
+    """From [(whole, odd-windows half, even-windows half), ...] per process: (robust sd of
+    the wholes over processes, robust sd of the halves, their ratio or None when the wholes
+    do not spread). Halving the windows
+    leaves a spread that comes from the processes themselves as it is (ratio ~1) and
+    widens one that comes from the windows sampled inside a process by sqrt(2) or more
+    (a ratio of medians widens faster than its windows shrink)."""
+    whole = robust_sd([w for w, _, _ in ratios])
+    half = robust_sd([h for _, a, b in ratios for h in (a, b)])
+    return whole, half, (half / whole if whole > 0 else None)
+
+
+def report_noise(rows, steps, radius):
+    """--positions also says where the spread of the per-process ratios comes from: the
+    windows sampled inside each process (more windows a process narrow it) or the processes
+    themselves (only more processes do), from each process's odd and even windows apart
+    (session 17; noise_split)."""
+    by = {}
+    for r in rows:
+        ms = steps.get((int(r["round"]), r["workload"], r["variant"]))
+        if str(r["rc"]) != "0" or not ms or not r.get("bare_windows") or not r.get("windows") \
+                or r["variant"] not in MERIDIAN_VARIANTS or r["variant"] in ALTERNATE:
+            continue
+        wins, bare = row_windows(r), window_steps(parse_windows(r["bare_windows"]), len(ms))
+        if len(wins) < 4 or len(bare) < 4:
+            continue
+        whole = process_ratios(ms, wins, bare, wins, bare, radius)
+        odd = process_ratios(ms, wins, bare, wins[0::2], bare[0::2], radius)
+        even = process_ratios(ms, wins, bare, wins[1::2], bare[1::2], radius)
+        for k, name in enumerate(("local", "run")):
+            if None not in (whole[k], odd[k], even[k]):
+                by.setdefault((r["workload"], r["variant"], name), []).append(
+                    (whole[k], odd[k], even[k]))
+    if not by:
+        return
+    print("\ninproc: where the spread of added(meridian)/added(bare) over processes comes "
+          "from: its robust sd from every window of each process, and from each process's odd "
+          "and even windows apart (ratio ~1: the processes differ; >= 1.41: the windows "
+          "sampled inside each process, so longer processes narrow it)")
+    for (w, v, name), ratios in sorted(by.items()):
+        if len(ratios) < 3:
+            continue
+        whole, half, ratio = noise_split(ratios)
+        print(f"  {w:12s} {v:18s} ({name:5s}) robust sd, every window {whole:.4f}, half the "
+              f"windows {half:.4f}, ratio {'-' if ratio is None else '%.2f' % ratio}  "
+              f"n={len(ratios)}")
+
+
 def steady_estimate(r, length, period):
     """The steady tier's cost over a whole run with windows LENGTH/PERIOD, from one window
     run's in-process figures: (attach + both detach steps + (LENGTH - 1) traced steps' added
@@ -929,6 +1006,7 @@ def main(argv):
         report(rows)
         if a.positions:
             report_positions(rows, a.positions.split(","), a.local_radius)
+            report_noise(rows, read_steps(a.positions.split(",")), a.local_radius)
         return 0
     vs = a.variants.split(",")
     known = ["bare", "plain"] + list(MERIDIAN_VARIANTS)

@@ -253,6 +253,24 @@ def unit_checks():
     got = inproc.local_added(ms, wins, other, 4)
     if got != "%.5f" % (3.5 / 7.5 - 1):
         fail(f"local_added {got}, want {3.5 / 7.5 - 1:.5f}", "")
+    # one process's two ratios over chosen windows: local from the two local figures above,
+    # whole run against the untraced median 9.5 (0, 1, 7-11, 17-19)
+    loc, whole = inproc.process_ratios(ms, wins, other, wins, other, 4)
+    want = float("%.5f" % (3.5 / 7.5 - 1)) / float("%.5f" % (13.5 / 11.0 - 1))
+    if abs(loc - want) > 1e-12 or abs(whole - (3.5 / 9.5 - 1) / (13.5 / 9.5 - 1)) > 1e-12:
+        fail(f"process_ratios gave {loc}, {whole}; want {want}, {-1.5}", "")
+    # where the spread comes from: processes that differ (each half as its whole: ratio 1),
+    # windows sampled inside a process (halves +-0.2 about wholes within +-0.02: ratio 20)
+    if inproc.robust_sd([1, 2, 3, 4, 100]) != 1.4826:
+        fail(f"robust_sd {inproc.robust_sd([1, 2, 3, 4, 100])}, want 1.4826", "")
+    between = [(x, x, x) for x in (1.0, 1.2, 0.8, 1.1, 0.9)]
+    got = inproc.noise_split(between)
+    if abs(got[0] - 0.14826) > 1e-9 or abs(got[1] - 0.14826) > 1e-9 or abs(got[2] - 1) > 1e-9:
+        fail(f"noise_split of differing processes {got}, want (0.14826, 0.14826, 1)", "")
+    within = [(x, x + 0.2, x - 0.2) for x in (1.0, 1.02, 0.98, 1.01, 0.99)]
+    got = inproc.noise_split(within)
+    if abs(got[0] - 0.014826) > 1e-9 or abs(got[1] - 0.29652) > 1e-9 or abs(got[2] - 20) > 1e-6:
+        fail(f"noise_split of sampled windows {got}, want (0.014826, 0.29652, 20)", "")
     # radius 7 reaches 11 (untraced) and not 12-16 (the other's window and detach steps)
     got = inproc.local_added(ms, wins, other, 7)
     if got != "%.5f" % (3.5 / 8.0 - 1):
@@ -466,7 +484,10 @@ def main():
             r"storm +window +position 19 \(the close at its end\) less positions 1-18, "
             r"meridian - bare, ms \+0\.404  \[.*n=3",
             r"storm +window +the close's own time at position 19's end \(window/close_ns\), "
-            r"of the untraced step \+0\.4000  \[.*n=3"), "(--positions)")
+            r"of the untraced step \+0\.4000  \[.*n=3",
+            # three identical stand-in processes: no spread to split
+            r"storm +window +\(local\) robust sd, every window 0\.0000, half the windows "
+            r"0\.0000, ratio -  n=3"), "(--positions)")
         if "position 22" in out:
             fail("--positions went past the two detach steps", out)
         rc, out = run(tmp, {}, "--positions", sc)
