@@ -128,7 +128,10 @@ int mrd__cupti_extcorr_pop(void);
  * another tool owns CUPTI (said once; no further window should try), or another negative
  * code (CUPTI left detached). The calling application thread pays its cost (~11-12 ms).
  * close: the window's last step ended: the next CUDA API entry on any thread sets the
- * correlation boundary past which records are dropped. Application thread; cheap.
+ * correlation boundary past which records are dropped; 1 when it enabled the API
+ * callbacks for that, 0 when there was nothing to close (CUPTI not attached, or the
+ * subscribe alternate's cuptiSubscribe refused). Application thread, inside the step the
+ * application times: its cost is counted (window/close_ns, window.c).
  * detach_request: CUPTI's helper thread force-flushes, then the next CUDA API exit
  * callback finalizes CUPTI and calls mrd__window_detached. Application thread; cheap. */
 int mrd__cupti_attach(void);
@@ -137,7 +140,7 @@ int mrd__cupti_attach(void);
  * the driver's launch records, trace kind "nccl") are enabled; a process without one
  * never pays for them. Any thread; cold. */
 void mrd__cupti_nccl_comm(int nranks);
-void mrd__cupti_close(void);
+int mrd__cupti_close(void);
 void mrd__cupti_detach_request(void);
 
 /* The CUDA device ordinal current on the calling thread, or -1 when unknown (CUPTI not

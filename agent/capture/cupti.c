@@ -898,10 +898,10 @@ int mrd__cupti_attach(void)
  * thread; both crashed multi-threaded PyTorch jobs (SIGSEGV; "corrupted double-linked
  * list") in 5 of 5 and 2 of 6 runs, while this way has never crashed. Toggling callback
  * domains while other threads are inside CUDA calls is not safe with CUPTI 13.0. */
-void mrd__cupti_close(void)
+int mrd__cupti_close(void)
 {
     if (!gate_enter())
-        return;
+        return 0;
     if (!cu.sub) { /* MERIDIAN_CUPTI_ALTERNATE=subscribe's changed window: as the bare consumer */
         CUpti_SubscriberHandle sub = NULL;
         CUptiResult r = cuptiSubscribe(&sub, subscriber_cb, NULL);
@@ -911,7 +911,7 @@ void mrd__cupti_close(void)
                     "the window's close: %s; CUPTI stays attached\n",
                     cupti_err(r));
             gate_leave();
-            return;
+            return 0;
         }
         cu.sub = sub;
     }
@@ -920,6 +920,7 @@ void mrd__cupti_close(void)
     cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
     cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
     gate_leave();
+    return 1;
 }
 
 void mrd__cupti_detach_request(void)

@@ -203,9 +203,10 @@ void mrd__window_step_pop(uint64_t tag, int64_t duration_ns)
         /* timed: it runs at the end of the window's last step, inside the application's
          * step (CUPTI's API callbacks enabled for the boundary); its cost is the window's */
         int64_t t0 = mrd_clock_now();
-        mrd__cupti_close();
-        atomic_fetch_add(&w.close_ns, (uint64_t)(mrd_clock_now() - t0));
-        atomic_fetch_add(&w.closes, 1);
+        if (mrd__cupti_close()) { /* only a close that enabled the callbacks is counted */
+            atomic_fetch_add(&w.close_ns, (uint64_t)(mrd_clock_now() - t0));
+            atomic_fetch_add(&w.closes, 1);
+        }
     } else if (st == W_CLOSING && step > w.last) {
         atomic_store(&w.state, W_DETACHING);
         mrd__cupti_detach_request();

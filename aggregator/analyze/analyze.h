@@ -185,7 +185,8 @@ struct mrd_an_windows {
     int64_t detach_median_ns; /* median cuptiFinalize time of the closed windows; -1: none */
     int64_t close_mean_ns;    /* mean stall of the window's last step by its close (CUPTI's API
                                  callbacks enabled for the boundary; counters window/close_ns,
-                                 window/closes); -1: not recorded (an older agent) */
+                                 window/closes); -1: none counted (an older agent, no
+                                 window closed, or the rank's counters never arrived) */
     int nranges;              /* the first MRD_AN_MAX_WINDOW_RANGES windows' steps */
     int64_t ranges[MRD_AN_MAX_WINDOW_RANGES][2];
 };

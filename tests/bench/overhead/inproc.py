@@ -800,13 +800,13 @@ def report_positions(rows, paths, radius):
         if mine and theirs:
             by.setdefault((r["workload"], r["variant"], length), []).append((mine, theirs))
             u = float(r.get("untraced_ms") or 0)
-            if u > 0:  # the last traced position's excess over the others', ms
+            if u > 0 and length > 2:  # the last traced position's excess over the others', ms
                 last = (mine[length - 1] - theirs[length - 1]
                         - statistics.mean(mine[p] - theirs[p] for p in range(1, length - 1)))
                 lasts.setdefault((r["workload"], r["variant"], length), []).append(last * u)
-            if r.get("close_ms") and u > 0:
+            if r.get("close_ms"):
                 closes.setdefault((r["workload"], r["variant"], length), []).append(
-                    float(r["close_ms"]) / u)
+                    float(r["close_ms"]))
     if not by:
         print("\ninproc: --positions: no --mixed run with its steps in the given files")
         return
@@ -823,32 +823,32 @@ def report_positions(rows, paths, radius):
         means = [statistics.mean(a[p] - b[p] for p in range(1, length)) for a, b in pairs]
         print(stat_line(f"{w:12s} {v:18s} traced positions 1-{length - 1}, mean of meridian - "
                         f"bare, per process", means, "%+.4f"))
-        if lasts.get((w, v, length)) and length > 2:
+        if lasts.get((w, v, length)):
             print(stat_line(f"{w:12s} {v:18s} position {length - 1} (the close at its end) less "
                             f"positions 1-{length - 2}, meridian - bare, ms",
                             lasts[(w, v, length)], "%+.3f"))
         if closes.get((w, v, length)):  # the close runs at the end of position LENGTH-1
             print(stat_line(f"{w:12s} {v:18s} the close's own time at position {length - 1}'s "
-                            f"end (window/close_ns), of the untraced step",
-                            closes[(w, v, length)], "%+.4f"))
+                            f"end (window/close_ns), ms", closes[(w, v, length)], "%+.3f"))
 
 
 def process_ratios(ms, wins, bare, sub, bare_sub, radius):
     """One --mixed process's added(meridian)/added(bare), (local, whole run), from the
     windows sub (of meridian's wins) and bare_sub (of the bare consumer's bare): traced
     steps from those, untraced ones as in the row (away from every window of both); None
-    where either added cost is missing or zero."""
+    where the bare consumer's added cost is missing or not above zero (--pool leaves such a
+    process out too: pooled_ratios)."""
     every = list(wins) + list(bare)
     untraced = classify_window_run(ms, wins, bare)[1]
     lm, lb = local_added(ms, sub, every, radius), local_added(ms, bare_sub, every, radius)
     tm = classify_window_run(ms, sub, every)[0]
     tb = classify_window_run(ms, bare_sub, every)[0]
-    local = float(lm) / float(lb) if lm and lb and float(lb) != 0 else None
+    local = float(lm) / float(lb) if lm and lb and float(lb) > 0 else None
     if not (tm and tb and untraced):
         return local, None
     u = statistics.median(untraced)
     am, ab = statistics.median(tm) / u - 1, statistics.median(tb) / u - 1
-    return local, (am / ab if ab != 0 else None)
+    return local, (am / ab if ab > 0 else None)
 
 
 def robust_sd(vals):
@@ -863,8 +863,9 @@ def noise_split(ratios):
     the wholes over processes, robust sd of the halves, their ratio or None when the wholes
     do not spread). Halving the windows
     leaves a spread that comes from the processes themselves as it is (ratio ~1) and
-    widens one that comes from the windows sampled inside a process by sqrt(2) or more
-    (a ratio of medians widens faster than its windows shrink)."""
+    widens one that comes from the windows sampled inside a process by sqrt(2) or more (a
+    ratio of medians widens faster than its windows shrink: fewer windows also make the
+    bare consumer's added cost, the denominator, noisier, and a small one amplifies)."""
     whole = robust_sd([w for w, _, _ in ratios])
     half = robust_sd([h for _, a, b in ratios for h in (a, b)])
     return whole, half, (half / whole if whole > 0 else None)
