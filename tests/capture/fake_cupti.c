@@ -17,6 +17,7 @@
 atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
 atomic_int kernel_on, flush_plain;
 atomic_long enable_delay_ns;
+atomic_int subscribe_refuse_at;
 static _Atomic unsigned long long kinds_bits; /* bit k: activity kind k enabled now */
 static CUpti_CallbackFunc api_cb;
 static struct {
@@ -43,6 +44,10 @@ CUptiResult CUPTIAPI cuptiSubscribe_v2(CUpti_SubscriberHandle *sub, CUpti_Callba
                                        void *user, CUpti_SubscriberParams *p)
 {
     (void)user, (void)p;
+    if (atomic_load(&subscribe_refuse_at) == atomic_load(&subscribed) + 1) {
+        atomic_store(&subscribe_refuse_at, 0); /* refused once, as asked */
+        return CUPTI_ERROR_INVALID_OPERATION;
+    }
     api_cb = cb;
     *sub = (CUpti_SubscriberHandle)(void *)&the_sub;
     atomic_fetch_add(&subscribed, 1);

@@ -17,6 +17,10 @@ extern atomic_int kernel_on, flush_plain;
  * that the window's close is timed (counters window/closes, window/close_ns). */
 extern atomic_long enable_delay_ns;
 
+/* When it equals `subscribed` + 1, the next cuptiSubscribe is refused (then it is 0 again):
+ * a test of what the agent does with a refusal. */
+extern atomic_int subscribe_refuse_at;
+
 /* 1 while activity kind `kind` is enabled (since the last cuptiFinalize), else 0. */
 int kind_on(CUpti_ActivityKind kind);
 

@@ -13,7 +13,10 @@
  *   flush      with MERIDIAN_CUPTI_FLUSH_MS=5, windows 1 and 3 get periodic flushes, window 2
  *              none in 100 ms (the detach's forced flush still comes);
  *   bad        MERIDIAN_CUPTI_ALTERNATE=sometimes: refused with a message that names the
- *              choices, CUDA capture off (no attach at all).
+ *              choices, CUDA capture off (no attach at all);
+ *   subscribe_refused  `subscribe`, but CUPTI refuses window 2's subscribe at its close:
+ *              the agent says so, enables nothing, and counts only window 1's close
+ *              (window/closes 1); the test ends there (no subscriber: no detach).
  * Each attach's stderr line ("meridian: attach N alternate WHAT default|changed", which
  * inproc.py reads) is checked too.
  */
@@ -21,6 +24,7 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +67,22 @@ static void at_exit(void)
     unlink(captured);
 }
 
+static int subscribe_mode(void)
+{
+    return strcmp(mode, "subscribe") == 0 || strcmp(mode, "subscribe_refused") == 0;
+}
+
+/* The agent's counter window/NAME now (0 when absent). */
+static uint64_t window_counter(const char *name)
+{
+    struct mrd_named_counter nc[32];
+    size_t n = mrd_agent_named_counters(nc, 32);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(nc[i].category, "window") == 0 && strcmp(nc[i].name, name) == 0)
+            return nc[i].value;
+    return 0;
+}
+
 static void sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -94,7 +114,7 @@ static void check_attached(int k)
         CHECK_EQ(kind_on(CUPTI_ACTIVITY_KIND_GRAPH_TRACE), !changed);
         CHECK_EQ(kind_on(CUPTI_ACTIVITY_KIND_OVERHEAD), !changed);
         CHECK_EQ(kind_on(CUPTI_ACTIVITY_KIND_DEVICE), !changed);
-    } else if (strcmp(mode, "subscribe") == 0) {
+    } else if (subscribe_mode()) {
         /* each earlier window subscribed and unsubscribed once, a changed one twice */
         int before = (k - 1) + (k - 1) / 2;
         CHECK_EQ(atomic_load(&subscribed), before + 1);
@@ -122,12 +142,12 @@ static void window(int first, int k)
     int subs = atomic_load(&subscribed);
     step(first + 1); /* its pop closes the window: the API domains on */
     CHECK_EQ(atomic_load(&domains_on), 2);
-    if (strcmp(mode, "subscribe") == 0)
+    if (subscribe_mode())
         CHECK_EQ(atomic_load(&subscribed), subs + (k % 2 == 0)); /* the late subscriber */
     CHECK_EQ(api_call(CUPTI_API_ENTER, 100u * (uint32_t)k), 1);  /* the boundary */
     step(first + 2);                                             /* asks for the detach */
     detach(k);
-    CHECK_EQ(atomic_load(&unsubscribed), k + (strcmp(mode, "subscribe") == 0 ? k / 2 : 0));
+    CHECK_EQ(atomic_load(&unsubscribed), k + (subscribe_mode() ? k / 2 : 0));
     step(first + 3);
 }
 
@@ -146,20 +166,24 @@ static void check_stderr(const char *path)
         CHECK(strstr(text, "meridian: attach ") == NULL);
         return;
     }
-    for (int k = 1; k <= 3; k++) {
-        snprintf(want, sizeof(want), "meridian: attach %d alternate %s %s\n", k, mode,
-                 k % 2 == 0 ? "changed" : "default");
+    int refused = strcmp(mode, "subscribe_refused") == 0, windows = refused ? 2 : 3;
+    for (int k = 1; k <= windows; k++) {
+        snprintf(want, sizeof(want), "meridian: attach %d alternate %s %s\n", k,
+                 refused ? "subscribe" : mode, k % 2 == 0 ? "changed" : "default");
         CHECK(strstr(text, want) != NULL);
     }
-    CHECK(strstr(text, "meridian: attach 4") == NULL);
+    snprintf(want, sizeof(want), "meridian: attach %d", windows + 1);
+    CHECK(strstr(text, want) == NULL);
+    CHECK((strstr(text, "meridian: MERIDIAN_CUPTI_ALTERNATE=subscribe: cuptiSubscribe at the "
+                        "window's close: ") != NULL) == refused);
 }
 
 int main(int argc, char **argv)
 {
     CHECK(argc == 2);
     mode = argv[1];
-    int bad = strcmp(mode, "bad") == 0;
-    CHECK(bad || strcmp(mode, "kinds") == 0 || strcmp(mode, "subscribe") == 0 ||
+    int bad = strcmp(mode, "bad") == 0, refused = strcmp(mode, "subscribe_refused") == 0;
+    CHECK(bad || refused || strcmp(mode, "kinds") == 0 || strcmp(mode, "subscribe") == 0 ||
           strcmp(mode, "flush") == 0);
     int fd = mkstemp(captured);
     CHECK(fd >= 0);
@@ -171,7 +195,7 @@ int main(int argc, char **argv)
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "2-3,6-7,10-11", 1);
     fake_small_cupti_env();
-    setenv("MERIDIAN_CUPTI_ALTERNATE", bad ? "sometimes" : mode, 1);
+    setenv("MERIDIAN_CUPTI_ALTERNATE", bad ? "sometimes" : refused ? "subscribe" : mode, 1);
     if (strcmp(mode, "flush") == 0)
         setenv("MERIDIAN_CUPTI_FLUSH_MS", "5", 1);
     CHECK_EQ(InitializeInjection(), 1);
@@ -184,6 +208,21 @@ int main(int argc, char **argv)
         step(2); /* a window step: CUDA capture is off, nothing attaches */
         CHECK_EQ(atomic_load(&subscribed), 0);
         CHECK_EQ(atomic_load(&kernel_on), 0);
+    } else if (refused) {
+        window(2, 1); /* steps 2-5 */
+        CHECK_EQ(window_counter("closes"), 1);
+        CHECK(window_counter("close_ns") > 0);
+        /* window 2's attach subscribes (and drops it: changed), its close's is refused */
+        atomic_store(&subscribe_refuse_at, atomic_load(&subscribed) + 2);
+        CHECK_EQ(nvtx_client_push(&cl, "step 6"), 0);
+        check_attached(2);
+        CHECK_EQ(nvtx_client_pop(&cl), 0);
+        uint64_t ns = window_counter("close_ns");
+        step(7); /* its pop closes: refused, nothing enabled, nothing counted */
+        CHECK_EQ(atomic_load(&domains_on), 0);
+        CHECK_EQ(atomic_load(&subscribe_refuse_at), 0); /* the refusal happened */
+        CHECK_EQ(window_counter("closes"), 1);
+        CHECK_EQ(window_counter("close_ns"), ns);
     } else {
         window(2, 1); /* steps 2-5 */
         window(6, 2);
