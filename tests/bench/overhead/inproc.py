@@ -613,6 +613,12 @@ def added_pairs(r, traced="traced_ms", local="local_added"):
     return out
 
 
+def added_ratio(am, ab):
+    """added(meridian) / added(bare), or None when the bare consumer added nothing or less
+    (no ratio to take: every report and --pool leave such a process out)."""
+    return am / ab if ab > 0 else None
+
+
 def report_mixed(rows):
     """--mixed rows: each process's own ratio, meridian's traced steps against the bare
     consumer's in the same process (plain: both window sets' nulls), from the run's medians
@@ -633,9 +639,6 @@ def report_mixed(rows):
     def stat(label, vals, f, goal=""):
         lines.append(stat_line(label, vals, f, goal))
 
-    def ratio(am, ab):
-        return am / ab if ab > 0 else None
-
     def mean_line(w, label, pairs):
         ci = tiers.bootstrap(pairs, stat=ratio_of_means)
         cis = "%.4f-%.4f" % ci if ci else "-"
@@ -648,7 +651,7 @@ def report_mixed(rows):
             text = []
             for how, (am, ab) in figs.items():
                 got.setdefault(how, []).append((am, ab))
-                q = ratio(am, ab)
+                q = added_ratio(am, ab)
                 text.append(f"{how} {am * 100:+7.2f}% / {ab * 100:+7.2f}% ratio "
                             + ("%.3f" % q if q is not None else "-"))
             who = "plain null" if v == "plain" else v
@@ -666,7 +669,7 @@ def report_mixed(rows):
             stat(f"{w:12s} {'added by %s (%s)' % (v, how):56s}", am, "%.4f")
             stat(f"{w:12s} {'added by the bare consumer, same processes (%s)' % how:56s}", ab,
                  "%.4f")
-            qs = [q for q in (ratio(*p) for p in pairs) if q is not None]
+            qs = [q for q in (added_ratio(*p) for p in pairs) if q is not None]
             if qs:
                 out = len(pairs) - len(qs)
                 stat(f"{w:12s} {'added(%s)/added(bare), one process (%s)' % (v, how):56s}",
@@ -678,7 +681,7 @@ def report_mixed(rows):
             continue
         orders = {}
         for r in rs:
-            q = ratio(*added_pairs(r).get("local", (0.0, 0.0)))
+            q = added_ratio(*added_pairs(r).get("local", (0.0, 0.0)))
             if q is not None:
                 orders.setdefault(meridian_first(r), []).append(q)
         if len(orders) == 2:  # both orders ran: does the place in the period matter?
@@ -687,7 +690,7 @@ def report_mixed(rows):
                 stat(f"{w:12s} {'added(%s)/added(bare), %s (local)' % (v, order):56s}", qs,
                      "%.4f")
         fixed = null_corrected(rows, w, v)
-        qs = [q for q in (ratio(*p) for p in fixed) if q is not None]
+        qs = [q for q in (added_ratio(*p) for p in fixed) if q is not None]
         if qs:
             stat(f"{w:12s} {'added(%s)/added(bare), less plain null (local)' % v:56s}", qs,
                  "%.4f", "goal <= 1.10")
@@ -712,7 +715,8 @@ def pooled_ratios(r):
         return {}
     if str(r["rc"]) != "0" or not r.get(traced) or not r.get("bare_traced_ms"):
         return {}
-    return {how: am / ab for how, (am, ab) in added_pairs(r, traced, local).items() if ab > 0}
+    out = {how: added_ratio(am, ab) for how, (am, ab) in added_pairs(r, traced, local).items()}
+    return {how: q for how, q in out.items() if q is not None}
 
 
 def report_pooled(paths):
@@ -778,23 +782,29 @@ def read_steps(paths):
     return {k: [t for _, t in sorted(v)] for k, v in out.items()}
 
 
-def report_positions(rows, paths, radius):
+def mixed_runs(rows, steps, alternate=True):
+    """The successful --mixed meridian runs among rows that have their every-step times in
+    steps (read_steps): (row, step times, meridian's windows, the bare consumer's windows,
+    the window length) each; alternate=False leaves the MERIDIAN_CUPTI_ALTERNATE rows out."""
+    for r in rows:
+        ms = steps.get((int(r["round"]), r["workload"], r["variant"]))
+        if str(r["rc"]) != "0" or not ms or not r.get("bare_windows") or not r.get("windows") \
+                or r["variant"] not in MERIDIAN_VARIANTS \
+                or (not alternate and r["variant"] in ALTERNATE):
+            continue
+        spec = parse_windows(r["bare_windows"])
+        yield r, ms, row_windows(r), window_steps(spec, len(ms)), spec[0]
+
+
+def report_positions(rows, steps, radius):
     """--positions (with --report-only): where in the window a --mixed run's traced-step
     cost sits, from the runs' every-step times: per position, meridian's window step and the
     bare consumer's against their own neighbours, and the difference paired per process;
     then each process's mean difference over the traced positions (1..LENGTH-1). An excess
     spread over every traced step is a per-launch cost; one at the first positions, the
     attach's aftermath."""
-    steps = read_steps(paths)
     by, closes, lasts = {}, {}, {}
-    for r in rows:
-        ms = steps.get((int(r["round"]), r["workload"], r["variant"]))
-        if str(r["rc"]) != "0" or not ms or not r.get("bare_windows") or not r.get("windows") \
-                or r["variant"] not in MERIDIAN_VARIANTS:
-            continue
-        length = parse_windows(r["bare_windows"])[0]
-        wins = row_windows(r)
-        bare = window_steps(parse_windows(r["bare_windows"]), len(ms))
+    for r, ms, wins, bare, length in mixed_runs(rows, steps):
         mine = window_positions(ms, wins, bare, radius, length + 2)
         theirs = window_positions(ms, bare, wins, radius, length + 2)
         if mine and theirs:
@@ -836,19 +846,17 @@ def process_ratios(ms, wins, bare, sub, bare_sub, radius):
     """One --mixed process's added(meridian)/added(bare), (local, whole run), from the
     windows sub (of meridian's wins) and bare_sub (of the bare consumer's bare): traced
     steps from those, untraced ones as in the row (away from every window of both); None
-    where the bare consumer's added cost is missing or not above zero (--pool leaves such a
-    process out too: pooled_ratios)."""
+    where the bare consumer's added cost is missing or not above zero (added_ratio)."""
     every = list(wins) + list(bare)
     untraced = classify_window_run(ms, wins, bare)[1]
     lm, lb = local_added(ms, sub, every, radius), local_added(ms, bare_sub, every, radius)
     tm = classify_window_run(ms, sub, every)[0]
     tb = classify_window_run(ms, bare_sub, every)[0]
-    local = float(lm) / float(lb) if lm and lb and float(lb) > 0 else None
+    local = added_ratio(float(lm), float(lb)) if lm and lb else None
     if not (tm and tb and untraced):
         return local, None
     u = statistics.median(untraced)
-    am, ab = statistics.median(tm) / u - 1, statistics.median(tb) / u - 1
-    return local, (am / ab if ab > 0 else None)
+    return local, added_ratio(statistics.median(tm) / u - 1, statistics.median(tb) / u - 1)
 
 
 def robust_sd(vals):
@@ -861,11 +869,11 @@ def robust_sd(vals):
 def noise_split(ratios):
     """From [(whole, odd-windows half, even-windows half), ...] per process: (robust sd of
     the wholes over processes, robust sd of the halves, their ratio or None when the wholes
-    do not spread). Halving the windows
-    leaves a spread that comes from the processes themselves as it is (ratio ~1) and
-    widens one that comes from the windows sampled inside a process by sqrt(2) or more (a
-    ratio of medians widens faster than its windows shrink: fewer windows also make the
-    bare consumer's added cost, the denominator, noisier, and a small one amplifies)."""
+    do not spread). Halving the windows leaves a spread that comes from the processes
+    themselves as it is (ratio ~1) and widens one that comes from the windows sampled inside
+    a process by sqrt(2) or more (a ratio of medians widens faster than its windows shrink:
+    fewer windows also make the bare consumer's added cost, the denominator, noisier, and a
+    small one amplifies)."""
     whole = robust_sd([w for w, _, _ in ratios])
     half = robust_sd([h for _, a, b in ratios for h in (a, b)])
     return whole, half, (half / whole if whole > 0 else None)
@@ -877,12 +885,7 @@ def report_noise(rows, steps, radius):
     themselves (only more processes do), from each process's odd and even windows apart
     (session 17; noise_split)."""
     by = {}
-    for r in rows:
-        ms = steps.get((int(r["round"]), r["workload"], r["variant"]))
-        if str(r["rc"]) != "0" or not ms or not r.get("bare_windows") or not r.get("windows") \
-                or r["variant"] not in MERIDIAN_VARIANTS or r["variant"] in ALTERNATE:
-            continue
-        wins, bare = row_windows(r), window_steps(parse_windows(r["bare_windows"]), len(ms))
+    for r, ms, wins, bare, _ in mixed_runs(rows, steps, alternate=False):
         if len(wins) < 4 or len(bare) < 4:
             continue
         whole = process_ratios(ms, wins, bare, wins, bare, radius)
@@ -1006,8 +1009,9 @@ def main(argv):
         rows = tiers.read_rows(a.csv)
         report(rows)
         if a.positions:
-            report_positions(rows, a.positions.split(","), a.local_radius)
-            report_noise(rows, read_steps(a.positions.split(",")), a.local_radius)
+            steps = read_steps(a.positions.split(","))  # read once for both
+            report_positions(rows, steps, a.local_radius)
+            report_noise(rows, steps, a.local_radius)
         return 0
     vs = a.variants.split(",")
     known = ["bare", "plain"] + list(MERIDIAN_VARIANTS)

@@ -270,6 +270,19 @@ def unit_checks():
     got = inproc.noise_split(within)
     if abs(got[0] - 0.014826) > 1e-9 or abs(got[1] - 0.29652) > 1e-9 or abs(got[2] - 20) > 1e-6:
         fail(f"noise_split of sampled windows {got}, want (0.014826, 0.29652, 20)", "")
+    # --positions with 2-step windows (2/16@2 beside 2/16@10): one traced position, so no
+    # "last position less the others" line, and no failure for want of others
+    import contextlib
+    import io
+    row = dict(round="1", workload="storm", variant="window", rc="0", untraced_ms="1.0",
+               bare_windows="2/16@10", windows="2-3 18-19 34-35 50-51", close_ms="")
+    ms2 = [1.0 + (0.3 if i % 16 in (3, 11) else 0.0) for i in range(64)]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        inproc.report_positions([row], {(1, "storm", "window"): ms2}, 4)
+    if "position  1: meridian  +30.00%  bare  +30.00%" not in buf.getvalue() \
+            or "less positions" in buf.getvalue():
+        fail("--positions on 2-step windows", buf.getvalue())
     # radius 7 reaches 11 (untraced) and not 12-16 (the other's window and detach steps)
     got = inproc.local_added(ms, wins, other, 7)
     if got != "%.5f" % (3.5 / 8.0 - 1):
