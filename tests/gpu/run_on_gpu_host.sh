@@ -465,12 +465,17 @@ stage_inproc() {
     fi
     say_resume_rows "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}"
     # shellcheck disable=SC2086 # INPROC_ARGS is a list of options
+    # The results CSV lives in $OUT while inproc.py appends to it (it flushes every row), so
+    # a call the device's limit kills still returns its finished rows (session 18's call 3
+    # lost five processes' rows when the CSV was copied to $OUT only at the end).
+    local csv_name="${INPROC_CSV:-inproc.csv}"
+    cp "$ROOT/tiers-state/$csv_name" "$OUT/$csv_name" 2>/dev/null || true
     run_logged inproc "${INPROC_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/inproc.py" --build "$BUILD" --meridian "$MERIDIAN" \
-        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" --resume \
+        --agent-lib "$AGENT_LIB" --csv "$OUT/$csv_name" --resume \
         --steps-csv "$OUT/inproc_steps.csv" "${before[@]}" ${INPROC_ARGS:-}
     grep -E '^(inproc:|  )' "$WORK/logs/inproc.log" | tail -90 >>"$SUMMARY"
-    cp "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}" "$OUT/" 2>/dev/null
+    cp "$OUT/$csv_name" "$ROOT/tiers-state/$csv_name" 2>/dev/null
     cp "$WORK/logs/inproc.log" "$OUT/" 2>/dev/null
     return 0
 }
