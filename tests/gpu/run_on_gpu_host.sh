@@ -420,14 +420,21 @@ PYEOF
     return 0
 }
 
-# Says how many result rows the carried CSV holds before a resumable benchmark continues
-# it: the device starts bare, so a resume continues from what this call carried, not from
-# what the last call returned (copy that into tiers-state/ first; session 16's third call
-# re-ran the second's rounds on a stale copy).
-say_resume_rows() {
-    local csv=$1 rows=0
-    [ -f "$csv" ] && rows=$(($(wc -l <"$csv") - 1))
-    say "$(basename "$csv"): $rows result row(s) carried in tiers-state/; resuming after them"
+# A resumable benchmark's results CSV: the carried tiers-state/NAME is copied into $OUT and
+# the benchmark appends there (it flushes every row), so a call that the device's limit
+# kills still returns its finished rows (session 18's call 3 lost five processes' rows when
+# the CSV reached $OUT only after the benchmark ended). Says how many rows it carried: the
+# device starts bare, so a resume continues from what this call carried, not from what the
+# last call returned (copy that into tiers-state/ first; session 16's third call re-ran
+# the second's rounds on a stale copy). Prints the path to give as --csv.
+resume_csv() {
+    local name=$1 rows=0
+    if [ -f "$ROOT/tiers-state/$name" ]; then
+        cp "$ROOT/tiers-state/$name" "$OUT/$name"
+        rows=$(($(wc -l <"$OUT/$name") - 1))
+    fi
+    say "$name: $rows result row(s) carried in tiers-state/; resuming after them" >&2
+    printf '%s\n' "$OUT/$name"
 }
 
 stage_tiers() {
@@ -435,21 +442,19 @@ stage_tiers() {
     # (e.g. --workloads py --variants plain,steady); its CSV continues in $ROOT/tiers-state/
     # when carried back (--resume).
     find_meridian || { say "tiers: SKIPPED: meridian not built"; FAILED+=(tiers_skipped); return 0; }
-    mkdir -p "$ROOT/tiers-state"
-    say_resume_rows "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}"
+    local csv
+    csv=$(resume_csv "${TIERS_CSV:-tiers.csv}")
     # shellcheck disable=SC2086 # TIERS_ARGS is a list of options
     run_logged tiers "${TIERS_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/tiers.py" --build "$BUILD" --meridian "$MERIDIAN" \
-        --agent-lib "$AGENT_LIB" --csv "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}" --resume ${TIERS_ARGS:-}
+        --agent-lib "$AGENT_LIB" --csv "$csv" --resume ${TIERS_ARGS:-}
     grep -E '^(tiers:|  )' "$WORK/logs/tiers.log" | tail -40 >>"$SUMMARY"
-    cp "$ROOT/tiers-state/${TIERS_CSV:-tiers.csv}" "$OUT/" 2>/dev/null
     cp "$WORK/logs/tiers.log" "$OUT/" 2>/dev/null
     return 0
 }
 
 stage_inproc() {
     find_meridian || { say "inproc: SKIPPED: meridian not built"; FAILED+=(inproc_skipped); return 0; }
-    mkdir -p "$ROOT/tiers-state"
     local before=()
     if [ -n "${INPROC_BEFORE_SRC:-}" ]; then # an earlier agent, for the variant `before`
         local bb=$WORK/build-before lib=""
@@ -463,19 +468,14 @@ stage_inproc() {
             FAILED+=(inproc_before_build)
         fi
     fi
-    say_resume_rows "$ROOT/tiers-state/${INPROC_CSV:-inproc.csv}"
+    local csv
+    csv=$(resume_csv "${INPROC_CSV:-inproc.csv}")
     # shellcheck disable=SC2086 # INPROC_ARGS is a list of options
-    # The results CSV lives in $OUT while inproc.py appends to it (it flushes every row), so
-    # a call the device's limit kills still returns its finished rows (session 18's call 3
-    # lost five processes' rows when the CSV was copied to $OUT only at the end).
-    local csv_name="${INPROC_CSV:-inproc.csv}"
-    cp "$ROOT/tiers-state/$csv_name" "$OUT/$csv_name" 2>/dev/null || true
     run_logged inproc "${INPROC_TIMEOUT_S:-560}" env PYTHONUNBUFFERED=1 "$PY" \
         "$ROOT/tests/bench/overhead/inproc.py" --build "$BUILD" --meridian "$MERIDIAN" \
-        --agent-lib "$AGENT_LIB" --csv "$OUT/$csv_name" --resume \
+        --agent-lib "$AGENT_LIB" --csv "$csv" --resume \
         --steps-csv "$OUT/inproc_steps.csv" "${before[@]}" ${INPROC_ARGS:-}
     grep -E '^(inproc:|  )' "$WORK/logs/inproc.log" | tail -90 >>"$SUMMARY"
-    cp "$OUT/$csv_name" "$ROOT/tiers-state/$csv_name" 2>/dev/null
     cp "$WORK/logs/inproc.log" "$OUT/" 2>/dev/null
     return 0
 }
