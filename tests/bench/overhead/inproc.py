@@ -93,6 +93,9 @@ Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,g
        [--windows 20/100@10] [--mixed [--fixed-phases]]
        [--budget-s 540] [--csv FILE] [--steps-csv FILE] [--resume]
        [--report-only [--positions STEPS_CSV[,STEPS_CSV...]] [--pool CSV[,CSV...]]]
+       [--rows-from-steps STEPS_CSV[,...] --csv NEW.csv [--machine BOOT_ID]]
+--rows-from-steps (session 19) rebuilds the rows of runs whose every-step times came back
+but whose CSV rows did not, from the steps and the windows specification of each round.
 """
 import argparse
 import csv
@@ -403,6 +406,21 @@ def run_one(a, rnd, workload, variant, writer):
                   f"specification's {expect}: the recorded ones are used", flush=True)
     else:
         wins = window_steps(spec, len(ms))
+    split = split_alternate(out, wins) if variant in ALTERNATE else None
+    row = step_row(a, rnd, workload, variant, ms, wins, dict(wall_s="%.1f" % wall, rc=rc,
+                                                             machine=tiers.boot_id(), **counts),
+                   split)
+    if row:
+        writer.writerow(row)
+    return row
+
+
+def step_row(a, rnd, workload, variant, ms, wins, run_fields, split=None):
+    """One CSV row from a run's every-step times ms and meridian's windows wins (for `bare`
+    and `plain` the specification's), the bare consumer's windows following from the round
+    (consumer_specs); run_fields: what only the run itself knows (wall_s, rc, machine and
+    the agent's counters). None, said why, when the run has no traced or no untraced step."""
+    spec, bare_spec = consumer_specs(a, rnd, variant)
     bare_wins = window_steps(bare_spec, len(ms)) if bare_spec else []
     ran_bare = spec if variant == "bare" else bare_spec  # plain: where the bare null is taken
     traced, untraced = classify_window_run(ms, wins, bare_wins)
@@ -416,22 +434,50 @@ def run_one(a, rnd, workload, variant, writer):
                traced_ms="%.4f" % statistics.median(traced), n_untraced=len(untraced),
                n_traced=len(traced),
                windows=" ".join(f"{f}-{l}" for f, l in wins) if wins else "",
-               wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id(),
                bare_traced_ms="%.4f" % statistics.median(bare_traced) if bare_traced else "",
                n_bare_traced=len(bare_traced),
                bare_windows=spec_text(ran_bare) if ran_bare else "",
                local_added=local_added(ms, wins, bare_wins, a.local_radius),
                bare_local_added=(local_added(ms, bare_wins, wins, a.local_radius)
                                  if bare_wins else ""),
-               **edge_costs(ms, wins, statistics.median(untraced)), **counts,
-               **alternate_figures(ms, split_alternate(out, wins) if variant in ALTERNATE
-                                   else None, bare_wins, a.local_radius))
-    writer.writerow(row)
+               **edge_costs(ms, wins, statistics.median(untraced)), **run_fields,
+               **alternate_figures(ms, split, bare_wins, a.local_radius))
+    wall = f", {float(row['wall_s']):.1f} s" if row.get("wall_s") else ""
     also = f" bare traced {row['bare_traced_ms']} ms" if bare_traced else ""
     print(f"inproc: round {rnd} {workload:12s} {variant:6s} untraced {row['untraced_ms']} ms "
-          f"traced {row['traced_ms']} ms{also} ({len(untraced)}/{len(traced)} steps, "
-          f"{wall:.1f} s)", flush=True)
+          f"traced {row['traced_ms']} ms{also} ({len(untraced)}/{len(traced)} steps{wall})",
+          flush=True)
     return row
+
+
+def rows_from_steps(a):
+    """--rows-from-steps: the CSV rows of runs whose every-step times came back but whose
+    rows did not (session 18's call 3, killed before the host script returned its CSV).
+    Each run's windows are the specification's for its round (--windows, --mixed and the
+    round's parity, as run_one sets them); what only the run knew is left empty (wall_s,
+    the agent's counters) or given (--machine); rc is 0, since the steps were saved only
+    for runs that ended well. Written to --csv, which must not exist yet."""
+    if os.path.exists(a.csv):
+        raise SystemExit(f"inproc: --rows-from-steps writes a new --csv; {a.csv} exists")
+    runs = read_steps(a.rows_from_steps.split(","))
+    alt = sorted({v for _, _, v in runs} & ALTERNATE)
+    if alt:
+        raise SystemExit(f"inproc: --rows-from-steps: {', '.join(alt)} runs need the agent's "
+                         f"attach lines to split their windows; only their output has them")
+    rows = []
+    with open(a.csv, "w", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        writer.writeheader()
+        for (rnd, w, v), ms in sorted(runs.items()):
+            spec = consumer_specs(a, rnd, v)[0]
+            row = step_row(a, rnd, w, v, ms, window_steps(spec, len(ms)),
+                           dict(rc=0, machine=a.machine))
+            if row:
+                writer.writerow(row)
+                rows.append(row)
+    print(f"inproc: {len(rows)} rows rebuilt from {len(runs)} runs' steps into {a.csv}",
+          flush=True)
+    return rows
 
 
 def by_round(rows):
@@ -979,6 +1025,12 @@ def main(argv):
                          "instead of --csv's report, meridian's default windows against the "
                          "bare consumer (--mixed), every process pooled, per host and over "
                          "all hosts")
+    ap.add_argument("--rows-from-steps", default="",
+                    help="FILE[,FILE...] of --steps-csv: rebuild the results rows of runs whose "
+                         "rows were lost (give the runs' --windows and --mixed), into a new "
+                         "--csv; wall time and the agent's counters stay empty")
+    ap.add_argument("--machine", default="",
+                    help="with --rows-from-steps: the boot id of the machine the runs ran on")
     ap.add_argument("--before-lib", default="",
                     help="an earlier agent library for the variant `before` (the window "
                          "variant with that agent: a change measured side by side)")
@@ -1002,6 +1054,9 @@ def main(argv):
     if (a.positions or a.pool) and not a.report_only:
         raise SystemExit("inproc: --positions and --pool read finished runs: give them with "
                          "--report-only")
+    if a.rows_from_steps:
+        report(rows_from_steps(a))
+        return 0
     if a.report_only and a.pool:
         report_pooled(a.pool.split(","))
         return 0

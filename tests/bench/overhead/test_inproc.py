@@ -45,6 +45,9 @@ Before all that, the step classification, the local figure, the attach lines' sp
 the median's order-statistic interval on hand-made lists where a range one step off changes
 the result. A bad window specification, an unknown variant, `before` without a library,
 `--positions` without `--report-only` and a resume into a CSV of other columns are refused.
+Last, `--rows-from-steps` on run 51's recorded files (GPT-2 on the H200): the rows rebuilt
+from its every-step times alone must equal, figure for figure, the rows the live run wrote
+(the fields only a run knows left empty); an existing --csv and an ALTERNATE run are refused.
 """
 import csv
 import os
@@ -229,6 +232,53 @@ def expect_figures(out):
     expect_lines(out, want)
     if out.count("storm        round") != 3:
         fail("want 3 rounds reported", out)
+
+
+RESULTS = os.path.join(HERE, "..", "..", "gpu", "results")
+RUN_ONLY = {"wall_s", "pace_waits", "pace_wait_ms", "ring_full", "cupti_dropped", "close_ms"}
+
+
+def rebuild_checks(tmp):
+    """--rows-from-steps on a real run's recorded files (run 51: GPT-2 on the H200, --mixed
+    --windows 8/32@4, 10 processes): every figure of the rows the live run wrote must come
+    back from its every-step file alone (the run-only fields empty); an existing --csv and
+    an ALTERNATE run (its windows split only by the agent's output) are refused."""
+    steps = os.path.join(RESULTS, "run51_steps.csv.gz")
+    with open(os.path.join(RESULTS, "run51_gpt2_window.csv")) as f:
+        live = {(r["round"], r["variant"]): r for r in csv.DictReader(f)}
+    out_csv = os.path.join(tmp, "rebuilt.csv")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "inproc.py"), "--build", "x",
+                        "--meridian", "x", "--agent-lib", "x", "--rows-from-steps", steps,
+                        "--windows", "8/32@4", "--mixed", "--machine", "819978dd", "--csv",
+                        out_csv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    if p.returncode != 0 or "10 rows rebuilt from 10 runs' steps" not in p.stdout:
+        fail(f"--rows-from-steps on run 51: exit {p.returncode}", p.stdout)
+    with open(out_csv) as f:
+        rebuilt = {(r["round"], r["variant"]): r for r in csv.DictReader(f)}
+    if sorted(rebuilt) != sorted(live):
+        fail(f"--rows-from-steps: runs {sorted(rebuilt)}, the live CSV has {sorted(live)}",
+             p.stdout)
+    wrong = [(k, c, live[k][c], rebuilt[k][c]) for k in live for c in live[k]
+             if c not in RUN_ONLY and live[k][c] != rebuilt[k][c]]
+    empty = [(k, c) for k in rebuilt for c in RUN_ONLY if rebuilt[k][c]]
+    if wrong or empty:
+        fail(f"--rows-from-steps differs from the live rows: {wrong[:5]}; run-only fields "
+             f"filled: {empty[:5]}", p.stdout)
+    again = subprocess.run(p.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=120)
+    if again.returncode == 0 or "writes a new --csv" not in again.stdout:
+        fail("--rows-from-steps overwrote an existing --csv", again.stdout)
+    alt = os.path.join(tmp, "alt_steps.csv")
+    with open(alt, "w") as f:
+        f.write("round,workload,variant,step,ms\n" +
+                "".join(f"1,storm,window_alt_kinds,{i},1.0\n" for i in range(100)))
+    p = subprocess.run([sys.executable, os.path.join(HERE, "inproc.py"), "--build", "x",
+                        "--meridian", "x", "--agent-lib", "x", "--rows-from-steps", alt,
+                        "--csv", os.path.join(tmp, "alt.csv")], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60)
+    if p.returncode == 0 or "need the agent's attach lines" not in p.stdout:
+        fail("--rows-from-steps rebuilt an ALTERNATE run without its attach lines", p.stdout)
 
 
 def unit_checks():
@@ -562,6 +612,7 @@ def main():
         rc, out = run(tmp, {}, "--variants", "window,full")
         if rc == 0 or "choose from bare, plain, window, before, window_kernel" not in out:
             fail("an unknown variant was accepted", out)
+        rebuild_checks(tmp)
     print("test_inproc: ok")
 
 

@@ -181,11 +181,14 @@ def read_rows(path):
         return list(csv.DictReader(f))
 
 
-def run_resumable(a, plan, fields, run, tag, about=""):
+def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
     """Runs every (round, workload, variant) of plan that a.csv does not hold yet (its rows
-    count only with a.resume), until a.budget_s has passed; run(rnd, workload, variant,
+    count only with a.resume) while they fit in a.budget_s; run(rnd, workload, variant,
     writer) writes its rows through the CSV writer and returns them. Returns the rows read
-    and written, for the report. Shared by tiers.py and inproc.py."""
+    and written, for the report. Shared by tiers.py and inproc.py.
+    A run starts only if it would end inside the budget when it takes as long as the longest
+    run so far: a device call's limit is its build + the budget + nothing more (session 18's
+    call 3 was killed in the run that started just before its budget ran out)."""
     rows = read_rows(a.csv) if a.resume else []
     if rows and list(rows[0].keys()) != list(fields):
         raise SystemExit(f"{tag}: {a.csv} has the columns {list(rows[0].keys())}, this "
@@ -193,7 +196,8 @@ def run_resumable(a, plan, fields, run, tag, about=""):
                          f"the two with --report-only) instead of mixing them")
     done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
     new = not rows
-    t_end = time.monotonic() + a.budget_s
+    t_end = clock() + a.budget_s
+    longest = 0.0
     print(f"{tag}: {len(plan)} runs planned, {len(done)} done; machine {boot_id()}; {about}",
           flush=True)
     with open(a.csv, "w" if new else "a", newline="") as f:
@@ -203,10 +207,14 @@ def run_resumable(a, plan, fields, run, tag, about=""):
         for rnd, w, v in plan:
             if (rnd, w, v) in done:
                 continue
-            if time.monotonic() > t_end:
-                print(f"{tag}: budget reached; resume with --resume", flush=True)
+            if clock() + longest > t_end:
+                print(f"{tag}: budget reached (the next run could take {longest:.0f} s, "
+                      f"{max(t_end - clock(), 0):.0f} s are left); resume with --resume",
+                      flush=True)
                 break
+            t0 = clock()
             rows += run(rnd, w, v, writer)
+            longest = max(longest, clock() - t0)
             f.flush()
     return rows
 
@@ -289,7 +297,9 @@ def add_common_args(ap, csv_default):
     ap.add_argument("--build", required=True)
     ap.add_argument("--meridian", required=True)
     ap.add_argument("--agent-lib", required=True)
-    ap.add_argument("--budget-s", type=float, default=540)
+    ap.add_argument("--budget-s", type=float, default=540,
+                    help="seconds for the runs: a run starts only if, taking as long as the "
+                         "longest run so far, it ends inside them")
     ap.add_argument("--run-timeout-s", type=float, default=240)
     ap.add_argument("--csv", default=csv_default)
     ap.add_argument("--resume", action="store_true")
