@@ -28,7 +28,9 @@
  * Cap and policy: the pool holds BARE_CONSUMER_POOL buffers (default 16 x 8 MiB, all
  * allocated at start, never grown). When it is empty the request callback returns no
  * buffer, CUPTI drops the records it could not store and counts them; both that count
- * (cuptiActivityGetNumDroppedRecords) and the pool misses are printed at exit.
+ * (cuptiActivityGetNumDroppedRecords, read at each detach before cuptiFinalize and at exit
+ * while attached: a count a finalized CUPTI cannot give later) and the pool misses are
+ * printed at exit.
  *
  * Environment (read once, in InitializeInjection):
  *   BARE_CONSUMER_KINDS        comma list of kind names (default: the list above; names as
@@ -163,6 +165,7 @@ static struct {
     /* Counters, updated on CUPTI's worker thread and the request path. */
     uint64_t records_by_kind[CUPTI_ACTIVITY_KIND_COUNT];
     uint64_t records, zero_ts_kernels, buffers_completed, pool_misses;
+    size_t dropped_before_detach; /* CUPTI's host-side drops read at each detach */
 } bc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t CUPTIAPI timestamp_cb(void)
@@ -368,7 +371,7 @@ static void at_exit(void)
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_RUNTIME],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_OVERHEAD],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_DEVICE],
-            (unsigned long long)bc.zero_ts_kernels, dropped,
+            (unsigned long long)bc.zero_ts_kernels, dropped + bc.dropped_before_detach,
             (unsigned long long)bc.buffers_completed, (unsigned long long)bc.pool_misses,
             bc.attaches, bc.detaches);
 }
@@ -502,6 +505,9 @@ static void CUPTIAPI detach_cb(void *ud, CUpti_CallbackDomain dom, CUpti_Callbac
         !__atomic_exchange_n(&bc.detaching, 0, __ATOMIC_ACQ_REL))
         return;
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    size_t dropped = 0; /* the finalize forgets it: read it now (the detach step, untimed) */
+    if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
+        bc.dropped_before_detach += dropped;
     cuptiFinalize();
     bc.detaches++;
     __atomic_store_n(&bc.attached, 0, __ATOMIC_RELEASE);

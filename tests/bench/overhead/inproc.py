@@ -88,6 +88,15 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
           or more, it comes from the windows sampled inside each process and longer
           processes narrow it; if not, only more processes do (report_noise).
 
+  capture (session 19) what each consumer captured in its own windows of one process:
+          meridian's stored kernels (rank 0) and the bare consumer's kernel records (its
+          exit line), each per window step, with what each lost (meridian's CUPTI host and
+          device drops and full ring; the bare consumer's CUPTI drops, read at each detach,
+          and kernels with no timestamps). The workload launches the same kernels every
+          step, so a per-step shortfall of meridian's is kernels it missed (run 52's GPT-2
+          processes lost 5-22 records each, kernel-dense's 0-5; which consumer's share and
+          where was not recorded).
+
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
        [--windows 20/100@10] [--mixed [--fixed-phases]]
@@ -116,7 +125,8 @@ FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "
           "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added",
           "bare_windows", "pace_waits", "pace_wait_ms", "ring_full", "cupti_dropped",
           "alt_default_traced_ms", "alt_changed_traced_ms", "alt_default_local",
-          "alt_changed_local", "close_ms"]
+          "alt_changed_local", "close_ms", "cupti_device", "kernels_per_step",
+          "bare_kernels_per_step", "bare_lost"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -319,10 +329,12 @@ def recorded_windows(db):
 def agent_counts(db):
     """The agent's pace and drop counters of a meridian run (rank 0), as CSV fields: CUPTI's
     completion thread's waits for ring space (count, ms), the records lost to a full ring
-    or by CUPTI itself, and the mean time of a window's close (window/close_ns over
-    window/closes, ms: inside the window's last step); empty strings when the database or
-    a counter is missing."""
-    out = dict(pace_waits="", pace_wait_ms="", ring_full="", cupti_dropped="", close_ms="")
+    or by CUPTI itself (cupti_dropped: host and device; cupti_device: the device buffer's
+    share, kernels with no timestamps), and the mean time of a window's close
+    (window/close_ns over window/closes, ms: inside the window's last step); empty strings
+    when the database or a counter is missing."""
+    out = dict(pace_waits="", pace_wait_ms="", ring_full="", cupti_dropped="", close_ms="",
+               cupti_device="")
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         got = {(c, n): int(v) for c, n, v in con.execute(
@@ -339,10 +351,82 @@ def agent_counts(db):
     host, dev = got.get(("dropped", "cupti_host")), got.get(("dropped", "cupti_device"))
     if host is not None or dev is not None:
         out["cupti_dropped"] = (host or 0) + (dev or 0)
+        out["cupti_device"] = dev or 0
     if got.get(("window", "closes")):
         out["close_ms"] = "%.4f" % (got.get(("window", "close_ns"), 0) / 1e6
                                     / got[("window", "closes")])
     return out
+
+
+def stored_kernels(db):
+    """How many kernels rank 0 stored (every one launched in a window step), or None."""
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        n = con.execute("SELECT COUNT(*) FROM kernels WHERE rank = 0").fetchone()[0]
+        con.close()
+        return int(n)
+    except sqlite3.Error:
+        return None
+
+
+def bare_exit(out):
+    """(kernel records, records lost) from the bare consumer's exit line in a run's output
+    (lost: kernels with no timestamps, the device buffer's loss, plus CUPTI's host-side
+    drops), or None when the run has no such line."""
+    found = re.findall(r"bare_consumer: exit pid=\d+ records=\d+ kernels=(\d+) .*?"
+                       r"zero_ts_kernels=(\d+) dropped=(\d+)", out)
+    if not found:
+        return None
+    kernels, zero_ts, dropped = (int(x) for x in found[-1])
+    return kernels, zero_ts + dropped
+
+
+def per_step(count, windows):
+    """count over the steps of windows [(first, last), ...], as a CSV field ('' if unknown)."""
+    steps = sum(last - first + 1 for first, last in windows)
+    return "%.2f" % (count / steps) if count is not None and steps else ""
+
+
+def capture_fields(a, rnd, variant, ms_len, wins, kernels, out):
+    """The CSV fields that compare what each consumer captured in its windows of one run:
+    meridian's stored kernels per window step and the bare consumer's kernel records per
+    window step (its windows: its own in a `bare` run, else the --mixed ones), with the
+    records it lost. The workload launches the same kernels every step, so in one process
+    the two per-step figures differ only by what a consumer missed."""
+    spec, bare_spec = consumer_specs(a, rnd, variant)
+    ran_bare = spec if variant == "bare" else bare_spec
+    bare = bare_exit(out) if ran_bare else None
+    bare_wins = window_steps(ran_bare, ms_len) if ran_bare else []
+    return dict(kernels_per_step=per_step(kernels, wins) if variant != "bare" else "",
+                bare_kernels_per_step=per_step(bare[0], bare_wins) if bare else "",
+                bare_lost=bare[1] if bare else "")
+
+
+def report_capture(rows):
+    """Per workload and variant: kernels a window step, meridian's (stored) and the bare
+    consumer's (its records) in the same processes, medians and the per-process shortfall
+    of meridian's; and what each consumer lost (meridian: CUPTI's host and device drops,
+    the ring; the bare consumer: CUPTI's drops and kernels with no timestamps)."""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0" and r.get("kernels_per_step") and r.get("bare_kernels_per_step"):
+            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    if not by:
+        return
+    print("\ninproc: what each consumer captured in its own windows of the same process "
+          "(kernels a window step; the workload launches the same kernels every step)")
+    for (w, v), rs in sorted(by.items()):
+        km = [float(r["kernels_per_step"]) for r in rs]
+        kb = [float(r["bare_kernels_per_step"]) for r in rs]
+        short = [b - m for m, b in zip(km, kb)]
+        lost = [int(r["ring_full"] or 0) + int(r["cupti_dropped"] or 0) for r in rs]
+        dev = [int(r["cupti_device"] or 0) for r in rs]
+        blost = [int(r["bare_lost"] or 0) for r in rs]
+        print(f"  {w:12s} {v:18s} meridian {statistics.median(km):.2f}, bare consumer "
+              f"{statistics.median(kb):.2f} a step; bare - meridian {statistics.median(short):+.2f} "
+              f"(max {max(short):+.2f}); lost: meridian {statistics.median(lost):g} (max "
+              f"{max(lost)}; device buffer {statistics.median(dev):g}), bare consumer "
+              f"{statistics.median(blost):g} (max {max(blost)}), n={len(rs)}")
 
 
 def report_pace(rows):
@@ -385,6 +469,7 @@ def run_one(a, rnd, workload, variant, writer):
         stored = variant in MERIDIAN_VARIANTS and variant not in RECORD_ONLY  # a database
         wins = recorded_windows(db) if stored else None
         counts = agent_counts(db) if stored else {}
+        kernels = stored_kernels(db) if stored else None
     steps = tiers.parse("storm" if workload == "storm" else "py", out)
     ms = steps.get("storm" if workload == "storm" else workload)
     if rc != 0 or not ms:
@@ -407,9 +492,9 @@ def run_one(a, rnd, workload, variant, writer):
     else:
         wins = window_steps(spec, len(ms))
     split = split_alternate(out, wins) if variant in ALTERNATE else None
-    row = step_row(a, rnd, workload, variant, ms, wins, dict(wall_s="%.1f" % wall, rc=rc,
-                                                             machine=tiers.boot_id(), **counts),
-                   split)
+    row = step_row(a, rnd, workload, variant, ms, wins, dict(
+        wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id(), **counts,
+        **capture_fields(a, rnd, variant, len(ms), wins, kernels, out)), split)
     if row:
         writer.writerow(row)
     return row
@@ -534,6 +619,7 @@ def report(rows):
     report_alternate(rows)
     report_mixed(rows)
     report_pace(rows)
+    report_capture(rows)
     report_edges(rows)
 
 

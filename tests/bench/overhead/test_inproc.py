@@ -119,6 +119,12 @@ for i in range(steps):
 print("kernel_storm: launches=%d wall_s=1 us_per_launch=1 steps=%d launches_per_step=1000"
       % (steps * 1000, steps))
 print("kernel_storm: step_us=" + ",".join(out))
+if bare:  # the bare consumer's exit line: 1000 kernel records a window step, 3 + 2 lost
+    n = sum(min(l, steps - 1) - f + 1 for f, l in windows(bare))
+    print("bare_consumer: exit pid=1 records=%d kernels=%d memcpy=0 memset=0 sync=0 graph=0 "
+          "extcorr=0 driver_api=0 runtime_api=0 overhead=0 device=0 zero_ts_kernels=3 "
+          "dropped=2 buffers=1 pool_misses=0 attaches=1 detaches=1" % (n * 1000, n * 1000),
+          file=sys.stderr)
 for k in range(len(wins) - (1 if os.environ.get("FAKE_ALT_SHORT") else 0)) if alt else []:
     print("meridian: attach %d alternate %s %s" % (k + 1, alt, "changed" if k % 2 else
                                                    "default"), file=sys.stderr)
@@ -158,6 +164,16 @@ con.executemany("INSERT INTO agent_counters VALUES (?, ?, ?, ?)",
                  (0, "dropped", "ring_full", 0 if paced else 40 * n),
                  (0, "dropped", "cupti_host", 2), (1, "cupti", "pace_waits", 999),
                  (0, "window", "closes", n), (0, "window", "close_ns", 404000 * n)])
+# the kernels stored: 1000 a window step on rank 0, less FAKE_KERNELS_LOST a window; rank
+# 1's are not the benchmark's
+con.execute("CREATE TABLE kernels (rank INTEGER, start_ns INTEGER)")
+lost = int(os.environ.get("FAKE_KERNELS_LOST", "0"))
+for w in open(db + ".w").read().split():
+    f, l = (int(x) for x in w.split("-"))
+    con.executemany("INSERT INTO kernels VALUES (0, ?)",
+                    [(i,) for i in range((l - f + 1) * 1000 - lost)])
+    con.execute("INSERT INTO kernels VALUES (1, 0)")
+con.execute("INSERT INTO agent_counters VALUES (0, 'dropped', 'cupti_device', ?)", (lost * n,))
 con.commit()
 sys.exit(rc)
 '''
@@ -433,8 +449,15 @@ def main():
         # --mixed: the bare consumer's windows in meridian's processes, half a period later
         # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
         # one process each, and two nulls from the plain run
-        out = fresh_run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
+        out = fresh_run(tmp, {"FAKE_KERNELS_LOST": "8"}, "--mixed", "--variants",
+                        "window,plain,window_noflush")
         expect_lines(out, (
+            # what each consumer captured: 4 windows of 20 steps, 8 kernels lost a window by
+            # meridian (0.4 a step; CUPTI's device buffer: 32 + the host's 2 + none to the
+            # ring), 5 records by the bare consumer
+            r"storm +window +meridian 999\.60, bare consumer 1000\.00 a step; bare - meridian "
+            r"\+0\.40 \(max \+0\.40\); lost: meridian 34 \(max 34; device buffer 32\), bare "
+            r"consumer 5 \(max 5\), n=3",
             r"storm +round +1  window +meridian first +meridian's / bare's windows: run  "
             r"\+28\.71% /  "
             r"\+20\.00% ratio 1\.436   local  \+28\.71% /  \+20\.00% ratio 1\.436",
