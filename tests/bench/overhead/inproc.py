@@ -402,15 +402,27 @@ def capture_fields(a, rnd, variant, ms_len, wins, kernels, out):
                 bare_lost=bare[1] if bare else "")
 
 
+def ok_rows_by_variant(rows, needed):
+    """{(workload, variant): [row, ...]} of the runs that ended well and have every field
+    in needed filled."""
+    by = {}
+    for r in rows:
+        if str(r["rc"]) == "0" and all(r.get(k) not in (None, "") for k in needed):
+            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    return by
+
+
+def records_lost(r):
+    """The records meridian lost in a run: to a full ring, or dropped by CUPTI."""
+    return int(r["ring_full"] or 0) + int(r["cupti_dropped"] or 0)
+
+
 def report_capture(rows):
     """Per workload and variant: kernels a window step, meridian's (stored) and the bare
     consumer's (its records) in the same processes, medians and the per-process shortfall
     of meridian's; and what each consumer lost (meridian: CUPTI's host and device drops,
     the ring; the bare consumer: CUPTI's drops and kernels with no timestamps)."""
-    by = {}
-    for r in rows:
-        if str(r["rc"]) == "0" and r.get("kernels_per_step") and r.get("bare_kernels_per_step"):
-            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    by = ok_rows_by_variant(rows, ("kernels_per_step", "bare_kernels_per_step"))
     if not by:
         return
     print("\ninproc: what each consumer captured in its own windows of the same process "
@@ -419,12 +431,12 @@ def report_capture(rows):
         km = [float(r["kernels_per_step"]) for r in rs]
         kb = [float(r["bare_kernels_per_step"]) for r in rs]
         short = [b - m for m, b in zip(km, kb)]
-        lost = [int(r["ring_full"] or 0) + int(r["cupti_dropped"] or 0) for r in rs]
+        lost = [records_lost(r) for r in rs]
         dev = [int(r["cupti_device"] or 0) for r in rs]
         blost = [int(r["bare_lost"] or 0) for r in rs]
         print(f"  {w:12s} {v:18s} meridian {statistics.median(km):.2f}, bare consumer "
-              f"{statistics.median(kb):.2f} a step; bare - meridian {statistics.median(short):+.2f} "
-              f"(max {max(short):+.2f}); lost: meridian {statistics.median(lost):g} (max "
+              f"{statistics.median(kb):.2f} a step; bare - meridian "
+              f"{statistics.median(short):+.2f} (max {max(short):+.2f}); lost: meridian {statistics.median(lost):g} (max "
               f"{max(lost)}; device buffer {statistics.median(dev):g}), bare consumer "
               f"{statistics.median(blost):g} (max {max(blost)}), n={len(rs)}")
 
@@ -433,10 +445,7 @@ def report_pace(rows):
     """Per workload and meridian variant: how often CUPTI's completion thread waited for
     ring space (pacing holds CUPTI's buffer meanwhile) and what was lost, medians over the
     processes that recorded the counters."""
-    by = {}
-    for r in rows:
-        if str(r["rc"]) == "0" and r.get("pace_waits") not in (None, ""):
-            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    by = ok_rows_by_variant(rows, ("pace_waits",))
     if not by:
         return
     print("\ninproc: CUPTI's completion thread waiting for ring space, per process (medians, "
@@ -444,7 +453,7 @@ def report_pace(rows):
     for (w, v), rs in sorted(by.items()):
         waits = [int(r["pace_waits"]) for r in rs]
         ms = [float(r["pace_wait_ms"] or 0) for r in rs]
-        lost = [int(r["ring_full"] or 0) + int(r["cupti_dropped"] or 0) for r in rs]
+        lost = [records_lost(r) for r in rs]
         print(f"  {w:12s} {v:18s} waits {statistics.median(waits):g} (max {max(waits)}), "
               f"{statistics.median(ms):.3f} ms (max {max(ms):.3f}); records lost "
               f"{statistics.median(lost):g} (max {max(lost)}), n={len(rs)}")
