@@ -436,8 +436,8 @@ def report_capture(rows):
         blost = [int(r["bare_lost"] or 0) for r in rs]
         print(f"  {w:12s} {v:18s} meridian {statistics.median(km):.2f}, bare consumer "
               f"{statistics.median(kb):.2f} a step; bare - meridian "
-              f"{statistics.median(short):+.2f} (max {max(short):+.2f}); lost: meridian {statistics.median(lost):g} (max "
-              f"{max(lost)}; device buffer {statistics.median(dev):g}), bare consumer "
+              f"{statistics.median(short):+.2f} (max {max(short):+.2f}); lost: meridian "
+              f"{statistics.median(lost):g} (max {max(lost)}; device buffer {statistics.median(dev):g}), bare consumer "
               f"{statistics.median(blost):g} (max {max(blost)}), n={len(rs)}")
 
 
