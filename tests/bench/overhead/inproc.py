@@ -437,8 +437,9 @@ def report_capture(rows):
         print(f"  {w:12s} {v:18s} meridian {statistics.median(km):.2f}, bare consumer "
               f"{statistics.median(kb):.2f} a step; bare - meridian "
               f"{statistics.median(short):+.2f} (max {max(short):+.2f}); lost: meridian "
-              f"{statistics.median(lost):g} (max {max(lost)}; device buffer {statistics.median(dev):g}), bare consumer "
-              f"{statistics.median(blost):g} (max {max(blost)}), n={len(rs)}")
+              f"{statistics.median(lost):g} (max {max(lost)}; device buffer "
+              f"{statistics.median(dev):g}), bare consumer {statistics.median(blost):g} "
+              f"(max {max(blost)}), n={len(rs)}")
 
 
 def report_pace(rows):
