@@ -165,7 +165,8 @@ static struct {
     /* Counters, updated on CUPTI's worker thread and the request path. */
     uint64_t records_by_kind[CUPTI_ACTIVITY_KIND_COUNT];
     uint64_t records, zero_ts_kernels, buffers_completed, pool_misses;
-    size_t dropped_before_detach; /* CUPTI's host-side drops read at each detach */
+    size_t dropped_before_detach; /* CUPTI's host-side drops read at each detach (atomics:
+                                   * a detach may finish on another thread) */
 } bc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static uint64_t CUPTIAPI timestamp_cb(void)
@@ -371,7 +372,8 @@ static void at_exit(void)
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_RUNTIME],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_OVERHEAD],
             (unsigned long long)bc.records_by_kind[CUPTI_ACTIVITY_KIND_DEVICE],
-            (unsigned long long)bc.zero_ts_kernels, dropped + bc.dropped_before_detach,
+            (unsigned long long)bc.zero_ts_kernels,
+            dropped + __atomic_load_n(&bc.dropped_before_detach, __ATOMIC_RELAXED),
             (unsigned long long)bc.buffers_completed, (unsigned long long)bc.pool_misses,
             bc.attaches, bc.detaches);
 }
@@ -507,7 +509,7 @@ static void CUPTIAPI detach_cb(void *ud, CUpti_CallbackDomain dom, CUpti_Callbac
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     size_t dropped = 0; /* the finalize forgets it: read it now (the detach step, untimed) */
     if (cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped) == CUPTI_SUCCESS)
-        bc.dropped_before_detach += dropped;
+        __atomic_add_fetch(&bc.dropped_before_detach, dropped, __ATOMIC_RELAXED);
     cuptiFinalize();
     bc.detaches++;
     __atomic_store_n(&bc.attached, 0, __ATOMIC_RELEASE);

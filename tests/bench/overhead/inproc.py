@@ -88,14 +88,15 @@ in a sync), gpt2 and kernel-dense (ddp_train.py, one mode per process, world siz
           or more, it comes from the windows sampled inside each process and longer
           processes narrow it; if not, only more processes do (report_noise).
 
-  capture (session 19) what each consumer captured in its own windows of one process:
-          meridian's stored kernels (rank 0) and the bare consumer's kernel records (its
-          exit line), each per window step, with what each lost (meridian's CUPTI host and
-          device drops and full ring; the bare consumer's CUPTI drops, read at each detach,
-          and kernels with no timestamps). The workload launches the same kernels every
-          step, so a per-step shortfall of meridian's is kernels it missed (run 52's GPT-2
-          processes lost 5-22 records each, kernel-dense's 0-5; which consumer's share and
-          where was not recorded).
+  capture (session 19) what each consumer captured in its own windows of one process, as
+          raw counts in the CSV: meridian's stored kernels (rank 0) and the bare consumer's
+          kernel records with timings (its exit line), with each one's window steps and
+          what each lost (meridian's CUPTI host and device drops and full ring; the bare
+          consumer's CUPTI drops, read at each detach, and kernels with no timings). The
+          workload launches the same kernels every step, so a lower rate of meridian's is
+          kernels it missed (run 52's GPT-2 processes lost 5-22 records each,
+          kernel-dense's 0-5; whose and where was not recorded). A run with a window cut
+          by its end compares nothing.
 
 Usage: inproc.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,gpt2,kernel-dense]
        [--variants window,bare,plain[,before --before-lib LIB]] [--rounds 5] [--steps 400]
@@ -125,8 +126,8 @@ FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "
           "detach2_ms", "bare_traced_ms", "n_bare_traced", "local_added", "bare_local_added",
           "bare_windows", "pace_waits", "pace_wait_ms", "ring_full", "cupti_dropped",
           "alt_default_traced_ms", "alt_changed_traced_ms", "alt_default_local",
-          "alt_changed_local", "close_ms", "cupti_device", "kernels_per_step",
-          "bare_kernels_per_step", "bare_lost"]
+          "alt_changed_local", "close_ms", "cupti_device", "kernels", "kernel_steps",
+          "bare_kernels", "bare_kernel_steps", "bare_lost"]
 # Meridian's variants: the window run with these agent variables added, to find which of
 # meridian's mechanisms costs what a traced step costs beyond the bare consumer (each one
 # switches one off; agent/ENVIRONMENT.md). `before` is the window run of an earlier agent.
@@ -370,35 +371,46 @@ def stored_kernels(db):
 
 
 def bare_exit(out):
-    """(kernel records, records lost) from the bare consumer's exit line in a run's output
-    (lost: kernels with no timestamps, the device buffer's loss, plus CUPTI's host-side
-    drops), or None when the run has no such line."""
+    """(kernel records with timings, records lost) from the bare consumer's exit line in a
+    run's output, or None when the run has no such line. Its `kernels` count includes the
+    records CUPTI wrote with no timings (zero_ts_kernels: the device buffer ran out), which
+    meridian does not store: they are taken out here and counted as lost, with CUPTI's
+    host-side drops (records never written)."""
     found = re.findall(r"bare_consumer: exit pid=\d+ records=\d+ kernels=(\d+) .*?"
                        r"zero_ts_kernels=(\d+) dropped=(\d+)", out)
     if not found:
         return None
     kernels, zero_ts, dropped = (int(x) for x in found[-1])
-    return kernels, zero_ts + dropped
+    return kernels - zero_ts, zero_ts + dropped
 
 
-def per_step(count, windows):
-    """count over the steps of windows [(first, last), ...], as a CSV field ('' if unknown)."""
-    steps = sum(last - first + 1 for first, last in windows)
-    return "%.2f" % (count / steps) if count is not None and steps else ""
+def fits(spec, steps):
+    """Whether every window of spec (L, P, O) ends inside a run of `steps` steps."""
+    length, period, offset = spec
+    return all(s + length <= steps for s in range(offset, steps, period))
+
+
+def window_step_count(windows):
+    return sum(last - first + 1 for first, last in windows)
 
 
 def capture_fields(a, rnd, variant, ms_len, wins, kernels, out):
-    """The CSV fields that compare what each consumer captured in its windows of one run:
-    meridian's stored kernels per window step and the bare consumer's kernel records per
-    window step (its windows: its own in a `bare` run, else the --mixed ones), with the
-    records it lost. The workload launches the same kernels every step, so in one process
-    the two per-step figures differ only by what a consumer missed."""
+    """The CSV fields that compare what each consumer captured in its windows of one run,
+    as raw counts: meridian's stored kernels and its window steps; the bare consumer's
+    kernel records with timings and its window steps (its own windows in a `bare` run, else
+    the --mixed ones), with the records it lost. The workload launches the same kernels
+    every step, so in one process the two rates differ only by what a consumer missed."""
     spec, bare_spec = consumer_specs(a, rnd, variant)
     ran_bare = spec if variant == "bare" else bare_spec
-    bare = bare_exit(out) if ran_bare else None
-    bare_wins = window_steps(ran_bare, ms_len) if ran_bare else []
-    return dict(kernels_per_step=per_step(kernels, wins) if variant != "bare" else "",
-                bare_kernels_per_step=per_step(bare[0], bare_wins) if bare else "",
+    # a window cut by the run's end leaves the bare consumer attached through the job's
+    # last calls (kernels counted, steps not): such a run compares nothing
+    bare = bare_exit(out) if ran_bare and fits(ran_bare, ms_len) else None
+    mine = kernels is not None and variant != "bare" and all(l < ms_len for _, l in wins)
+    return dict(kernels=kernels if mine else "",
+                kernel_steps=window_step_count(wins) if mine else "",
+                bare_kernels=bare[0] if bare else "",
+                bare_kernel_steps=window_step_count(window_steps(ran_bare, ms_len))
+                if bare else "",
                 bare_lost=bare[1] if bare else "")
 
 
@@ -418,28 +430,30 @@ def records_lost(r):
 
 
 def report_capture(rows):
-    """Per workload and variant: kernels a window step, meridian's (stored) and the bare
-    consumer's (its records) in the same processes, medians and the per-process shortfall
-    of meridian's; and what each consumer lost (meridian: CUPTI's host and device drops,
-    the ring; the bare consumer: CUPTI's drops and kernels with no timestamps)."""
-    by = ok_rows_by_variant(rows, ("kernels_per_step", "bare_kernels_per_step"))
+    """Per workload and variant: kernels with timings a window step, meridian's (stored) and
+    the bare consumer's (its records) in the same processes, medians; meridian's kernels
+    missed a process (the bare consumer's rate times meridian's window steps, less what
+    meridian stored); and what each consumer lost (meridian: CUPTI's host and device drops,
+    the ring; the bare consumer: CUPTI's drops and kernels with no timings)."""
+    by = ok_rows_by_variant(rows, ("kernels", "kernel_steps", "bare_kernels",
+                                   "bare_kernel_steps"))
     if not by:
         return
     print("\ninproc: what each consumer captured in its own windows of the same process "
-          "(kernels a window step; the workload launches the same kernels every step)")
+          "(kernels with timings a window step; the workload launches the same kernels "
+          "every step), medians (max) over processes")
     for (w, v), rs in sorted(by.items()):
-        km = [float(r["kernels_per_step"]) for r in rs]
-        kb = [float(r["bare_kernels_per_step"]) for r in rs]
-        short = [b - m for m, b in zip(km, kb)]
+        km = [int(r["kernels"]) / int(r["kernel_steps"]) for r in rs]
+        kb = [int(r["bare_kernels"]) / int(r["bare_kernel_steps"]) for r in rs]
+        missed = [b * int(r["kernel_steps"]) - int(r["kernels"]) for r, b in zip(rs, kb)]
         lost = [records_lost(r) for r in rs]
         dev = [int(r["cupti_device"] or 0) for r in rs]
         blost = [int(r["bare_lost"] or 0) for r in rs]
-        print(f"  {w:12s} {v:18s} meridian {statistics.median(km):.2f}, bare consumer "
-              f"{statistics.median(kb):.2f} a step; bare - meridian "
-              f"{statistics.median(short):+.2f} (max {max(short):+.2f}); lost: meridian "
-              f"{statistics.median(lost):g} (max {max(lost)}; device buffer "
-              f"{statistics.median(dev):g}), bare consumer {statistics.median(blost):g} "
-              f"(max {max(blost)}), n={len(rs)}")
+        print(f"  {w:12s} {v:18s} a step: meridian {statistics.median(km):.3f}, bare consumer "
+              f"{statistics.median(kb):.3f}; meridian missed {statistics.median(missed):.1f} "
+              f"(max {max(missed):.1f}) a process; lost: meridian {statistics.median(lost):g} "
+              f"(max {max(lost)}; device buffer {statistics.median(dev):g}), bare consumer "
+              f"{statistics.median(blost):g} (max {max(blost)}), n={len(rs)}")
 
 
 def report_pace(rows):
@@ -554,7 +568,7 @@ def rows_from_steps(a):
     for runs that ended well. Written to --csv, which must not exist yet."""
     if os.path.exists(a.csv):
         raise SystemExit(f"inproc: --rows-from-steps writes a new --csv; {a.csv} exists")
-    runs = read_steps(a.rows_from_steps.split(","))
+    runs = read_steps(a.rows_from_steps.split(","), "--rows-from-steps")
     alt = sorted({v for _, _, v in runs} & ALTERNATE)
     if alt:
         raise SystemExit(f"inproc: --rows-from-steps: {', '.join(alt)} runs need the agent's "
@@ -910,18 +924,26 @@ def window_positions(ms, windows, others, radius, n):
     return [statistics.median(x) for x in per] if per[0] else None
 
 
-def read_steps(paths):
+def read_steps(paths, option="--positions"):
     """{(round, workload, variant): [ms of step 0, 1, ...]} from --steps-csv files (also
-    gzip-compressed, as tests/gpu/results keeps them)."""
+    gzip-compressed, as tests/gpu/results keeps them). A step given twice (two calls' files
+    that both start at round 1) is refused: joining two processes' steps would make one
+    run of neither."""
     out = {}
     for path in paths:
         if not os.path.isfile(path):
-            raise SystemExit(f"inproc: --positions: {path} is not a file")
+            raise SystemExit(f"inproc: {option}: {path} is not a file")
         with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             for r in csv.DictReader(f):
-                out.setdefault((int(r["round"]), r["workload"], r["variant"]), []).append(
-                    (int(r["step"]), float(r["ms"])))
-    return {k: [t for _, t in sorted(v)] for k, v in out.items()}
+                out.setdefault((int(r["round"]), r["workload"], r["variant"]), {})
+                steps = out[(int(r["round"]), r["workload"], r["variant"])]
+                if int(r["step"]) in steps:
+                    raise SystemExit(
+                        f"inproc: {option}: round {r['round']} {r['workload']}/{r['variant']} "
+                        f"step {r['step']} is given twice (in {path}): files of different "
+                        f"calls that reuse round numbers go one at a time")
+                steps[int(r["step"])] = float(r["ms"])
+    return {k: [t for _, t in sorted(v.items())] for k, v in out.items()}
 
 
 def mixed_runs(rows, steps, alternate=True):

@@ -47,7 +47,11 @@ the result. A bad window specification, an unknown variant, `before` without a l
 `--positions` without `--report-only` and a resume into a CSV of other columns are refused.
 Last, `--rows-from-steps` on run 51's recorded files (GPT-2 on the H200): the rows rebuilt
 from its every-step times alone must equal, figure for figure, the rows the live run wrote
-(the fields only a run knows left empty); an existing --csv and an ALTERNATE run are refused.
+(the fields only a run knows left empty); an existing --csv, an ALTERNATE run and a step
+given twice (two calls' files reusing round numbers) are refused. And what each consumer
+captured (kernels with timings a window step, meridian's kernels missed a process, what
+each lost) comes out exact with windows of different step totals traded in even rounds,
+and is left out where a window is cut by the run's end.
 """
 import csv
 import os
@@ -119,8 +123,9 @@ for i in range(steps):
 print("kernel_storm: launches=%d wall_s=1 us_per_launch=1 steps=%d launches_per_step=1000"
       % (steps * 1000, steps))
 print("kernel_storm: step_us=" + ",".join(out))
-if bare:  # the bare consumer's exit line: 1000 kernel records a window step, 3 + 2 lost
-    n = sum(min(l, steps - 1) - f + 1 for f, l in windows(bare))
+if bare:  # the bare consumer's exit line: 1000 kernel records a step it ran attached (3 of
+    # them with no timings) and 2 records CUPTI dropped
+    n = sum(1 for i in range(steps) for f, l in windows(bare) if f <= i <= l)
     print("bare_consumer: exit pid=1 records=%d kernels=%d memcpy=0 memset=0 sync=0 graph=0 "
           "extcorr=0 driver_api=0 runtime_api=0 overhead=0 device=0 zero_ts_kernels=3 "
           "dropped=2 buffers=1 pool_misses=0 attaches=1 detaches=1" % (n * 1000, n * 1000),
@@ -285,6 +290,14 @@ def rebuild_checks(tmp):
                            timeout=120)
     if again.returncode == 0 or "writes a new --csv" not in again.stdout:
         fail("--rows-from-steps overwrote an existing --csv", again.stdout)
+    twice = subprocess.run([sys.executable, os.path.join(HERE, "inproc.py"), "--build", "x",
+                            "--meridian", "x", "--agent-lib", "x", "--rows-from-steps",
+                            steps + "," + steps, "--windows", "8/32@4", "--mixed", "--csv",
+                            os.path.join(tmp, "twice.csv")], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=120)
+    if twice.returncode == 0 or "is given twice" not in twice.stdout:
+        fail("--rows-from-steps joined two files' steps of the same rounds into one run",
+             twice.stdout)
     alt = os.path.join(tmp, "alt_steps.csv")
     with open(alt, "w") as f:
         f.write("round,workload,variant,step,ms\n" +
@@ -449,15 +462,8 @@ def main():
         # --mixed: the bare consumer's windows in meridian's processes, half a period later
         # (the stand-in's bare steps there take 1.2 x its 1010 us): the same figures from
         # one process each, and two nulls from the plain run
-        out = fresh_run(tmp, {"FAKE_KERNELS_LOST": "8"}, "--mixed", "--variants",
-                        "window,plain,window_noflush")
+        out = fresh_run(tmp, {}, "--mixed", "--variants", "window,plain,window_noflush")
         expect_lines(out, (
-            # what each consumer captured: 4 windows of 20 steps, 8 kernels lost a window by
-            # meridian (0.4 a step; CUPTI's device buffer: 32 + the host's 2 + none to the
-            # ring), 5 records by the bare consumer
-            r"storm +window +meridian 999\.60, bare consumer 1000\.00 a step; bare - meridian "
-            r"\+0\.40 \(max \+0\.40\); lost: meridian 34 \(max 34; device buffer 32\), bare "
-            r"consumer 5 \(max 5\), n=3",
             r"storm +round +1  window +meridian first +meridian's / bare's windows: run  "
             r"\+28\.71% /  "
             r"\+20\.00% ratio 1\.436   local  \+28\.71% /  \+20\.00% ratio 1\.436",
@@ -471,6 +477,25 @@ def main():
             r"storm +plain \(run\): meridian-window steps / others +1\.0000  \[.*n=3",
             r"storm +plain \(local\): bare-window steps / others +1\.0000  \[.*n=3",
             r"bare traced 1\.2120 ms"))
+        # what each consumer captured in its own windows: at 8/32@4 over 400 steps meridian
+        # has 13 windows (104 steps) and the bare consumer 12 (96), traded in round 2;
+        # meridian loses 8 kernels a window (CUPTI's device buffer), the bare consumer 3
+        # with no timings and 2 dropped. Rounds 1 and 3: meridian 103,896 of 104,000
+        # (999.000 a step), the bare consumer 95,997 in 96 steps (999.969): missed 100.75;
+        # round 2: 95,904 in 96 against 103,997 in 104: missed 93.23. Windows that trade
+        # places wrongly give other rates and a far larger max.
+        out = fresh_run(tmp, {"FAKE_KERNELS_LOST": "8"}, "--mixed", "--windows", "8/32@4",
+                        "--variants", "window")
+        expect_lines(out, (
+            r"storm +window +a step: meridian 999\.000, bare consumer 999\.969; meridian "
+            r"missed 100\.8 \(max 100\.8\) a process; lost: meridian 106 \(max 106; device "
+            r"buffer 104\), bare consumer 5 \(max 5\), n=3",), "(capture)")
+        # a window cut by the run's end (20/100@60 over 370 steps: the bare consumer's last
+        # one in rounds 1 and 3, meridian's in round 2) leaves that consumer's counts out
+        out = fresh_run(tmp, {"FAKE_KERNELS_LOST": "8"}, "--mixed", "--steps", "370",
+                        "--variants", "window")
+        if "a step: meridian" in out:
+            fail("capture counts compared where a window was cut by the run's end", out)
         # a run whose steps all take twice as long from step 195 on (between the windows'
         # neighbourhoods): the local figures stay exact, the run's medians do not
         out = fresh_run(tmp, {"FAKE_JUMP": "1"}, "--mixed", "--variants", "window,plain")

@@ -13,7 +13,9 @@ only 93%) outside windows; gpt2 with 5 rounds has too few for that interval ("ex
 Also the budget of run_resumable (shared with inproc.py), on a clock the test drives: runs
 of 10 s under a 25 s budget. The third run would start at 20 s and end at 30 s, after the
 budget, so exactly 2 run (a rule that only stops starting runs after the budget runs 3);
-with --resume the next call runs the rest, and rows already in the CSV are not run again.
+a resumed call takes its runs' length from the CSV's rows (none fits in 5 s), and the next
+runs the rest, never a run already there. Each workload's own length counts (a 3 s storm
+run still fits after a 50 s gpt2 one), and a failed run's time does not.
 """
 import argparse
 import csv
@@ -37,29 +39,47 @@ def row(rnd, mode, variant, mean, outside, rc=0):
 
 
 def check_budget(tmp):
-    """run_resumable: what runs under a 25 s budget when every run takes 10 s; then a resume."""
+    """run_resumable's budget on a test clock: which runs start, given how long runs take."""
     now = [0.0]
     ran = []
+    took = {"storm": 3.0, "gpt2": 50.0, "py": 10.0}
 
     def run(rnd, w, v, writer):
-        now[0] += 10.0
-        ran.append(rnd)
+        now[0] += 100.0 if v == "bad" else took[w]
+        ran.append((rnd, w, v))
         row = dict(round=rnd, workload=w, mode=w, variant=v, steps=1, mean_ms=1, median_ms=1,
-                   outside_median_ms=1, wall_s=10, rc=0, machine="m")
+                   outside_median_ms=1, wall_s=took[w], rc=0, machine="m")
+        if v == "bad":  # a run that failed after its timeout: no row of rc 0
+            return []
         writer.writerow(row)
         return [row]
-    plan = [(rnd, "storm", "plain") for rnd in range(1, 6)]
-    a = argparse.Namespace(csv=os.path.join(tmp, "b.csv"), resume=False, budget_s=25)
-    first = tiers.run_resumable(a, plan, FIELDS, run, "test", clock=lambda: now[0])
-    a.resume = True
-    second = tiers.run_resumable(a, plan, FIELDS, run, "test", clock=lambda: now[0])
+
+    def call(csv_name, plan, budget, resume):
+        del ran[:]
+        a = argparse.Namespace(csv=os.path.join(tmp, csv_name), resume=resume,
+                               budget_s=budget)
+        rows = tiers.run_resumable(a, plan, FIELDS, run, "test", clock=lambda: now[0])
+        return [(r, w, v) for r, w, v in ran], len(rows)
     problems = []
-    if ran[:2] != [1, 2] or len(first) != 2:
-        problems.append(f"first call ran rounds {ran[:len(first)]}, want [1, 2] (25 s budget, "
-                        f"10 s runs)")
-    if ran != [1, 2, 3, 4] or len(second) != 4:
-        problems.append(f"the resumed call ran {ran[2:]} (rows {len(second)}), want [3, 4] "
-                        f"and 4 rows")
+    py = [(rnd, "py", "plain") for rnd in range(1, 6)]
+    want = [
+        # 10 s runs, 25 s: the third would end at 30 s (the old rule started it)
+        (("b.csv", py, 25, False), (py[:2], 2)),
+        # resumed with 5 s: the CSV's 10 s runs say none fits (counting from nothing, one ran)
+        (("b.csv", py, 5, True), ([], 2)),
+        (("b.csv", py, 25, True), (py[2:4], 4)),
+        # storm 3 s, gpt2 50 s, 60 s: storm's second round still fits after gpt2's first,
+        # gpt2's second does not (one length for both would stop after gpt2's first)
+        (("w.csv", [(1, "storm", "x"), (1, "gpt2", "x"), (2, "storm", "x"), (2, "gpt2", "x")],
+          60, False), ([(1, "storm", "x"), (1, "gpt2", "x"), (2, "storm", "x")], 3)),
+        # a failed 100 s run does not count: the 10 s runs after it fill the 150 s
+        (("f.csv", [(1, "py", "bad")] + py, 150, False), ([(1, "py", "bad")] + py, 5)),
+    ]
+    for args, expect in want:
+        got = call(*args)
+        if got != expect:
+            problems.append(f"{args[0]} budget {args[2]} resume {args[3]}: ran {got[0]}, rows "
+                            f"{got[1]}; want {expect[0]}, {expect[1]}")
     return problems
 
 

@@ -186,9 +186,11 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
     count only with a.resume) while they fit in a.budget_s; run(rnd, workload, variant,
     writer) writes its rows through the CSV writer and returns them. Returns the rows read
     and written, for the report. Shared by tiers.py and inproc.py.
-    A run starts only if it would end inside the budget when it takes as long as the longest
-    run so far: a device call's limit is its build + the budget + nothing more (session 18's
-    call 3 was killed in the run that started just before its budget ran out)."""
+    A run starts only if it would end inside the budget when it takes as long as the
+    longest run of its workload that ended well (the rows resumed from a.csv count; a
+    workload not run yet: the longest of any), so a device call's limit is its build + the
+    budget (session 18's call 3 was killed in a run started just before its budget ran
+    out). Failed runs do not count: one that hit its timeout would stop every later one."""
     rows = read_rows(a.csv) if a.resume else []
     if rows and list(rows[0].keys()) != list(fields):
         raise SystemExit(f"{tag}: {a.csv} has the columns {list(rows[0].keys())}, this "
@@ -197,7 +199,17 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
     done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
     new = not rows
     t_end = clock() + a.budget_s
-    longest = 0.0
+    longest = {}  # workload -> the longest run that ended well, seconds
+
+    def note(rs, seconds=None):
+        for r in rs:
+            if str(r.get("rc")) == "0":
+                try:
+                    took = float(r["wall_s"]) if seconds is None else seconds
+                except (KeyError, TypeError, ValueError):
+                    continue
+                longest[r["workload"]] = max(longest.get(r["workload"], 0.0), took)
+    note(rows)
     print(f"{tag}: {len(plan)} runs planned, {len(done)} done; machine {boot_id()}; {about}",
           flush=True)
     with open(a.csv, "w" if new else "a", newline="") as f:
@@ -207,14 +219,16 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
         for rnd, w, v in plan:
             if (rnd, w, v) in done:
                 continue
-            if clock() + longest > t_end:
-                print(f"{tag}: budget reached (the next run could take {longest:.0f} s, "
+            need = longest.get(w, max(longest.values(), default=0.0))
+            if clock() + need > t_end:
+                print(f"{tag}: budget reached (the next run could take {need:.0f} s, "
                       f"{max(t_end - clock(), 0):.0f} s are left); resume with --resume",
                       flush=True)
                 break
             t0 = clock()
-            rows += run(rnd, w, v, writer)
-            longest = max(longest, clock() - t0)
+            got = run(rnd, w, v, writer)
+            note(got, clock() - t0)
+            rows += got
             f.flush()
     return rows
 
