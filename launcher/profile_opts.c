@@ -125,7 +125,7 @@ static void profile_usage(FILE *f)
         "                           $MERIDIAN_MPI_LIB, else found like the agent)\n"
         "      --no-mpi-wrappers    do not preload the MPI wrappers\n"
         "  The agent's other MERIDIAN_* variables set here reach every rank, e.g.\n"
-        "  MERIDIAN_GPU_SAMPLE_HZ (NVML readings a second while CUPTI traces, default 10),\n"
+        "  MERIDIAN_GPU_SAMPLE_HZ (NVML readings a second while CUPTI traces, default 1),\n"
         "  MERIDIAN_GPU_SAMPLE_STEADY_HZ (between steady-tier windows, default 1, at most\n"
         "  the first; 0 = none) and the CUPTI buffer sizes (agent/ENVIRONMENT.md).\n"
         "aggregator:\n"

@@ -16,7 +16,7 @@
  *
  * Rates (read once, when the first GPU arrives, NVML or not; a bad value is said once on
  * stderr and that rate is 0):
- *   MERIDIAN_GPU_SAMPLE_HZ         (default 10, 0 to 100) while CUPTI traces: the full
+ *   MERIDIAN_GPU_SAMPLE_HZ         (default 1, 0 to 100) while CUPTI traces: the full
  *                                  tier, and a steady-tier window from its attach to its
  *                                  detach (cupti.c says so: mrd__gpu_sample_tracing);
  *   MERIDIAN_GPU_SAMPLE_STEADY_HZ  (default 1, but never more than MERIDIAN_GPU_SAMPLE_HZ,
@@ -26,12 +26,15 @@
  *                                  capture off).
  * A change (CUPTI attached or detached) wakes the sampler and makes a reading due at once:
  * every window gets a reading at its attach, however short, and then its full rate. Both
- * 0 keeps the thread for the fingerprint's identity only, waiting for new devices. Why two
- * rates: the NVML calls contend with a launching thread in the driver; on a launch-bound
- * storm the sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37,
+ * 0 keeps the thread for the fingerprint's identity only, waiting for new devices. Why 1 Hz
+ * by default, traced or not: the NVML calls contend with a launching thread in the driver;
+ * on a launch-bound storm the sampler at 10 Hz cost it ~0.7% (0.2-2.3%, run 37,
  * tests/bench/overhead/RESULTS-tiers.md), which the steady tier, meant to stay on for the
- * whole job, cannot afford between windows; a reading a second still shows sustained
- * throttling, power capping and heat on every rank, and windows get the fine one.
+ * whole job, cannot afford between windows, nor a traced step measured against a bare
+ * CUPTI consumer inside them (~0.7 of the ~0.9 points kernel-dense's traced steps cost over
+ * it, session 19's prediction); a reading a second still shows sustained throttling, power
+ * capping and heat on every rank, and every window has its attach and detach readings.
+ * MERIDIAN_GPU_SAMPLE_HZ=10 gives windows and the full tier the fine readings back.
  *
  * Workload: at most MAX_DEVICES devices x HZ x seven NVML calls (the handle by PCI bus id,
  * six readings; each a driver ioctl, ~32 us a sample on an H200): nothing on application
@@ -55,7 +58,7 @@
 #include "capture.h"
 #include "worker.h"
 
-#define DEFAULT_HZ        10
+#define DEFAULT_HZ        1
 #define DEFAULT_STEADY_HZ 1
 #define MAX_HZ            100
 #define MAX_DEVICES       16 /* a rank drives one to a few GPUs; more are ignored */
