@@ -22,7 +22,8 @@ every figure is a ratio of two step medians of that process:
           must be ~1.00), and the reference for the steady tier's steps outside windows.
   before  optional: `window` with an earlier agent library (--before-lib), to measure a
           change of the agent side by side (the edges, paired per round).
-  window_kernel, window_barekinds, window_noflush, window_nopace, window_nosampler
+  window_kernel, window_barekinds, window_noflush, window_nopace, window_nosampler,
+  window_sampler10 (NVML readings at 10 Hz in windows: the default until session 19)
           optional: `window` with
           one of meridian's mechanisms off (MERIDIAN_VARIANTS below), each reported against
           the bare consumer and against `window`, paired per round: where a traced step's
@@ -140,6 +141,7 @@ MERIDIAN_VARIANTS = {
     "window_noflush": {"MERIDIAN_CUPTI_FLUSH_MS": "0"},    # no periodic CUPTI flush
     "window_nopace": {"MERIDIAN_CUPTI_PACE": "0"},         # the completion thread never waits
     "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings (both rates)
+    "window_sampler10": {"MERIDIAN_GPU_SAMPLE_HZ": "10"},  # the default before session 19
     "window_alone": {},  # with --mixed: `window` without the bare consumer in its process
     "window_recordonly": {},  # `meridian run --record-file`: no meridiand beside the job
     # one mechanism changed in every second window of the same process (agent/capture/cupti.c)
