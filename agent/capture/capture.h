@@ -149,7 +149,7 @@ int mrd__cupti_current_device(void);
 
 /* Adds a GPU (CUDA ordinal, PCI bus id) to the NVML sampler (gpu_sample.c), starting it
  * the first time: gpu_sample events from its own thread (1 Hz by default, traced or not,
- * and one reading at each CUPTI attach and detach); nothing where NVML cannot
+ * and a reading at each CUPTI attach and, by default, detach); nothing where NVML cannot
  * be loaded. Any thread; not for hot paths (the first call loads NVML). */
 void mrd__gpu_sample_add(uint32_t device, const char *pci_bus_id);
 

@@ -33,7 +33,8 @@
  * whole job, cannot afford between windows, nor a traced step measured against a bare
  * CUPTI consumer inside them (~0.7 of the ~0.9 points kernel-dense's traced steps cost over
  * it, session 19's prediction); a reading a second still shows sustained throttling, power
- * capping and heat on every rank, and every window has its attach and detach readings.
+ * capping and heat on every rank, and every window has its attach reading (and, while the
+ * steady rate is not 0, its detach reading).
  * MERIDIAN_GPU_SAMPLE_HZ=10 gives windows and the full tier the fine readings back.
  *
  * Workload: at most MAX_DEVICES devices x HZ x seven NVML calls (the handle by PCI bus id,
