@@ -97,6 +97,50 @@ static int self_records_off(void)
     return 0;
 }
 
+/* `defaults` (test capture_sample_tiers_defaults): neither rate set, so 1 Hz traced and
+ * untraced (session 19: the traced default was 10 Hz). Counted, not timed, where it can be:
+ *   - a window held open for 1.5 s takes at most 2 readings besides its attach's (10 Hz
+ *     would take ~15);
+ *   - the detach wakes the sampler: right after a periodic reading the window detaches,
+ *     and the next reading comes before the period would have brought it (under 950 ms of
+ *     that reading; the sampler is never early, so only the wake can).
+ */
+static int defaults(void)
+{
+    unsetenv("MERIDIAN_GPU_SAMPLE_HZ");
+    unsetenv("MERIDIAN_GPU_SAMPLE_STEADY_HZ");
+    CHECK_EQ(InitializeInjection(), 1);
+    nvtx_client_init(&cl);
+    CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);
+    mrd__gpu_sample_add(2, "0000:9A:00.0");
+    wait_count(identified, 1, "identity reads");
+    wait_count(samples, 1, "the first reading (1 Hz untraced)");
+    step("step 0");
+    step("step 1");
+    int before = samples();
+    CHECK_EQ(nvtx_client_push(&cl, "step 2"), 0);
+    CHECK_EQ(atomic_load(&subscribed), 1); /* the window attached */
+    wait_count(samples, before + 1, "a reading at the window's attach");
+    int at_attach = samples();
+    sleep_ms(1500);
+    int held = samples() - at_attach;
+    CHECK(held <= 2); /* 1 Hz while CUPTI traces, not 10 */
+    wait_count(samples, at_attach + held + 1, "a periodic reading in the window");
+    long t_read = now_ms();
+    int c = samples();
+    CHECK_EQ(nvtx_client_pop(&cl), 0);
+    step("step 3");
+    api_call(CUPTI_API_ENTER, 500); /* the boundary */
+    step("step 4");
+    detach(1);
+    wait_count(samples, c + 1, "a reading at the window's detach");
+    long gap = now_ms() - t_read;
+    CHECK(gap < 950); /* before the next period: the detach's wake */
+    printf("capture_sample_tiers: defaults ok: %d readings in a 1.5 s window besides the "
+           "attach's, the detach's %ld ms after the last periodic one\n", held, gap);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     fake_reset();
@@ -114,6 +158,8 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "self-off") == 0)
         return self_records_off();
+    if (argc > 1 && strcmp(argv[1], "defaults") == 0)
+        return defaults();
     CHECK_EQ(InitializeInjection(), 1);
     nvtx_client_init(&cl);
     CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);
