@@ -201,15 +201,11 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
     t_end = clock() + a.budget_s
     longest = {}  # workload -> the longest run that ended well, seconds
 
-    def note(rs, seconds=None):
-        for r in rs:
-            if str(r.get("rc")) == "0":
-                try:
-                    took = float(r["wall_s"]) if seconds is None else seconds
-                except (KeyError, TypeError, ValueError):
-                    continue
-                longest[r["workload"]] = max(longest.get(r["workload"], 0.0), took)
-    note(rows)
+    def note(w, took):
+        longest[w] = max(longest.get(w, 0.0), took)
+    for r in rows:  # a resumed call: the CSV's own wall times
+        if str(r.get("rc")) == "0" and r.get("wall_s"):
+            note(r["workload"], float(r["wall_s"]))
     print(f"{tag}: {len(plan)} runs planned, {len(done)} done; machine {boot_id()}; {about}",
           flush=True)
     with open(a.csv, "w" if new else "a", newline="") as f:
@@ -227,7 +223,8 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
                 break
             t0 = clock()
             got = run(rnd, w, v, writer)
-            note(got, clock() - t0)
+            if any(str(r.get("rc")) == "0" for r in got):
+                note(w, clock() - t0)
             rows += got
             f.flush()
     return rows
@@ -313,7 +310,7 @@ def add_common_args(ap, csv_default):
     ap.add_argument("--agent-lib", required=True)
     ap.add_argument("--budget-s", type=float, default=540,
                     help="seconds for the runs: a run starts only if, taking as long as the "
-                         "longest run so far, it ends inside them")
+                         "longest run of its workload that ended well, it ends inside them")
     ap.add_argument("--run-timeout-s", type=float, default=240)
     ap.add_argument("--csv", default=csv_default)
     ap.add_argument("--resume", action="store_true")
