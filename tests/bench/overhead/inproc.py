@@ -212,6 +212,13 @@ def consumer_specs(a, rnd, variant):
     return spec, (None if variant == "window_alone" else other)
 
 
+def bare_run_spec(a, rnd, variant):
+    """The bare consumer's windows (L, P, O) in one run, or None: its own in a `bare` run,
+    the --mixed ones beside meridian's, and in `plain` where the bare null is taken."""
+    spec, bare_spec = consumer_specs(a, rnd, variant)
+    return spec if variant == "bare" else bare_spec
+
+
 def not_untraced(windows, others):
     """The steps of both consumers' windows and the two detach steps after each."""
     return {i for first, last in list(windows) + list(others) for i in range(first, last + 3)}
@@ -402,8 +409,7 @@ def capture_fields(a, rnd, variant, ms_len, wins, kernels, out):
     kernel records with timings and its window steps (its own windows in a `bare` run, else
     the --mixed ones), with the records it lost. The workload launches the same kernels
     every step, so in one process the two rates differ only by what a consumer missed."""
-    spec, bare_spec = consumer_specs(a, rnd, variant)
-    ran_bare = spec if variant == "bare" else bare_spec
+    ran_bare = bare_run_spec(a, rnd, variant)
     # a window cut by the run's end leaves the bare consumer attached through the job's
     # last calls (kernels counted, steps not): such a run compares nothing
     bare = bare_exit(out) if ran_bare and fits(ran_bare, ms_len) else None
@@ -531,9 +537,9 @@ def step_row(a, rnd, workload, variant, ms, wins, run_fields, split=None):
     and `plain` the specification's), the bare consumer's windows following from the round
     (consumer_specs); run_fields: what only the run itself knows (wall_s, rc, machine and
     the agent's counters). None, said why, when the run has no traced or no untraced step."""
-    spec, bare_spec = consumer_specs(a, rnd, variant)
+    bare_spec = consumer_specs(a, rnd, variant)[1]
     bare_wins = window_steps(bare_spec, len(ms)) if bare_spec else []
-    ran_bare = spec if variant == "bare" else bare_spec  # plain: where the bare null is taken
+    ran_bare = bare_run_spec(a, rnd, variant)
     traced, untraced = classify_window_run(ms, wins, bare_wins)
     bare_traced = classify_window_run(ms, bare_wins, wins)[0] if bare_wins else []
     if not traced or not untraced:
