@@ -1096,11 +1096,8 @@ def report_edges(rows):
     """The steady tier's edges in ms and the whole-run estimate (window and before runs;
     rows of older CSVs have no edges, and a run whose windows all end within two steps of
     its last step lacks the detach steps: both are left out)."""
-    by = {}
-    for r in rows:
-        if (str(r["rc"]) == "0" and r["variant"] in MERIDIAN_VARIANTS
-                and all(r.get(k) for k, _, _ in EDGES)):  # older CSVs, or too short a run
-            by.setdefault((r["workload"], r["variant"]), []).append(r)
+    by = {wv: rs for wv, rs in ok_rows_by_variant(rows, [k for k, _, _ in EDGES]).items()
+          if wv[1] in MERIDIAN_VARIANTS}  # edges missing: older CSVs, or too short a run
     if not by:
         return
     print("\ninproc: what a window's edges add to their step, ms over the run's untraced "
