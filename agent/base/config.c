@@ -29,7 +29,8 @@
  *   in agent/capture/cupti.c, once, in InitializeInjection (a bad value turns CUDA capture
  *          off, not the agent): MERIDIAN_CUPTI_BUFFER_MB, MERIDIAN_CUPTI_BUFFERS,
  *          MERIDIAN_CUPTI_FLUSH_MS, MERIDIAN_CUPTI_PACE, MERIDIAN_CUPTI_SELF_RECORDS,
- *          MERIDIAN_CUPTI_ALTERNATE, MERIDIAN_CUPTI_API, MERIDIAN_TRACE_KINDS,
+ *          MERIDIAN_CUPTI_ALTERNATE, MERIDIAN_CUPTI_CLOSE, MERIDIAN_CUPTI_API,
+ *          MERIDIAN_TRACE_KINDS,
  *          MERIDIAN_PRINT_KINDS, and NSYS_PROFILING_SESSION_ID (detected: Nsight Systems
  *          owns CUPTI);
  *   in agent/capture/gpu_sample.c, once, when the first GPU arrives (a bad value turns the

@@ -68,6 +68,7 @@
 
 #include "agent.h"
 #include "capture.h"
+#include "close_cbids.h"
 #include "cupti_convert.h"
 #include "ring.h"
 #include "window.h"
@@ -129,6 +130,7 @@ static struct {
     int print_kinds;
     unsigned kinds;          /* TK_* of MERIDIAN_TRACE_KINDS */
     int alt;                 /* ALT_* of MERIDIAN_CUPTI_ALTERNATE */
+    int close_domains;       /* MERIDIAN_CUPTI_CLOSE=domains: a close enables whole domains */
     _Atomic int alt_changed; /* the current (or last) attach is a changed one */
     int steady;              /* steady tier: CUPTI attached only inside windows (window.h) */
     /* The gate: a CUPTI call that may race a detach (external correlation, flushes, device
@@ -255,6 +257,15 @@ static int read_options(void)
         cu.kinds |= TK_API; /* the older switch: the whole whitelist */
     const char *print = getenv("MERIDIAN_PRINT_KINDS");
     cu.print_kinds = print && strcmp(print, "1") == 0;
+    const char *close = getenv("MERIDIAN_CUPTI_CLOSE");
+    cu.close_domains = close && strcmp(close, "domains") == 0;
+    if (close && *close && !cu.close_domains && strcmp(close, "launches") != 0) {
+        fprintf(stderr,
+                "meridian: MERIDIAN_CUPTI_CLOSE=%s is not launches or domains; CUDA capture "
+                "stays off\n",
+                close);
+        return -EINVAL;
+    }
     return parse_alternate(getenv("MERIDIAN_CUPTI_ALTERNATE"));
 }
 
@@ -884,6 +895,8 @@ int mrd__cupti_attach(void)
             mrd__gpu_from_driver((uint32_t)dev);
     }
     open_gate(sub);
+    if (!cu.close_domains)
+        mrd__close_cbids_prepare(cu.print_kinds); /* once: the callbacks the close enables */
     if (changed && cu.alt == ALT_SUBSCRIBE) { /* held by nobody until the close */
         cuptiUnsubscribe(sub);
         cu.sub = NULL;
@@ -891,7 +904,21 @@ int mrd__cupti_attach(void)
     return 0;
 }
 
-/* The domains stay on from here to the finalize, although only the first API entry (the
+/* The callbacks a close needs (close_cbids.h): the launches, and the copies and sets when
+ * those kinds are traced; -1 for the whole runtime and driver domains instead, which
+ * MERIDIAN_CUPTI_CLOSE=domains asks for, and the sync and api kinds need (their records
+ * come from calls of every sort), and which stand in when no launch callback was found. */
+static int close_callbacks(void)
+{
+    unsigned k = attach_kinds();
+    if (cu.close_domains || (k & (TK_SYNC | TK_API)))
+        return -1;
+    unsigned classes = MRD_CLOSE_LAUNCH | (k & TK_MEMCPY ? MRD_CLOSE_MEMCPY : 0) |
+                       (k & TK_MEMSET ? MRD_CLOSE_MEMSET : 0);
+    return mrd__close_enable_cbids(cu.sub, classes);
+}
+
+/* The callbacks stay on from here to the finalize, although only the first API entry (the
  * boundary) and one API exit after the forced flush are needed: runs 36 and 37 (session
  * 10, tests/bench/overhead/RESULTS-tiers.md) turned them off once the boundary was set and
  * on again for the finalize, from the boundary's own callback and then from the helper
@@ -917,8 +944,10 @@ int mrd__cupti_close(void)
     }
     atomic_store(&cu.boundary, 0);
     atomic_store(&cu.closing, 1);
-    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
-    cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    if (close_callbacks() < 0) {
+        cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_RUNTIME_API);
+        cuptiEnableDomain(1, cu.sub, CUPTI_CB_DOMAIN_DRIVER_API);
+    }
     gate_leave();
     return 1;
 }

@@ -25,7 +25,8 @@
  * A window of steps A..B (consecutive window steps form one window):
  *  - push of step A: CUPTI is attached on that thread (mrd__cupti_attach, ~11-12 ms on an
  *    H200), so every kernel launched from then on is traced;
- *  - pop of step B: the window closes (mrd__cupti_close): the first CUDA API call after it
+ *  - pop of step B: the window closes (mrd__cupti_close): the first CUDA launch after it
+ *    (or copy or set, when traced; any API call with MERIDIAN_CUPTI_CLOSE=domains)
  *    gives the correlation boundary, and records of launches at or after it are not
  *    stored (a kernel belongs to the step in which it was launched);
  *  - pop of step B+1: the detach is requested (mrd__cupti_detach_request): CUPTI's helper

@@ -27,6 +27,9 @@ static struct {
 /* Which of the two API domains are enabled (bit 0 runtime, bit 1 driver); domains_on counts
  * them. The real CUPTI wants these calls serialized: two at once is a test failure. */
 static atomic_int domain_bits, enabling;
+/* The callbacks enabled one by one: bit i for fake_names[i] (cbids_on counts them). */
+static atomic_int cbid_bits;
+atomic_int cbids_on, names_asked, names_unknown;
 
 static void count_domains(void)
 {
@@ -73,6 +76,8 @@ CUptiResult CUPTIAPI cuptiFinalize(void)
     atomic_store(&kinds_bits, 0);
     atomic_store(&domain_bits, 0);
     count_domains();
+    atomic_store(&cbid_bits, 0);
+    atomic_store(&cbids_on, 0);
     return CUPTI_SUCCESS;
 }
 
@@ -97,6 +102,80 @@ CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s
     count_domains();
     atomic_fetch_sub(&enabling, 1);
     return CUPTI_SUCCESS;
+}
+
+/* The callbacks the fake names (fake_cupti.h); every other id in range is "cuFakeOther". */
+static const struct {
+    CUpti_CallbackDomain domain;
+    uint32_t cbid;
+    const char *name;
+} fake_names[] = {
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+     "cudaLaunchKernel_v7000"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020,
+     "cudaGetDevice_v3020"},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+     "cudaMemcpyAsync_v3020"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, "cuLaunchKernel"},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetDevice, "cuCtxGetDevice"},
+};
+#define FAKE_NAMES ((int)(sizeof(fake_names) / sizeof(fake_names[0])))
+
+static int fake_name_index(CUpti_CallbackDomain domain, uint32_t cbid)
+{
+    for (int i = 0; i < FAKE_NAMES; i++)
+        if (fake_names[i].domain == domain && fake_names[i].cbid == cbid)
+            return i;
+    return -1;
+}
+
+CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid,
+                                          const char **name)
+{
+    atomic_fetch_add(&names_asked, 1);
+    int size = domain == CUPTI_CB_DOMAIN_RUNTIME_API  ? CUPTI_RUNTIME_TRACE_CBID_SIZE
+               : domain == CUPTI_CB_DOMAIN_DRIVER_API ? CUPTI_DRIVER_TRACE_CBID_SIZE
+                                                      : 0;
+    if (!name || cbid == 0 || (int)cbid >= size)
+        return CUPTI_ERROR_INVALID_PARAMETER; /* as CUPTI: no such callback */
+    int i = fake_name_index(domain, cbid);
+    *name = i >= 0 && !atomic_load(&names_unknown) ? fake_names[i].name : "cuFakeOther";
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle sub,
+                                         CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+    (void)sub;
+    CHECK_EQ(atomic_fetch_add(&enabling, 1), 0);
+    int i = fake_name_index(domain, cbid);
+    CHECK(i >= 0); /* the agent enables only callbacks it found by name */
+    long delay = atomic_load(&enable_delay_ns);
+    if (enable && delay > 0) {
+        struct timespec ts = {delay / 1000000000L, delay % 1000000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (enable)
+        atomic_fetch_or(&cbid_bits, 1 << i);
+    else
+        atomic_fetch_and(&cbid_bits, ~(1 << i));
+    atomic_store(&cbids_on, __builtin_popcount((unsigned)atomic_load(&cbid_bits)));
+    atomic_fetch_sub(&enabling, 1);
+    return CUPTI_SUCCESS;
+}
+
+int cbid_on(const char *name)
+{
+    for (int i = 0; i < FAKE_NAMES; i++)
+        if (strcmp(fake_names[i].name, name) == 0)
+            return (atomic_load(&cbid_bits) >> i) & 1;
+    CHECK(0);
+    return 0;
+}
+
+int close_callbacks_on(void)
+{
+    return atomic_load(&domains_on) == 2 || cbid_on("cudaLaunchKernel_v7000");
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc fn)
@@ -177,19 +256,33 @@ CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrela
     return CUPTI_SUCCESS;
 }
 
-/* One CUDA runtime API call: its callback, as CUPTI makes it, only while the runtime domain
- * is enabled. Returns 1 when the callback was made, 0 when the domain was off. */
-int api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
+static int runtime_call(CUpti_ApiCallbackSite site, uint32_t correlation, uint32_t cbid)
 {
     CUpti_CallbackData d;
     memset(&d, 0, sizeof(d));
     d.callbackSite = site;
     d.correlationId = correlation;
     CHECK(api_cb != NULL);
-    if (!(atomic_load(&domain_bits) & 1))
+    int i = fake_name_index(CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+    CHECK(i >= 0);
+    d.functionName = fake_names[i].name;
+    if (!(atomic_load(&domain_bits) & 1) && !((atomic_load(&cbid_bits) >> i) & 1))
         return 0;
-    api_cb(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, 0, &d);
+    api_cb(NULL, CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &d);
     return 1;
+}
+
+/* One cudaLaunchKernel: its callback, as CUPTI makes it, only while the runtime domain or
+ * that callback is enabled. Returns 1 when the callback was made, 0 when it was off. */
+int api_call(CUpti_ApiCallbackSite site, uint32_t correlation)
+{
+    return runtime_call(site, correlation, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000);
+}
+
+/* One cudaGetDevice (not a launch), the same way. */
+int api_call_other(CUpti_ApiCallbackSite site, uint32_t correlation)
+{
+    return runtime_call(site, correlation, CUPTI_RUNTIME_TRACE_CBID_cudaGetDevice_v3020);
 }
 
 void wait_for(atomic_int *v, int value)

@@ -10,14 +10,27 @@
  *   - the push of a window's first step attaches (subscribe, callbacks, kinds) and nothing
  *     else does; its last step's pop enables the API callback domains; the next API entry
  *     sets the correlation boundary: records of launches at or after it are dropped;
+ *   - the close enables only the callbacks it needs (close_cbids.h), found by name at the
+ *     first attach and only then: the launches (cudaLaunchKernel, cuLaunchKernel), so a
+ *     cudaGetDevice after the close is not seen and the next launch sets the boundary;
  *   - each close (the pop of a window's last step) is counted and timed (window/closes,
- *     window/close_ns; the fake's domain enables take 0.2 ms each);
+ *     window/close_ns; the fake's enables take 0.2 ms each);
  *   - the pop of the step after the window asks the helper thread for a forced flush, and
  *     the next API exit finalizes (unsubscribe + cuptiFinalize), then the window record
  *     ("2-3 range a=.. d=.. f=..", domain meridian.window) is in the ring;
  *   - an external correlation id pushed before a detach is not popped after it;
  *   - CUPTI re-attaches for the next window; the aggregator's request opens 9-10
  *     ("on_demand"); a request for a step already begun is refused as late.
+ * The mode (argv[1]) sets what the close enables:
+ *   launches  the default, as above;
+ *   domains   MERIDIAN_CUPTI_CLOSE=domains: the two whole domains (the way before session
+ *             21), no name read; the cudaGetDevice sets the boundary;
+ *   memcpy    MERIDIAN_TRACE_KINDS=kernel,memcpy: the launches and the copies;
+ *   sync      MERIDIAN_TRACE_KINDS=kernel,sync: the whole domains (sync records come from
+ *             calls of every sort);
+ *   unknown   a CUPTI whose callback names show no launch: the whole domains;
+ *   bad       MERIDIAN_CUPTI_CLOSE=sometimes: CUDA capture stays off (said on stderr), the
+ *             steps are still counted.
  */
 #define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
@@ -79,18 +92,63 @@ static size_t deliver_kernels(uint32_t c0, int n)
     return fake_ring_count() - before;
 }
 
-int main(void)
+static const char *mode = "launches";
+
+static int is(const char *m)
+{
+    return strcmp(mode, m) == 0;
+}
+
+/* What the close enabled, by mode: the whole domains or the launch callbacks (and the
+ * copies' with memcpy traced), never both. */
+static void check_close_callbacks(void)
+{
+    int domains = is("domains") || is("sync") || is("unknown");
+    CHECK_EQ(atomic_load(&domains_on), domains ? 2 : 0);
+    CHECK_EQ(atomic_load(&cbids_on), domains ? 0 : is("memcpy") ? 3 : 2);
+    if (!domains) {
+        CHECK(cbid_on("cudaLaunchKernel_v7000") && cbid_on("cuLaunchKernel"));
+        CHECK(!cbid_on("cudaGetDevice_v3020") && !cbid_on("cuCtxGetDevice"));
+        CHECK_EQ(cbid_on("cudaMemcpyAsync_v3020"), is("memcpy"));
+    }
+}
+
+/* MERIDIAN_CUPTI_CLOSE=sometimes: refused before any window; the steps still count. */
+static int bad_close_option(void)
+{
+    CHECK_EQ(PUSH("step 0"), 0);
+    CHECK_EQ(POP(), 0);
+    for (int i = 1; i <= 4; i++)
+        step(i);
+    CHECK_EQ(atomic_load(&subscribed), 0); /* windows 2-3 never attached */
+    CHECK_EQ(atomic_load(&names_asked), 0);
+    printf("capture_window: bad MERIDIAN_CUPTI_CLOSE: capture off, steps counted\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     char rec[8][64];
+    if (argc > 1)
+        mode = argv[1];
+    CHECK(is("launches") || is("domains") || is("memcpy") || is("sync") || is("unknown") ||
+          is("bad"));
     fake_reset();
     setenv("MERIDIAN_TRACE", "steady", 1);
     setenv("MERIDIAN_WINDOWS", "2-3,6", 1);
+    if (is("domains") || is("bad"))
+        setenv("MERIDIAN_CUPTI_CLOSE", is("bad") ? "sometimes" : "domains", 1);
+    if (is("memcpy") || is("sync"))
+        setenv("MERIDIAN_TRACE_KINDS", is("memcpy") ? "kernel,memcpy" : "kernel,sync", 1);
+    atomic_store(&names_unknown, is("unknown"));
     atomic_store(&enable_delay_ns, 200000); /* each close: two enables of 0.2 ms */
     fake_small_cupti_env();
 
     CHECK_EQ(InitializeInjection(), 1);
     nvtx_client_init(&cl);
     CHECK_EQ(InitializeInjectionNvtx2(nvtx_client_export_table), 1);
+    if (is("bad"))
+        return bad_close_option();
     CHECK_EQ(atomic_load(&subscribed), 0); /* steady: CUPTI untouched until a window */
     CHECK_EQ(mrd__cupti_extcorr_push(5), 0);
     CHECK_EQ(atomic_load(&pushes), 0); /* detached: nothing reaches CUPTI */
@@ -104,19 +162,25 @@ int main(void)
     CHECK_EQ(mrd__cupti_extcorr_push(7), 0); /* pushed in attach generation 1 */
     CHECK_EQ(atomic_load(&pushes), 1);
     CHECK_EQ(POP(), 0);
+    int asked = atomic_load(&names_asked); /* the names are read at the first attach */
+    CHECK(is("domains") ? asked == 0 : asked > CUPTI_RUNTIME_TRACE_CBID_SIZE);
     CHECK_EQ(atomic_load(&domains_on), 0);
+    CHECK_EQ(atomic_load(&cbids_on), 0);
     step(3);
-    CHECK_EQ(atomic_load(&domains_on), 2); /* closing: runtime + driver domains */
-    CHECK_EQ(api_call(CUPTI_API_ENTER, 500), 1); /* the boundary */
-    CHECK_EQ(atomic_load(&domains_on), 2); /* on until the finalize (cupti.c says why) */
-    CHECK_EQ(api_call(CUPTI_API_ENTER, 501), 1); /* a later entry does not move it */
-    CHECK_EQ(deliver_kernels(497, 6), 3u);       /* 497-499 kept, 500-502 dropped */
+    check_close_callbacks(); /* closing */
+    /* a call that is not a launch: seen (and the boundary) only with the whole domains */
+    CHECK_EQ(api_call_other(CUPTI_API_ENTER, 500), atomic_load(&domains_on) == 2);
+    CHECK_EQ(api_call(CUPTI_API_ENTER, 501), 1); /* the first launch after the close */
+    check_close_callbacks(); /* on until the finalize (cupti.c says why) */
+    CHECK_EQ(api_call(CUPTI_API_ENTER, 502), 1); /* a later entry does not move it */
+    /* domains: 497-499 kept, 500-502 dropped; launches: the boundary is the launch's 501 */
+    CHECK_EQ(deliver_kernels(497, 6), atomic_load(&domains_on) == 2 ? 3u : 4u);
     CHECK_EQ(atomic_load(&finalized), 0);
     CHECK_EQ(api_call(CUPTI_API_EXIT, 501), 1); /* no detach before the flush was asked for */
     CHECK_EQ(atomic_load(&finalized), 0);
     step(4);
     wait_for(&flush_forced, 1);
-    CHECK_EQ(atomic_load(&domains_on), 2); /* never turned off between close and finalize */
+    check_close_callbacks(); /* never turned off between close and finalize */
     detach(1); /* the helper thread's forced flush, then the next API exit finalizes */
     CHECK_EQ(atomic_load(&unsubscribed), 1);
     CHECK_EQ(window_records(rec, 8), 1);
@@ -130,8 +194,9 @@ int main(void)
     step(5);
     CHECK_EQ(PUSH("step 6"), 0);
     CHECK_EQ(atomic_load(&subscribed), 2); /* re-attached */
+    CHECK_EQ(atomic_load(&names_asked), asked); /* not read again */
     CHECK_EQ(POP(), 0);
-    CHECK_EQ(atomic_load(&domains_on), 2);
+    check_close_callbacks();
     api_call(CUPTI_API_ENTER, 20);
     step(7);
     detach(2);
@@ -190,7 +255,7 @@ int main(void)
         if (strcmp(nc[i].category, "agent") == 0 && strcmp(nc[i].name, "callback_sampled_ns") == 0)
             ns = nc[i].value;
     }
-    /* the three closes are counted and timed around their two domain enables */
+    /* the three closes are counted and timed around their two enables (domains or launches) */
     uint64_t closes = 0, close_ns = 0;
     for (size_t i = 0; i < n; i++) {
         if (strcmp(nc[i].category, "window") == 0 && strcmp(nc[i].name, "closes") == 0)

@@ -140,8 +140,8 @@ static void window(int first, int k)
     check_attached(k);
     CHECK_EQ(nvtx_client_pop(&cl), 0);
     int subs = atomic_load(&subscribed);
-    step(first + 1); /* its pop closes the window: the API domains on */
-    CHECK_EQ(atomic_load(&domains_on), 2);
+    step(first + 1); /* its pop closes the window: the API callbacks on */
+    CHECK(close_callbacks_on()); /* the launch callbacks (close_cbids.h) */
     if (subscribe_mode())
         CHECK_EQ(atomic_load(&subscribed), subs + (k % 2 == 0)); /* the late subscriber */
     CHECK_EQ(api_call(CUPTI_API_ENTER, 100u * (uint32_t)k), 1);  /* the boundary */
@@ -219,7 +219,7 @@ int main(int argc, char **argv)
         CHECK_EQ(nvtx_client_pop(&cl), 0);
         uint64_t ns = window_counter("close_ns");
         step(7); /* its pop closes: refused, nothing enabled, nothing counted */
-        CHECK_EQ(atomic_load(&domains_on), 0);
+        CHECK(!close_callbacks_on());
         CHECK_EQ(atomic_load(&subscribe_refuse_at), 0); /* the refusal happened */
         CHECK_EQ(window_counter("closes"), 1);
         CHECK_EQ(window_counter("close_ns"), ns);

@@ -23,7 +23,9 @@ every figure is a ratio of two step medians of that process:
   before  optional: `window` with an earlier agent library (--before-lib), to measure a
           change of the agent side by side (the edges, paired per round).
   window_kernel, window_barekinds, window_noflush, window_nopace, window_nosampler,
-  window_sampler10 (NVML readings at 10 Hz in windows: the default until session 19)
+  window_sampler10 (NVML readings at 10 Hz in windows: the default until session 19),
+  window_closedomains (the close enables the two whole callback domains: the default until
+  session 21; now the launch callbacks alone)
           optional: `window` with
           one of meridian's mechanisms off (MERIDIAN_VARIANTS below), each reported against
           the bare consumer and against `window`, paired per round: where a traced step's
@@ -142,6 +144,7 @@ MERIDIAN_VARIANTS = {
     "window_nopace": {"MERIDIAN_CUPTI_PACE": "0"},         # the completion thread never waits
     "window_nosampler": {"MERIDIAN_GPU_SAMPLE_HZ": "0"},   # no NVML readings (both rates)
     "window_sampler10": {"MERIDIAN_GPU_SAMPLE_HZ": "10"},  # the default before session 19
+    "window_closedomains": {"MERIDIAN_CUPTI_CLOSE": "domains"},  # the close before session 21
     "window_alone": {},  # with --mixed: `window` without the bare consumer in its process
     "window_recordonly": {},  # `meridian run --record-file`: no meridiand beside the job
     # one mechanism changed in every second window of the same process (agent/capture/cupti.c)
