@@ -10,10 +10,11 @@
  * 807 driver) and this many more, for a newer libcupti's additions. An id CUPTI does not
  * know (a hole, or past the end) answers an error and is skipped. */
 #define SCAN_SLACK 1024
-#define KEEP_MAX 256 /* CUPTI 13.0: 29 launch, ~90 copy and ~40 set callbacks */
+#define KEEP_MAX 1024 /* CUPTI 13.0 names 29 launch, 159 copy and 62 set callbacks */
 
 static struct {
-    int scanned; /* 0 not yet, 1 done (the first attach) */
+    int scanned;  /* 0 not yet, 1 done (the first attach) */
+    int overflow; /* more callbacks matched than KEEP_MAX: the close takes the domains */
     unsigned n;
     struct {
         CUpti_CallbackDomain domain;
@@ -40,6 +41,8 @@ static void scan_domain(CUpti_CallbackDomain domain, uint32_t size)
         const char *name = NULL;
         CUptiResult r = cuptiGetCallbackName(domain, id, &name);
         unsigned c = (r == CUPTI_SUCCESS && name) ? name_classes(name) : 0;
+        if (c && names.n == KEEP_MAX)
+            names.overflow = 1;
         if (c && names.n < KEEP_MAX) {
             names.keep[names.n].domain = domain;
             names.keep[names.n].cbid = id;
@@ -77,6 +80,8 @@ void mrd__close_cbids_prepare(int print)
 int mrd__close_enable_cbids(CUpti_SubscriberHandle sub, unsigned classes)
 {
     mrd__close_cbids_prepare(0);
+    if (names.overflow)
+        return -1; /* some callbacks of the classes asked for were not kept */
     int on = 0, launches = 0;
     for (unsigned i = 0; i < names.n; i++) {
         if (!(names.keep[i].classes & classes))
