@@ -436,7 +436,9 @@ def ok_rows_by_variant(rows, needed):
 
 
 def records_lost(r):
-    """The records meridian lost in a run: to a full ring, or dropped by CUPTI."""
+    """The records meridian lost in a run: to a full ring, or dropped by CUPTI. An empty
+    column is 0: the agent stores no counter that stayed 0 (agent_counts reads what it
+    stored), so a run without drops has no `cupti_dropped` row at all."""
     return int(r["ring_full"] or 0) + int(r["cupti_dropped"] or 0)
 
 
