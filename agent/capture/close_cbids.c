@@ -20,6 +20,7 @@ static struct {
         CUpti_CallbackDomain domain;
         CUpti_CallbackId cbid;
         unsigned classes;
+        const char *name; /* CUPTI's own string */
     } keep[KEEP_MAX];
 } names;
 
@@ -47,6 +48,7 @@ static void scan_domain(CUpti_CallbackDomain domain, uint32_t size)
             names.keep[names.n].domain = domain;
             names.keep[names.n].cbid = id;
             names.keep[names.n].classes = c;
+            names.keep[names.n].name = name;
             names.n++;
         }
     }
@@ -61,20 +63,18 @@ void mrd__close_cbids_prepare(int print)
     names.scanned = 1;
     if (!print)
         return;
-    unsigned count[3] = {0, 0, 0};
+    unsigned n_launch = 0, n_memcpy = 0, n_memset = 0;
     fprintf(stderr, "meridian: a window's close enables, of the launches:");
     for (unsigned i = 0; i < names.n; i++) {
-        const char *name = NULL;
-        for (unsigned b = 0; b < 3; b++)
-            count[b] += (names.keep[i].classes >> b) & 1;
-        if ((names.keep[i].classes & MRD_CLOSE_LAUNCH) &&
-            cuptiGetCallbackName(names.keep[i].domain, names.keep[i].cbid, &name) ==
-                CUPTI_SUCCESS &&
-            name)
-            fprintf(stderr, " %s", name);
+        unsigned c = names.keep[i].classes;
+        n_launch += (c & MRD_CLOSE_LAUNCH) != 0;
+        n_memcpy += (c & MRD_CLOSE_MEMCPY) != 0;
+        n_memset += (c & MRD_CLOSE_MEMSET) != 0;
+        if (c & MRD_CLOSE_LAUNCH)
+            fprintf(stderr, " %s", names.keep[i].name);
     }
-    fprintf(stderr, " (%u launch, %u memcpy, %u memset callbacks found by name)\n", count[0],
-            count[1], count[2]);
+    fprintf(stderr, " (%u launch, %u memcpy, %u memset callbacks found by name)\n",
+            n_launch, n_memcpy, n_memset);
 }
 
 int mrd__close_enable_cbids(CUpti_SubscriberHandle sub, unsigned classes)

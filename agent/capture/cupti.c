@@ -229,6 +229,14 @@ static int attach_no_self(void)
     return cu.no_self || (cu.alt == ALT_KINDS && atomic_load(&cu.alt_changed));
 }
 
+/* Whether a window traced with `kinds` closes with callbacks chosen by name (close_cbids.h)
+ * rather than the two whole API domains: not with MERIDIAN_CUPTI_CLOSE=domains, nor when
+ * sync or api records are traced (they come from calls of every sort). */
+static int close_by_name(unsigned kinds)
+{
+    return !cu.close_domains && !(kinds & (TK_SYNC | TK_API));
+}
+
 /* The capture options (read once, here; documented in agent/ENVIRONMENT.md and
  * agent/capture/README.md). */
 static int read_options(void)
@@ -895,7 +903,7 @@ int mrd__cupti_attach(void)
             mrd__gpu_from_driver((uint32_t)dev);
     }
     open_gate(sub);
-    if (!cu.close_domains)
+    if (close_by_name(attach_kinds()))
         mrd__close_cbids_prepare(cu.print_kinds); /* once: the callbacks the close enables */
     if (changed && cu.alt == ALT_SUBSCRIBE) { /* held by nobody until the close */
         cuptiUnsubscribe(sub);
@@ -911,7 +919,7 @@ int mrd__cupti_attach(void)
 static int close_callbacks(void)
 {
     unsigned k = attach_kinds();
-    if (cu.close_domains || (k & (TK_SYNC | TK_API)))
+    if (!close_by_name(k))
         return -1;
     unsigned classes = MRD_CLOSE_LAUNCH | (k & TK_MEMCPY ? MRD_CLOSE_MEMCPY : 0) |
                        (k & TK_MEMSET ? MRD_CLOSE_MEMSET : 0);

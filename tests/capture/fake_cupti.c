@@ -31,6 +31,16 @@ static atomic_int domain_bits, enabling;
 static atomic_int cbid_bits;
 atomic_int cbids_on, names_asked, names_unknown;
 
+/* An enable takes enable_delay_ns (a close's time, for the tests that check it is timed). */
+static void enable_delay(void)
+{
+    long delay = atomic_load(&enable_delay_ns);
+    if (delay > 0) {
+        struct timespec ts = {delay / 1000000000L, delay % 1000000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void count_domains(void)
 {
     int bits = atomic_load(&domain_bits);
@@ -90,11 +100,8 @@ CUptiResult CUPTIAPI cuptiEnableDomain(uint32_t enable, CUpti_SubscriberHandle s
               : domain == CUPTI_CB_DOMAIN_DRIVER_API ? 2
                                                      : 0;
     CHECK(bit != 0);
-    long delay = atomic_load(&enable_delay_ns);
-    if (enable && delay > 0) {
-        struct timespec ts = {delay / 1000000000L, delay % 1000000000L};
-        nanosleep(&ts, NULL);
-    }
+    if (enable)
+        enable_delay();
     if (enable)
         atomic_fetch_or(&domain_bits, bit);
     else
@@ -150,11 +157,8 @@ CUptiResult CUPTIAPI cuptiEnableCallback(uint32_t enable, CUpti_SubscriberHandle
     CHECK_EQ(atomic_fetch_add(&enabling, 1), 0);
     int i = fake_name_index(domain, cbid);
     CHECK(i >= 0); /* the agent enables only callbacks it found by name */
-    long delay = atomic_load(&enable_delay_ns);
-    if (enable && delay > 0) {
-        struct timespec ts = {delay / 1000000000L, delay % 1000000000L};
-        nanosleep(&ts, NULL);
-    }
+    if (enable)
+        enable_delay();
     if (enable)
         atomic_fetch_or(&cbid_bits, 1 << i);
     else

@@ -13,8 +13,9 @@
 extern atomic_int subscribed, unsubscribed, finalized, domains_on, flush_forced, pushes, pops;
 extern atomic_int kernel_on, flush_plain;
 
-/* How long each cuptiEnableDomain(1, ...) and cuptiEnableCallback(1, ...) takes, ns (0 by default): lets a test check
- * that the window's close is timed (counters window/closes, window/close_ns). */
+/* How long each cuptiEnableDomain(1, ...) and cuptiEnableCallback(1, ...) takes, ns (0 by
+ * default): lets a test check that the window's close is timed (counters window/closes,
+ * window/close_ns). */
 extern atomic_long enable_delay_ns;
 
 /* When it equals `subscribed` + 1, the next cuptiSubscribe is refused (then it is 0 again):
