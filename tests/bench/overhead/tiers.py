@@ -19,6 +19,14 @@ Variants:
   bare    tests/gpu/libbare_consumer.so as the CUDA injection, CONCURRENT_KERNEL only, its
           pre-zeroed pool (the floor a kernel tracer can reach)
   torch   ddp_train.py --profiler torch (CPU and CUDA activities) (py only)
+  Diagnostics of the steady tier's cost outside windows (session 22; py only, any subset):
+  nowin     steady with MERIDIAN_WINDOWS=none: the steady tier with CUPTI never attached
+  late      steady with one window, steps 300-309 (GPT-2's): CUPTI never attached before
+            step 300, so each process's steps 20-289 against its steps 330-599
+            (early_median_ms, late_median_ms) say whether a window leaves a cost behind
+  nosample  steady with MERIDIAN_GPU_SAMPLE_HZ=0 (no NVML sampler thread)
+  inert     no `meridian profile`: the workload alone with libmeridian.so as the CUDA,
+            NVTX and NCCL-profiler injection and MERIDIAN_DISABLE=1 (loaded, inert)
 A round runs every variant of every workload once, in an order rotated each round.
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
@@ -55,7 +63,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 WINDOWS = "10/200@10"
 FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
-          "outside_median_ms", "wall_s", "rc", "machine"]
+          "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
+          "late_median_ms"]
+# the steady variants that differ from `steady` in one setting (the diagnostics above)
+STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
+                      "late": {"MERIDIAN_WINDOWS": "300-309"},
+                      "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
+EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
 
 
 def boot_id():
@@ -108,6 +122,15 @@ def command(a, workload, variant, db):
         work = ["setarch", os.uname().machine, "-R"] + work
     if variant in ("plain", "torch"):
         return work, env
+    if variant == "inert":
+        for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN"):
+            env[var] = a.agent_lib
+        env["MERIDIAN_DISABLE"] = "1"
+        return work, env
+    if variant in STEADY_DIAGNOSTICS:
+        env["MERIDIAN_TRACE"] = "steady"
+        env.update(STEADY_DIAGNOSTICS[variant])
+        return profile_argv(a, db, work), env
     if variant == "bare":
         env["CUDA_INJECTION64_PATH"] = os.path.join(a.build, "tests/gpu/libbare_consumer.so")
         env["BARE_CONSUMER_KINDS"] = "CONCURRENT_KERNEL"
@@ -159,12 +182,16 @@ def run_one(a, rnd, workload, variant, writer):
               f"output:\n{out[-1500:]}", flush=True)
     for mode, ms in steps.items():
         outside = [t for i, t in enumerate(ms) if not window_or_detach(i)]
+        early = [t for i, t in enumerate(ms) if i in EARLY]
+        late = [t for i, t in enumerate(ms) if i in LATE]
         # in one process the kernel-dense steps continue the agent's step count after gpt2
         row = dict(round=rnd, workload=workload, mode=mode, variant=variant, steps=len(ms),
                    mean_ms="%.4f" % statistics.fmean(ms),
                    median_ms="%.4f" % statistics.median(ms),
                    outside_median_ms="%.4f" % statistics.median(outside) if outside else "",
-                   wall_s="%.1f" % wall, rc=rc, machine=boot_id())
+                   wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
+                   early_median_ms="%.4f" % statistics.median(early) if early else "",
+                   late_median_ms="%.4f" % statistics.median(late) if late else "")
         rows.append(row)
         writer.writerow(row)
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
@@ -257,6 +284,9 @@ def bootstrap(vals, n=2000, stat=statistics.median):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
+DIAGNOSTICS = ("nowin", "late", "nosample", "inert")
+
+
 def report(rows):
     by = {}
     for r in rows:
@@ -266,7 +296,7 @@ def report(rows):
     modes = sorted({k[0] for k in by})
     print("\ntiers: medians over rounds (ms per step)")
     for m in modes:
-        for v in ("plain", "steady", "full", "bare", "torch"):
+        for v in ("plain", "steady", "full", "bare", "torch") + DIAGNOSTICS:
             rs = by.get((m, v))
             if rs:
                 means = [float(r['mean_ms']) for r in rs.values()]
@@ -280,7 +310,7 @@ def report(rows):
         rounds = set.intersection(*[set(by.get((m, v), {})) for v in need])
         vals = []
         for rd in sorted(rounds):
-            x = [float(by[(m, v)][rd][key] or "nan") for v in need]
+            x = [float(by[(m, v)][rd].get(key) or "nan") for v in need]
             y = fn(*x)
             if y is not None:
                 vals.append(y)
@@ -300,6 +330,20 @@ def report(rows):
                ["plain", "full", "torch"], "added(full)/added(torch) (mean step)", "< 1")
         paired(m, lambda p, s: s / p, ["plain", "steady"],
                "steady/plain (median outside windows)", "within 1%", key="outside_median_ms")
+        for v in DIAGNOSTICS:
+            paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (mean step)", "-")
+            paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (median step)", "-",
+                   key="median_ms")
+    print("\ntiers: in one process, the median of steps 330+ over that of steps 20-289 "
+          "(`late`: one window at 300-309; the others: the null)")
+    for m in modes:
+        for v in ("plain", "steady") + DIAGNOSTICS:
+            vals = [float(r["late_median_ms"]) / float(r["early_median_ms"])
+                    for r in by.get((m, v), {}).values()
+                    if r.get("late_median_ms") and r.get("early_median_ms")]
+            if vals:
+                print(f"  {m:12s} {v:9s} late/early {statistics.median(vals):.4f}  "
+                      f"range {min(vals):.4f}-{max(vals):.4f}  n={len(vals)}")
 
 
 def add_common_args(ap, csv_default):
