@@ -16,6 +16,16 @@ budget, so exactly 2 run (a rule that only stops starting runs after the budget 
 a resumed call takes its runs' length from the CSV's rows (none fits in 5 s), and the next
 runs the rest, never a run already there. Each workload's own length counts (a 3 s storm
 run still fits after a 50 s gpt2 one), and a failed run's time does not.
+
+--pool (session 22): an older CSV (11 columns, gpt2 rounds 1-3 with steady/plain 1.01,
+1.02, 1.03) and a newer one (13 columns, rounds 1-4 with 1.04, 1.05, 1.06, 1.07, and a
+`late` run per round whose steps 330+ are 1.02 x its steps 20-289, with nowin/plain 0.99)
+reported as one: 7 paired rounds (the same round numbers of two files never pair), median
+1.04, exact interval 1.01-1.07 (the 1st and 7th of 7); nowin/plain 0.9900 over 4; late/early
+1.0200 over 4. A missing file is refused by name.
+The diagnostic variants' environments: `inert` runs the workload without `meridian profile`,
+libmeridian.so as the three injections, MERIDIAN_DISABLE=1; `nowin` and `late` run under
+`meridian profile` in the steady tier with MERIDIAN_WINDOWS none and 300-309.
 """
 import argparse
 import csv
@@ -83,6 +93,57 @@ def check_budget(tmp):
     return problems
 
 
+def check_pool(tmp):
+    """--report-only --pool over two CSVs of different columns; the diagnostics' report."""
+    old = [r for rnd, k in zip((1, 2, 3), (1.01, 1.02, 1.03))
+           for r in (row(rnd, "gpt2", "plain", 30.0, 30.0),
+                     row(rnd, "gpt2", "steady", 30.0 * k, 30.0 * k))]
+    new = []
+    for rnd, k in zip((1, 2, 3, 4), (1.04, 1.05, 1.06, 1.07)):
+        for v, m in (("plain", 30.0), ("steady", 30.0 * k), ("nowin", 30.0 * 0.99)):
+            new.append(dict(row(rnd, "gpt2", v, m, m), early_median_ms="30", late_median_ms="30"))
+        new.append(dict(row(rnd, "gpt2", "late", 31.0, 31.0), early_median_ms="30",
+                        late_median_ms="30.6"))
+    paths = []
+    for name, rows, fields in (("old.csv", old, FIELDS), ("new.csv", new, tiers.FIELDS)):
+        paths.append(os.path.join(tmp, name))
+        with open(paths[-1], "w", newline="") as f:
+            w = csv.DictWriter(f, fields)
+            w.writeheader()
+            w.writerows(rows)
+
+    def report(pool):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
+                            "--meridian", "x", "--agent-lib", "x", "--report-only", "--pool",
+                            ",".join(pool)], capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+    problems = []
+    rc, out = report(paths)
+    for want in (r"gpt2 +steady/plain \(mean step\) +1\.0400  \[[0-9.]+-[0-9.]+\]  "
+                 r"exact \[1\.0100-1\.0700\]  n=7 ",
+                 r"gpt2 +nowin/plain \(mean step\) +0\.9900 .* n=4 ",
+                 r"gpt2 +late +late/early 1\.0200 .* n=4"):
+        if rc != 0 or not re.search(want, out):
+            problems.append(f"--pool: missing {want!r} (exit {rc})\n{out}")
+    rc, out = report([paths[0], os.path.join(tmp, "absent.csv")])
+    if rc == 0 or "absent.csv is not a file" not in out:
+        problems.append(f"--pool with a missing file: exit {rc}\n{out}")
+    a = argparse.Namespace(build="B", meridian="M", agent_lib="/lib/libmeridian.so",
+                           storm_per_step=1000, torch_steps=200, steps=600, no_aslr=False)
+    cmd, env = tiers.command(a, "py", "inert", "db")
+    if (cmd[0] != sys.executable or env.get("MERIDIAN_DISABLE") != "1" or
+            any(env.get(v) != a.agent_lib for v in ("CUDA_INJECTION64_PATH",
+                                                    "NVTX_INJECTION64_PATH",
+                                                    "NCCL_PROFILER_PLUGIN"))):
+        problems.append(f"inert: {cmd[:2]} {env.get('MERIDIAN_DISABLE')}")
+    for v, spec in (("nowin", "none"), ("late", "300-309"), ("steady", tiers.WINDOWS)):
+        cmd, env = tiers.command(a, "py", v, "db")
+        if cmd[:2] != ["M", "profile"] or env.get("MERIDIAN_WINDOWS") != spec or \
+                env.get("MERIDIAN_TRACE") != "steady":
+            problems.append(f"{v}: {cmd[:2]} {env.get('MERIDIAN_WINDOWS')}")
+    return problems
+
+
 def main():
     rows = []
     for rnd, k in zip(range(1, 9), (1.02, 0.97, 1.05, 1.00, 0.99, 1.03, 0.98, 1.01)):
@@ -102,7 +163,7 @@ def main():
         p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
                             "--meridian", "x", "--agent-lib", "x", "--report-only", "--csv",
                             path], capture_output=True, text=True, timeout=60)
-        problems = check_budget(tmp)
+        problems = check_budget(tmp) + check_pool(tmp)
     out = p.stdout + p.stderr
     want = (r"storm +steady/plain \(mean step\) +1\.0300  \[1\.0300-1\.0300\]  "
             r"exact \[1\.0300-1\.0300\]  n=8  goal <= 1\.03",

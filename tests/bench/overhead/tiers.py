@@ -45,7 +45,9 @@ Usage: tiers.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,py
        [--rounds 5] [--storm-rounds N] [--no-aslr] [--steps 600]
        [--torch-steps 200] [--budget-s 540] [--csv FILE] [--resume]
 With --resume the rows already in --csv count (a run may continue in a later device call;
-every row names its machine's boot id).
+every row names its machine's boot id). --report-only --pool A.csv,B.csv,... reports several
+runs' CSVs as one (each file's rounds kept apart, an older file's missing columns empty):
+the way to pool calls whose CSVs differ in their columns (session 22: run 55's three calls).
 """
 import argparse
 import csv
@@ -221,8 +223,8 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
     rows = read_rows(a.csv) if a.resume else []
     if rows and list(rows[0].keys()) != list(fields):
         raise SystemExit(f"{tag}: {a.csv} has the columns {list(rows[0].keys())}, this "
-                         f"version writes {list(fields)}: resume into a new --csv (and pool "
-                         f"the two with --report-only) instead of mixing them")
+                         f"version writes {list(fields)}: resume into a new --csv (and "
+                         f"report the two with --report-only --pool) instead of mixing them")
     done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
     new = not rows
     t_end = clock() + a.budget_s
@@ -285,6 +287,23 @@ def bootstrap(vals, n=2000, stat=statistics.median):
 
 
 DIAGNOSTICS = ("nowin", "late", "nosample", "inert")
+
+
+def read_pooled(paths):
+    """The rows of several results CSVs as one list: file k's rounds become k*1000 + round
+    (its own rounds never pair with another file's), a column it lacks reads empty."""
+    rows = []
+    for k, path in enumerate(paths, 1):
+        if not os.path.isfile(path):
+            raise SystemExit(f"tiers: --pool: {path} is not a file")
+        got = read_rows(path)
+        if not got or "round" not in got[0]:
+            raise SystemExit(f"tiers: --pool: {path} holds no result rows")
+        for r in got:
+            r = {f: r.get(f, "") for f in FIELDS}
+            r["round"] = str(k * 1000 + int(r["round"]))
+            rows.append(r)
+    return rows
 
 
 def report(rows):
@@ -377,9 +396,14 @@ def main(argv):
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--torch-steps", type=int, default=200)
     ap.add_argument("--storm-per-step", type=int, default=1000)
+    ap.add_argument("--pool", default="",
+                    help="with --report-only: CSV[,CSV...] reported as one (rounds kept "
+                         "apart per file)")
     a = ap.parse_args(argv)
+    if a.pool and not a.report_only:
+        raise SystemExit("tiers: --pool reads finished runs: give it with --report-only")
     if a.report_only:
-        report(read_rows(a.csv))
+        report(read_pooled(a.pool.split(",")) if a.pool else read_rows(a.csv))
         return 0
     plan = []
     storm_rounds = a.rounds if a.storm_rounds is None else a.storm_rounds
