@@ -124,3 +124,25 @@ int mrd__capture_env_uint(const char *name, unsigned dflt, unsigned lo, unsigned
     *out = (unsigned)v;
     return 0;
 }
+
+int mrd__capture_env_choice(const char *name, const char *const *choices, const char *off,
+                            int *out)
+{
+    const char *s = getenv(name);
+    *out = -1;
+    if (!s || !*s)
+        return 0;
+    int n = 0;
+    for (; choices[n]; n++)
+        if (strcmp(s, choices[n]) == 0) {
+            *out = n;
+            return 0;
+        }
+    char list[256] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && len < sizeof list; i++)
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%s",
+                                i == 0 ? "" : i == n - 1 ? " or " : ", ", choices[i]);
+    fprintf(stderr, "meridian: %s=%s is not %s; %s\n", name, s, list, off);
+    return -EINVAL;
+}

@@ -117,6 +117,14 @@ void mrd__capture_copy_str(char *dst, size_t cap, const char *s);
 int mrd__capture_env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi,
                           const char *off, unsigned *out);
 
+/* A capture source's option that names one of a fixed list (not a hot-path helper):
+ * *out = the index in `choices` (NULL-terminated) of the variable's value, -1 when it is
+ * unset or empty. Any other value is said once on stderr ("meridian: NAME=VALUE is not A,
+ * B or C; OFF") and returns -EINVAL with *out = -1, as mrd__capture_env_uint does. Used by
+ * cupti.c (MERIDIAN_CUPTI_API, MERIDIAN_CUPTI_CLOSE, MERIDIAN_CUPTI_ALTERNATE). */
+int mrd__capture_env_choice(const char *name, const char *const *choices, const char *off,
+                            int *out);
+
 /* CUPTI external correlation for NCCL kernel launches (cupti.c). Push/pop an id of kind
  * CUSTOM2 on the calling thread; no-ops (returning 0) unless this agent owns CUPTI.
  * Hot-path safe apart from the CUPTI call itself. */

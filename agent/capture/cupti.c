@@ -84,7 +84,7 @@
 
 /* MERIDIAN_CUPTI_ALTERNATE's mechanisms (the top of this file) */
 enum { ALT_NONE, ALT_KINDS, ALT_SUBSCRIBE, ALT_FLUSH };
-static const char *const alt_names[] = {"", "kinds", "subscribe", "flush"};
+static const char *const alt_names[] = {"", "kinds", "subscribe", "flush", NULL};
 
 /* Trace kinds (MERIDIAN_TRACE_KINDS). DEVICE and OVERHEAD records are on unless
  * MERIDIAN_CUPTI_SELF_RECORDS=0 (a diagnostic: the bare consumer's kinds exactly). */
@@ -198,23 +198,11 @@ static int parse_kinds(const char *s, unsigned *out)
     return 0;
 }
 
-/* MERIDIAN_CUPTI_ALTERNATE: unset or "" = off, else one of alt_names. 0 or -EINVAL. */
-static int parse_alternate(const char *s)
+/* One option naming one of `choices` (mrd__capture_env_choice): a bad value turns CUDA
+ * capture off. *out = the index, -1 when unset or empty. */
+static int env_choice(const char *name, const char *const *choices, int *out)
 {
-    cu.alt = ALT_NONE;
-    if (!s || !*s)
-        return 0;
-    for (int i = ALT_KINDS; i <= ALT_FLUSH; i++)
-        if (strcmp(s, alt_names[i]) == 0)
-            cu.alt = i;
-    if (cu.alt == ALT_NONE) {
-        fprintf(stderr,
-                "meridian: MERIDIAN_CUPTI_ALTERNATE=%s is not kinds, subscribe or "
-                "flush; CUDA capture stays off\n",
-                s);
-        return -EINVAL;
-    }
-    return 0;
+    return mrd__capture_env_choice(name, choices, "CUDA capture stays off", out);
 }
 
 /* This attach's kinds and whether it leaves CUPTI's own records out: the options, except in
@@ -241,8 +229,10 @@ static int close_by_name(unsigned kinds)
  * agent/capture/README.md). */
 static int read_options(void)
 {
+    static const char *const api_names[] = {"all", "nccl", NULL};
+    static const char *const close_names[] = {"launches", "domains", NULL};
     unsigned mb, pace, self;
-    const char *api = getenv("MERIDIAN_CUPTI_API");
+    int api, close, alt;
     if (env_uint("MERIDIAN_CUPTI_BUFFER_MB", 8, 1, 64, &mb) ||
         env_uint("MERIDIAN_CUPTI_BUFFERS", 16, 2, POOL_MAX, &cu.opt_nbufs) ||
         env_uint("MERIDIAN_CUPTI_FLUSH_MS", 500, 0, 60000, &cu.flush_ms) ||
@@ -252,29 +242,20 @@ static int read_options(void)
     cu.no_pace = pace == 0;
     cu.no_self = self == 0;
     cu.opt_buf_bytes = (size_t)mb << 20;
-    if (api && *api && strcmp(api, "all") != 0 && strcmp(api, "nccl") != 0) {
-        fprintf(stderr,
-                "meridian: MERIDIAN_CUPTI_API=%s is not all or nccl; CUDA capture "
-                "stays off\n",
-                api);
+    if (env_choice("MERIDIAN_CUPTI_API", api_names, &api) ||
+        parse_kinds(getenv("MERIDIAN_TRACE_KINDS"), &cu.kinds))
         return -EINVAL;
-    }
-    if (parse_kinds(getenv("MERIDIAN_TRACE_KINDS"), &cu.kinds))
-        return -EINVAL;
-    if (api && strcmp(api, "all") == 0)
-        cu.kinds |= TK_API; /* the older switch: the whole whitelist */
+    if (api == 0)
+        cu.kinds |= TK_API; /* the older switch, `all`: the whole whitelist */
     const char *print = getenv("MERIDIAN_PRINT_KINDS");
     cu.print_kinds = print && strcmp(print, "1") == 0;
-    const char *close = getenv("MERIDIAN_CUPTI_CLOSE");
-    cu.close_domains = close && strcmp(close, "domains") == 0;
-    if (close && *close && !cu.close_domains && strcmp(close, "launches") != 0) {
-        fprintf(stderr,
-                "meridian: MERIDIAN_CUPTI_CLOSE=%s is not launches or domains; CUDA capture "
-                "stays off\n",
-                close);
+    if (env_choice("MERIDIAN_CUPTI_CLOSE", close_names, &close))
         return -EINVAL;
-    }
-    return parse_alternate(getenv("MERIDIAN_CUPTI_ALTERNATE"));
+    cu.close_domains = close == 1;
+    /* alt_names[ALT_NONE] is skipped: the choices are alt_names from ALT_KINDS on */
+    int bad = env_choice("MERIDIAN_CUPTI_ALTERNATE", alt_names + ALT_KINDS, &alt);
+    cu.alt = alt < 0 ? ALT_NONE : ALT_KINDS + alt;
+    return bad ? -EINVAL : 0;
 }
 
 static uint64_t CUPTIAPI timestamp_cb(void)

@@ -16,8 +16,12 @@
  * Last, a set-up with nothing failing succeeds and keeps subscriber, kinds and pool.
  * With the argument `self-off` (test capture_cupti_setup_selfoff): the diagnostic
  * MERIDIAN_CUPTI_SELF_RECORDS=0 instead (see self_records_off).
+ * With `choices` (test capture_cupti_setup_choices): the three options that name one of a
+ * list (mrd__capture_env_choice): each bad value is refused before anything is claimed,
+ * with its exact line on stderr; unset, empty and valid values are taken.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -205,12 +209,68 @@ static int self_records_off(void)
     return 0;
 }
 
+/* mrd__cupti_setup with one variable set; its stderr in err (cut at cap) */
+static int setup_with(const char *name, const char *value, char *err, size_t cap)
+{
+    setenv(name, value, 1);
+    fflush(stderr);
+    FILE *tmp = tmpfile();
+    int saved = dup(2);
+    if (!tmp || saved < 0 || dup2(fileno(tmp), 2) < 0)
+        return -1000;
+    int e = mrd__cupti_setup();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(tmp);
+    size_t n = fread(err, 1, cap - 1, tmp);
+    err[n] = 0;
+    fclose(tmp);
+    unsetenv(name);
+    return e;
+}
+
+static int choices(void)
+{
+    static const struct {
+        const char *name, *bad, *line;
+    } bad[] = {
+        {"MERIDIAN_CUPTI_API", "some",
+         "meridian: MERIDIAN_CUPTI_API=some is not all or nccl; CUDA capture stays off\n"},
+        {"MERIDIAN_CUPTI_CLOSE", "launch",
+         "meridian: MERIDIAN_CUPTI_CLOSE=launch is not launches or domains; CUDA capture "
+         "stays off\n"},
+        {"MERIDIAN_CUPTI_ALTERNATE", "Kinds",
+         "meridian: MERIDIAN_CUPTI_ALTERNATE=Kinds is not kinds, subscribe or flush; CUDA "
+         "capture stays off\n"},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_EQ(setup_with(bad[i].name, bad[i].bad, err, sizeof err), -EINVAL);
+        CHECK_STREQ(err, bad[i].line);
+        CHECK_EQ(subscribed, 0);
+    }
+    /* taken, silently: `nccl` (no API records), `domains`, an empty value (unset) */
+    fail_at = NONE;
+    setenv("MERIDIAN_CUPTI_CLOSE", "domains", 1);
+    setenv("MERIDIAN_CUPTI_ALTERNATE", "", 1);
+    CHECK_OK(setup_with("MERIDIAN_CUPTI_API", "nccl", err, sizeof err));
+    CHECK_STREQ(err, "");
+    CHECK_EQ(subscribed, 1);
+    CHECK(kind_on[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL]);
+    CHECK(!kind_on[CUPTI_ACTIVITY_KIND_RUNTIME] && !kind_on[CUPTI_ACTIVITY_KIND_DRIVER]);
+    printf("capture_cupti_setup: choices ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     fake_reset();
     fake_small_cupti_env();
     if (argc > 1 && strcmp(argv[1], "self-off") == 0)
         return self_records_off();
+    if (argc > 1 && strcmp(argv[1], "choices") == 0)
+        return choices();
 
     setenv("NSYS_PROFILING_SESSION_ID", "7", 1);
     run_failing(NSIGHT, "Nsight's variable");
