@@ -42,7 +42,9 @@ statistics in milliseconds
 measured wall time; per rank where the process's time went (`phases_s`: interpreter and
 imports, process-group start, each mode, teardown) and, per mode, where the mode's went
 (model build, DDP constructor, first step, rest of warm-up, measured steps, profiler exit); with --count-collectives per rank
-`nccl_collectives=N` and the count per operation. Exit 0, non-zero on any error (a
+`nccl_collectives=N` and the count per operation; with --print-steps every measured step as
+`step I ms=T host_ms=H` (H: the host part, from the step's start until its work was enqueued,
+before its torch.cuda.synchronize(); T - H is the wait for the GPU). Exit 0, non-zero on any error (a
 non-finite loss included, or a collective count that cannot be read).
 """
 import argparse
@@ -274,14 +276,17 @@ def run_mode(ctx, mode, a):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
 
     def step(i, label):
+        """One step; returns the host clock when its work was enqueued (before the sync)."""
         torch.cuda.nvtx.range_push(f"{label} {i}")
         opt.zero_grad(set_to_none=True)
         loss = forward_loss()
         loss.backward()
         opt.step()
+        enqueued = time.perf_counter()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
         loss_box[0] = loss
+        return enqueued
 
     for i in range(a.warmup):
         step(i, "warmup")
@@ -291,7 +296,7 @@ def run_mode(ctx, mode, a):
     torch.cuda.synchronize()
     mark("warmup")
 
-    times = []
+    times, hosts = [], []  # each step's ms, and its host part (until the sync) in ms
     prof = None
     if a.profiler == "torch":
         from torch.profiler import ProfilerActivity, profile
@@ -304,8 +309,9 @@ def run_mode(ctx, mode, a):
         if bare:
             bare.before(i)
         ts = time.perf_counter()
-        step(i, "step")
+        enqueued = step(i, "step")
         times.append((time.perf_counter() - ts) * 1e3)
+        hosts.append((enqueued - ts) * 1e3)
         if bare:
             bare.after(i)
     dist.barrier(device_ids=[dev.index])
@@ -319,8 +325,8 @@ def run_mode(ctx, mode, a):
 
     loss = float(loss_box[0].float().item())
     if a.print_steps:
-        for i, t in enumerate(times):
-            print(f"ddp_train: rank {rank} mode={mode} step {i} ms={t:.3f}")
+        for i, (t, h) in enumerate(zip(times, hosts)):
+            print(f"ddp_train: rank {rank} mode={mode} step {i} ms={t:.3f} host_ms={h:.3f}")
     s = stats_ms(times)
     print(
         f"ddp_train: rank {rank} mode={mode} profiler={a.profiler} steps={a.steps} "

@@ -22,7 +22,8 @@ run still fits after a 50 s gpt2 one), and a failed run's time does not.
 `late` run per round whose steps 330+ are 1.02 x its steps 20-289, with nowin/plain 0.99)
 reported as one: 7 paired rounds (the same round numbers of two files never pair), median
 1.04, exact interval 1.01-1.07 (the 1st and 7th of 7); nowin/plain 0.9900 over 4; late/early
-1.0200 over 4. A missing file is refused by name.
+1.0200 over 4, and of its host parts (20.2 against 20 ms) 1.0100. A missing file is refused
+by name. parse() reads rank 0's step lines with and without ddp_train's host_ms.
 The diagnostic variants' environments: `inert` runs the workload without `meridian profile`,
 libmeridian.so as the three injections, MERIDIAN_DISABLE=1; `nowin` and `late` run under
 `meridian profile` in the steady tier with MERIDIAN_WINDOWS none and 300-309.
@@ -103,7 +104,7 @@ def check_pool(tmp):
         for v, m in (("plain", 30.0), ("steady", 30.0 * k), ("nowin", 30.0 * 0.99)):
             new.append(dict(row(rnd, "gpt2", v, m, m), early_median_ms="30", late_median_ms="30"))
         new.append(dict(row(rnd, "gpt2", "late", 31.0, 31.0), early_median_ms="30",
-                        late_median_ms="30.6"))
+                        late_median_ms="30.6", early_host_ms="20", late_host_ms="20.2"))
     paths = []
     for name, rows, fields in (("old.csv", old, FIELDS), ("new.csv", new, tiers.FIELDS)):
         paths.append(os.path.join(tmp, name))
@@ -122,7 +123,8 @@ def check_pool(tmp):
     for want in (r"gpt2 +steady/plain \(mean step\) +1\.0400  \[[0-9.]+-[0-9.]+\]  "
                  r"exact \[1\.0100-1\.0700\]  n=7 ",
                  r"gpt2 +nowin/plain \(mean step\) +0\.9900 .* n=4 ",
-                 r"gpt2 +late +late/early 1\.0200 .* n=4"):
+                 r"gpt2 +late +late/early 1\.0200 .* n=4",
+                 r"gpt2 +late +late/early host part 1\.0100 .* n=4"):
         if rc != 0 or not re.search(want, out):
             problems.append(f"--pool: missing {want!r} (exit {rc})\n{out}")
     rc, out = report([paths[0], os.path.join(tmp, "absent.csv")])
@@ -141,6 +143,15 @@ def check_pool(tmp):
         if cmd[:2] != ["M", "profile"] or env.get("MERIDIAN_WINDOWS") != spec or \
                 env.get("MERIDIAN_TRACE") != "steady":
             problems.append(f"{v}: {cmd[:2]} {env.get('MERIDIAN_WINDOWS')}")
+    # the workload's step lines, with and without the host part (older ddp_train output)
+    out = ("ddp_train: rank 0 mode=gpt2 step 0 ms=30.500 host_ms=20.250\n"
+           "ddp_train: rank 1 mode=gpt2 step 0 ms=99.000 host_ms=99.000\n"
+           "ddp_train: rank 0 mode=gpt2 step 1 ms=31.000 host_ms=21.000\n"
+           "ddp_train: rank 0 mode=kernel-dense step 0 ms=15.000\n")
+    hosts = {}
+    steps = tiers.parse("py", out, hosts)
+    if steps != {"gpt2": [30.5, 31.0], "kernel-dense": [15.0]} or hosts != {"gpt2": [20.25, 21.0]}:
+        problems.append(f"parse: {steps} {hosts}")
     return problems
 
 

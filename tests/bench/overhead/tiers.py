@@ -23,7 +23,9 @@ Variants:
   nowin     steady with MERIDIAN_WINDOWS=none: the steady tier with CUPTI never attached
   late      steady with one window, steps 300-309 (GPT-2's): CUPTI never attached before
             step 300, so each process's steps 20-289 against its steps 330-599
-            (early_median_ms, late_median_ms) say whether a window leaves a cost behind
+            (early_median_ms, late_median_ms) say whether a window leaves a cost behind;
+            early_host_ms and late_host_ms, the same of each step's host part (ddp_train's
+            host_ms: until the work was enqueued), whether that cost is on the host
   nosample  steady with MERIDIAN_GPU_SAMPLE_HZ=0 (no NVML sampler thread)
   inert     no `meridian profile`: the workload alone with libmeridian.so as the CUDA,
             NVTX and NCCL-profiler injection and MERIDIAN_DISABLE=1 (loaded, inert)
@@ -66,7 +68,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 WINDOWS = "10/200@10"
 FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
-          "late_median_ms"]
+          "late_median_ms", "early_host_ms", "late_host_ms"]
 # the steady variants that differ from `steady` in one setting (the diagnostics above)
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                       "late": {"MERIDIAN_WINDOWS": "300-309"},
@@ -145,16 +147,20 @@ def command(a, workload, variant, db):
     return profile_argv(a, db, work), env
 
 
-def parse(workload, out):
-    """{mode: [step ms ...]} from the workload's output."""
+def parse(workload, out, hosts=None):
+    """{mode: [step ms ...]} from the workload's output; with a dict `hosts`, also fills
+    {mode: [host part ms ...]} where the workload prints them (ddp_train's host_ms)."""
     steps = {}
     if workload == "storm":
         m = re.search(r"kernel_storm: step_us=([0-9.,]+)", out)
         if m:
             steps["storm"] = [float(x) / 1000 for x in m.group(1).split(",")]
         return steps
-    for m in re.finditer(r"ddp_train: rank 0 mode=(\S+) step (\d+) ms=([0-9.]+)", out):
+    for m in re.finditer(r"ddp_train: rank 0 mode=(\S+) step (\d+) ms=([0-9.]+)"
+                         r"(?: host_ms=([0-9.]+))?", out):
         steps.setdefault(m.group(1), []).append(float(m.group(3)))
+        if hosts is not None and m.group(4):
+            hosts.setdefault(m.group(1), []).append(float(m.group(4)))
     return steps
 
 
@@ -178,7 +184,8 @@ def run_one(a, rnd, workload, variant, writer):
     with tempfile.TemporaryDirectory() as tmp:
         cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
         out, rc, wall = run_timed(cmd, env, a.run_timeout_s)
-    steps = parse(workload, out)
+    hosts = {}
+    steps = parse(workload, out, hosts)
     if rc != 0 or not steps:
         print(f"tiers: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
               f"output:\n{out[-1500:]}", flush=True)
@@ -186,6 +193,9 @@ def run_one(a, rnd, workload, variant, writer):
         outside = [t for i, t in enumerate(ms) if not window_or_detach(i)]
         early = [t for i, t in enumerate(ms) if i in EARLY]
         late = [t for i, t in enumerate(ms) if i in LATE]
+        host = hosts.get(mode, [])
+        early_host = [t for i, t in enumerate(host) if i in EARLY]
+        late_host = [t for i, t in enumerate(host) if i in LATE]
         # in one process the kernel-dense steps continue the agent's step count after gpt2
         row = dict(round=rnd, workload=workload, mode=mode, variant=variant, steps=len(ms),
                    mean_ms="%.4f" % statistics.fmean(ms),
@@ -193,7 +203,9 @@ def run_one(a, rnd, workload, variant, writer):
                    outside_median_ms="%.4f" % statistics.median(outside) if outside else "",
                    wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
                    early_median_ms="%.4f" % statistics.median(early) if early else "",
-                   late_median_ms="%.4f" % statistics.median(late) if late else "")
+                   late_median_ms="%.4f" % statistics.median(late) if late else "",
+                   early_host_ms="%.4f" % statistics.median(early_host) if early_host else "",
+                   late_host_ms="%.4f" % statistics.median(late_host) if late_host else "")
         rows.append(row)
         writer.writerow(row)
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
@@ -357,12 +369,13 @@ def report(rows):
           "(`late`: one window at 300-309; the others: the null)")
     for m in modes:
         for v in ("plain", "steady") + DIAGNOSTICS:
-            vals = [float(r["late_median_ms"]) / float(r["early_median_ms"])
-                    for r in by.get((m, v), {}).values()
-                    if r.get("late_median_ms") and r.get("early_median_ms")]
-            if vals:
-                print(f"  {m:12s} {v:9s} late/early {statistics.median(vals):.4f}  "
-                      f"range {min(vals):.4f}-{max(vals):.4f}  n={len(vals)}")
+            for what, late, early in (("", "late_median_ms", "early_median_ms"),
+                                      (" host part", "late_host_ms", "early_host_ms")):
+                vals = [float(r[late]) / float(r[early]) for r in by.get((m, v), {}).values()
+                        if r.get(late) and r.get(early)]
+                if vals:
+                    print(f"  {m:12s} {v:9s} late/early{what} {statistics.median(vals):.4f}  "
+                          f"range {min(vals):.4f}-{max(vals):.4f}  n={len(vals)}")
 
 
 def add_common_args(ap, csv_default):
