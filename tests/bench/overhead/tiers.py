@@ -400,7 +400,8 @@ def main(argv):
     ap.add_argument("--variants", default="plain,steady,full,bare",
                     help="variants of storm (torch is never run there)")
     ap.add_argument("--py-variants", default="plain,steady,full,bare,torch",
-                    help="variants of py")
+                    help="variants of py: plain, steady, full, bare, torch, and the "
+                         "diagnostics nowin, late, nosample, inert (the top of this file)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--storm-rounds", type=int, default=None,
                     help="rounds of storm (default --rounds): its runs take seconds")
