@@ -23,7 +23,8 @@ run still fits after a 50 s gpt2 one), and a failed run's time does not.
 reported as one: 7 paired rounds (the same round numbers of two files never pair), median
 1.04, exact interval 1.01-1.07 (the 1st and 7th of 7); nowin/plain 0.9900 over 4; late/early
 1.0200 over 4, and of its host parts (20.2 against 20 ms) 1.0100. A missing file is refused
-by name. parse() reads rank 0's step lines with and without ddp_train's host_ms.
+by name. parse() reads rank 0's step lines with and without ddp_train's host_ms. A misspelt
+variant is refused before anything runs, no CSV written.
 The diagnostic variants' environments: `inert` runs the workload without `meridian profile`,
 libmeridian.so as the three injections, MERIDIAN_DISABLE=1; `nowin` and `late` run under
 `meridian profile` in the steady tier with MERIDIAN_WINDOWS none and 300-309.
@@ -152,6 +153,14 @@ def check_pool(tmp):
     steps = tiers.parse("py", out, hosts)
     if steps != {"gpt2": [30.5, 31.0], "kernel-dense": [15.0]} or hosts != {"gpt2": [20.25, 21.0]}:
         problems.append(f"parse: {steps} {hosts}")
+    # a misspelt variant is refused before anything runs (it used to run as `full`)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
+                        "--meridian", "x", "--agent-lib", "x", "--workloads", "py",
+                        "--py-variants", "plain,nowind", "--csv", os.path.join(tmp, "n.csv")],
+                       capture_output=True, text=True, timeout=60)
+    if p.returncode == 0 or "--py-variants: unknown variant(s) nowind" not in p.stderr or \
+            os.path.exists(os.path.join(tmp, "n.csv")):
+        problems.append(f"misspelt variant: exit {p.returncode}: {p.stderr}")
     return problems
 
 

@@ -419,6 +419,12 @@ def main(argv):
     if a.report_only:
         report(read_pooled(a.pool.split(",")) if a.pool else read_rows(a.csv))
         return 0
+    known = {"plain", "steady", "full", "bare", "torch"} | set(DIAGNOSTICS)
+    for opt, given in (("--variants", a.variants), ("--py-variants", a.py_variants)):
+        bad = [v for v in given.split(",") if v not in known]
+        if bad:
+            raise SystemExit(f"tiers: {opt}: unknown variant(s) {', '.join(bad)}; known: "
+                             f"{', '.join(sorted(known))}")
     plan = []
     storm_rounds = a.rounds if a.storm_rounds is None else a.storm_rounds
     for rnd in range(1, max(a.rounds, storm_rounds) + 1):
