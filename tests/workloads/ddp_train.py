@@ -42,10 +42,11 @@ statistics in milliseconds
 measured wall time; per rank where the process's time went (`phases_s`: interpreter and
 imports, process-group start, each mode, teardown) and, per mode, where the mode's went
 (model build, DDP constructor, first step, rest of warm-up, measured steps, profiler exit); with --count-collectives per rank
-`nccl_collectives=N` and the count per operation; with --print-steps every measured step as
-`step I ms=T host_ms=H` (H: the host part, from the step's start until its work was enqueued,
-before its torch.cuda.synchronize(); T - H is the wait for the GPU). Exit 0, non-zero on any error (a
-non-finite loss included, or a collective count that cannot be read).
+`nccl_collectives=N` and the count per operation; with --print-steps every measured step
+as `step I ms=T host_ms=H` (H: the host part, from the step's start until its work was
+enqueued, before its torch.cuda.synchronize(); T - H is the wait for the GPU). Exit 0,
+non-zero on any error (a non-finite loss included, or a collective count that cannot be
+read).
 """
 import argparse
 import math

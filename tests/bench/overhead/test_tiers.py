@@ -27,7 +27,8 @@ by name. parse() reads rank 0's step lines with and without ddp_train's host_ms.
 variant is refused before anything runs, no CSV written.
 The diagnostic variants' environments: `inert` runs the workload without `meridian profile`,
 libmeridian.so as the three injections, MERIDIAN_DISABLE=1; `nowin` and `late` run under
-`meridian profile` in the steady tier with MERIDIAN_WINDOWS none and 300-309.
+`meridian profile` in the steady tier with MERIDIAN_WINDOWS none and 300-309 (late2: and
+320-329; late_bare: kernel records alone; late_domains: the whole-domain close).
 """
 import argparse
 import csv
@@ -139,11 +140,17 @@ def check_pool(tmp):
                                                     "NVTX_INJECTION64_PATH",
                                                     "NCCL_PROFILER_PLUGIN"))):
         problems.append(f"inert: {cmd[:2]} {env.get('MERIDIAN_DISABLE')}")
-    for v, spec in (("nowin", "none"), ("late", "300-309"), ("steady", tiers.WINDOWS)):
+    for v, spec in (("nowin", "none"), ("late", "300-309"), ("steady", tiers.WINDOWS),
+                    ("late2", "300-309,320-329"), ("late_bare", "300-309"),
+                    ("late_domains", "300-309")):
         cmd, env = tiers.command(a, "py", v, "db")
         if cmd[:2] != ["M", "profile"] or env.get("MERIDIAN_WINDOWS") != spec or \
                 env.get("MERIDIAN_TRACE") != "steady":
             problems.append(f"{v}: {cmd[:2]} {env.get('MERIDIAN_WINDOWS')}")
+        want = {"late_bare": ("MERIDIAN_TRACE_KINDS", "kernel"),
+                "late_domains": ("MERIDIAN_CUPTI_CLOSE", "domains")}.get(v)
+        if want and env.get(want[0]) != want[1]:
+            problems.append(f"{v}: {want[0]}={env.get(want[0])}")
     # the workload's step lines, with and without the host part (older ddp_train output)
     out = ("ddp_train: rank 0 mode=gpt2 step 0 ms=30.500 host_ms=20.250\n"
            "ddp_train: rank 1 mode=gpt2 step 0 ms=99.000 host_ms=99.000\n"

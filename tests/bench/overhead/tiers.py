@@ -27,6 +27,10 @@ Variants:
             early_host_ms and late_host_ms, the same of each step's host part (ddp_train's
             host_ms: until the work was enqueued), whether that cost is on the host
   nosample  steady with MERIDIAN_GPU_SAMPLE_HZ=0 (no NVML sampler thread)
+  late2, late_bare, late_domains  `late` with a second window (steps 320-329), with the
+            bare consumer's kinds (MERIDIAN_TRACE_KINDS=kernel, MERIDIAN_CUPTI_SELF_RECORDS=0),
+            and with the whole-domain close (MERIDIAN_CUPTI_CLOSE=domains): which part of a
+            window leaves the cost that run 55 found after it (RESULTS-tiers.md, session 22)
   inert     no `meridian profile`: the workload alone with libmeridian.so as the CUDA,
             NVTX and NCCL-profiler injection and MERIDIAN_DISABLE=1 (loaded, inert)
 A round runs every variant of every workload once, in an order rotated each round.
@@ -72,6 +76,12 @@ FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms
 # the steady variants that differ from `steady` in one setting (the diagnostics above)
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                       "late": {"MERIDIAN_WINDOWS": "300-309"},
+                      "late2": {"MERIDIAN_WINDOWS": "300-309,320-329"},
+                      "late_bare": {"MERIDIAN_WINDOWS": "300-309",
+                                    "MERIDIAN_TRACE_KINDS": "kernel",
+                                    "MERIDIAN_CUPTI_SELF_RECORDS": "0"},
+                      "late_domains": {"MERIDIAN_WINDOWS": "300-309",
+                                       "MERIDIAN_CUPTI_CLOSE": "domains"},
                       "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
 EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
 
@@ -298,7 +308,7 @@ def bootstrap(vals, n=2000, stat=statistics.median):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
-DIAGNOSTICS = ("nowin", "late", "nosample", "inert")
+DIAGNOSTICS = ("nowin", "late", "late2", "late_bare", "late_domains", "nosample", "inert")
 
 
 def read_pooled(paths):
@@ -401,7 +411,8 @@ def main(argv):
                     help="variants of storm (torch is never run there)")
     ap.add_argument("--py-variants", default="plain,steady,full,bare,torch",
                     help="variants of py: plain, steady, full, bare, torch, and the "
-                         "diagnostics nowin, late, nosample, inert (the top of this file)")
+                         "diagnostics nowin, late, late2, late_bare, late_domains, nosample, "
+                         "inert (the top of this file)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--storm-rounds", type=int, default=None,
                     help="rounds of storm (default --rounds): its runs take seconds")
