@@ -215,9 +215,14 @@ static int setup_with(const char *name, const char *value, char *err, size_t cap
     setenv(name, value, 1);
     fflush(stderr);
     FILE *tmp = tmpfile();
-    int saved = dup(2);
-    if (!tmp || saved < 0 || dup2(fileno(tmp), 2) < 0)
-        return -1000;
+    int saved = tmp ? dup(2) : -1;
+    if (saved < 0 || dup2(fileno(tmp), 2) < 0) {
+        if (saved >= 0)
+            close(saved);
+        if (tmp)
+            fclose(tmp);
+        return -1000; /* no capture: the caller's CHECK_EQ fails */
+    }
     int e = mrd__cupti_setup();
     fflush(stderr);
     dup2(saved, 2);

@@ -24,7 +24,8 @@ reported as one: 7 paired rounds (the same round numbers of two files never pair
 1.04, exact interval 1.01-1.07 (the 1st and 7th of 7); nowin/plain 0.9900 over 4; late/early
 1.0200 over 4, and of its host parts (20.2 against 20 ms) 1.0100. A missing file is refused
 by name. parse() reads rank 0's step lines with and without ddp_train's host_ms. A misspelt
-variant is refused before anything runs, no CSV written.
+variant is refused before anything runs, no CSV written. step_figures: a run's medians in
+and out of windows, before step 290 and from 330 on, of the steps and of their host parts.
 The diagnostic variants' environments: `inert` runs the workload without `meridian profile`,
 libmeridian.so as the three injections, MERIDIAN_DISABLE=1; `nowin` and `late` run under
 `meridian profile` in the steady tier with MERIDIAN_WINDOWS none and 300-309 (late2: and
@@ -168,6 +169,18 @@ def check_pool(tmp):
     if p.returncode == 0 or "--py-variants: unknown variant(s) nowind" not in p.stderr or \
             os.path.exists(os.path.join(tmp, "n.csv")):
         problems.append(f"misspelt variant: exit {p.returncode}: {p.stderr}")
+    # one run's figures: 600 steps of 10 ms, but 12 ms from step 330 on, 20 ms in the first
+    # window (10-19) and the step after it; host parts 4 ms, 5 ms from 330 on
+    ms = [20.0 if 10 <= i <= 20 else 12.0 if i >= 330 else 10.0 for i in range(600)]
+    host = [5.0 if i >= 330 else 4.0 for i in range(600)]
+    got = tiers.step_figures(ms, host)
+    want = dict(median_ms="10.0000", outside_median_ms="10.0000", early_median_ms="10.0000",
+                late_median_ms="12.0000", early_host_ms="4.0000", late_host_ms="5.0000")
+    if any(got.get(k) != v for k, v in want.items()) or \
+            abs(float(got["mean_ms"]) - (11 * 20 + 270 * 12 + 319 * 10) / 600) > 1e-4:
+        problems.append(f"step_figures: {got}")
+    if tiers.step_figures([10.0] * 100, [])["late_host_ms"] != "":
+        problems.append("step_figures: a run without host parts or late steps")
     return problems
 
 

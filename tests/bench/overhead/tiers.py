@@ -188,6 +188,22 @@ def run_timed(cmd, env, timeout_s):
     return out, rc, time.monotonic() - t0
 
 
+def step_figures(ms, host):
+    """A run's figures from its step times ms and their host parts host (maybe []): the
+    mean and median step, the median outside windows, and the medians of the steps (and of
+    their host parts) in EARLY and in LATE; "" where no step falls in."""
+    def median_where(xs, keep):
+        kept = [t for i, t in enumerate(xs) if keep(i)]
+        return "%.4f" % statistics.median(kept) if kept else ""
+    return dict(mean_ms="%.4f" % statistics.fmean(ms),
+                median_ms=median_where(ms, lambda i: True),
+                outside_median_ms=median_where(ms, lambda i: not window_or_detach(i)),
+                early_median_ms=median_where(ms, EARLY.__contains__),
+                late_median_ms=median_where(ms, LATE.__contains__),
+                early_host_ms=median_where(host, EARLY.__contains__),
+                late_host_ms=median_where(host, LATE.__contains__))
+
+
 def run_one(a, rnd, workload, variant, writer):
     """Runs one process; writes and returns its rows (one per mode)."""
     rows = []
@@ -200,22 +216,10 @@ def run_one(a, rnd, workload, variant, writer):
         print(f"tiers: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
               f"output:\n{out[-1500:]}", flush=True)
     for mode, ms in steps.items():
-        outside = [t for i, t in enumerate(ms) if not window_or_detach(i)]
-        early = [t for i, t in enumerate(ms) if i in EARLY]
-        late = [t for i, t in enumerate(ms) if i in LATE]
-        host = hosts.get(mode, [])
-        early_host = [t for i, t in enumerate(host) if i in EARLY]
-        late_host = [t for i, t in enumerate(host) if i in LATE]
         # in one process the kernel-dense steps continue the agent's step count after gpt2
         row = dict(round=rnd, workload=workload, mode=mode, variant=variant, steps=len(ms),
-                   mean_ms="%.4f" % statistics.fmean(ms),
-                   median_ms="%.4f" % statistics.median(ms),
-                   outside_median_ms="%.4f" % statistics.median(outside) if outside else "",
                    wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
-                   early_median_ms="%.4f" % statistics.median(early) if early else "",
-                   late_median_ms="%.4f" % statistics.median(late) if late else "",
-                   early_host_ms="%.4f" % statistics.median(early_host) if early_host else "",
-                   late_host_ms="%.4f" % statistics.median(late_host) if late_host else "")
+                   **step_figures(ms, hosts.get(mode, [])))
         rows.append(row)
         writer.writerow(row)
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
@@ -308,7 +312,7 @@ def bootstrap(vals, n=2000, stat=statistics.median):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
-DIAGNOSTICS = ("nowin", "late", "late2", "late_bare", "late_domains", "nosample", "inert")
+DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert",)
 
 
 def read_pooled(paths):
