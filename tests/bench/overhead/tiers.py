@@ -73,7 +73,8 @@ WINDOWS = "10/200@10"
 FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
           "late_median_ms", "early_host_ms", "late_host_ms"]
-# the steady variants that differ from `steady` in one setting (the diagnostics above)
+VARIANTS = ("plain", "steady", "full", "bare", "torch")
+# the steady-tier diagnostics above: what each sets on top of MERIDIAN_TRACE=steady
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                       "late": {"MERIDIAN_WINDOWS": "300-309"},
                       "late2": {"MERIDIAN_WINDOWS": "300-309,320-329"},
@@ -83,6 +84,7 @@ STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                       "late_domains": {"MERIDIAN_WINDOWS": "300-309",
                                        "MERIDIAN_CUPTI_CLOSE": "domains"},
                       "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
+DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert",)  # the last runs without meridian
 EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
 
 
@@ -312,9 +314,6 @@ def bootstrap(vals, n=2000, stat=statistics.median):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
-DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert",)
-
-
 def read_pooled(paths):
     """The rows of several results CSVs as one list: file k's rounds become k*1000 + round
     (its own rounds never pair with another file's), a column it lacks reads empty."""
@@ -341,7 +340,7 @@ def report(rows):
     modes = sorted({k[0] for k in by})
     print("\ntiers: medians over rounds (ms per step)")
     for m in modes:
-        for v in ("plain", "steady", "full", "bare", "torch") + DIAGNOSTICS:
+        for v in VARIANTS + DIAGNOSTICS:
             rs = by.get((m, v))
             if rs:
                 means = [float(r['mean_ms']) for r in rs.values()]
@@ -414,9 +413,8 @@ def main(argv):
     ap.add_argument("--variants", default="plain,steady,full,bare",
                     help="variants of storm (torch is never run there)")
     ap.add_argument("--py-variants", default="plain,steady,full,bare,torch",
-                    help="variants of py: plain, steady, full, bare, torch, and the "
-                         "diagnostics nowin, late, late2, late_bare, late_domains, nosample, "
-                         "inert (the top of this file)")
+                    help=f"variants of py: {', '.join(VARIANTS)}, and the diagnostics "
+                         f"{', '.join(DIAGNOSTICS)} (the top of this file)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--storm-rounds", type=int, default=None,
                     help="rounds of storm (default --rounds): its runs take seconds")
@@ -434,7 +432,7 @@ def main(argv):
     if a.report_only:
         report(read_pooled(a.pool.split(",")) if a.pool else read_rows(a.csv))
         return 0
-    known = {"plain", "steady", "full", "bare", "torch"} | set(DIAGNOSTICS)
+    known = set(VARIANTS + DIAGNOSTICS)
     for opt, given in (("--variants", a.variants), ("--py-variants", a.py_variants)):
         bad = [v for v in given.split(",") if v not in known]
         if bad:
