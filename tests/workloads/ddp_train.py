@@ -43,8 +43,11 @@ measured wall time; per rank where the process's time went (`phases_s`: interpre
 imports, process-group start, each mode, teardown) and, per mode, where the mode's went
 (model build, DDP constructor, first step, rest of warm-up, measured steps, profiler exit); with --count-collectives per rank
 `nccl_collectives=N` and the count per operation; with --print-steps every measured step
-as `step I ms=T host_ms=H` (H: the host part, from the step's start until its work was
-enqueued, before its torch.cuda.synchronize(); T - H is the wait for the GPU). Exit 0,
+as `step I ms=T host_ms=H cpu_ms=C` (H: the host part, from the step's start until its
+work was enqueued, before its torch.cuda.synchronize(); T - H is the wait for the GPU; C:
+the main thread's CPU time in H, so H - C is time it was off a CPU); with --thread-cpu-at
+S1,S2,... where the process's CPU time went between those measured steps, a line per pair
+(`threads steps S1-S2: main_cpu_ms= main_nvcsw= others_cpu_ms= ... name/tid=ms ...`). Exit 0,
 non-zero on any error (a non-finite loss included, or a collective count that cannot be
 read).
 """
@@ -54,6 +57,7 @@ import os
 import pickle
 import statistics
 import sys
+import threading
 import time
 
 T_START = time.monotonic()
@@ -79,6 +83,56 @@ def parse_modes(s):
     return modes
 
 
+def parse_steps(s):
+    """'20,290,330,600' -> (20, 290, 330, 600): step indices, increasing."""
+    try:
+        got = tuple(int(x) for x in s.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{s}' is not a comma-separated list of steps")
+    if list(got) != sorted(set(got)) or got[0] < 0:
+        raise argparse.ArgumentTypeError(f"'{s}': steps must increase and be >= 0")
+    return got
+
+
+def thread_cpu():
+    """{tid: (name, CPU ms, involuntary context switches)} of this process's threads now,
+    from /proc/self/task (threads that end in between are lost, which the reader is told)."""
+    tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+    got = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/self/task/{tid}/status") as f:
+                nvcsw = next(int(line.split()[1]) for line in f
+                             if line.startswith("nonvoluntary_ctxt_switches"))
+        except (OSError, StopIteration):
+            continue  # the thread ended meanwhile
+        name = stat[stat.index("(") + 1:stat.rindex(")")].replace(" ", "_")
+        fields = stat[stat.rindex(")") + 2:].split()  # field 3 (state) is fields[0]
+        got[int(tid)] = (name, (int(fields[11]) + int(fields[12])) * tick_ms, nvcsw)
+    return got
+
+
+def thread_cpu_lines(rank, mode, snaps, main_tid):
+    """One line per pair of consecutive snapshots [(step, thread_cpu()), ...]: the main
+    thread's CPU ms and involuntary switches, then every other thread alive at both ends
+    (name/tid=CPU ms), busiest first; threads that started or ended in between are counted."""
+    lines = []
+    for (s0, a), (s1, b) in zip(snaps, snaps[1:]):
+        both = [t for t in b if t in a]
+        others = sorted(((b[t][1] - a[t][1], b[t][0], t) for t in both if t != main_tid),
+                        reverse=True)
+        main = (b[main_tid][1] - a[main_tid][1], b[main_tid][2] - a[main_tid][2]) \
+            if main_tid in a and main_tid in b else (float("nan"), -1)
+        lines.append(
+            f"ddp_train: rank {rank} mode={mode} threads steps {s0}-{s1}: "
+            f"main_cpu_ms={main[0]:.0f} main_nvcsw={main[1]} "
+            f"others_cpu_ms={sum(o[0] for o in others):.0f} started={len(set(b) - set(a))} "
+            f"ended={len(set(a) - set(b))} " + " ".join(f"{n}/{t}={c:.0f}" for c, n, t in others if c > 0))
+    return lines
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mode", type=parse_modes,
@@ -89,6 +143,9 @@ def parse_args(argv):
     ap.add_argument("--count-kernels", action="store_true")
     ap.add_argument("--count-collectives", action="store_true")
     ap.add_argument("--print-steps", action="store_true")
+    ap.add_argument("--thread-cpu-at", type=parse_steps, default=(),
+                    help="S1,S2,...: where the process's CPU time went between these "
+                         "measured steps, per thread (S = --steps: the end)")
     ap.add_argument("--bare-windows", type=parse_windows, default=None,
                     help="L/P@O: the bare CUPTI consumer (BARE_CONSUMER_LIB) traces those steps")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
@@ -277,13 +334,14 @@ def run_mode(ctx, mode, a):
         return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), y.view(-1))
 
     def step(i, label):
-        """One step; returns the host clock when its work was enqueued (before the sync)."""
+        """One step; returns the host clock and the thread's CPU clock when its work was
+        enqueued (before the sync)."""
         torch.cuda.nvtx.range_push(f"{label} {i}")
         opt.zero_grad(set_to_none=True)
         loss = forward_loss()
         loss.backward()
         opt.step()
-        enqueued = time.perf_counter()
+        enqueued = time.perf_counter(), time.thread_time()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
         loss_box[0] = loss
@@ -297,7 +355,10 @@ def run_mode(ctx, mode, a):
     torch.cuda.synchronize()
     mark("warmup")
 
-    times, hosts = [], []  # each step's ms, and its host part (until the sync) in ms
+    times, hosts, cpus = [], [], []  # each step's ms, its host part (until the sync) and
+    # the main thread's CPU time in that host part, in ms
+    snaps, snap_at = [], set(a.thread_cpu_at)
+    main_tid = threading.get_native_id()
     prof = None
     if a.profiler == "torch":
         from torch.profiler import ProfilerActivity, profile
@@ -307,14 +368,19 @@ def run_mode(ctx, mode, a):
     t0 = time.perf_counter()
     bare = BareWindows(torch, a.bare_windows) if a.bare_windows else None
     for i in range(a.steps):
+        if i in snap_at:
+            snaps.append((i, thread_cpu()))
         if bare:
             bare.before(i)
-        ts = time.perf_counter()
-        enqueued = step(i, "step")
+        ts, cs = time.perf_counter(), time.thread_time()
+        enqueued, enqueued_cpu = step(i, "step")
         times.append((time.perf_counter() - ts) * 1e3)
+        cpus.append((enqueued_cpu - cs) * 1e3)
         hosts.append((enqueued - ts) * 1e3)
         if bare:
             bare.after(i)
+    if a.steps in snap_at:
+        snaps.append((a.steps, thread_cpu()))
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
@@ -326,8 +392,11 @@ def run_mode(ctx, mode, a):
 
     loss = float(loss_box[0].float().item())
     if a.print_steps:
-        for i, (t, h) in enumerate(zip(times, hosts)):
-            print(f"ddp_train: rank {rank} mode={mode} step {i} ms={t:.3f} host_ms={h:.3f}")
+        for i, (t, h, c) in enumerate(zip(times, hosts, cpus)):
+            print(f"ddp_train: rank {rank} mode={mode} step {i} ms={t:.3f} host_ms={h:.3f} "
+                  f"cpu_ms={c:.3f}")
+    for line in thread_cpu_lines(rank, mode, snaps, main_tid):
+        print(line, flush=True)
     s = stats_ms(times)
     print(
         f"ddp_train: rank {rank} mode={mode} profiler={a.profiler} steps={a.steps} "

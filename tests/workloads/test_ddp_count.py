@@ -7,11 +7,16 @@ the GPU capture check then expects meridian to have stored per rank. This test h
 count_collectives() a stand-in torch whose dump is a pickled record shaped like the
 flight recorder's, and checks the count: each collective once, point-to-point left out,
 a coalesced entry counted per tensor, and an empty or full record refused (the count
-would be wrong, so the run must fail rather than print it).
+would be wrong, so the run must fail rather than print it). Also --thread-cpu-at's
+reading of /proc (thread_cpu): a thread spinning ~0.3 s between two snapshots is charged
+most of that, the main thread (asleep) little, and a malformed step list is refused.
 """
 import os
 import pickle
+import argparse
 import sys
+import threading
+import time
 import types
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -64,6 +69,45 @@ for label, bad in (("empty record", []),
         failures.append(f"{label}: counted, should have been refused")
     except RuntimeError as e:
         print(f"ok: {label} refused: {e}")
+
+# thread_cpu: a spinning thread's CPU time between two snapshots, the sleeping main thread's not
+stop = []
+
+
+def spin():
+    while not stop:
+        pass
+
+
+t = threading.Thread(target=spin, name="spinner")
+t.start()
+time.sleep(0.02)
+t0 = time.monotonic()
+before = ddp_train.thread_cpu()
+time.sleep(0.3)
+after = ddp_train.thread_cpu()
+wall_ms = (time.monotonic() - t0) * 1e3  # the spinner's GIL turns lengthen the reads
+stop.append(1)
+t.join()
+main_tid, spin_tid = threading.get_native_id(), t.native_id
+if spin_tid not in before or spin_tid not in after or main_tid not in after:
+    failures.append(f"thread_cpu: threads {sorted(before)} {sorted(after)}")
+else:
+    spun = after[spin_tid][1] - before[spin_tid][1]
+    slept = after[main_tid][1] - before[main_tid][1]
+    if not 150 <= spun <= wall_ms + 20 or slept > spun / 2:  # clock ticks: 10 ms
+        failures.append(f"thread_cpu: the spinner had {spun} ms, the sleeper {slept} ms, "
+                        f"in {wall_ms:.0f} ms")
+    lines = ddp_train.thread_cpu_lines(0, "gpt2", [(20, before), (290, after)], main_tid)
+    if len(lines) != 1 or f"/{spin_tid}={spun:.0f}" not in lines[0]:
+        failures.append(f"thread_cpu_lines: {lines}")
+for bad in ("20,10", "a,b", "-1,5", "5,5"):
+    try:
+        ddp_train.parse_steps(bad)
+        failures.append(f"parse_steps({bad!r}) accepted")
+    except argparse.ArgumentTypeError:
+        pass
+expect("parse_steps", ddp_train.parse_steps("20,290,330,600"), (20, 290, 330, 600))
 
 if failures:
     print("test_ddp_count: FAILED\n  " + "\n  ".join(failures))

@@ -42,6 +42,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tiers  # noqa: E402  (the module under test, beside this file)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "workloads"))
+import ddp_train  # noqa: E402  (its thread lines are what thread_figures reads; no torch)
 FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
           "outside_median_ms", "wall_s", "rc", "machine"]
 
@@ -181,6 +183,35 @@ def check_pool(tmp):
         problems.append(f"step_figures: {got}")
     if tiers.step_figures([10.0] * 100, [])["late_host_ms"] != "":
         problems.append("step_figures: a run without host parts or late steps")
+    cpu = [3.0 if i >= 330 else 2.0 for i in range(600)]
+    got = tiers.step_figures(ms, host, cpu)
+    if (got["early_cpu_ms"], got["late_cpu_ms"]) != ("2.0000", "3.0000"):
+        problems.append(f"step_figures cpu: {got}")
+    # cpu_ms read beside host_ms
+    cpus = {}
+    tiers.parse("py", "ddp_train: rank 0 mode=gpt2 step 0 ms=30.5 host_ms=20.2 cpu_ms=19.5\n",
+                {}, cpus)
+    if cpus != {"gpt2": [19.5]}:
+        problems.append(f"parse cpu_ms: {cpus}")
+    # the thread lines as ddp_train prints them, read back: early 20-290 (270 steps), the
+    # window 290-330 (ignored), late 330-600 (270 steps); a thread born in the window
+    main, other, born = 100, 101, 102
+    snaps = [(20, {main: ("python3", 1000.0, 5), other: ("pt_thread", 100.0, 0)}),
+             (290, {main: ("python3", 9100.0, 32), other: ("pt_thread", 127.0, 0)}),
+             (330, {main: ("python3", 9500.0, 40), other: ("pt_thread", 140.0, 0),
+                    born: ("cupti_worker", 0.0, 0)}),
+             (600, {main: ("python3", 18000.0, 580), other: ("pt_thread", 194.0, 0),
+                    born: ("cupti_worker", 810.0, 0)})]
+    out = "\n".join(ddp_train.thread_cpu_lines(0, "gpt2", snaps, main)) + "\n" + \
+        "\n".join(ddp_train.thread_cpu_lines(1, "gpt2", snaps[:2], other))
+    got = tiers.thread_figures(out, "gpt2")
+    want = dict(early_others_ms="%.4f" % (27 / 270), late_others_ms="%.4f" % (864 / 270),
+                early_nvcsw="%.3f" % (27 / 270), late_nvcsw="%.3f" % (540 / 270),
+                late_threads="cupti_worker=%.3f pt_thread=%.3f" % (810 / 270, 54 / 270))
+    if got != want:
+        problems.append(f"thread_figures: {got}, want {want}\n{out}")
+    if tiers.thread_figures(out, "kernel-dense")["late_threads"] != "":
+        problems.append("thread_figures: another mode's lines read")
     return problems
 
 

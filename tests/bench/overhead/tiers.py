@@ -72,7 +72,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 WINDOWS = "10/200@10"
 FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
-          "late_median_ms", "early_host_ms", "late_host_ms"]
+          "late_median_ms", "early_host_ms", "late_host_ms", "early_cpu_ms", "late_cpu_ms",
+          "early_others_ms", "late_others_ms", "early_nvcsw", "late_nvcsw", "late_threads"]
 VARIANTS = ("plain", "steady", "full", "bare", "torch")
 # the steady-tier diagnostics above: what each sets on top of MERIDIAN_TRACE=steady
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
@@ -118,7 +119,8 @@ def workload_argv(build, workload, steps, per_step=1000, mode=None):
         return [os.path.join(build, "tests/workloads/kernel_storm"), "--steps", str(steps),
                 "--launches", str(steps * per_step), "--warmup", "2000"]
     return [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
-            mode or workload, "--steps", str(steps), "--warmup", "10", "--print-steps"]
+            mode or workload, "--steps", str(steps), "--warmup", "10", "--print-steps",
+            "--thread-cpu-at", f"{EARLY.start},{EARLY.stop},{LATE.start},{steps}"]
 
 
 def profile_argv(a, db, work):
@@ -159,9 +161,10 @@ def command(a, workload, variant, db):
     return profile_argv(a, db, work), env
 
 
-def parse(workload, out, hosts=None):
+def parse(workload, out, hosts=None, cpus=None):
     """{mode: [step ms ...]} from the workload's output; with a dict `hosts`, also fills
-    {mode: [host part ms ...]} where the workload prints them (ddp_train's host_ms)."""
+    {mode: [host part ms ...]} where the workload prints them (ddp_train's host_ms), and
+    with a dict `cpus` {mode: [the main thread's CPU ms in the host part ...]} (cpu_ms)."""
     steps = {}
     if workload == "storm":
         m = re.search(r"kernel_storm: step_us=([0-9.,]+)", out)
@@ -169,11 +172,38 @@ def parse(workload, out, hosts=None):
             steps["storm"] = [float(x) / 1000 for x in m.group(1).split(",")]
         return steps
     for m in re.finditer(r"ddp_train: rank 0 mode=(\S+) step (\d+) ms=([0-9.]+)"
-                         r"(?: host_ms=([0-9.]+))?", out):
+                         r"(?: host_ms=([0-9.]+))?(?: cpu_ms=([0-9.]+))?", out):
         steps.setdefault(m.group(1), []).append(float(m.group(3)))
-        if hosts is not None and m.group(4):
-            hosts.setdefault(m.group(1), []).append(float(m.group(4)))
+        for into, value in ((hosts, m.group(4)), (cpus, m.group(5))):
+            if into is not None and value:
+                into.setdefault(m.group(1), []).append(float(value))
     return steps
+
+
+def thread_figures(out, mode):
+    """From ddp_train's --thread-cpu-at lines of rank 0's `mode`: per step of EARLY and of
+    LATE, the other threads' CPU ms and the main thread's involuntary switches, and LATE's
+    three busiest other threads (name=ms a step); "" where the workload printed none."""
+    got = dict(early_others_ms="", late_others_ms="", early_nvcsw="", late_nvcsw="",
+               late_threads="")
+    pat = (r"ddp_train: rank 0 mode=" + re.escape(mode) + r" threads steps (\d+)-(\d+): "
+           r"main_cpu_ms=\S+ main_nvcsw=(-?\d+) others_cpu_ms=([0-9.]+) started=\d+ "
+           r"ended=\d+ ?(.*)")
+    for m in re.finditer(pat, out):
+        s0, s1 = int(m.group(1)), int(m.group(2))
+        phase = "early" if s0 == EARLY.start else "late" if s0 == LATE.start else None
+        if phase is None or s1 <= s0:
+            continue
+        n = s1 - s0
+        got[f"{phase}_others_ms"] = "%.4f" % (float(m.group(4)) / n)
+        got[f"{phase}_nvcsw"] = "%.3f" % (int(m.group(3)) / n) if int(m.group(3)) >= 0 else ""
+        if phase == "late":
+            busiest = []
+            for item in m.group(5).split()[:3]:
+                name, _, ms = item.rpartition("=")
+                busiest.append("%s=%.3f" % (name.rpartition("/")[0], float(ms) / n))
+            got["late_threads"] = " ".join(busiest)
+    return got
 
 
 def run_timed(cmd, env, timeout_s):
@@ -190,10 +220,11 @@ def run_timed(cmd, env, timeout_s):
     return out, rc, time.monotonic() - t0
 
 
-def step_figures(ms, host):
-    """A run's figures from its step times ms and their host parts host (maybe []): the
-    mean and median step, the median outside windows, and the medians of the steps (and of
-    their host parts) in EARLY and in LATE; "" where no step falls in."""
+def step_figures(ms, host, cpu=()):
+    """A run's figures from its step times ms, their host parts host and the main thread's
+    CPU time in those cpu (each maybe empty): the mean and median step, the median outside
+    windows, and the medians of the steps (of their host parts, of that CPU time) in EARLY
+    and in LATE; "" where no step falls in."""
     def median_where(xs, keep):
         kept = [t for i, t in enumerate(xs) if keep(i)]
         return "%.4f" % statistics.median(kept) if kept else ""
@@ -203,7 +234,9 @@ def step_figures(ms, host):
                 early_median_ms=median_where(ms, EARLY.__contains__),
                 late_median_ms=median_where(ms, LATE.__contains__),
                 early_host_ms=median_where(host, EARLY.__contains__),
-                late_host_ms=median_where(host, LATE.__contains__))
+                late_host_ms=median_where(host, LATE.__contains__),
+                early_cpu_ms=median_where(cpu, EARLY.__contains__),
+                late_cpu_ms=median_where(cpu, LATE.__contains__))
 
 
 def run_one(a, rnd, workload, variant, writer):
@@ -212,8 +245,8 @@ def run_one(a, rnd, workload, variant, writer):
     with tempfile.TemporaryDirectory() as tmp:
         cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
         out, rc, wall = run_timed(cmd, env, a.run_timeout_s)
-    hosts = {}
-    steps = parse(workload, out, hosts)
+    hosts, cpus = {}, {}
+    steps = parse(workload, out, hosts, cpus)
     if rc != 0 or not steps:
         print(f"tiers: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
               f"output:\n{out[-1500:]}", flush=True)
@@ -221,7 +254,8 @@ def run_one(a, rnd, workload, variant, writer):
         # in one process the kernel-dense steps continue the agent's step count after gpt2
         row = dict(round=rnd, workload=workload, mode=mode, variant=variant, steps=len(ms),
                    wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
-                   **step_figures(ms, hosts.get(mode, [])))
+                   **step_figures(ms, hosts.get(mode, []), cpus.get(mode, [])),
+                   **thread_figures(out, mode))
         rows.append(row)
         writer.writerow(row)
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
@@ -383,12 +417,25 @@ def report(rows):
     for m in modes:
         for v in ("plain", "steady") + DIAGNOSTICS:
             for what, late, early in (("", "late_median_ms", "early_median_ms"),
-                                      (" host part", "late_host_ms", "early_host_ms")):
+                                      (" host part", "late_host_ms", "early_host_ms"),
+                                      (" host CPU", "late_cpu_ms", "early_cpu_ms")):
                 vals = [float(r[late]) / float(r[early]) for r in by.get((m, v), {}).values()
                         if r.get(late) and r.get(early)]
                 if vals:
                     print(f"  {m:12s} {v:9s} late/early{what} {statistics.median(vals):.4f}  "
                           f"range {min(vals):.4f}-{max(vals):.4f}  n={len(vals)}")
+            for what, key in (("other threads' CPU ms a step", "others_ms"),
+                              ("main thread's involuntary switches a step", "nvcsw")):
+                pairs = [(float(r["early_" + key]), float(r["late_" + key]))
+                         for r in by.get((m, v), {}).values()
+                         if r.get("early_" + key) and r.get("late_" + key)]
+                if pairs:
+                    print(f"  {m:12s} {v:9s} {what}: early "
+                          f"{statistics.median(p[0] for p in pairs):.3f}, late "
+                          f"{statistics.median(p[1] for p in pairs):.3f}  n={len(pairs)}")
+            tops = [r["late_threads"] for r in by.get((m, v), {}).values() if r.get("late_threads")]
+            if tops:
+                print(f"  {m:12s} {v:9s} busiest other threads late (ms a step): {tops[0]}")
 
 
 def add_common_args(ap, csv_default):
