@@ -45,7 +45,8 @@ imports, process-group start, each mode, teardown) and, per mode, where the mode
 `nccl_collectives=N` and the count per operation; with --print-steps every measured step
 as `step I ms=T host_ms=H cpu_ms=C` (H: the host part, from the step's start until its
 work was enqueued, before its torch.cuda.synchronize(); T - H is the wait for the GPU; C:
-the main thread's CPU time in H, so H - C is time it was off a CPU); with --thread-cpu-at
+the main thread's CPU time in H, so H - C is time it was off a CPU; with --speed-probe
+also ` probe_ms=P`, a fixed pure-Python loop timed after the step); with --thread-cpu-at
 S1,S2,... where the process's CPU time went between those measured steps, a line per pair
 (`threads steps S1-S2: main_cpu_ms= main_nvcsw= others_cpu_ms= ... name/tid=ms ...`). Exit 0,
 non-zero on any error (a non-finite loss included, or a collective count that cannot be
@@ -92,6 +93,19 @@ def parse_steps(s):
     if list(got) != sorted(set(got)) or got[0] < 0:
         raise argparse.ArgumentTypeError(f"'{s}': steps must increase and be >= 0")
     return got
+
+
+PROBE_ITERATIONS = 20000  # ~1-2 ms of CPython on the GPU host's CPUs
+
+
+def speed_probe():
+    """Milliseconds a fixed pure-Python loop takes now: it touches neither CUDA nor the
+    profiler, so it moves only with the CPU's own speed (its clock, a neighbour on its core
+    or cache); a step that slows while this does not is slower for another reason."""
+    t0, x = time.perf_counter(), 0
+    for i in range(PROBE_ITERATIONS):
+        x = (x + i * i) & 0xFFFF
+    return (time.perf_counter() - t0) * 1e3
 
 
 def thread_cpu():
@@ -143,6 +157,9 @@ def parse_args(argv):
     ap.add_argument("--count-kernels", action="store_true")
     ap.add_argument("--count-collectives", action="store_true")
     ap.add_argument("--print-steps", action="store_true")
+    ap.add_argument("--speed-probe", action="store_true",
+                    help="after each measured step, time a fixed pure-Python loop "
+                         "(probe_ms): the host CPU's speed at that moment")
     ap.add_argument("--thread-cpu-at", type=parse_steps, default=(),
                     help="S1,S2,...: where the process's CPU time went between these "
                          "measured steps, per thread (S = --steps: the end)")
@@ -355,8 +372,8 @@ def run_mode(ctx, mode, a):
     torch.cuda.synchronize()
     mark("warmup")
 
-    times, hosts, cpus = [], [], []  # each step's ms, its host part (until the sync) and
-    # the main thread's CPU time in that host part, in ms
+    times, hosts, cpus, probes = [], [], [], []  # each step's ms, its host part (until the
+    # sync), the main thread's CPU time in that host part and the speed probe after it, in ms
     snaps, snap_at = [], set(a.thread_cpu_at)
     main_tid = threading.get_native_id()
     prof = None
@@ -377,6 +394,8 @@ def run_mode(ctx, mode, a):
         times.append((time.perf_counter() - ts) * 1e3)
         cpus.append((enqueued_cpu - cs) * 1e3)
         hosts.append((enqueued - ts) * 1e3)
+        if a.speed_probe:
+            probes.append(speed_probe())
         if bare:
             bare.after(i)
     if a.steps in snap_at:
@@ -393,8 +412,9 @@ def run_mode(ctx, mode, a):
     loss = float(loss_box[0].float().item())
     if a.print_steps:
         for i, (t, h, c) in enumerate(zip(times, hosts, cpus)):
+            probe = f" probe_ms={probes[i]:.4f}" if probes else ""
             print(f"ddp_train: rank {rank} mode={mode} step {i} ms={t:.3f} host_ms={h:.3f} "
-                  f"cpu_ms={c:.3f}")
+                  f"cpu_ms={c:.3f}{probe}")
     for line in thread_cpu_lines(rank, mode, snaps, main_tid):
         print(line, flush=True)
     s = stats_ms(times)

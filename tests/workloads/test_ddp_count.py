@@ -108,6 +108,9 @@ for bad in ("20,10", "a,b", "-1,5", "5,5"):
     except argparse.ArgumentTypeError:
         pass
 expect("parse_steps", ddp_train.parse_steps("20,290,330,600"), (20, 290, 330, 600))
+probe = ddp_train.speed_probe()
+if not 0.01 < probe < 1000:
+    failures.append(f"speed_probe: {probe} ms")
 
 if failures:
     print("test_ddp_count: FAILED\n  " + "\n  ".join(failures))

@@ -106,10 +106,14 @@ def check_pool(tmp):
                      row(rnd, "gpt2", "steady", 30.0 * k, 30.0 * k))]
     new = []
     for rnd, k in zip((1, 2, 3, 4), (1.04, 1.05, 1.06, 1.07)):
-        for v, m in (("plain", 30.0), ("steady", 30.0 * k), ("nowin", 30.0 * 0.99)):
-            new.append(dict(row(rnd, "gpt2", v, m, m), early_median_ms="30", late_median_ms="30"))
+        # the speed probe slowed as much as steady's steps: per probe, no difference
+        for v, m, probe in (("plain", 30.0, "1.0"), ("steady", 30.0 * k, "%.6f" % k),
+                            ("nowin", 30.0 * 0.99, "")):
+            new.append(dict(row(rnd, "gpt2", v, m, m), early_median_ms="30", late_median_ms="30",
+                            probe_ms=probe))
         new.append(dict(row(rnd, "gpt2", "late", 31.0, 31.0), early_median_ms="30",
-                        late_median_ms="30.6", early_host_ms="20", late_host_ms="20.2"))
+                        late_median_ms="30.6", early_host_ms="20", late_host_ms="20.2",
+                        early_probe_ms="1.0", late_probe_ms="1.02"))
     paths = []
     for name, rows, fields in (("old.csv", old, FIELDS), ("new.csv", new, tiers.FIELDS)):
         paths.append(os.path.join(tmp, name))
@@ -129,7 +133,11 @@ def check_pool(tmp):
                  r"exact \[1\.0100-1\.0700\]  n=7 ",
                  r"gpt2 +nowin/plain \(mean step\) +0\.9900 .* n=4 ",
                  r"gpt2 +late +late/early 1\.0200 .* n=4",
-                 r"gpt2 +late +late/early host part 1\.0100 .* n=4"):
+                 r"gpt2 +late +late/early host part 1\.0100 .* n=4",
+                 r"gpt2 +steady/plain \(mean step/probe\) +1\.0000 .* n=4 ",
+                 r"gpt2 +steady/plain \(probe\) +1\.0550 .* n=4 ",
+                 r"gpt2 +late +late/early probe 1\.0200 .* n=4",
+                 r"gpt2 +late +late/early step/probe 1\.0000 .* n=4"):
         if rc != 0 or not re.search(want, out):
             problems.append(f"--pool: missing {want!r} (exit {rc})\n{out}")
     rc, out = report([paths[0], os.path.join(tmp, "absent.csv")])
@@ -184,15 +192,18 @@ def check_pool(tmp):
     if tiers.step_figures([10.0] * 100, [])["late_host_ms"] != "":
         problems.append("step_figures: a run without host parts or late steps")
     cpu = [3.0 if i >= 330 else 2.0 for i in range(600)]
-    got = tiers.step_figures(ms, host, cpu)
-    if (got["early_cpu_ms"], got["late_cpu_ms"]) != ("2.0000", "3.0000"):
+    probe = [1.5 if i >= 330 else 1.0 for i in range(600)]
+    got = tiers.step_figures(ms, host, cpu, probe)
+    if (got["early_cpu_ms"], got["late_cpu_ms"], got["early_probe_ms"], got["late_probe_ms"],
+            got["probe_ms"]) != ("2.0000", "3.0000", "1.0000", "1.5000", "1.0000"):
         problems.append(f"step_figures cpu: {got}")
     # cpu_ms read beside host_ms
     cpus = {}
-    tiers.parse("py", "ddp_train: rank 0 mode=gpt2 step 0 ms=30.5 host_ms=20.2 cpu_ms=19.5\n",
-                {}, cpus)
-    if cpus != {"gpt2": [19.5]}:
-        problems.append(f"parse cpu_ms: {cpus}")
+    probes = {}
+    tiers.parse("py", "ddp_train: rank 0 mode=gpt2 step 0 ms=30.5 host_ms=20.2 cpu_ms=19.5 "
+                "probe_ms=1.0250\n", {}, cpus, probes)
+    if cpus != {"gpt2": [19.5]} or probes != {"gpt2": [1.025]}:
+        problems.append(f"parse cpu_ms, probe_ms: {cpus} {probes}")
     # the thread lines as ddp_train prints them, read back: early 20-290 (270 steps), the
     # window 290-330 (ignored), late 330-600 (270 steps); a thread born in the window
     main, other, born = 100, 101, 102

@@ -38,6 +38,9 @@ A round runs every variant of every workload once, in an order rotated each roun
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
 over the steps outside windows and outside each detach step (the steady tier's floor).
+py runs also keep the speed probe (ddp_train --speed-probe: a fixed pure-Python loop
+timed after each step; session 23 found the GPU host's CPU speed drifting by 10-40% over
+seconds, within and between processes): its median (probe_ms), and in EARLY and LATE.
 Report: medians over rounds, and paired ratios (each round's ratio, then their median,
 with a 95% bootstrap interval over rounds and the median's distribution-free interval
 from two order statistics, which the bootstrap under ~10 rounds is not):
@@ -45,6 +48,7 @@ from two order statistics, which the bootstrap under ~10 rounds is not):
   (full - plain) / (bare - plain)              goal <= 1.10 (added cost of the full trace)
   (full - plain) / (torch - plain)             goal < 1
   storm: steady outside-window median / plain median   goal within 1%
+  steady mean / plain mean, each per its probe median    (py: the CPU's speed divided out)
 
 Usage: tiers.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,py]
        [--variants plain,steady,full,bare] [--py-variants plain,steady,full,bare,torch]
@@ -73,7 +77,8 @@ WINDOWS = "10/200@10"
 FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
           "late_median_ms", "early_host_ms", "late_host_ms", "early_cpu_ms", "late_cpu_ms",
-          "early_others_ms", "late_others_ms", "early_nvcsw", "late_nvcsw", "late_threads"]
+          "early_others_ms", "late_others_ms", "early_nvcsw", "late_nvcsw", "late_threads",
+          "probe_ms", "early_probe_ms", "late_probe_ms"]
 VARIANTS = ("plain", "steady", "full", "bare", "torch")
 # the steady-tier diagnostics above: what each sets on top of MERIDIAN_TRACE=steady
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
@@ -120,7 +125,8 @@ def workload_argv(build, workload, steps, per_step=1000, mode=None):
                 "--launches", str(steps * per_step), "--warmup", "2000"]
     return [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
             mode or workload, "--steps", str(steps), "--warmup", "10", "--print-steps",
-            "--thread-cpu-at", f"{EARLY.start},{EARLY.stop},{LATE.start},{steps}"]
+            "--thread-cpu-at", f"{EARLY.start},{EARLY.stop},{LATE.start},{steps}",
+            "--speed-probe"]
 
 
 def profile_argv(a, db, work):
@@ -161,10 +167,11 @@ def command(a, workload, variant, db):
     return profile_argv(a, db, work), env
 
 
-def parse(workload, out, hosts=None, cpus=None):
+def parse(workload, out, hosts=None, cpus=None, probes=None):
     """{mode: [step ms ...]} from the workload's output; with a dict `hosts`, also fills
-    {mode: [host part ms ...]} where the workload prints them (ddp_train's host_ms), and
-    with a dict `cpus` {mode: [the main thread's CPU ms in the host part ...]} (cpu_ms)."""
+    {mode: [host part ms ...]} where the workload prints them (ddp_train's host_ms), with
+    a dict `cpus` {mode: [the main thread's CPU ms in the host part ...]} (cpu_ms), with a
+    dict `probes` {mode: [the speed probe's ms after each step ...]} (probe_ms)."""
     steps = {}
     if workload == "storm":
         m = re.search(r"kernel_storm: step_us=([0-9.,]+)", out)
@@ -172,9 +179,10 @@ def parse(workload, out, hosts=None, cpus=None):
             steps["storm"] = [float(x) / 1000 for x in m.group(1).split(",")]
         return steps
     for m in re.finditer(r"ddp_train: rank 0 mode=(\S+) step (\d+) ms=([0-9.]+)"
-                         r"(?: host_ms=([0-9.]+))?(?: cpu_ms=([0-9.]+))?", out):
+                         r"(?: host_ms=([0-9.]+))?(?: cpu_ms=([0-9.]+))?"
+                         r"(?: probe_ms=([0-9.]+))?", out):
         steps.setdefault(m.group(1), []).append(float(m.group(3)))
-        for into, value in ((hosts, m.group(4)), (cpus, m.group(5))):
+        for into, value in ((hosts, m.group(4)), (cpus, m.group(5)), (probes, m.group(6))):
             if into is not None and value:
                 into.setdefault(m.group(1), []).append(float(value))
     return steps
@@ -220,11 +228,12 @@ def run_timed(cmd, env, timeout_s):
     return out, rc, time.monotonic() - t0
 
 
-def step_figures(ms, host, cpu=()):
-    """A run's figures from its step times ms, their host parts host and the main thread's
-    CPU time in those cpu (each maybe empty): the mean and median step, the median outside
-    windows, and the medians of the steps (of their host parts, of that CPU time) in EARLY
-    and in LATE; "" where no step falls in."""
+def step_figures(ms, host, cpu=(), probe=()):
+    """A run's figures from its step times ms, their host parts host, the main thread's
+    CPU time in those cpu and the speed probe after each step probe (each maybe empty): the
+    mean and median step, the median outside windows, the probe's median, and the medians
+    of the steps (of their host parts, that CPU time, the probe) in EARLY and in LATE; ""
+    where no step falls in."""
     def median_where(xs, keep):
         kept = [t for i, t in enumerate(xs) if keep(i)]
         return "%.4f" % statistics.median(kept) if kept else ""
@@ -236,7 +245,10 @@ def step_figures(ms, host, cpu=()):
                 early_host_ms=median_where(host, EARLY.__contains__),
                 late_host_ms=median_where(host, LATE.__contains__),
                 early_cpu_ms=median_where(cpu, EARLY.__contains__),
-                late_cpu_ms=median_where(cpu, LATE.__contains__))
+                late_cpu_ms=median_where(cpu, LATE.__contains__),
+                probe_ms=median_where(probe, lambda i: True),
+                early_probe_ms=median_where(probe, EARLY.__contains__),
+                late_probe_ms=median_where(probe, LATE.__contains__))
 
 
 def run_one(a, rnd, workload, variant, writer):
@@ -245,8 +257,8 @@ def run_one(a, rnd, workload, variant, writer):
     with tempfile.TemporaryDirectory() as tmp:
         cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
         out, rc, wall = run_timed(cmd, env, a.run_timeout_s)
-    hosts, cpus = {}, {}
-    steps = parse(workload, out, hosts, cpus)
+    hosts, cpus, probes = {}, {}, {}
+    steps = parse(workload, out, hosts, cpus, probes)
     if rc != 0 or not steps:
         print(f"tiers: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
               f"output:\n{out[-1500:]}", flush=True)
@@ -254,7 +266,8 @@ def run_one(a, rnd, workload, variant, writer):
         # in one process the kernel-dense steps continue the agent's step count after gpt2
         row = dict(round=rnd, workload=workload, mode=mode, variant=variant, steps=len(ms),
                    wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
-                   **step_figures(ms, hosts.get(mode, []), cpus.get(mode, [])),
+                   **step_figures(ms, hosts.get(mode, []), cpus.get(mode, []),
+                                  probes.get(mode, [])),
                    **thread_figures(out, mode))
         rows.append(row)
         writer.writerow(row)
@@ -365,6 +378,30 @@ def read_pooled(paths):
     return rows
 
 
+def per_probe(r):
+    """A run's mean step in units of its speed probe's median (nan without a probe): the
+    step with the CPU's speed at the time divided out."""
+    return float(r["mean_ms"]) / float(r["probe_ms"]) if r.get("probe_ms") else math.nan
+
+
+def early_per_probe(r):
+    """Median step / median probe over EARLY ("" without a probe)."""
+    return float(r["early_median_ms"]) / float(r["early_probe_ms"]) \
+        if r.get("early_probe_ms") and r.get("early_median_ms") else ""
+
+
+def late_per_probe(r):
+    """Median step / median probe over LATE ("" without a probe)."""
+    return float(r["late_median_ms"]) / float(r["late_probe_ms"]) \
+        if r.get("late_probe_ms") and r.get("late_median_ms") else ""
+
+
+def figure(r, key):
+    """A row's figure: a column as a float, or key(r) for a derived one; 0.0 where none."""
+    got = key(r) if callable(key) else r.get(key)
+    return float(got) if got else 0.0
+
+
 def report(rows):
     by = {}
     for r in rows:
@@ -385,12 +422,14 @@ def report(rows):
           "the median's distribution-free interval, >= 95%, '-' under 6 rounds)")
 
     def paired(m, fn, need, label, goal, key="mean_ms"):
+        """key: a column, or a function of a row (a figure the CSV does not hold)."""
+        get = key if callable(key) else lambda r: float(r.get(key) or "nan")
         rounds = set.intersection(*[set(by.get((m, v), {})) for v in need])
         vals = []
         for rd in sorted(rounds):
-            x = [float(by[(m, v)][rd].get(key) or "nan") for v in need]
+            x = [get(by[(m, v)][rd]) for v in need]
             y = fn(*x)
-            if y is not None:
+            if y is not None and math.isfinite(y):
                 vals.append(y)
         if not vals:
             return
@@ -408,6 +447,10 @@ def report(rows):
                ["plain", "full", "torch"], "added(full)/added(torch) (mean step)", "< 1")
         paired(m, lambda p, s: s / p, ["plain", "steady"],
                "steady/plain (median outside windows)", "within 1%", key="outside_median_ms")
+        paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (mean step/probe)",
+               "<= 1.03", key=per_probe)
+        paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (probe)", "-",
+               key="probe_ms")
         for v in DIAGNOSTICS:
             paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (mean step)", "-")
             paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (median step)", "-",
@@ -418,9 +461,11 @@ def report(rows):
         for v in ("plain", "steady") + DIAGNOSTICS:
             for what, late, early in (("", "late_median_ms", "early_median_ms"),
                                       (" host part", "late_host_ms", "early_host_ms"),
-                                      (" host CPU", "late_cpu_ms", "early_cpu_ms")):
-                vals = [float(r[late]) / float(r[early]) for r in by.get((m, v), {}).values()
-                        if r.get(late) and r.get(early)]
+                                      (" host CPU", "late_cpu_ms", "early_cpu_ms"),
+                                      (" probe", "late_probe_ms", "early_probe_ms"),
+                                      (" step/probe", late_per_probe, early_per_probe)):
+                vals = [figure(r, late) / figure(r, early) for r in by.get((m, v), {}).values()
+                        if figure(r, late) and figure(r, early)]
                 if vals:
                     print(f"  {m:12s} {v:9s} late/early{what} {statistics.median(vals):.4f}  "
                           f"range {min(vals):.4f}-{max(vals):.4f}  n={len(vals)}")
