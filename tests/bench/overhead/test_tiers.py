@@ -38,6 +38,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -226,6 +228,70 @@ def check_pool(tmp):
     return problems
 
 
+def check_concurrent(tmp):
+    """--concurrent: the cores cut by physical core, the shares rotated, the round's
+    processes started together on disjoint shares with their own ports, a resumed CSV's
+    finished rounds skipped."""
+    problems = []
+    # 4 cores x 2 threads, siblings numbered c and c+4 (as on many x86 hosts)
+    topo = {f"/sys/devices/system/cpu/cpu{c}/topology/{k}": str(v) for c in range(8)
+            for k, v in (("physical_package_id", 0), ("core_id", c % 4))}
+    got = tiers.physical_cores(range(8), topo.__getitem__)
+    if got != [[0, 4], [1, 5], [2, 6], [3, 7]]:
+        problems.append(f"physical_cores: {got}")
+    r1, r2 = (tiers.cpu_shares(2, rnd, range(8), topo.__getitem__) for rnd in (1, 2))
+    if r1 != [[2, 3, 6, 7], [0, 1, 4, 5]] or r2 != [[0, 1, 4, 5], [2, 3, 6, 7]]:
+        problems.append(f"cpu_shares: {r1} {r2}")
+    try:
+        tiers.cpu_shares(3, 1, [0, 4], topo.__getitem__)
+        problems.append("cpu_shares: 3 processes on one core accepted")
+    except SystemExit as e:
+        if "3 processes need 3 physical cores, this machine gives 1" not in str(e):
+            problems.append(f"cpu_shares refusal: {e}")
+    # run_concurrent with a stand-in launcher: each "run" sleeps 0.3 s and prints two steps
+    started, lock = [], threading.Lock()
+
+    def launch(cmd, env, timeout):
+        with lock:
+            started.append((time.monotonic(), cmd, env["MASTER_PORT"]))
+        time.sleep(0.3)
+        return ("ddp_train: rank 0 mode=gpt2 step 0 ms=30.0 host_ms=20.0\n"
+                "ddp_train: rank 0 mode=gpt2 step 1 ms=31.0 host_ms=21.0\n", 0, 0.3)
+    a = argparse.Namespace(build="B", meridian="M", agent_lib="/lib/libmeridian.so",
+                           storm_per_step=1000, torch_steps=200, steps=600, no_aslr=False,
+                           run_timeout_s=10)
+    plain_cpus = []
+    with open(os.path.join(tmp, "conc.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, tiers.FIELDS)
+        w.writeheader()
+        for rnd, order in ((1, ("plain", "steady")), (2, ("steady", "plain"))):
+            del started[:]
+            t0 = time.monotonic()
+            rows = tiers.run_concurrent(a, rnd, "py", order, w, launch, lambda n, k: tiers.cpu_shares(
+                n, k, range(8), topo.__getitem__))
+            took = time.monotonic() - t0
+            sets = [set(c[2].split(",")) for _, c, _ in started]
+            if len(started) != 2 or took > 0.55 or sets[0] & sets[1] or \
+                    any(c[:2] != ["taskset", "-c"] for _, c, _ in started) or \
+                    started[0][2] == started[1][2]:
+                problems.append(f"run_concurrent round {rnd}: {took:.2f} s, {started}")
+            if [r["variant"] for r in rows] != list(order) or \
+                    any(r["mean_ms"] != "30.5000" or not r["cpus"] for r in rows):
+                problems.append(f"run_concurrent rows: {rows}")
+            plain_cpus += [r["cpus"] for r in rows if r["variant"] == "plain"]
+    if plain_cpus != ["2,3,6,7", "0,1,4,5"]:  # a different share each round
+        problems.append(f"plain's shares over rounds 1, 2: {plain_cpus}")
+    # a resumed call skips a round whose variants are all in the CSV, runs one that is not
+    ran = []
+    b = argparse.Namespace(csv=os.path.join(tmp, "conc.csv"), resume=True, budget_s=100)
+    tiers.run_resumable(b, [(1, "py", ("plain", "steady")), (3, "py", ("plain", "steady"))],
+                        tiers.FIELDS, lambda rnd, w, v, writer: ran.append((rnd, v)) or [],
+                        "test")
+    if ran != [(3, ("plain", "steady"))]:
+        problems.append(f"resume of concurrent rounds ran {ran}")
+    return problems
+
+
 def main():
     rows = []
     for rnd, k in zip(range(1, 9), (1.02, 0.97, 1.05, 1.00, 0.99, 1.03, 0.98, 1.01)):
@@ -245,7 +311,7 @@ def main():
         p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
                             "--meridian", "x", "--agent-lib", "x", "--report-only", "--csv",
                             path], capture_output=True, text=True, timeout=60)
-        problems = check_budget(tmp) + check_pool(tmp)
+        problems = check_budget(tmp) + check_pool(tmp) + check_concurrent(tmp)
     out = p.stdout + p.stderr
     want = (r"storm +steady/plain \(mean step\) +1\.0300  \[1\.0300-1\.0300\]  "
             r"exact \[1\.0300-1\.0300\]  n=8  goal <= 1\.03",

@@ -33,7 +33,12 @@ Variants:
             window leaves the cost that run 55 found after it (RESULTS-tiers.md, session 22)
   inert     no `meridian profile`: the workload alone with libmeridian.so as the CUDA,
             NVTX and NCCL-profiler injection and MERIDIAN_DISABLE=1 (loaded, inert)
-A round runs every variant of every workload once, in an order rotated each round.
+A round runs every variant of every workload once, in an order rotated each round; with
+--concurrent a round's variants of a workload run at once, each pinned (taskset) to its
+own share of the physical cores, the shares rotated over rounds, sharing the GPU: the
+host's CPU speed, which drifts by 10-40% over seconds on the GPU host (session 23), is then
+the same for both sides of each paired ratio (sequential rounds: 0.89-1.21 per-round
+ratios of plain against steady on one host).
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
@@ -53,7 +58,7 @@ from two order statistics, which the bootstrap under ~10 rounds is not):
 Usage: tiers.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,py]
        [--variants plain,steady,full,bare] [--py-variants plain,steady,full,bare,torch]
        [--rounds 5] [--storm-rounds N] [--no-aslr] [--steps 600]
-       [--torch-steps 200] [--budget-s 540] [--csv FILE] [--resume]
+       [--torch-steps 200] [--budget-s 540] [--csv FILE] [--resume] [--concurrent]
 With --resume the rows already in --csv count (a run may continue in a later device call;
 every row names its machine's boot id). --report-only --pool A.csv,B.csv,... reports several
 runs' CSVs as one (each file's rounds kept apart, an older file's missing columns empty):
@@ -69,6 +74,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -78,7 +84,7 @@ FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
           "late_median_ms", "early_host_ms", "late_host_ms", "early_cpu_ms", "late_cpu_ms",
           "early_others_ms", "late_others_ms", "early_nvcsw", "late_nvcsw", "late_threads",
-          "probe_ms", "early_probe_ms", "late_probe_ms"]
+          "probe_ms", "early_probe_ms", "late_probe_ms", "cpus"]
 VARIANTS = ("plain", "steady", "full", "bare", "torch")
 # the steady-tier diagnostics above: what each sets on top of MERIDIAN_TRACE=steady
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
@@ -214,6 +220,43 @@ def thread_figures(out, mode):
     return got
 
 
+def physical_cores(cpus, read=None):
+    """The logical CPUs `cpus` grouped by physical core (SMT siblings together), the cores
+    in (package, core id) order: [[cpu, sibling...], ...]. read(path) returns a sysfs
+    file's text (a test hands its own); a CPU whose topology cannot be read is its own core."""
+    def sysfs(path):
+        with open(path) as f:
+            return f.read()
+    read = read or sysfs
+    cores = {}
+    for c in sorted(cpus):
+        base = f"/sys/devices/system/cpu/cpu{c}/topology/"
+        try:
+            key = (int(read(base + "physical_package_id")), int(read(base + "core_id")))
+        except (OSError, ValueError):
+            key = (1 << 30, c)
+        cores.setdefault(key, []).append(c)
+    return [cores[k] for k in sorted(cores)]
+
+
+def cpu_shares(n, rnd, cpus=None, read=None):
+    """n disjoint CPU lists for the n processes of a concurrent round: the physical cores
+    cut into n contiguous parts (siblings never split), part (slot + rnd) % n to slot, so
+    the process of one slot sits on every part in turn over rounds. Fewer cores than n: a
+    SystemExit."""
+    cores = physical_cores(cpus if cpus is not None else os.sched_getaffinity(0), read)
+    if len(cores) < n:
+        raise SystemExit(f"tiers: --concurrent: {n} processes need {n} physical cores, "
+                         f"this machine gives {len(cores)}")
+    per, extra = divmod(len(cores), n)
+    parts, at = [], 0
+    for k in range(n):
+        take = per + (1 if k < extra else 0)
+        parts.append(sorted(c for core in cores[at:at + take] for c in core))
+        at += take
+    return [parts[(slot + rnd) % n] for slot in range(n)]
+
+
 def run_timed(cmd, env, timeout_s):
     """(stdout + stderr, exit status (124 on timeout), wall seconds) of one workload run.
     stderr is read apart: meridian's lines would otherwise split the workload's long lines."""
@@ -253,12 +296,48 @@ def step_figures(ms, host, cpu=(), probe=()):
 
 def run_one(a, rnd, workload, variant, writer):
     """Runs one process; writes and returns its rows (one per mode)."""
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cmd, env = command(a, workload, variant, os.path.join(tmp, "run.db"))
         out, rc, wall = run_timed(cmd, env, a.run_timeout_s)
-    hosts, cpus, probes = {}, {}, {}
-    steps = parse(workload, out, hosts, cpus, probes)
+    return write_rows(rnd, workload, variant, out, rc, wall, writer)
+
+
+def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_of=cpu_shares):
+    """Runs the variants of one round at once, each pinned (taskset) to its own share of the
+    physical cores (cpu_shares: the shares rotate over rounds), each with its own DDP port:
+    the host's CPU speed, which drifts by 10-40% over seconds on the GPU host (session 23),
+    is then the same for both sides of a ratio. They share the GPU. Writes and returns the
+    rows of every variant, in the order given; launch(cmd, env, timeout) runs one,
+    shares_of(n, rnd) cuts the cores (a test hands its own of both)."""
+    # the shares go by the variants' sorted order: the plan rotates their order each round
+    # too, and the two rotations would cancel (plain on the same share every round)
+    by_name = shares_of(len(variants), rnd)
+    shares = [by_name[sorted(variants).index(v)] for v in variants]
+    results = [None] * len(variants)
+    with tempfile.TemporaryDirectory() as tmp:
+        def one(slot):
+            cmd, env = command(a, workload, variants[slot], os.path.join(tmp, f"run{slot}.db"))
+            env["MASTER_PORT"] = str(int(env["MASTER_PORT"]) + 400 * slot)
+            cmd = ["taskset", "-c", ",".join(map(str, shares[slot]))] + cmd
+            results[slot] = launch(cmd, env, a.run_timeout_s)
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(len(variants))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    rows = []
+    for slot, v in enumerate(variants):
+        out, rc, wall = results[slot] or ("the launching thread failed", 1, 0.0)
+        rows += write_rows(rnd, workload, v, out, rc, wall, writer,
+                           cpus=",".join(map(str, shares[slot])))
+    return rows
+
+
+def write_rows(rnd, workload, variant, out, rc, wall, writer, cpus=""):
+    """Parses one run's output into its rows (one per mode), writes and returns them."""
+    rows = []
+    hosts, cpus_in_host, probes = {}, {}, {}
+    steps = parse(workload, out, hosts, cpus_in_host, probes)
     if rc != 0 or not steps:
         print(f"tiers: round {rnd} {workload}/{variant}: rc={rc}, no steps parsed; last "
               f"output:\n{out[-1500:]}", flush=True)
@@ -266,9 +345,9 @@ def run_one(a, rnd, workload, variant, writer):
         # in one process the kernel-dense steps continue the agent's step count after gpt2
         row = dict(round=rnd, workload=workload, mode=mode, variant=variant, steps=len(ms),
                    wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
-                   **step_figures(ms, hosts.get(mode, []), cpus.get(mode, []),
+                   **step_figures(ms, hosts.get(mode, []), cpus_in_host.get(mode, []),
                                   probes.get(mode, [])),
-                   **thread_figures(out, mode))
+                   **thread_figures(out, mode), cpus=cpus)
         rows.append(row)
         writer.writerow(row)
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
@@ -301,6 +380,9 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
                          f"version writes {list(fields)}: resume into a new --csv (and "
                          f"report the two with --report-only --pool) instead of mixing them")
     done = {(int(r["round"]), r["workload"], r["variant"]) for r in rows}
+
+    def is_done(rnd, w, v):  # v: a variant, or a tuple of them run at once (all must be)
+        return all((rnd, w, x) in done for x in (v if isinstance(v, tuple) else (v,)))
     new = not rows
     t_end = clock() + a.budget_s
     longest = {}  # workload -> the longest run that ended well, seconds
@@ -317,7 +399,7 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
         if new:
             writer.writeheader()
         for rnd, w, v in plan:
-            if (rnd, w, v) in done:
+            if is_done(rnd, w, v):
                 continue
             need = longest.get(w, max(longest.values(), default=0.0))
             if clock() + need > t_end:
@@ -518,6 +600,10 @@ def main(argv):
     ap.add_argument("--pool", default="",
                     help="with --report-only: CSV[,CSV...] reported as one (rounds kept "
                          "apart per file)")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="run each round's variants at once, each on its own share of the "
+                         "physical cores (taskset), sharing the GPU: both sides of a ratio "
+                         "then see the same CPU speed (see the top of this file)")
     a = ap.parse_args(argv)
     if a.pool and not a.report_only:
         raise SystemExit("tiers: --pool reads finished runs: give it with --report-only")
@@ -541,8 +627,16 @@ def main(argv):
             k = (rnd - 1) % len(vs)
             for v in vs[k:] + vs[:k]:
                 plan.append((rnd, w, v))
-    rows = run_resumable(a, plan, FIELDS, lambda rnd, w, v, writer: run_one(a, rnd, w, v, writer),
-                         "tiers", f"windows {WINDOWS}")
+    if a.concurrent:  # one plan item a round: its variants at once
+        grouped = {}
+        for rnd, w, v in plan:
+            grouped.setdefault((rnd, w), []).append(v)
+        plan = [(rnd, w, tuple(vs)) for (rnd, w), vs in grouped.items()]
+        run = lambda rnd, w, vs, writer: run_concurrent(a, rnd, w, vs, writer)  # noqa: E731
+    else:
+        run = lambda rnd, w, v, writer: run_one(a, rnd, w, v, writer)  # noqa: E731
+    rows = run_resumable(a, plan, FIELDS, run, "tiers",
+                         f"windows {WINDOWS}" + (", concurrent" if a.concurrent else ""))
     report(rows)
     return 0
 
