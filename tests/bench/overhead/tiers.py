@@ -314,10 +314,11 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
     by_name = shares_of(len(variants), rnd)
     shares = [by_name[sorted(variants).index(v)] for v in variants]
     results = [None] * len(variants)
+    port = 29600 + random.randint(0, 300)  # one base: each command() draws its own
     with tempfile.TemporaryDirectory() as tmp:
         def one(slot):
             cmd, env = command(a, workload, variants[slot], os.path.join(tmp, f"run{slot}.db"))
-            env["MASTER_PORT"] = str(int(env["MASTER_PORT"]) + 400 * slot)
+            env["MASTER_PORT"] = str(port + 400 * slot)
             cmd = ["taskset", "-c", ",".join(map(str, shares[slot]))] + cmd
             results[slot] = launch(cmd, env, a.run_timeout_s)
         threads = [threading.Thread(target=one, args=(k,)) for k in range(len(variants))]
