@@ -173,6 +173,28 @@ def check_pool(tmp):
     steps = tiers.parse("py", out, hosts)
     if steps != {"gpt2": [30.5, 31.0], "kernel-dense": [15.0]} or hosts != {"gpt2": [20.25, 21.0]}:
         problems.append(f"parse: {steps} {hosts}")
+    # every py variant's workload command is one ddp_train.py accepts (the torch variant
+    # runs --torch-steps: 200 < 290, so its --thread-cpu-at is 20,200)
+    for v in tiers.VARIANTS + tiers.DIAGNOSTICS:
+        cmd, _ = tiers.command(a, "py", v, "db")
+        work = cmd[cmd.index(sys.executable) + 2:]
+        try:
+            got = ddp_train.parse_args(work)
+        except SystemExit:
+            problems.append(f"{v}: ddp_train.py refuses {work}")
+            continue
+        want = (20, 200) if v == "torch" else (20, 290, 330, 600)
+        if got.thread_cpu_at != want or not got.speed_probe:
+            problems.append(f"{v}: --thread-cpu-at {got.thread_cpu_at}, probe {got.speed_probe}")
+    if tiers.thread_cpu_at(300) != "20,290,300" or tiers.thread_cpu_at(10) != "10":
+        problems.append(f"thread_cpu_at: {tiers.thread_cpu_at(300)} {tiers.thread_cpu_at(10)}")
+    # a variant given twice is refused (a round keeps one row per variant)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
+                        "--meridian", "x", "--agent-lib", "x", "--workloads", "py",
+                        "--py-variants", "plain,steady,plain", "--csv",
+                        os.path.join(tmp, "n.csv")], capture_output=True, text=True, timeout=60)
+    if p.returncode == 0 or "plain given twice" not in p.stderr:
+        problems.append(f"a variant twice: exit {p.returncode}: {p.stderr}")
     # a misspelt variant is refused before anything runs (it used to run as `full`)
     p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
                         "--meridian", "x", "--agent-lib", "x", "--workloads", "py",

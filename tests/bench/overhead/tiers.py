@@ -131,8 +131,14 @@ def workload_argv(build, workload, steps, per_step=1000, mode=None):
                 "--launches", str(steps * per_step), "--warmup", "2000"]
     return [sys.executable, os.path.join(ROOT, "tests/workloads/ddp_train.py"), "--mode",
             mode or workload, "--steps", str(steps), "--warmup", "10", "--print-steps",
-            "--thread-cpu-at", f"{EARLY.start},{EARLY.stop},{LATE.start},{steps}",
-            "--speed-probe"]
+            "--thread-cpu-at", thread_cpu_at(steps), "--speed-probe"]
+
+
+def thread_cpu_at(steps):
+    """ddp_train's --thread-cpu-at for a run of `steps`: the edges of EARLY and LATE that
+    fall inside it, and its end (a torch run of 200 steps: 20,200)."""
+    return ",".join(map(str, sorted({p for p in (EARLY.start, EARLY.stop, LATE.start)
+                                     if p < steps} | {steps})))
 
 
 def profile_argv(a, db, work):
@@ -306,7 +312,10 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
     """Runs the variants of one round at once, each pinned (taskset) to its own share of the
     physical cores (cpu_shares: the shares rotate over rounds), each with its own DDP port:
     the host's CPU speed, which drifts by 10-40% over seconds on the GPU host (session 23),
-    is then the same for both sides of a ratio. They share the GPU. Writes and returns the
+    is then the same for both sides of a ratio, nearly: `meridian profile` starts its
+    workload a second or so after a plain one, and a torch run is shorter. They share the
+    GPU (each other's kernels wait for it: the null pair plain,inert measures what that
+    leaves). Writes and returns the
     rows of every variant, in the order given; launch(cmd, env, timeout) runs one,
     shares_of(n, rnd) cuts the cores (a test hands its own of both)."""
     # the shares go by the variants' sorted order: the plan rotates their order each round
@@ -393,7 +402,8 @@ def run_resumable(a, plan, fields, run, tag, about="", clock=time.monotonic):
     for r in rows:  # a resumed call: the CSV's own wall times
         if str(r.get("rc")) == "0" and r.get("wall_s"):
             note(r["workload"], float(r["wall_s"]))
-    print(f"{tag}: {len(plan)} runs planned, {len(done)} done; machine {boot_id()}; {about}",
+    print(f"{tag}: {len(plan)} runs planned, {sum(is_done(*p) for p in plan)} of them done; "
+          f"machine {boot_id()}; {about}",
           flush=True)
     with open(a.csv, "w" if new else "a", newline="") as f:
         writer = csv.DictWriter(f, fields)
@@ -617,6 +627,10 @@ def main(argv):
         if bad:
             raise SystemExit(f"tiers: {opt}: unknown variant(s) {', '.join(bad)}; known: "
                              f"{', '.join(sorted(known))}")
+        twice = sorted({v for v in given.split(",") if given.split(",").count(v) > 1})
+        if twice:  # a round's rows are kept by (mode, variant): one run would hide the other
+            raise SystemExit(f"tiers: {opt}: {', '.join(twice)} given twice; a null pair is "
+                             f"plain,inert")
     plan = []
     storm_rounds = a.rounds if a.storm_rounds is None else a.storm_rounds
     for rnd in range(1, max(a.rounds, storm_rounds) + 1):
