@@ -73,18 +73,20 @@ static int read_slot(int i, uint64_t *id, int64_t *first, int64_t *last, int *re
         uint32_t q0 = atomic_load_explicit(&s->seq, memory_order_acquire);
         if (q0 & 1)
             continue; /* being written: the flusher finishes in a few stores */
-        *id = atomic_load_explicit(&s->id, memory_order_relaxed);
-        *first = atomic_load_explicit(&s->first, memory_order_relaxed);
-        *last = atomic_load_explicit(&s->last, memory_order_relaxed);
-        *reason = atomic_load_explicit(&s->reason, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+        /* acquire loads keep the second read of seq after them; a field written by a
+         * request begun since q0 (release stores after its odd seq) then shows that seq
+         * (no fence: ThreadSanitizer cannot follow one; on x86 these are plain loads) */
+        *id = atomic_load_explicit(&s->id, memory_order_acquire);
+        *first = atomic_load_explicit(&s->first, memory_order_acquire);
+        *last = atomic_load_explicit(&s->last, memory_order_acquire);
+        *reason = atomic_load_explicit(&s->reason, memory_order_acquire);
         if (atomic_load_explicit(&s->seq, memory_order_relaxed) == q0)
             return *id != 0;
     }
 }
 
 /* Writes slot i's last under its sequence (flusher thread only; rare, so sequentially
- * consistent stores, which also need no fence that TSan cannot follow). */
+ * consistent stores). */
 static void write_last(int i, int64_t last)
 {
     struct slot *s = &sc.s[i];
@@ -138,11 +140,11 @@ int mrd_stepctl_request(uint64_t id, uint64_t first, uint64_t last, int reason)
     struct slot *s = &sc.s[free_slot];
     uint32_t q = atomic_load_explicit(&s->seq, memory_order_relaxed);
     atomic_store_explicit(&s->seq, q + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&s->first, (int64_t)first, memory_order_relaxed);
-    atomic_store_explicit(&s->last, (int64_t)last, memory_order_relaxed);
-    atomic_store_explicit(&s->reason, reason, memory_order_relaxed);
-    atomic_store_explicit(&s->id, id, memory_order_relaxed);
+    /* release stores: none moves before the odd seq (read_slot's acquire loads pair) */
+    atomic_store_explicit(&s->first, (int64_t)first, memory_order_release);
+    atomic_store_explicit(&s->last, (int64_t)last, memory_order_release);
+    atomic_store_explicit(&s->reason, reason, memory_order_release);
+    atomic_store_explicit(&s->id, id, memory_order_release);
     atomic_store_explicit(&s->seq, q + 2, memory_order_release);
     atomic_fetch_add(&sc.accepted, 1);
     return 1;

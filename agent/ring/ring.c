@@ -352,9 +352,11 @@ size_t mrd_ring_pace(size_t want, int64_t timeout_ns)
         return (size_t)(cap - (h - t));
 
     uint32_t seen = atomic_load_explicit(&rg->released, memory_order_acquire);
-    atomic_store_explicit(&rg->waiting, 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in ring_release */
-    t = atomic_load_explicit(&rg->tail, memory_order_acquire);
+    /* store waiting, then load tail; ring_release stores tail, then loads waiting: all four
+     * sequentially consistent, so at least one side sees the other's store (no lost wake).
+     * No fence: ThreadSanitizer cannot follow one (gcc -Wtsan). */
+    atomic_store_explicit(&rg->waiting, 1, memory_order_seq_cst);
+    t = atomic_load_explicit(&rg->tail, memory_order_seq_cst);
     if (cap - (h - t) < want) {
         pace_kick(rg, h, t);
         struct timespec ts = {.tv_sec = (time_t)(timeout_ns / 1000000000),
@@ -372,9 +374,9 @@ size_t mrd_ring_pace(size_t want, int64_t timeout_ns)
  * mrd_ring_pace (no system call when none is). */
 static void ring_release(struct ring *rg, uint64_t new_tail)
 {
-    atomic_store_explicit(&rg->tail, new_tail, memory_order_release);
-    atomic_thread_fence(memory_order_seq_cst); /* pairs with the fence in mrd_ring_pace */
-    if (atomic_load_explicit(&rg->waiting, memory_order_relaxed)) {
+    /* sequentially consistent store and load: the other half of mrd_ring_pace's pair */
+    atomic_store_explicit(&rg->tail, new_tail, memory_order_seq_cst);
+    if (atomic_load_explicit(&rg->waiting, memory_order_seq_cst)) {
         atomic_fetch_add_explicit(&rg->released, 1, memory_order_release);
         syscall(SYS_futex, (uint32_t *)&rg->released, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
     }

@@ -154,11 +154,13 @@ static void model_read(const struct mrd_uplink *u, int64_t *bx, int64_t *bt, int
     struct mrd_uplink *m = (struct mrd_uplink *)u; /* atomics are read only */
     unsigned s0, s1;
     do {
+        /* acquire loads keep the second read of mseq after them, and model_write's
+         * release stores come after its odd mseq: a torn read shows as s0 != s1 (no
+         * fence: ThreadSanitizer cannot follow one; on x86 these are plain loads) */
         s0 = atomic_load_explicit(&m->mseq, memory_order_acquire);
-        *bx = atomic_load_explicit(&m->base_x, memory_order_relaxed);
-        *bt = atomic_load_explicit(&m->base_theta, memory_order_relaxed);
-        *rate = atomic_load_explicit(&m->rate_ppb, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+        *bx = atomic_load_explicit(&m->base_x, memory_order_acquire);
+        *bt = atomic_load_explicit(&m->base_theta, memory_order_acquire);
+        *rate = atomic_load_explicit(&m->rate_ppb, memory_order_acquire);
         s1 = atomic_load_explicit(&m->mseq, memory_order_relaxed);
     } while ((s0 & 1) || s0 != s1);
 }
@@ -167,10 +169,9 @@ static void model_write(struct mrd_uplink *u, int64_t bx, int64_t bt, int64_t ra
 {
     unsigned s = atomic_load_explicit(&u->mseq, memory_order_relaxed);
     atomic_store_explicit(&u->mseq, s + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&u->base_x, bx, memory_order_relaxed);
-    atomic_store_explicit(&u->base_theta, bt, memory_order_relaxed);
-    atomic_store_explicit(&u->rate_ppb, rate, memory_order_relaxed);
+    atomic_store_explicit(&u->base_x, bx, memory_order_release);
+    atomic_store_explicit(&u->base_theta, bt, memory_order_release);
+    atomic_store_explicit(&u->rate_ppb, rate, memory_order_release);
     atomic_store_explicit(&u->mseq, s + 2, memory_order_release);
 }
 
