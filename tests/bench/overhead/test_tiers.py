@@ -303,6 +303,20 @@ def check_concurrent(tmp):
             plain_cpus += [r["cpus"] for r in rows if r["variant"] == "plain"]
     if plain_cpus != ["2,3,6,7", "0,1,4,5"]:  # a different share each round
         problems.append(f"plain's shares over rounds 1, 2: {plain_cpus}")
+    # a GPU in exclusive-process mode is refused before anything runs (a stand-in nvidia-smi)
+    fake = os.path.join(tmp, "bin")
+    os.makedirs(fake, exist_ok=True)
+    with open(os.path.join(fake, "nvidia-smi"), "w") as f:
+        f.write("#!/bin/sh\necho '0, Exclusive_Process'\n")
+    os.chmod(os.path.join(fake, "nvidia-smi"), 0o755)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
+                        "--meridian", "x", "--agent-lib", "x", "--workloads", "py",
+                        "--py-variants", "plain,inert", "--concurrent", "--csv",
+                        os.path.join(tmp, "x.csv")], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, PATH=fake + ":" + os.environ["PATH"]))
+    if p.returncode == 0 or "nvidia-smi reports 0, Exclusive_Process" not in p.stderr or \
+            os.path.exists(os.path.join(tmp, "x.csv")):
+        problems.append(f"exclusive GPU: exit {p.returncode}: {p.stderr}")
     # a resumed call skips a round whose variants are all in the CSV, runs one that is not
     ran = []
     b = argparse.Namespace(csv=os.path.join(tmp, "conc.csv"), resume=True, budget_s=100)

@@ -263,6 +263,22 @@ def cpu_shares(n, rnd, cpus=None, read=None):
     return [parts[(slot + rnd) % n] for slot in range(n)]
 
 
+def check_gpu_shareable():
+    """--concurrent puts two processes on one GPU: refuses (SystemExit) when nvidia-smi says
+    a GPU's compute mode admits one process only; without nvidia-smi, nothing to check."""
+    try:
+        p = subprocess.run(["nvidia-smi", "--query-gpu=index,compute_mode",
+                            "--format=csv,noheader"], capture_output=True, text=True,
+                           timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    lone = [line.strip() for line in p.stdout.splitlines() if "exclusive" in line.lower()]
+    if p.returncode == 0 and lone:
+        raise SystemExit(f"tiers: --concurrent needs two processes on one GPU, but "
+                         f"nvidia-smi reports {'; '.join(lone)}: run without --concurrent "
+                         f"(the GPU's settings are not ours to change)")
+
+
 def run_timed(cmd, env, timeout_s):
     """(stdout + stderr, exit status (124 on timeout), wall seconds) of one workload run.
     stderr is read apart: meridian's lines would otherwise split the workload's long lines."""
@@ -643,6 +659,7 @@ def main(argv):
             for v in vs[k:] + vs[:k]:
                 plan.append((rnd, w, v))
     if a.concurrent:  # one plan item a round: its variants at once
+        check_gpu_shareable()
         grouped = {}
         for rnd, w, v in plan:
             grouped.setdefault((rnd, w), []).append(v)
