@@ -143,7 +143,8 @@ def thread_cpu_lines(rank, mode, snaps, main_tid):
             f"ddp_train: rank {rank} mode={mode} threads steps {s0}-{s1}: "
             f"main_cpu_ms={main[0]:.0f} main_nvcsw={main[1]} "
             f"others_cpu_ms={sum(o[0] for o in others):.0f} started={len(set(b) - set(a))} "
-            f"ended={len(set(a) - set(b))} " + " ".join(f"{n}/{t}={c:.0f}" for c, n, t in others if c > 0))
+            f"ended={len(set(a) - set(b))} " +
+            " ".join(f"{n}/{t}={c:.0f}" for c, n, t in others if c > 0))
     return lines
 
 
@@ -384,12 +385,16 @@ def run_mode(ctx, mode, a):
         prof.__enter__()
     t0 = time.perf_counter()
     bare = BareWindows(torch, a.bare_windows) if a.bare_windows else None
-    aside = 0.0  # seconds of the loop spent in snapshots and probes: not the job's
-    for i in range(a.steps):
+    aside = [0.0]  # seconds of the loop spent in snapshots and probes: not the job's
+
+    def snapshot(i):
         if i in snap_at:
             t_aside = time.perf_counter()
             snaps.append((i, thread_cpu()))
-            aside += time.perf_counter() - t_aside
+            aside[0] += time.perf_counter() - t_aside
+
+    for i in range(a.steps):
+        snapshot(i)
         if bare:
             bare.before(i)
         ts, cs = time.perf_counter(), time.thread_time()
@@ -399,14 +404,13 @@ def run_mode(ctx, mode, a):
         hosts.append((enqueued - ts) * 1e3)
         if a.speed_probe:
             probes.append(speed_probe())
-            aside += probes[-1] / 1e3
+            aside[0] += probes[-1] / 1e3
         if bare:
             bare.after(i)
-    if a.steps in snap_at:
-        snaps.append((a.steps, thread_cpu()))
+    snapshot(a.steps)
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
-    wall = time.perf_counter() - t0 - aside
+    wall = time.perf_counter() - t0 - aside[0]
     mark("measured")
     if prof is not None:
         prof.__exit__(None, None, None)  # trace processed by the profiler, then discarded

@@ -53,7 +53,8 @@ from two order statistics, which the bootstrap under ~10 rounds is not):
   (full - plain) / (bare - plain)              goal <= 1.10 (added cost of the full trace)
   (full - plain) / (torch - plain)             goal < 1
   storm: steady outside-window median / plain median   goal within 1%
-  steady mean / plain mean, each per its probe median    (py: the CPU's speed divided out)
+  steady mean / plain mean, each per its probe median    (py; a diagnostic: meant to divide
+                                                  the CPU's speed out, it added noise instead)
 
 Usage: tiers.py --build DIR --meridian CLI --agent-lib LIB [--workloads storm,py]
        [--variants plain,steady,full,bare] [--py-variants plain,steady,full,bare,torch]
@@ -98,6 +99,7 @@ STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                       "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
 DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert",)  # the last runs without meridian
 EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
+PHASES = {"early": EARLY, "late": LATE}  # the CSV's early_* and late_* columns
 
 
 def boot_id():
@@ -302,18 +304,14 @@ def step_figures(ms, host, cpu=(), probe=()):
     def median_where(xs, keep):
         kept = [t for i, t in enumerate(xs) if keep(i)]
         return "%.4f" % statistics.median(kept) if kept else ""
-    return dict(mean_ms="%.4f" % statistics.fmean(ms),
-                median_ms=median_where(ms, lambda i: True),
-                outside_median_ms=median_where(ms, lambda i: not window_or_detach(i)),
-                early_median_ms=median_where(ms, EARLY.__contains__),
-                late_median_ms=median_where(ms, LATE.__contains__),
-                early_host_ms=median_where(host, EARLY.__contains__),
-                late_host_ms=median_where(host, LATE.__contains__),
-                early_cpu_ms=median_where(cpu, EARLY.__contains__),
-                late_cpu_ms=median_where(cpu, LATE.__contains__),
-                probe_ms=median_where(probe, lambda i: True),
-                early_probe_ms=median_where(probe, EARLY.__contains__),
-                late_probe_ms=median_where(probe, LATE.__contains__))
+    got = dict(mean_ms="%.4f" % statistics.fmean(ms),
+               median_ms=median_where(ms, lambda i: True),
+               outside_median_ms=median_where(ms, lambda i: not window_or_detach(i)),
+               probe_ms=median_where(probe, lambda i: True))
+    for col, xs in (("median_ms", ms), ("host_ms", host), ("cpu_ms", cpu), ("probe_ms", probe)):
+        for phase, steps in PHASES.items():
+            got[f"{phase}_{col}"] = median_where(xs, steps.__contains__)
+    return got
 
 
 def run_one(a, rnd, workload, variant, writer):
@@ -493,21 +491,16 @@ def per_probe(r):
     return float(r["mean_ms"]) / float(r["probe_ms"]) if r.get("probe_ms") else math.nan
 
 
-def early_per_probe(r):
-    """Median step / median probe over EARLY ("" without a probe)."""
-    return float(r["early_median_ms"]) / float(r["early_probe_ms"]) \
-        if r.get("early_probe_ms") and r.get("early_median_ms") else ""
+def step_per_probe(r, phase):
+    """A run's median step over its median probe in `phase` (early or late); 0.0 without."""
+    step, probe = r.get(f"{phase}_median_ms"), r.get(f"{phase}_probe_ms")
+    return float(step) / float(probe) if step and probe else 0.0
 
 
-def late_per_probe(r):
-    """Median step / median probe over LATE ("" without a probe)."""
-    return float(r["late_median_ms"]) / float(r["late_probe_ms"]) \
-        if r.get("late_probe_ms") and r.get("late_median_ms") else ""
-
-
-def figure(r, key):
-    """A row's figure: a column as a float, or key(r) for a derived one; 0.0 where none."""
-    got = key(r) if callable(key) else r.get(key)
+def phase_figure(r, phase, col):
+    """A row's figure in `phase`: the column phase_col as a float, or col(r, phase) for a
+    derived one; 0.0 where none."""
+    got = col(r, phase) if callable(col) else r.get(f"{phase}_{col}")
     return float(got) if got else 0.0
 
 
@@ -557,7 +550,7 @@ def report(rows):
         paired(m, lambda p, s: s / p, ["plain", "steady"],
                "steady/plain (median outside windows)", "within 1%", key="outside_median_ms")
         paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (mean step/probe)",
-               "<= 1.03", key=per_probe)
+               "-", key=per_probe)  # a diagnostic: the probe added noise (session 23)
         paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (probe)", "-",
                key="probe_ms")
         for v in DIAGNOSTICS:
@@ -568,13 +561,12 @@ def report(rows):
           "(`late`: one window at 300-309; the others: the null)")
     for m in modes:
         for v in ("plain", "steady") + DIAGNOSTICS:
-            for what, late, early in (("", "late_median_ms", "early_median_ms"),
-                                      (" host part", "late_host_ms", "early_host_ms"),
-                                      (" host CPU", "late_cpu_ms", "early_cpu_ms"),
-                                      (" probe", "late_probe_ms", "early_probe_ms"),
-                                      (" step/probe", late_per_probe, early_per_probe)):
-                vals = [figure(r, late) / figure(r, early) for r in by.get((m, v), {}).values()
-                        if figure(r, late) and figure(r, early)]
+            for what, col in (("", "median_ms"), (" host part", "host_ms"),
+                              (" host CPU", "cpu_ms"), (" probe", "probe_ms"),
+                              (" step/probe", step_per_probe)):
+                both = [(phase_figure(r, "late", col), phase_figure(r, "early", col))
+                        for r in by.get((m, v), {}).values()]
+                vals = [late / early for late, early in both if late and early]
                 if vals:
                     print(f"  {m:12s} {v:9s} late/early{what} {statistics.median(vals):.4f}  "
                           f"range {min(vals):.4f}-{max(vals):.4f}  n={len(vals)}")
