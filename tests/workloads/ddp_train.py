@@ -34,7 +34,9 @@ back before it ends), --print-steps, --bare-windows L/P@O (the bare CUPTI consum
 steps: the library BARE_CONSUMER_LIB names, tests/gpu/libbare_consumer.so, attached before
 step O+kP and detached after step O+kP+L-1 by CUPTI's dynamic detach, completed by a
 synchronisation, so traced and untraced steps alternate as in meridian's steady tier:
-tests/bench/overhead/inproc.py).
+tests/bench/overhead/inproc.py), --step-load-us N (busy-wait N us at the start of every
+step, warm-up included, inside the step's time and while the GPU is idle: a known cost, the
+overhead benchmark's positive control).
 
 Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the step
 statistics in milliseconds
@@ -108,6 +110,18 @@ def speed_probe():
     return (time.perf_counter() - t0) * 1e3
 
 
+def step_load(us):
+    """Busy-waits `us` microseconds of wall time on this thread (holding the GIL, touching
+    neither CUDA nor the profiler): --step-load-us, a known cost put on every step's critical
+    path, for the overhead benchmark's positive control (tiers.py's `load`). Returns the
+    microseconds it waited."""
+    t0 = time.perf_counter()
+    end = t0 + us / 1e6
+    while time.perf_counter() < end:
+        pass
+    return (time.perf_counter() - t0) * 1e6
+
+
 def thread_cpu():
     """{tid: (name, CPU ms, involuntary context switches)} of this process's threads now,
     from /proc/self/task (threads that end in between are lost, which the reader is told)."""
@@ -164,6 +178,9 @@ def parse_args(argv):
     ap.add_argument("--thread-cpu-at", type=parse_steps, default=(),
                     help="S1,S2,...: where the process's CPU time went between these "
                          "measured steps, per thread (S = --steps: the end)")
+    ap.add_argument("--step-load-us", type=float, default=0,
+                    help="busy-wait this many microseconds at the start of every step, "
+                         "inside its time, while the GPU is idle: a known added cost")
     ap.add_argument("--bare-windows", type=parse_windows, default=None,
                     help="L/P@O: the bare CUPTI consumer (BARE_CONSUMER_LIB) traces those steps")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
@@ -172,6 +189,8 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     if a.steps < 1 or a.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
+    if not 0 <= a.step_load_us < 1e6:
+        ap.error("--step-load-us must be in [0, 1e6)")
     return a
 
 
@@ -355,6 +374,8 @@ def run_mode(ctx, mode, a):
         """One step; returns the host clock and the thread's CPU clock when its work was
         enqueued (before the sync)."""
         torch.cuda.nvtx.range_push(f"{label} {i}")
+        if a.step_load_us:  # the GPU is idle here (the last step ended in a sync)
+            step_load(a.step_load_us)
         opt.zero_grad(set_to_none=True)
         loss = forward_loss()
         loss.backward()

@@ -116,6 +116,19 @@ for bad in ("20,10", "a,b", "-1,5", "5,5"):
     except argparse.ArgumentTypeError:
         pass
 expect("parse_steps", ddp_train.parse_steps("20,290,330,600"), (20, 290, 330, 600))
+# the positive control's busy wait: at least what was asked, on this thread's CPU (a sleep
+# would not hold the GIL nor show in cpu_ms), and not much more
+c0 = time.thread_time()
+waited = ddp_train.step_load(20000)
+spun_ms = (time.thread_time() - c0) * 1e3
+if not 20000 <= waited < 20000 + 50000 or spun_ms < 2:
+    failures.append(f"step_load(20000): waited {waited:.0f} us, {spun_ms:.1f} ms on the CPU")
+for bad in ("-1", "1e6"):
+    try:
+        ddp_train.parse_args(["--step-load-us", bad])
+        failures.append(f"--step-load-us {bad} accepted")
+    except SystemExit:
+        pass
 probe = ddp_train.speed_probe()
 if not 0.01 < probe < 1000:
     failures.append(f"speed_probe: {probe} ms")

@@ -113,6 +113,8 @@ def check_pool(tmp):
                             ("nowin", 30.0 * 0.99, "")):
             new.append(dict(row(rnd, "gpt2", v, m, m), early_median_ms="30", late_median_ms="30",
                             probe_ms=probe))
+        # the positive control: 0.5, 0.6, 0.7, 0.8 ms over plain in rounds 1-4
+        new.append(row(rnd, "gpt2", "load", 30.0 + 0.4 + 0.1 * rnd, 30.5))
         new.append(dict(row(rnd, "gpt2", "late", 31.0, 31.0), early_median_ms="30",
                         late_median_ms="30.6", early_host_ms="20", late_host_ms="20.2",
                         early_probe_ms="1.0", late_probe_ms="1.02"))
@@ -139,7 +141,8 @@ def check_pool(tmp):
                  r"gpt2 +steady/plain \(mean step/probe\) +1\.0000 .* n=4 ",
                  r"gpt2 +steady/plain \(probe\) +1\.0550 .* n=4 ",
                  r"gpt2 +late +late/early probe 1\.0200 .* n=4",
-                 r"gpt2 +late +late/early step/probe 1\.0000 .* n=4"):
+                 r"gpt2 +late +late/early step/probe 1\.0000 .* n=4",
+                 r"gpt2 +load-plain \(mean step, us\) +650\.0000 .* n=4  goal = 600 \(known\)"):
         if rc != 0 or not re.search(want, out):
             problems.append(f"--pool: missing {want!r} (exit {rc})\n{out}")
     rc, out = report([paths[0], os.path.join(tmp, "absent.csv")])
@@ -186,6 +189,9 @@ def check_pool(tmp):
         want = (20, 200) if v == "torch" else (20, 290, 330, 600)
         if got.thread_cpu_at != want or not got.speed_probe:
             problems.append(f"{v}: --thread-cpu-at {got.thread_cpu_at}, probe {got.speed_probe}")
+        # the positive control, and only it, adds its known cost to every step
+        if got.step_load_us != (tiers.LOAD_US if v == "load" else 0):
+            problems.append(f"{v}: --step-load-us {got.step_load_us}")
     if tiers.thread_cpu_at(300) != "20,290,300" or tiers.thread_cpu_at(10) != "10":
         problems.append(f"thread_cpu_at: {tiers.thread_cpu_at(300)} {tiers.thread_cpu_at(10)}")
     # a variant given twice is refused (a round keeps one row per variant)

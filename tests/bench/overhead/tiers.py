@@ -33,6 +33,10 @@ Variants:
             window leaves the cost that run 55 found after it (RESULTS-tiers.md, session 22)
   inert     no `meridian profile`: the workload alone with libmeridian.so as the CUDA,
             NVTX and NCCL-profiler injection and MERIDIAN_DISABLE=1 (loaded, inert)
+  load      no profiler: plain with ddp_train --step-load-us LOAD_US (a busy wait at every
+            step's start, while the GPU is idle): a known cost of the goal's size (~2% of
+            GPT-2's step, ~4% of kernel-dense's), the positive control of a measuring
+            method: the report's "load-plain" line should read LOAD_US (session 24)
 A round runs every variant of every workload once, in an order rotated each round; with
 --concurrent a round's variants of a workload run at once, each pinned (taskset) to its
 own share of the physical cores, the shares rotated over rounds, sharing the GPU: the
@@ -97,7 +101,8 @@ STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                       "late_domains": {"MERIDIAN_WINDOWS": "300-309",
                                        "MERIDIAN_CUPTI_CLOSE": "domains"},
                       "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
-DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert",)  # the last runs without meridian
+DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert", "load")  # the last two: no meridian
+LOAD_US = 600  # the `load` variant's known cost a step, in microseconds
 EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
 PHASES = {"early": EARLY, "late": LATE}  # the CSV's early_* and late_* columns
 
@@ -158,7 +163,9 @@ def command(a, workload, variant, db):
         # one address layout for every process: the launch path's per-process spread
         # (3.2-4.8 us a launch between plain storm processes, run 15) may come from it
         work = ["setarch", os.uname().machine, "-R"] + work
-    if variant in ("plain", "torch"):
+    if variant == "load":
+        work += ["--step-load-us", str(LOAD_US)]
+    if variant in ("plain", "torch", "load"):
         return work, env
     if variant == "inert":
         for var in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "NCCL_PROFILER_PLUGIN"):
@@ -553,6 +560,8 @@ def report(rows):
                "-", key=per_probe)  # a diagnostic: the probe added noise (session 23)
         paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (probe)", "-",
                key="probe_ms")
+        paired(m, lambda p, d: (d - p) * 1e3, ["plain", "load"], "load-plain (mean step, us)",
+               f"= {LOAD_US} (known)")  # does the method see a cost it should?
         for v in DIAGNOSTICS:
             paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (mean step)", "-")
             paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (median step)", "-",
@@ -639,6 +648,9 @@ def main(argv):
         if twice:  # a round's rows are kept by (mode, variant): one run would hide the other
             raise SystemExit(f"tiers: {opt}: {', '.join(twice)} given twice; a null pair is "
                              f"plain,inert")
+    if "load" in a.variants.split(",") and "storm" in a.workloads.split(","):
+        raise SystemExit("tiers: --variants: load is a py variant (ddp_train's --step-load-us); "
+                         "kernel_storm has no such option")
     plan = []
     storm_rounds = a.rounds if a.storm_rounds is None else a.storm_rounds
     for rnd in range(1, max(a.rounds, storm_rounds) + 1):
