@@ -142,7 +142,11 @@ def check_pool(tmp):
                  r"gpt2 +steady/plain \(probe\) +1\.0550 .* n=4 ",
                  r"gpt2 +late +late/early probe 1\.0200 .* n=4",
                  r"gpt2 +late +late/early step/probe 1\.0000 .* n=4",
-                 r"gpt2 +load-plain \(mean step, us\) +650\.0000 .* n=4  goal = 600 \(known\)"):
+                 r"gpt2 +load-plain \(mean step, us\) +650\.0000 .* n=4  goal = 600 \(known\)",
+                 # steady-plain 300..900 us (old file) and 1200..2100 (new): median 1200
+                 r"gpt2 +steady-plain \(mean step, us\) +1200\.0000 .* n=7 ",
+                 r"gpt2 +steady-plain scaled by the control \(us\) +1107\.7  "
+                 r"\[[0-9.]+-[0-9.]+\]  n=7,4 "):
         if rc != 0 or not re.search(want, out):
             problems.append(f"--pool: missing {want!r} (exit {rc})\n{out}")
     rc, out = report([paths[0], os.path.join(tmp, "absent.csv")])

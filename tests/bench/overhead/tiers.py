@@ -475,6 +475,28 @@ def bootstrap(vals, n=2000, stat=statistics.median):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
+def load_equivalent(mode, steady_us, load_us, n=2000):
+    """Prints the steady tier's added time as the positive control would have it: the median
+    of steady-plain over that of load-plain, times LOAD_US (a method that shows only a part
+    of a CPU-side cost shows the same part of both), with a 95% interval that resamples the
+    two sets of rounds apart (they may come from different calls); nothing when either is
+    empty or the control's median is not above zero (no scale to read)."""
+    if not steady_us or not load_us or statistics.median(load_us) <= 0:
+        return
+    rng = random.Random(1)
+    ests = []
+    for _ in range(n):
+        ld = statistics.median(rng.choices(load_us, k=len(load_us)))
+        if ld > 0:
+            ests.append(statistics.median(rng.choices(steady_us, k=len(steady_us))) / ld)
+    ests.sort()
+    est = statistics.median(steady_us) / statistics.median(load_us) * LOAD_US
+    ci = "%.1f-%.1f" % (ests[int(0.025 * len(ests))] * LOAD_US,
+                        ests[int(0.975 * len(ests)) - 1] * LOAD_US) if len(ests) > n // 2 else "-"
+    print(f"  {mode:12s} {'steady-plain scaled by the control (us)':42s} {est:.1f}  [{ci}]  "
+          f"n={len(steady_us)},{len(load_us)}  (steady-plain)/(load-plain) x {LOAD_US}")
+
+
 def read_pooled(paths):
     """The rows of several results CSVs as one list: file k's rounds become k*1000 + round
     (its own rounds never pair with another file's), a column it lacks reads empty."""
@@ -541,12 +563,13 @@ def report(rows):
             if y is not None and math.isfinite(y):
                 vals.append(y)
         if not vals:
-            return
+            return vals
         ci, ex = bootstrap(vals), median_ci_exact(vals)
         cis = "%.4f-%.4f" % ci if ci else "-"
         exs = "%.4f-%.4f" % ex if ex else "-"
         print(f"  {m:12s} {label:42s} {statistics.median(vals):.4f}  [{cis}]  exact [{exs}]  "
               f"n={len(vals)}  goal {goal}")
+        return vals
 
     for m in modes:
         paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (mean step)", "<= 1.03")
@@ -560,8 +583,11 @@ def report(rows):
                "-", key=per_probe)  # a diagnostic: the probe added noise (session 23)
         paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (probe)", "-",
                key="probe_ms")
-        paired(m, lambda p, d: (d - p) * 1e3, ["plain", "load"], "load-plain (mean step, us)",
-               f"= {LOAD_US} (known)")  # does the method see a cost it should?
+        steady_us = paired(m, lambda p, s: (s - p) * 1e3, ["plain", "steady"],
+                           "steady-plain (mean step, us)", "-")
+        load_us = paired(m, lambda p, d: (d - p) * 1e3, ["plain", "load"],
+                         "load-plain (mean step, us)", f"= {LOAD_US} (known)")
+        load_equivalent(m, steady_us, load_us)  # what the method saw, scaled by how it sees
         for v in DIAGNOSTICS:
             paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (mean step)", "-")
             paired(m, lambda p, d: d / p, ["plain", v], f"{v}/plain (median step)", "-",
