@@ -36,7 +36,10 @@ step O+kP and detached after step O+kP+L-1 by CUPTI's dynamic detach, completed 
 synchronisation, so traced and untraced steps alternate as in meridian's steady tier:
 tests/bench/overhead/inproc.py), --step-load-us N (busy-wait N us at the start of every
 step, warm-up included, inside the step's time and while the GPU is idle: a known cost, the
-overhead benchmark's positive control).
+overhead benchmark's positive control), --pair-dir DIR [--pair-n N] (N processes side by
+side on one GPU begin each mode's measured steps together, and one that ends first runs
+unmeasured "filler" steps until all have: each sees the same contention throughout; prints
+`pair_filler_steps=K`).
 
 Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the step
 statistics in milliseconds
@@ -122,6 +125,64 @@ def step_load(us):
     return (time.perf_counter() - t0) * 1e6
 
 
+class Pair:
+    """--pair-dir DIR --pair-n N: N processes run side by side on one GPU (the overhead
+    benchmark's concurrent rounds, tests/bench/overhead/tiers.py --concurrent) and each of
+    their measured phases should see the same contention from start to end. `meet(name)`
+    returns once all N have arrived at name (each arrival is a file DIR/name.PID);
+    `hold(name, step)` marks this process at name and runs step() (unmeasured work, the same
+    kind) until all N have, so a process that ends first keeps the GPU as busy as it was
+    while the others finish theirs. Both give up with a SystemExit that says which process
+    is missing: after timeout_s, or at once when a process that arrived at an earlier point
+    has ended (its PID is gone)."""
+
+    def __init__(self, directory, n, timeout_s=120.0, poll_s=0.005):
+        self.dir, self.n, self.timeout_s, self.poll_s = directory, n, timeout_s, poll_s
+        os.makedirs(directory, exist_ok=True)
+
+    def _pids(self, name):
+        return sorted(int(f.rsplit(".", 1)[1]) for f in os.listdir(self.dir)
+                      if f.startswith(name + ".") and f.rsplit(".", 1)[1].isdigit())
+
+    def _arrive(self, name):
+        open(os.path.join(self.dir, f"{name}.{os.getpid()}"), "w").close()
+
+    def _check(self, name, since):
+        """True when all have arrived at name; SystemExit when one never can."""
+        there = self._pids(name)
+        if len(there) >= self.n:
+            return True
+        for pid in {int(f.rsplit(".", 1)[1]) for f in os.listdir(self.dir)
+                    if f.rsplit(".", 1)[1].isdigit()} - set(there):
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                raise SystemExit(f"ddp_train: --pair-dir: process {pid} ended before "
+                                 f"reaching {name}; this one stops too")
+            except PermissionError:
+                pass
+        if time.monotonic() - since > self.timeout_s:
+            raise SystemExit(f"ddp_train: --pair-dir: {len(there)} of {self.n} processes at "
+                             f"{name} after {self.timeout_s:.0f} s (pids {there}); is the "
+                             f"other one running?")
+        return False
+
+    def meet(self, name):
+        self._arrive(name)
+        since = time.monotonic()
+        while not self._check(name, since):
+            time.sleep(self.poll_s)
+
+    def hold(self, name, step):
+        """Returns how many times it ran step()."""
+        self._arrive(name)
+        since, ran = time.monotonic(), 0
+        while not self._check(name, since):
+            step()
+            ran += 1
+        return ran
+
+
 def thread_cpu():
     """{tid: (name, CPU ms, involuntary context switches)} of this process's threads now,
     from /proc/self/task (threads that end in between are lost, which the reader is told)."""
@@ -181,6 +242,11 @@ def parse_args(argv):
     ap.add_argument("--step-load-us", type=float, default=0,
                     help="busy-wait this many microseconds at the start of every step, "
                          "inside its time, while the GPU is idle: a known added cost")
+    ap.add_argument("--pair-dir", default="",
+                    help="with --pair-n N: N processes side by side begin each mode's "
+                         "measured steps together and run unmeasured steps until all N "
+                         "have ended theirs (files in this directory)")
+    ap.add_argument("--pair-n", type=int, default=2)
     ap.add_argument("--bare-windows", type=parse_windows, default=None,
                     help="L/P@O: the bare CUPTI consumer (BARE_CONSUMER_LIB) traces those steps")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
@@ -189,6 +255,8 @@ def parse_args(argv):
     a = ap.parse_args(argv)
     if a.steps < 1 or a.warmup < 0:
         ap.error("--steps must be >= 1 and --warmup >= 0")
+    if a.pair_dir and a.pair_n < 2:
+        ap.error("--pair-n must be >= 2")
     if not 0 <= a.step_load_us < 1e6:
         ap.error("--step-load-us must be in [0, 1e6)")
     return a
@@ -393,6 +461,10 @@ def run_mode(ctx, mode, a):
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
     mark("warmup")
+    pair = Pair(a.pair_dir, a.pair_n) if a.pair_dir else None
+    if pair:  # the processes side by side begin this mode's measured steps together
+        pair.meet(f"{mode}-start")
+        mark("pair_meet")
 
     times, hosts, cpus, probes = [], [], [], []  # each step's ms, its host part (until the
     # sync), the main thread's CPU time in that host part and the speed probe after it, in ms
@@ -433,6 +505,10 @@ def run_mode(ctx, mode, a):
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0 - aside[0]
     mark("measured")
+    if pair:  # unmeasured steps until every process side by side has ended its measured ones
+        filler = pair.hold(f"{mode}-end", lambda: step(a.steps, "filler"))
+        print(f"ddp_train: rank {rank} mode={mode} pair_filler_steps={filler}", flush=True)
+        mark("pair_filler")
     if prof is not None:
         prof.__exit__(None, None, None)  # trace processed by the profiler, then discarded
         prof = None

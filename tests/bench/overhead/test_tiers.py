@@ -294,7 +294,9 @@ def check_concurrent(tmp):
         except threading.BrokenBarrierError:
             return "the other run never started", 1, 0.0
         return ("ddp_train: rank 0 mode=gpt2 step 0 ms=30.0 host_ms=20.0\n"
-                "ddp_train: rank 0 mode=gpt2 step 1 ms=31.0 host_ms=21.0\n", 0, 0.3)
+                "ddp_train: rank 0 mode=gpt2 step 1 ms=31.0 host_ms=21.0\n"
+                "ddp_train: rank 1 mode=gpt2 pair_filler_steps=9\n"
+                "ddp_train: rank 0 mode=gpt2 pair_filler_steps=7\n", 0, 0.3)
     a = argparse.Namespace(build="B", meridian="M", agent_lib="/lib/libmeridian.so",
                            storm_per_step=1000, torch_steps=200, steps=600, no_aslr=False,
                            run_timeout_s=10)
@@ -312,13 +314,58 @@ def check_concurrent(tmp):
                     any(c[:2] != ["taskset", "-c"] for _, c, _ in started) or \
                     abs(int(started[0][2]) - int(started[1][2])) != 400:  # never the same
                 problems.append(f"run_concurrent round {rnd}: {started}")
+            # both ddp_train runs (as ddp_train reads its arguments) meet in one pair
+            # directory, as two
+            pairs = set()
+            for _, c, _ in started:
+                try:
+                    got = ddp_train.parse_args(c[c.index(sys.executable) + 2:])
+                    pairs.add((got.pair_dir, got.pair_n))
+                except (SystemExit, ValueError):
+                    pairs.add(("refused", tuple(c)))
+            if len(pairs) != 1 or not next(iter(pairs))[0] or next(iter(pairs))[1] != 2:
+                problems.append(f"run_concurrent pair arguments, round {rnd}: {pairs}")
             if [r["variant"] for r in rows] != list(order) or \
                     any(r["mean_ms"] != "30.5000" or not r["cpus"] or str(r["rc"]) != "0"
+                        or r["filler_steps"] != "7"
                         for r in rows):
                 problems.append(f"run_concurrent rows: {rows}")
             plain_cpus += [r["cpus"] for r in rows if r["variant"] == "plain"]
     if plain_cpus != ["2,3,6,7", "0,1,4,5"]:  # a different share each round
         problems.append(f"plain's shares over rounds 1, 2: {plain_cpus}")
+    # the shares follow a pair's own turn, not the round: round 3 as turn 1, then as turn 2
+    turned = []
+    for turn in (1, 2):
+        meet[0] = threading.Barrier(2, timeout=5)
+        with open(os.path.join(tmp, "conc3.csv"), "w", newline="") as f:
+            rows = tiers.run_concurrent(a, 3, "py", ("plain", "load"), csv.DictWriter(
+                f, tiers.FIELDS), launch, lambda n, k: tiers.cpu_shares(
+                    n, k, range(8), topo.__getitem__), turn=turn)
+        turned += [r["cpus"] for r in rows if r["variant"] == "plain"]
+    if turned != ["0,1,4,5", "2,3,6,7"]:  # load sorts first: plain takes the second share
+        problems.append(f"run_concurrent plain's shares at turns 1, 2 of round 3: {turned}")
+    # more than two variants: plain beside each other in turn, a pair a round, the others in
+    # the order given whatever order the plan rotated them into; two: as they are
+    given = ("plain", "steady", "load")
+    plan = [(rnd, "py", v) for rnd in (1, 2, 3, 4, 5)
+            for v in given[(rnd - 1) % 3:] + given[:(rnd - 1) % 3]]
+    got = tiers.concurrent_plan(plan, lambda w: list(given))
+    want = [(1, "py", ("plain", "steady"), 1), (2, "py", ("plain", "load"), 1),
+            (3, "py", ("plain", "steady"), 2), (4, "py", ("plain", "load"), 2),
+            (5, "py", ("plain", "steady"), 3)]
+    if got != want:
+        problems.append(f"concurrent_plan of three: {got}")
+    two = [(1, "py", "plain"), (1, "py", "inert"), (2, "py", "inert"), (2, "py", "plain")]
+    if tiers.concurrent_plan(two, lambda w: ["plain", "inert"]) != \
+            [(1, "py", ("plain", "inert"), 1), (2, "py", ("inert", "plain"), 2)]:
+        problems.append(f"concurrent_plan of two: {tiers.concurrent_plan(two, lambda w: [])}")
+    try:
+        tiers.concurrent_plan([(1, "py", v) for v in ("steady", "full", "load")],
+                              lambda w: ["steady", "full", "load"])
+        problems.append("concurrent_plan: three without plain accepted")
+    except SystemExit as e:
+        if "add plain to steady,full,load" not in str(e):
+            problems.append(f"concurrent_plan refusal: {e}")
     # a GPU in exclusive-process mode is refused before anything runs (a stand-in nvidia-smi)
     fake = os.path.join(tmp, "bin")
     os.makedirs(fake, exist_ok=True)

@@ -42,7 +42,13 @@ A round runs every variant of every workload once, in an order rotated each roun
 own share of the physical cores, the shares rotated over rounds, sharing the GPU: the
 host's CPU speed, which drifts by 10-40% over seconds on the GPU host (session 23), is then
 the same for both sides of each paired ratio (sequential rounds: 0.89-1.21 per-round
-ratios of plain against steady on one host).
+ratios of plain against steady on one host). The py processes of a round begin each
+mode's measured steps together and keep the GPU busy until both have ended them
+(ddp_train --pair-dir; filler_steps in the CSV). Sharing the GPU hides a part of a
+CPU-side cost: pair plain with `load` to measure how much (run 57: 76% of it showed on
+GPT-2), and read "steady-plain scaled by the control". With more than two variants, plain
+among them, --concurrent runs plain beside one other a round, the others in turn
+(`--py-variants plain,steady,load --rounds 20`: 10 rounds of each pair, interleaved).
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
@@ -89,7 +95,7 @@ FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
           "late_median_ms", "early_host_ms", "late_host_ms", "early_cpu_ms", "late_cpu_ms",
           "early_others_ms", "late_others_ms", "early_nvcsw", "late_nvcsw", "late_threads",
-          "probe_ms", "early_probe_ms", "late_probe_ms", "cpus"]
+          "probe_ms", "early_probe_ms", "late_probe_ms", "cpus", "filler_steps"]
 VARIANTS = ("plain", "steady", "full", "bare", "torch")
 # the steady-tier diagnostics above: what each sets on top of MERIDIAN_TRACE=steady
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
@@ -235,6 +241,14 @@ def thread_figures(out, mode):
     return got
 
 
+def filler_steps(out, mode):
+    """How many unmeasured steps rank 0's `mode` ran after its measured ones while the
+    process beside it finished (ddp_train --pair-dir); "" where it printed none."""
+    m = re.search(r"ddp_train: rank 0 mode=" + re.escape(mode) + r" pair_filler_steps=(\d+)",
+                  out)
+    return m.group(1) if m else ""
+
+
 def physical_cores(cpus, read=None):
     """The logical CPUs `cpus` grouped by physical core (SMT siblings together), the cores
     in (package, core id) order: [[cpu, sibling...], ...]. read(path) returns a sysfs
@@ -329,19 +343,48 @@ def run_one(a, rnd, workload, variant, writer):
     return write_rows(rnd, workload, variant, out, rc, wall, writer)
 
 
-def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_of=cpu_shares):
+def concurrent_plan(plan, given):
+    """--concurrent's plan: one item a (round, workload), its variants run at once. Two
+    variants run side by side every round; more, of which plain is one, run as pairs: round
+    r pairs plain with the ((r-1) mod k)-th of the k others (in the order given(workload)),
+    so that every figure beside plain comes from the same calls, and more than two
+    processes never share the GPU (each one more hides more of a CPU-side cost). Returns
+    [(round, workload, variants, turn)]: turn, the pair's count of its own rounds (1, 2,
+    ...), rotates its cores. SystemExit when more than two lack plain."""
+    grouped = {}
+    for rnd, w, v in plan:
+        grouped.setdefault((rnd, w), []).append(v)
+    out = []
+    for (rnd, w), vs in grouped.items():
+        if len(vs) <= 2:
+            out.append((rnd, w, tuple(vs), rnd))
+            continue
+        if "plain" not in vs:
+            raise SystemExit(f"tiers: --concurrent runs more than two variants as pairs with "
+                             f"plain: add plain to {','.join(given(w))}")
+        others = [v for v in given(w) if v != "plain"]
+        k = len(others)
+        out.append((rnd, w, ("plain", others[(rnd - 1) % k]), (rnd - 1) // k + 1))
+    return out
+
+
+def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_of=cpu_shares,
+                   turn=None):
     """Runs the variants of one round at once, each pinned (taskset) to its own share of the
     physical cores (cpu_shares: the shares rotate over rounds), each with its own DDP port:
     the host's CPU speed, which drifts by 10-40% over seconds on the GPU host (session 23),
-    is then the same for both sides of a ratio, nearly: `meridian profile` starts its
-    workload a second or so after a plain one, and a torch run is shorter. They share the
-    GPU (each other's kernels wait for it: the null pair plain,inert measures what that
-    leaves). Writes and returns the
-    rows of every variant, in the order given; launch(cmd, env, timeout) runs one,
-    shares_of(n, rnd) cuts the cores (a test hands its own of both)."""
+    is then the same for both sides of a ratio. They share the GPU, whose kernels of the
+    two time-slice: that hides a part of a CPU-side cost (the `load` control measures how
+    much). py runs get ddp_train's --pair-dir, so they begin each mode's measured steps
+    together and one that ends first runs unmeasured steps until the other has: without it
+    (run 57) `meridian profile` started its workload a second or so after a plain one, and
+    the kernel-dense steps of the one ending later ran partly alone on the GPU (its rounds'
+    ratios spread 0.91-1.19). storm runs are not aligned. Writes and returns the rows of
+    every variant, in the order given; launch(cmd, env, timeout) runs one, shares_of(n, turn)
+    cuts the cores (a test hands its own of both); turn (default rnd) rotates the shares."""
     # the shares go by the variants' sorted order: the plan rotates their order each round
     # too, and the two rotations would cancel (plain on the same share every round)
-    by_name = shares_of(len(variants), rnd)
+    by_name = shares_of(len(variants), rnd if turn is None else turn)
     shares = [by_name[sorted(variants).index(v)] for v in variants]
     results = [None] * len(variants)
     port = 29600 + random.randint(0, 300)  # one base: each command() draws its own
@@ -350,6 +393,8 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
             cmd, env = command(a, workload, variants[slot], os.path.join(tmp, f"run{slot}.db"))
             env["MASTER_PORT"] = str(port + 400 * slot)
             cmd = ["taskset", "-c", ",".join(map(str, shares[slot]))] + cmd
+            if workload == "py":  # the last arguments are ddp_train's, with or without meridian
+                cmd += ["--pair-dir", os.path.join(tmp, "pair"), "--pair-n", str(len(variants))]
             results[slot] = launch(cmd, env, a.run_timeout_s)
         threads = [threading.Thread(target=one, args=(k,)) for k in range(len(variants))]
         for t in threads:
@@ -378,7 +423,7 @@ def write_rows(rnd, workload, variant, out, rc, wall, writer, cpus=""):
                    wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
                    **step_figures(ms, hosts.get(mode, []), cpus_in_host.get(mode, []),
                                   probes.get(mode, [])),
-                   **thread_figures(out, mode), cpus=cpus)
+                   **thread_figures(out, mode), cpus=cpus, filler_steps=filler_steps(out, mode))
         rows.append(row)
         writer.writerow(row)
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
@@ -657,7 +702,8 @@ def main(argv):
     ap.add_argument("--concurrent", action="store_true",
                     help="run each round's variants at once, each on its own share of the "
                          "physical cores (taskset), sharing the GPU: both sides of a ratio "
-                         "then see the same CPU speed (see the top of this file)")
+                         "then see the same CPU speed; more than two variants: plain beside "
+                         "each other in turn, a pair a round (see the top of this file)")
     a = ap.parse_args(argv)
     if a.pool and not a.report_only:
         raise SystemExit("tiers: --pool reads finished runs: give it with --report-only")
@@ -689,12 +735,13 @@ def main(argv):
             for v in vs[k:] + vs[:k]:
                 plan.append((rnd, w, v))
     if a.concurrent:  # one plan item a round: its variants at once
+        items = concurrent_plan(plan, lambda w: (a.py_variants if w == "py" else
+                                                 a.variants).split(","))
         check_gpu_shareable()
-        grouped = {}
-        for rnd, w, v in plan:
-            grouped.setdefault((rnd, w), []).append(v)
-        plan = [(rnd, w, tuple(vs)) for (rnd, w), vs in grouped.items()]
-        run = lambda rnd, w, vs, writer: run_concurrent(a, rnd, w, vs, writer)  # noqa: E731
+        turns = {(rnd, w): turn for rnd, w, _, turn in items}
+        plan = [(rnd, w, vs) for rnd, w, vs, _ in items]
+        run = lambda rnd, w, vs, writer: run_concurrent(  # noqa: E731
+            a, rnd, w, vs, writer, turn=turns[(rnd, w)])
     else:
         run = lambda rnd, w, v, writer: run_one(a, rnd, w, v, writer)  # noqa: E731
     rows = run_resumable(a, plan, FIELDS, run, "tiers",

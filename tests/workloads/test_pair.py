@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""test_pair.py: CI test of ddp_train.py's --pair-dir (class Pair), with real processes.
+
+Where it sits: tests/workloads, registered with CTest as workloads_pair; needs only python3
+(ddp_train imports no torch at module level). The overhead benchmark's concurrent rounds
+(tests/bench/overhead/tiers.py --concurrent) run two ddp_train processes side by side on one
+GPU; Pair makes them begin each measured phase together and keeps the one that ends first
+busy until the other has. Checked here:
+  - meet: a process that arrives first waits for the one that arrives later (timed against
+    the later one's own arrival, read from its file), and neither waits once both are there;
+  - hold: the process that arrives first runs its filler until the later one arrives, the
+    later one runs none;
+  - a partner that ends without arriving stops the waiting process at once with a message
+    naming it (not after the timeout);
+  - a partner that never starts: the timeout's message.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import ddp_train  # noqa: E402  (imports no torch at module level)
+
+# one side of a pair: meets at "a", sleeps, then holds at "b" counting its filler steps;
+# prints when it left "a" (monotonic clock: one machine) and how many filler steps it ran
+SIDE = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import ddp_train
+pair = ddp_train.Pair(sys.argv[2], 2, timeout_s=float(sys.argv[5]))
+time.sleep(float(sys.argv[3]))
+pair.meet("a")
+left = time.monotonic()
+time.sleep(float(sys.argv[4]))
+ran = pair.hold("b", lambda: time.sleep(0.01))
+print(f"left_a={left:.6f} filler={ran}", flush=True)
+"""
+
+
+def side(d, delay_s, work_s, timeout_s=30):
+    return subprocess.Popen([sys.executable, "-c", SIDE, HERE, d, str(delay_s), str(work_s),
+                             str(timeout_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def arrival(d, name, pid):
+    return os.stat(os.path.join(d, f"{name}.{pid}")).st_mtime
+
+
+def main():
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # 1. early arrives at once and works 0.1 s; late arrives after 1 s and works 1 s
+        d = os.path.join(tmp, "p1")
+        early, late = side(d, 0, 0.1), side(d, 1.0, 1.0)
+        outs = [p.communicate(timeout=60) for p in (early, late)]
+        if early.returncode or late.returncode:
+            problems.append(f"meet/hold: exit {early.returncode} {late.returncode}: {outs}")
+        else:
+            got = [dict(kv.split("=") for kv in o[0].split()) for o in outs]
+            # early left "a" only after late arrived there (file times are wall clock; the
+            # two processes' monotonic clocks agree with each other on one machine)
+            gap = float(got[0]["left_a"]) - float(got[1]["left_a"])
+            if abs(gap) > 0.5:
+                problems.append(f"meet: the two left 'a' {gap:.3f} s apart")
+            late_at_a = arrival(d, "a", late.pid) - arrival(d, "a", early.pid)
+            if late_at_a < 0.8:
+                problems.append(f"meet: the late one arrived only {late_at_a:.3f} s after")
+            # early holds at "b" ~0.9 s (late's extra work) in 0.01 s fillers; late runs none
+            if not int(got[0]["filler"]) >= 20 or got[1]["filler"] != "0":
+                problems.append(f"hold: filler steps early {got[0]['filler']}, "
+                                f"late {got[1]['filler']}")
+        # 2. the partner arrives at "a" then dies before "b": the other stops at once
+        d = os.path.join(tmp, "p2")
+        waiting = side(d, 0, 0.0, timeout_s=60)
+        t0 = time.monotonic()
+        crasher = subprocess.Popen([sys.executable, "-c",
+                                    f"import sys; sys.path.insert(0, {HERE!r}); import "
+                                    f"ddp_train; ddp_train.Pair({d!r}, 2).meet('a')"])
+        crasher.wait(timeout=60)
+        out, err = waiting.communicate(timeout=60)
+        took = time.monotonic() - t0
+        if waiting.returncode == 0 or f"process {crasher.pid} ended before reaching b" \
+                not in err or took > 20:
+            problems.append(f"a partner gone: exit {waiting.returncode} after {took:.1f} s: "
+                            f"{err.strip()[-300:]}")
+        # 3. nobody else ever comes: the timeout's message
+        d = os.path.join(tmp, "p3")
+        lone = ddp_train.Pair(d, 2, timeout_s=0.3)
+        try:
+            lone.meet("a")
+            problems.append("a lone process passed meet")
+        except SystemExit as e:
+            if "1 of 2 processes at a after 0 s" not in str(e) or "other one running" \
+                    not in str(e):
+                problems.append(f"lone timeout message: {e}")
+    # 4. the option: --pair-n below 2 is refused
+    try:
+        ddp_train.parse_args(["--pair-dir", "/tmp/x", "--pair-n", "1"])
+        problems.append("--pair-n 1 accepted")
+    except SystemExit:
+        pass
+    if problems:
+        print("test_pair: FAILED\n  " + "\n  ".join(problems))
+        return 1
+    print("test_pair: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
