@@ -129,7 +129,8 @@ class Pair:
     """--pair-dir DIR --pair-n N: N processes run side by side on one GPU (the overhead
     benchmark's concurrent rounds, tests/bench/overhead/tiers.py --concurrent) and each of
     their measured phases should see the same contention from start to end. `meet(name)`
-    returns once all N have arrived at name (each arrival is a file DIR/name.PID);
+    returns once all N have arrived at name (each arrival is a file DIR/name.PID: DIR
+    should be empty at the start, one per set of processes side by side);
     `hold(name, step)` marks this process at name and runs step() (unmeasured work, the same
     kind) until all N have, so a process that ends first keeps the GPU as busy as it was
     while the others finish theirs. Both give up with a SystemExit that says which process
@@ -140,9 +141,17 @@ class Pair:
         self.dir, self.n, self.timeout_s, self.poll_s = directory, n, timeout_s, poll_s
         os.makedirs(directory, exist_ok=True)
 
+    @staticmethod
+    def _arrival(filename):
+        """(point, pid) of an arrival's file name `point.PID`; None for any other file."""
+        point, dot, pid = filename.rpartition(".")
+        return (point, int(pid)) if dot and point and pid.isdigit() else None
+
+    def _arrivals(self):
+        return [x for x in map(self._arrival, os.listdir(self.dir)) if x]
+
     def _pids(self, name):
-        return sorted(int(f.rsplit(".", 1)[1]) for f in os.listdir(self.dir)
-                      if f.startswith(name + ".") and f.rsplit(".", 1)[1].isdigit())
+        return sorted(pid for point, pid in self._arrivals() if point == name)
 
     def _arrive(self, name):
         open(os.path.join(self.dir, f"{name}.{os.getpid()}"), "w").close()
@@ -152,8 +161,7 @@ class Pair:
         there = self._pids(name)
         if len(there) >= self.n:
             return True
-        for pid in {int(f.rsplit(".", 1)[1]) for f in os.listdir(self.dir)
-                    if f.rsplit(".", 1)[1].isdigit()} - set(there):
+        for pid in {pid for _, pid in self._arrivals()} - set(there):
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
@@ -243,10 +251,12 @@ def parse_args(argv):
                     help="busy-wait this many microseconds at the start of every step, "
                          "inside its time, while the GPU is idle: a known added cost")
     ap.add_argument("--pair-dir", default="",
-                    help="with --pair-n N: N processes side by side begin each mode's "
-                         "measured steps together and run unmeasured steps until all N "
-                         "have ended theirs (files in this directory)")
-    ap.add_argument("--pair-n", type=int, default=2)
+                    help="with --pair-n N: N single-process jobs side by side begin each "
+                         "mode's measured steps together and run unmeasured steps until all "
+                         "N have ended theirs (a file each in this directory, which should "
+                         "be empty at the start: one directory per set of jobs)")
+    ap.add_argument("--pair-n", type=int, default=2,
+                    help="how many jobs meet in --pair-dir (default 2)")
     ap.add_argument("--bare-windows", type=parse_windows, default=None,
                     help="L/P@O: the bare CUPTI consumer (BARE_CONSUMER_LIB) traces those steps")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
@@ -402,8 +412,9 @@ class BareWindows:
                 time.sleep(0.0005)
 
 
-def run_mode(ctx, mode, a):
-    """Builds the mode's model, runs warm-up and measured steps, prints; returns the loss."""
+def run_mode(ctx, mode, a, place=0):
+    """Builds the mode's model, runs warm-up and measured steps, prints; returns the loss.
+    place: the mode's index in --mode (where --pair-dir meets)."""
     torch, dist, F, DDP, dev, rank, world = ctx
     marks = [("start", time.monotonic())]  # where this mode's time goes, printed at the end
 
@@ -462,8 +473,9 @@ def run_mode(ctx, mode, a):
     torch.cuda.synchronize()
     mark("warmup")
     pair = Pair(a.pair_dir, a.pair_n) if a.pair_dir else None
+    point = f"{place}-{mode}"  # a mode given twice meets twice
     if pair:  # the processes side by side begin this mode's measured steps together
-        pair.meet(f"{mode}-start")
+        pair.meet(f"{point}-start")
         mark("pair_meet")
 
     times, hosts, cpus, probes = [], [], [], []  # each step's ms, its host part (until the
@@ -506,7 +518,8 @@ def run_mode(ctx, mode, a):
     wall = time.perf_counter() - t0 - aside[0]
     mark("measured")
     if pair:  # unmeasured steps until every process side by side has ended its measured ones
-        filler = pair.hold(f"{mode}-end", lambda: step(a.steps, "filler"))
+        # (under --profiler torch too: the other process's steps keep their contention)
+        filler = pair.hold(f"{point}-end", lambda: step(a.steps, "filler"))
         print(f"ddp_train: rank {rank} mode={mode} pair_filler_steps={filler}", flush=True)
         mark("pair_filler")
     if prof is not None:
@@ -585,6 +598,10 @@ def main(argv):
         os.environ["TORCH_FR_BUFFER_SIZE"] = str(FR_ENTRIES)
     rank = env_int(["OMPI_COMM_WORLD_RANK", "RANK"], 0)
     world = env_int(["OMPI_COMM_WORLD_SIZE", "WORLD_SIZE"], 1)
+    if a.pair_dir and world > 1:  # each rank would meet apart and its collectives diverge
+        print(f"ddp_train: --pair-dir pairs single-process jobs; this one has {world} "
+              f"ranks: run it without --pair-dir", file=sys.stderr)
+        return 2
     local = env_int(["OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"], 0)
     # NVLink multicast stays off on shared hosts, whatever the launcher passed.
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")
@@ -607,9 +624,9 @@ def main(argv):
     ctx = (torch, dist, F, DDP, dev, rank, world)
     modes = a.mode
     losses = []
-    for m in modes:
+    for k, m in enumerate(modes):
         t = time.monotonic()
-        losses.append(run_mode(ctx, m, a))
+        losses.append(run_mode(ctx, m, a, k))
         phases.append((m, time.monotonic() - t))
     colls = None
     if a.count_collectives:

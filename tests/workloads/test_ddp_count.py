@@ -117,11 +117,11 @@ for bad in ("20,10", "a,b", "-1,5", "5,5"):
         pass
 expect("parse_steps", ddp_train.parse_steps("20,290,330,600"), (20, 290, 330, 600))
 # the positive control's busy wait: at least what was asked, on this thread's CPU (a sleep
-# would not hold the GIL nor show in cpu_ms), and not much more
+# would not hold the GIL nor show in cpu_ms)
 c0 = time.thread_time()
 waited = ddp_train.step_load(20000)
 spun_ms = (time.thread_time() - c0) * 1e3
-if not 20000 <= waited < 20000 + 50000 or spun_ms < 2:
+if waited < 20000 or spun_ms < 0.5:  # a sleep: ~0.05 ms on the CPU
     failures.append(f"step_load(20000): waited {waited:.0f} us, {spun_ms:.1f} ms on the CPU")
 for bad in ("-1", "1e6"):
     try:

@@ -6,8 +6,8 @@ Where it sits: tests/workloads, registered with CTest as workloads_pair; needs o
 (tests/bench/overhead/tiers.py --concurrent) run two ddp_train processes side by side on one
 GPU; Pair makes them begin each measured phase together and keeps the one that ends first
 busy until the other has. Checked here:
-  - meet: a process that arrives first waits for the one that arrives later (timed against
-    the later one's own arrival, read from its file), and neither waits once both are there;
+  - meet: a process that arrives first leaves only once the later one has arrived (its
+    file's time), files in the directory that are no arrival notwithstanding;
   - hold: the process that arrives first runs its filler until the later one arrives, the
     later one runs none;
   - a partner that ends without arriving stops the waiting process at once with a message
@@ -25,7 +25,8 @@ sys.path.insert(0, HERE)
 import ddp_train  # noqa: E402  (imports no torch at module level)
 
 # one side of a pair: meets at "a", sleeps, then holds at "b" counting its filler steps;
-# prints when it left "a" (monotonic clock: one machine) and how many filler steps it ran
+# prints when it left "a" (wall clock, as the arrival files' times) and how many filler
+# steps it ran
 SIDE = r"""
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
@@ -33,7 +34,7 @@ import ddp_train
 pair = ddp_train.Pair(sys.argv[2], 2, timeout_s=float(sys.argv[5]))
 time.sleep(float(sys.argv[3]))
 pair.meet("a")
-left = time.monotonic()
+left = time.time()
 time.sleep(float(sys.argv[4]))
 ran = pair.hold("b", lambda: time.sleep(0.01))
 print(f"left_a={left:.6f} filler={ran}", flush=True)
@@ -53,24 +54,31 @@ def arrival(d, name, pid):
 def main():
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
-        # 1. early arrives at once and works 0.1 s; late arrives after 1 s and works 1 s
+        # 1. early arrives and works 0.1 s; late starts 0.5 s after early's arrival and
+        # works 1 s; files that are no arrival lie in the directory too
         d = os.path.join(tmp, "p1")
-        early, late = side(d, 0, 0.1), side(d, 1.0, 1.0)
+        os.makedirs(d)
+        for stray in ("README", "notes.txt", "a.", ".5"):
+            open(os.path.join(d, stray), "w").close()
+        early = side(d, 0, 0.1)
+        deadline = time.monotonic() + 60
+        while not os.path.exists(os.path.join(d, f"a.{early.pid}")) and \
+                time.monotonic() < deadline and early.poll() is None:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        late = side(d, 0, 1.0)
         outs = [p.communicate(timeout=60) for p in (early, late)]
         if early.returncode or late.returncode:
             problems.append(f"meet/hold: exit {early.returncode} {late.returncode}: {outs}")
         else:
             got = [dict(kv.split("=") for kv in o[0].split()) for o in outs]
-            # early left "a" only after late arrived there (file times are wall clock; the
-            # two processes' monotonic clocks agree with each other on one machine)
-            gap = float(got[0]["left_a"]) - float(got[1]["left_a"])
-            if abs(gap) > 0.5:
-                problems.append(f"meet: the two left 'a' {gap:.3f} s apart")
-            late_at_a = arrival(d, "a", late.pid) - arrival(d, "a", early.pid)
-            if late_at_a < 0.8:
-                problems.append(f"meet: the late one arrived only {late_at_a:.3f} s after")
-            # early holds at "b" ~0.9 s (late's extra work) in 0.01 s fillers; late runs none
-            if not int(got[0]["filler"]) >= 20 or got[1]["filler"] != "0":
+            # early left "a" only once late had arrived there (both wall clock)
+            waited = float(got[0]["left_a"]) - arrival(d, "a", late.pid)
+            if waited < -0.01:
+                problems.append(f"meet: early left 'a' {-waited:.3f} s before late arrived")
+            # early holds at "b" for late's extra 0.9 s of work in 0.01 s fillers; late
+            # arrives last and runs none
+            if not int(got[0]["filler"]) >= 5 or got[1]["filler"] != "0":
                 problems.append(f"hold: filler steps early {got[0]['filler']}, "
                                 f"late {got[1]['filler']}")
         # 2. the partner arrives at "a" then dies before "b": the other stops at once

@@ -32,7 +32,9 @@ libmeridian.so as the three injections, MERIDIAN_DISABLE=1; `nowin` and `late` r
 320-329; late_bare: kernel records alone; late_domains: the whole-domain close).
 """
 import argparse
+import contextlib
 import csv
+import io
 import os
 import re
 import subprocess
@@ -146,9 +148,22 @@ def check_pool(tmp):
                  # steady-plain 300..900 us (old file) and 1200..2100 (new): median 1200
                  r"gpt2 +steady-plain \(mean step, us\) +1200\.0000 .* n=7 ",
                  r"gpt2 +steady-plain scaled by the control \(us\) +1107\.7  "
-                 r"\[[0-9.]+-[0-9.]+\]  n=7,4 "):
+                 r"\[[0-9.]+-[0-9.]+\]  exact \[-\]  n=7,4 "):
         if rc != 0 or not re.search(want, out):
             problems.append(f"--pool: missing {want!r} (exit {rc})\n{out}")
+    # the scaled figure's conservative interval: the two exact intervals' ends combined
+    # (6 rounds each: the extremes), and unbounded where the control's may reach zero
+    for steady_us, load_us, want in (
+            ([100, 200, 300, 400, 500, 600], [500, 600, 700, 800, 900, 1000],
+             r"scaled by the control \(us\) +280\.0  \[[0-9.]+-[0-9.]+\]  "
+             r"exact \[60\.0-720\.0\]  n=6,6 "),
+            ([100, 200, 300, 400, 500, 600], [-100, -50, 10, 20, 800, 900],
+             r"scaled by the control \(us\) +\d+\.\d  \[unbounded\]  exact \[unbounded\]")):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            tiers.load_equivalent("gpt2", steady_us, load_us)
+        if not re.search(want, buf.getvalue()):
+            problems.append(f"load_equivalent {steady_us} {load_us}: {buf.getvalue()!r}")
     rc, out = report([paths[0], os.path.join(tmp, "absent.csv")])
     if rc == 0 or "absent.csv is not a file" not in out:
         problems.append(f"--pool with a missing file: exit {rc}\n{out}")
@@ -355,6 +370,20 @@ def check_concurrent(tmp):
             (5, "py", ("plain", "steady"), 3)]
     if got != want:
         problems.append(f"concurrent_plan of three: {got}")
+    # storm never runs torch: the plan has none, so no pair gets it whatever was given
+    storm = [(rnd, "storm", v) for rnd in (1, 2, 3) for v in ("plain", "steady", "full")]
+    got = [vs for _, _, vs, _ in tiers.concurrent_plan(
+        storm, lambda w: ["plain", "steady", "full", "torch"])]
+    if got != [("plain", "steady"), ("plain", "full"), ("plain", "steady")]:
+        problems.append(f"concurrent_plan of storm: {got}")
+    # a lone variant: nobody to meet, so no --pair-dir (ddp_train refuses --pair-n 1)
+    started.clear()
+    meet[0] = threading.Barrier(1, timeout=5)
+    with open(os.path.join(tmp, "conc1.csv"), "w", newline="") as f:
+        tiers.run_concurrent(a, 1, "py", ("plain",), csv.DictWriter(f, tiers.FIELDS), launch,
+                             lambda n, k: tiers.cpu_shares(n, k, range(8), topo.__getitem__))
+    if len(started) != 1 or "--pair-dir" in started[0][1]:
+        problems.append(f"run_concurrent of one variant: {started}")
     two = [(1, "py", "plain"), (1, "py", "inert"), (2, "py", "inert"), (2, "py", "plain")]
     if tiers.concurrent_plan(two, lambda w: ["plain", "inert"]) != \
             [(1, "py", ("plain", "inert"), 1), (2, "py", ("inert", "plain"), 2)]:

@@ -44,9 +44,9 @@ host's CPU speed, which drifts by 10-40% over seconds on the GPU host (session 2
 the same for both sides of each paired ratio (sequential rounds: 0.89-1.21 per-round
 ratios of plain against steady on one host). The py processes of a round begin each
 mode's measured steps together and keep the GPU busy until both have ended them
-(ddp_train --pair-dir; filler_steps in the CSV). Sharing the GPU hides a part of a
-CPU-side cost: pair plain with `load` to measure how much (run 57: 76% of it showed on
-GPT-2), and read "steady-plain scaled by the control". With more than two variants, plain
+(ddp_train --pair-dir; filler_steps in the CSV). Sharing the GPU may hide a part of a
+CPU-side cost: pair plain with `load` to measure how much (run 57, GPT-2: a median 456 us of
+its 600, interval 291-844), and read "steady-plain scaled by the control". With more than two variants, plain
 among them, --concurrent runs plain beside one other a round, the others in turn
 (`--py-variants plain,steady,load --rounds 20`: 10 rounds of each pair, interleaved).
 
@@ -362,7 +362,7 @@ def concurrent_plan(plan, given):
         if "plain" not in vs:
             raise SystemExit(f"tiers: --concurrent runs more than two variants as pairs with "
                              f"plain: add plain to {','.join(given(w))}")
-        others = [v for v in given(w) if v != "plain"]
+        others = [v for v in given(w) if v in vs and v != "plain"]  # storm: no torch
         k = len(others)
         out.append((rnd, w, ("plain", others[(rnd - 1) % k]), (rnd - 1) // k + 1))
     return out
@@ -393,7 +393,7 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
             cmd, env = command(a, workload, variants[slot], os.path.join(tmp, f"run{slot}.db"))
             env["MASTER_PORT"] = str(port + 400 * slot)
             cmd = ["taskset", "-c", ",".join(map(str, shares[slot]))] + cmd
-            if workload == "py":  # the last arguments are ddp_train's, with or without meridian
+            if workload == "py" and len(variants) > 1:  # the last arguments are ddp_train's
                 cmd += ["--pair-dir", os.path.join(tmp, "pair"), "--pair-n", str(len(variants))]
             results[slot] = launch(cmd, env, a.run_timeout_s)
         threads = [threading.Thread(target=one, args=(k,)) for k in range(len(variants))]
@@ -523,23 +523,38 @@ def bootstrap(vals, n=2000, stat=statistics.median):
 def load_equivalent(mode, steady_us, load_us, n=2000):
     """Prints the steady tier's added time as the positive control would have it: the median
     of steady-plain over that of load-plain, times LOAD_US (a method that shows only a part
-    of a CPU-side cost shows the same part of both), with a 95% interval that resamples the
-    two sets of rounds apart (they may come from different calls); nothing when either is
-    empty or the control's median is not above zero (no scale to read)."""
+    of a CPU-side cost shows the same part of both), with two intervals: a bootstrap that
+    resamples the two sets of rounds apart (they may come from different calls; it covers
+    less than 95% at a dozen rounds), "unbounded" when over 2.5% of its resamples put the
+    control's median at or under zero; and the conservative one, the two medians'
+    distribution-free intervals combined (each >= 95%). Nothing when either set is empty or
+    the control's median is not above zero (no scale to read)."""
     if not steady_us or not load_us or statistics.median(load_us) <= 0:
         return
     rng = random.Random(1)
-    ests = []
+    ests, lost = [], 0
     for _ in range(n):
         ld = statistics.median(rng.choices(load_us, k=len(load_us)))
+        st = statistics.median(rng.choices(steady_us, k=len(steady_us)))
         if ld > 0:
-            ests.append(statistics.median(rng.choices(steady_us, k=len(steady_us))) / ld)
+            ests.append(st / ld * LOAD_US)
+        else:
+            lost += 1
     ests.sort()
+    boot = "unbounded" if lost > 0.025 * n else "%.1f-%.1f" % (
+        ests[int(0.025 * n)], ests[int(0.975 * n) - 1])  # the lost ones: above the top
+    ex_s, ex_l = median_ci_exact(steady_us), median_ci_exact(load_us)
+    if ex_s is None or ex_l is None:
+        exact = "-"
+    elif ex_l[0] <= 0:
+        exact = "unbounded"
+    else:  # s / l over s in ex_s, l in ex_l (l > 0): each end at an end of both
+        ends = [sv / lv * LOAD_US for sv in ex_s for lv in ex_l]
+        exact = "%.1f-%.1f" % (min(ends), max(ends))
     est = statistics.median(steady_us) / statistics.median(load_us) * LOAD_US
-    ci = "%.1f-%.1f" % (ests[int(0.025 * len(ests))] * LOAD_US,
-                        ests[int(0.975 * len(ests)) - 1] * LOAD_US) if len(ests) > n // 2 else "-"
-    print(f"  {mode:12s} {'steady-plain scaled by the control (us)':42s} {est:.1f}  [{ci}]  "
-          f"n={len(steady_us)},{len(load_us)}  (steady-plain)/(load-plain) x {LOAD_US}")
+    print(f"  {mode:12s} {'steady-plain scaled by the control (us)':42s} {est:.1f}  [{boot}]  "
+          f"exact [{exact}]  n={len(steady_us)},{len(load_us)}  "
+          f"(steady-plain)/(load-plain) x {LOAD_US}")
 
 
 def read_pooled(paths):
