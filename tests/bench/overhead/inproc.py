@@ -121,7 +121,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import tiers  # noqa: E402  (options, run loop, step parser, bootstrap)
+import runner  # noqa: E402  (options, run loop, intervals)
+import tiers  # noqa: E402  (step parser, workload commands)
 
 ROOT = tiers.ROOT
 FIELDS = ["round", "workload", "variant", "steps", "untraced_ms", "traced_ms", "n_untraced",
@@ -170,7 +171,7 @@ def parse_windows(spec):
 def stat_line(label, vals, f, goal=""):
     """One report line: the median of vals, its 95% percentile bootstrap interval, the
     median's order-statistic interval (distribution-free, >= 95%; '-' under 6 values), n."""
-    ci, ex = tiers.bootstrap(vals), tiers.median_ci_exact(vals)
+    ci, ex = runner.bootstrap(vals), runner.median_ci_exact(vals)
     cis = (f + "-" + f) % ci if ci else "-"
     exs = (f + "-" + f) % ex if ex else "-"
     return (f"  {label} {f % statistics.median(vals)}  [{cis}]  exact [{exs}]  n={len(vals)}"
@@ -502,7 +503,7 @@ def run_one(a, rnd, workload, variant, writer):
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "run.db")
         cmd, env = command(a, workload, variant, db, spec, bare_spec)
-        out, rc, wall = tiers.run_timed(cmd, env, a.run_timeout_s)
+        out, rc, wall = runner.run_timed(cmd, env, a.run_timeout_s)
         stored = variant in MERIDIAN_VARIANTS and variant not in RECORD_ONLY  # a database
         wins = recorded_windows(db) if stored else None
         counts = agent_counts(db) if stored else {}
@@ -530,7 +531,7 @@ def run_one(a, rnd, workload, variant, writer):
         wins = window_steps(spec, len(ms))
     split = split_alternate(out, wins) if variant in ALTERNATE else None
     row = step_row(a, rnd, workload, variant, ms, wins, dict(
-        wall_s="%.1f" % wall, rc=rc, machine=tiers.boot_id(), **counts,
+        wall_s="%.1f" % wall, rc=rc, machine=runner.boot_id(), **counts,
         **capture_fields(a, rnd, variant, len(ms), wins, kernels, out)), split)
     if row:
         writer.writerow(row)
@@ -809,7 +810,7 @@ def report_mixed(rows):
         lines.append(stat_line(label, vals, f, goal))
 
     def mean_line(w, label, pairs):
-        ci = tiers.bootstrap(pairs, stat=ratio_of_means)
+        ci = runner.bootstrap(pairs, stat=ratio_of_means)
         cis = "%.4f-%.4f" % ci if ci else "-"
         lines.append(f"  {w:12s} {label:56s} {ratio_of_means(pairs):.4f}  [{cis}]  exact [-]  "
                      f"n={len(pairs)}  goal <= 1.10")
@@ -897,7 +898,7 @@ def report_pooled(paths):
     for path in paths:
         if not os.path.isfile(path):
             raise SystemExit(f"inproc: --pool: {path} is not a file")
-        for r in tiers.read_rows(path):
+        for r in runner.read_rows(path):
             for how, q in pooled_ratios(r).items():
                 host = r.get("machine") or "?"
                 for key in ((r["workload"], host), (r["workload"], "")):
@@ -1138,7 +1139,7 @@ def report_edges(rows):
 
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    tiers.add_common_args(ap, "inproc.csv")
+    runner.add_common_args(ap, "inproc.csv")
     ap.add_argument("--workloads", default="storm,gpt2,kernel-dense")
     ap.add_argument("--variants", default="window,bare,plain")
     ap.add_argument("--rounds", type=int, default=5)
@@ -1189,7 +1190,7 @@ def main(argv):
         report_pooled(a.pool.split(","))
         return 0
     if a.report_only:
-        rows = tiers.read_rows(a.csv)
+        rows = runner.read_rows(a.csv)
         report(rows)
         if a.positions:
             steps = read_steps(a.positions.split(","))  # read once for both
@@ -1210,7 +1211,7 @@ def main(argv):
     def run(rnd, w, v, writer):
         row = run_one(a, rnd, w, v, writer)
         return [row] if row else []
-    rows = tiers.run_resumable(a, plan, FIELDS, run, "inproc", f"windows {a.windows}")
+    rows = runner.run_resumable(a, plan, FIELDS, run, "inproc", f"windows {a.windows}")
     report(rows)
     return 0
 

@@ -316,7 +316,7 @@ def unit_checks():
     where a range one step off changes the result."""
     sys.path.insert(0, HERE)
     import inproc
-    import tiers
+    import runner
     wins = inproc.window_steps((3, 20, 2), 20)
     other = inproc.window_steps(inproc.mixed_spec((3, 20, 2)), 20)
     if wins != [(2, 4)] or other != [(12, 14)]:
@@ -382,12 +382,12 @@ def unit_checks():
             fail("split_alternate accepted attach lines that do not number the windows", bad)
     # the median's order-statistic interval: none under 6 values; min-max at 7; at 20 the
     # 6th and 15th values (P(Binomial(20, 1/2) <= 5) = 0.021)
-    if tiers.median_ci_exact([1, 2, 3, 4, 5]) is not None:
+    if runner.median_ci_exact([1, 2, 3, 4, 5]) is not None:
         fail("median_ci_exact gave an interval for 5 values", "")
-    if tiers.median_ci_exact([7, 1, 5, 3, 2, 6, 4]) != (1, 7):
+    if runner.median_ci_exact([7, 1, 5, 3, 2, 6, 4]) != (1, 7):
         fail("median_ci_exact of 7 values is not their range", "")
-    if tiers.median_ci_exact(list(range(20, 0, -1))) != (6, 15):
-        fail(f"median_ci_exact of 1..20: {tiers.median_ci_exact(list(range(1, 21)))}", "")
+    if runner.median_ci_exact(list(range(20, 0, -1))) != (6, 15):
+        fail(f"median_ci_exact of 1..20: {runner.median_ci_exact(list(range(1, 21)))}", "")
 
 
 def main():

@@ -45,6 +45,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import runner  # noqa: E402  (the round runner tiers.py uses, beside this file)
 import tiers  # noqa: E402  (the module under test, beside this file)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "workloads"))
 import ddp_train  # noqa: E402  (its thread lines are what thread_figures reads; no torch)
@@ -78,7 +79,7 @@ def check_budget(tmp):
         del ran[:]
         a = argparse.Namespace(csv=os.path.join(tmp, csv_name), resume=resume,
                                budget_s=budget)
-        rows = tiers.run_resumable(a, plan, FIELDS, run, "test", clock=lambda: now[0])
+        rows = runner.run_resumable(a, plan, FIELDS, run, "test", clock=lambda: now[0])
         return [(r, w, v) for r, w, v in ran], len(rows)
     problems = []
     py = [(rnd, "py", "plain") for rnd in range(1, 6)]
@@ -283,14 +284,14 @@ def check_concurrent(tmp):
     # 4 cores x 2 threads, siblings numbered c and c+4 (as on many x86 hosts)
     topo = {f"/sys/devices/system/cpu/cpu{c}/topology/{k}": str(v) for c in range(8)
             for k, v in (("physical_package_id", 0), ("core_id", c % 4))}
-    got = tiers.physical_cores(range(8), topo.__getitem__)
+    got = runner.physical_cores(range(8), topo.__getitem__)
     if got != [[0, 4], [1, 5], [2, 6], [3, 7]]:
         problems.append(f"physical_cores: {got}")
-    r1, r2 = (tiers.cpu_shares(2, rnd, range(8), topo.__getitem__) for rnd in (1, 2))
+    r1, r2 = (runner.cpu_shares(2, rnd, range(8), topo.__getitem__) for rnd in (1, 2))
     if r1 != [[2, 3, 6, 7], [0, 1, 4, 5]] or r2 != [[0, 1, 4, 5], [2, 3, 6, 7]]:
         problems.append(f"cpu_shares: {r1} {r2}")
     try:
-        tiers.cpu_shares(3, 1, [0, 4], topo.__getitem__)
+        runner.cpu_shares(3, 1, [0, 4], topo.__getitem__)
         problems.append("cpu_shares: 3 processes on one core accepted")
     except SystemExit as e:
         if "3 processes need 3 physical cores, this machine gives 1" not in str(e):
@@ -322,7 +323,7 @@ def check_concurrent(tmp):
         for rnd, order in ((1, ("plain", "steady")), (2, ("steady", "plain"))):
             del started[:]
             meet[0] = threading.Barrier(2, timeout=5)
-            rows = tiers.run_concurrent(a, rnd, "py", order, w, launch, lambda n, k: tiers.cpu_shares(
+            rows = tiers.run_concurrent(a, rnd, "py", order, w, launch, lambda n, k: runner.cpu_shares(
                 n, k, range(8), topo.__getitem__))
             sets = [set(c[2].split(",")) for _, c, _ in started]
             if len(started) != 2 or sets[0] & sets[1] or \
@@ -354,7 +355,7 @@ def check_concurrent(tmp):
         meet[0] = threading.Barrier(2, timeout=5)
         with open(os.path.join(tmp, "conc3.csv"), "w", newline="") as f:
             rows = tiers.run_concurrent(a, 3, "py", ("plain", "load"), csv.DictWriter(
-                f, tiers.FIELDS), launch, lambda n, k: tiers.cpu_shares(
+                f, tiers.FIELDS), launch, lambda n, k: runner.cpu_shares(
                     n, k, range(8), topo.__getitem__), turn=turn)
         turned += [r["cpus"] for r in rows if r["variant"] == "plain"]
     if turned != ["0,1,4,5", "2,3,6,7"]:  # load sorts first: plain takes the second share
@@ -381,7 +382,7 @@ def check_concurrent(tmp):
     meet[0] = threading.Barrier(1, timeout=5)
     with open(os.path.join(tmp, "conc1.csv"), "w", newline="") as f:
         tiers.run_concurrent(a, 1, "py", ("plain",), csv.DictWriter(f, tiers.FIELDS), launch,
-                             lambda n, k: tiers.cpu_shares(n, k, range(8), topo.__getitem__))
+                             lambda n, k: runner.cpu_shares(n, k, range(8), topo.__getitem__))
     if len(started) != 1 or "--pair-dir" in started[0][1]:
         problems.append(f"run_concurrent of one variant: {started}")
     two = [(1, "py", "plain"), (1, "py", "inert"), (2, "py", "inert"), (2, "py", "plain")]
@@ -412,7 +413,7 @@ def check_concurrent(tmp):
     # a resumed call skips a round whose variants are all in the CSV, runs one that is not
     ran = []
     b = argparse.Namespace(csv=os.path.join(tmp, "conc.csv"), resume=True, budget_s=100)
-    tiers.run_resumable(b, [(1, "py", ("plain", "steady")), (3, "py", ("plain", "steady"))],
+    runner.run_resumable(b, [(1, "py", ("plain", "steady")), (3, "py", ("plain", "steady"))],
                         tiers.FIELDS, lambda rnd, w, v, writer: ran.append((rnd, v)) or [],
                         "test")
     if ran != [(3, ("plain", "steady"))]:
