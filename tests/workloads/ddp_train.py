@@ -36,10 +36,10 @@ step O+kP and detached after step O+kP+L-1 by CUPTI's dynamic detach, completed 
 synchronisation, so traced and untraced steps alternate as in meridian's steady tier:
 tests/bench/overhead/inproc.py), --step-load-us N (busy-wait N us at the start of every
 step, warm-up included, inside the step's time and while the GPU is idle: a known cost, the
-overhead benchmark's positive control), --pair-dir DIR [--pair-n N] (N processes side by
-side on one GPU begin each mode's measured steps together, and one that ends first runs
-unmeasured "filler" steps until all have: each sees the same contention throughout; prints
-`pair_filler_steps=K`).
+overhead benchmark's positive control), --pair-dir DIR [--pair-n N] (N single-process
+jobs side by side on one GPU begin each mode's measured steps together, and one that ends
+first runs unmeasured "filler" steps until all have: each sees the same contention
+throughout; prints `pair_filler_steps=K`; refused with more than one rank).
 
 Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the step
 statistics in milliseconds
