@@ -39,7 +39,9 @@ step, warm-up included, inside the step's time and while the GPU is idle: a know
 overhead benchmark's positive control), --pair-dir DIR [--pair-n N] (N single-process
 jobs side by side on one GPU begin each mode's measured steps together, and one that ends
 first runs unmeasured "filler" steps until all have: each sees the same contention
-throughout; prints `pair_filler_steps=K`; refused with more than one rank).
+throughout; prints `pair_filler_steps=K`; refused with more than one rank; with
+--pair-turns K --pair-slot S they take turns instead, K measured steps each in slot order,
+each with the GPU alone, the waits left out of every step and of the measured wall time).
 
 Output (stdout, prefixed "ddp_train:", every line naming its mode): per rank the step
 statistics in milliseconds
@@ -190,6 +192,44 @@ class Pair:
             ran += 1
         return ran
 
+    # Turns (--pair-turns): the processes run their measured steps in blocks, one process
+    # at a time, slot 0's block 0, slot 1's block 0, ..., slot 0's block 1, ...: each has the
+    # GPU alone, and the CPU's drift (seconds) is common to both over a few blocks. The turn
+    # count lives in DIR/name.turn, written (atomically, by renaming) only by the holder.
+
+    def _turn(self, name):
+        try:
+            with open(os.path.join(self.dir, f"{name}.turn")) as f:
+                return int(f.read() or 0)
+        except FileNotFoundError:
+            return 0
+
+    def wait_turn(self, name, block, slot):
+        """Returns once turn block*N + slot has come; the seconds it waited."""
+        t0 = since = time.monotonic()
+        while self._turn(name) < block * self.n + slot:
+            for pid in {pid for _, pid in self._arrivals()}:
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    raise SystemExit(f"ddp_train: --pair-turns: process {pid} ended while "
+                                     f"this one waited for turn {block * self.n + slot} "
+                                     f"of {name}; this one stops too")
+                except PermissionError:
+                    pass
+            if time.monotonic() - since > self.timeout_s:
+                raise SystemExit(f"ddp_train: --pair-turns: turn {block * self.n + slot} of "
+                                 f"{name} did not come in {self.timeout_s:.0f} s (it is "
+                                 f"{self._turn(name)}); is the other process running?")
+            time.sleep(self.poll_s / 5)
+        return time.monotonic() - t0
+
+    def pass_turn(self, name):
+        path = os.path.join(self.dir, f"{name}.turn")
+        with open(path + f".{os.getpid()}.tmp", "w") as f:
+            f.write(str(self._turn(name) + 1))
+        os.replace(path + f".{os.getpid()}.tmp", path)
+
 
 def thread_cpu():
     """{tid: (name, CPU ms, involuntary context switches)} of this process's threads now,
@@ -257,6 +297,12 @@ def parse_args(argv):
                          "be empty at the start: one directory per set of jobs)")
     ap.add_argument("--pair-n", type=int, default=2,
                     help="how many jobs meet in --pair-dir (default 2)")
+    ap.add_argument("--pair-turns", type=int, default=0,
+                    help="with --pair-dir: instead of running at once, the jobs take turns, "
+                         "K measured steps each, in --pair-slot order (each has the GPU "
+                         "alone; the waits are no step's time)")
+    ap.add_argument("--pair-slot", type=int, default=0,
+                    help="with --pair-turns: this job's place in the turn order, 0..N-1")
     ap.add_argument("--bare-windows", type=parse_windows, default=None,
                     help="L/P@O: the bare CUPTI consumer (BARE_CONSUMER_LIB) traces those steps")
     ap.add_argument("--width", type=int, default=0, help="override the layer width")
@@ -267,6 +313,9 @@ def parse_args(argv):
         ap.error("--steps must be >= 1 and --warmup >= 0")
     if a.pair_dir and a.pair_n < 2:
         ap.error("--pair-n must be >= 2")
+    if a.pair_turns and (not a.pair_dir or a.pair_turns < 1 or
+                         not 0 <= a.pair_slot < a.pair_n):
+        ap.error("--pair-turns K needs --pair-dir, K >= 1 and 0 <= --pair-slot < --pair-n")
     if not 0 <= a.step_load_us < 1e6:
         ap.error("--step-load-us must be in [0, 1e6)")
     return a
@@ -498,7 +547,10 @@ def run_mode(ctx, mode, a, place=0):
             snaps.append((i, thread_cpu()))
             aside[0] += time.perf_counter() - t_aside
 
+    turns = pair and a.pair_turns
     for i in range(a.steps):
+        if turns and i % a.pair_turns == 0:  # this process's block of steps begins
+            aside[0] += pair.wait_turn(point, i // a.pair_turns, a.pair_slot)
         snapshot(i)
         if bare:
             bare.before(i)
@@ -512,12 +564,17 @@ def run_mode(ctx, mode, a, place=0):
             aside[0] += probes[-1] / 1e3
         if bare:
             bare.after(i)
+        if turns and ((i + 1) % a.pair_turns == 0 or i + 1 == a.steps):
+            pair.pass_turn(point)  # the GPU is idle: the step ended in a sync
     snapshot(a.steps)
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0 - aside[0]
     mark("measured")
-    if pair:  # unmeasured steps until every process side by side has ended its measured ones
+    if turns:  # nothing runs at once: wait, idle, for the others' last blocks to end
+        pair.meet(f"{point}-end")
+        mark("pair_meet_end")
+    elif pair:  # unmeasured steps until every process side by side has ended its measured ones
         # (under --profiler torch too: the other process's steps keep their contention)
         filler = pair.hold(f"{point}-end", lambda: step(a.steps, "filler"))
         print(f"ddp_train: rank {rank} mode={mode} pair_filler_steps={filler}", flush=True)

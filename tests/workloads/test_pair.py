@@ -12,7 +12,9 @@ busy until the other has. Checked here:
     later one runs none;
   - a partner that ends without arriving stops the waiting process at once with a message
     naming it (not after the timeout);
-  - a partner that never starts: the timeout's message.
+  - a partner that never starts: the timeout's message;
+  - turns (--pair-turns): blocks alternate in slot order and never overlap, the second slot
+    waiting even when it starts first; a partner gone during the wait stops it at once.
 """
 import os
 import subprocess
@@ -38,6 +40,23 @@ left = time.time()
 time.sleep(float(sys.argv[4]))
 ran = pair.hold("b", lambda: time.sleep(0.01))
 print(f"left_a={left:.6f} filler={ran}", flush=True)
+"""
+
+
+# one side taking turns: slot S runs 3 blocks of 0.05 s, each between wait_turn and
+# pass_turn, appending "slot block start end" (wall clock) to DIR/log
+TURNS = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import ddp_train
+pair, slot = ddp_train.Pair(sys.argv[2], 2, timeout_s=30), int(sys.argv[3])
+for block in range(3):
+    pair.wait_turn("m", block, slot)
+    t0 = time.time()
+    time.sleep(0.05)
+    with open(os.path.join(sys.argv[2], "log"), "a") as f:
+        f.write(f"{slot} {block} {t0:.6f} {time.time():.6f}\n")
+    pair.pass_turn("m")
 """
 
 
@@ -105,12 +124,53 @@ def main():
             if "1 of 2 processes at a after 0 s" not in str(e) or "other one running" \
                     not in str(e):
                 problems.append(f"lone timeout message: {e}")
-    # 4. the option: --pair-n below 2 is refused
-    try:
-        ddp_train.parse_args(["--pair-dir", "/tmp/x", "--pair-n", "1"])
-        problems.append("--pair-n 1 accepted")
-    except SystemExit:
-        pass
+        # 4. turns: slot 1 starts first and still waits for slot 0's block; the blocks
+        # alternate 0, 1, 0, 1, 0, 1 and never overlap
+        d = os.path.join(tmp, "p4")
+        os.makedirs(d)
+        second = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "1"],
+                                  stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+        first = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "0"],
+                                 stderr=subprocess.PIPE, text=True)
+        errs = [p.communicate(timeout=60)[1] for p in (second, first)]
+        try:
+            with open(os.path.join(d, "log")) as f:
+                log = [line.split() for line in f]
+        except OSError:
+            log = []
+        order = [(int(x[0]), int(x[1])) for x in log]
+        spans = sorted((float(x[2]), float(x[3])) for x in log)
+        if second.returncode or first.returncode or \
+                order != [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)] or \
+                any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
+            problems.append(f"turns: exit {second.returncode} {first.returncode}, order "
+                            f"{order}, spans {spans}: {errs}")
+        # 5. a partner gone while this one waits for its turn: stops at once, naming it
+        d = os.path.join(tmp, "p5")
+        os.makedirs(d)
+        gone = subprocess.Popen([sys.executable, "-c",
+                                 f"import sys; sys.path.insert(0, {HERE!r}); import ddp_train; "
+                                 f"ddp_train.Pair({d!r}, 2).meet('m-start')"])
+        waiter = subprocess.Popen([sys.executable, "-c",
+                                   f"import sys; sys.path.insert(0, {HERE!r}); import "
+                                   f"ddp_train; p = ddp_train.Pair({d!r}, 2, timeout_s=60); "
+                                   f"p.meet('m-start'); p.wait_turn('m', 0, 1)"],
+                                  stderr=subprocess.PIPE, text=True)
+        gone.wait(timeout=60)
+        t0 = time.monotonic()
+        _, err = waiter.communicate(timeout=90)
+        if waiter.returncode == 0 or f"process {gone.pid} ended while this one waited for " \
+                "turn 1 of m" not in err or time.monotonic() - t0 > 20:
+            problems.append(f"turns, a partner gone: exit {waiter.returncode}: {err[-300:]}")
+    # 6. the option: --pair-n below 2 is refused
+    for bad in (["--pair-dir", "/tmp/x", "--pair-n", "1"], ["--pair-turns", "5"],
+                ["--pair-dir", "/tmp/x", "--pair-turns", "5", "--pair-slot", "2"]):
+        try:
+            ddp_train.parse_args(bad)
+            problems.append(f"{' '.join(bad)} accepted")
+        except SystemExit:
+            pass
     if problems:
         print("test_pair: FAILED\n  " + "\n  ".join(problems))
         return 1

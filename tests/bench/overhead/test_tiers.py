@@ -315,7 +315,7 @@ def check_concurrent(tmp):
                 "ddp_train: rank 0 mode=gpt2 pair_filler_steps=7\n", 0, 0.3)
     a = argparse.Namespace(build="B", meridian="M", agent_lib="/lib/libmeridian.so",
                            storm_per_step=1000, torch_steps=200, steps=600, no_aslr=False,
-                           run_timeout_s=10)
+                           run_timeout_s=10, turns=0)
     plain_cpus = []
     with open(os.path.join(tmp, "conc.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, tiers.FIELDS)
@@ -349,6 +349,30 @@ def check_concurrent(tmp):
             plain_cpus += [r["cpus"] for r in rows if r["variant"] == "plain"]
     if plain_cpus != ["2,3,6,7", "0,1,4,5"]:  # a different share each round
         problems.append(f"plain's shares over rounds 1, 2: {plain_cpus}")
+    # --turns: both runs get the turn length and distinct slots (as ddp_train reads them),
+    # plain goes first in one round and second in the next, the CSV keeps each one's slot
+    a.turns, firsts = 10, []
+    for rnd in (1, 2):
+        started.clear()
+        meet[0] = threading.Barrier(2, timeout=5)
+        with open(os.path.join(tmp, "turns.csv"), "w", newline="") as f:
+            rows = tiers.run_concurrent(a, rnd, "py", ("plain", "steady"), csv.DictWriter(
+                f, tiers.FIELDS), launch, lambda n, k: runner.cpu_shares(
+                    n, k, range(8), topo.__getitem__))
+        got = {}
+        for _, c, _ in started:
+            args = ddp_train.parse_args(c[c.index(sys.executable) + 2:])
+            got[args.pair_slot] = (args.pair_turns, "plain" if args.step_load_us == 0 and
+                                   "profile" not in c else "steady")
+        slots = {r["variant"]: r["turn_slot"] for r in rows}
+        if sorted(got) != [0, 1] or {t for t, _ in got.values()} != {10} or \
+                {k: v for k, (_, v) in got.items()} != \
+                {int(k): v for v, k in slots.items() if str(k) != ""}:
+            problems.append(f"--turns round {rnd}: {got} {slots}")
+        firsts.append(got.get(0, (0, "?"))[1])
+    if sorted(firsts) != ["plain", "steady"]:
+        problems.append(f"--turns: the first to run in rounds 1, 2: {firsts}")
+    a.turns = 0
     # the shares follow a pair's own turn, not the round: round 3 as turn 1, then as turn 2
     turned = []
     for turn in (1, 2):

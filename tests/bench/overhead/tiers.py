@@ -51,6 +51,10 @@ CPU-side cost: pair plain with `load` to measure how much (run 57, GPT-2: a medi
 its 600, interval 291-844), and read "steady-plain scaled by the control". With more than two variants, plain
 among them, --concurrent runs plain beside one other a round, the others in turn
 (`--py-variants plain,steady,load --rounds 20`: 10 rounds of each pair, interleaved).
+--turns K (with --concurrent) runs the py processes of a round in turns instead, K measured
+steps each, slot order rotated every round (ddp_train --pair-turns; turn_slot in the CSV):
+each has the GPU alone, so nothing of a CPU-side cost hides behind the other's kernels,
+while the CPU's drift over seconds stays common to both over a few turns.
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
@@ -97,7 +101,8 @@ FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
           "late_median_ms", "early_host_ms", "late_host_ms", "early_cpu_ms", "late_cpu_ms",
           "early_others_ms", "late_others_ms", "early_nvcsw", "late_nvcsw", "late_threads",
-          "probe_ms", "early_probe_ms", "late_probe_ms", "cpus", "filler_steps"]
+          "probe_ms", "early_probe_ms", "late_probe_ms", "cpus", "filler_steps",
+          "turn_slot"]
 VARIANTS = ("plain", "steady", "full", "bare", "torch")
 # the steady-tier diagnostics above: what each sets on top of MERIDIAN_TRACE=steady
 STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
@@ -311,8 +316,12 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
     cuts the cores (a test hands its own of both); turn (default rnd) rotates the shares."""
     # the shares go by the variants' sorted order: the plan rotates their order each round
     # too, and the two rotations would cancel (plain on the same share every round)
-    by_name = shares_of(len(variants), rnd if turn is None else turn)
+    t = rnd if turn is None else turn
+    by_name = shares_of(len(variants), t)
     shares = [by_name[sorted(variants).index(v)] for v in variants]
+    # --turns: who goes first rotates as the shares do
+    slots = [(sorted(variants).index(v) + t) % len(variants) for v in variants]
+    aligned = workload == "py" and len(variants) > 1  # storm's runs cannot meet
     results = [None] * len(variants)
     port = 29600 + random.randint(0, 300)  # one base: each command() draws its own
     with tempfile.TemporaryDirectory() as tmp:
@@ -320,8 +329,10 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
             cmd, env = command(a, workload, variants[slot], os.path.join(tmp, f"run{slot}.db"))
             env["MASTER_PORT"] = str(port + 400 * slot)
             cmd = ["taskset", "-c", ",".join(map(str, shares[slot]))] + cmd
-            if workload == "py" and len(variants) > 1:  # the last arguments are ddp_train's
+            if aligned:  # the last arguments are ddp_train's
                 cmd += ["--pair-dir", os.path.join(tmp, "pair"), "--pair-n", str(len(variants))]
+                if a.turns:
+                    cmd += ["--pair-turns", str(a.turns), "--pair-slot", str(slots[slot])]
             results[slot] = launch(cmd, env, a.run_timeout_s)
         threads = [threading.Thread(target=one, args=(k,)) for k in range(len(variants))]
         for t in threads:
@@ -332,11 +343,12 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
     for slot, v in enumerate(variants):
         out, rc, wall = results[slot] or ("the launching thread failed", 1, 0.0)
         rows += write_rows(rnd, workload, v, out, rc, wall, writer,
-                           cpus=",".join(map(str, shares[slot])))
+                           cpus=",".join(map(str, shares[slot])),
+                           turn_slot=slots[slot] if aligned and a.turns else "")
     return rows
 
 
-def write_rows(rnd, workload, variant, out, rc, wall, writer, cpus=""):
+def write_rows(rnd, workload, variant, out, rc, wall, writer, cpus="", turn_slot=""):
     """Parses one run's output into its rows (one per mode), writes and returns them."""
     rows = []
     hosts, cpus_in_host, probes = {}, {}, {}
@@ -350,7 +362,8 @@ def write_rows(rnd, workload, variant, out, rc, wall, writer, cpus=""):
                    wall_s="%.1f" % wall, rc=rc, machine=boot_id(),
                    **step_figures(ms, hosts.get(mode, []), cpus_in_host.get(mode, []),
                                   probes.get(mode, [])),
-                   **thread_figures(out, mode), cpus=cpus, filler_steps=filler_steps(out, mode))
+                   **thread_figures(out, mode), cpus=cpus, filler_steps=filler_steps(out, mode),
+                   turn_slot=turn_slot)
         rows.append(row)
         writer.writerow(row)
         print(f"tiers: round {rnd} {mode:12s} {variant:7s} mean {row['mean_ms']} ms median "
@@ -538,12 +551,19 @@ def main(argv):
     ap.add_argument("--pool", default="",
                     help="with --report-only: CSV[,CSV...] reported as one (rounds kept "
                          "apart per file)")
+    ap.add_argument("--turns", type=int, default=0, metavar="K",
+                    help="with --concurrent: the py processes of a round take turns, K "
+                         "measured steps each (ddp_train --pair-turns), instead of sharing "
+                         "the GPU: each has it alone, and the CPU's drift is common to both")
     ap.add_argument("--concurrent", action="store_true",
                     help="run each round's variants at once, each on its own share of the "
                          "physical cores (taskset), sharing the GPU: both sides of a ratio "
                          "then see the same CPU speed; more than two variants: plain beside "
                          "each other in turn, a pair a round (see the top of this file)")
     a = ap.parse_args(argv)
+    if a.turns and (a.turns < 1 or not a.concurrent):
+        raise SystemExit("tiers: --turns K takes K >= 1 and --concurrent (the processes that "
+                         "take turns are a concurrent round's)")
     if a.pool and not a.report_only:
         raise SystemExit("tiers: --pool reads finished runs: give it with --report-only")
     if a.report_only:
