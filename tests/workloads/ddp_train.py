@@ -163,19 +163,24 @@ class Pair:
         there = self._pids(name)
         if len(there) >= self.n:
             return True
-        for pid in {pid for _, pid in self._arrivals()} - set(there):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                raise SystemExit(f"ddp_train: --pair-dir: process {pid} ended before "
-                                 f"reaching {name}; this one stops too")
-            except PermissionError:
-                pass
+        self._stop_if_gone(set(there), f"--pair-dir: process {{pid}} ended before reaching "
+                                       f"{name}")
         if time.monotonic() - since > self.timeout_s:
             raise SystemExit(f"ddp_train: --pair-dir: {len(there)} of {self.n} processes at "
                              f"{name} after {self.timeout_s:.0f} s (pids {there}); is the "
                              f"other one running?")
         return False
+
+    def _stop_if_gone(self, skip, what):
+        """SystemExit with `what` (its {pid} filled in) when a process that arrived anywhere
+        in DIR, other than those in skip, has ended: it cannot arrive any more."""
+        for pid in {pid for _, pid in self._arrivals()} - skip:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                raise SystemExit(f"ddp_train: {what.format(pid=pid)}; this one stops too")
+            except PermissionError:
+                pass
 
     def meet(self, name):
         self._arrive(name)
@@ -208,15 +213,8 @@ class Pair:
         """Returns once turn block*N + slot has come; the seconds it waited."""
         t0 = since = time.monotonic()
         while self._turn(name) < block * self.n + slot:
-            for pid in {pid for _, pid in self._arrivals()}:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    raise SystemExit(f"ddp_train: --pair-turns: process {pid} ended while "
-                                     f"this one waited for turn {block * self.n + slot} "
-                                     f"of {name}; this one stops too")
-                except PermissionError:
-                    pass
+            self._stop_if_gone(set(), f"--pair-turns: process {{pid}} ended while this one "
+                                      f"waited for turn {block * self.n + slot} of {name}")
             if time.monotonic() - since > self.timeout_s:
                 raise SystemExit(f"ddp_train: --pair-turns: turn {block * self.n + slot} of "
                                  f"{name} did not come in {self.timeout_s:.0f} s (it is "
