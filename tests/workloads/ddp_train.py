@@ -222,6 +222,26 @@ class Pair:
             time.sleep(self.poll_s / 5)
         return time.monotonic() - t0
 
+    def take_turns(self, name, steps, k, slot, body):
+        """Runs body(i) for i in 0..steps-1 in blocks of k, each in its turn, passing the
+        turn after each block; then, done, passes every turn that comes to this slot (a
+        process with fewer steps, e.g. a torch run, must not hold the others up) until all
+        have arrived at name-end. Returns the seconds it waited."""
+        waited = 0.0
+        for i in range(steps):
+            if i % k == 0:
+                waited += self.wait_turn(name, i // k, slot)
+            body(i)
+            if (i + 1) % k == 0 or i + 1 == steps:
+                self.pass_turn(name)
+        self._arrive(f"{name}-end")
+        t0 = since = time.monotonic()
+        while not self._check(f"{name}-end", since):
+            if self._turn(name) % self.n == slot:
+                self.pass_turn(name)
+            time.sleep(self.poll_s / 5)
+        return waited + time.monotonic() - t0
+
     def pass_turn(self, name):
         path = os.path.join(self.dir, f"{name}.turn")
         with open(path + f".{os.getpid()}.tmp", "w") as f:
@@ -545,10 +565,7 @@ def run_mode(ctx, mode, a, place=0):
             snaps.append((i, thread_cpu()))
             aside[0] += time.perf_counter() - t_aside
 
-    turns = pair and a.pair_turns
-    for i in range(a.steps):
-        if turns and i % a.pair_turns == 0:  # this process's block of steps begins
-            aside[0] += pair.wait_turn(point, i // a.pair_turns, a.pair_slot)
+    def measured_step(i):
         snapshot(i)
         if bare:
             bare.before(i)
@@ -562,17 +579,20 @@ def run_mode(ctx, mode, a, place=0):
             aside[0] += probes[-1] / 1e3
         if bare:
             bare.after(i)
-        if turns and ((i + 1) % a.pair_turns == 0 or i + 1 == a.steps):
-            pair.pass_turn(point)  # the GPU is idle: the step ended in a sync
+
+    turns = pair and a.pair_turns
+    if turns:  # blocks in turn (each ends in a sync: the GPU is idle at a pass), then the
+        # others' last blocks: every wait is set aside
+        aside[0] += pair.take_turns(point, a.steps, a.pair_turns, a.pair_slot, measured_step)
+    else:
+        for i in range(a.steps):
+            measured_step(i)
     snapshot(a.steps)
     dist.barrier(device_ids=[dev.index])
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0 - aside[0]
     mark("measured")
-    if turns:  # nothing runs at once: wait, idle, for the others' last blocks to end
-        pair.meet(f"{point}-end")
-        mark("pair_meet_end")
-    elif pair:  # unmeasured steps until every process side by side has ended its measured ones
+    if pair and not turns:  # unmeasured steps until every process side by side has ended its measured ones
         # (under --profiler torch too: the other process's steps keep their contention)
         filler = pair.hold(f"{point}-end", lambda: step(a.steps, "filler"))
         print(f"ddp_train: rank {rank} mode={mode} pair_filler_steps={filler}", flush=True)

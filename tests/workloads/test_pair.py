@@ -43,20 +43,21 @@ print(f"left_a={left:.6f} filler={ran}", flush=True)
 """
 
 
-# one side taking turns: slot S runs 3 blocks of 0.05 s, each between wait_turn and
-# pass_turn, appending "slot block start end" (wall clock) to DIR/log
+# one side taking turns (Pair.take_turns, as ddp_train's measured loop): slot S runs STEPS
+# steps of 0.02 s in blocks of K, appending "slot step start end" (wall clock) to DIR/log;
+# prints the seconds take_turns says it waited
 TURNS = r"""
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
 import ddp_train
-pair, slot = ddp_train.Pair(sys.argv[2], 2, timeout_s=30), int(sys.argv[3])
-for block in range(3):
-    pair.wait_turn("m", block, slot)
+d, slot, steps, k = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+pair = ddp_train.Pair(d, 2, timeout_s=30)
+def body(i):
     t0 = time.time()
-    time.sleep(0.05)
-    with open(os.path.join(sys.argv[2], "log"), "a") as f:
-        f.write(f"{slot} {block} {t0:.6f} {time.time():.6f}\n")
-    pair.pass_turn("m")
+    time.sleep(0.02)
+    with open(os.path.join(d, "log"), "a") as f:
+        f.write(f"{slot} {i} {t0:.6f} {time.time():.6f}\n")
+print(f"waited={pair.take_turns('m', steps, k, slot, body):.3f}", flush=True)
 """
 
 
@@ -124,28 +125,40 @@ def main():
             if "1 of 2 processes at a after 0 s" not in str(e) or "other one running" \
                     not in str(e):
                 problems.append(f"lone timeout message: {e}")
-        # 4. turns: slot 1 starts first and still waits for slot 0's block; the blocks
-        # alternate 0, 1, 0, 1, 0, 1 and never overlap
-        d = os.path.join(tmp, "p4")
-        os.makedirs(d)
-        second = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "1"],
-                                  stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)
-        first = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "0"],
-                                 stderr=subprocess.PIPE, text=True)
-        errs = [p.communicate(timeout=60)[1] for p in (second, first)]
-        try:
-            with open(os.path.join(d, "log")) as f:
-                log = [line.split() for line in f]
-        except OSError:
-            log = []
-        order = [(int(x[0]), int(x[1])) for x in log]
-        spans = sorted((float(x[2]), float(x[3])) for x in log)
-        if second.returncode or first.returncode or \
-                order != [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)] or \
-                any(b[0] < a[1] for a, b in zip(spans, spans[1:])):
-            problems.append(f"turns: exit {second.returncode} {first.returncode}, order "
-                            f"{order}, spans {spans}: {errs}")
+        # 4. turns: slot 1 starts first and still waits for slot 0's block; blocks
+        # alternate and never overlap, a last block shorter than K included (7 steps, K=3);
+        # a run with fewer steps (6 against 2, K=1: a torch run's 200 against 600) keeps
+        # passing its turns instead of holding the other up
+        for name, (steps1, steps0, k), want in (
+                ("p4", (7, 7, 3), [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (0, 3),
+                                   (0, 4), (0, 5), (1, 3), (1, 4), (1, 5), (0, 6), (1, 6)]),
+                ("p4b", (6, 2, 1), [(0, 0), (1, 0), (0, 1), (1, 1), (1, 2), (1, 3), (1, 4),
+                                    (1, 5)])):
+            d = os.path.join(tmp, name)
+            os.makedirs(d)
+            second = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "1", str(steps1),
+                                       str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+            time.sleep(0.3)
+            first = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "0", str(steps0),
+                                      str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+            outs = [p.communicate(timeout=60) for p in (second, first)]
+            try:
+                with open(os.path.join(d, "log")) as f:
+                    log = [line.split() for line in f]
+            except OSError:
+                log = []
+            order = [(int(x[0]), int(x[1])) for x in log]
+            spans = sorted((float(x[2]), float(x[3])) for x in log)
+            waited = [float(o[0].strip().rpartition("=")[2] or 0) for o in outs]
+            # slot 1 waited at least through slot 0's first block (k steps of 0.02 s)
+            if second.returncode or first.returncode or order != want or \
+                    any(b[0] < a[1] for a, b in zip(spans, spans[1:])) or \
+                    waited[0] < 0.02 * k * 0.9:
+                problems.append(f"turns {steps1}/{steps0} K={k}: exit {second.returncode} "
+                                f"{first.returncode}, order {order}, waited {waited}, spans "
+                                f"{spans}: {outs}")
         # 5. a partner gone while this one waits for its turn: stops at once, naming it
         d = os.path.join(tmp, "p5")
         os.makedirs(d)

@@ -350,28 +350,37 @@ def check_concurrent(tmp):
     if plain_cpus != ["2,3,6,7", "0,1,4,5"]:  # a different share each round
         problems.append(f"plain's shares over rounds 1, 2: {plain_cpus}")
     # --turns: both runs get the turn length and distinct slots (as ddp_train reads them),
-    # plain goes first in one round and second in the next, the CSV keeps each one's slot
-    a.turns, firsts = 10, []
-    for rnd in (1, 2):
-        started.clear()
-        meet[0] = threading.Barrier(2, timeout=5)
-        with open(os.path.join(tmp, "turns.csv"), "w", newline="") as f:
-            rows = tiers.run_concurrent(a, rnd, "py", ("plain", "steady"), csv.DictWriter(
-                f, tiers.FIELDS), launch, lambda n, k: runner.cpu_shares(
-                    n, k, range(8), topo.__getitem__))
-        got = {}
-        for _, c, _ in started:
-            args = ddp_train.parse_args(c[c.index(sys.executable) + 2:])
-            got[args.pair_slot] = (args.pair_turns, "plain" if args.step_load_us == 0 and
-                                   "profile" not in c else "steady")
-        slots = {r["variant"]: r["turn_slot"] for r in rows}
-        if sorted(got) != [0, 1] or {t for t, _ in got.values()} != {10} or \
-                {k: v for k, (_, v) in got.items()} != \
-                {int(k): v for v, k in slots.items() if str(k) != ""}:
-            problems.append(f"--turns round {rnd}: {got} {slots}")
-        firsts.append(got.get(0, (0, "?"))[1])
-    if sorted(firsts) != ["plain", "steady"]:
-        problems.append(f"--turns: the first to run in rounds 1, 2: {firsts}")
+    # the CSV keeps each one's slot, and plain goes first in one round and second in the
+    # next: as main's plan of two orders them (rotated each round), and as concurrent_plan
+    # pairs plain with one of several in turn (the pair's own turn, not the round)
+    a.turns = 7
+
+    def first_runs(calls):
+        """Who ran first in each (round, order, turn) call; checks the arguments on the way."""
+        firsts = []
+        for rnd, order, turn in calls:
+            started.clear()
+            meet[0] = threading.Barrier(2, timeout=5)
+            with open(os.path.join(tmp, "turns.csv"), "w", newline="") as f:
+                rows = tiers.run_concurrent(a, rnd, "py", order, csv.DictWriter(
+                    f, tiers.FIELDS), launch, lambda n, k: runner.cpu_shares(
+                        n, k, range(8), topo.__getitem__), turn=turn)
+            got = {}
+            for _, c, _ in started:
+                args = ddp_train.parse_args(c[c.index(sys.executable) + 2:])
+                who = "load" if args.step_load_us else "steady" if "profile" in c else "plain"
+                got[args.pair_slot] = (args.pair_turns, who)
+            slots = {int(r["turn_slot"]): r["variant"] for r in rows if r["turn_slot"] != ""}
+            if sorted(got) != [0, 1] or {t for t, _ in got.values()} != {7} or \
+                    {k: v for k, (_, v) in got.items()} != slots:
+                problems.append(f"--turns round {rnd} {order}: {got} {slots}")
+            firsts.append(got.get(0, (0, "?"))[1])
+        return firsts
+    for case, calls in (("two", [(1, ("plain", "steady"), None), (2, ("steady", "plain"), None)]),
+                        ("in turn", [(1, ("plain", "load"), 1), (3, ("plain", "load"), 2)])):
+        firsts = first_runs(calls)
+        if firsts.count("plain") != 1:
+            problems.append(f"--turns {case}: the first to run in its two rounds: {firsts}")
     a.turns = 0
     # the shares follow a pair's own turn, not the round: round 3 as turn 1, then as turn 2
     turned = []

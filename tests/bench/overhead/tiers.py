@@ -54,7 +54,9 @@ among them, --concurrent runs plain beside one other a round, the others in turn
 --turns K (with --concurrent) runs the py processes of a round in turns instead, K measured
 steps each, slot order rotated every round (ddp_train --pair-turns; turn_slot in the CSV):
 each has the GPU alone, so nothing of a CPU-side cost hides behind the other's kernels,
-while the CPU's drift over seconds stays common to both over a few turns.
+while the CPU's drift over seconds stays common to both over a few turns. Take a K that
+divides neither the window length nor the period (7 for 10/200): otherwise every window
+fills one block exactly and its detach always follows a wait.
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
