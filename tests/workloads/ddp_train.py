@@ -127,6 +127,9 @@ def step_load(us):
     return (time.perf_counter() - t0) * 1e6
 
 
+ABANDONED = "abandoned"  # in a --pair-dir: a process of the set failed (Pair stops)
+
+
 class Pair:
     """--pair-dir DIR --pair-n N: N processes run side by side on one GPU (the overhead
     benchmark's concurrent rounds, tests/bench/overhead/tiers.py --concurrent) and each of
@@ -173,7 +176,12 @@ class Pair:
 
     def _stop_if_gone(self, skip, what):
         """SystemExit with `what` (its {pid} filled in) when a process that arrived anywhere
-        in DIR, other than those in skip, has ended: it cannot arrive any more."""
+        in DIR, other than those in skip, has ended: it cannot arrive any more; or when DIR
+        holds ABANDONED (the launcher's word that a process of the set failed, perhaps
+        before it could arrive anywhere: tiers.py writes it)."""
+        if os.path.exists(os.path.join(self.dir, ABANDONED)):
+            raise SystemExit(f"ddp_train: --pair-dir: the launcher says another process of "
+                             f"this set failed ({self.dir}/{ABANDONED}); this one stops too")
         for pid in {pid for _, pid in self._arrivals()} - skip:
             try:
                 os.kill(pid, 0)

@@ -12,7 +12,8 @@ busy until the other has. Checked here:
     later one runs none;
   - a partner that ends without arriving stops the waiting process at once with a message
     naming it (not after the timeout);
-  - a partner that never starts: the timeout's message;
+  - a partner that never starts: the timeout's message; the launcher's abandon file stops a
+    meeting at once;
   - turns (--pair-turns): blocks alternate in slot order and never overlap, the second slot
     waiting even when it starts first; a partner gone during the wait stops it at once.
 """
@@ -115,6 +116,18 @@ def main():
                 not in err or took > 20:
             problems.append(f"a partner gone: exit {waiting.returncode} after {took:.1f} s: "
                             f"{err.strip()[-300:]}")
+        # 2b. the launcher's abandon file (a partner failed before it could arrive): stops
+        # a meeting at once
+        d = os.path.join(tmp, "p2b")
+        os.makedirs(d)
+        waiting = side(d, 0, 0.0, timeout_s=60)
+        time.sleep(0.3)
+        open(os.path.join(d, ddp_train.ABANDONED), "w").close()
+        t0 = time.monotonic()
+        _, err = waiting.communicate(timeout=60)
+        if waiting.returncode == 0 or "another process of this set failed" not in err or \
+                time.monotonic() - t0 > 20:
+            problems.append(f"abandoned: exit {waiting.returncode}: {err.strip()[-300:]}")
         # 3. nobody else ever comes: the timeout's message
         d = os.path.join(tmp, "p3")
         lone = ddp_train.Pair(d, 2, timeout_s=0.3)

@@ -382,6 +382,28 @@ def check_concurrent(tmp):
         if firsts.count("plain") != 1:
             problems.append(f"--turns {case}: the first to run in its two rounds: {firsts}")
     a.turns = 0
+    # a run that fails tells its partner, still waiting in the pair directory, to stop (as
+    # ddp_train's Pair reads it): the stand-in partner watches for that file
+    if tiers.PAIR_ABANDONED != ddp_train.ABANDONED:
+        problems.append(f"the abandon file: {tiers.PAIR_ABANDONED} != {ddp_train.ABANDONED}")
+    seen = []
+
+    def launch_fail(cmd, env, timeout):
+        args = ddp_train.parse_args(cmd[cmd.index(sys.executable) + 2:])
+        if "profile" in cmd:
+            return "ddp_train: CUDA error", 1, 0.1
+        path = os.path.join(args.pair_dir, ddp_train.ABANDONED)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not os.path.exists(path):
+            time.sleep(0.01)
+        seen.append(os.path.exists(path))
+        return "ddp_train: stopped", 1, 0.1
+    with open(os.path.join(tmp, "fail.csv"), "w", newline="") as f:
+        tiers.run_concurrent(a, 1, "py", ("plain", "steady"), csv.DictWriter(f, tiers.FIELDS),
+                             launch_fail, lambda n, k: runner.cpu_shares(n, k, range(8),
+                                                                         topo.__getitem__))
+    if seen != [True]:
+        problems.append(f"a failed run's partner never saw {ddp_train.ABANDONED}: {seen}")
     # the shares follow a pair's own turn, not the round: round 3 as turn 1, then as turn 2
     turned = []
     for turn in (1, 2):

@@ -117,6 +117,7 @@ STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                                        "MERIDIAN_CUPTI_CLOSE": "domains"},
                       "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
 DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert", "load")  # the last two: no meridian
+PAIR_ABANDONED = "abandoned"  # ddp_train.ABANDONED: a failed run's partner stops at once
 LOAD_US = 600  # the `load` variant's known cost a step, in microseconds
 EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
 PHASES = {"early": EARLY, "late": LATE}  # the CSV's early_* and late_* columns
@@ -336,6 +337,9 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
                 if a.turns:
                     cmd += ["--pair-turns", str(a.turns), "--pair-slot", str(slots[slot])]
             results[slot] = launch(cmd, env, a.run_timeout_s)
+            if aligned and results[slot][1] != 0:  # the others stop waiting for this one
+                os.makedirs(os.path.join(tmp, "pair"), exist_ok=True)
+                open(os.path.join(tmp, "pair", PAIR_ABANDONED), "w").close()
         threads = [threading.Thread(target=one, args=(k,)) for k in range(len(variants))]
         for t in threads:
             t.start()
