@@ -138,9 +138,9 @@ class Pair:
     should be empty at the start, one per set of processes side by side);
     `hold(name, step)` marks this process at name and runs step() (unmeasured work, the same
     kind) until all N have, so a process that ends first keeps the GPU as busy as it was
-    while the others finish theirs. Both give up with a SystemExit that says which process
-    is missing: after timeout_s, or at once when a process that arrived at an earlier point
-    has ended (its PID is gone)."""
+    while the others finish theirs. Every wait (these, and the turns below) gives up with a
+    SystemExit that says what it waited for: after timeout_s, or at once when a process
+    that arrived anywhere has ended (its PID is gone) or the launcher left ABANDONED."""
 
     def __init__(self, directory, n, timeout_s=120.0, poll_s=0.005):
         self.dir, self.n, self.timeout_s, self.poll_s = directory, n, timeout_s, poll_s
@@ -161,49 +161,53 @@ class Pair:
     def _arrive(self, name):
         open(os.path.join(self.dir, f"{name}.{os.getpid()}"), "w").close()
 
-    def _check(self, name, since):
-        """True when all have arrived at name; SystemExit when one never can."""
-        there = self._pids(name)
-        if len(there) >= self.n:
-            return True
-        self._stop_if_gone(set(there), f"--pair-dir: process {{pid}} ended before reaching "
-                                       f"{name}")
-        if time.monotonic() - since > self.timeout_s:
-            raise SystemExit(f"ddp_train: --pair-dir: {len(there)} of {self.n} processes at "
-                             f"{name} after {self.timeout_s:.0f} s (pids {there}); is the "
-                             f"other one running?")
-        return False
+    def _all_at(self, name):
+        return len(self._pids(name)) >= self.n
 
-    def _stop_if_gone(self, skip, what):
-        """SystemExit with `what` (its {pid} filled in) when a process that arrived anywhere
-        in DIR, other than those in skip, has ended: it cannot arrive any more; or when DIR
-        holds ABANDONED (the launcher's word that a process of the set failed, perhaps
-        before it could arrive anywhere: tiers.py writes it)."""
+    def _stop_if_gone(self, what):
+        """SystemExit when DIR holds ABANDONED (the launcher's word that a process of the
+        set failed, perhaps before it could arrive anywhere: tiers.py writes it) or when a
+        process that arrived anywhere in DIR has ended: while this one waits `what`, no
+        process of the set can have left the point it waits at, so one that ended failed."""
         if os.path.exists(os.path.join(self.dir, ABANDONED)):
             raise SystemExit(f"ddp_train: --pair-dir: the launcher says another process of "
                              f"this set failed ({self.dir}/{ABANDONED}); this one stops too")
-        for pid in {pid for _, pid in self._arrivals()} - skip:
+        for pid in {pid for _, pid in self._arrivals()}:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
-                raise SystemExit(f"ddp_train: {what.format(pid=pid)}; this one stops too")
+                raise SystemExit(f"ddp_train: --pair-dir: process {pid} ended while this one "
+                                 f"waited {what}; this one stops too")
             except PermissionError:
                 pass
 
-    def meet(self, name):
+    def _wait(self, ready, between, what, state):
+        """Runs between() (a sleep, or work) until ready(); returns the seconds it took.
+        Gives up with a SystemExit as _stop_if_gone does, or after timeout_s, saying what
+        it waited for (`what`) and how far the set got (state())."""
+        t0 = time.monotonic()
+        while not ready():
+            self._stop_if_gone(what)
+            if time.monotonic() - t0 > self.timeout_s:
+                raise SystemExit(f"ddp_train: --pair-dir: waited {what} for "
+                                 f"{self.timeout_s:.0f} s ({state()}); is the other process "
+                                 f"running?")
+            between()
+        return time.monotonic() - t0
+
+    def _gather(self, name, between):
         self._arrive(name)
-        since = time.monotonic()
-        while not self._check(name, since):
-            time.sleep(self.poll_s)
+        return self._wait(lambda: self._all_at(name), between, f"for all at {name}",
+                          lambda: f"{len(self._pids(name))} of {self.n} there")
+
+    def meet(self, name):
+        self._gather(name, lambda: time.sleep(self.poll_s))
 
     def hold(self, name, step):
         """Returns how many times it ran step()."""
-        self._arrive(name)
-        since, ran = time.monotonic(), 0
-        while not self._check(name, since):
-            step()
-            ran += 1
-        return ran
+        ran = []
+        self._gather(name, lambda: ran.append(step()))
+        return len(ran)
 
     # Turns (--pair-turns): the processes run their measured steps in blocks, one process
     # at a time, slot 0's block 0, slot 1's block 0, ..., slot 0's block 1, ...: each has the
@@ -219,16 +223,10 @@ class Pair:
 
     def wait_turn(self, name, block, slot):
         """Returns once turn block*N + slot has come; the seconds it waited."""
-        t0 = since = time.monotonic()
-        while self._turn(name) < block * self.n + slot:
-            self._stop_if_gone(set(), f"--pair-turns: process {{pid}} ended while this one "
-                                      f"waited for turn {block * self.n + slot} of {name}")
-            if time.monotonic() - since > self.timeout_s:
-                raise SystemExit(f"ddp_train: --pair-turns: turn {block * self.n + slot} of "
-                                 f"{name} did not come in {self.timeout_s:.0f} s (it is "
-                                 f"{self._turn(name)}); is the other process running?")
-            time.sleep(self.poll_s / 5)
-        return time.monotonic() - t0
+        turn = block * self.n + slot
+        return self._wait(lambda: self._turn(name) >= turn,
+                          lambda: time.sleep(self.poll_s / 5), f"for turn {turn} of {name}",
+                          lambda: f"it is {self._turn(name)}")
 
     def take_turns(self, name, steps, k, slot, body):
         """Runs body(i) for i in 0..steps-1 in blocks of k, each in its turn, passing the
@@ -242,13 +240,12 @@ class Pair:
             body(i)
             if (i + 1) % k == 0 or i + 1 == steps:
                 self.pass_turn(name)
-        self._arrive(f"{name}-end")
-        t0 = since = time.monotonic()
-        while not self._check(f"{name}-end", since):
+
+        def pass_mine():
             if self._turn(name) % self.n == slot:
                 self.pass_turn(name)
             time.sleep(self.poll_s / 5)
-        return waited + time.monotonic() - t0
+        return waited + self._gather(f"{name}-end", pass_mine)
 
     def pass_turn(self, name):
         path = os.path.join(self.dir, f"{name}.turn")

@@ -112,8 +112,8 @@ def main():
         crasher.wait(timeout=60)
         out, err = waiting.communicate(timeout=60)
         took = time.monotonic() - t0
-        if waiting.returncode == 0 or f"process {crasher.pid} ended before reaching b" \
-                not in err or took > 20:
+        if waiting.returncode == 0 or f"process {crasher.pid} ended while this one waited " \
+                "for all at b" not in err or took > 20:
             problems.append(f"a partner gone: exit {waiting.returncode} after {took:.1f} s: "
                             f"{err.strip()[-300:]}")
         # 2b. the launcher's abandon file (a partner failed before it could arrive): stops
@@ -135,8 +135,8 @@ def main():
             lone.meet("a")
             problems.append("a lone process passed meet")
         except SystemExit as e:
-            if "1 of 2 processes at a after 0 s" not in str(e) or "other one running" \
-                    not in str(e):
+            if "waited for all at a for 0 s (1 of 2 there)" not in str(e) or \
+                    "is the other process running" not in str(e):
                 problems.append(f"lone timeout message: {e}")
         # 4. turns: slot 1 starts first and still waits for slot 0's block; blocks
         # alternate and never overlap, a last block shorter than K included (7 steps, K=3);

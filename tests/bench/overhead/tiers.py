@@ -98,6 +98,8 @@ from runner import (add_common_args, boot_id, bootstrap, check_gpu_shareable, cp
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "workloads"))
+from ddp_train import ABANDONED, parse_windows  # noqa: E402  (no torch imported)
 WINDOWS = "10/200@10"
 FIELDS = ["round", "workload", "mode", "variant", "steps", "mean_ms", "median_ms",
           "outside_median_ms", "wall_s", "rc", "machine", "early_median_ms",
@@ -117,14 +119,16 @@ STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                                        "MERIDIAN_CUPTI_CLOSE": "domains"},
                       "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
 DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert", "load")  # the last two: no meridian
-PAIR_ABANDONED = "abandoned"  # ddp_train.ABANDONED: a failed run's partner stops at once
 LOAD_US = 600  # the `load` variant's known cost a step, in microseconds
 EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
 PHASES = {"early": EARLY, "late": LATE}  # the CSV's early_* and late_* columns
 
 
+WIN_LENGTH, WIN_PERIOD, WIN_OFFSET = parse_windows(WINDOWS)
+
+
 def in_window(step):
-    return step >= 10 and (step - 10) % 200 < 10
+    return step >= WIN_OFFSET and (step - WIN_OFFSET) % WIN_PERIOD < WIN_LENGTH
 
 
 def window_or_detach(step):
@@ -309,12 +313,14 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
     physical cores (cpu_shares: the shares rotate over rounds), each with its own DDP port:
     the host's CPU speed, which drifts by 10-40% over seconds on the GPU host (session 23),
     is then the same for both sides of a ratio. They share the GPU, whose kernels of the
-    two time-slice: that hides a part of a CPU-side cost (the `load` control measures how
-    much). py runs get ddp_train's --pair-dir, so they begin each mode's measured steps
-    together and one that ends first runs unmeasured steps until the other has: without it
-    (run 57) `meridian profile` started its workload a second or so after a plain one, and
-    the kernel-dense steps of the one ending later ran partly alone on the GPU (its rounds'
-    ratios spread 0.91-1.19). storm runs are not aligned. Writes and returns the rows of
+    two time-slice: that may hide a part of a CPU-side cost (the `load` control measures
+    how much), unless a.turns has them take turns on it (ddp_train --pair-turns, the first
+    slot rotated as the shares are). py runs get ddp_train's --pair-dir, so they begin each
+    mode's measured steps together and one that ends first runs unmeasured steps until the
+    other has: without it (run 57) `meridian profile` started its workload a second or so
+    after a plain one, and the kernel-dense steps of the one ending later ran partly alone
+    on the GPU (its rounds' ratios spread 0.91-1.19); a run that fails leaves ABANDONED
+    there, so its partner stops at once. storm runs are not aligned. Writes and returns the rows of
     every variant, in the order given; launch(cmd, env, timeout) runs one, shares_of(n, turn)
     cuts the cores (a test hands its own of both); turn (default rnd) rotates the shares."""
     # the shares go by the variants' sorted order: the plan rotates their order each round
@@ -339,12 +345,12 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
             results[slot] = launch(cmd, env, a.run_timeout_s)
             if aligned and results[slot][1] != 0:  # the others stop waiting for this one
                 os.makedirs(os.path.join(tmp, "pair"), exist_ok=True)
-                open(os.path.join(tmp, "pair", PAIR_ABANDONED), "w").close()
+                open(os.path.join(tmp, "pair", ABANDONED), "w").close()
         threads = [threading.Thread(target=one, args=(k,)) for k in range(len(variants))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
     rows = []
     for slot, v in enumerate(variants):
         out, rc, wall = results[slot] or ("the launching thread failed", 1, 0.0)
