@@ -73,26 +73,35 @@ for label, bad in (("empty record", []),
         print(f"ok: {label} refused: {e}")
 
 # thread_cpu: a spinning thread's CPU time between two snapshots, against that thread's own
-# CPU clock read around them (so a loaded machine, which gives the spinner less, still agrees)
-stop = []
+# CPU clock read around them. The spinner is blocked while the clock and the snapshots are
+# read and spins a fixed 50 ms of its own CPU in between, so neither a busy machine (which
+# gives it less CPU a second) nor the main thread being descheduled between a clock read
+# and a snapshot changes what the two should agree on.
+ready, go, done, stop = (threading.Event() for _ in range(4))
 
 
 def spin():  # hashing a large buffer holds no GIL: the snapshots' reads are not held up
     block = bytes(1 << 20)
-    while not stop:
+    ready.set()
+    go.wait()
+    c = time.thread_time()
+    while time.thread_time() - c < 0.05:
         hashlib.sha256(block).digest()
+    done.set()
+    stop.wait()  # alive (in /proc) for the second snapshot
 
 
 t = threading.Thread(target=spin, name="spinner")
 t.start()
-time.sleep(0.02)
+ready.wait(30)
 clock = time.pthread_getcpuclockid(t.ident)
 c0 = time.clock_gettime(clock)
 before = ddp_train.thread_cpu()
-time.sleep(0.3)
+go.set()
+done.wait(60)
 after = ddp_train.thread_cpu()
 c1 = time.clock_gettime(clock)
-stop.append(1)
+stop.set()
 t.join()
 own_ms = (c1 - c0) * 1e3  # the spinner's CPU over an interval that holds both snapshots
 main_tid, spin_tid = threading.get_native_id(), t.native_id
@@ -103,7 +112,7 @@ else:
     slept = after[main_tid][1] - before[main_tid][1]
     tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
     # /proc counts utime and stime in clock ticks: within two ticks of the spinner's own clock
-    if not own_ms - 2 * tick_ms <= spun <= own_ms + 2 * tick_ms or own_ms < 20 or slept > spun:
+    if not own_ms - 2 * tick_ms <= spun <= own_ms + 2 * tick_ms or own_ms < 50 or slept > spun:
         failures.append(f"thread_cpu: the spinner had {spun} ms by /proc, {own_ms:.1f} ms by "
                         f"its own clock; the sleeper {slept} ms")
     lines = ddp_train.thread_cpu_lines(0, "gpt2", [(20, before), (290, after)], main_tid)
