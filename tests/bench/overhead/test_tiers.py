@@ -315,7 +315,7 @@ def check_concurrent(tmp):
                 "ddp_train: rank 0 mode=gpt2 pair_filler_steps=7\n", 0, 0.3)
     a = argparse.Namespace(build="B", meridian="M", agent_lib="/lib/libmeridian.so",
                            storm_per_step=1000, torch_steps=200, steps=600, no_aslr=False,
-                           run_timeout_s=10, turns=0)
+                           run_timeout_s=10, turns=0, same_cores=False)
     plain_cpus = []
     with open(os.path.join(tmp, "conc.csv"), "w", newline="") as f:
         w = csv.DictWriter(f, tiers.FIELDS)
@@ -381,6 +381,25 @@ def check_concurrent(tmp):
         firsts = first_runs(calls)
         if firsts.count("plain") != 1:
             problems.append(f"--turns {case}: the first to run in its two rounds: {firsts}")
+        if any(set(c[2].split(",")) & set(d[2].split(",")) for _, c, _ in started
+               for _, d, _ in started if c is not d):
+            problems.append(f"--turns {case}: without --same-cores a core shared: {started}")
+    # --same-cores: both processes that take turns on every core, in the CSV too; storm's
+    # runs (never aligned, so never in turns) keep their own shares
+    a.same_cores = True
+    first_runs([(1, ("plain", "steady"), None)])
+    cpus = [c[2] for _, c, _ in started]
+    if cpus != ["0,1,2,3,4,5,6,7"] * 2:
+        problems.append(f"--same-cores: the runs' CPU lists: {cpus}")
+    started.clear()
+    with open(os.path.join(tmp, "storm.csv"), "w", newline="") as f:
+        tiers.run_concurrent(a, 1, "storm", ("plain", "steady"), csv.DictWriter(
+            f, tiers.FIELDS), lambda cmd, env, timeout: (started.append((0, cmd, "0")) or
+                                                        ("", 1, 0.0)),
+            lambda n, k: runner.cpu_shares(n, k, range(8), topo.__getitem__))
+    if len(started) != 2 or set(started[0][1][2].split(",")) & set(started[1][1][2].split(",")):
+        problems.append(f"--same-cores: storm's runs share cores: {started}")
+    a.same_cores = False
     a.turns = 0
     # a run that fails tells its partner, still waiting in the pair directory, to stop (as
     # ddp_train's Pair reads it): the stand-in partner watches for that file
@@ -449,6 +468,19 @@ def check_concurrent(tmp):
     except SystemExit as e:
         if "add plain to steady,full,load" not in str(e):
             problems.append(f"concurrent_plan refusal: {e}")
+    # option combinations that cannot measure what they say are refused before anything runs
+    base = ["--build", "x", "--meridian", "x", "--agent-lib", "x", "--workloads", "py",
+            "--csv", os.path.join(tmp, "never.csv")]
+    for extra, want in ((["--turns", "7"], "--turns K takes K >= 1 and --concurrent"),
+                        (["--concurrent", "--turns", "0", "--same-cores"],
+                         "--same-cores takes --turns"),
+                        (["--concurrent", "--same-cores"], "--same-cores takes --turns")):
+        try:
+            tiers.main(base + extra)
+            problems.append(f"tiers {extra} accepted")
+        except SystemExit as e:
+            if want not in str(e) or os.path.exists(os.path.join(tmp, "never.csv")):
+                problems.append(f"tiers {extra}: {e}")
     # a GPU in exclusive-process mode is refused before anything runs (a stand-in nvidia-smi)
     fake = os.path.join(tmp, "bin")
     os.makedirs(fake, exist_ok=True)

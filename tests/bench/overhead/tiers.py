@@ -56,7 +56,11 @@ steps each, slot order rotated every round (ddp_train --pair-turns; turn_slot in
 each has the GPU alone, so nothing of a CPU-side cost hides behind the other's kernels,
 while the CPU's drift over seconds stays common to both over a few turns. Take a K that
 divides neither the window length nor the period (7 for 10/200): otherwise every window
-fills one block exactly and its detach always follows a wait.
+fills one block exactly and its detach always follows a wait. Run 58 (turns, each process
+on its own half of the cores): the control read its full 600 us, but a round's ratio
+still varied by +-2-4%, and its early and late steps' ratios were uncorrelated, so what
+the two did not share was not the process but seconds of their own cores' speed; with
+--same-cores both run on every core (one steps at a time), to make that common too.
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
@@ -328,9 +332,11 @@ def run_concurrent(a, rnd, workload, variants, writer, launch=run_timed, shares_
     t = rnd if turn is None else turn
     by_name = shares_of(len(variants), t)
     shares = [by_name[sorted(variants).index(v)] for v in variants]
+    aligned = workload == "py" and len(variants) > 1  # storm's runs cannot meet
+    if a.turns and a.same_cores and aligned:  # one runs at a time: both on every core
+        shares = [sorted(c for share in by_name for c in share)] * len(variants)
     # --turns: who goes first rotates as the shares do
     slots = [(sorted(variants).index(v) + t) % len(variants) for v in variants]
-    aligned = workload == "py" and len(variants) > 1  # storm's runs cannot meet
     results = [None] * len(variants)
     port = 29600 + random.randint(0, 300)  # one base: each command() draws its own
     with tempfile.TemporaryDirectory() as tmp:
@@ -567,6 +573,11 @@ def main(argv):
                     help="with --concurrent: the py processes of a round take turns, K "
                          "measured steps each (ddp_train --pair-turns), instead of sharing "
                          "the GPU: each has it alone, and the CPU's drift is common to both")
+    ap.add_argument("--same-cores", action="store_true",
+                    help="with --turns: the processes of a py round all run on every "
+                         "physical core (only one steps at a time; the waiting one polls "
+                         "a file every millisecond), so the cores' speed is common to both "
+                         "sides too; without it each has its own share, as in run 58")
     ap.add_argument("--concurrent", action="store_true",
                     help="run each round's variants at once, each on its own share of the "
                          "physical cores (taskset), sharing the GPU: both sides of a ratio "
@@ -576,6 +587,9 @@ def main(argv):
     if a.turns and (a.turns < 1 or not a.concurrent):
         raise SystemExit("tiers: --turns K takes K >= 1 and --concurrent (the processes that "
                          "take turns are a concurrent round's)")
+    if a.same_cores and not a.turns:
+        raise SystemExit("tiers: --same-cores takes --turns (processes that step at the same "
+                         "time must not share cores)")
     if a.pool and not a.report_only:
         raise SystemExit("tiers: --pool reads finished runs: give it with --report-only")
     if a.report_only:
