@@ -58,9 +58,10 @@ while the CPU's drift over seconds stays common to both over a few turns. Take a
 divides neither the window length nor the period (7 for 10/200): otherwise every window
 fills one block exactly and its detach always follows a wait. Run 58 (turns, each process
 on its own half of the cores): the control read its full 600 us, but a round's ratio
-still varied by +-2-4%, and its early and late steps' ratios were uncorrelated, so what
-the two did not share was not the process but seconds of their own cores' speed; with
---same-cores both run on every core (one steps at a time), to make that common too.
+still varied by +-2-4%, and its early and late steps' ratios were uncorrelated: the noise
+is not a constant of each process but lasts seconds, and one thing the two did not share
+was their cores. With --same-cores both run on every core (one steps at a time), which
+makes the cores common too (a hypothesis for run 59 to test).
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
