@@ -355,6 +355,8 @@ def check_concurrent(tmp):
     # pairs plain with one of several in turn (the pair's own turn, not the round)
     a.turns = 7
 
+    each_call = []  # (started, rows) of every call first_runs made
+
     def first_runs(calls):
         """Who ran first in each (round, order, turn) call; checks the arguments on the way."""
         firsts = []
@@ -375,22 +377,48 @@ def check_concurrent(tmp):
                     {k: v for k, (_, v) in got.items()} != slots:
                 problems.append(f"--turns round {rnd} {order}: {got} {slots}")
             firsts.append(got.get(0, (0, "?"))[1])
+            each_call.append((list(started), rows))
         return firsts
     for case, calls in (("two", [(1, ("plain", "steady"), None), (2, ("steady", "plain"), None)]),
                         ("in turn", [(1, ("plain", "load"), 1), (3, ("plain", "load"), 2)])):
         firsts = first_runs(calls)
         if firsts.count("plain") != 1:
             problems.append(f"--turns {case}: the first to run in its two rounds: {firsts}")
-        if any(set(c[2].split(",")) & set(d[2].split(",")) for _, c, _ in started
-               for _, d, _ in started if c is not d):
-            problems.append(f"--turns {case}: without --same-cores a core shared: {started}")
+    for runs, _ in each_call:
+        if len(runs) != 2 or set(runs[0][1][2].split(",")) & set(runs[1][1][2].split(",")):
+            problems.append(f"--turns without --same-cores: a core shared: {runs}")
     # --same-cores: both processes that take turns on every core, in the CSV too; storm's
-    # runs (never aligned, so never in turns) keep their own shares
+    # runs (never aligned, so never in turns) and runs not in turns keep their own shares
     a.same_cores = True
     first_runs([(1, ("plain", "steady"), None)])
-    cpus = [c[2] for _, c, _ in started]
-    if cpus != ["0,1,2,3,4,5,6,7"] * 2:
-        problems.append(f"--same-cores: the runs' CPU lists: {cpus}")
+    cpus = [c[2] for _, c, _ in started] + [r["cpus"] for r in each_call[-1][1]]
+    if cpus != ["0,1,2,3,4,5,6,7"] * 4:
+        problems.append(f"--same-cores: the runs' CPU lists, then the rows': {cpus}")
+    # a report that pools these rounds with conc.csv's (separate shares) says it mixes them;
+    # conc.csv alone does not
+    with open(os.path.join(tmp, "same.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, tiers.FIELDS)
+        w.writeheader()
+        w.writerows(each_call[-1][1])
+    for pool, want in (("conc.csv,same.csv", True), ("conc.csv", False)):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "tiers.py"), "--build", "x",
+                            "--meridian", "x", "--agent-lib", "x", "--report-only", "--pool",
+                            ",".join(os.path.join(tmp, x) for x in pool.split(","))],
+                           capture_output=True, text=True, timeout=60)
+        said = "1 paired round(s) ran on the same cores (--same-cores) and 2 on separate" \
+            in p.stdout
+        if p.returncode != 0 or said != want or (not want and "mix" in p.stdout):
+            problems.append(f"report of {pool}: exit {p.returncode}, {p.stdout}{p.stderr}")
+    a.turns = 0  # not in turns: separate shares whatever --same-cores says
+    started.clear()
+    meet[0] = threading.Barrier(2, timeout=5)
+    with open(os.path.join(tmp, "noturns.csv"), "w", newline="") as f:
+        tiers.run_concurrent(a, 1, "py", ("plain", "steady"), csv.DictWriter(f, tiers.FIELDS),
+                             launch, lambda n, k: runner.cpu_shares(n, k, range(8),
+                                                                    topo.__getitem__))
+    if len(started) != 2 or set(started[0][1][2].split(",")) & set(started[1][1][2].split(",")):
+        problems.append(f"--same-cores without turns: the runs share cores: {started}")
+    a.turns = 7
     started.clear()
     with open(os.path.join(tmp, "storm.csv"), "w", newline="") as f:
         tiers.run_concurrent(a, 1, "storm", ("plain", "steady"), csv.DictWriter(
@@ -532,6 +560,8 @@ def main():
             r"storm +steady/plain \(median outside windows\) +1\.0050  \[[0-9.]+-[0-9.]+\]  "
             r"exact \[0\.9700-1\.0500\]  n=8  goal within 1%",
             r"gpt2 +steady/plain \(mean step\) +1\.0100  \[[0-9.]+-[0-9.]+\]  exact \[-\]  n=5",
+            # the issue's 1% outside windows is the storm's goal, not the training steps'
+            r"gpt2 +steady/plain \(median outside windows\) +1\.0100 .*  n=5  goal -\n",
             r"storm +plain +mean +4\.2000 .* rounds 10 ")
     missing = [w for w in want if not re.search(w, out)]
     if p.returncode != 0 or missing or problems:

@@ -61,7 +61,9 @@ on its own half of the cores): the control read its full 600 us, but a round's r
 still varied by +-2-4%, and its early and late steps' ratios were uncorrelated: the noise
 is not a constant of each process but lasts seconds, and one thing the two did not share
 was their cores. With --same-cores both run on every core (one steps at a time), which
-makes the cores common too (a hypothesis for run 59 to test).
+makes the cores common too (a hypothesis for run 59 to test); but then the steady tier's
+work off the main thread (flusher, CUPTI's flush, meridiand) can run during plain's turns
+on plain's cores, which would pull steady/plain low (RESULTS-tiers.md, "Session 25").
 
 Metrics (per run): the MEAN step time over every measured step (windows' attach, detach
 and traced steps included: the cost a whole job pays), and for storm the MEDIAN step time
@@ -464,6 +466,22 @@ def phase_figure(r, phase, col):
     return float(got) if got else 0.0
 
 
+def core_designs(by):
+    """How the paired rounds of `by` ({(mode, variant): {round: row}}) placed their
+    processes, from the rows' cpus: {"same": n, "split": n} (--same-cores; or disjoint
+    shares), counting each (mode, round) whose variants all have a CPU list."""
+    counts = {"same": 0, "split": 0}
+    rounds = {}
+    for (m, _), rs in by.items():
+        for rd, r in rs.items():
+            rounds.setdefault((m, rd), []).append(r.get("cpus") or "")
+    for lists in rounds.values():
+        if len(lists) < 2 or not all(lists):
+            continue
+        counts["same" if len(set(lists)) == 1 else "split"] += 1
+    return counts
+
+
 def report(rows):
     by = {}
     for r in rows:
@@ -471,6 +489,11 @@ def report(rows):
             continue
         by.setdefault((r["mode"], r["variant"]), {})[int(r["round"])] = r
     modes = sorted({k[0] for k in by})
+    designs = core_designs(by)
+    if designs["same"] and designs["split"]:
+        print(f"\ntiers: note: {designs['same']} paired round(s) ran on the same cores "
+              f"(--same-cores) and {designs['split']} on separate shares: these figures mix "
+              f"the two designs (report each CSV alone to keep them apart)")
     print("\ntiers: medians over rounds (ms per step)")
     for m in modes:
         for v in VARIANTS + DIAGNOSTICS:
@@ -508,8 +531,9 @@ def report(rows):
                "added(full)/added(bare) (mean step)", "<= 1.10")
         paired(m, lambda p, f, t: (f - p) / (t - p) if t > p else None,
                ["plain", "full", "torch"], "added(full)/added(torch) (mean step)", "< 1")
-        paired(m, lambda p, s: s / p, ["plain", "steady"],
-               "steady/plain (median outside windows)", "within 1%", key="outside_median_ms")
+        paired(m, lambda p, s: s / p, ["plain", "steady"],  # the issue's 1%: the storm's
+               "steady/plain (median outside windows)", "within 1%" if m == "storm" else "-",
+               key="outside_median_ms")
         paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (mean step/probe)",
                "-", key=per_probe)  # a diagnostic: the probe added noise (session 23)
         paired(m, lambda p, s: s / p, ["plain", "steady"], "steady/plain (probe)", "-",
