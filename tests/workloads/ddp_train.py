@@ -139,11 +139,13 @@ class Pair:
     `hold(name, step)` marks this process at name and runs step() (unmeasured work, the same
     kind) until all N have, so a process that ends first keeps the GPU as busy as it was
     while the others finish theirs. Every wait (these, and the turns below) gives up with a
-    SystemExit that says what it waited for: after timeout_s, or at once when a process
-    that arrived anywhere has ended (its PID is gone) or the launcher left ABANDONED."""
+    SystemExit that says what it waited for: after timeout_s, or within check_s when a
+    process that arrived anywhere has ended (its PID is gone) while the wait is not over,
+    or the launcher left ABANDONED."""
 
-    def __init__(self, directory, n, timeout_s=120.0, poll_s=0.005):
+    def __init__(self, directory, n, timeout_s=120.0, poll_s=0.005, check_s=0.05):
         self.dir, self.n, self.timeout_s, self.poll_s = directory, n, timeout_s, poll_s
+        self.check_s = check_s  # how often a wait looks for ended processes
         os.makedirs(directory, exist_ok=True)
 
     @staticmethod
@@ -183,12 +185,22 @@ class Pair:
 
     def _wait(self, ready, between, what, state):
         """Runs between() (a sleep, or work) until ready(); returns the seconds it took.
-        Gives up with a SystemExit as _stop_if_gone does, or after timeout_s, saying what
-        it waited for (`what`) and how far the set got (state())."""
-        t0 = time.monotonic()
+        Gives up with a SystemExit as _stop_if_gone does (looked at every check_s, not on
+        every poll: each look lists DIR and signals every PID in it, and a process that
+        takes turns polls every millisecond), or after timeout_s, saying what it waited for
+        (`what`) and how far the set got (state())."""
+        t0 = next_check = time.monotonic()
         while not ready():
-            self._stop_if_gone(what)
-            if time.monotonic() - t0 > self.timeout_s:
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + self.check_s
+                try:
+                    self._stop_if_gone(what)
+                except SystemExit:
+                    if ready():  # the last one arrived and ended between the two looks
+                        break
+                    raise
+            if now - t0 > self.timeout_s:
                 raise SystemExit(f"ddp_train: --pair-dir: waited {what} for "
                                  f"{self.timeout_s:.0f} s ({state()}); is the other process "
                                  f"running?")

@@ -15,7 +15,10 @@ busy until the other has. Checked here:
   - a partner that never starts: the timeout's message; the launcher's abandon file stops a
     meeting at once;
   - turns (--pair-turns): blocks alternate in slot order and never overlap, the second slot
-    waiting even when it starts first; a partner gone during the wait stops it at once.
+    waiting even when it starts first, and each counts every wait; a partner gone during
+    the wait stops it at once;
+  - the last one that arrives and ends between a waiter's two looks ends the wait (not a
+    crash); the check for ended processes runs every check_s, not on every poll.
 """
 import os
 import subprocess
@@ -66,6 +69,11 @@ def side(d, delay_s, work_s, timeout_s=30):
     return subprocess.Popen([sys.executable, "-c", SIDE, HERE, d, str(delay_s), str(work_s),
                              str(timeout_s)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
+
+
+def turns_side(d, slot, steps, k):
+    return subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, str(slot), str(steps),
+                             str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def arrival(d, name, pid):
@@ -149,13 +157,9 @@ def main():
                                     (1, 5)])):
             d = os.path.join(tmp, name)
             os.makedirs(d)
-            second = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "1", str(steps1),
-                                       str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True)
+            second = turns_side(d, 1, steps1, k)
             time.sleep(0.3)
-            first = subprocess.Popen([sys.executable, "-c", TURNS, HERE, d, "0", str(steps0),
-                                      str(k)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+            first = turns_side(d, 0, steps0, k)
             outs = [p.communicate(timeout=60) for p in (second, first)]
             try:
                 with open(os.path.join(d, "log")) as f:
@@ -165,12 +169,20 @@ def main():
             order = [(int(x[0]), int(x[1])) for x in log]
             spans = sorted((float(x[2]), float(x[3])) for x in log)
             waited = [float(o[0].strip().rpartition("=")[2] or 0) for o in outs]
-            # slot 1 waited at least through slot 0's first block (k steps of 0.02 s)
+            # each counts every wait: at least the other's steps that ran before its own
+            # last step began (slot 1's 0.3 s head start is on top; slot 0 has none, so a
+            # take_turns that kept only its last wait falls short there)
+            need = []
+            for slot in (1, 0):
+                last = max((float(x[2]) for x in log if x[0] == str(slot)), default=0.0)
+                need.append(sum(float(x[3]) - float(x[2]) for x in log
+                                if x[0] != str(slot) and float(x[3]) <= last))
             if second.returncode or first.returncode or order != want or \
                     any(b[0] < a[1] for a, b in zip(spans, spans[1:])) or \
-                    waited[0] < 0.02 * k * 0.9:
+                    any(w < 0.9 * n for w, n in zip(waited, need)):
                 problems.append(f"turns {steps1}/{steps0} K={k}: exit {second.returncode} "
-                                f"{first.returncode}, order {order}, waited {waited}, spans "
+                                f"{first.returncode}, order {order}, waited {waited} (at least "
+                                f"{need}), spans "
                                 f"{spans}: {outs}")
         # 5. a partner gone while this one waits for its turn: stops at once, naming it
         d = os.path.join(tmp, "p5")
@@ -189,7 +201,35 @@ def main():
         if waiter.returncode == 0 or f"process {gone.pid} ended while this one waited for " \
                 "turn 1 of m" not in err or time.monotonic() - t0 > 20:
             problems.append(f"turns, a partner gone: exit {waiter.returncode}: {err[-300:]}")
-    # 6. the option: --pair-n below 2 is refused
+        # 6. the last one arrives and ends between the waiter's two looks (ready, then the
+        # check for ended processes): the wait is over, not a crash. A stand-in ready()
+        # says "not yet" once, then "all here"; an ended process's arrival lies in DIR
+        d = os.path.join(tmp, "p6")
+        os.makedirs(d)
+        ended = subprocess.Popen([sys.executable, "-c", "pass"])
+        ended.wait(timeout=60)
+        open(os.path.join(d, f"x.{ended.pid}"), "w").close()
+        looks = []
+        try:
+            ddp_train.Pair(d, 2, timeout_s=5)._wait(lambda: looks.append(1) or len(looks) > 1,
+                                                     lambda: None, "for all at x", lambda: "")
+        except SystemExit as e:
+            problems.append(f"arrived, then ended: {e}")
+        # 7. the check for ended processes runs every check_s, not on every poll (each
+        # lists DIR and signals every PID): at most 0.3 / 0.05 + 1 in 0.3 s of 1 ms polls
+        checks = []
+
+        class Counted(ddp_train.Pair):
+            def _stop_if_gone(self, what):
+                checks.append(what)
+        try:
+            Counted(d, 2, timeout_s=0.3, poll_s=0.001)._wait(
+                lambda: False, lambda: time.sleep(0.001), "for y", lambda: "")
+        except SystemExit:
+            pass
+        if not 1 <= len(checks) <= 8:
+            problems.append(f"{len(checks)} checks for ended processes in 0.3 s")
+    # 8. the option: --pair-n below 2 is refused
     for bad in (["--pair-dir", "/tmp/x", "--pair-n", "1"], ["--pair-turns", "5"],
                 ["--pair-dir", "/tmp/x", "--pair-turns", "5", "--pair-slot", "2"]):
         try:

@@ -276,6 +276,16 @@ def check_pool(tmp):
     return problems
 
 
+def ddp_args(cmd):
+    """What ddp_train.py reads from a tiers command: the arguments after the script."""
+    return ddp_train.parse_args(cmd[cmd.index(sys.executable) + 2:])
+
+
+def disjoint(x, y):
+    """Whether two `taskset -c LIST ...` commands have no CPU in common."""
+    return not set(x[2].split(",")) & set(y[2].split(","))
+
+
 def check_concurrent(tmp):
     """--concurrent: the cores cut by physical core, the shares rotated, the round's
     processes started together on disjoint shares with their own ports, a resumed CSV's
@@ -284,10 +294,12 @@ def check_concurrent(tmp):
     # 4 cores x 2 threads, siblings numbered c and c+4 (as on many x86 hosts)
     topo = {f"/sys/devices/system/cpu/cpu{c}/topology/{k}": str(v) for c in range(8)
             for k, v in (("physical_package_id", 0), ("core_id", c % 4))}
+    def shares(n, turn):  # cpu_shares on this stand-in machine
+        return runner.cpu_shares(n, turn, range(8), topo.__getitem__)
     got = runner.physical_cores(range(8), topo.__getitem__)
     if got != [[0, 4], [1, 5], [2, 6], [3, 7]]:
         problems.append(f"physical_cores: {got}")
-    r1, r2 = (runner.cpu_shares(2, rnd, range(8), topo.__getitem__) for rnd in (1, 2))
+    r1, r2 = (shares(2, rnd) for rnd in (1, 2))
     if r1 != [[2, 3, 6, 7], [0, 1, 4, 5]] or r2 != [[0, 1, 4, 5], [2, 3, 6, 7]]:
         problems.append(f"cpu_shares: {r1} {r2}")
     try:
@@ -323,10 +335,8 @@ def check_concurrent(tmp):
         for rnd, order in ((1, ("plain", "steady")), (2, ("steady", "plain"))):
             del started[:]
             meet[0] = threading.Barrier(2, timeout=5)
-            rows = tiers.run_concurrent(a, rnd, "py", order, w, launch, lambda n, k: runner.cpu_shares(
-                n, k, range(8), topo.__getitem__))
-            sets = [set(c[2].split(",")) for _, c, _ in started]
-            if len(started) != 2 or sets[0] & sets[1] or \
+            rows = tiers.run_concurrent(a, rnd, "py", order, w, launch, shares)
+            if len(started) != 2 or not disjoint(started[0][1], started[1][1]) or \
                     any(c[:2] != ["taskset", "-c"] for _, c, _ in started) or \
                     abs(int(started[0][2]) - int(started[1][2])) != 400:  # never the same
                 problems.append(f"run_concurrent round {rnd}: {started}")
@@ -335,11 +345,13 @@ def check_concurrent(tmp):
             pairs = set()
             for _, c, _ in started:
                 try:
-                    got = ddp_train.parse_args(c[c.index(sys.executable) + 2:])
+                    got = ddp_args(c)
                     pairs.add((got.pair_dir, got.pair_n))
                 except (SystemExit, ValueError):
                     pairs.add(("refused", tuple(c)))
-            if len(pairs) != 1 or not next(iter(pairs))[0] or next(iter(pairs))[1] != 2:
+            # (said, not left to ddp_train's default of 2)
+            if len(pairs) != 1 or not next(iter(pairs))[0] or next(iter(pairs))[1] != 2 or \
+                    any("--pair-n" not in c for _, c, _ in started):
                 problems.append(f"run_concurrent pair arguments, round {rnd}: {pairs}")
             if [r["variant"] for r in rows] != list(order) or \
                     any(r["mean_ms"] != "30.5000" or not r["cpus"] or str(r["rc"]) != "0"
@@ -365,11 +377,10 @@ def check_concurrent(tmp):
             meet[0] = threading.Barrier(2, timeout=5)
             with open(os.path.join(tmp, "turns.csv"), "w", newline="") as f:
                 rows = tiers.run_concurrent(a, rnd, "py", order, csv.DictWriter(
-                    f, tiers.FIELDS), launch, lambda n, k: runner.cpu_shares(
-                        n, k, range(8), topo.__getitem__), turn=turn)
+                    f, tiers.FIELDS), launch, shares, turn=turn)
             got = {}
             for _, c, _ in started:
-                args = ddp_train.parse_args(c[c.index(sys.executable) + 2:])
+                args = ddp_args(c)
                 who = "load" if args.step_load_us else "steady" if "profile" in c else "plain"
                 got[args.pair_slot] = (args.pair_turns, who)
             slots = {int(r["turn_slot"]): r["variant"] for r in rows if r["turn_slot"] != ""}
@@ -385,7 +396,7 @@ def check_concurrent(tmp):
         if firsts.count("plain") != 1:
             problems.append(f"--turns {case}: the first to run in its two rounds: {firsts}")
     for runs, _ in each_call:
-        if len(runs) != 2 or set(runs[0][1][2].split(",")) & set(runs[1][1][2].split(",")):
+        if len(runs) != 2 or not disjoint(runs[0][1], runs[1][1]):
             problems.append(f"--turns without --same-cores: a core shared: {runs}")
     # --same-cores: both processes that take turns on every core, in the CSV too; storm's
     # runs (never aligned, so never in turns) and runs not in turns keep their own shares
@@ -414,9 +425,8 @@ def check_concurrent(tmp):
     meet[0] = threading.Barrier(2, timeout=5)
     with open(os.path.join(tmp, "noturns.csv"), "w", newline="") as f:
         tiers.run_concurrent(a, 1, "py", ("plain", "steady"), csv.DictWriter(f, tiers.FIELDS),
-                             launch, lambda n, k: runner.cpu_shares(n, k, range(8),
-                                                                    topo.__getitem__))
-    if len(started) != 2 or set(started[0][1][2].split(",")) & set(started[1][1][2].split(",")):
+                             launch, shares)
+    if len(started) != 2 or not disjoint(started[0][1], started[1][1]):
         problems.append(f"--same-cores without turns: the runs share cores: {started}")
     a.turns = 7
     started.clear()
@@ -424,8 +434,8 @@ def check_concurrent(tmp):
         tiers.run_concurrent(a, 1, "storm", ("plain", "steady"), csv.DictWriter(
             f, tiers.FIELDS), lambda cmd, env, timeout: (started.append((0, cmd, "0")) or
                                                         ("", 1, 0.0)),
-            lambda n, k: runner.cpu_shares(n, k, range(8), topo.__getitem__))
-    if len(started) != 2 or set(started[0][1][2].split(",")) & set(started[1][1][2].split(",")):
+            shares)
+    if len(started) != 2 or not disjoint(started[0][1], started[1][1]):
         problems.append(f"--same-cores: storm's runs share cores: {started}")
     a.same_cores = False
     a.turns = 0
@@ -434,7 +444,7 @@ def check_concurrent(tmp):
     seen = []
 
     def launch_fail(cmd, env, timeout):
-        args = ddp_train.parse_args(cmd[cmd.index(sys.executable) + 2:])
+        args = ddp_args(cmd)
         if "profile" in cmd:
             return "ddp_train: CUDA error", 1, 0.1
         path = os.path.join(args.pair_dir, ddp_train.ABANDONED)
@@ -445,8 +455,7 @@ def check_concurrent(tmp):
         return "ddp_train: stopped", 1, 0.1
     with open(os.path.join(tmp, "fail.csv"), "w", newline="") as f:
         tiers.run_concurrent(a, 1, "py", ("plain", "steady"), csv.DictWriter(f, tiers.FIELDS),
-                             launch_fail, lambda n, k: runner.cpu_shares(n, k, range(8),
-                                                                         topo.__getitem__))
+                             launch_fail, shares)
     if seen != [True]:
         problems.append(f"a failed run's partner never saw {ddp_train.ABANDONED}: {seen}")
     # the shares follow a pair's own turn, not the round: round 3 as turn 1, then as turn 2
@@ -455,8 +464,7 @@ def check_concurrent(tmp):
         meet[0] = threading.Barrier(2, timeout=5)
         with open(os.path.join(tmp, "conc3.csv"), "w", newline="") as f:
             rows = tiers.run_concurrent(a, 3, "py", ("plain", "load"), csv.DictWriter(
-                f, tiers.FIELDS), launch, lambda n, k: runner.cpu_shares(
-                    n, k, range(8), topo.__getitem__), turn=turn)
+                f, tiers.FIELDS), launch, shares, turn=turn)
         turned += [r["cpus"] for r in rows if r["variant"] == "plain"]
     if turned != ["0,1,4,5", "2,3,6,7"]:  # load sorts first: plain takes the second share
         problems.append(f"run_concurrent plain's shares at turns 1, 2 of round 3: {turned}")
@@ -471,18 +479,12 @@ def check_concurrent(tmp):
             (5, "py", ("plain", "steady"), 3)]
     if got != want:
         problems.append(f"concurrent_plan of three: {got}")
-    # storm never runs torch: the plan has none, so no pair gets it whatever was given
-    storm = [(rnd, "storm", v) for rnd in (1, 2, 3) for v in ("plain", "steady", "full")]
-    got = [vs for _, _, vs, _ in tiers.concurrent_plan(
-        storm, lambda w: ["plain", "steady", "full", "torch"])]
-    if got != [("plain", "steady"), ("plain", "full"), ("plain", "steady")]:
-        problems.append(f"concurrent_plan of storm: {got}")
     # a lone variant: nobody to meet, so no --pair-dir (ddp_train refuses --pair-n 1)
     started.clear()
     meet[0] = threading.Barrier(1, timeout=5)
     with open(os.path.join(tmp, "conc1.csv"), "w", newline="") as f:
         tiers.run_concurrent(a, 1, "py", ("plain",), csv.DictWriter(f, tiers.FIELDS), launch,
-                             lambda n, k: runner.cpu_shares(n, k, range(8), topo.__getitem__))
+                             shares)
     if len(started) != 1 or "--pair-dir" in started[0][1]:
         problems.append(f"run_concurrent of one variant: {started}")
     two = [(1, "py", "plain"), (1, "py", "inert"), (2, "py", "inert"), (2, "py", "plain")]
@@ -500,6 +502,8 @@ def check_concurrent(tmp):
     base = ["--build", "x", "--meridian", "x", "--agent-lib", "x", "--workloads", "py",
             "--csv", os.path.join(tmp, "never.csv")]
     for extra, want in ((["--turns", "7"], "--turns K takes K >= 1 and --concurrent"),
+                        (["--workloads", "storm,py", "--variants", "plain,torch,load"],
+                         "--variants: torch, load: py variants only"),
                         (["--concurrent", "--turns", "0", "--same-cores"],
                          "--same-cores takes --turns"),
                         (["--concurrent", "--same-cores"], "--same-cores takes --turns")):
@@ -509,6 +513,8 @@ def check_concurrent(tmp):
         except SystemExit as e:
             if want not in str(e) or os.path.exists(os.path.join(tmp, "never.csv")):
                 problems.append(f"tiers {extra}: {e}")
+        except OSError as e:  # it went on to start the runs (stand-in paths: none exist)
+            problems.append(f"tiers {extra} accepted, then: {e}")
     # a GPU in exclusive-process mode is refused before anything runs (a stand-in nvidia-smi)
     fake = os.path.join(tmp, "bin")
     os.makedirs(fake, exist_ok=True)

@@ -126,6 +126,7 @@ STEADY_DIAGNOSTICS = {"nowin": {"MERIDIAN_WINDOWS": "none"},
                                        "MERIDIAN_CUPTI_CLOSE": "domains"},
                       "nosample": {"MERIDIAN_WINDOWS": WINDOWS, "MERIDIAN_GPU_SAMPLE_HZ": "0"}}
 DIAGNOSTICS = tuple(STEADY_DIAGNOSTICS) + ("inert", "load")  # the last two: no meridian
+PY_ONLY = ("torch", "load")  # options of ddp_train's (--profiler torch, --step-load-us)
 LOAD_US = 600  # the `load` variant's known cost a step, in microseconds
 EARLY, LATE = range(20, 290), range(330, 1 << 30)  # around the `late` variant's window
 PHASES = {"early": EARLY, "late": LATE}  # the CSV's early_* and late_* columns
@@ -308,7 +309,7 @@ def concurrent_plan(plan, given):
         if "plain" not in vs:
             raise SystemExit(f"tiers: --concurrent runs more than two variants as pairs with "
                              f"plain: add plain to {','.join(given(w))}")
-        others = [v for v in given(w) if v in vs and v != "plain"]  # storm: no torch
+        others = [v for v in given(w) if v != "plain"]
         k = len(others)
         out.append((rnd, w, ("plain", others[(rnd - 1) % k]), (rnd - 1) // k + 1))
     return out
@@ -579,7 +580,7 @@ def main(argv):
     add_common_args(ap, "tiers.csv")
     ap.add_argument("--workloads", default="storm,py")
     ap.add_argument("--variants", default="plain,steady,full,bare",
-                    help="variants of storm (torch is never run there)")
+                    help="variants of storm (not torch nor load: py's only)")
     ap.add_argument("--py-variants", default="plain,steady,full,bare,torch",
                     help=f"variants of py: {', '.join(VARIANTS)}, and the diagnostics "
                          f"{', '.join(DIAGNOSTICS)} (the top of this file)")
@@ -630,9 +631,11 @@ def main(argv):
         if twice:  # a round's rows are kept by (mode, variant): one run would hide the other
             raise SystemExit(f"tiers: {opt}: {', '.join(twice)} given twice; a null pair is "
                              f"plain,inert")
-    if "load" in a.variants.split(",") and "storm" in a.workloads.split(","):
-        raise SystemExit("tiers: --variants: load is a py variant (ddp_train's --step-load-us); "
-                         "kernel_storm has no such option")
+    py_only = [v for v in a.variants.split(",") if v in PY_ONLY]
+    if py_only and "storm" in a.workloads.split(","):
+        raise SystemExit(f"tiers: --variants: {', '.join(py_only)}: py variants only "
+                         f"(ddp_train's --profiler torch and --step-load-us; kernel_storm has "
+                         f"neither): give them in --py-variants")
     plan = []
     storm_rounds = a.rounds if a.storm_rounds is None else a.storm_rounds
     for rnd in range(1, max(a.rounds, storm_rounds) + 1):
@@ -640,7 +643,6 @@ def main(argv):
             if rnd > (storm_rounds if w == "storm" else a.rounds):
                 continue
             vs = (a.py_variants if w == "py" else a.variants).split(",")
-            vs = [v for v in vs if not (w == "storm" and v == "torch")]
             k = (rnd - 1) % len(vs)
             for v in vs[k:] + vs[:k]:
                 plan.append((rnd, w, v))
